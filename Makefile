@@ -1,0 +1,45 @@
+# The only commands a newcomer needs. `make run` runs the quickstart study
+# (on the GPU when one is usable, else on the CPU backend with a tiny model);
+# `make test` is what CI runs.
+GO       ?= go
+PKG      := github.com/xrun-dev/xrun
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  := -X $(PKG)/runner.version=$(VERSION) -X $(PKG)/runner.commit=$(COMMIT)
+FUZZTIME ?= 30s
+BENCHTIME ?= 1s
+
+.PHONY: all build run test bench fuzz lint clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/xrun ./cmd/xrun
+
+run: build
+	./bin/xrun run experiments/quickstart.yaml
+
+# Unit, golden and end-to-end tests; no GPU or CUDA needed (GPU tests skip).
+test: lint
+	$(GO) test -timeout 12m ./...
+
+# Speed targets live here, never in unit tests.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+# Every fuzz target in the module, FUZZTIME each (go test runs one at a time).
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin .gpu

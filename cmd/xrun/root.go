@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+)
+
+// rootOptions are the flags every command shares.
+type rootOptions struct {
+	logLevel  string
+	logFormat string
+}
+
+// app is what a command's runX function receives besides its own options:
+// the outside world and the logger built from the shared flags.
+type app struct {
+	gs  *globalState
+	log zerolog.Logger
+	// started is set once flags and arguments validated and a command's
+	// own code began; an error before that is a usage error.
+	started bool
+}
+
+// newRootCommand wires every command explicitly (no init() registration),
+// so the command tree is visible in one place.
+func newRootCommand(gs *globalState) (*cobra.Command, *app) {
+	opts := &rootOptions{}
+	a := &app{gs: gs, log: zerolog.Nop()}
+	root := &cobra.Command{
+		Use:   "xrun [run] FILE | xrun COMMAND",
+		Short: "Declarative experiment-matrix runner for LLM inference performance",
+		Long: `xrun expands a YAML study into cells (model x batch size x GEMM plugin x ...),
+generates each cell's token-norm-dist dataset, runs the cells on its own
+inference engine and writes trtllm-bench throughput tables, profiles and a
+results file that diffs cleanly in pull requests.
+
+"xrun FILE" is short for "xrun run FILE".` + exitStatusHelp,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := newLogger(gs, opts.logLevel, opts.logFormat)
+			if err != nil {
+				return usageError{err}
+			}
+			a.log = l
+			a.started = true
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&opts.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	root.PersistentFlags().StringVar(&opts.logFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON lines), console, json")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetIn(gs.Stdin)
+	root.SetOut(gs.Stdout)
+	root.SetErr(gs.Stderr)
+	root.CompletionOptions.DisableDefaultCmd = true
+
+	root.AddCommand(
+		newVersionCommand(a),
+	)
+	for _, c := range root.Commands() {
+		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+		if !strings.Contains(c.Long, "EXIT STATUS") {
+			c.Long = strings.TrimRight(c.Long, "\n") + "\n" + exitStatusHelp
+		}
+	}
+	return root, a
+}
+
+// run executes one command line and returns the exit status. It is the
+// in-process entry point the tests use.
+func run(ctx context.Context, gs *globalState, args []string) int {
+	root, a := newRootCommand(gs)
+	root.SetArgs(implicitRun(root, args))
+	err := root.ExecuteContext(ctx)
+	if err != nil && !a.started {
+		// Unknown commands, wrong argument counts, missing flags: cobra
+		// reports these before any command code runs.
+		err = usageError{err}
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		report(gs, err)
+	}
+	return exitCode(err)
+}
+
+// report prints the final error once, plainly, on stderr. Library errors
+// already name file:line and field, so nothing is added but the prefix.
+func report(gs *globalState, err error) {
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(gs.Stderr, "xrun: interrupted")
+		return
+	}
+	fmt.Fprintf(gs.Stderr, "xrun: %v\n", err)
+}
+
+// implicitRun turns "xrun [global flags] FILE ..." into "xrun ... run FILE ...":
+// the first positional argument that is not a command name is a study file.
+func implicitRun(root *cobra.Command, args []string) []string {
+	valueFlags := map[string]bool{"--log-level": true, "--log-format": true}
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			return args
+		}
+		if strings.HasPrefix(arg, "-") {
+			if valueFlags[arg] {
+				i++
+			}
+			continue
+		}
+		if arg == "help" {
+			return args
+		}
+		for _, c := range root.Commands() {
+			if c.Name() == arg || c.HasAlias(arg) {
+				return args
+			}
+		}
+		out := append([]string{}, args[:i]...)
+		out = append(out, "run")
+		return append(out, args[i:]...)
+	}
+	return args
+}
