@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Routing methods of MoE models: the order of softmax and top-k matters for
+// which experts win and for their weights.
+const (
+	// RoutingSoftmaxTopKRenorm is Mixtral's: softmax over all experts, take
+	// the top k, renormalise their probabilities to sum to one.
+	RoutingSoftmaxTopKRenorm = "softmax-topk-renorm"
+	// RoutingTopKSoftmax is GPT-OSS's and Qwen3-MoE's (norm_topk_prob):
+	// take the top k logits, softmax over those k only.
+	RoutingTopKSoftmax = "topk-softmax"
+)
+
+// RopeScaling describes a rotary-embedding frequency rescaling.
+type RopeScaling struct {
+	Type            string  `json:"type"` // "llama3" or "yarn"
+	Factor          float64 `json:"factor"`
+	LowFreqFactor   float64 `json:"low_freq_factor,omitempty"`
+	HighFreqFactor  float64 `json:"high_freq_factor,omitempty"`
+	OriginalMaxPos  int     `json:"original_max_position_embeddings,omitempty"`
+	BetaFast        float64 `json:"beta_fast,omitempty"`
+	BetaSlow        float64 `json:"beta_slow,omitempty"`
+	AttentionFactor float64 `json:"attention_factor,omitempty"`
+}
+
+// ModelConfig is the exact shape of a model: everything the engine needs to
+// allocate and run it, and what datasets need (tokenizer vocabulary, EOS).
+type ModelConfig struct {
+	Name   string `json:"name"`
+	Family string `json:"family"` // llama, mixtral, gpt-oss, qwen3-moe
+	// Path is the Hugging Face directory a model was loaded from; empty for
+	// zoo models, whose weights are random, seeded and deterministic.
+	Path string `json:"path,omitempty"`
+
+	Hidden  int `json:"hidden_size"`
+	Layers  int `json:"num_hidden_layers"`
+	Heads   int `json:"num_attention_heads"`
+	KVHeads int `json:"num_key_value_heads"`
+	HeadDim int `json:"head_dim"`
+	FFN     int `json:"intermediate_size"` // dense MLP width; for MoE, each expert's
+
+	// Vocab is the number of embedding rows / logits. DatasetVocab is the
+	// tokenizer's base vocabulary without added tokens, which is what
+	// TensorRT-LLM's prepare_dataset.py draws token ids from.
+	Vocab        int `json:"vocab_size"`
+	DatasetVocab int `json:"dataset_vocab_size"`
+	BOS          int `json:"bos_token_id"`
+	EOS          int `json:"eos_token_id"`
+
+	RMSEps        float64      `json:"rms_norm_eps"`
+	RopeTheta     float64      `json:"rope_theta"`
+	RopeScaling   *RopeScaling `json:"rope_scaling,omitempty"`
+	MaxPos        int          `json:"max_position_embeddings"`
+	TieEmbeddings bool         `json:"tie_word_embeddings"`
+	QKNorm        bool         `json:"qk_norm,omitempty"` // Qwen3: RMSNorm on each head's q and k
+
+	// Mixture of experts; Experts == 0 for dense models.
+	Experts int    `json:"num_experts,omitempty"`
+	TopK    int    `json:"num_experts_per_tok,omitempty"`
+	Routing string `json:"routing,omitempty"`
+
+	// Simplifications documents where the engine departs from the real
+	// architecture (the shapes, and so the cost, are kept).
+	Simplifications []string `json:"simplifications,omitempty"`
+}
+
+// MoE reports whether the model has mixture-of-experts layers, the only
+// models on which routing_mode means anything.
+func (c ModelConfig) MoE() bool { return c.Experts > 0 }
+
+// zoo holds the built-in models at their real shapes (from each model's
+// Hugging Face config.json) and tiny shapes the CPU backend runs quickly.
+var zoo = map[string]ModelConfig{
+	"tinyllama-1.1b": {
+		Family: "llama", Hidden: 2048, Layers: 22, Heads: 32, KVHeads: 4, HeadDim: 64, FFN: 5632,
+		Vocab: 32000, DatasetVocab: 32000, BOS: 1, EOS: 2, RMSEps: 1e-5, RopeTheta: 10000, MaxPos: 2048,
+	},
+	"llama-3.2-1b": {
+		Family: "llama", Hidden: 2048, Layers: 16, Heads: 32, KVHeads: 8, HeadDim: 64, FFN: 8192,
+		Vocab: 128256, DatasetVocab: 128000, BOS: 128000, EOS: 128001, RMSEps: 1e-5, RopeTheta: 500000,
+		RopeScaling: &RopeScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192},
+		MaxPos:      131072, TieEmbeddings: true,
+	},
+	"llama-3.1-8b": {
+		Family: "llama", Hidden: 4096, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336,
+		Vocab: 128256, DatasetVocab: 128000, BOS: 128000, EOS: 128001, RMSEps: 1e-5, RopeTheta: 500000,
+		RopeScaling: &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192},
+		MaxPos:      131072,
+	},
+	"mixtral-8x7b": {
+		Family: "mixtral", Hidden: 4096, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336,
+		Vocab: 32000, DatasetVocab: 32000, BOS: 1, EOS: 2, RMSEps: 1e-5, RopeTheta: 1e6, MaxPos: 32768,
+		Experts: 8, TopK: 2, Routing: RoutingSoftmaxTopKRenorm,
+	},
+	"gpt-oss-20b": {
+		Family: "gpt-oss", Hidden: 2880, Layers: 24, Heads: 64, KVHeads: 8, HeadDim: 64, FFN: 2880,
+		Vocab: 201088, DatasetVocab: 199998, BOS: 199998, EOS: 200002, RMSEps: 1e-5, RopeTheta: 150000,
+		RopeScaling: &RopeScaling{Type: "yarn", Factor: 32, OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1},
+		MaxPos:      131072, Experts: 32, TopK: 4, Routing: RoutingTopKSoftmax,
+		Simplifications: []string{
+			"attention sinks (a learned per-head logit in the softmax denominator) are omitted",
+			"the 128-token sliding window of every other layer is treated as full causal attention",
+			"experts use plain SwiGLU without GPT-OSS's clamp and alpha=1.702, and without biases",
+			"weights are dense fp16/bf16, not MXFP4",
+		},
+	},
+	"qwen3-30b-a3b": {
+		Family: "qwen3-moe", Hidden: 2048, Layers: 48, Heads: 32, KVHeads: 4, HeadDim: 128, FFN: 768,
+		Vocab: 151936, DatasetVocab: 151643, BOS: 151643, EOS: 151645, RMSEps: 1e-6, RopeTheta: 1e6,
+		MaxPos: 40960, QKNorm: true, Experts: 128, TopK: 8, Routing: RoutingTopKSoftmax,
+	},
+	// Tiny shapes for the CPU backend and CI; same families as the real ones.
+	"tiny-llama": {
+		Family: "llama", Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 160,
+		Vocab: 512, DatasetVocab: 512, BOS: 1, EOS: 2, RMSEps: 1e-5, RopeTheta: 10000, MaxPos: 4096,
+	},
+	"tiny-dense": {
+		Family: "llama", Hidden: 256, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 32, FFN: 704,
+		Vocab: 2048, DatasetVocab: 2048, BOS: 1, EOS: 2, RMSEps: 1e-5, RopeTheta: 10000, MaxPos: 4096,
+	},
+	"tiny-moe": {
+		Family: "mixtral", Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 256,
+		Vocab: 2048, DatasetVocab: 2048, BOS: 1, EOS: 2, RMSEps: 1e-5, RopeTheta: 1e6, MaxPos: 4096,
+		Experts: 8, TopK: 2, Routing: RoutingSoftmaxTopKRenorm,
+	},
+}
+
+// ModelNames lists the zoo's models, sorted.
+func ModelNames() []string {
+	names := make([]string, 0, len(zoo))
+	for n := range zoo {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ZooModel returns a built-in model's configuration.
+func ZooModel(name string) (ModelConfig, bool) {
+	c, ok := zoo[name]
+	if ok {
+		c.Name = name
+	}
+	return c, ok
+}
+
+// LookupModel resolves a model name as a spec gives it: a zoo name, or a
+// path to a Hugging Face directory holding config.json.
+func LookupModel(nameOrPath string) (ModelConfig, error) {
+	if c, ok := ZooModel(nameOrPath); ok {
+		return c, nil
+	}
+	c, err := LoadHFConfig(nameOrPath)
+	if err != nil {
+		return ModelConfig{}, fmt.Errorf("model %q is neither a zoo model (%v) nor a usable model directory: %w", nameOrPath, ModelNames(), err)
+	}
+	return c, nil
+}
