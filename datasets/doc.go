@@ -1,7 +1,17 @@
-// Package datasets owns the requests a cell serves: the token-norm-dist and
-// token-unif-dist generators (byte-identical to TensorRT-LLM's
-// prepare_dataset.py, including numpy's and CPython's random number
-// generators), reading and writing the trtllm-bench JSONL format, and the
-// content-addressed dataset cache. It knows nothing of specs, engines or
-// results.
+// Package datasets generates, reads, writes and caches the request datasets
+// xrun benchmarks with.
+//
+// The synthetic generators (token-norm-dist, token-unif-dist) reproduce
+// TensorRT-LLM's benchmarks/cpp/prepare_dataset.py byte for byte from the
+// seed alone: numpy's legacy MT19937 normal and its SeedSequence/PCG64
+// bounded integers for the lengths, CPython's random module for the token
+// ids. The random number generators are reimplemented here from the
+// published algorithms and checked against values numpy and CPython print.
+//
+// Files use trtllm-bench's line format (one compact JSON object per request);
+// the older {"metadata": ..., "samples": [...]} file is read too. Cache keeps
+// generated datasets content addressed under a directory the runner chooses.
+//
+// The package knows nothing about models, engines or the runner: callers
+// pass the vocabulary size and EOS id they resolved.
 package datasets

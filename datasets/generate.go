@@ -1,0 +1,181 @@
+package datasets
+
+import (
+	"io"
+	"math"
+)
+
+// Generator produces a synthetic dataset request by request, identical to
+// TensorRT-LLM's prepare_dataset.py for the same parameters. Its memory
+// depends on the vocabulary size and the longest request, not on the
+// number of requests.
+type Generator struct {
+	p    Params
+	next int
+
+	// Lengths. Input and output lengths are drawn after re-seeding with the
+	// same seed, so for norm they share one standard-normal sequence; for
+	// unif the bounded draws differ per range, so each side has its own
+	// generator.
+	gauss          legacyGauss
+	unifIn, unifOu *pcg64
+
+	tokens  *tokenSampler
+	taskRNG *pyRandom // positioned after every token draw; nil without Rand
+
+	req    Request
+	taskID int
+}
+
+// NewGenerator validates p and prepares the generator.
+func NewGenerator(p Params) (*Generator, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	g := &Generator{p: p}
+	g.reset()
+	if l := p.LoRA; l != nil && l.Rand != nil {
+		// prepare_dataset.py draws the task ids with random.randint after
+		// all token ids, from the same stream. Running the token draws once
+		// without output gives that stream's position, so the ids can be
+		// drawn lazily, one per request, in constant memory.
+		for i := 0; i < p.NumRequests; i++ {
+			g.draw()
+		}
+		g.taskRNG = g.tokens.r
+		g.reset()
+	}
+	return g, nil
+}
+
+// reset seeds every stream for request 0.
+func (g *Generator) reset() {
+	g.next = 0
+	seed := uint64(g.p.Seed)
+	switch g.p.Dist {
+	case NormDist:
+		g.gauss.seed(uint32(seed))
+	case UnifDist:
+		g.unifIn, g.unifOu = newPCG64(seed), newPCG64(seed)
+	}
+	r := &pyRandom{}
+	r.seed(seed)
+	g.tokens = newTokenSampler(r, g.p.VocabSize)
+}
+
+// Len is the number of requests the generator produces in all.
+func (g *Generator) Len() int { return g.p.NumRequests }
+
+// lengths draws request i's input and output lengths.
+func (g *Generator) lengths() (in, out int) {
+	if g.p.Dist == NormDist {
+		z := g.gauss.gauss()
+		return normLength(g.p.InputMean, g.p.InputStdev, z), normLength(g.p.OutputMean, g.p.OutputStdev, z)
+	}
+	in = int(g.unifIn.integer(int64(g.p.InputMin), int64(g.p.InputMax)))
+	out = int(g.unifOu.integer(int64(g.p.OutputMin), int64(g.p.OutputMax)))
+	return in, out
+}
+
+// normLength is max(1, ceil(loc + scale*z)) as prepare_dataset.py maps
+// np.random.normal's values; Validate bounds the result by MaxTokens.
+func normLength(mean, stdev int, z float64) int {
+	x := float64(mean) + float64(float64(stdev)*z)
+	return max(1, int(math.Ceil(x)))
+}
+
+// Next returns the next request, or nil after the last one. The request and
+// its InputIDs are reused by the following call; copy what must outlive it.
+func (g *Generator) Next() *Request {
+	if g.next >= g.p.NumRequests {
+		return nil
+	}
+	g.draw()
+	g.req.TaskID = g.next
+	g.req.LoRATaskID = nil
+	if l := g.p.LoRA; l != nil {
+		id := l.TaskID
+		if l.Rand != nil {
+			id = int(g.taskRNG.randint(int64(l.Rand[0]), int64(l.Rand[1])))
+		}
+		if id != -1 { // -1 means "no LoRA" in prepare_dataset.py
+			g.taskID = id
+			g.req.LoRATaskID = &g.taskID
+		}
+	}
+	g.next++
+	return &g.req
+}
+
+// draw fills g.req's lengths and token ids from the length and token streams.
+func (g *Generator) draw() {
+	in, out := g.lengths()
+	if cap(g.req.InputIDs) < in {
+		g.req.InputIDs = make([]int32, in, max(in, 2*cap(g.req.InputIDs)))
+	}
+	ids := g.req.InputIDs[:in]
+	g.tokens.draw(ids)
+	// gen_random_tokens replaces EOS (while it occurs) by (eos+1) % vocab;
+	// Validate guarantees the replacement differs from EOS, so one pass
+	// removes every occurrence.
+	eos := int32(g.p.EOSID)
+	repl := int32((g.p.EOSID + 1) % g.p.VocabSize)
+	for i, t := range ids {
+		if t == eos {
+			ids[i] = repl
+		}
+	}
+	g.req.InputIDs = ids
+	g.req.OutputTokens = out
+}
+
+// Generate calls fn for every request of the dataset, in order; the request
+// is reused after fn returns.
+func Generate(p Params, fn func(*Request) error) error {
+	g, err := NewGenerator(p)
+	if err != nil {
+		return err
+	}
+	for r := g.Next(); r != nil; r = g.Next() {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GenerateAll returns the whole dataset in memory, for callers (the engine)
+// that need every request at once.
+func GenerateAll(p Params) ([]Request, error) {
+	var out []Request
+	err := Generate(p, func(r *Request) error {
+		c := *r
+		c.InputIDs = append([]int32(nil), r.InputIDs...)
+		if r.LoRATaskID != nil {
+			id := *r.LoRATaskID
+			c.LoRATaskID = &id
+		}
+		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// Write generates the dataset and writes it to w in trtllm-bench's line
+// format, streaming: nothing is kept but the current request.
+func Write(w io.Writer, p Params) error {
+	g, err := NewGenerator(p)
+	if err != nil {
+		return err
+	}
+	jw := NewWriter(w)
+	if p.LoRA != nil {
+		jw.LoRADir = p.LoRA.Dir
+	}
+	for r := g.Next(); r != nil; r = g.Next() {
+		if err := jw.Write(r); err != nil {
+			return err
+		}
+	}
+	return jw.Flush()
+}
