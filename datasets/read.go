@@ -741,7 +741,7 @@ func (p *lineParser) number() error {
 // at once (that format is one JSON document).
 type legacyReader struct {
 	samples []legacySample
-	pos   int
+	pos     int
 }
 
 type legacySample struct {
