@@ -1,0 +1,544 @@
+package runner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/xrun-dev/xrun/engine"
+)
+
+// Plan is a study expanded into cells, with what was excluded or
+// collapsed and why, the datasets the cells need and the work they add up to.
+type Plan struct {
+	Spec  *Spec
+	Cells []Cell
+	// Varying are the matrix parameters (axes and include keys) that take
+	// more than one value among the cells, in the order the spec gives
+	// them; cell ids spell them out.
+	Varying   []string
+	Excluded  []Excluded
+	Collapsed []Collapsed
+	Datasets  []*Dataset
+	Totals    Totals
+	// Warnings are caveats that do not stop the study (an exclude entry
+	// that matched nothing, a comparison with one side only).
+	Warnings []string
+}
+
+// Setting is one parameter and its value, as a matrix combination gives it.
+type Setting struct {
+	Key   string
+	Value any
+}
+
+// Excluded is a combination removed by an exclude entry.
+type Excluded struct {
+	Values []Setting
+	By     string // the entry, e.g. "matrix.exclude[0]"
+	Line   int    // its line in the spec; 0 when it came from --set
+}
+
+// Collapsed is a combination that resolved to the same parameters as an
+// earlier cell, because what set it apart cannot matter (routing_mode on a
+// dense model, dtype on the cpu engine, ...) or because it was listed twice.
+type Collapsed struct {
+	Values []Setting
+	Into   string // the id of the cell it is the same as
+	Reason string
+}
+
+// Cell is one point of the study, with fully resolved parameters.
+type Cell struct {
+	Index int
+	// ID is a readable slug of the cell's Varying values, "-", and the
+	// first 8 hex digits of Hash; the same spec gives the same ids on
+	// every machine.
+	ID string
+	// Hash is the hex SHA-256 of the canonical encoding of every
+	// parameter that applies to the cell (see Flat). It depends on the
+	// parameters only, not on the rest of the study.
+	Hash   string
+	Params Params
+	// Model is the model's configuration (zoo or config.json).
+	Model *engine.ModelConfig
+	// DatasetFile is the resolved path of a dataset file; "" for generators.
+	DatasetFile string
+	Dataset     *Dataset
+
+	na uint32 // bit i set: params[i] does not apply to this cell
+}
+
+// Dataset is one distinct set of requests that cells need. Cells whose
+// dataset parameters are equal share it (for example two models with the
+// same tokenizer vocabulary).
+type Dataset struct {
+	// ID is "ds-" and 8 hex digits of the dataset parameters' hash.
+	ID string
+	// Params holds the parameters that apply to the generator; the others
+	// are zero.
+	Params DatasetParams
+	File   string // resolved path of a dataset file
+	Cells  int    // how many cells use it
+	// Requests and tokens of one pass over the dataset. Tokens are exact
+	// when every length is fixed (stdev 0, min == max), else estimated
+	// from the mean (norm) or the midpoint (unif). Unknown (zero, Known
+	// false) for dataset files until they are read.
+	Requests     int64
+	InputTokens  int64
+	OutputTokens int64
+	Exact        bool
+	Known        bool
+
+	na uint32 // the dataset parameters that do not apply (as Cell.na)
+}
+
+// Totals add up one pass over every cell's dataset (repeats multiply it).
+type Totals struct {
+	Cells        int
+	Requests     int64
+	InputTokens  int64
+	OutputTokens int64
+	Exact        bool
+	// UnknownCells use dataset files, whose requests are not counted.
+	UnknownCells int
+	Repeats      int
+}
+
+// applies reports whether parameter pi can matter for the cell.
+func (c *Cell) applies(pi int) bool { return c.na&(1<<pi) == 0 }
+
+// Flat returns the cell's parameters as dotted keys and JSON scalars
+// ("dataset.input_mean": 128), exactly those that identify the cell: those
+// that apply to it (no routing_mode on a dense model), without execution
+// limits (timeout).
+func (c *Cell) Flat() map[string]any {
+	m := make(map[string]any, numParams)
+	for pi, p := range params {
+		if p.identity && c.applies(pi) {
+			m[p.path] = p.get(&c.Params)
+		}
+	}
+	return m
+}
+
+// NotApplicable lists the parameters that cannot matter for this cell and
+// so are left out of Flat and the hash.
+func (c *Cell) NotApplicable() []string {
+	var out []string
+	for pi, p := range params {
+		if !c.applies(pi) {
+			out = append(out, p.path)
+		}
+	}
+	return out
+}
+
+// notApplicable returns the parameters that cannot matter for p, as a bit set.
+func notApplicable(p *Params, m *engine.ModelConfig) uint32 {
+	var na uint32
+	if !m.MoE() {
+		na |= 1 << pRoutingMode
+	}
+	if p.Engine == "cpu" {
+		na |= 1<<pDtype | 1<<pKVFraction
+	}
+	switch p.Dataset.Kind() {
+	case GenNorm:
+		na |= 1<<pInputMin | 1<<pInputMax | 1<<pOutputMin | 1<<pOutputMax
+	case GenUnif:
+		na |= 1<<pInputMean | 1<<pInputStdev | 1<<pOutputMean | 1<<pOutputStdev
+	default:
+		na |= 1<<pNumRequests | 1<<pInputMean | 1<<pInputStdev | 1<<pOutputMean | 1<<pOutputStdev |
+			1<<pInputMin | 1<<pInputMax | 1<<pOutputMin | 1<<pOutputMax |
+			1<<pDatasetSeed | 1<<pVocabSize | 1<<pEOSID | 1<<pRandTaskID
+	}
+	return na
+}
+
+// whyNotApplicable explains, for the plan, why parameter pi cannot matter.
+func whyNotApplicable(pi int, p *Params) string {
+	switch pi {
+	case pRoutingMode:
+		return fmt.Sprintf("routing_mode has no effect on dense model %s", p.Model)
+	case pDtype:
+		return "dtype has no effect on the cpu engine (it computes in float32)"
+	case pKVFraction:
+		return "kv_cache_free_gpu_mem_fraction has no effect on the cpu engine"
+	}
+	if p.Dataset.Kind() == GenFile {
+		return fmt.Sprintf("%s has no effect on a dataset file", params[pi].path)
+	}
+	return fmt.Sprintf("%s has no effect on %s", params[pi].path, p.Dataset.Kind())
+}
+
+// hashOrder is the canonical order of parameters in the cell encoding:
+// sorted by path, so that the encoding does not depend on the registry's order.
+var hashOrder = func() []int {
+	order := make([]int, numParams)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(params[a].path, params[b].path) })
+	return order
+}()
+
+// appendCanonical writes the canonical encoding of the parameters that
+// identify a cell: a version line, then "path=value" lines in path order.
+// Changing it changes every id, so it is versioned.
+func appendCanonical(b []byte, p *Params, na uint32, prefix string) []byte {
+	b = append(b, "xrun-cell/1\n"...)
+	for _, pi := range hashOrder {
+		pm := params[pi]
+		if !pm.identity || na&(1<<pi) != 0 || !strings.HasPrefix(pm.path, prefix) {
+			continue
+		}
+		b = append(b, pm.path...)
+		b = append(b, '=')
+		b = pm.appendValue(b, p)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// declaredKeys are the parameters the matrix sets: axes in order, then
+// keys that only include entries set, in order of appearance.
+func (d *decoder) declaredKeys() []int {
+	var keys []int
+	for _, ax := range d.axes {
+		keys = append(keys, ax.keys...)
+	}
+	for _, e := range d.include {
+		for _, k := range e.keys {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}
+
+func (d *decoder) settings(vals []int32, keys []int) []Setting {
+	var out []Setting
+	for _, k := range keys {
+		if vals[k] >= 0 {
+			out = append(out, Setting{params[k].path, d.vals[vals[k]].v})
+		}
+	}
+	return out
+}
+
+// source finds where a cell's value of parameter pi was written: its
+// matrix value, or params; nil for defaults and values derived from the model.
+func (d *decoder) source(vals []int32, pi int) (*yaml.Node, string) {
+	if vals[pi] >= 0 {
+		v := d.vals[vals[pi]]
+		return v.node, v.field
+	}
+	if d.explicit[pi] {
+		return d.paramNode[pi], d.paramField[pi]
+	}
+	return nil, ""
+}
+
+// where names a node's place for messages: "line N", or the --set argument.
+func (d *decoder) where(n *yaml.Node) string {
+	if s, ok := d.origin[n]; ok {
+		return "--set " + s
+	}
+	return "line " + strconv.Itoa(n.Line)
+}
+
+// expand turns the decoded matrix into the plan.
+func (d *decoder) expand(maxCells int) (*Plan, error) {
+	m := &matrixDef{nkeys: numParams, axes: d.axes, same: func(a, b int32) bool { return d.vals[a].v == d.vals[b].v }}
+	for _, e := range d.exclude {
+		m.exclude = append(m.exclude, mxEntry{keys: e.keys, vals: e.vals})
+	}
+	for _, e := range d.include {
+		m.include = append(m.include, mxEntry{keys: e.keys, vals: e.vals})
+	}
+	// Exclusion can only shrink the cross product so much; refuse to
+	// enumerate one far beyond the limit.
+	limit := max(4*maxCells, 1_000_000)
+	if n := m.originals(limit); n > limit {
+		return nil, d.errAt(d.matrixKey, "matrix", "the axes make more than %d combinations before exclusion, far beyond the limit of %d cells; narrow the matrix (or raise --max-cells)", limit, maxCells)
+	}
+	res := m.expand()
+	if len(res.combos) == 0 {
+		return nil, d.errAt(d.matrixKey, "matrix", "no cells: every combination is excluded and nothing is included")
+	}
+	declared := d.declaredKeys()
+	plan := &Plan{Spec: d.spec}
+	for _, x := range res.excluded {
+		e := d.exclude[x.by]
+		line := e.node.Line
+		if _, fromSet := d.origin[e.node]; fromSet {
+			line = 0 // from --set
+		}
+		plan.Excluded = append(plan.Excluded, Excluded{Values: d.settings(x.vals, declared), By: e.field, Line: line})
+	}
+	for i, hits := range res.excludeHits {
+		if hits == 0 {
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%s (%s) matches no combination", d.exclude[i].field, d.where(d.exclude[i].node)))
+		}
+	}
+
+	type collapsedAt struct {
+		vals []int32
+		into int
+		p    Params
+		na   uint32
+	}
+	var collapsed []collapsedAt
+	cells := make([]Cell, 0, len(res.combos))
+	seen := make(map[[sha256.Size]byte]int, len(res.combos))
+	buf := make([]byte, 0, 1024)
+	for _, c := range res.combos {
+		p := d.spec.Params
+		explicit := d.explicit
+		for _, k := range declared {
+			if vi := c.vals[k]; vi >= 0 {
+				params[k].set(&p, d.vals[vi].v)
+				explicit[k] = true
+			}
+		}
+		if p.Model == "" {
+			n := d.paramsKey
+			if n == nil {
+				n = d.rootNode
+			}
+			return nil, d.errAt(n, "params.model", "required: set params.model or a matrix.model axis (zoo models: %s)", strings.Join(engine.ModelNames(), ", "))
+		}
+		model := d.models[p.Model]
+		if !explicit[pVocabSize] {
+			p.Dataset.VocabSize = model.DatasetVocab
+		}
+		if !explicit[pEOSID] {
+			p.Dataset.EOSID = model.EOS
+		}
+		na := notApplicable(&p, model)
+		if err := d.crossCheck(&p, na, c.vals); err != nil {
+			return nil, err
+		}
+		buf = appendCanonical(buf[:0], &p, na, "")
+		sum := sha256.Sum256(buf)
+		if j, dup := seen[sum]; dup {
+			collapsed = append(collapsed, collapsedAt{vals: c.vals, into: j, p: p, na: na})
+			continue
+		}
+		seen[sum] = len(cells)
+		cell := Cell{Index: len(cells), Hash: hex.EncodeToString(sum[:]), Params: p, Model: model, na: na}
+		if p.Dataset.Kind() == GenFile {
+			cell.DatasetFile = d.resolvePath(p.Dataset.Generator)
+		}
+		cells = append(cells, cell)
+	}
+	if len(cells) > maxCells {
+		return nil, d.errAt(d.matrixKey, "matrix", "%d cells, more than --max-cells (%d); narrow the matrix or raise --max-cells", len(cells), maxCells)
+	}
+	plan.Cells = cells
+	plan.Varying = varying(cells, declared)
+	assignIDs(cells, plan.Varying)
+	for _, c := range collapsed {
+		var reasons []string
+		for _, k := range declared {
+			if c.vals[k] >= 0 && c.na&(1<<k) != 0 {
+				reasons = append(reasons, whyNotApplicable(k, &c.p))
+			}
+		}
+		reason := strings.Join(reasons, "; ")
+		if reason == "" {
+			reason = "the same parameters are listed twice"
+		}
+		plan.Collapsed = append(plan.Collapsed, Collapsed{Values: d.settings(c.vals, declared), Into: cells[c.into].ID, Reason: reason})
+	}
+	plan.Datasets, plan.Totals = datasets(cells, d.spec.Repeats)
+	return plan, nil
+}
+
+// crossCheck validates what no single value can: min <= max. (eos_id may
+// be >= vocab_size: Llama 3's EOS is an added token outside the base
+// vocabulary that datasets draw from, so the EOS scrub never fires.)
+func (d *decoder) crossCheck(p *Params, na uint32, vals []int32) error {
+	// Blame the value the matrix gave this cell, if either is one: it is
+	// what makes this cell differ from the others.
+	pair := func(lo, hi int, loV, hiV int) error {
+		if na&(1<<lo) != 0 || loV <= hiV {
+			return nil
+		}
+		n, f := d.source(vals, hi)
+		if vals[lo] >= 0 || n == nil {
+			n, f = d.source(vals, lo)
+		}
+		return d.errAt(n, f, "%s %d is above %s %d", params[lo].path, loV, params[hi].path, hiV)
+	}
+	ds := &p.Dataset
+	if err := pair(pInputMin, pInputMax, ds.InputMin, ds.InputMax); err != nil {
+		return err
+	}
+	if err := pair(pOutputMin, pOutputMax, ds.OutputMin, ds.OutputMax); err != nil {
+		return err
+	}
+	return nil
+}
+
+// varying keeps the declared keys that take two or more values among the
+// cells they apply to.
+func varying(cells []Cell, declared []int) []string {
+	var out []string
+	for _, k := range declared {
+		var first any
+		have := false
+		for i := range cells {
+			if !cells[i].applies(k) {
+				continue
+			}
+			v := params[k].get(&cells[i].Params)
+			if !have {
+				first, have = v, true
+			} else if v != first {
+				out = append(out, params[k].path)
+				break
+			}
+		}
+	}
+	return out
+}
+
+const maxSlug = 80
+
+// assignIDs gives every cell its id: the slug of its varying values and
+// the short hash. Ids are unique; should two cells' slugs and 8-digit
+// hashes both coincide, the later one gets 16 digits.
+func assignIDs(cells []Cell, vary []string) {
+	keys := make([]int, len(vary))
+	for i, v := range vary {
+		keys[i] = paramIndex[v]
+	}
+	used := make(map[string]bool, len(cells))
+	var b strings.Builder
+	for i := range cells {
+		c := &cells[i]
+		b.Reset()
+		for _, k := range keys {
+			if !c.applies(k) {
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('_')
+			}
+			writeSlug(&b, params[k].slug(params[k].get(&c.Params)))
+		}
+		slug := b.String()
+		if len(slug) > maxSlug {
+			slug = strings.TrimRight(slug[:maxSlug], "_-.")
+		}
+		if slug == "" {
+			slug = "cell"
+		}
+		c.ID = slug + "-" + c.Hash[:8]
+		if used[c.ID] {
+			c.ID = slug + "-" + c.Hash[:16]
+		}
+		used[c.ID] = true
+	}
+}
+
+// writeSlug keeps letters, digits, '.', '+' and '-'; anything else (path
+// separators, spaces, '_' which separates parameters) becomes '-'.
+func writeSlug(b *strings.Builder, s string) {
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '+', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+}
+
+// datasets groups the cells by the dataset they need and adds up the work.
+func datasets(cells []Cell, repeats int) ([]*Dataset, Totals) {
+	var list []*Dataset
+	byKey := map[DatasetParams]*Dataset{}
+	t := Totals{Cells: len(cells), Exact: true, Repeats: repeats}
+	var buf []byte
+	for i := range cells {
+		c := &cells[i]
+		key := c.Params.Dataset
+		clearNotApplicable(&key, c.na)
+		ds, ok := byKey[key]
+		if !ok {
+			buf = appendCanonical(buf[:0], &c.Params, c.na, "dataset.")
+			sum := sha256.Sum256(buf)
+			ds = &Dataset{ID: "ds-" + hex.EncodeToString(sum[:4]), Params: key, File: c.DatasetFile, na: c.na}
+			ds.estimate()
+			byKey[key] = ds
+			list = append(list, ds)
+		}
+		ds.Cells++
+		c.Dataset = ds
+		if !ds.Known {
+			t.UnknownCells++
+			continue
+		}
+		t.Requests += ds.Requests
+		t.InputTokens += ds.InputTokens
+		t.OutputTokens += ds.OutputTokens
+		t.Exact = t.Exact && ds.Exact
+	}
+	return list, t
+}
+
+// clearNotApplicable zeroes the dataset parameters that do not apply, so
+// that cells differing only in those share a dataset.
+func clearNotApplicable(d *DatasetParams, na uint32) {
+	var p Params
+	p.Dataset = *d
+	for pi := pGenerator; pi <= pRandTaskID; pi++ {
+		if na&(1<<pi) != 0 {
+			params[pi].set(&p, zeroOf(params[pi].kind))
+		}
+	}
+	*d = p.Dataset
+}
+
+func zeroOf(k valueKind) any {
+	switch k {
+	case kindInt:
+		return 0
+	case kindFloat:
+		return 0.0
+	case kindString:
+		return ""
+	case kindTaskRange:
+		return TaskIDRange{}
+	}
+	return nil
+}
+
+// estimate fills in the requests and tokens of one pass.
+func (ds *Dataset) estimate() {
+	p := ds.Params
+	n := int64(p.NumRequests)
+	switch p.Generator {
+	case GenNorm:
+		// Lengths are max(1, ceil(x)) of normal draws: with stdev 0 every
+		// request has exactly the mean.
+		ds.InputTokens, ds.OutputTokens = n*int64(p.InputMean), n*int64(p.OutputMean)
+		ds.Exact = p.InputStdev == 0 && p.OutputStdev == 0
+	case GenUnif:
+		ds.InputTokens = n * int64(p.InputMin+p.InputMax) / 2
+		ds.OutputTokens = n * int64(p.OutputMin+p.OutputMax) / 2
+		ds.Exact = p.InputMin == p.InputMax && p.OutputMin == p.OutputMax
+	default:
+		return
+	}
+	ds.Requests, ds.Known = n, true
+}

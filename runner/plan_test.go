@@ -1,0 +1,92 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files with the current output")
+
+// golden compares got with testdata/<name>; on a mismatch it writes
+// <name>.got next to it. With -update it rewrites the golden file.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./runner -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		gotPath := strings.TrimSuffix(path, ".golden") + ".got"
+		os.WriteFile(gotPath, got, 0o644)
+		t.Errorf("%s differs from the golden file; see %s (go test ./runner -update accepts it)", path, gotPath)
+	}
+}
+
+// readArgs reads NAME.args: one --set PATH=VALUE per line (without the
+// --set), or "max-cells N".
+func readArgs(t *testing.T, path string) LoadOptions {
+	t.Helper()
+	var opts LoadOptions
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return opts
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if n, ok := strings.CutPrefix(line, "max-cells "); ok {
+			if err := json.Unmarshal([]byte(n), &opts.MaxCells); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		opts.Sets = append(opts.Sets, line)
+	}
+	return opts
+}
+
+func TestPlanGolden(t *testing.T) {
+	specs, _ := filepath.Glob("testdata/plan/*.yaml")
+	exps, _ := filepath.Glob("../experiments/*.yaml")
+	if len(exps) < 5 {
+		t.Fatalf("found %d experiments, want at least 5", len(exps))
+	}
+	for _, path := range append(specs, exps...) {
+		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
+		if strings.HasPrefix(path, "..") {
+			name = "experiments-" + name
+		}
+		t.Run(name, func(t *testing.T) {
+			opts := readArgs(t, strings.TrimSuffix(path, ".yaml")+".args")
+			spec, err := LoadSpec(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text, js bytes.Buffer
+			if err := spec.Plan.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if err := spec.Plan.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			if !json.Valid(js.Bytes()) {
+				t.Fatal("WriteJSON wrote invalid JSON")
+			}
+			golden(t, "plan/"+name+".txt.golden", text.Bytes())
+			golden(t, "plan/"+name+".json.golden", js.Bytes())
+		})
+	}
+}

@@ -1,0 +1,571 @@
+package runner
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Params are the fully resolved parameters of one cell: the defaults,
+// overlaid with the spec's params, overlaid with the cell's matrix values.
+// Values are canonical (profile_window "100-150", routing_mode "zipf:1.5").
+type Params struct {
+	Engine        string // auto | cuda | cpu
+	Model         string // zoo name, or a model directory as written in the spec
+	Dtype         string // float16 | bfloat16 | float32
+	BatchSize     int    // most requests in flight (trtllm-bench --max_batch_size)
+	MaxNumTokens  int    // most tokens per engine iteration
+	GemmPlugin    string // auto | disable
+	RoutingMode   string // learned | perfect | uniform | zipf:S
+	ProfileWindow string // none, or comma list of "A-B" spans and single iterations
+	Seed          int    // seed of random weights and of random routing modes
+	Warmup        int    // requests run and discarded before timing
+	GPUsPerCell   int
+	// KVCacheFreeGPUMemFraction is the share of free GPU memory the KV cache may take.
+	KVCacheFreeGPUMemFraction float64
+	// Timeout bounds one cell (all its repeats); 0 means no limit. It is an
+	// execution limit, not something measured, so it is in neither the
+	// cell id nor Flat.
+	Timeout time.Duration
+	Dataset DatasetParams
+}
+
+// DatasetParams describe the requests a cell serves: the options of
+// TensorRT-LLM's prepare_dataset.py, or a dataset file.
+type DatasetParams struct {
+	// Generator is token-norm-dist, token-unif-dist, or a path to a .jsonl
+	// dataset as written in the spec (relative to the spec's directory; see
+	// Cell.DatasetFile for the resolved path).
+	Generator   string
+	NumRequests int
+	InputMean   int
+	InputStdev  int
+	OutputMean  int
+	OutputStdev int
+	InputMin    int
+	InputMax    int
+	OutputMin   int
+	OutputMax   int
+	Seed        int
+	// VocabSize and EOSID default to the model's tokenizer (DatasetVocab, EOS).
+	VocabSize  int
+	EOSID      int
+	RandTaskID TaskIDRange
+}
+
+// Dataset generator names.
+const (
+	GenNorm = "token-norm-dist"
+	GenUnif = "token-unif-dist"
+	GenFile = "file" // what DatasetParams.Kind reports for a dataset file
+)
+
+// Kind is GenNorm, GenUnif or GenFile.
+func (d DatasetParams) Kind() string {
+	if d.Generator == GenNorm || d.Generator == GenUnif {
+		return d.Generator
+	}
+	return GenFile
+}
+
+// TaskIDRange is prepare_dataset.py's --rand-task-id MIN MAX; unset means
+// task ids are the requests' indices.
+type TaskIDRange struct {
+	Set      bool
+	Min, Max int
+}
+
+func (r TaskIDRange) String() string {
+	if !r.Set {
+		return "none"
+	}
+	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
+}
+
+// Span is one profiled range of engine iterations, First..Last inclusive.
+type Span struct{ First, Last int }
+
+// ProfileSpans parses the canonical profile_window; nil means no profiling.
+func (p Params) ProfileSpans() []Span {
+	spans, _ := parseProfileWindow(p.ProfileWindow)
+	return spans
+}
+
+// Routing splits routing_mode into its mode and, for zipf, the skew S.
+func (p Params) Routing() (mode string, s float64) {
+	if rest, ok := strings.CutPrefix(p.RoutingMode, "zipf:"); ok {
+		s, _ = strconv.ParseFloat(rest, 64)
+		return "zipf", s
+	}
+	return p.RoutingMode, 0
+}
+
+type valueKind int
+
+const (
+	kindInt valueKind = iota
+	kindFloat
+	kindString
+	kindDuration
+	kindTaskRange
+)
+
+// param describes one parameter: its place in Params, its default, how a
+// YAML value becomes a canonical value, and when it cannot matter. The
+// table below is the single source of the spec's parameters: decoding,
+// axis names, suggestions, Flat, the cell hash and the README all follow it.
+type param struct {
+	path string
+	kind valueKind
+	doc  string // "expected ..." wording for errors
+	// def is the default as a canonical value; nil for parameters derived
+	// per cell (dataset.vocab_size, dataset.eos_id) or required (model).
+	def any
+	// noAxis marks parameters that may not differ between cells.
+	noAxis bool
+	// identity is false for execution limits that are not part of what a
+	// cell measures (timeout): they are left out of Flat and the id hash.
+	identity bool
+	// slug turns a value into the short, readable part of a cell id.
+	slug func(v any) string
+	// parse validates a scalar and returns its canonical value, or the
+	// message of what was expected.
+	parse func(n *yaml.Node) (any, string)
+
+	intp func(*Params) *int
+	strp func(*Params) *string
+	fltp func(*Params) *float64
+	durp func(*Params) *time.Duration
+	rngp func(*Params) *TaskIDRange
+}
+
+func (pm *param) set(p *Params, v any) {
+	switch pm.kind {
+	case kindInt:
+		*pm.intp(p) = v.(int)
+	case kindFloat:
+		*pm.fltp(p) = v.(float64)
+	case kindString:
+		*pm.strp(p) = v.(string)
+	case kindDuration:
+		*pm.durp(p) = v.(time.Duration)
+	case kindTaskRange:
+		*pm.rngp(p) = v.(TaskIDRange)
+	}
+}
+
+func (pm *param) get(p *Params) any {
+	switch pm.kind {
+	case kindInt:
+		return *pm.intp(p)
+	case kindFloat:
+		return *pm.fltp(p)
+	case kindString:
+		return *pm.strp(p)
+	case kindDuration:
+		return *pm.durp(p)
+	default:
+		return pm.rngp(p).String()
+	}
+}
+
+// appendValue writes the canonical encoding of p's value, without boxing
+// it, for the cell hash.
+func (pm *param) appendValue(b []byte, p *Params) []byte {
+	switch pm.kind {
+	case kindInt:
+		return strconv.AppendInt(b, int64(*pm.intp(p)), 10)
+	case kindFloat:
+		return strconv.AppendFloat(b, *pm.fltp(p), 'g', -1, 64)
+	case kindString:
+		return strconv.AppendQuote(b, *pm.strp(p))
+	case kindDuration:
+		return strconv.AppendInt(b, int64(*pm.durp(p)), 10)
+	default:
+		r := pm.rngp(p)
+		return append(b, r.String()...)
+	}
+}
+
+// formatValue renders a canonical value the way a user would write it.
+func formatValue(v any) string {
+	switch x := v.(type) {
+	case int:
+		return strconv.Itoa(x)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case string:
+		return x
+	case time.Duration:
+		if x == 0 {
+			return "none"
+		}
+		return x.String()
+	case TaskIDRange:
+		return x.String()
+	}
+	return fmt.Sprint(v)
+}
+
+// Parameter indices of the ones the expansion treats specially.
+const (
+	pEngine = iota
+	pModel
+	pDtype
+	pBatchSize
+	pMaxNumTokens
+	pGemmPlugin
+	pRoutingMode
+	pProfileWindow
+	pSeed
+	pWarmup
+	pGPUsPerCell
+	pKVFraction
+	pTimeout
+	pGenerator
+	pNumRequests
+	pInputMean
+	pInputStdev
+	pOutputMean
+	pOutputStdev
+	pInputMin
+	pInputMax
+	pOutputMin
+	pOutputMax
+	pDatasetSeed
+	pVocabSize
+	pEOSID
+	pRandTaskID
+	numParams
+)
+
+// params is the registry, in the canonical order of Flat, the hash and the docs.
+var params = [numParams]*param{
+	pEngine: enumParam("engine", "auto", []string{"auto", "cuda", "cpu"}, func(p *Params) *string { return &p.Engine },
+		map[string]string{"auto": "eng-auto"}),
+	pModel: {path: "model", kind: kindString, identity: true,
+		doc:   "a zoo model name or a directory with config.json",
+		parse: parseModelName, strp: func(p *Params) *string { return &p.Model },
+		slug: func(v any) string { return baseName(v.(string)) }},
+	pDtype: enumParam("dtype", "float16", []string{"float16", "bfloat16", "float32"}, func(p *Params) *string { return &p.Dtype },
+		map[string]string{"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}),
+	pBatchSize:    intParam("batch_size", 256, 1, 1<<20, "bs", func(p *Params) *int { return &p.BatchSize }),
+	pMaxNumTokens: intParam("max_num_tokens", 8192, 1, 1<<30, "mnt", func(p *Params) *int { return &p.MaxNumTokens }),
+	pGemmPlugin: enumParam("gemm_plugin", "auto", []string{"auto", "disable"}, func(p *Params) *string { return &p.GemmPlugin },
+		map[string]string{"auto": "gemm-auto", "disable": "gemm-disable"}),
+	pRoutingMode: {path: "routing_mode", kind: kindString, def: "learned", identity: true,
+		doc:   `learned, perfect, uniform or zipf:S with S > 0`,
+		parse: parseRoutingMode, strp: func(p *Params) *string { return &p.RoutingMode },
+		slug: func(v any) string { return "route-" + strings.ReplaceAll(v.(string), ":", "") }},
+	pProfileWindow: {path: "profile_window", kind: kindString, def: "none", identity: true,
+		doc:   `none, "A-B" (iterations A..B, 0 <= A <= B), a single iteration K, or a comma list of those in increasing order`,
+		parse: parseProfileWindowNode, strp: func(p *Params) *string { return &p.ProfileWindow },
+		slug: func(v any) string {
+			if v.(string) == "none" {
+				return "noprof"
+			}
+			return "prof" + strings.ReplaceAll(v.(string), ",", "+")
+		}},
+	pSeed:        intParam("seed", 0, 0, math.MaxInt64, "seed", func(p *Params) *int { return &p.Seed }),
+	pWarmup:      intParam("warmup", 2, 0, 1<<30, "warm", func(p *Params) *int { return &p.Warmup }),
+	pGPUsPerCell: intParam("gpus_per_cell", 1, 1, 1024, "gpus", func(p *Params) *int { return &p.GPUsPerCell }),
+	pKVFraction: {path: "kv_cache_free_gpu_mem_fraction", kind: kindFloat, def: 0.9, identity: true,
+		doc: "a number in (0, 1]", parse: parseFraction, fltp: func(p *Params) *float64 { return &p.KVCacheFreeGPUMemFraction },
+		slug: func(v any) string { return "kv" + formatValue(v) }},
+	pTimeout: {path: "timeout", kind: kindDuration, def: time.Duration(0), noAxis: true,
+		doc: `a duration such as "90s", "45m" or "2h", or none`, parse: parseTimeout,
+		durp: func(p *Params) *time.Duration { return &p.Timeout }},
+	pGenerator: {path: "dataset.generator", kind: kindString, def: GenNorm, identity: true,
+		doc:   GenNorm + ", " + GenUnif + " or a path to a .jsonl dataset",
+		parse: parseGenerator, strp: func(p *Params) *string { return &p.Dataset.Generator },
+		slug: func(v any) string {
+			switch s := v.(string); s {
+			case GenNorm:
+				return "norm"
+			case GenUnif:
+				return "unif"
+			default:
+				return strings.TrimSuffix(baseName(s), ".jsonl")
+			}
+		}},
+	pNumRequests: intParam("dataset.num_requests", 1000, 1, 100_000_000, "n", func(p *Params) *int { return &p.Dataset.NumRequests }),
+	pInputMean:   intParam("dataset.input_mean", 128, 1, 1<<24, "in", func(p *Params) *int { return &p.Dataset.InputMean }),
+	pInputStdev:  intParam("dataset.input_stdev", 0, 0, 1<<24, "insd", func(p *Params) *int { return &p.Dataset.InputStdev }),
+	pOutputMean:  intParam("dataset.output_mean", 128, 1, 1<<24, "out", func(p *Params) *int { return &p.Dataset.OutputMean }),
+	pOutputStdev: intParam("dataset.output_stdev", 0, 0, 1<<24, "outsd", func(p *Params) *int { return &p.Dataset.OutputStdev }),
+	pInputMin:    intParam("dataset.input_min", 128, 1, 1<<24, "inmin", func(p *Params) *int { return &p.Dataset.InputMin }),
+	pInputMax:    intParam("dataset.input_max", 128, 1, 1<<24, "inmax", func(p *Params) *int { return &p.Dataset.InputMax }),
+	pOutputMin:   intParam("dataset.output_min", 128, 1, 1<<24, "outmin", func(p *Params) *int { return &p.Dataset.OutputMin }),
+	pOutputMax:   intParam("dataset.output_max", 128, 1, 1<<24, "outmax", func(p *Params) *int { return &p.Dataset.OutputMax }),
+	// numpy's legacy seeding takes 32-bit seeds.
+	pDatasetSeed: intParam("dataset.seed", 420, 0, math.MaxUint32, "dseed", func(p *Params) *int { return &p.Dataset.Seed }),
+	pVocabSize:   derivedParam(intParam("dataset.vocab_size", 0, 1, 1<<31-1, "vocab", func(p *Params) *int { return &p.Dataset.VocabSize })),
+	pEOSID:       derivedParam(intParam("dataset.eos_id", 0, 0, 1<<31-1, "eos", func(p *Params) *int { return &p.Dataset.EOSID })),
+	pRandTaskID: {path: "dataset.rand_task_id", kind: kindTaskRange, def: TaskIDRange{}, identity: true,
+		doc: "[MIN, MAX] with 0 <= MIN <= MAX, or none", parse: parseTaskRange,
+		rngp: func(p *Params) *TaskIDRange { return &p.Dataset.RandTaskID },
+		slug: func(v any) string { return "task" + formatValue(v) }},
+}
+
+// baseName is the last element of a path as written in a spec.
+func baseName(s string) string {
+	if i := strings.LastIndexAny(s, `/\`); i >= 0 && i < len(s)-1 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// paramIndex maps a dotted path to its index in params.
+var paramIndex = func() map[string]int {
+	m := make(map[string]int, numParams)
+	for i, p := range params {
+		m[p.path] = i
+	}
+	return m
+}()
+
+// paramPaths lists every parameter path, for suggestions.
+func paramPaths(axisOnly bool) []string {
+	var out []string
+	for _, p := range params {
+		if axisOnly && p.noAxis {
+			continue
+		}
+		out = append(out, p.path)
+	}
+	return out
+}
+
+func derivedParam(p *param) *param {
+	p.def = nil
+	return p
+}
+
+func intParam(path string, def, lo, hi int, slug string, f func(*Params) *int) *param {
+	doc := fmt.Sprintf("an integer >= %d", lo)
+	return &param{path: path, kind: kindInt, def: def, identity: true, doc: doc, intp: f,
+		slug: func(v any) string { return slug + strconv.Itoa(v.(int)) },
+		parse: func(n *yaml.Node) (any, string) {
+			v, ok := scalarInt(n)
+			switch {
+			case !ok:
+				return nil, "expected " + doc + ", got " + describe(n)
+			case v < int64(lo):
+				return nil, fmt.Sprintf("expected %s, got %d", doc, v)
+			case v > int64(hi):
+				return nil, fmt.Sprintf("expected an integer <= %d, got %d", hi, v)
+			}
+			return int(v), ""
+		}}
+}
+
+func enumParam(path, def string, values []string, f func(*Params) *string, slugs map[string]string) *param {
+	doc := strings.Join(values, " or ")
+	if len(values) > 2 {
+		doc = strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1]
+	}
+	return &param{path: path, kind: kindString, def: def, identity: true, doc: doc, strp: f,
+		slug: func(v any) string {
+			if s, ok := slugs[v.(string)]; ok {
+				return s
+			}
+			return v.(string)
+		},
+		parse: func(n *yaml.Node) (any, string) {
+			s, ok := scalarString(n)
+			if !ok {
+				return nil, "expected " + doc + ", got " + describe(n)
+			}
+			for _, v := range values {
+				if s == v {
+					return s, ""
+				}
+			}
+			return nil, fmt.Sprintf("%q is not one of %s%s", s, doc, suggest(s, values, aliases))
+		}}
+}
+
+// aliases are spellings people bring from other tools; suggestions map
+// them to xrun's names.
+var aliases = map[string]string{
+	"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32",
+	"enable": "auto", "enabled": "auto", "on": "auto", "off": "disable", "disabled": "disable",
+	"gpu": "cuda", "norm": GenNorm, "unif": GenUnif, "uniform": GenUnif,
+}
+
+func parseModelName(n *yaml.Node) (any, string) {
+	s, ok := scalarString(n)
+	if !ok || s == "" {
+		return nil, "expected a zoo model name or a directory with config.json, got " + describe(n)
+	}
+	return cleanPath(s), ""
+}
+
+func parseRoutingMode(n *yaml.Node) (any, string) {
+	const doc = "learned, perfect, uniform or zipf:S with S > 0"
+	s, ok := scalarString(n)
+	if !ok {
+		return nil, "expected " + doc + ", got " + describe(n)
+	}
+	switch s {
+	case "learned", "perfect", "uniform":
+		return s, ""
+	}
+	if rest, ok := strings.CutPrefix(s, "zipf:"); ok {
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Sprintf("%q: the zipf skew S must be a number > 0, e.g. zipf:1.2", s)
+		}
+		if v <= 0 {
+			return nil, fmt.Sprintf("%q: the zipf skew S must be > 0", s)
+		}
+		return "zipf:" + strconv.FormatFloat(v, 'g', -1, 64), ""
+	}
+	if s == "zipf" {
+		return nil, `"zipf" needs its skew: zipf:S with S > 0, e.g. zipf:1.2`
+	}
+	return nil, fmt.Sprintf("%q is not one of %s%s", s, doc, suggest(s, []string{"learned", "perfect", "uniform", "zipf:1"}, nil))
+}
+
+func parseProfileWindowNode(n *yaml.Node) (any, string) {
+	const doc = `none, "A-B", a single iteration K, or a comma list of those`
+	var s string
+	if v, ok := scalarInt(n); ok {
+		s = strconv.FormatInt(v, 10)
+	} else if str, ok := scalarString(n); ok {
+		s = str
+	} else {
+		return nil, "expected " + doc + ", got " + describe(n)
+	}
+	spans, msg := parseProfileWindow(s)
+	if msg != "" {
+		return nil, msg
+	}
+	return formatSpans(spans), ""
+}
+
+// parseProfileWindow reads TLLM_PROFILE_START_STOP's syntax: "none", or a
+// comma list of spans "A-B" and single iterations "K" (0-based,
+// inclusive). Spans must increase and not overlap, so that the start/stop
+// check at the top of every engine iteration is unambiguous.
+func parseProfileWindow(s string) ([]Span, string) {
+	if s == "none" {
+		return nil, ""
+	}
+	if strings.TrimSpace(s) == "" {
+		return nil, `empty profile window; expected none, "A-B" or a comma list of spans`
+	}
+	var spans []Span
+	parts := strings.Split(s, ",")
+	// Name the whole window only when it has several spans.
+	whole := ""
+	if len(parts) > 1 {
+		whole = strconv.Quote(s) + ": "
+	}
+	for _, part := range parts {
+		part = strings.TrimSpace(part)
+		a, b, isSpan := strings.Cut(part, "-")
+		first, err1 := strconv.Atoi(strings.TrimSpace(a))
+		last, err2 := first, error(nil)
+		if isSpan {
+			last, err2 = strconv.Atoi(strings.TrimSpace(b))
+		}
+		if err1 != nil || err2 != nil || first < 0 || last < 0 {
+			return nil, fmt.Sprintf("%s%q is not a span; expected none, A-B or K with non-negative integers (iterations are 0-based)", whole, part)
+		}
+		if first > last {
+			return nil, fmt.Sprintf("%sspan %q ends before it starts; expected A <= B", whole, part)
+		}
+		if len(spans) > 0 && first <= spans[len(spans)-1].Last {
+			return nil, fmt.Sprintf("%sspan %q overlaps or precedes the one before; list spans in increasing order", whole, part)
+		}
+		spans = append(spans, Span{first, last})
+	}
+	return spans, ""
+}
+
+func formatSpans(spans []Span) string {
+	if len(spans) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(spans))
+	for i, sp := range spans {
+		if sp.First == sp.Last {
+			parts[i] = strconv.Itoa(sp.First)
+		} else {
+			parts[i] = strconv.Itoa(sp.First) + "-" + strconv.Itoa(sp.Last)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseFraction(n *yaml.Node) (any, string) {
+	v, ok := scalarFloat(n)
+	if !ok {
+		return nil, "expected a number in (0, 1], got " + describe(n)
+	}
+	if !(v > 0 && v <= 1) {
+		return nil, fmt.Sprintf("expected a number in (0, 1], got %s", formatValue(v))
+	}
+	return v, ""
+}
+
+func parseTimeout(n *yaml.Node) (any, string) {
+	const doc = `a duration such as "90s", "45m" or "2h", or none`
+	s, ok := scalarString(n)
+	if !ok {
+		if _, isInt := scalarInt(n); isInt {
+			return nil, "expected " + doc + ", got " + describe(n) + " (give a unit: \"" + n.Value + "s\")"
+		}
+		return nil, "expected " + doc + ", got " + describe(n)
+	}
+	if s == "none" {
+		return time.Duration(0), ""
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return nil, fmt.Sprintf("%q is not a duration; expected %s", s, doc)
+	}
+	if d <= 0 {
+		return nil, fmt.Sprintf("%q: expected a positive duration, or none", s)
+	}
+	return d, ""
+}
+
+func parseGenerator(n *yaml.Node) (any, string) {
+	const doc = GenNorm + ", " + GenUnif + " or a path to a .jsonl dataset"
+	s, ok := scalarString(n)
+	if !ok || s == "" {
+		return nil, "expected " + doc + ", got " + describe(n)
+	}
+	if s == GenNorm || s == GenUnif {
+		return s, ""
+	}
+	if strings.HasSuffix(s, ".jsonl") || strings.ContainsAny(s, `/\`) {
+		return cleanPath(s), ""
+	}
+	return nil, fmt.Sprintf("%q is not a generator; expected %s%s", s, doc, suggest(s, []string{GenNorm, GenUnif}, aliases))
+}
+
+func parseTaskRange(n *yaml.Node) (any, string) {
+	const doc = "[MIN, MAX] with 0 <= MIN <= MAX, or none"
+	if s, ok := scalarString(n); ok && s == "none" {
+		return TaskIDRange{}, ""
+	}
+	if n.Kind != yaml.SequenceNode || len(n.Content) != 2 {
+		return nil, "expected " + doc + ", got " + describe(n)
+	}
+	lo, ok1 := scalarInt(resolve(n.Content[0]))
+	hi, ok2 := scalarInt(resolve(n.Content[1]))
+	if !ok1 || !ok2 {
+		return nil, "expected " + doc + ", got a list that is not two integers"
+	}
+	if lo < 0 || hi < lo || hi > 1<<31-1 {
+		return nil, fmt.Sprintf("expected %s, got [%d, %d]", doc, lo, hi)
+	}
+	return TaskIDRange{Set: true, Min: int(lo), Max: int(hi)}, ""
+}

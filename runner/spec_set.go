@@ -1,0 +1,108 @@
+package runner
+
+import (
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// applySet applies one --set PATH=VALUE to the spec's node tree before it
+// is decoded, so that overrides get exactly the file's validation. Every
+// node it adds is remembered as coming from that argument, which is what
+// errors then name instead of file:line.
+//
+// PATH is rooted at the spec's top level: name, description, repeats, out,
+// compare, schema_version; params.A.B (nested parameters, e.g.
+// params.dataset.num_requests); matrix.AXIS (the axis name may itself be
+// dotted: matrix.dataset.input_mean), matrix.include, matrix.exclude,
+// matrix.zips.NAME; or matrix to replace the whole matrix. VALUE is YAML.
+func (d *decoder) applySet(root *yaml.Node, arg string) error {
+	setErr := func(field, format string, args ...any) error {
+		e := d.errAt(nil, field, format, args...)
+		e.Set, e.Line, e.Column = arg, 0, 0
+		return e
+	}
+	path, value, ok := strings.Cut(arg, "=")
+	path = strings.TrimSpace(path)
+	if !ok || path == "" {
+		return setErr("", "expected PATH=VALUE, e.g. --set matrix.batch_size=[8,16] or --set params.dataset.num_requests=100")
+	}
+	segs := strings.Split(path, ".")
+	if slices.Contains(segs, "") {
+		return setErr(path, "empty path segment")
+	}
+	var vdoc yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &vdoc); err != nil {
+		return setErr(path, "VALUE is not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var vn *yaml.Node
+	if len(vdoc.Content) > 0 {
+		vn = vdoc.Content[0]
+	} else {
+		vn = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+	}
+	d.markSet(vn, arg)
+
+	// keys are the mapping keys to walk from the root; the last one is
+	// replaced or added.
+	var keys []string
+	switch top := segs[0]; {
+	case top == "params":
+		keys = segs
+	case top == "matrix" && len(segs) == 1:
+		keys = segs
+	case top == "matrix" && segs[1] == "zips" && len(segs) > 2:
+		keys = []string{"matrix", "zips", strings.Join(segs[2:], ".")}
+	case top == "matrix":
+		keys = []string{"matrix", strings.Join(segs[1:], ".")}
+	case slices.Contains(topKeys, top):
+		if len(segs) > 1 {
+			return setErr(path, "%s has no sub-keys; use --set %s=VALUE", top, top)
+		}
+		keys = segs
+	default:
+		return setErr(path, "unknown key %q%s", top, suggestOrList(top, topKeys))
+	}
+
+	n := root
+	for i, key := range keys {
+		last := i == len(keys)-1
+		if n.Kind != yaml.MappingNode {
+			return setErr(strings.Join(keys[:i], "."), "is %s in the spec (line %d), not a mapping; cannot set %s inside it", describe(n), n.Line, key)
+		}
+		var found *yaml.Node
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if k := n.Content[j]; k.Kind == yaml.ScalarNode && k.Value == key {
+				if last {
+					n.Content[j+1] = vn
+				}
+				found = resolve(n.Content[j+1])
+				break
+			}
+		}
+		if found == nil {
+			kn := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}
+			d.origin[kn] = arg
+			child := vn
+			if !last {
+				child = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+				d.origin[child] = arg
+			}
+			n.Content = append(n.Content, kn, child)
+			found = child
+		}
+		n = found
+	}
+	return nil
+}
+
+func (d *decoder) markSet(n *yaml.Node, arg string) {
+	if n == nil {
+		return
+	}
+	d.origin[n] = arg
+	for _, c := range n.Content {
+		d.markSet(c, arg)
+	}
+}
