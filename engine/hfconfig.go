@@ -43,10 +43,10 @@ type hfConfig struct {
 	RopeScaling    json.RawMessage `json:"rope_scaling"`
 	RopeParameters json.RawMessage `json:"rope_parameters"`
 
-	LocalExperts *int `json:"num_local_experts"` // mixtral, gpt-oss
-	NumExperts   *int `json:"num_experts"`       // qwen3-moe
-	TopK         int  `json:"num_experts_per_tok"`
-	NormTopK     bool `json:"norm_topk_prob"`
+	LocalExperts *int  `json:"num_local_experts"` // mixtral, gpt-oss
+	NumExperts   *int  `json:"num_experts"`       // qwen3-moe
+	TopK         int   `json:"num_experts_per_tok"`
+	NormTopK     *bool `json:"norm_topk_prob"`
 }
 
 type hfRope struct {
@@ -60,6 +60,7 @@ type hfRope struct {
 	BetaFast        float64  `json:"beta_fast"`
 	BetaSlow        float64  `json:"beta_slow"`
 	AttentionFactor float64  `json:"attention_factor"`
+	Truncate        *bool    `json:"truncate"`
 }
 
 // LoadHFConfig reads dir/config.json into a ModelConfig. Every problem is a
@@ -187,7 +188,7 @@ func LoadHFConfig(dir string) (ModelConfig, error) {
 			return bad(ropeField, "yarn scaling with factor > 0 and original_max_position_embeddings > 0")
 		}
 		c.RopeScaling = &RopeScaling{Type: "yarn", Factor: rope.Factor, OriginalMaxPos: rope.OriginalMaxPos,
-			BetaFast: rope.BetaFast, BetaSlow: rope.BetaSlow, AttentionFactor: rope.AttentionFactor}
+			BetaFast: rope.BetaFast, BetaSlow: rope.BetaSlow, AttentionFactor: rope.AttentionFactor, Truncate: rope.Truncate}
 	default:
 		return bad(ropeField+".rope_type", `"default", "llama3" or "yarn"`)
 	}
@@ -205,6 +206,9 @@ func LoadHFConfig(dir string) (ModelConfig, error) {
 		c.TopK = h.TopK
 		if c.TopK <= 0 || c.TopK > c.Experts {
 			return bad("num_experts_per_tok", fmt.Sprintf("an integer in 1..%d", c.Experts))
+		}
+		if c.Family == "qwen3-moe" && h.NormTopK != nil && !*h.NormTopK {
+			c.Routing = RoutingSoftmaxTopK
 		}
 		if h.MoEFFN > 0 {
 			c.FFN = h.MoEFFN

@@ -3,75 +3,23 @@ package engine
 import (
 	"fmt"
 	"sort"
+
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
-// Routing methods of MoE models: the order of softmax and top-k matters for
-// which experts win and for their weights.
+// ModelConfig is a model's exact shape (see model.Config); RopeScaling its
+// rotary scaling. They live in engine/model, which the backends share.
+type (
+	ModelConfig = model.Config
+	RopeScaling = model.RopeScaling
+)
+
+// Routing methods of MoE models (see engine/model).
 const (
-	// RoutingSoftmaxTopKRenorm is Mixtral's: softmax over all experts, take
-	// the top k, renormalise their probabilities to sum to one.
-	RoutingSoftmaxTopKRenorm = "softmax-topk-renorm"
-	// RoutingTopKSoftmax is GPT-OSS's and Qwen3-MoE's (norm_topk_prob):
-	// take the top k logits, softmax over those k only.
-	RoutingTopKSoftmax = "topk-softmax"
+	RoutingSoftmaxTopKRenorm = model.RoutingSoftmaxTopKRenorm
+	RoutingTopKSoftmax       = model.RoutingTopKSoftmax
+	RoutingSoftmaxTopK       = model.RoutingSoftmaxTopK
 )
-
-// RopeScaling describes a rotary-embedding frequency rescaling.
-type RopeScaling struct {
-	Type            string  `json:"type"` // "llama3" or "yarn"
-	Factor          float64 `json:"factor"`
-	LowFreqFactor   float64 `json:"low_freq_factor,omitempty"`
-	HighFreqFactor  float64 `json:"high_freq_factor,omitempty"`
-	OriginalMaxPos  int     `json:"original_max_position_embeddings,omitempty"`
-	BetaFast        float64 `json:"beta_fast,omitempty"`
-	BetaSlow        float64 `json:"beta_slow,omitempty"`
-	AttentionFactor float64 `json:"attention_factor,omitempty"`
-}
-
-// ModelConfig is the exact shape of a model: everything the engine needs to
-// allocate and run it, and what datasets need (tokenizer vocabulary, EOS).
-type ModelConfig struct {
-	Name   string `json:"name"`
-	Family string `json:"family"` // llama, mixtral, gpt-oss, qwen3-moe
-	// Path is the Hugging Face directory a model was loaded from; empty for
-	// zoo models, whose weights are random, seeded and deterministic.
-	Path string `json:"path,omitempty"`
-
-	Hidden  int `json:"hidden_size"`
-	Layers  int `json:"num_hidden_layers"`
-	Heads   int `json:"num_attention_heads"`
-	KVHeads int `json:"num_key_value_heads"`
-	HeadDim int `json:"head_dim"`
-	FFN     int `json:"intermediate_size"` // dense MLP width; for MoE, each expert's
-
-	// Vocab is the number of embedding rows / logits. DatasetVocab is the
-	// tokenizer's base vocabulary without added tokens, which is what
-	// TensorRT-LLM's prepare_dataset.py draws token ids from.
-	Vocab        int `json:"vocab_size"`
-	DatasetVocab int `json:"dataset_vocab_size"`
-	BOS          int `json:"bos_token_id"`
-	EOS          int `json:"eos_token_id"`
-
-	RMSEps        float64      `json:"rms_norm_eps"`
-	RopeTheta     float64      `json:"rope_theta"`
-	RopeScaling   *RopeScaling `json:"rope_scaling,omitempty"`
-	MaxPos        int          `json:"max_position_embeddings"`
-	TieEmbeddings bool         `json:"tie_word_embeddings"`
-	QKNorm        bool         `json:"qk_norm,omitempty"` // Qwen3: RMSNorm on each head's q and k
-
-	// Mixture of experts; Experts == 0 for dense models.
-	Experts int    `json:"num_experts,omitempty"`
-	TopK    int    `json:"num_experts_per_tok,omitempty"`
-	Routing string `json:"routing,omitempty"`
-
-	// Simplifications documents where the engine departs from the real
-	// architecture (the shapes, and so the cost, are kept).
-	Simplifications []string `json:"simplifications,omitempty"`
-}
-
-// MoE reports whether the model has mixture-of-experts layers, the only
-// models on which routing_mode means anything.
-func (c ModelConfig) MoE() bool { return c.Experts > 0 }
 
 // zoo holds the built-in models at their real shapes (from each model's
 // Hugging Face config.json) and tiny shapes the CPU backend runs quickly.
@@ -100,12 +48,13 @@ var zoo = map[string]ModelConfig{
 	"gpt-oss-20b": {
 		Family: "gpt-oss", Hidden: 2880, Layers: 24, Heads: 64, KVHeads: 8, HeadDim: 64, FFN: 2880,
 		Vocab: 201088, DatasetVocab: 199998, BOS: 199998, EOS: 200002, RMSEps: 1e-5, RopeTheta: 150000,
-		RopeScaling: &RopeScaling{Type: "yarn", Factor: 32, OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1},
+		RopeScaling: &RopeScaling{Type: "yarn", Factor: 32, OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1, Truncate: new(bool)},
 		MaxPos:      131072, Experts: 32, TopK: 4, Routing: RoutingTopKSoftmax,
 		Simplifications: []string{
 			"attention sinks (a learned per-head logit in the softmax denominator) are omitted",
 			"the 128-token sliding window of every other layer is treated as full causal attention",
 			"experts use plain SwiGLU without GPT-OSS's clamp and alpha=1.702, and without biases",
+			"the q/k/v/o projection biases and the router bias are omitted",
 			"weights are dense fp16/bf16, not MXFP4",
 		},
 	},
@@ -145,6 +94,12 @@ func ZooModel(name string) (ModelConfig, bool) {
 	c, ok := zoo[name]
 	if ok {
 		c.Name = name
+		// Callers get their own copies of the shared parts.
+		if c.RopeScaling != nil {
+			rs := *c.RopeScaling
+			c.RopeScaling = &rs
+		}
+		c.Simplifications = append([]string(nil), c.Simplifications...)
 	}
 	return c, ok
 }

@@ -1,0 +1,336 @@
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// Backend is the float32 CPU backend. It implements model.Backend.
+type Backend struct {
+	opt     model.BackendOptions
+	blocked bool // gemm_plugin auto
+	pool    *pool
+
+	batch   *model.Batch
+	tokSlot []int32 // per batch token: its sequence's KV slot
+	items   []attnItem
+
+	// Per-op task structs, reused so dispatching allocates nothing.
+	gemmT   gemmTask
+	rowT    rowTask
+	attnT   attnTask
+	moeT    moeTask
+	fillT   fillTask
+	routeT  routeTask
+	argmaxT argmaxTask
+
+	scratch16 [][]float32 // per worker: a ragged C tile
+	scores    [][]float32 // per worker: attention scores
+	moe       moeScratch
+
+	prof profiler
+	err  error // first failure of an op, reported at the next sync
+}
+
+// Option names of the GEMM paths.
+const (
+	GemmAuto    = "auto"
+	GemmDisable = "disable"
+)
+
+// New creates a CPU backend.
+func New(opt model.BackendOptions) (*Backend, error) {
+	switch opt.Gemm {
+	case "", GemmAuto:
+		opt.Gemm = GemmAuto
+	case GemmDisable:
+	default:
+		return nil, fmt.Errorf("gemm_plugin %q: want auto or disable", opt.Gemm)
+	}
+	threads := opt.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	b := &Backend{opt: opt, blocked: opt.Gemm == GemmAuto, pool: newPool(threads)}
+	for range threads {
+		b.scratch16 = append(b.scratch16, make([]float32, mr*nr))
+		b.scores = append(b.scores, nil)
+	}
+	return b, nil
+}
+
+// Name reports the backend and its GEMM kernel.
+func (b *Backend) Name() string { return "cpu/" + b.gemmName() }
+
+func (b *Backend) gemmName() string {
+	if b.blocked {
+		return gemmKernelName()
+	}
+	return "cpu_gemm_plain"
+}
+
+// Threads is the number of goroutines ops run on.
+func (b *Backend) Threads() int { return b.pool.workers }
+
+// Close stops the worker goroutines.
+func (b *Backend) Close() error {
+	b.pool.close()
+	return nil
+}
+
+// tensor is the CPU backend's tensor: float32 or int32 host memory, plus a
+// packed copy for GEMM weights under gemm auto (the plain copy is then
+// dropped).
+type tensor struct {
+	name  string
+	shape []int
+	f     []float32
+	i     []int32
+	pk    []*packed // one per matrix (Experts: one per expert)
+}
+
+func (t *tensor) Shape() []int { return t.shape }
+
+func (t *tensor) cols() int { return t.shape[len(t.shape)-1] }
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+func ft(t model.Tensor) *tensor {
+	if t == nil {
+		return nil
+	}
+	return t.(*tensor)
+}
+
+func checkShape(kind model.WeightKind, shape []int) error {
+	want := map[model.WeightKind]int{model.Vector: 1, model.Table: 2, model.Matrix: 2, model.Experts: 3}[kind]
+	if len(shape) != want {
+		return fmt.Errorf("shape %v: want %d dimensions", shape, want)
+	}
+	for _, d := range shape {
+		if d <= 0 {
+			return fmt.Errorf("shape %v: sizes must be positive", shape)
+		}
+	}
+	return nil
+}
+
+// Upload converts a host weight to float32 (and packs GEMM weights).
+func (b *Backend) Upload(name string, kind model.WeightKind, h model.HostTensor) (model.Tensor, error) {
+	if err := checkShape(kind, h.Shape); err != nil {
+		return nil, err
+	}
+	f, err := h.Float32()
+	if err != nil {
+		return nil, err
+	}
+	return b.weight(name, kind, slices.Clone(h.Shape), f), nil
+}
+
+// Random creates a weight with model.RandomFill values, filled in parallel.
+func (b *Backend) Random(name string, kind model.WeightKind, shape []int, seed uint64, scale float32) (model.Tensor, error) {
+	if err := checkShape(kind, shape); err != nil {
+		return nil, err
+	}
+	f := make([]float32, numel(shape))
+	t := &b.fillT
+	*t = fillTask{dst: f, seed: seed, scale: scale}
+	b.pool.run(t, (len(f)+fillChunk-1)/fillChunk)
+	return b.weight(name, kind, slices.Clone(shape), f), nil
+}
+
+const fillChunk = 1 << 16
+
+type fillTask struct {
+	dst   []float32
+	seed  uint64
+	scale float32
+}
+
+func (t *fillTask) run(c, _ int) {
+	lo := c * fillChunk
+	hi := min(lo+fillChunk, len(t.dst))
+	model.RandomFill(t.dst[lo:hi], t.seed, int64(lo), t.scale)
+}
+
+func (b *Backend) weight(name string, kind model.WeightKind, shape []int, f []float32) *tensor {
+	t := &tensor{name: name, shape: shape, f: f}
+	if !b.blocked {
+		return t
+	}
+	switch kind {
+	case model.Matrix:
+		t.pk = []*packed{packWeight(f, shape[0], shape[1])}
+		t.f = nil
+	case model.Experts:
+		n, k := shape[1], shape[2]
+		for e := range shape[0] {
+			t.pk = append(t.pk, packWeight(f[e*n*k:(e+1)*n*k], n, k))
+		}
+		t.f = nil
+	}
+	return t
+}
+
+// Alloc creates a zeroed buffer.
+func (b *Backend) Alloc(name string, dt model.DType, shape ...int) (model.Tensor, error) {
+	for _, d := range shape {
+		if d <= 0 {
+			return nil, fmt.Errorf("%s: shape %v: sizes must be positive", name, shape)
+		}
+	}
+	t := &tensor{name: name, shape: slices.Clone(shape)}
+	if dt == model.Int32 {
+		t.i = make([]int32, numel(shape))
+	} else {
+		t.f = make([]float32, numel(shape))
+	}
+	return t, nil
+}
+
+// WriteInt32 copies src into the start of t.
+func (b *Backend) WriteInt32(t model.Tensor, src []int32) error {
+	d := ft(t)
+	if len(src) > len(d.i) {
+		return fmt.Errorf("%s: writing %d int32 into %d", d.name, len(src), len(d.i))
+	}
+	copy(d.i, src)
+	return nil
+}
+
+// WriteFloat32 copies src into the start of t.
+func (b *Backend) WriteFloat32(t model.Tensor, src []float32) error {
+	d := ft(t)
+	if len(src) > len(d.f) {
+		return fmt.Errorf("%s: writing %d floats into %d", d.name, len(src), len(d.f))
+	}
+	copy(d.f, src)
+	return nil
+}
+
+// ReadFloat32 copies the first rows of t to dst.
+func (b *Backend) ReadFloat32(dst []float32, t model.Tensor, rows int) error {
+	if err := b.takeErr(); err != nil {
+		return err
+	}
+	s := ft(t)
+	copy(dst, s.f[:rows*s.cols()])
+	return nil
+}
+
+// ReadInt32 copies the first rows of t to dst.
+func (b *Backend) ReadInt32(dst []int32, t model.Tensor, rows int) error {
+	if err := b.takeErr(); err != nil {
+		return err
+	}
+	s := ft(t)
+	copy(dst, s.i[:rows*s.cols()])
+	return nil
+}
+
+func (b *Backend) takeErr() error {
+	err := b.err
+	b.err = nil
+	return err
+}
+
+// Zero clears t.
+func (b *Backend) Zero(t model.Tensor) {
+	s := ft(t)
+	clear(s.f)
+	clear(s.i)
+}
+
+// kvCache holds K and V as [layer][slot][kv head][position][head dim].
+type kvCache struct {
+	c    model.KVConfig
+	k, v []float32
+}
+
+func (c *kvCache) Config() model.KVConfig { return c.c }
+
+// at is the offset of (layer, slot, head, position 0).
+func (c *kvCache) at(layer, slot, head int) int {
+	return ((layer*c.c.Slots+slot)*c.c.KVHeads + head) * c.c.Capacity * c.c.HeadDim
+}
+
+// NewKVCache allocates a KV cache.
+func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
+	n := c.Layers * c.Slots * c.KVHeads * c.Capacity * c.HeadDim
+	if n <= 0 {
+		return nil, fmt.Errorf("KV cache %+v: sizes must be positive", c)
+	}
+	for w := range b.scores {
+		if len(b.scores[w]) < c.Capacity {
+			b.scores[w] = make([]float32, c.Capacity)
+		}
+	}
+	return &kvCache{c: c, k: make([]float32, n), v: make([]float32, n)}, nil
+}
+
+// SetBatch records the iteration's layout and plans the attention work.
+func (b *Backend) SetBatch(bt *model.Batch) error {
+	b.batch = bt
+	b.tokSlot = b.tokSlot[:0]
+	for _, s := range bt.Seqs {
+		for range s.Len {
+			b.tokSlot = append(b.tokSlot, s.Slot)
+		}
+	}
+	if len(b.tokSlot) != len(bt.Tokens) || len(bt.Positions) != len(bt.Tokens) {
+		return fmt.Errorf("batch: %d tokens, %d positions, sequences cover %d", len(bt.Tokens), len(bt.Positions), len(b.tokSlot))
+	}
+	return nil
+}
+
+// profiler times every op while a window is open.
+type profiler struct {
+	epoch time.Time
+	on    bool
+	iter  int
+	ops   []model.OpRecord
+}
+
+func (b *Backend) StartProfile(epoch time.Time) {
+	b.prof = profiler{epoch: epoch}
+}
+func (b *Backend) WindowStart()                       { b.prof.on = true }
+func (b *Backend) WindowStop()                        { b.prof.on = false }
+func (b *Backend) IterationStart(index int, _ string) { b.prof.iter = index }
+func (b *Backend) IterationEnd(int)                   {}
+
+// Ops drains the op records.
+func (b *Backend) Ops() []model.OpRecord {
+	ops := b.prof.ops
+	b.prof.ops = nil
+	return ops
+}
+
+// begin and end bracket an op; they cost a branch when no window is open.
+func (b *Backend) begin() time.Time {
+	if !b.prof.on {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (b *Backend) end(name string, t0 time.Time) {
+	if !b.prof.on {
+		return
+	}
+	now := time.Now()
+	b.prof.ops = append(b.prof.ops, model.OpRecord{Name: name, Iteration: b.prof.iter,
+		Start: t0.Sub(b.prof.epoch), Duration: now.Sub(t0)})
+}
+
+var _ model.Backend = (*Backend)(nil)

@@ -1,0 +1,382 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// Row-wise ops share one task type: each chunk is a run of rows.
+type rowKind int
+
+const (
+	rowEmbed rowKind = iota
+	rowRMSNorm
+	rowAddRMSNorm
+	rowAdd
+	rowSwiGLU
+	rowRoPE
+	rowHeadNorm
+	rowGather
+)
+
+type rowTask struct {
+	kind       rowKind
+	rows, per  int
+	out, x, w  []float32
+	res, w2    []float32
+	ids        []int32
+	pos        []int32
+	cols, xcol int
+	eps        float32
+	hl         model.HeadLayout
+}
+
+// minRowWork is the least work (floats touched) worth a chunk of its own.
+const minRowWork = 1 << 14
+
+func (b *Backend) runRows(t *rowTask, work int) {
+	chunks := b.pool.split(t.rows, work, minRowWork)
+	t.per = (t.rows + chunks - 1) / chunks
+	b.pool.run(t, (t.rows+t.per-1)/t.per)
+}
+
+func (t *rowTask) run(c, _ int) {
+	lo, hi := c*t.per, min((c+1)*t.per, t.rows)
+	n := t.cols
+	switch t.kind {
+	case rowEmbed, rowGather:
+		for r := lo; r < hi; r++ {
+			src := int(t.ids[r])
+			copy(t.out[r*n:(r+1)*n], t.x[src*n:(src+1)*n])
+		}
+	case rowRMSNorm:
+		for r := lo; r < hi; r++ {
+			rmsNormRow(t.out[r*n:(r+1)*n], t.x[r*n:(r+1)*n], t.w, t.eps)
+		}
+	case rowAddRMSNorm:
+		for r := lo; r < hi; r++ {
+			res := t.res[r*n : (r+1)*n]
+			for i, d := range t.x[r*n : (r+1)*n] {
+				res[i] += d
+			}
+			rmsNormRow(t.out[r*n:(r+1)*n], res, t.w, t.eps)
+		}
+	case rowAdd:
+		for r := lo; r < hi; r++ {
+			dst := t.out[r*n : (r+1)*n]
+			for i, v := range t.x[r*n : (r+1)*n] {
+				dst[i] += v
+			}
+		}
+	case rowSwiGLU:
+		for r := lo; r < hi; r++ {
+			swigluRow(t.out[r*n:(r+1)*n], t.x[r*t.xcol:(r+1)*t.xcol])
+		}
+	case rowRoPE:
+		D := t.hl.HeadDim
+		for r := lo; r < hi; r++ {
+			row := t.out[r*t.xcol : (r+1)*t.xcol]
+			tab := t.w[int(t.pos[r])*D : int(t.pos[r]+1)*D]
+			for h := range t.hl.Heads + t.hl.KVHeads {
+				ropeHead(row[h*D:(h+1)*D], tab)
+			}
+		}
+	case rowHeadNorm:
+		D := t.hl.HeadDim
+		for r := lo; r < hi; r++ {
+			row := t.out[r*t.xcol : (r+1)*t.xcol]
+			for h := range t.hl.Heads + t.hl.KVHeads {
+				w := t.w
+				if h >= t.hl.Heads {
+					w = t.w2
+				}
+				head := row[h*D : (h+1)*D]
+				rmsNormRow(head, head, w, t.eps)
+			}
+		}
+	}
+}
+
+func rmsNormRow(out, x, w []float32, eps float32) {
+	inv := rsqrt(sumSquares(x)/float32(len(x)) + eps)
+	w = w[:len(x)]
+	out = out[:len(x)]
+	for i, v := range x {
+		out[i] = w[i] * (v * inv)
+	}
+}
+
+func swigluRow(out, gu []float32) {
+	n := len(out)
+	g, u := gu[:n], gu[n:2*n]
+	for i := range out {
+		out[i] = silu(g[i]) * u[i]
+	}
+}
+
+// ropeHead rotates one head by a table row (cos | sin), rotate-half style.
+func ropeHead(x, tab []float32) {
+	half := len(x) / 2
+	cos, sin := tab[:half], tab[half:2*half]
+	x1, x2 := x[:half], x[half:2*half]
+	for i := range half {
+		a, b := x1[i], x2[i]
+		x1[i] = a*cos[i] - b*sin[i]
+		x2[i] = b*cos[i] + a*sin[i]
+	}
+}
+
+// fail records the first error, reported at the next synchronising call.
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+func (b *Backend) Embed(out, table model.Tensor) {
+	t0 := b.begin()
+	o, tab := ft(out), ft(table)
+	for _, id := range b.batch.Tokens {
+		if id < 0 || int(id) >= tab.shape[0] {
+			b.fail(fmt.Errorf("token id %d outside the vocabulary (%d)", id, tab.shape[0]))
+			return
+		}
+	}
+	t := &b.rowT
+	*t = rowTask{kind: rowEmbed, rows: len(b.batch.Tokens), out: o.f, x: tab.f, ids: b.batch.Tokens, cols: tab.cols()}
+	b.runRows(t, t.cols)
+	b.end("cpu_embedding", t0)
+}
+
+func (b *Backend) RMSNorm(out, x, w model.Tensor, rows int, eps float32) {
+	t0 := b.begin()
+	t := &b.rowT
+	*t = rowTask{kind: rowRMSNorm, rows: rows, out: ft(out).f, x: ft(x).f, w: ft(w).f, cols: ft(x).cols(), eps: eps}
+	b.runRows(t, 2*t.cols)
+	b.end("cpu_rmsnorm", t0)
+}
+
+func (b *Backend) AddRMSNorm(residual, delta, w, out model.Tensor, rows int, eps float32) {
+	t0 := b.begin()
+	t := &b.rowT
+	*t = rowTask{kind: rowAddRMSNorm, rows: rows, res: ft(residual).f, x: ft(delta).f, w: ft(w).f, out: ft(out).f,
+		cols: ft(residual).cols(), eps: eps}
+	b.runRows(t, 3*t.cols)
+	b.end("cpu_add_rmsnorm", t0)
+}
+
+func (b *Backend) Add(dst, src model.Tensor, rows int) {
+	t0 := b.begin()
+	t := &b.rowT
+	*t = rowTask{kind: rowAdd, rows: rows, out: ft(dst).f, x: ft(src).f, cols: ft(dst).cols()}
+	b.runRows(t, t.cols)
+	b.end("cpu_add", t0)
+}
+
+func (b *Backend) SwiGLU(out, gateUp model.Tensor, rows int) {
+	t0 := b.begin()
+	t := &b.rowT
+	*t = rowTask{kind: rowSwiGLU, rows: rows, out: ft(out).f, x: ft(gateUp).f, cols: ft(out).cols(), xcol: ft(gateUp).cols()}
+	b.runRows(t, 8*t.cols)
+	b.end("cpu_swiglu", t0)
+}
+
+func (b *Backend) RoPE(qkv, table model.Tensor, h model.HeadLayout) {
+	t0 := b.begin()
+	t := &b.rowT
+	q := ft(qkv)
+	*t = rowTask{kind: rowRoPE, rows: len(b.batch.Tokens), out: q.f, w: ft(table).f, pos: b.batch.Positions,
+		xcol: q.cols(), hl: h}
+	if tab := ft(table); len(b.batch.Positions) > 0 && int(maxPos(b.batch.Positions)) >= tab.shape[0] {
+		b.fail(fmt.Errorf("position %d beyond the RoPE table (%d)", maxPos(b.batch.Positions), tab.shape[0]))
+		return
+	}
+	b.runRows(t, 2*(h.Heads+h.KVHeads)*h.HeadDim)
+	b.end("cpu_rope", t0)
+}
+
+func maxPos(p []int32) int32 {
+	m := p[0]
+	for _, v := range p {
+		m = max(m, v)
+	}
+	return m
+}
+
+func (b *Backend) HeadNorm(qkv, qw, kw model.Tensor, h model.HeadLayout, eps float32) {
+	t0 := b.begin()
+	t := &b.rowT
+	q := ft(qkv)
+	*t = rowTask{kind: rowHeadNorm, rows: len(b.batch.Tokens), out: q.f, w: ft(qw).f, w2: ft(kw).f,
+		xcol: q.cols(), hl: h, eps: eps}
+	b.runRows(t, 3*(h.Heads+h.KVHeads)*h.HeadDim)
+	b.end("cpu_qk_norm", t0)
+}
+
+func (b *Backend) GatherRows(out, x model.Tensor) {
+	t0 := b.begin()
+	t := &b.rowT
+	*t = rowTask{kind: rowGather, rows: len(b.batch.LogitRows), out: ft(out).f, x: ft(x).f, ids: b.batch.LogitRows, cols: ft(x).cols()}
+	b.runRows(t, t.cols)
+	b.end("cpu_gather_rows", t0)
+}
+
+// MatMul is the gemm_plugin GEMM.
+func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
+	t0 := b.begin()
+	o, xi, wt := ft(out), ft(x), ft(w)
+	n, k := wt.shape[0], wt.shape[1]
+	if xi.cols() != k || o.cols() != n {
+		b.fail(fmt.Errorf("matmul %s: x has %d columns, out %d, weight is %v", wt.name, xi.cols(), o.cols(), wt.shape))
+		return
+	}
+	var pw *packed
+	if wt.pk != nil {
+		pw = wt.pk[0]
+	}
+	b.gemm(o.f, n, xi.f, k, rows, n, k, wt.f, pw)
+	b.end(b.gemmName(), t0)
+}
+
+// Attention: keys and values of the batch go into the cache, then every
+// token attends to its sequence's positions 0..pos. Work items are (sequence,
+// KV head, block of tokens); each handles the whole GQA group of query
+// heads sharing that KV head.
+type attnItem struct {
+	slot, head int32
+	t0, t1     int32 // batch rows
+}
+
+type attnTask struct {
+	items   []attnItem
+	out     []float32
+	qkv     []float32
+	cache   *kvCache
+	layer   int
+	pos     []int32
+	scores  [][]float32
+	scale   float32
+	hl      model.HeadLayout
+	qkvCols int
+}
+
+const attnTokenBlock = 16
+
+func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer int) {
+	t0 := b.begin()
+	c := cache.(*kvCache)
+	hl := c.c.HeadLayout
+	q := ft(qkv)
+	W, D := q.cols(), hl.HeadDim
+	bt := b.batch
+	for i, slot := range b.tokSlot {
+		p := int(bt.Positions[i])
+		if p >= c.c.Capacity || int(slot) >= c.c.Slots {
+			b.fail(fmt.Errorf("attention: slot %d position %d outside the KV cache (%d slots x %d)", slot, p, c.c.Slots, c.c.Capacity))
+			return
+		}
+		row := q.f[i*W : (i+1)*W]
+		for h := range hl.KVHeads {
+			at := c.at(layer, int(slot), h) + p*D
+			copy(c.k[at:at+D], row[(hl.Heads+h)*D:(hl.Heads+h+1)*D])
+			copy(c.v[at:at+D], row[(hl.Heads+hl.KVHeads+h)*D:(hl.Heads+hl.KVHeads+h+1)*D])
+		}
+	}
+	items := b.items[:0]
+	for _, s := range bt.Seqs {
+		for h := range hl.KVHeads {
+			for r := s.Start; r < s.Start+s.Len; r += attnTokenBlock {
+				items = append(items, attnItem{slot: s.Slot, head: int32(h), t0: r, t1: min(r+attnTokenBlock, s.Start+s.Len)})
+			}
+		}
+	}
+	b.items = items
+	t := &b.attnT
+	*t = attnTask{items: items, out: ft(out).f, qkv: q.f, cache: c, layer: layer, pos: bt.Positions,
+		scores: b.scores, scale: float32(1 / math.Sqrt(float64(D))), hl: hl, qkvCols: W}
+	b.pool.run(t, len(items))
+	b.end("cpu_attention", t0)
+}
+
+func (t *attnTask) run(c, w int) {
+	it := t.items[c]
+	hl := t.hl
+	D, G := hl.HeadDim, hl.Heads/hl.KVHeads
+	base := t.cache.at(t.layer, int(it.slot), int(it.head))
+	outCols := hl.Heads * D
+	for r := it.t0; r < it.t1; r++ {
+		n := int(t.pos[r]) + 1
+		K := t.cache.k[base : base+n*D]
+		V := t.cache.v[base : base+n*D]
+		sc := t.scores[w][:n]
+		for g := range G {
+			qh := int(it.head)*G + g
+			q := t.qkv[int(r)*t.qkvCols+qh*D : int(r)*t.qkvCols+(qh+1)*D]
+			mx := float32(math.Inf(-1))
+			for j := range n {
+				s := dot(q, K[j*D:(j+1)*D]) * t.scale
+				sc[j] = s
+				mx = max(mx, s)
+			}
+			var sum float32
+			for j, s := range sc {
+				e := expf(s - mx)
+				sc[j] = e
+				sum += e
+			}
+			o := t.out[int(r)*outCols+qh*D : int(r)*outCols+(qh+1)*D]
+			clear(o)
+			for j, e := range sc {
+				axpy(e, V[j*D:(j+1)*D], o)
+			}
+			inv := 1 / sum
+			for i := range o {
+				o[i] *= inv
+			}
+		}
+	}
+}
+
+// Argmax reads back the greedy token of each row.
+func (b *Backend) Argmax(dst []int32, logits model.Tensor, rows int) error {
+	t0 := b.begin()
+	if err := b.takeErr(); err != nil {
+		return err
+	}
+	l := ft(logits)
+	t := &b.argmaxT
+	*t = argmaxTask{dst: dst, x: l.f, cols: l.cols(), rows: rows}
+	chunks := b.pool.split(rows, t.cols, minRowWork)
+	t.per = (rows + chunks - 1) / max(chunks, 1)
+	if rows > 0 {
+		b.pool.run(t, (rows+t.per-1)/t.per)
+	}
+	b.end("cpu_argmax", t0)
+	return nil
+}
+
+type argmaxTask struct {
+	dst             []int32
+	x               []float32
+	cols, rows, per int
+}
+
+func (t *argmaxTask) run(c, _ int) {
+	for r := c * t.per; r < min((c+1)*t.per, t.rows); r++ {
+		t.dst[r] = int32(argmaxRow(t.x[r*t.cols : (r+1)*t.cols]))
+	}
+}
+
+// argmaxRow is the index of the largest value, the lowest on ties; NaN
+// never wins.
+func argmaxRow(x []float32) int {
+	best, bi := float32(math.Inf(-1)), 0
+	for i, v := range x {
+		if v > best {
+			best, bi = v, i
+		}
+	}
+	return bi
+}

@@ -1,0 +1,214 @@
+package model
+
+import "time"
+
+// Tensor is an opaque handle to memory a Backend owns (host memory on the
+// CPU, device memory on CUDA). The model never reads or writes through it;
+// it only passes handles back to the backend that made them.
+//
+// Every tensor is row-major. Activations are allocated once with room for
+// the largest iteration (MaxTokens rows) and ops take the number of valid
+// rows, so addresses never change between iterations (what CUDA graphs
+// need).
+type Tensor interface {
+	Shape() []int
+}
+
+// DType is an activation or index buffer's element type. Backends choose
+// the storage of Float (float32 on the CPU, fp16/bf16 on CUDA).
+type DType int
+
+const (
+	Float DType = iota // the backend's compute type
+	Int32
+)
+
+// WeightKind tells a backend how a weight will be used, so it can store it
+// in the layout that op wants (the CPU backend packs GEMM operands into
+// panels; a CUDA backend may keep tables in fp32).
+type WeightKind int
+
+const (
+	// Vector is a [n] weight: norm scales.
+	Vector WeightKind = iota
+	// Table is a [rows, cols] weight read by row: the embedding, the RoPE
+	// cos/sin table.
+	Table
+	// Matrix is an [n, k] right operand of MatMul: y = x · Wᵀ, the layout
+	// of a Hugging Face nn.Linear weight.
+	Matrix
+	// Experts is an [experts, n, k] stack of Matrix weights used by MoE.
+	Experts
+)
+
+// HostTensor is a weight in host memory as a checkpoint stores it.
+type HostTensor struct {
+	Shape []int
+	DType string // "F32", "F16" or "BF16" (safetensors names)
+	Data  []byte // little-endian, row-major
+}
+
+// HeadLayout is the attention head layout of a fused QKV row: Heads query
+// heads, then KVHeads key heads, then KVHeads value heads, each HeadDim
+// wide.
+type HeadLayout struct {
+	Heads, KVHeads, HeadDim int
+}
+
+// QKVWidth is the width of a fused QKV row.
+func (h HeadLayout) QKVWidth() int { return (h.Heads + 2*h.KVHeads) * h.HeadDim }
+
+// KVConfig sizes a KV cache: Slots fixed-size slots of Capacity positions,
+// one slot per request in flight, held from admission to completion.
+type KVConfig struct {
+	Layers   int
+	Slots    int
+	Capacity int
+	HeadLayout
+}
+
+// KVCache is a backend-owned key/value cache. The CPU layout is
+// [layer][slot][kv head][position][head dim] for K and for V; a backend may
+// choose another as long as Attention reads what it wrote.
+type KVCache interface {
+	Config() KVConfig
+}
+
+// Backend is everything the model needs from a device. It has two phases:
+// set-up (Upload, Random, Alloc, NewKVCache, Write*) which may allocate and
+// fail, and iterations (SetBatch, then ops, then Argmax), which must not
+// allocate device memory and may be captured as a CUDA graph per batch
+// shape.
+//
+// Ops are asynchronous as far as the caller can tell: they return nothing,
+// a backend records the first failure, and the next synchronising call
+// (Argmax, Read*, ExpertCounts via ReadInt32) reports it. Only those calls
+// move data to the host, once per iteration.
+//
+// A Backend is used by one goroutine at a time.
+type Backend interface {
+	// Name identifies the backend and its GEMM path in reports, e.g.
+	// "cpu/gemm=blocked-avx2".
+	Name() string
+
+	// Upload copies a weight to the backend, converting from the host
+	// dtype. name is for errors and memory reports.
+	Upload(name string, kind WeightKind, h HostTensor) (Tensor, error)
+	// Random creates a weight filled by RandomFill(seed, scale): the same
+	// values on every backend, generated where the weight lives.
+	Random(name string, kind WeightKind, shape []int, seed uint64, scale float32) (Tensor, error)
+	// Alloc creates an activation or index buffer (contents undefined).
+	Alloc(name string, dt DType, shape ...int) (Tensor, error)
+	// NewKVCache creates a KV cache.
+	NewKVCache(c KVConfig) (KVCache, error)
+	// WriteInt32 and WriteFloat32 copy host data into the first rows of t.
+	WriteInt32(t Tensor, src []int32) error
+	WriteFloat32(t Tensor, src []float32) error
+
+	// SetBatch hands the backend the iteration's token layout (one
+	// host-to-device copy). Ops that take no row count use it.
+	SetBatch(b *Batch) error
+
+	// Embed gathers out[i] = table[b.Tokens[i]] for every batch token.
+	Embed(out, table Tensor)
+	// RMSNorm: out[r] = x[r] / rms(x[r]) * w for r < rows. out may be x.
+	RMSNorm(out, x, w Tensor, rows int, eps float32)
+	// AddRMSNorm: residual[r] += delta[r]; out[r] = RMSNorm(residual[r]).
+	AddRMSNorm(residual, delta, w, out Tensor, rows int, eps float32)
+	// Add: dst[r] += src[r].
+	Add(dst, src Tensor, rows int)
+	// MatMul: out[rows, n] = x[rows, k] · wᵀ, w a Matrix [n, k]. This is
+	// the GEMM that gemm_plugin switches.
+	MatMul(out, x, w Tensor, rows int)
+	// HeadNorm is Qwen3's qk-norm: RMSNorm over HeadDim of every query
+	// head (scale qw) and key head (scale kw) of each batch token's fused
+	// QKV row, in place.
+	HeadNorm(qkv, qw, kw Tensor, h HeadLayout, eps float32)
+	// RoPE rotates the query and key heads of each batch token's fused QKV
+	// row in place by its position. table is [positions, HeadDim]: cos in
+	// the first half, sin in the second (rotate-half convention).
+	RoPE(qkv, table Tensor, h HeadLayout)
+	// Attention writes the batch's keys and values into the cache (slot
+	// and positions from the batch), then computes causal grouped-query
+	// attention of every batch token over its sequence's cached positions
+	// 0..pos, scale 1/sqrt(HeadDim). out is [tokens, Heads*HeadDim].
+	Attention(out, qkv Tensor, cache KVCache, layer int)
+	// SwiGLU: out[r] = silu(gateUp[r][:n]) * gateUp[r][n:], n = out width.
+	SwiGLU(out, gateUp Tensor, rows int)
+	// Route picks k experts for each of rows tokens and their weights.
+	// With forced == nil it routes from logits [rows, experts] by method
+	// (RoutingSoftmaxTopKRenorm, RoutingTopKSoftmax, RoutingSoftmaxTopK).
+	// Otherwise forced [>= forcedRow+rows, k] (Int32) holds the chosen
+	// experts starting at row forcedRow, each with weight 1/k: exactly what
+	// TensorRT-LLM's +10/-10 replacement logits give under any of the
+	// methods. counts [layers, experts] (Int32) gets row layer incremented
+	// once per (token, chosen expert). idx is Int32 [rows, k], weights
+	// Float [rows, k].
+	Route(idx, weights, logits, forced Tensor, forcedRow, rows, k int, method string, counts Tensor, layer int)
+	// MoE: out[t] = Σ_j weights[t][j] · down_e(silu(gate_e(x[t])) · up_e(x[t]))
+	// with e = idx[t][j]; gateUp is Experts [E, 2F, H] (gate rows first),
+	// down Experts [E, H, F].
+	MoE(out, x, idx, weights, gateUp, down Tensor, rows, k int)
+	// GatherRows: out[j] = x[b.LogitRows[j]].
+	GatherRows(out, x Tensor)
+	// Argmax writes the index of the largest of each of rows logits rows
+	// to dst (lowest index on ties): the iteration's one device-to-host
+	// copy and synchronisation point. It reports any failure of the ops
+	// before it.
+	Argmax(dst []int32, logits Tensor, rows int) error
+	// ReadFloat32 / ReadInt32 copy the first rows of t to the host (tests,
+	// expert counts) and synchronise. Zero clears t.
+	ReadFloat32(dst []float32, t Tensor, rows int) error
+	ReadInt32(dst []int32, t Tensor, rows int) error
+	Zero(t Tensor)
+
+	Profiler
+
+	// Close frees everything the backend allocated.
+	Close() error
+}
+
+// Profiler is the profiling hook a backend implements. The engine calls it
+// at iteration boundaries, the way TensorRT-LLM checks
+// TLLM_PROFILE_START_STOP at the top of every executor iteration:
+//   - StartProfile(epoch): once per run, before any iteration; op records
+//     are timed relative to epoch.
+//   - WindowStart / WindowStop: around the profiled iterations (CUDA:
+//     cuProfilerStart / cuProfilerStop and CUPTI activity on/off; CPU:
+//     timing every op).
+//   - IterationStart / IterationEnd: one named range per iteration (CUDA:
+//     an NVTX range), e.g. "iteration 120: 2 ctx reqs, 64 ctx tokens, 62
+//     gen reqs".
+//   - Ops: drains the per-operation records of the windows so far (CPU:
+//     each op call timed on the host; CUDA: CUPTI kernel records).
+type Profiler interface {
+	StartProfile(epoch time.Time)
+	WindowStart()
+	WindowStop()
+	IterationStart(index int, name string)
+	IterationEnd(index int)
+	Ops() []OpRecord
+}
+
+// OpRecord is one timed operation ("kernel") in a profile window.
+type OpRecord struct {
+	Name      string        `json:"name"`      // e.g. "cpu_gemm_blocked_avx2"
+	Iteration int           `json:"iteration"` // engine iteration it ran in
+	Start     time.Duration `json:"start_ns"`  // since the run's epoch
+	Duration  time.Duration `json:"duration_ns"`
+}
+
+// BackendOptions configure a backend constructor (cpu.New, cuda.New).
+type BackendOptions struct {
+	// Gemm is the gemm_plugin axis: "auto" (the best GEMM: cuBLASLt on
+	// CUDA, the blocked parallel GEMM on CPU) or "disable" (the engine's
+	// own plain GEMM kernel).
+	Gemm string
+	// Dtype is the compute type asked for ("float16", "bfloat16",
+	// "float32"); the CPU backend always computes in float32.
+	Dtype string
+	// Threads caps CPU parallelism (0: GOMAXPROCS).
+	Threads int
+	// Device is the GPU ordinal (CUDA).
+	Device int
+}

@@ -1,0 +1,50 @@
+package model
+
+// Batch is one iteration's work: a flat run of tokens mixing prefill chunks
+// and decode tokens of several sequences, each sequence's tokens
+// contiguous. Backends upload it once per iteration (SetBatch); every op
+// that needs positions or slots reads it from there.
+type Batch struct {
+	Tokens    []int32 // token ids
+	Positions []int32 // each token's position in its sequence
+	Seqs      []Seq
+	// LogitRows are the rows of Tokens whose next-token logits are wanted:
+	// the last token of each sequence that samples this iteration
+	// (ascending). Tests ask for every row.
+	LogitRows []int32
+}
+
+// Seq is one sequence's share of a Batch.
+type Seq struct {
+	Slot  int32 // KV-cache slot, held for the request's whole life
+	Start int32 // first row of this sequence in Batch.Tokens
+	Len   int32 // new tokens this iteration (a prefill chunk, or 1 to decode)
+	Past  int32 // tokens already in the cache: the first new token's position
+}
+
+// Reset empties the batch, keeping its memory.
+func (b *Batch) Reset() {
+	b.Tokens = b.Tokens[:0]
+	b.Positions = b.Positions[:0]
+	b.Seqs = b.Seqs[:0]
+	b.LogitRows = b.LogitRows[:0]
+}
+
+// Add appends a sequence's new tokens, which follow past cached tokens in
+// KV slot slot. With logits set, the last new token's logits are wanted.
+// It returns the sequence's first row.
+func (b *Batch) Add(slot, past int, tokens []int32, logits bool) int {
+	start := len(b.Tokens)
+	b.Tokens = append(b.Tokens, tokens...)
+	for i := range tokens {
+		b.Positions = append(b.Positions, int32(past+i))
+	}
+	b.Seqs = append(b.Seqs, Seq{Slot: int32(slot), Start: int32(start), Len: int32(len(tokens)), Past: int32(past)})
+	if logits {
+		b.LogitRows = append(b.LogitRows, int32(start+len(tokens)-1))
+	}
+	return start
+}
+
+// NumTokens is the number of tokens in the batch.
+func (b *Batch) NumTokens() int { return len(b.Tokens) }

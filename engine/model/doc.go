@@ -1,0 +1,56 @@
+// Package model is the transformer, written once against the Backend
+// interface that engine/cpu and engine/cuda implement.
+//
+// # The model
+//
+// A decoder-only transformer covering the Llama, Mixtral, GPT-OSS and
+// Qwen3-MoE families: embedding; per layer RMSNorm, fused QKV GEMM,
+// optional Qwen3 qk-norm, RoPE (default, llama3 or yarn frequencies, baked
+// into a cos/sin table), grouped-query attention over a KV cache, output
+// GEMM, fused residual-add + RMSNorm, then either a SwiGLU MLP (fused
+// gate/up GEMM) or a MoE block (router GEMM, routing by the model's method,
+// experts, weighted combine); a final norm and the LM head on the sampled
+// rows only; greedy argmax. Weights are random and seeded (RandomValue: a
+// counter-based generator every backend computes identically where the
+// weight lives) or read from a WeightSource (engine/safetensors).
+//
+// Routing modes (routing_mode): Learned, or Perfect / Uniform / Zipf, which
+// still run the router GEMM and then route by a forced table of expert ids
+// (weight 1/k each, what TensorRT-LLM's ±10 replacement logits give).
+//
+// # The backend contract
+//
+// Tensors are opaque handles the backend owns (device memory on CUDA).
+// Weights and buffers are created in a set-up phase (Upload, Random, Alloc,
+// NewKVCache, Write*); buffers are sized once for the largest iteration
+// (Capacity) and ops take the number of valid rows, so no address changes
+// between iterations.
+//
+// An iteration is one Batch: a flat run of tokens mixing prefill chunks and
+// decode tokens, with per-token positions, per-sequence KV slot / first row
+// / length / past length, and the rows whose logits are wanted. SetBatch
+// uploads it once; then every op works on the whole batch (Embed, RMSNorm,
+// AddRMSNorm, Add, MatMul, HeadNorm, RoPE, Attention, SwiGLU, Route, MoE,
+// GatherRows); Argmax returns one token id per sampled row to the host:
+// the iteration's only synchronisation and device-to-host copy (plus one
+// small ReadInt32 of the expert counts on MoE models). Ops return no
+// errors; a backend reports the first failure at the next synchronising
+// call, as CUDA does. With no per-token host round trips and fixed
+// addresses, a CUDA backend can implement each op as a kernel and capture
+// a decode iteration as a CUDA graph per batch shape.
+//
+// The KV cache is fixed slots: each request in flight holds one slot of
+// Capacity positions from admission to completion, and Attention writes the
+// batch's keys/values at (slot, position) before attending over positions
+// 0..pos of the slot. The CPU layout is [layer][slot][kv head][pos][dim].
+//
+// Fused QKV rows are [q heads | k heads | v heads] × HeadDim; gate/up rows
+// are [gate | up]; MoE expert weights are stacked [E, 2F, H] and [E, H, F].
+//
+// Profiling hooks (Profiler) are called by the engine at iteration
+// boundaries: StartProfile, WindowStart/WindowStop (cuProfilerStart/Stop and
+// CUPTI on CUDA), IterationStart/IterationEnd (one NVTX range per
+// iteration), and Ops to drain per-operation timings.
+//
+// This package knows nothing of scheduling, requests, files or metrics.
+package model

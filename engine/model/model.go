@@ -1,0 +1,429 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Options configure a model instance.
+type Options struct {
+	// Seed seeds the random weights (zoo models) and the uniform / zipf
+	// routing tables.
+	Seed uint64
+	// Routing is the routing_mode axis; the zero value is learned.
+	Routing Routing
+	// Weights supplies checkpoint tensors; nil means random weights.
+	Weights WeightSource
+}
+
+// Capacity sizes a model's buffers for a run.
+type Capacity struct {
+	MaxTokens    int // tokens per iteration (max_num_tokens)
+	MaxLogitRows int // sequences sampled per iteration (<= MaxTokens)
+	Slots        int // requests in flight (batch_size)
+	MaxLen       int // longest sequence: prompt + output tokens
+}
+
+// Model is a decoder-only transformer (Llama / Mixtral / GPT-OSS / Qwen3
+// families) over a Backend. Create it with New, size it with Reserve, then
+// call Forward and Argmax once per iteration.
+type Model struct {
+	cfg Config
+	be  Backend
+	opt Options
+
+	embed, lmHead, finalNorm Tensor
+	layers                   []layer
+
+	capa                                      Capacity
+	rope                                      Tensor
+	cache                                     KVCache
+	x, h, qkv, attn, delta, gu, act, g        Tensor
+	logits, routerLogits, idx, wts, counts    Tensor
+	route                                     routeTables
+	ropeLen, lastRows, lastLogitRows, iterNum int
+}
+
+type layer struct {
+	ln1, ln2, wqkv, wo, qNorm, kNorm Tensor
+	gateUp, down                     Tensor // dense MLP, or stacked experts for MoE
+	router                           Tensor
+}
+
+// Config returns the model's shape.
+func (m *Model) Config() Config { return m.cfg }
+
+// Backend returns the backend the model runs on.
+func (m *Model) Backend() Backend { return m.be }
+
+// Validate checks that a shape is one the model can run.
+func (c Config) Validate() error {
+	switch {
+	case c.Hidden <= 0 || c.Layers <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.FFN <= 0 || c.Vocab <= 0:
+		return fmt.Errorf("model %q: sizes must be positive", c.Name)
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("model %q: %d heads are not a multiple of %d KV heads", c.Name, c.Heads, c.KVHeads)
+	case c.HeadDim%2 != 0:
+		return fmt.Errorf("model %q: head dim %d is odd", c.Name, c.HeadDim)
+	case c.MoE() && (c.TopK <= 0 || c.TopK > c.Experts):
+		return fmt.Errorf("model %q: top-k %d outside 1..%d experts", c.Name, c.TopK, c.Experts)
+	case c.MoE() && c.Routing != RoutingSoftmaxTopKRenorm && c.Routing != RoutingTopKSoftmax && c.Routing != RoutingSoftmaxTopK:
+		return fmt.Errorf("model %q: unknown routing method %q", c.Name, c.Routing)
+	}
+	return nil
+}
+
+// New creates the model's weights on the backend: random and seeded, or
+// from opt.Weights.
+func New(be Backend, cfg Config, opt Options) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Model{cfg: cfg, be: be, opt: opt}
+	l := &loader{m: m}
+	H, D, F := cfg.Hidden, cfg.HeadDim, cfg.FFN
+	hl := cfg.HeadLayout()
+	// Random weights: uniform with variance 1/fan_in keeps every GEMM's
+	// output at the scale of its input; the two projections that feed the
+	// residual stream are further scaled by 1/sqrt(2·layers) so the stream
+	// stays O(1) at any depth (fp16 stays finite).
+	proj := 1 / math.Sqrt(2*float64(cfg.Layers))
+	m.embed = l.table("model.embed_tokens.weight", []int{cfg.Vocab, H}, math.Sqrt(3))
+	for i := range cfg.Layers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		var ly layer
+		ly.ln1 = l.ones(p+"input_layernorm.weight", H)
+		ly.ln2 = l.ones(p+"post_attention_layernorm.weight", H)
+		ly.wqkv = l.matrix(p+"self_attn.qkv_proj.weight", Matrix, []int{hl.QKVWidth(), H}, 1,
+			p+"self_attn.q_proj.weight", p+"self_attn.k_proj.weight", p+"self_attn.v_proj.weight")
+		ly.wo = l.matrix(p+"self_attn.o_proj.weight", Matrix, []int{H, cfg.Heads * D}, proj)
+		if cfg.QKNorm {
+			ly.qNorm = l.ones(p+"self_attn.q_norm.weight", D)
+			ly.kNorm = l.ones(p+"self_attn.k_norm.weight", D)
+		}
+		if !cfg.MoE() {
+			ly.gateUp = l.matrix(p+"mlp.gate_up_proj.weight", Matrix, []int{2 * F, H}, 1,
+				p+"mlp.gate_proj.weight", p+"mlp.up_proj.weight")
+			ly.down = l.matrix(p+"mlp.down_proj.weight", Matrix, []int{H, F}, proj)
+		} else {
+			ly.router, ly.gateUp, ly.down = l.moe(p)
+		}
+		m.layers = append(m.layers, ly)
+	}
+	m.finalNorm = l.ones("model.norm.weight", H)
+	switch {
+	case cfg.TieEmbeddings && opt.Weights == nil:
+		// The same values as the embedding: same name, same scale.
+		m.lmHead = l.random("model.embed_tokens.weight", Matrix, []int{cfg.Vocab, H}, math.Sqrt(3))
+	case cfg.TieEmbeddings:
+		m.lmHead = l.matrix("model.embed_tokens.weight", Matrix, []int{cfg.Vocab, H}, 1)
+	default:
+		m.lmHead = l.matrix("lm_head.weight", Matrix, []int{cfg.Vocab, H}, 1)
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	return m, nil
+}
+
+// loader creates weights, remembering the first error.
+type loader struct {
+	m   *Model
+	err error
+}
+
+func (l *loader) random(name string, kind WeightKind, shape []int, scale float64) Tensor {
+	t, err := l.m.be.Random(name, kind, shape, WeightSeed(l.m.opt.Seed, name), float32(scale))
+	if err != nil && l.err == nil {
+		l.err = fmt.Errorf("weight %s: %w", name, err)
+	}
+	return t
+}
+
+func (l *loader) upload(name string, kind WeightKind, h HostTensor) Tensor {
+	if l.err != nil {
+		return nil
+	}
+	t, err := l.m.be.Upload(name, kind, h)
+	if err != nil {
+		l.err = fmt.Errorf("weight %s: %w", name, err)
+	}
+	return t
+}
+
+// load reads checkpoint tensors and checks their shapes against the
+// config; parts are stacked along rows into want.
+func (l *loader) load(want []int, parts ...string) (HostTensor, bool) {
+	if l.err != nil {
+		return HostTensor{}, false
+	}
+	src := l.m.opt.Weights
+	var hs []HostTensor
+	for _, name := range parts {
+		h, err := src.Tensor(name)
+		if err != nil {
+			l.err = err
+			return HostTensor{}, false
+		}
+		hs = append(hs, h)
+	}
+	h, err := concatRows(hs...)
+	if err == nil && !slices.Equal(h.Shape, want) {
+		err = fmt.Errorf("shape %v, config.json implies %v", h.Shape, want)
+	}
+	if err != nil {
+		l.err = &WeightError{File: src.Where(parts[0]), Tensor: parts[0], Msg: err.Error()}
+		return HostTensor{}, false
+	}
+	return h, true
+}
+
+func (l *loader) ones(name string, n int) Tensor {
+	if l.m.opt.Weights != nil {
+		if h, ok := l.load([]int{n}, name); ok {
+			return l.upload(name, Vector, h)
+		}
+		return nil
+	}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = 1
+	}
+	return l.upload(name, Vector, HostF32([]int{n}, v))
+}
+
+func (l *loader) table(name string, shape []int, scale float64) Tensor {
+	if l.m.opt.Weights != nil {
+		if h, ok := l.load(shape, name); ok {
+			return l.upload(name, Table, h)
+		}
+		return nil
+	}
+	return l.random(name, Table, shape, scale)
+}
+
+// matrix creates a GEMM weight: random with variance gain²/fan_in, or the
+// checkpoint tensors parts (default: name itself) stacked along rows.
+func (l *loader) matrix(name string, kind WeightKind, shape []int, gain float64, parts ...string) Tensor {
+	if l.m.opt.Weights != nil {
+		if len(parts) == 0 {
+			parts = []string{name}
+		}
+		if h, ok := l.load(shape, parts...); ok {
+			return l.upload(name, kind, h)
+		}
+		return nil
+	}
+	if l.err != nil {
+		return nil
+	}
+	fanIn := shape[len(shape)-1]
+	return l.random(name, kind, shape, gain*math.Sqrt(3/float64(fanIn)))
+}
+
+// moe creates a MoE layer's router and stacked experts. Checkpoints name
+// experts the Mixtral way (block_sparse_moe.experts.E.w1/w3/w2) or the
+// Qwen3 way (mlp.experts.E.gate_proj/up_proj/down_proj).
+func (l *loader) moe(p string) (router, gateUp, down Tensor) {
+	c := l.m.cfg
+	E, H, F := c.Experts, c.Hidden, c.FFN
+	proj := 1 / math.Sqrt(2*float64(c.Layers))
+	if l.m.opt.Weights == nil {
+		router = l.matrix(p+"mlp.gate.weight", Matrix, []int{E, H}, 1)
+		gateUp = l.matrix(p+"mlp.experts.gate_up_proj", Experts, []int{E, 2 * F, H}, 1)
+		down = l.matrix(p+"mlp.experts.down_proj", Experts, []int{E, H, F}, proj)
+		return
+	}
+	src := l.m.opt.Weights
+	gate, w1, w3, w2 := p+"mlp.gate.weight", ".gate_proj.weight", ".up_proj.weight", ".down_proj.weight"
+	ex := p + "mlp.experts."
+	if src.Has(p + "block_sparse_moe.gate.weight") {
+		gate, w1, w3, w2 = p+"block_sparse_moe.gate.weight", ".w1.weight", ".w3.weight", ".w2.weight"
+		ex = p + "block_sparse_moe.experts."
+	}
+	router = l.matrix(gate, Matrix, []int{E, H}, 1)
+	var gu, dn []string
+	for e := range E {
+		gu = append(gu, fmt.Sprint(ex, e, w1), fmt.Sprint(ex, e, w3))
+		dn = append(dn, fmt.Sprint(ex, e, w2))
+	}
+	if h, ok := l.load([]int{2 * F * E, H}, gu...); ok {
+		h.Shape = []int{E, 2 * F, H}
+		gateUp = l.upload(ex+"gate_up", Experts, h)
+	}
+	// Down projections are [H, F] each; stacking rows gives [E*H, F].
+	if h, ok := l.load([]int{E * H, F}, dn...); ok {
+		h.Shape = []int{E, H, F}
+		down = l.upload(ex+"down", Experts, h)
+	}
+	return
+}
+
+// WeightError is a checkpoint tensor that does not fit the model; it
+// blames the user's input.
+type WeightError struct {
+	File, Tensor, Msg string
+}
+
+func (e *WeightError) Error() string {
+	return fmt.Sprintf("%s: tensor %q: %s", e.File, e.Tensor, e.Msg)
+}
+func (e *WeightError) BadInput() bool { return true }
+
+// Reserve sizes the activations, the KV cache and the routing tables for a
+// run; buffers only grow, so repeated runs reuse them.
+func (m *Model) Reserve(c Capacity) error {
+	if c.MaxLogitRows <= 0 || c.MaxLogitRows > c.MaxTokens {
+		c.MaxLogitRows = c.MaxTokens
+	}
+	old := m.capa
+	grow := func(want, have int) bool { return want > have }
+	cfg, be := m.cfg, m.be
+	H, hl := cfg.Hidden, cfg.HeadLayout()
+	var err error
+	alloc := func(name string, dt DType, shape ...int) Tensor {
+		if err != nil {
+			return nil
+		}
+		t, e := be.Alloc(name, dt, shape...)
+		if e != nil {
+			err = fmt.Errorf("allocating %s %v: %w", name, shape, e)
+		}
+		return t
+	}
+	if grow(c.MaxTokens, old.MaxTokens) {
+		T := c.MaxTokens
+		m.x = alloc("residual", Float, T, H)
+		m.h = alloc("normed", Float, T, H)
+		m.qkv = alloc("qkv", Float, T, hl.QKVWidth())
+		m.attn = alloc("attention", Float, T, cfg.Heads*cfg.HeadDim)
+		m.delta = alloc("delta", Float, T, H)
+		if cfg.MoE() {
+			m.routerLogits = alloc("router_logits", Float, T, cfg.Experts)
+			m.idx = alloc("expert_ids", Int32, T, cfg.TopK)
+			m.wts = alloc("expert_weights", Float, T, cfg.TopK)
+			m.counts = alloc("expert_counts", Int32, cfg.Layers, cfg.Experts)
+		} else {
+			m.gu = alloc("gate_up", Float, T, 2*cfg.FFN)
+			m.act = alloc("swiglu", Float, T, cfg.FFN)
+		}
+		m.capa.MaxTokens = T
+	}
+	if grow(c.MaxLogitRows, old.MaxLogitRows) {
+		m.g = alloc("logit_hidden", Float, c.MaxLogitRows, H)
+		m.logits = alloc("logits", Float, c.MaxLogitRows, cfg.Vocab)
+		m.capa.MaxLogitRows = c.MaxLogitRows
+	}
+	if grow(c.MaxLen, m.ropeLen) {
+		if err == nil {
+			m.rope, err = be.Upload("rope_table", Table, HostF32([]int{c.MaxLen, cfg.HeadDim}, RopeTable(cfg, c.MaxLen)))
+		}
+		m.ropeLen = c.MaxLen
+	}
+	if grow(c.Slots, old.Slots) || grow(c.MaxLen, old.MaxLen) {
+		if err == nil {
+			slots, maxLen := max(c.Slots, old.Slots), max(c.MaxLen, old.MaxLen)
+			m.cache, err = be.NewKVCache(KVConfig{Layers: cfg.Layers, Slots: slots, Capacity: maxLen, HeadLayout: hl})
+			m.capa.Slots, m.capa.MaxLen = slots, maxLen
+		}
+	}
+	if err == nil && cfg.MoE() {
+		err = m.route.reserve(m, m.capa.MaxTokens)
+	}
+	if err == nil && m.counts != nil {
+		be.Zero(m.counts)
+	}
+	return err
+}
+
+// Capacity reports what the model is sized for.
+func (m *Model) Capacity() Capacity { return m.capa }
+
+// ErrCapacity is a batch larger than Reserve allowed for.
+var ErrCapacity = errors.New("batch exceeds the reserved capacity")
+
+// Forward runs one iteration over b and leaves the logits of b.LogitRows
+// on the backend (read them with Argmax or ReadLogits).
+func (m *Model) Forward(b *Batch) error {
+	T, S := b.NumTokens(), len(b.LogitRows)
+	if T == 0 || T > m.capa.MaxTokens || S > m.capa.MaxLogitRows {
+		return fmt.Errorf("%w: %d tokens (max %d), %d logit rows (max %d)", ErrCapacity, T, m.capa.MaxTokens, S, m.capa.MaxLogitRows)
+	}
+	for _, s := range b.Seqs {
+		if int(s.Slot) >= m.capa.Slots || int(s.Past+s.Len) > m.capa.MaxLen {
+			return fmt.Errorf("%w: slot %d (max %d), length %d (max %d)", ErrCapacity, s.Slot, m.capa.Slots, s.Past+s.Len, m.capa.MaxLen)
+		}
+	}
+	cfg, be := m.cfg, m.be
+	eps := float32(cfg.RMSEps)
+	hl := cfg.HeadLayout()
+	if err := be.SetBatch(b); err != nil {
+		return err
+	}
+	be.Embed(m.x, m.embed)
+	for i, ly := range m.layers {
+		if i == 0 {
+			be.RMSNorm(m.h, m.x, ly.ln1, T, eps)
+		} else {
+			be.AddRMSNorm(m.x, m.delta, ly.ln1, m.h, T, eps)
+		}
+		be.MatMul(m.qkv, m.h, ly.wqkv, T)
+		if cfg.QKNorm {
+			be.HeadNorm(m.qkv, ly.qNorm, ly.kNorm, hl, eps)
+		}
+		be.RoPE(m.qkv, m.rope, hl)
+		be.Attention(m.attn, m.qkv, m.cache, i)
+		be.MatMul(m.delta, m.attn, ly.wo, T)
+		be.AddRMSNorm(m.x, m.delta, ly.ln2, m.h, T, eps)
+		if cfg.MoE() {
+			// The learned router always runs, so its cost stays in the
+			// timing whatever the routing mode.
+			be.MatMul(m.routerLogits, m.h, ly.router, T)
+			forced, row := m.route.forced(i, T)
+			be.Route(m.idx, m.wts, m.routerLogits, forced, row, T, cfg.TopK, cfg.Routing, m.counts, i)
+			be.MoE(m.delta, m.h, m.idx, m.wts, ly.gateUp, ly.down, T, cfg.TopK)
+		} else {
+			be.MatMul(m.gu, m.h, ly.gateUp, T)
+			be.SwiGLU(m.act, m.gu, T)
+			be.MatMul(m.delta, m.act, ly.down, T)
+		}
+	}
+	be.Add(m.x, m.delta, T)
+	// Only the sampled rows go through the final norm and the LM head.
+	be.GatherRows(m.g, m.x)
+	be.RMSNorm(m.g, m.g, m.finalNorm, S, eps)
+	be.MatMul(m.logits, m.g, m.lmHead, S)
+	m.lastRows, m.lastLogitRows = T, S
+	return nil
+}
+
+// Argmax returns the greedy next token of each logit row of the last
+// Forward into dst (len >= rows).
+func (m *Model) Argmax(dst []int32) error {
+	return m.be.Argmax(dst[:m.lastLogitRows], m.logits, m.lastLogitRows)
+}
+
+// ReadLogits copies the last Forward's logits ([rows, vocab]) to dst.
+func (m *Model) ReadLogits(dst []float32) error {
+	return m.be.ReadFloat32(dst[:m.lastLogitRows*m.cfg.Vocab], m.logits, m.lastLogitRows)
+}
+
+// ExpertCounts copies the tokens routed to each expert of each layer since
+// the last call ([layers, experts]) to dst and clears them. Dense models
+// report nothing.
+func (m *Model) ExpertCounts(dst []int32) error {
+	if m.counts == nil {
+		return nil
+	}
+	if err := m.be.ReadInt32(dst[:m.cfg.Layers*m.cfg.Experts], m.counts, m.cfg.Layers); err != nil {
+		return err
+	}
+	m.be.Zero(m.counts)
+	return nil
+}
+
+// ResetRouting restarts the uniform / zipf routing stream, so every run
+// sees the same assignments.
+func (m *Model) ResetRouting() { m.route.reset(m.opt) }
