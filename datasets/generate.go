@@ -117,7 +117,8 @@ func (g *Generator) draw() {
 	g.tokens.draw(ids)
 	// gen_random_tokens replaces EOS (while it occurs) by (eos+1) % vocab;
 	// Validate guarantees the replacement differs from EOS, so one pass
-	// removes every occurrence.
+	// removes every occurrence. An EOS beyond the base vocabulary (Llama-3)
+	// never occurs.
 	eos := int32(g.p.EOSID)
 	repl := int32((g.p.EOSID + 1) % g.p.VocabSize)
 	for i, t := range ids {

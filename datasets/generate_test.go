@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -41,5 +42,66 @@ func TestReferenceFilesByteForByte(t *testing.T) {
 				t.Fatalf("output differs from TensorRT-LLM's; wrote %s", gotFile)
 			}
 		})
+	}
+}
+
+// TestRandTaskID checks --rand-task-id: random.randint per request, drawn
+// after every token id from the same stream (expected ids computed with
+// CPython from the reference files' lengths), -1 meaning no LoRA, and the
+// token ids unchanged by it.
+func TestRandTaskID(t *testing.T) {
+	cases := []struct {
+		ref    int
+		lo, hi int
+		want   []int
+	}{
+		{0, 0, 2, []int{1, 1, 2, 0, 0}},
+		{1, -1, 3, []int{-1, 2, -1, 3, 1, -1, 0, 0, 2, 1, 0, -1}},
+	}
+	for _, c := range cases {
+		rf := referenceFiles[c.ref]
+		plain, err := GenerateAll(rf.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := rf.p
+		p.LoRA = &LoRAParams{Dir: "loras", Rand: &[2]int{c.lo, c.hi}}
+		got, err := GenerateAll(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range got {
+			want := c.want[i]
+			switch {
+			case want == -1 && r.LoRATaskID != nil:
+				t.Errorf("%s request %d: LoRA task %d, want none", rf.file, i, *r.LoRATaskID)
+			case want != -1 && (r.LoRATaskID == nil || *r.LoRATaskID != want):
+				t.Errorf("%s request %d: LoRA task %v, want %d", rf.file, i, r.LoRATaskID, want)
+			}
+			if !slices.Equal(r.InputIDs, plain[i].InputIDs) {
+				t.Errorf("%s request %d: token ids changed by --rand-task-id", rf.file, i)
+			}
+		}
+	}
+	// The written line carries lora_request after output_tokens, as
+	// prepare_dataset.py's print_text_dataset adds it.
+	p := referenceFiles[0].p
+	p.NumRequests = 1
+	p.LoRA = &LoRAParams{Dir: "/tmp/loras", TaskID: 4}
+	var buf bytes.Buffer
+	if err := Write(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	if want := `,"output_tokens":46,"lora_request":{"lora_name":"lora_4","lora_int_id":4,"lora_path":"/tmp/loras/4"}}` + "\n"; !bytes.HasSuffix(buf.Bytes(), []byte(want)) {
+		t.Errorf("line %q does not end in %q", buf.String(), want)
+	}
+	// A fixed task id of -1 means no LoRA at all.
+	p.LoRA.TaskID = -1
+	buf.Reset()
+	if err := Write(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(buf.Bytes(), []byte("lora_request")) {
+		t.Errorf("task id -1 wrote a lora_request: %s", buf.String())
 	}
 }

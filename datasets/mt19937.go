@@ -6,7 +6,10 @@ package datasets
 // sequence, so one generator with two seeding methods serves both.
 type mt19937 struct {
 	state [mtN]uint32
-	pos   int
+	// out holds the tempered outputs of the last twist, so that uint32 is
+	// small enough to inline into the token sampling loop.
+	out [mtN]uint32
+	pos int
 }
 
 const (
@@ -59,7 +62,20 @@ func (m *mt19937) seedByArray(key []uint32) {
 	m.pos = mtN
 }
 
-// twist regenerates all 624 words at once; uint32 then only tempers.
+// refill twists the state and tempers all 624 outputs at once.
+func (m *mt19937) refill() {
+	m.twist()
+	for i, y := range &m.state {
+		y ^= y >> 11
+		y ^= (y << 7) & 0x9d2c5680
+		y ^= (y << 15) & 0xefc60000
+		y ^= y >> 18
+		m.out[i] = y
+	}
+	m.pos = 0
+}
+
+// twist regenerates all 624 state words.
 func (m *mt19937) twist() {
 	s := &m.state
 	mix := func(a, b, c uint32) uint32 {
@@ -74,18 +90,13 @@ func (m *mt19937) twist() {
 		s[i] = mix(s[i], s[i+1], s[i+mtM-mtN])
 	}
 	s[mtN-1] = mix(s[mtN-1], s[0], s[mtM-1])
-	m.pos = 0
 }
 
 func (m *mt19937) uint32() uint32 {
-	if m.pos >= mtN {
-		m.twist()
+	if uint(m.pos) >= mtN {
+		m.refill()
 	}
-	y := m.state[m.pos]
+	v := m.out[m.pos]
 	m.pos++
-	y ^= y >> 11
-	y ^= (y << 7) & 0x9d2c5680
-	y ^= (y << 15) & 0xefc60000
-	y ^= y >> 18
-	return y
+	return v
 }

@@ -52,6 +52,11 @@ type Params struct {
 	// [0, VocabSize)); EOSID is scrubbed from every request.
 	VocabSize int
 	EOSID     int
+	// FullVocabSize is the tokenizer's size with its added special tokens
+	// (128256 for Llama-3, whose EOS 128001 lies beyond the 128000 base
+	// ids and so never needs scrubbing). It only widens the range EOSID is
+	// checked against; 0 means VocabSize. It does not change the dataset.
+	FullVocabSize int
 
 	// LoRA, when set, adds a lora_request to requests as prepare_dataset.py
 	// does when given --lora-dir.
@@ -120,10 +125,11 @@ func (p *Params) Validate() error {
 	if p.VocabSize < 1 || p.VocabSize > math.MaxInt32 {
 		return paramErr("vocab_size", "must be in [1, %d], got %d", math.MaxInt32, p.VocabSize)
 	}
-	if p.EOSID < 0 || p.EOSID >= p.VocabSize {
-		return paramErr("eos_id", "must be a token id in [0, %d) (vocab_size %d), got %d", p.VocabSize, p.VocabSize, p.EOSID)
+	limit := max(p.VocabSize, p.FullVocabSize)
+	if p.EOSID < 0 || p.EOSID >= limit {
+		return paramErr("eos_id", "must be a token id in [0, %d), got %d", limit, p.EOSID)
 	}
-	if p.VocabSize == 1 {
+	if p.VocabSize == 1 && p.EOSID == 0 {
 		// TensorRT-LLM would loop forever replacing the only token (EOS).
 		return paramErr("vocab_size", "1 leaves no token id besides eos_id %d", p.EOSID)
 	}

@@ -1,0 +1,105 @@
+package datasets
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Cache keeps generated datasets under Dir, content addressed: a parameter
+// set's file is <slug>-<key>.jsonl, where key hashes Params.Canonical, next
+// to <file>.sha256 holding the SHA-256 of its contents in sha256sum's
+// format (so `sha256sum -c` checks it too). A dataset is generated once and
+// verified against its hash before every reuse; a missing, truncated or
+// altered file is generated again.
+type Cache struct {
+	Dir string
+}
+
+// Entry describes a cached dataset.
+type Entry struct {
+	Path   string
+	SHA256 string
+	// Generated is true when this call wrote the file; Reason then says why
+	// (missing, or what failed verification).
+	Generated bool
+	Reason    string
+}
+
+// Path returns the path of p's dataset file, generating it if needed.
+func (c Cache) Path(p Params) (string, error) {
+	e, err := c.Ensure(p)
+	return e.Path, err
+}
+
+// Ensure makes sure p's dataset is in the cache and intact, and describes it.
+func (c Cache) Ensure(p Params) (Entry, error) {
+	if err := p.Validate(); err != nil {
+		return Entry{}, err
+	}
+	if c.Dir == "" {
+		return Entry{}, fmt.Errorf("dataset cache: no directory given")
+	}
+	name := p.Slug() + "-" + p.Key() + ".jsonl"
+	e := Entry{Path: filepath.Join(c.Dir, name)}
+	sumPath := e.Path + ".sha256"
+
+	sum, reason := verify(e.Path, sumPath)
+	if reason == "" {
+		e.SHA256 = sum
+		return e, nil
+	}
+	e.Generated, e.Reason = true, reason
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return e, fmt.Errorf("dataset cache: %w", err)
+	}
+	h := sha256.New()
+	err := WriteFileAtomic(e.Path, func(w io.Writer) error {
+		return Write(io.MultiWriter(w, h), p)
+	})
+	if err != nil {
+		return e, fmt.Errorf("dataset cache: writing %s: %w", e.Path, err)
+	}
+	e.SHA256 = hex.EncodeToString(h.Sum(nil))
+	err = WriteFileAtomic(sumPath, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%s  %s\n", e.SHA256, name)
+		return err
+	})
+	if err != nil {
+		return e, fmt.Errorf("dataset cache: writing %s: %w", sumPath, err)
+	}
+	return e, nil
+}
+
+// verify hashes path and compares it with the sum recorded in sumPath. It
+// returns the sum, or why the file cannot be reused.
+func verify(path, sumPath string) (sum, reason string) {
+	rec, err := os.ReadFile(sumPath)
+	if err != nil {
+		return "", "not cached yet"
+	}
+	want, _, _ := strings.Cut(string(bytes.TrimSpace(rec)), " ")
+	if len(want) != sha256.Size*2 {
+		return "", "hash file is malformed"
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", "dataset file is missing"
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, bufio.NewReaderSize(f, 1<<20)); err != nil {
+		return "", fmt.Sprintf("reading it failed: %v", err)
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if got != want {
+		return "", "its contents do not match the recorded SHA-256 (corrupted)"
+	}
+	return got, ""
+}
