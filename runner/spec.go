@@ -438,8 +438,8 @@ func (d *decoder) top(root *yaml.Node) error {
 	}
 	for pi, ai := range d.axisAt {
 		if d.explicit[pi] {
-			return d.errAt(d.paramNode[pi], d.paramField[pi], "also a matrix axis (line %d); give it in one place (to pin an axis from the command line: --set matrix.%s=[VALUE])",
-				d.axisKeys[ai].Line, params[pi].path)
+			return d.errAt(d.paramNode[pi], d.paramField[pi], "also a matrix axis (%s); give it in one place (from the command line, --set params.%s=VALUE pins the axis)",
+				d.where(d.axisKeys[ai]), params[pi].path)
 		}
 	}
 	return nil
@@ -621,7 +621,7 @@ func (d *decoder) axisParam(kn *yaml.Node, key, field string, extra []string) (i
 		return 0, d.errAt(kn, field, "%s cannot vary between cells: it limits a cell's run time and is not part of what is measured; set params.%s", key, key)
 	}
 	if ai, dup := d.axisAt[pi]; dup {
-		return 0, d.errAt(kn, field, "%s is already an axis (line %d)", key, d.axisKeys[ai].Line)
+		return 0, d.errAt(kn, field, "%s is already an axis (%s)", key, d.where(d.axisKeys[ai]))
 	}
 	return pi, nil
 }
@@ -909,7 +909,7 @@ func (d *decoder) compareEntries(n *yaml.Node) error {
 		}
 		for _, c := range d.compares {
 			if c.axis == pi {
-				return d.errAt(resolve(axisKV.vn), join(f, "axis"), "%s is compared twice (line %d)", name, c.keyNode.Line)
+				return d.errAt(resolve(axisKV.vn), join(f, "axis"), "%s is compared twice (%s)", name, d.where(c.keyNode))
 			}
 		}
 		v, err := d.value(pi, baseKV.vn, join(f, "baseline"))

@@ -65,6 +65,15 @@ func (d *decoder) applySet(root *yaml.Node, arg string) error {
 		return setErr(path, "unknown key %q%s", top, suggestOrList(top, topKeys))
 	}
 
+	// An override wins over the other place a parameter may be given:
+	// --set params.batch_size=8 pins an axis of the file, and
+	// --set matrix.dataset.input_mean=[...] sweeps a fixed parameter.
+	if segs[0] == "params" && len(segs) > 1 {
+		removeKey(root, "matrix", strings.Join(segs[1:], "."))
+	} else if segs[0] == "matrix" && len(keys) == 2 {
+		removeKey(root, append([]string{"params"}, strings.Split(keys[1], ".")...)...)
+	}
+
 	n := root
 	for i, key := range keys {
 		last := i == len(keys)-1
@@ -104,5 +113,27 @@ func (d *decoder) markSet(n *yaml.Node, arg string) {
 	d.origin[n] = arg
 	for _, c := range n.Content {
 		d.markSet(c, arg)
+	}
+}
+
+// removeKey deletes the entry at the path of mapping keys, if it is there.
+func removeKey(n *yaml.Node, keys ...string) {
+	for i, key := range keys {
+		n = resolve(n)
+		if n == nil || n.Kind != yaml.MappingNode {
+			return
+		}
+		var next *yaml.Node
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if k := n.Content[j]; k.Kind == yaml.ScalarNode && k.Value == key {
+				if i == len(keys)-1 {
+					n.Content = append(n.Content[:j:j], n.Content[j+2:]...)
+					return
+				}
+				next = n.Content[j+1]
+				break
+			}
+		}
+		n = next
 	}
 }

@@ -62,6 +62,7 @@ results file that diffs cleanly in pull requests.
 
 	root.AddCommand(
 		newVersionCommand(a),
+		newPlanCommand(a),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
