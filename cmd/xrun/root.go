@@ -62,7 +62,9 @@ results file that diffs cleanly in pull requests.
 
 	root.AddCommand(
 		newVersionCommand(a),
+		newDevicesCommand(a),
 		newPlanCommand(a),
+		newDatasetCommand(a),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
