@@ -62,7 +62,6 @@ results file that diffs cleanly in pull requests.
 
 	root.AddCommand(
 		newVersionCommand(a),
-		newDevicesCommand(a),
 		newPlanCommand(a),
 		newDatasetCommand(a),
 	)
