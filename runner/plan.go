@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -71,7 +72,8 @@ type Cell struct {
 	DatasetFile string
 	Dataset     *Dataset
 
-	na uint32 // bit i set: params[i] does not apply to this cell
+	na   uint32  // bit i set: params[i] does not apply to this cell
+	vals []int32 // the matrix value ids that made the cell (see mxCombo)
 }
 
 // Dataset is one distinct set of requests that cells need. Cells whose
@@ -188,11 +190,13 @@ var hashOrder = func() []int {
 	return order
 }()
 
+const canonicalVersion = "xrun-cell/1\n"
+
 // appendCanonical writes the canonical encoding of the parameters that
 // identify a cell: a version line, then "path=value" lines in path order.
 // Changing it changes every id, so it is versioned.
 func appendCanonical(b []byte, p *Params, na uint32, prefix string) []byte {
-	b = append(b, "xrun-cell/1\n"...)
+	b = append(b, canonicalVersion...)
 	for _, pi := range hashOrder {
 		pm := params[pi]
 		if !pm.identity || na&(1<<pi) != 0 || !strings.HasPrefix(pm.path, prefix) {
@@ -299,6 +303,7 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 	cells := make([]Cell, 0, len(res.combos))
 	seen := make(map[[sha256.Size]byte]int, len(res.combos))
 	buf := make([]byte, 0, 1024)
+	enc := d.newEncoder()
 	for _, c := range res.combos {
 		p := d.spec.Params
 		explicit := d.explicit
@@ -326,14 +331,14 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 		if err := d.crossCheck(&p, na, c.vals); err != nil {
 			return nil, err
 		}
-		buf = appendCanonical(buf[:0], &p, na, "")
+		buf = enc.appendCell(buf[:0], &p, na, c.vals)
 		sum := sha256.Sum256(buf)
 		if j, dup := seen[sum]; dup {
 			collapsed = append(collapsed, collapsedAt{vals: c.vals, into: j, p: p, na: na})
 			continue
 		}
 		seen[sum] = len(cells)
-		cell := Cell{Index: len(cells), Hash: hex.EncodeToString(sum[:]), Params: p, Model: model, na: na}
+		cell := Cell{Index: len(cells), Hash: hex.EncodeToString(sum[:]), Params: p, Model: model, na: na, vals: c.vals}
 		if p.Dataset.Kind() == GenFile {
 			cell.DatasetFile = d.resolvePath(p.Dataset.Generator)
 		}
@@ -344,7 +349,7 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 	}
 	plan.Cells = cells
 	plan.Varying = varying(cells, declared)
-	assignIDs(cells, plan.Varying)
+	enc.assignIDs(cells, plan.Varying)
 	for _, c := range collapsed {
 		var reasons []string
 		for _, k := range declared {
@@ -413,54 +418,128 @@ func varying(cells []Cell, declared []int) []string {
 
 const maxSlug = 80
 
+// cellEncoder caches, per distinct matrix value and per fixed parameter,
+// the line it contributes to the canonical encoding and its slug: values
+// repeat across thousands of cells, so each is formatted once.
+type cellEncoder struct {
+	d         *decoder
+	valLine   [][]byte
+	valSlug   []string
+	baseLine  [numParams][]byte
+	baseSlug  [numParams]string
+	identity  []int // hashOrder without the parameters that are not identity
+	perCellPi [numParams]bool
+}
+
+func (d *decoder) newEncoder() *cellEncoder {
+	e := &cellEncoder{d: d, valLine: make([][]byte, len(d.vals)), valSlug: make([]string, len(d.vals))}
+	for _, pi := range hashOrder {
+		if params[pi].identity {
+			e.identity = append(e.identity, pi)
+		}
+	}
+	for pi := range params {
+		// Derived per cell from its model unless given.
+		e.perCellPi[pi] = params[pi].def == nil && !d.explicit[pi]
+		if !e.perCellPi[pi] {
+			e.baseLine[pi] = appendLine(nil, pi, &d.spec.Params)
+		}
+	}
+	return e
+}
+
+func appendLine(b []byte, pi int, p *Params) []byte {
+	b = append(b, params[pi].path...)
+	b = append(b, '=')
+	b = params[pi].appendValue(b, p)
+	return append(b, '\n')
+}
+
+// appendCell is appendCanonical(b, p, na, "") for a cell whose matrix
+// values are vals, from the caches.
+func (e *cellEncoder) appendCell(b []byte, p *Params, na uint32, vals []int32) []byte {
+	b = append(b, canonicalVersion...)
+	for _, pi := range e.identity {
+		switch vi := vals[pi]; {
+		case na&(1<<pi) != 0:
+		case vi >= 0:
+			if e.valLine[vi] == nil {
+				e.valLine[vi] = appendLine(nil, pi, p)
+			}
+			b = append(b, e.valLine[vi]...)
+		case e.perCellPi[pi]:
+			b = appendLine(b, pi, p)
+		default:
+			b = append(b, e.baseLine[pi]...)
+		}
+	}
+	return b
+}
+
+func (e *cellEncoder) slug(c *Cell, pi int) string {
+	if vi := c.vals[pi]; vi >= 0 {
+		if e.valSlug[vi] == "" {
+			e.valSlug[vi] = cleanSlug(params[pi].slug(params[pi].get(&c.Params)))
+		}
+		return e.valSlug[vi]
+	}
+	if e.baseSlug[pi] == "" {
+		e.baseSlug[pi] = cleanSlug(params[pi].slug(params[pi].get(&c.Params)))
+	}
+	return e.baseSlug[pi]
+}
+
 // assignIDs gives every cell its id: the slug of its varying values and
 // the short hash. Ids are unique; should two cells' slugs and 8-digit
 // hashes both coincide, the later one gets 16 digits.
-func assignIDs(cells []Cell, vary []string) {
+func (e *cellEncoder) assignIDs(cells []Cell, vary []string) {
 	keys := make([]int, len(vary))
 	for i, v := range vary {
 		keys[i] = paramIndex[v]
 	}
 	used := make(map[string]bool, len(cells))
-	var b strings.Builder
+	b := make([]byte, 0, 128)
 	for i := range cells {
 		c := &cells[i]
-		b.Reset()
+		b = b[:0]
 		for _, k := range keys {
 			if !c.applies(k) {
 				continue
 			}
-			if b.Len() > 0 {
-				b.WriteByte('_')
+			if len(b) > 0 {
+				b = append(b, '_')
 			}
-			writeSlug(&b, params[k].slug(params[k].get(&c.Params)))
+			b = append(b, e.slug(c, k)...)
 		}
-		slug := b.String()
-		if len(slug) > maxSlug {
-			slug = strings.TrimRight(slug[:maxSlug], "_-.")
+		if len(b) > maxSlug {
+			b = bytes.TrimRight(b[:maxSlug], "_-.")
 		}
-		if slug == "" {
-			slug = "cell"
+		if len(b) == 0 {
+			b = append(b, "cell"...)
 		}
-		c.ID = slug + "-" + c.Hash[:8]
+		n := len(b)
+		b = append(b, '-')
+		b = append(b, c.Hash[:8]...)
+		c.ID = string(b)
 		if used[c.ID] {
-			c.ID = slug + "-" + c.Hash[:16]
+			c.ID = string(append(b[:n+1], c.Hash[:16]...))
 		}
 		used[c.ID] = true
 	}
 }
 
-// writeSlug keeps letters, digits, '.', '+' and '-'; anything else (path
+// cleanSlug keeps letters, digits, '.', '+' and '-'; anything else (path
 // separators, spaces, '_' which separates parameters) becomes '-'.
-func writeSlug(b *strings.Builder, s string) {
-	for _, r := range s {
+func cleanSlug(s string) string {
+	b := []byte(s)
+	for i, c := range b {
 		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '+', r == '-':
-			b.WriteRune(r)
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '+', c == '-':
 		default:
-			b.WriteByte('-')
+			b[i] = '-'
 		}
 	}
+	return string(b)
 }
 
 // datasets groups the cells by the dataset they need and adds up the work.

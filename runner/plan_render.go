@@ -20,7 +20,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 	if s.Description != "" {
 		fmt.Fprintf(bw, ": %s", firstLine(s.Description))
 	}
-	fmt.Fprintf(bw, "\nspec %s, %d repeats, results in %s\n", s.File, s.Repeats, s.Out)
+	fmt.Fprintf(bw, "\nspec %s, %s, results in %s\n", s.File, plural(s.Repeats, "repeat"), s.Out)
 	for _, set := range s.Sets {
 		fmt.Fprintf(bw, "  --set %s\n", set)
 	}
@@ -90,7 +90,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 		exact = "  (estimated)"
 	}
 	rows := [][3]string{
-		{"", "one pass", fmt.Sprintf("x%d repeats", t.Repeats)},
+		{"", "one pass", "x" + plural(t.Repeats, "repeat")},
 		{"requests", group(t.Requests), group(t.Requests * int64(t.Repeats))},
 		{"input tokens", group(t.InputTokens), group(t.InputTokens * int64(t.Repeats))},
 		{"output tokens", group(t.OutputTokens), group(t.OutputTokens * int64(t.Repeats))},

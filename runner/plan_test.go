@@ -2,6 +2,8 @@ package runner
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"os"
@@ -74,6 +76,13 @@ func TestPlanGolden(t *testing.T) {
 			spec, err := LoadSpec(path, opts)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The cached encoding in expand must equal the plain one.
+			for _, c := range spec.Plan.Cells {
+				sum := sha256.Sum256(appendCanonical(nil, &c.Params, c.na, ""))
+				if hex.EncodeToString(sum[:]) != c.Hash {
+					t.Fatalf("cell %s: hash differs from the canonical encoding's", c.ID)
+				}
 			}
 			var text, js bytes.Buffer
 			if err := spec.Plan.WriteText(&text); err != nil {

@@ -540,12 +540,16 @@ func (d *decoder) lookupModel(name string, n *yaml.Node, field string) error {
 	if _, ok := d.models[name]; ok {
 		return nil
 	}
-	if c, ok := engine.ZooModel(name); ok {
+	isPath := strings.ContainsAny(name, `/\`)
+	if c, ok := engine.ZooModel(name); ok && !isPath {
 		d.models[name] = &c
 		return nil
 	}
 	dir := d.resolvePath(name)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		if isPath {
+			return d.errAt(n, field, "%q: no such model directory (relative paths start at the spec's directory)", name)
+		}
 		return d.errAt(n, field, "%q is not a zoo model%s nor a directory with config.json; zoo models: %s",
 			name, suggestIn(name, engine.ModelNames()), strings.Join(engine.ModelNames(), ", "))
 	}

@@ -182,13 +182,26 @@ func (pm *param) appendValue(b []byte, p *Params) []byte {
 	case kindFloat:
 		return strconv.AppendFloat(b, *pm.fltp(p), 'g', -1, 64)
 	case kindString:
-		return strconv.AppendQuote(b, *pm.strp(p))
+		return appendQuoted(b, *pm.strp(p))
 	case kindDuration:
 		return strconv.AppendInt(b, int64(*pm.durp(p)), 10)
 	default:
 		r := pm.rngp(p)
 		return append(b, r.String()...)
 	}
+}
+
+// appendQuoted is strconv.AppendQuote, with a fast path for the plain
+// ASCII that nearly every value is.
+func appendQuoted(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c > '~' || c == '"' || c == '\\' {
+			return strconv.AppendQuote(b, s)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // formatValue renders a canonical value the way a user would write it.

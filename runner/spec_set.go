@@ -70,8 +70,10 @@ func (d *decoder) applySet(root *yaml.Node, arg string) error {
 	// --set matrix.dataset.input_mean=[...] sweeps a fixed parameter.
 	if segs[0] == "params" && len(segs) > 1 {
 		removeKey(root, "matrix", strings.Join(segs[1:], "."))
-	} else if segs[0] == "matrix" && len(keys) == 2 {
-		removeKey(root, append([]string{"params"}, strings.Split(keys[1], ".")...)...)
+	} else if segs[0] == "matrix" {
+		for _, axis := range axesIn(keys[1:], vn) {
+			removeKey(root, append([]string{"params"}, strings.Split(axis, ".")...)...)
+		}
 	}
 
 	n := root
@@ -136,4 +138,48 @@ func removeKey(n *yaml.Node, keys ...string) {
 		}
 		n = next
 	}
+}
+
+// axesIn lists the axis names a --set value for matrix.<keys> declares.
+func axesIn(keys []string, vn *yaml.Node) []string {
+	var axes []string
+	zipRows := func(rows *yaml.Node) {
+		if rows = resolve(rows); rows != nil && rows.Kind == yaml.SequenceNode {
+			for _, row := range rows.Content {
+				if row = resolve(row); row.Kind == yaml.MappingNode {
+					for i := 0; i < len(row.Content); i += 2 {
+						axes = append(axes, row.Content[i].Value)
+					}
+				}
+			}
+		}
+	}
+	zips := func(z *yaml.Node) {
+		if z = resolve(z); z != nil && z.Kind == yaml.MappingNode {
+			for i := 1; i < len(z.Content); i += 2 {
+				zipRows(z.Content[i])
+			}
+		}
+	}
+	switch {
+	case len(keys) == 0: // the whole matrix
+		if m := resolve(vn); m != nil && m.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(m.Content); i += 2 {
+				switch k := m.Content[i].Value; k {
+				case "include", "exclude":
+				case "zips":
+					zips(m.Content[i+1])
+				default:
+					axes = append(axes, k)
+				}
+			}
+		}
+	case keys[0] == "zips" && len(keys) == 1:
+		zips(vn)
+	case keys[0] == "zips":
+		zipRows(vn)
+	case keys[0] != "include" && keys[0] != "exclude":
+		axes = append(axes, keys[0])
+	}
+	return axes
 }

@@ -2,8 +2,10 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,5 +62,231 @@ func TestBadSpecs(t *testing.T) {
 				t.Errorf("message\n got %q\nwant %q", got, want)
 			}
 		})
+	}
+}
+
+func mustParse(t *testing.T, spec string, sets ...string) *Spec {
+	t.Helper()
+	s, err := ParseSpec("t.yaml", []byte(spec), LoadOptions{Sets: sets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Every parameter has its documented default.
+func TestDefaults(t *testing.T) {
+	s := mustParse(t, "params: {model: tinyllama-1.1b}\n")
+	if s.Name != "t" || s.Out != "results/t" || s.Repeats != 3 || s.SchemaVersion != 1 {
+		t.Errorf("name %q out %q repeats %d version %d", s.Name, s.Out, s.Repeats, s.SchemaVersion)
+	}
+	if len(s.Plan.Cells) != 1 {
+		t.Fatalf("%d cells, want 1", len(s.Plan.Cells))
+	}
+	c := s.Plan.Cells[0]
+	want := Params{
+		Engine: "auto", Model: "tinyllama-1.1b", Dtype: "float16", BatchSize: 256, MaxNumTokens: 8192,
+		GemmPlugin: "auto", RoutingMode: "learned", ProfileWindow: "none", Seed: 0, Warmup: 2,
+		GPUsPerCell: 1, KVCacheFreeGPUMemFraction: 0.9, Timeout: 0,
+		Dataset: DatasetParams{
+			Generator: GenNorm, NumRequests: 1000, InputMean: 128, InputStdev: 0, OutputMean: 128, OutputStdev: 0,
+			InputMin: 128, InputMax: 128, OutputMin: 128, OutputMax: 128, Seed: 420,
+			VocabSize: 32000, EOSID: 2, // TinyLlama's tokenizer
+		},
+	}
+	if c.Params != want {
+		t.Errorf("params\n got %+v\nwant %+v", c.Params, want)
+	}
+	if c.Model == nil || c.Model.Name != "tinyllama-1.1b" {
+		t.Errorf("model config %+v", c.Model)
+	}
+	if !strings.HasPrefix(c.ID, "cell-") || c.ID != "cell-"+c.Hash[:8] {
+		t.Errorf("id %q for a one-cell study", c.ID)
+	}
+}
+
+// Flat holds exactly the parameters that identify a cell, as JSON scalars.
+func TestFlat(t *testing.T) {
+	s := mustParse(t, "params: {model: tiny-llama, engine: cpu, timeout: 1h, dataset: {rand_task_id: [2, 5]}}\n")
+	c := s.Plan.Cells[0]
+	flat := c.Flat()
+	for _, absent := range []string{"routing_mode", "dtype", "kv_cache_free_gpu_mem_fraction", "timeout", "dataset.input_min", "dataset.output_max"} {
+		if _, ok := flat[absent]; ok {
+			t.Errorf("Flat has %s, which does not apply", absent)
+		}
+	}
+	for k, want := range map[string]any{
+		"model": "tiny-llama", "batch_size": 256, "dataset.input_mean": 128, "dataset.vocab_size": 512,
+		"dataset.rand_task_id": "2-5", "profile_window": "none", "engine": "cpu",
+	} {
+		if flat[k] != want {
+			t.Errorf("Flat[%s] = %#v, want %#v", k, flat[k], want)
+		}
+	}
+	for k, v := range flat {
+		switch v.(type) {
+		case int, float64, string:
+		default:
+			t.Errorf("Flat[%s] is %T, not a JSON scalar", k, v)
+		}
+	}
+	na := c.NotApplicable()
+	if !slices.Contains(na, "routing_mode") || !slices.Contains(na, "dtype") || slices.Contains(na, "model") {
+		t.Errorf("NotApplicable() = %v", na)
+	}
+	if c.Params.Timeout.String() != "1h0m0s" {
+		t.Errorf("timeout %v", c.Params.Timeout)
+	}
+}
+
+// A cell's hash depends on its parameters only: the same cell in two
+// different studies has the same hash, and the ids of a study are fixed.
+func TestCellHashStable(t *testing.T) {
+	a := mustParse(t, "name: a\nparams: {model: tiny-llama}\nmatrix: {batch_size: [1, 8]}\n")
+	b := mustParse(t, "name: b\nrepeats: 7\nmatrix:\n  gemm_plugin: [auto]\n  model: [tiny-llama, tiny-moe]\n  include: [{batch_size: 8}]\n")
+	if got, want := a.Plan.Cells[1].Hash, b.Plan.Cells[0].Hash; got != want {
+		t.Errorf("the same cell hashes differently in two studies: %s vs %s", got, want)
+	}
+	// Pinned: a change to the canonical encoding must be deliberate (it
+	// changes every id; bump the version line in appendCanonical).
+	var ids []string
+	for _, c := range a.Plan.Cells {
+		ids = append(ids, c.ID)
+	}
+	if want := []string{"bs1-4d469dcc", "bs8-7158127f"}; !slices.Equal(ids, want) {
+		t.Errorf("ids %q, want %q", ids, want)
+	}
+}
+
+func TestCanonicalValues(t *testing.T) {
+	for _, tt := range []struct {
+		spec, err string
+	}{
+		{"matrix: {routing_mode: [\"zipf:1\", \"zipf:1.0\"]}", `matrix.routing_mode[1]: duplicate value zipf:1 (also at [0])`},
+		{"matrix: {profile_window: [5, \"5\"]}", `matrix.profile_window[1]: duplicate value 5 (also at [0])`},
+		{"matrix: {profile_window: [\"1-2, 4\", \"1-2,4\"]}", `matrix.profile_window[1]: duplicate value 1-2,4 (also at [0])`},
+		{"matrix: {kv_cache_free_gpu_mem_fraction: [1, 1.0]}", `matrix.kv_cache_free_gpu_mem_fraction[1]: duplicate value 1 (also at [0])`},
+		{"matrix: {model: [tiny-llama, ./tiny-llama]}", `matrix.model[1]: "./tiny-llama": no such model directory`},
+		{"matrix: {model: [tiny-llama, tiny-llama/]}", `matrix.model[1]: "./tiny-llama": no such model directory`},
+	} {
+		_, err := ParseSpec("t.yaml", []byte("params: {model: tiny-moe}\n"+tt.spec+"\n"), LoadOptions{})
+		if err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%s: error %v, want it to contain %q", tt.spec, err, tt.err)
+		}
+	}
+	s := mustParse(t, "params: {model: tiny-moe, routing_mode: \"zipf: 2.50\", profile_window: \" 3 , 7-9\"}\n")
+	p := s.Plan.Cells[0].Params
+	if p.RoutingMode != "zipf:2.5" || p.ProfileWindow != "3,7-9" {
+		t.Errorf("canonical routing %q profile %q", p.RoutingMode, p.ProfileWindow)
+	}
+	if mode, skew := p.Routing(); mode != "zipf" || skew != 2.5 {
+		t.Errorf("Routing() = %q, %v", mode, skew)
+	}
+	if spans := p.ProfileSpans(); !slices.Equal(spans, []Span{{3, 3}, {7, 9}}) {
+		t.Errorf("ProfileSpans() = %v", spans)
+	}
+}
+
+// --set reaches every part of a spec, with the file's validation.
+func TestSets(t *testing.T) {
+	base := "name: s\nparams:\n  model: tiny-llama\n  dataset: {num_requests: 10}\nmatrix:\n  batch_size: [1, 2]\n"
+	for _, tt := range []struct {
+		sets  []string
+		check func(s *Spec) string
+	}{
+		{[]string{"matrix.batch_size=[8,16,32]"}, func(s *Spec) string { return fmt.Sprint(len(s.Plan.Cells)) }},
+		{[]string{"params.dataset.num_requests=100"}, func(s *Spec) string { return fmt.Sprint(s.Plan.Cells[0].Params.Dataset.NumRequests) }},
+		{[]string{"params.dataset.input_stdev=3", "params.dataset.input_stdev=4"}, func(s *Spec) string { return fmt.Sprint(s.Plan.Cells[0].Params.Dataset.InputStdev) }},
+		{[]string{"params.batch_size=64"}, func(s *Spec) string { return fmt.Sprint(len(s.Plan.Cells), s.Plan.Cells[0].Params.BatchSize) }},
+		{[]string{"matrix.dataset.num_requests=[5, 6]"}, func(s *Spec) string { return fmt.Sprint(len(s.Plan.Cells), s.Plan.Varying) }},
+		{[]string{"matrix.zips.len=[{dataset.input_mean: 8, dataset.output_mean: 9}]"}, func(s *Spec) string { return fmt.Sprint(s.Plan.Cells[0].Params.Dataset.OutputMean) }},
+		{[]string{"matrix={model: [tiny-moe], routing_mode: [learned, perfect]}"}, func(s *Spec) string { return strings.Join(s.Plan.Varying, ",") }},
+		{[]string{"compare=[{axis: batch_size, baseline: 2}]"}, func(s *Spec) string { return fmt.Sprint(s.Compare) }},
+		{[]string{"name=other", "out=elsewhere", "repeats=9", "description=hi there"}, func(s *Spec) string { return fmt.Sprint(s.Name, s.Out, s.Repeats, s.Description) }},
+		{[]string{"matrix.include=[{batch_size: 3}]"}, func(s *Spec) string { return fmt.Sprint(len(s.Plan.Cells)) }},
+	} {
+		got := tt.check(mustParse(t, base, tt.sets...))
+		want := map[string]string{
+			"[matrix.batch_size=[8,16,32]]":                                       "3",
+			"[params.dataset.num_requests=100]":                                   "100",
+			"[params.dataset.input_stdev=3 params.dataset.input_stdev=4]":         "4",
+			"[params.batch_size=64]":                                              "1 64",
+			"[matrix.dataset.num_requests=[5, 6]]":                                "4 [batch_size dataset.num_requests]",
+			"[matrix.zips.len=[{dataset.input_mean: 8, dataset.output_mean: 9}]]": "9",
+			"[matrix={model: [tiny-moe], routing_mode: [learned, perfect]}]":      "routing_mode",
+			"[compare=[{axis: batch_size, baseline: 2}]]":                         "[{batch_size 2}]",
+			"[name=other out=elsewhere repeats=9 description=hi there]":           "otherelsewhere9hi there",
+			"[matrix.include=[{batch_size: 3}]]":                                  "3",
+		}[fmt.Sprint(tt.sets)]
+		if got != want {
+			t.Errorf("--set %v: got %q, want %q", tt.sets, got, want)
+		}
+	}
+}
+
+func TestAnchorsAndAliases(t *testing.T) {
+	s := mustParse(t, `
+name: anchors
+params:
+  model: tiny-llama
+  dataset: &short {num_requests: 10, input_mean: 16}
+matrix:
+  batch_size: &sizes [1, 4]
+  max_num_tokens: *sizes
+`)
+	if len(s.Plan.Cells) != 4 || s.Plan.Cells[0].Params.Dataset.InputMean != 16 {
+		t.Errorf("%d cells, input_mean %d", len(s.Plan.Cells), s.Plan.Cells[0].Params.Dataset.InputMean)
+	}
+}
+
+func TestZipExcludeOnZipKey(t *testing.T) {
+	s := mustParse(t, `
+params: {model: tiny-llama}
+matrix:
+  batch_size: [1, 8]
+  zips:
+    len:
+      - {dataset.input_mean: 10, dataset.output_mean: 20}
+      - {dataset.input_mean: 30, dataset.output_mean: 40}
+  exclude:
+    - {batch_size: 8, dataset.output_mean: 40}
+`)
+	var got []string
+	for _, c := range s.Plan.Cells {
+		got = append(got, fmt.Sprint(c.Params.BatchSize, "/", c.Params.Dataset.InputMean, "/", c.Params.Dataset.OutputMean))
+	}
+	if want := []string{"1/10/20", "1/30/40", "8/10/20"}; !slices.Equal(got, want) {
+		t.Errorf("cells %v, want %v", got, want)
+	}
+	if len(s.Axes) != 2 || s.Axes[1].Zip != "len" || len(s.Axes[1].Keys) != 2 {
+		t.Errorf("axes %+v", s.Axes)
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	for _, tt := range []struct {
+		e    SpecError
+		want string
+	}{
+		{SpecError{File: "a.yaml", Line: 3, Column: 7, Field: "params.x", Msg: "bad"}, "a.yaml:3:7: params.x: bad"},
+		{SpecError{File: "a.yaml", Line: 1, Column: 1, Msg: "invalid YAML: oops"}, "a.yaml:1:1: invalid YAML: oops"},
+		{SpecError{File: "a.yaml", Set: "repeats=0", Line: 1, Column: 9, Field: "repeats", Msg: "bad"}, "--set repeats=0: repeats: bad"},
+		{SpecError{File: "a.yaml", Msg: "cannot read the spec: no such file or directory"}, "a.yaml: cannot read the spec: no such file or directory"},
+	} {
+		if got := tt.e.Error(); got != tt.want {
+			t.Errorf("got %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	cands := []string{"batch_size", "max_num_tokens", "gemm_plugin", "dataset"}
+	for word, want := range map[string]string{
+		"batchsize": "batch_size", "Batch_Size": "batch_size", "bathc_size": "batch_size",
+		"gemm": "gemm_plugin", "max_tokens": "", "zzz": "", "datset": "dataset",
+	} {
+		if got := closest(word, cands, nil); got != want {
+			t.Errorf("closest(%q) = %q, want %q", word, got, want)
+		}
 	}
 }

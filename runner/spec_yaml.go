@@ -165,13 +165,18 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// cleanPath normalises a path as written so that "./m/x" and "m/x" are one
-// model (and one cell hash) on every machine.
+// cleanPath normalises a path as written so that "m/../x" and "x/" are
+// one model (and one cell hash) on every machine. A leading "./" stays: it
+// is how a directory that shares a zoo model's name is written.
 func cleanPath(s string) string {
-	if strings.ContainsAny(s, `/\`) || strings.HasPrefix(s, ".") {
-		return path.Clean(strings.ReplaceAll(s, `\`, "/"))
+	if !strings.ContainsAny(s, `/\`) {
+		return s
 	}
-	return s
+	c := path.Clean(strings.ReplaceAll(s, `\`, "/"))
+	if !strings.Contains(c, "/") || strings.HasPrefix(s, "./") && !strings.HasPrefix(c, "../") && c != "." {
+		c = "./" + c
+	}
+	return c
 }
 
 // firstColumn guesses a column for YAML syntax errors, which the parser
