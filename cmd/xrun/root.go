@@ -62,6 +62,7 @@ results file that diffs cleanly in pull requests.
 
 	root.AddCommand(
 		newVersionCommand(a),
+		newDevicesCommand(a),
 		newPlanCommand(a),
 		newDatasetCommand(a),
 	)

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xrun-dev/xrun/engine/cuda"
+)
+
+type devicesOptions struct {
+	json    bool
+	timeout time.Duration
+}
+
+func newDevicesCommand(a *app) *cobra.Command {
+	opts := &devicesOptions{}
+	cmd := &cobra.Command{
+		Use:   "devices",
+		Short: "List the GPUs xrun can run on, or say exactly why none is usable",
+		Long: `List the NVIDIA GPUs the CUDA backend can use: index, name, UUID, memory,
+compute capability and kernel architecture, with the driver and CUDA versions
+and the libraries loaded (libcuda, cuBLASLt, NVRTC, all opened at run time).
+
+When no GPU is usable it says why: no NVIDIA driver (libcuda.so.1 not found,
+with every path tried), a CUDA library not found, the driver too old, or the
+error cuInit returned.
+
+The probe runs in a child process (this program re-executed) that is
+abandoned after --timeout, because a broken driver can hang in cuInit.
+
+Exits 0 when at least one GPU is usable and 1 when none is, so a script can
+ask "xrun devices >/dev/null && echo gpu".`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDevices(cmd.Context(), a, opts) },
+	}
+	cmd.Flags().BoolVar(&opts.json, "json", false, "print the probe as JSON")
+	cmd.Flags().DurationVar(&opts.timeout, "timeout", cuda.DefaultProbeTimeout, "give up on a probe that does not answer (a hung driver)")
+	return cmd
+}
+
+// errNoUsableGPU is what devices returns after printing why: exit status 1.
+var errNoUsableGPU = errors.New("no usable GPU")
+
+func runDevices(ctx context.Context, a *app, opts *devicesOptions) error {
+	d, err := cuda.ProbeWith(ctx, cuda.ProbeOptions{Executable: a.gs.Executable, Env: a.gs.Environ(), Timeout: opts.timeout})
+	var ng *cuda.NoGPUError
+	if err != nil && !errors.As(err, &ng) {
+		return err // the probe itself failed, or the context was canceled
+	}
+	w := a.gs.Stdout
+	if opts.json {
+		out := struct {
+			Usable  bool             `json:"usable"`
+			Devices cuda.Devices     `json:"devices"`
+			Error   *cuda.NoGPUError `json:"error,omitempty"`
+		}{ng == nil, d, ng}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		printDevices(w, d, ng)
+	}
+	if ng != nil {
+		return errNoUsableGPU
+	}
+	return nil
+}
+
+func printDevices(w interface{ Write([]byte) (int, error) }, d cuda.Devices, ng *cuda.NoGPUError) {
+	if d.DriverVersion != "" || d.CUDAVersion != "" {
+		fmt.Fprintf(w, "driver %s, CUDA %s (entry points at API %s)\n", d.DriverVersion, d.CUDAVersion, d.APIVersion)
+	}
+	if len(d.Libraries) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, l := range d.Libraries {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", l.Name, l.Version, l.Path)
+		}
+		tw.Flush()
+	}
+	if len(d.GPUs) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "GPU\tNAME\tUUID\tMEMORY\tCC\tSMS\tARCH\tNOTE")
+		for _, g := range d.GPUs {
+			note := g.Unusable
+			if note == "" {
+				note = "usable"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.1f GiB\t%d.%d\t%d\t%s\t%s\n", g.Index, g.Name, g.UUID,
+				float64(g.MemoryBytes)/(1<<30), g.Major, g.Minor, g.SMs, g.Arch(), note)
+		}
+		tw.Flush()
+	}
+	if ng != nil {
+		if len(d.GPUs) > 0 || len(d.Libraries) > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, ng.Error())
+	}
+}

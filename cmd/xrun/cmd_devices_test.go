@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/xrun-dev/xrun/engine/cuda"
+)
+
+// runDevicesCLI runs "xrun devices" in-process with this test binary as the
+// probe's worker: it links engine/cuda, which answers the probe when
+// re-executed (runCLI's fake executable cannot be started).
+func runDevicesCLI(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	gs := &globalState{
+		Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr,
+		Getenv: os.Getenv, Environ: os.Environ, Executable: exe,
+	}
+	code := run(context.Background(), gs, append([]string{"devices"}, args...))
+	return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func TestDevices(t *testing.T) {
+	r := runDevicesCLI(t)
+	if r.code == exitOK {
+		// A machine with a usable GPU: the listing must name it.
+		for _, want := range []string{"driver ", "CUDA ", "GPU", "UUID", "GPU-", "sm_"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("listing lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		return
+	}
+	// No usable GPU (CI, this build machine): exit 1 with the reason.
+	if r.code != exitCellsFailed {
+		t.Fatalf("exit %d, want 1 when no GPU is usable; stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	want := []string{"no usable GPU"}
+	if cuda.Compiled {
+		// No NVIDIA driver on the build machine: name the library and every
+		// path tried, with the loader's message.
+		want = append(want, "libcuda.so.1", "was not found", "tried libcuda.so.1 (loader search", "cannot open shared object file")
+	} else {
+		want = append(want, "no CUDA backend compiled in")
+	}
+	if _, err := os.Stat("/proc/driver/nvidia/version"); err == nil && cuda.Compiled {
+		want = want[:1] // a driver is installed but unusable: any reason will do
+	}
+	for _, w := range want {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("explanation lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "xrun: no usable GPU") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+func TestDevicesJSON(t *testing.T) {
+	r := runDevicesCLI(t, "--json")
+	if !strings.Contains(r.stdout, `"usable"`) || (r.code != exitOK && !strings.Contains(r.stdout, `"reason"`)) {
+		t.Errorf("exit %d, JSON %s", r.code, r.stdout)
+	}
+}
+
+func TestDevicesHelpDocumentsExit(t *testing.T) {
+	root, _ := newRootCommand(&globalState{})
+	c, _, err := root.Find([]string{"devices"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(c.Long, "Exits 0 when at least one GPU is usable and 1 when none is") {
+		t.Errorf("devices help does not document its exit status:\n%s", c.Long)
+	}
+}

@@ -1,0 +1,232 @@
+//go:build cgo && linux
+
+package cuda
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sync"
+)
+
+// ErrClosed is returned by Do after Close.
+var ErrClosed = errors.New("cuda: device is closed")
+
+// Device owns one GPU: an OS thread locked to a goroutine, with the GPU's
+// primary context current on it. A CUDA context is current per OS thread and
+// goroutines migrate between threads, so every CUDA call for this GPU runs
+// as a closure on that thread (Do).
+type Device struct {
+	Info DeviceInfo
+
+	work      chan func()
+	done      chan struct{}
+	gpu       *GPU
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	cacheDir     string
+	syncLaunches bool
+}
+
+// WithKernelCacheDir sets where compiled kernels are cached; the default is
+// os.UserCacheDir()/xrun/kernels. An empty dir disables the disk cache.
+func WithKernelCacheDir(dir string) Option { return func(o *options) { o.cacheDir = dir } }
+
+// WithSyncLaunches synchronizes after every kernel launch outside graph
+// capture, so that a fault is reported against the kernel that caused it
+// rather than at the next synchronization. For checks and debugging; the
+// environment variable XRUN_CUDA_SYNC=1 turns it on too.
+func WithSyncLaunches(on bool) Option { return func(o *options) { o.syncLaunches = on } }
+
+// DefaultKernelCacheDir is os.UserCacheDir()/xrun/kernels, or "" (no disk
+// cache) when the user has no cache directory.
+func DefaultKernelCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "xrun", "kernels")
+}
+
+// Open starts the thread for GPU index (as the driver numbers them, after
+// CUDA_VISIBLE_DEVICES), retains its primary context and creates its main
+// stream. Primary contexts are what cuBLASLt's runtime uses too, so both
+// share allocations and streams.
+func Open(index int, opts ...Option) (*Device, error) {
+	o := options{cacheDir: DefaultKernelCacheDir(), syncLaunches: os.Getenv("XRUN_CUDA_SYNC") == "1"}
+	for _, f := range opts {
+		f(&o)
+	}
+	if err := loadDriver(); err != nil {
+		return nil, err
+	}
+	d := &Device{work: make(chan func()), done: make(chan struct{})}
+	started := make(chan error, 1)
+	go d.loop(index, o, started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	d.Info = d.gpu.Info
+	return d, nil
+}
+
+func (d *Device) loop(index int, o options, started chan<- error) {
+	// Never unlocked: when this goroutine returns, its thread exits with it,
+	// so no other goroutine inherits a thread with a context current.
+	runtime.LockOSThread()
+	defer close(d.done)
+	g, err := openGPU(index, o)
+	if err != nil {
+		started <- err
+		return
+	}
+	d.gpu = g
+	started <- nil
+	for fn := range d.work {
+		fn()
+	}
+	d.closeErr = g.close()
+}
+
+// Do runs fn on the GPU's thread and waits for it. Everything fn does with g
+// (and with the buffers, streams, graphs and events made from it) must
+// happen inside a Do: those calls need the GPU's context, which is current
+// on that thread only. A panic in fn is returned as a *PanicError; fn must
+// not call runtime.Goexit (testing's t.Fatal does), which would end the
+// thread.
+func (d *Device) Do(fn func(g *GPU) error) error {
+	errc := make(chan error, 1)
+	job := func() {
+		defer func() {
+			if r := recover(); r != nil {
+				errc <- &PanicError{GPU: d.Info.Index, Value: r, Stack: debug.Stack()}
+			}
+		}()
+		errc <- fn(d.gpu)
+	}
+	select {
+	case <-d.done:
+		return ErrClosed
+	default:
+	}
+	d.work <- job
+	return <-errc
+}
+
+// Close frees what the GPU object owns (modules, cuBLASLt, streams), releases
+// the primary context and ends the thread. Buffers the caller allocated must
+// be freed before; the context release frees them anyway when no one else
+// holds it.
+func (d *Device) Close() error {
+	d.closeOnce.Do(func() {
+		close(d.work)
+		<-d.done
+	})
+	return d.closeErr
+}
+
+// PanicError is a panic inside a Do closure, recovered so that the GPU's
+// thread survives it.
+type PanicError struct {
+	GPU   int
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("cuda: panic on GPU %d's thread: %v\n%s", e.GPU, e.Value, e.Stack)
+}
+
+// GPU is the thread-bound handle Do passes to its closure.
+type GPU struct {
+	Info DeviceInfo
+	// Stream is the main stream, created non-blocking so that it never
+	// synchronizes with the legacy default stream (which cannot be captured).
+	Stream *Stream
+
+	dev          C.CUdevice
+	ctx          C.CUcontext
+	cacheDir     string
+	syncLaunches bool
+	modules      map[string]*module
+	funcs        map[string]*Function
+	blas         *BlasLt
+	gemmWS       Buffer
+	args         Args
+}
+
+func openGPU(index int, o options) (*GPU, error) {
+	if err := cuErr("cuInit", C.xr_cuInit(0)); err != nil {
+		return nil, err
+	}
+	info, err := deviceInfo(index)
+	if err != nil {
+		return nil, err
+	}
+	if info.Unusable != "" {
+		return nil, fmt.Errorf("GPU %d (%s): %s", index, info.Name, info.Unusable)
+	}
+	g := &GPU{Info: info, cacheDir: o.cacheDir, syncLaunches: o.syncLaunches,
+		modules: map[string]*module{}, funcs: map[string]*Function{}}
+	if err := cuErrf("cuDeviceGet", C.xr_cuDeviceGet(&g.dev, C.int(index)), "ordinal %d", index); err != nil {
+		return nil, err
+	}
+	if err := cuErr("cuDevicePrimaryCtxRetain", C.xr_cuDevicePrimaryCtxRetain(&g.ctx, g.dev)); err != nil {
+		return nil, err
+	}
+	if err := cuErr("cuCtxSetCurrent", C.xr_cuCtxSetCurrent(g.ctx)); err != nil {
+		C.xr_cuDevicePrimaryCtxRelease(g.dev)
+		return nil, err
+	}
+	s, err := g.NewStream()
+	if err != nil {
+		C.xr_cuDevicePrimaryCtxRelease(g.dev)
+		return nil, err
+	}
+	g.Stream = s
+	return g, nil
+}
+
+func (g *GPU) close() error {
+	errs := []error{g.Stream.Sync()}
+	if g.blas != nil {
+		errs = append(errs, g.blas.close())
+	}
+	if g.gemmWS.Bytes > 0 {
+		errs = append(errs, g.Free(g.gemmWS))
+	}
+	for _, m := range g.modules {
+		errs = append(errs, cuErr("cuModuleUnload", C.xr_cuModuleUnload(m.mod)))
+	}
+	errs = append(errs, g.Stream.Close())
+	errs = append(errs, cuErr("cuDevicePrimaryCtxRelease", C.xr_cuDevicePrimaryCtxRelease(g.dev)))
+	return errors.Join(errs...)
+}
+
+// cuCtxSynchronize is left out on purpose: CUDA 13 added an incompatible
+// cuCtxSynchronize_v2(CUcontext), and synchronizing the streams one uses says
+// what is waited for anyway.
+
+// MemInfo reports free and total device memory, the input to sizing the KV
+// cache from the free fraction.
+func (g *GPU) MemInfo() (free, total uint64, err error) {
+	var f, t C.size_t
+	if err := cuErr("cuMemGetInfo", C.xr_cuMemGetInfo(&f, &t)); err != nil {
+		return 0, 0, err
+	}
+	return uint64(f), uint64(t), nil
+}

@@ -1,0 +1,42 @@
+//go:build cgo && linux
+
+package cuda
+
+import (
+	"fmt"
+	"testing"
+)
+
+// refEmbedding is the float32 reference of kernels/embedding.cu.
+func refEmbedding(table []float32, ids []int32, hidden int) []float32 {
+	out := make([]float32, 0, len(ids)*hidden)
+	for _, id := range ids {
+		out = append(out, table[int(id)*hidden:(int(id)+1)*hidden]...)
+	}
+	return out
+}
+
+func TestEmbedding(t *testing.T) {
+	for _, dt := range dtypes {
+		for _, c := range []struct{ tokens, hidden, vocab int }{{1, 64, 512}, {7, 2048, 32000}, {300, 256, 2048}} {
+			t.Run(fmt.Sprintf("%s/T%d_H%d_V%d", dt, c.tokens, c.hidden, c.vocab), func(t *testing.T) {
+				do(t, func(t testing.TB, g *GPU) {
+					r := newRand(t)
+					table := randVals(r, dt, c.vocab*c.hidden, 1)
+					ids := make([]int32, c.tokens)
+					for i := range ids {
+						ids[i] = int32(r.IntN(c.vocab))
+					}
+					out := devPoisoned(t, g, dt, c.tokens*c.hidden)
+					if err := g.Embedding(g.Stream, dt, out, devUpload(t, g, dt, table), devUploadT(t, g, ids), c.tokens, c.hidden, c.vocab); err != nil {
+						t.Fatal(err)
+					}
+					got := download(t, g, dt, out, c.tokens*c.hidden)
+					if e := relErr(got, refEmbedding(table, ids, c.hidden)); e != 0 {
+						t.Errorf("a gather must be exact; relative error %g", e)
+					}
+				})
+			})
+		}
+	}
+}

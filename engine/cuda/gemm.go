@@ -1,0 +1,111 @@
+//go:build cgo && linux
+
+package cuda
+
+import "fmt"
+
+// gemmConfig mirrors one GEMM(...) instantiation in kernels/gemm.cu.
+type gemmConfig struct {
+	name            string
+	bm, bn, threads int
+	stages          int
+}
+
+// gemmBK and gemmLDS are BK and LDS of kernels/gemm.cu.
+const (
+	gemmBK  = 32
+	gemmLDS = gemmBK + 8
+)
+
+func (c gemmConfig) smem(es int) int { return c.stages * (c.bm + c.bn) * gemmLDS * es }
+
+var (
+	gemmSmall  = gemmConfig{"s", 16, 64, 128, 4}
+	gemmMedium = gemmConfig{"m", 64, 64, 128, 4}
+	gemmLarge  = gemmConfig{"l", 128, 128, 256, 3}
+)
+
+// GemmWorkspaceBytes holds the fp32 split-K partials of the own GEMM.
+const GemmWorkspaceBytes = 16 << 20
+
+// gemmPlan is the launch the own GEMM makes for one shape.
+type gemmPlan struct {
+	cfg         gemmConfig
+	splits, kps int
+}
+
+// planGemm picks a tile configuration by M, then splits K until the grid
+// has about two blocks per multiprocessor, keeping at least 8 k-tiles (256
+// of K) per split and the partials within the workspace.
+func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
+	cfg := gemmMedium
+	switch {
+	case m <= 16:
+		cfg = gemmSmall
+	case m > 128 && ceilDiv(m, 128)*ceilDiv(n, 128) >= sms:
+		cfg = gemmLarge
+	}
+	tiles := ceilDiv(m, cfg.bm) * ceilDiv(n, cfg.bn)
+	ktiles := ceilDiv(k, gemmBK)
+	splits := 1
+	for tiles*splits < 2*sms && ktiles/(splits*2) >= 8 && splits*2*m*n*4 <= wsBytes {
+		splits *= 2
+	}
+	kps := ceilDiv(ktiles, splits)
+	return gemmPlan{cfg: cfg, splits: ceilDiv(ktiles, kps), kps: kps}
+}
+
+// Gemm queues Y[m,n] = X[m,k] W[n,k]^T on s with the engine's own
+// tensor-core kernel (gemm_plugin: disable). K must be a multiple of 8 and X
+// and W 16-byte aligned, which whole allocations and row offsets of
+// multiple-of-8 widths are.
+func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
+	if err := checkGemm(dt, y, x, w, m, n, k); err != nil {
+		return err
+	}
+	if k%8 != 0 || x.Ptr%16 != 0 || w.Ptr%16 != 0 || y.Ptr%4 != 0 {
+		return fmt.Errorf("cuda: own GEMM needs K %% 8 == 0 and 16-byte aligned X, W (got K=%d, X at %#x, W at %#x, Y at %#x)",
+			k, x.Ptr, w.Ptr, y.Ptr)
+	}
+	if g.gemmWS.Bytes == 0 {
+		if s.capturing {
+			return fmt.Errorf("cuda: the GEMM workspace must be allocated before a capture (call Gemm or LoadKernels first)")
+		}
+		ws, err := g.Alloc(GemmWorkspaceBytes)
+		if err != nil {
+			return err
+		}
+		g.gemmWS = ws
+	}
+	p := planGemm(m, n, k, g.Info.SMs, g.gemmWS.Bytes)
+	f, err := g.function("gemm", "gemm_"+p.cfg.name+"_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	smem := p.cfg.smem(dt.Size())
+	if smem > 48<<10 && f.smemOptIn < smem {
+		if err := f.setMaxDynamicShared(smem); err != nil {
+			return err
+		}
+		f.smemOptIn = smem
+	}
+	part := Buffer{}
+	if p.splits > 1 {
+		part = g.gemmWS
+	}
+	a := g.argsPack().Ptr(x).Ptr(w).Ptr(y).Ptr(part).I32(m).I32(n).I32(k).I32(p.kps)
+	grid := Dim3{X: ceilDiv(n, p.cfg.bn), Y: ceilDiv(m, p.cfg.bm), Z: p.splits}
+	if err := s.Launch(f, grid, Dim3{X: p.cfg.threads}, smem, a); err != nil {
+		return err
+	}
+	if p.splits == 1 {
+		return nil
+	}
+	r, err := g.function("gemm", "gemm_reduce_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	mn := m * n
+	a = g.argsPack().Ptr(y).Ptr(part).U64(uint64(mn)).I32(p.splits)
+	return s.Launch(r, Dim3{X: min(ceilDiv(mn, 256), 8*g.Info.SMs)}, Dim3{X: 256}, 0, a)
+}

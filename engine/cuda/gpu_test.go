@@ -1,0 +1,209 @@
+//go:build cgo && linux
+
+package cuda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The GPU checks share one device, opened on first use. On a machine with
+// no usable GPU every GPU test skips with the probe's explanation, so
+// `go test ./...` passes there without pretending anything ran.
+var (
+	testOnce sync.Once
+	testDev  *Device
+	testErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if testDev != nil {
+		if err := testDev.Close(); err != nil {
+			os.Stderr.WriteString("closing the GPU: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func testGPU(t testing.TB) *Device {
+	t.Helper()
+	testOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := Probe(ctx); err != nil {
+			testErr = err
+			return
+		}
+		// Synchronizing after each launch makes a fault name its kernel.
+		testDev, testErr = Open(0, WithSyncLaunches(true))
+	})
+	if testErr != nil {
+		var ng *NoGPUError
+		if errors.As(testErr, &ng) {
+			t.Skipf("no usable GPU, GPU check skipped: %v", ng.Reason)
+		}
+		t.Fatalf("opening GPU 0: %v", testErr)
+	}
+	return testDev
+}
+
+// onGPU wraps the test for code running on the GPU's thread: Fatal there
+// must not call runtime.Goexit, which would end the GPU's locked thread, so
+// it panics; Device.Do recovers the panic and do reports it on the test's
+// own goroutine.
+type onGPU struct{ testing.TB }
+
+type fatal string
+
+func (o onGPU) Fatal(args ...any) { o.TB.Helper(); panic(fatal(fmt.Sprint(args...))) }
+func (o onGPU) Fatalf(format string, args ...any) {
+	o.TB.Helper()
+	panic(fatal(fmt.Sprintf(format, args...)))
+}
+
+// do runs fn on the test GPU's thread, giving it a t whose Fatal is safe
+// there.
+func do(t testing.TB, fn func(t testing.TB, g *GPU)) {
+	t.Helper()
+	err := testGPU(t).Do(func(g *GPU) error {
+		fn(onGPU{t}, g)
+		return nil
+	})
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		if f, ok := pe.Value.(fatal); ok {
+			t.Fatal(string(f))
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newRand is a fresh generator per test, seeded from the clock (inputs are
+// new on every run) and logged so a failure can be replayed.
+func newRand(t testing.TB) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("random seed %d", seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9E3779B97F4A7C15))
+}
+
+// randVals draws n values uniform in [-scale, scale), rounded to dt so that
+// the reference sees exactly what the GPU sees.
+func randVals(r *rand.Rand, dt DType, n int, scale float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = dt.ToFloat32(dt.FromFloat32((2*r.Float32() - 1) * scale))
+	}
+	return v
+}
+
+// devUpload allocates a buffer holding vals as dt.
+func devUpload(t testing.TB, g *GPU, dt DType, vals []float32) Buffer {
+	t.Helper()
+	b, err := g.Alloc(len(vals) * dt.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testDev.Do(func(g *GPU) error { return g.Free(b) }) })
+	if err := UploadSlice(g.Stream, b, dt.Encode(vals)); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// devUploadT allocates a buffer holding plain values (int32 ids, float32).
+func devUploadT[T any](t testing.TB, g *GPU, vals []T) Buffer {
+	t.Helper()
+	b, err := g.Alloc(len(asBytes(vals)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testDev.Do(func(g *GPU) error { return g.Free(b) }) })
+	if err := UploadSlice(g.Stream, b, vals); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// devPoisoned allocates n elements of dt filled with NaN: an output the
+// kernel fails to write shows up as NaN, which never passes.
+func devPoisoned(t testing.TB, g *GPU, dt DType, n int) Buffer {
+	t.Helper()
+	b, err := g.Alloc(n * dt.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testDev.Do(func(g *GPU) error { return g.Free(b) }) })
+	if err := g.Stream.Fill16(b, dt.NaNBits()); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// download reads n elements of dt as float32.
+func download(t testing.TB, g *GPU, dt DType, b Buffer, n int) []float32 {
+	t.Helper()
+	bits := make([]uint16, n)
+	if err := DownloadSlice(g.Stream, bits, b.Slice(0, n*dt.Size())); err != nil {
+		t.Fatal(err)
+	}
+	return dt.Decode(bits)
+}
+
+// relErr is ||out - ref|| / ||ref||; any NaN or Inf in out makes it +Inf.
+func relErr(out, ref []float32) float64 {
+	var num, den float64
+	for i := range ref {
+		o := float64(out[i])
+		if math.IsNaN(o) || math.IsInf(o, 0) {
+			return math.Inf(1)
+		}
+		d := o - float64(ref[i])
+		num += d * d
+		den += float64(ref[i]) * float64(ref[i])
+	}
+	if den == 0 {
+		return math.Sqrt(num)
+	}
+	return math.Sqrt(num / den)
+}
+
+// tol16 is the bound on relative error for fp16/bf16 outputs.
+const tol16 = 1e-2
+
+func checkRel(t testing.TB, what string, out, ref []float32) {
+	t.Helper()
+	if len(out) != len(ref) {
+		t.Fatalf("%s: %d outputs, reference has %d", what, len(out), len(ref))
+	}
+	if e := relErr(out, ref); !(e < tol16) {
+		i := worst(out, ref)
+		t.Errorf("%s: relative error %.3g (bound %g); worst at %d: got %g, want %g", what, e, tol16, i, out[i], ref[i])
+	}
+}
+
+func worst(out, ref []float32) int {
+	wi, wd := 0, -1.0
+	for i := range ref {
+		d := math.Abs(float64(out[i]) - float64(ref[i]))
+		if math.IsNaN(d) {
+			return i
+		}
+		if d > wd {
+			wi, wd = i, d
+		}
+	}
+	return wi
+}
+
+var dtypes = []DType{F16, BF16}

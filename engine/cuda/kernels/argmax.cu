@@ -1,0 +1,51 @@
+// Greedy sampling: ids[r] = argmax_v logits[r, v]. One block per row. Ties
+// go to the lowest index (as torch.argmax and the CPU backend do); NaN
+// logits are skipped, and a row with nothing but NaN yields -1.
+#include "common.cuh"
+
+__device__ __forceinline__ void better(float &bv, int &bi, float v, int i) {
+	if (v > bv || (v == bv && i < bi)) {
+		bv = v;
+		bi = i;
+	}
+}
+
+template <class T>
+__device__ __forceinline__ void argmax(int *ids, const T *logits, int V) {
+	const T *row = logits + (long long)blockIdx.x * V;
+	float bv = -__int_as_float(0x7f800000);
+	int bi = 0x7fffffff;
+	for (int i = threadIdx.x; i < V; i += blockDim.x) {
+		float v = to_f32(row[i]);
+		if (v == v) better(bv, bi, v, i);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+		int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+		better(bv, bi, ov, oi);
+	}
+	__shared__ float sv[32];
+	__shared__ int si[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	if (lane == 0) {
+		sv[warp] = bv;
+		si[warp] = bi;
+	}
+	__syncthreads();
+	if (warp == 0) {
+		int nw = blockDim.x >> 5;
+		bv = lane < nw ? sv[lane] : -__int_as_float(0x7f800000);
+		bi = lane < nw ? si[lane] : 0x7fffffff;
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+			float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+			int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+			better(bv, bi, ov, oi);
+		}
+		if (lane == 0) ids[blockIdx.x] = bi == 0x7fffffff ? -1 : bi;
+	}
+}
+
+extern "C" __global__ void argmax_f16(int *ids, const f16 *logits, int V) { argmax<f16>(ids, logits, V); }
+extern "C" __global__ void argmax_bf16(int *ids, const bf16 *logits, int V) { argmax<bf16>(ids, logits, V); }

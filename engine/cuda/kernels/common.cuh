@@ -1,0 +1,74 @@
+// Shared by every kernel family. NVRTC is given no CUDA headers, so the
+// 16-bit types and the few PTX instructions used are spelled out here;
+// nothing below depends on cuda_fp16.h or cuda_bf16.h.
+#pragma once
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// Storage types: the bits only. Arithmetic is done in float32.
+struct f16 { u16 x; };
+struct bf16 { u16 x; };
+
+__device__ __forceinline__ float to_f32(f16 v) {
+	float f;
+	asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.x));
+	return f;
+}
+__device__ __forceinline__ float to_f32(bf16 v) { return __uint_as_float(((u32)v.x) << 16); }
+
+template <class T> __device__ __forceinline__ T from_f32(float f);
+template <> __device__ __forceinline__ f16 from_f32<f16>(float f) {
+	f16 r;
+	asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.x) : "f"(f));
+	return r;
+}
+template <> __device__ __forceinline__ bf16 from_f32<bf16>(float f) {
+	bf16 r;
+	asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.x) : "f"(f));
+	return r;
+}
+
+// Eight 16-bit values: the 16-byte access every memory-bound kernel uses.
+struct alignas(16) pack8 { u32 w[4]; };
+
+template <class T> __device__ __forceinline__ float pack_get(const pack8 &p, int i) {
+	T v;
+	v.x = (u16)(p.w[i >> 1] >> ((i & 1) * 16));
+	return to_f32(v);
+}
+template <class T> __device__ __forceinline__ void pack_set(pack8 &p, int i, float f) {
+	u32 h = from_f32<T>(f).x;
+	int s = (i & 1) * 16;
+	p.w[i >> 1] = (p.w[i >> 1] & ~(0xFFFFu << s)) | (h << s);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+// block_sum returns the sum over the block to every thread; blockDim.x is a
+// multiple of 32 and at most 1024.
+__device__ __forceinline__ float block_sum(float v) {
+	__shared__ float part[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	v = warp_sum(v);
+	__syncthreads(); // part may still be read by a previous call
+	if (lane == 0) part[warp] = v;
+	__syncthreads();
+	int nw = blockDim.x >> 5;
+	v = lane < nw ? part[lane] : 0.f;
+	return warp_sum(v);
+}
+
+// smem_u32 is the 32-bit shared-window address ldmatrix and cp.async take.
+__device__ __forceinline__ u32 smem_u32(const void *p) {
+	u32 a;
+	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+	return a;
+}
+
+__device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fc00000); }

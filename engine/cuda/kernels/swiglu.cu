@@ -1,0 +1,31 @@
+// SwiGLU: out[t, i] = silu(gate[t, i]) * up[t, i], silu(g) = g / (1 + e^-g).
+// gate and up rows are ld elements apart, so they can be the two halves of
+// one fused gate_up projection (ld = 2F) or separate buffers (ld = F).
+#include "common.cuh"
+
+template <class T>
+__device__ __forceinline__ void swiglu(pack8 *out, const T *gate, const T *up, int rows, int F, long long ld) {
+	int f8 = F / 8;
+	long long n = (long long)rows * f8;
+	for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < n;
+		 idx += (long long)gridDim.x * blockDim.x) {
+		long long r = idx / f8;
+		int c = (int)(idx - r * f8);
+		pack8 g = *(const pack8 *)(gate + r * ld + c * 8);
+		pack8 u = *(const pack8 *)(up + r * ld + c * 8);
+		pack8 o = {};
+#pragma unroll
+		for (int e = 0; e < 8; e++) {
+			float gv = pack_get<T>(g, e);
+			pack_set<T>(o, e, gv / (1.f + __expf(-gv)) * pack_get<T>(u, e));
+		}
+		out[idx] = o;
+	}
+}
+
+extern "C" __global__ void swiglu_f16(pack8 *out, const f16 *gate, const f16 *up, int rows, int F, long long ld) {
+	swiglu<f16>(out, gate, up, rows, F, ld);
+}
+extern "C" __global__ void swiglu_bf16(pack8 *out, const bf16 *gate, const bf16 *up, int rows, int F, long long ld) {
+	swiglu<bf16>(out, gate, up, rows, F, ld);
+}

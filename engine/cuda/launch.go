@@ -1,0 +1,181 @@
+//go:build cgo && linux
+
+package cuda
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+type module struct {
+	mod   C.CUmodule
+	cubin string // cache path, for error messages
+}
+
+// Function is a kernel of a loaded module.
+type Function struct {
+	f         C.CUfunction
+	name      string
+	family    string
+	smemOptIn int // dynamic shared memory opted in to so far
+}
+
+// Name is the kernel's name.
+func (f *Function) Name() string { return f.name }
+
+// loadFamily compiles (or takes from the cache) and loads one kernel family.
+func (g *GPU) loadFamily(family string) (*module, error) {
+	if m, ok := g.modules[family]; ok {
+		return m, nil
+	}
+	src, err := kernelSource(family)
+	if err != nil {
+		return nil, err
+	}
+	cubin, path, err := g.compileCached(family+".cu", src, kernelHeaders())
+	if err != nil {
+		return nil, err
+	}
+	m := &module{cubin: path}
+	rc := C.xr_cuModuleLoadData(&m.mod, unsafe.Pointer(&cubin[0]))
+	if rc != 0 && path != "" {
+		// A damaged cache entry: compile afresh once.
+		cubin, err = nvrtcCompile(family+".cu", src, kernelHeaders(), archOptions(g.Info.Arch()))
+		if err != nil {
+			return nil, err
+		}
+		_ = writeAtomic(path, cubin)
+		rc = C.xr_cuModuleLoadData(&m.mod, unsafe.Pointer(&cubin[0]))
+	}
+	if err := cuErrf("cuModuleLoadData", rc, "%s.cu for %s", family, g.Info.Arch()); err != nil {
+		return nil, err
+	}
+	g.modules[family] = m
+	return m, nil
+}
+
+// LoadKernels compiles and loads every kernel family and allocates the own
+// GEMM's workspace, so that nothing is compiled, loaded or allocated later
+// (in the middle of a timed run or a capture).
+func (g *GPU) LoadKernels() error {
+	for _, fam := range kernelFamilies() {
+		if _, err := g.loadFamily(fam); err != nil {
+			return err
+		}
+	}
+	if g.gemmWS.Bytes == 0 {
+		ws, err := g.Alloc(GemmWorkspaceBytes)
+		if err != nil {
+			return err
+		}
+		g.gemmWS = ws
+	}
+	return nil
+}
+
+// cuFuncSetAttribute attribute: dynamic shared memory beyond the 48 KB
+// default needs an explicit opt-in per kernel.
+const funcAttrMaxDynamicShared = 8
+
+// function returns a kernel, loading its family on first use.
+func (g *GPU) function(family, name string) (*Function, error) {
+	key := family + "/" + name
+	if f, ok := g.funcs[key]; ok {
+		return f, nil
+	}
+	m, err := g.loadFamily(family)
+	if err != nil {
+		return nil, err
+	}
+	f := &Function{name: name, family: family}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if err := cuErrf("cuModuleGetFunction", C.xr_cuModuleGetFunction(&f.f, m.mod, cname), "%s in %s.cu", name, family); err != nil {
+		return nil, err
+	}
+	g.funcs[key] = f
+	return f, nil
+}
+
+// setMaxDynamicShared lets f use up to bytes of dynamic shared memory.
+func (f *Function) setMaxDynamicShared(bytes int) error {
+	return cuErrf("cuFuncSetAttribute", C.xr_cuFuncSetAttribute(f.f, funcAttrMaxDynamicShared, C.int(bytes)),
+		"%s: %d bytes of dynamic shared memory", f.name, bytes)
+}
+
+// Dim3 is a grid or block shape.
+type Dim3 struct{ X, Y, Z int }
+
+// Args packs kernel arguments by value into one buffer, each at its natural
+// alignment; C builds the parameter array from the offsets, so no Go pointer
+// is ever handed to the driver.
+type Args struct {
+	buf  [512]byte
+	off  [32]C.int
+	n    int
+	used int
+}
+
+func (a *Args) reset() *Args { a.n, a.used = 0, 0; return a }
+
+func (a *Args) put(size int, write func([]byte)) *Args {
+	a.used = (a.used + size - 1) &^ (size - 1)
+	if a.n == len(a.off) || a.used+size > len(a.buf) {
+		panic("cuda: too many kernel arguments")
+	}
+	write(a.buf[a.used : a.used+size])
+	a.off[a.n] = C.int(a.used)
+	a.n++
+	a.used += size
+	return a
+}
+
+// Ptr appends a device pointer.
+func (a *Args) Ptr(b Buffer) *Args { return a.U64(uint64(b.Ptr)) }
+
+// U64 appends a 64-bit integer.
+func (a *Args) U64(v uint64) *Args {
+	return a.put(8, func(b []byte) { *(*uint64)(unsafe.Pointer(&b[0])) = v })
+}
+
+// I32 appends an int (checked to fit in 32 bits).
+func (a *Args) I32(v int) *Args {
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		panic(fmt.Sprintf("cuda: kernel argument %d does not fit in int32", v))
+	}
+	return a.put(4, func(b []byte) { *(*int32)(unsafe.Pointer(&b[0])) = int32(v) })
+}
+
+// F32 appends a float.
+func (a *Args) F32(v float32) *Args {
+	return a.put(4, func(b []byte) { *(*float32)(unsafe.Pointer(&b[0])) = v })
+}
+
+// args returns the GPU's scratch argument pack; only its thread uses it.
+func (g *GPU) argsPack() *Args { return g.args.reset() }
+
+// Launch queues f on s. With sync launches on (and outside a capture) it
+// also waits, so that an asynchronous fault names the kernel.
+func (s *Stream) Launch(f *Function, grid, block Dim3, smem int, a *Args) error {
+	gz, bz := max(grid.Z, 1), max(block.Z, 1)
+	gy, by := max(grid.Y, 1), max(block.Y, 1)
+	rc := C.xr_launch(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
+		C.uint(smem), s.s, (*C.uchar)(unsafe.Pointer(&a.buf[0])), &a.off[0], C.int(a.n))
+	if err := cuErrf("cuLaunchKernel", rc, "%s grid %dx%dx%d block %dx%dx%d smem %d", f.name,
+		grid.X, gy, gz, block.X, by, bz, smem); err != nil {
+		return err
+	}
+	if s.g.syncLaunches && !s.capturing {
+		return cuErrf("cuStreamSynchronize", C.xr_cuStreamSynchronize(s.s), "after kernel %s", f.name)
+	}
+	return nil
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
