@@ -1,0 +1,186 @@
+package results
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func diffFixtures(t *testing.T, old, new string, opts DiffOptions) *DiffReport {
+	t.Helper()
+	if opts.Threshold == 0 {
+		opts.Threshold = DefaultThreshold
+	}
+	opts.OldName, opts.NewName = "testdata/"+old, "testdata/"+new
+	return Diff(loadFixture(t, old), loadFixture(t, new), opts)
+}
+
+// TestDiffSlowdown: a 10 % slowdown in one cell (6 repeats a side) is a
+// significant regression of every headline metric of that cell, and of
+// no other cell.
+func TestDiffSlowdown(t *testing.T) {
+	d := diffFixtures(t, "nightly-base", "nightly-slow", DiffOptions{})
+	if !d.Regression || !errors.Is(d.Err(), ErrRegression) {
+		t.Fatalf("no regression found: %+v", d.Counts)
+	}
+	if d.Counts.Regressions != len(HeadlineMetrics()) {
+		t.Errorf("regressions = %d, want %d (every headline metric of one cell)", d.Counts.Regressions, len(HeadlineMetrics()))
+	}
+	for _, c := range d.Cells {
+		for _, m := range c.Metrics {
+			slow := strings.HasPrefix(c.ID, "bs64-")
+			if m.Regression != slow {
+				t.Errorf("%s %s: regression=%v verdict=%s delta=%v", c.ID, m.Metric, m.Regression, m.Verdict, *m.Delta)
+			}
+			if slow && m.Verdict != Slower {
+				t.Errorf("%s %s: verdict %s, want slower", c.ID, m.Metric, m.Verdict)
+			}
+		}
+	}
+	if len(d.Environment) == 0 || d.Counts.Throttled != 1 {
+		t.Errorf("environment changes %v, throttled %d: want the driver change and one throttled cell", d.Environment, d.Counts.Throttled)
+	}
+}
+
+// TestDiffSameDistribution: two draws from one distribution give ~ and
+// no regression.
+func TestDiffSameDistribution(t *testing.T) {
+	d := diffFixtures(t, "nightly-base", "nightly-same", DiffOptions{})
+	if d.Regression || d.Err() != nil {
+		t.Fatalf("regression claimed between two draws of one distribution: %+v", d.Counts)
+	}
+	for _, c := range d.Cells {
+		for _, m := range c.Metrics {
+			if m.Verdict != Same {
+				t.Errorf("%s %s: verdict %s (p=%v), want ~", c.ID, m.Metric, m.Verdict, m.P)
+			}
+		}
+	}
+	if len(d.Environment) != 0 {
+		t.Errorf("environment differs: %v", d.Environment)
+	}
+}
+
+// TestDiffDoesNotCryWolf draws many same-distribution pairs: the U test
+// alone fires about 5 % of the time, but never beyond the threshold, so
+// no pair may count as a regression. And a 10 % slowdown is always caught.
+func TestDiffDoesNotCryWolf(t *testing.T) {
+	var sig int
+	for seed := uint64(100); seed < 300; seed += 2 {
+		a, b := nightly(seed, 0).build(), nightly(seed+1, 0).build()
+		d := Diff(mustNormalize(t, a), mustNormalize(t, b), DiffOptions{Threshold: DefaultThreshold})
+		if d.Regression {
+			t.Fatalf("seeds %d/%d: false regression %+v", seed, seed+1, d.Counts)
+		}
+		for _, c := range d.Cells {
+			for _, m := range c.Metrics {
+				if m.Significant {
+					sig++
+				}
+			}
+		}
+		s := nightly(seed+1, 64).build()
+		if d := Diff(mustNormalize(t, a), mustNormalize(t, s), DiffOptions{Threshold: DefaultThreshold}); d.Counts.Regressions == 0 {
+			t.Fatalf("seed %d: 10%% slowdown missed", seed)
+		}
+	}
+	t.Logf("%d significant but sub-threshold changes among 100 same-distribution pairs", sig)
+}
+
+func TestDiffThresholdAndMetrics(t *testing.T) {
+	// A 20 % threshold swallows the 10 % slowdown.
+	if d := diffFixtures(t, "nightly-base", "nightly-slow", DiffOptions{Threshold: 0.20}); d.Regression {
+		t.Errorf("10%% slowdown flagged at a 20%% threshold: %+v", d.Counts)
+	}
+	// Only the metrics asked for are judged.
+	d := diffFixtures(t, "nightly-base", "nightly-slow", DiffOptions{Metrics: []string{"ttft_p99_ms", "num_requests"}})
+	for _, c := range d.Cells {
+		for _, m := range c.Metrics {
+			if m.Metric != "ttft_p99_ms" && m.Metric != "num_requests" {
+				t.Errorf("metric %s judged", m.Metric)
+			}
+			if m.Metric == "num_requests" && (m.Verdict != Same || m.Regression) {
+				t.Errorf("identical counts: verdict %s", m.Verdict)
+			}
+		}
+	}
+}
+
+func TestDiffCellChanges(t *testing.T) {
+	old := nightly(1, 0).build()
+	new := nightly(2, 0).build()
+	old.Cells = old.Cells[1:]                                     // bs1 only in new
+	new.Cells = new.Cells[:3]                                     // bs256 only in old
+	new.Cells[2].Status, new.Cells[2].Repeats = StatusFailed, nil // bs64 newly failed
+	new.Cells[2].Error = "worker exited: signal: killed"          //
+	old.Cells[0].Status, old.Cells[0].Repeats = StatusFailed, nil // bs16 fixed
+	d := Diff(mustNormalize(t, old), mustNormalize(t, new), DiffOptions{Threshold: DefaultThreshold, OldName: "a", NewName: "b"})
+	got := map[string]CellChange{}
+	for _, c := range d.Cells {
+		got[strings.SplitN(c.ID, "-", 2)[0]] = c.Change
+	}
+	want := map[string]CellChange{"bs1": CellAdded, "bs16": CellFixed, "bs64": CellNewlyFailed, "bs256": CellRemoved}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s, want %s", k, got[k], v)
+		}
+	}
+	if !d.Regression || !strings.Contains(d.Err().Error(), "1 newly failed cell") {
+		t.Errorf("a newly failed cell must count as a regression: %v", d.Err())
+	}
+	var buf bytes.Buffer
+	d.WriteMarkdown(&buf)
+	for _, want := range []string{"Newly failed cells", "worker exited: signal: killed", "Cells only in new", "Cells only in old", "Cells fixed"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+func TestDiffGolden(t *testing.T) {
+	for _, pair := range []struct{ name, old, new string }{
+		{"slow", "nightly-base", "nightly-slow"},
+		{"same", "nightly-base", "nightly-same"},
+	} {
+		d := diffFixtures(t, pair.old, pair.new, DiffOptions{})
+		for _, f := range []struct {
+			ext   string
+			write func(*bytes.Buffer) error
+		}{
+			{"text", func(b *bytes.Buffer) error { return d.WriteText(b) }},
+			{"markdown", func(b *bytes.Buffer) error { return d.WriteMarkdown(b) }},
+			{"json", func(b *bytes.Buffer) error { return d.WriteJSON(b) }},
+		} {
+			var buf bytes.Buffer
+			if err := f.write(&buf); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "diff-"+pair.name+"."+f.ext+".golden", buf.Bytes())
+		}
+	}
+}
+
+func TestDiffEnvironment(t *testing.T) {
+	a := testEnvironment()
+	b := testEnvironment()
+	b.GPUs[0].Driver = "555.42.02"
+	b.GPUs = append(b.GPUs, GPU{Index: 1, Name: "NVIDIA H100 80GB HBM3"})
+	b.Repo = nil
+	b.Xrun.Modified = true
+	got := DiffEnvironment(a, b)
+	want := []EnvChange{
+		{"xrun.modified", "false", "true"},
+		{"gpus[0].driver", "550.54.15", "555.42.02"},
+		{"gpus[1]", "(none)", `{"index":1,"name":"NVIDIA H100 80GB HBM3","uuid":"","driver":"","cuda_version":"","memory_bytes":0,"compute_capability":"","sm_clock_mhz":0,"mem_clock_mhz":0,"power_limit_w":0}`},
+		{"repo", `{"commit":"fedcba9876543210fedcba9876543210fedcba98","dirty":false}`, "(none)"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d changes %v, want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("change %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package results
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files and fixtures under testdata/")
+
+// golden compares got with testdata/name; with -update it rewrites the
+// file, otherwise a mismatch leaves testdata/name.got to diff against.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./results -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		os.WriteFile(path+".got", got, 0o644)
+		t.Errorf("%s differs from the golden file; see %s.got (go test ./results -update to accept)", path, path)
+	}
+}
+
+// fixtures are the synthetic results directories under testdata/, which
+// cmd/xrun's tests and `make benchstat-check` read too.
+var fixtures = map[string]func() *Results{
+	"gemm":         func() *Results { return gemmStudy().build() },
+	"moe":          func() *Results { return moeStudy().build() },
+	"nightly-base": func() *Results { return nightly(1, 0).build() },
+	"nightly-slow": func() *Results { return nightlySlow().build() },
+	"nightly-same": func() *Results { return nightly(3, 0).build() },
+}
+
+// TestFixtures keeps testdata/<fixture>/results.{json,md} in step with
+// the generators, and so also checks WriteDir's bytes.
+func TestFixtures(t *testing.T) {
+	for name, build := range fixtures {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := WriteDir(dir, build()); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{JSONFile, MarkdownFile} {
+				got, err := os.ReadFile(filepath.Join(dir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				golden(t, filepath.Join(name, f), got)
+			}
+		})
+	}
+}
+
+func loadFixture(t *testing.T, name string) *Results {
+	t.Helper()
+	r, _, err := Load(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,538 @@
+package results
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RenderOptions tune every renderer.
+type RenderOptions struct {
+	// Metrics are the metric keys shown in tables and pivots, in order;
+	// empty means the headline metrics present in the results.
+	Metrics []string
+}
+
+// Report is a results file laid out as tables: the summary table, then
+// one pivot table per comparison and metric. Renderers draw it.
+type Report struct {
+	Title       string
+	Description string
+	// Environment lines describe where the numbers came from.
+	Environment []string
+	Summary     *Table
+	Comparisons []ComparisonTables
+	// Notes apply to the whole report (a compare entry that cannot be
+	// honoured, for instance).
+	Notes []string
+}
+
+// ComparisonTables are the pivots of one compared axis.
+type ComparisonTables struct {
+	Axis     string
+	Baseline string
+	Title    string
+	Tables   []*Table
+	// Notes are the statistical caveats of all the tables, said once.
+	Notes []string
+}
+
+// axisInfo is one varying parameter and its values in display order.
+type axisInfo struct {
+	Name   string
+	Values []string
+}
+
+// axes lists the parameters that vary between cells: the declared axes in
+// their order first, then any other varying key in lexical order. Values
+// follow the declaration, then sort numerically or lexically.
+func axes(r *Results) []axisInfo {
+	present := map[string]map[string]any{}
+	for _, c := range r.Cells {
+		for k, v := range c.Params {
+			if present[k] == nil {
+				present[k] = map[string]any{}
+			}
+			present[k][formatScalar(v)] = v
+		}
+	}
+	for _, c := range r.Cells {
+		for k := range present {
+			if _, ok := c.Params[k]; !ok {
+				present[k][missingParam] = nil // a key some cells lack varies too
+			}
+		}
+	}
+	var out []axisInfo
+	done := map[string]bool{}
+	add := func(name string, declared []any) {
+		vals := present[name]
+		if done[name] || len(vals) < 2 {
+			return
+		}
+		done[name] = true
+		a := axisInfo{Name: name}
+		for _, v := range declared {
+			s := formatScalar(v)
+			if _, ok := vals[s]; ok && !slices.Contains(a.Values, s) {
+				a.Values = append(a.Values, s)
+			}
+		}
+		rest := slices.Collect(maps.Keys(vals))
+		slices.SortFunc(rest, func(x, y string) int { return compareScalars(vals[x], vals[y], x, y) })
+		for _, s := range rest {
+			if !slices.Contains(a.Values, s) {
+				a.Values = append(a.Values, s)
+			}
+		}
+		out = append(out, a)
+	}
+	for _, a := range r.Axes {
+		add(a.Name, a.Values)
+	}
+	for _, k := range slices.Sorted(maps.Keys(present)) {
+		add(k, nil)
+	}
+	return out
+}
+
+const missingParam = "-"
+
+// compareScalars orders numbers numerically before anything else, then
+// by their printed form, missing values last.
+func compareScalars(a, b any, sa, sb string) int {
+	fa, na := asFloat(a)
+	fb, nb := asFloat(b)
+	switch {
+	case na && nb:
+		return cmp.Compare(fa, fb)
+	case na != nb:
+		return pick(na, -1, 1)
+	case (sa == missingParam) != (sb == missingParam):
+		return pick(sa == missingParam, 1, -1)
+	}
+	return strings.Compare(sa, sb)
+}
+
+func asFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
+
+func paramString(c *Cell, key string) string {
+	v, ok := c.Params[key]
+	if !ok {
+		return missingParam
+	}
+	return formatScalar(v)
+}
+
+// sortCells orders cells by their axis values (in axis order), then id.
+func sortCells(cells []*Cell, ax []axisInfo) {
+	slices.SortStableFunc(cells, func(a, b *Cell) int {
+		for _, x := range ax {
+			ia := slices.Index(x.Values, paramString(a, x.Name))
+			ib := slices.Index(x.Values, paramString(b, x.Name))
+			if ia != ib {
+				return ia - ib
+			}
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+// shownMetrics returns the metrics to tabulate: the requested ones, or the
+// headline metrics that occur in any cell.
+func shownMetrics(r *Results, opts RenderOptions) []string {
+	if len(opts.Metrics) > 0 {
+		return opts.Metrics
+	}
+	have := presentMetrics(r)
+	var out []string
+	for _, k := range HeadlineMetrics() {
+		if have[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func presentMetrics(r *Results) map[string]bool {
+	have := map[string]bool{}
+	for _, c := range r.Cells {
+		for _, rep := range c.Repeats {
+			for k := range rep {
+				have[k] = true
+			}
+		}
+	}
+	return have
+}
+
+// BuildReport lays out r as tables. It reads only repeats, parameters,
+// status and telemetry, so a hand-edited summary cannot mislead it.
+func BuildReport(r *Results, opts RenderOptions) *Report {
+	rep := &Report{Title: r.Name, Description: r.Description, Environment: environmentLines(r)}
+	ax := axes(r)
+	metrics := shownMetrics(r, opts)
+	rep.Summary = summaryTable(r, ax, metrics)
+	for _, cs := range comparisons(r, ax, &rep.Notes) {
+		rep.Comparisons = append(rep.Comparisons, pivotTables(r, ax, cs, metrics))
+	}
+	return rep
+}
+
+// summaryTable has one row per cell: its axis values and the median
+// ± confidence interval of each metric.
+func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
+	t := &Table{Title: "Throughput (median ±95% CI)"}
+	if len(ax) == 0 {
+		t.Columns = append(t.Columns, Column{Name: "cell"})
+	}
+	for _, a := range ax {
+		t.Columns = append(t.Columns, Column{Name: a.Name})
+	}
+	t.Columns = append(t.Columns, Column{Name: "n", Right: true})
+	for _, m := range metrics {
+		t.Columns = append(t.Columns, Column{Name: MetricFor(m).Name, Right: true})
+	}
+	cells := cellPtrs(r)
+	sortCells(cells, ax)
+	var warn []string
+	for _, c := range cells {
+		var row []string
+		if len(ax) == 0 {
+			row = append(row, c.ID)
+		}
+		for _, a := range ax {
+			row = append(row, paramString(c, a.Name))
+		}
+		row = append(row, fmt.Sprint(len(c.Repeats)))
+		for _, m := range metrics {
+			if c.Status != StatusOK {
+				row = append(row, string(c.Status))
+				continue
+			}
+			s, w := summarize(column(c.Repeats, m))
+			warn = append(warn, w...)
+			row = append(row, formatSummary(s))
+		}
+		t.Rows = append(t.Rows, row)
+		t.Notes = append(t.Notes, cellNotes(c)...)
+	}
+	t.Notes = append(t.Notes, dedupe(warn)...)
+	return t
+}
+
+// cellNotes reports a cell's failure and throttling under any table that
+// shows it.
+func cellNotes(c *Cell) []string {
+	var n []string
+	switch c.Status {
+	case StatusFailed:
+		msg := c.Error
+		if msg == "" {
+			msg = "no error recorded"
+		}
+		n = append(n, fmt.Sprintf("cell %s failed: %s", c.ID, msg))
+	case StatusSkipped:
+		if c.Error != "" {
+			n = append(n, fmt.Sprintf("cell %s skipped: %s", c.ID, c.Error))
+		}
+	}
+	if c.Telemetry != nil && c.Telemetry.Throttled {
+		n = append(n, fmt.Sprintf("cell %s: GPU throttled%s; its numbers may not be comparable", c.ID, reasons(c.Telemetry)))
+	}
+	return n
+}
+
+func reasons(t *Telemetry) string {
+	if len(t.ThrottleReasons) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(t.ThrottleReasons, ", ") + ")"
+}
+
+func cellPtrs(r *Results) []*Cell {
+	out := make([]*Cell, len(r.Cells))
+	for i := range r.Cells {
+		out[i] = &r.Cells[i]
+	}
+	return out
+}
+
+// comparisons resolves the spec's compare entries and adds every other
+// axis with exactly two values, first value as baseline. Entries that
+// cannot be honoured become notes.
+func comparisons(r *Results, ax []axisInfo, notes *[]string) []compareAxis {
+	var out []compareAxis
+	done := map[string]bool{}
+	for _, cs := range r.Compare {
+		i := slices.IndexFunc(ax, func(a axisInfo) bool { return a.Name == cs.Axis })
+		if i < 0 {
+			*notes = append(*notes, fmt.Sprintf("compare %s: the parameter does not vary between cells; nothing to compare", cs.Axis))
+			continue
+		}
+		if !slices.Contains(ax[i].Values, formatScalar(cs.Baseline)) {
+			*notes = append(*notes, fmt.Sprintf("compare %s: baseline %s is not among its values (%s)", cs.Axis, formatScalar(cs.Baseline), strings.Join(ax[i].Values, ", ")))
+			continue
+		}
+		out = append(out, compareAxis{Axis: cs.Axis, Baseline: formatScalar(cs.Baseline)})
+		done[cs.Axis] = true
+	}
+	for _, a := range ax {
+		if len(a.Values) == 2 && !done[a.Name] {
+			out = append(out, compareAxis{Axis: a.Name, Baseline: a.Values[0]})
+		}
+	}
+	return out
+}
+
+// compareAxis is a resolved comparison: the axis and its baseline value
+// as printed.
+type compareAxis struct{ Axis, Baseline string }
+
+// pivotRow is one combination of the other parameters and the cell for
+// each value of the compared axis.
+type pivotRow struct {
+	label []string
+	cells map[string]*Cell
+}
+
+// pivotRows groups cells by all parameters except axis; a row's label is
+// its values of the other varying axes.
+func pivotRows(r *Results, ax []axisInfo, axis string) ([]*pivotRow, []axisInfo) {
+	var others []axisInfo
+	for _, a := range ax {
+		if a.Name != axis {
+			others = append(others, a)
+		}
+	}
+	cells := cellPtrs(r)
+	sortCells(cells, others)
+	byKey := map[string]*pivotRow{}
+	var rows []*pivotRow
+	for _, c := range cells {
+		var key strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(c.Params)) {
+			if k != axis {
+				fmt.Fprintf(&key, "%s=%s\x00", k, paramString(c, k))
+			}
+		}
+		row := byKey[key.String()]
+		if row == nil {
+			row = &pivotRow{cells: map[string]*Cell{}}
+			for _, o := range others {
+				row.label = append(row.label, paramString(c, o.Name))
+			}
+			byKey[key.String()] = row
+			rows = append(rows, row)
+		}
+		row.cells[paramString(c, axis)] = c
+	}
+	return rows, others
+}
+
+// pivotTables builds, for one comparison, a table per metric: rows = the
+// other axes, columns = the compared values, with ratio and verdict.
+func pivotTables(r *Results, ax []axisInfo, cs compareAxis, metrics []string) ComparisonTables {
+	base := cs.Baseline
+	i := slices.IndexFunc(ax, func(a axisInfo) bool { return a.Name == cs.Axis })
+	var cands []string
+	for _, v := range ax[i].Values {
+		if v != base {
+			cands = append(cands, v)
+		}
+	}
+	ct := ComparisonTables{Axis: cs.Axis, Baseline: base,
+		Title: fmt.Sprintf("%s: %s vs %s (baseline)", cs.Axis, strings.Join(cands, ", "), base)}
+	rows, others := pivotRows(r, ax, cs.Axis)
+	routing := isRoutingAxis(cs.Axis) && slices.Contains(ax[i].Values, "perfect") && slices.Contains(ax[i].Values, "learned")
+	readingMetric := routingReadingMetric(metrics)
+	var warn []string
+	for _, m := range metrics {
+		t := &Table{Title: MetricFor(m).Name}
+		for _, o := range others {
+			t.Columns = append(t.Columns, Column{Name: o.Name})
+		}
+		t.Columns = append(t.Columns, Column{Name: base + " (baseline)", Right: true})
+		for _, v := range cands {
+			t.Columns = append(t.Columns, Column{Name: v, Right: true}, Column{Name: v + "/" + base, Right: true},
+				Column{Name: pick(len(cands) > 1, v+" verdict", "verdict")})
+		}
+		var notes []string
+		for _, row := range rows {
+			line := append([]string(nil), row.label...)
+			line = append(line, pivotValue(row.cells[base], m))
+			for _, v := range cands {
+				line = append(line, pivotValue(row.cells[v], m))
+				c, ok := compareCells(row.cells[base], row.cells[v], m)
+				if !ok {
+					line = append(line, "", "")
+					continue
+				}
+				warn = append(warn, c.Warnings...)
+				line = append(line, formatRatio(c.Ratio), verdictString(c))
+				if routing && m == readingMetric && (v == "perfect" || base == "perfect") {
+					notes = append(notes, routingReading(rowLabel(others, row.label), base, c))
+				}
+			}
+			t.Rows = append(t.Rows, line)
+		}
+		t.Notes = notes
+		ct.Tables = append(ct.Tables, t)
+	}
+	ct.Notes = dedupe(warn)
+	return ct
+}
+
+func rowLabel(others []axisInfo, label []string) string {
+	var parts []string
+	for i, o := range others {
+		parts = append(parts, o.Name+"="+label[i])
+	}
+	if len(parts) == 0 {
+		return "all cells"
+	}
+	return strings.Join(parts, " ")
+}
+
+func pivotValue(c *Cell, m string) string {
+	switch {
+	case c == nil:
+		return "-"
+	case c.Status != StatusOK:
+		return string(c.Status)
+	}
+	return formatSummary(Summarize(column(c.Repeats, m)))
+}
+
+// compareCells compares one metric of two cells; ok is false when either
+// cell is missing, not ok, or lacks the metric.
+func compareCells(base, cand *Cell, m string) (Comparison, bool) {
+	if base == nil || cand == nil || base.Status != StatusOK || cand.Status != StatusOK {
+		return Comparison{}, false
+	}
+	b, c := column(base.Repeats, m), column(cand.Repeats, m)
+	if len(b) == 0 || len(c) == 0 {
+		return Comparison{}, false
+	}
+	return CompareSamples(m, b, c), true
+}
+
+// verdictString is the verdict with its test: "slower (p=0.002 n=6+6)".
+func verdictString(c Comparison) string {
+	if t := c.testString(); t != "" {
+		return string(c.Verdict) + " (" + t + ")"
+	}
+	return string(c.Verdict)
+}
+
+func isRoutingAxis(name string) bool {
+	return name == "routing_mode" || strings.HasSuffix(name, ".routing_mode")
+}
+
+// routingReadingMetric picks the throughput TensorRT-LLM's perfect-router
+// reading is judged on.
+func routingReadingMetric(metrics []string) string {
+	for _, k := range []string{"system_output_throughput_tok_s", "request_throughput_req_s"} {
+		if slices.Contains(metrics, k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// routingReading applies TensorRT-LLM's documented reading of a perfect
+// router run (trtllm-compat.md §4): more than 10 % faster than learned
+// routing means the learned router's imbalance matters.
+func routingReading(where, base string, c Comparison) string {
+	gain := c.Ratio - 1 // perfect over learned
+	if base == "perfect" {
+		gain = 1/c.Ratio - 1
+	}
+	sig := "significant, " + c.testString()
+	if !c.Significant {
+		sig = "not significant, " + c.testString()
+	}
+	name := MetricFor(c.Metric).Name
+	if math.IsNaN(gain) || math.IsInf(gain, 0) {
+		return fmt.Sprintf("routing (%s): perfect vs learned cannot be read: baseline %s is zero", where, name)
+	}
+	verdict := "within 10%, so the learned router's imbalance does not matter much here"
+	if gain > 0.10 {
+		verdict = "more than 10%, so the learned router's imbalance matters (TensorRT-LLM's reading)"
+	}
+	return fmt.Sprintf("routing (%s): perfect routing is %s %s than learned in %s (%s): %s",
+		where, formatPct(math.Abs(100*gain)), pick(gain >= 0, "faster", "slower"), name, sig, verdict)
+}
+
+// environmentLines summarise the fingerprint in a few lines for headers.
+func environmentLines(r *Results) []string {
+	e := r.Environment
+	var lines []string
+	x := "xrun " + cmp.Or(e.Xrun.Version, "unknown")
+	if e.Xrun.Commit != "" {
+		x += " (" + shortHash(e.Xrun.Commit) + pick(e.Xrun.Modified, ", modified", "") + ")"
+	}
+	if e.Xrun.GoVersion != "" {
+		x += ", " + e.Xrun.GoVersion
+	}
+	lines = append(lines, x)
+	host := cmp.Or(e.Host, "unknown host")
+	if e.OS != "" {
+		host += ", " + e.OS
+	}
+	if e.Kernel != "" {
+		host += " " + e.Kernel
+	}
+	if e.CPUModel != "" || e.CPUCount > 0 {
+		host += fmt.Sprintf(", %d x %s", e.CPUCount, cmp.Or(e.CPUModel, "CPU"))
+	}
+	if e.MemoryBytes > 0 {
+		host += ", " + formatBytes(e.MemoryBytes)
+	}
+	lines = append(lines, host)
+	if len(e.GPUs) == 0 {
+		lines = append(lines, "no GPU")
+	}
+	for _, g := range e.GPUs {
+		lines = append(lines, fmt.Sprintf("GPU %d: %s, %s, driver %s, CUDA %s, sm_%s, %d/%d MHz SM/mem, %gW limit",
+			g.Index, g.Name, formatBytes(g.MemoryBytes), g.Driver, g.CUDAVersion, strings.ReplaceAll(g.ComputeCapability, ".", ""), g.SMClockMHz, g.MemClockMHz, g.PowerLimitW))
+	}
+	if e.Repo != nil {
+		lines = append(lines, "experiments at "+shortHash(e.Repo.Commit)+pick(e.Repo.Dirty, " (dirty)", ""))
+	}
+	if !r.Started.IsZero() {
+		s := "ran " + r.Started.UTC().Format("2006-01-02 15:04:05") + " UTC"
+		if !r.Finished.IsZero() && !r.Finished.Before(r.Started) {
+			s += ", took " + r.Finished.Sub(r.Started).Round(time.Second).String()
+		}
+		lines = append(lines, s)
+	}
+	return lines
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func formatBytes(b uint64) string {
+	const gib = 1 << 30
+	if b >= gib {
+		return fmt.Sprintf("%.0f GiB", float64(b)/gib)
+	}
+	return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+}

@@ -1,0 +1,135 @@
+package results
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestReportGolden renders every fixture in every format.
+func TestReportGolden(t *testing.T) {
+	for _, fixture := range []string{"gemm", "moe"} {
+		for _, format := range Formats() {
+			t.Run(fixture+"/"+format, func(t *testing.T) {
+				var buf bytes.Buffer
+				if err := Render(&buf, format, loadFixture(t, fixture), RenderOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if format == "json" {
+					return // TestRenderJSONIsTheFile covers it
+				}
+				golden(t, "report-"+fixture+"."+format+".golden", buf.Bytes())
+			})
+		}
+	}
+}
+
+// TestRenderJSONIsTheFile: `report --format json` re-emits results.json
+// byte for byte.
+func TestRenderJSONIsTheFile(t *testing.T) {
+	r, path, err := Load("testdata/gemm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, "json", r, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := readFile(t, path)
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("json rendering differs from %s", path)
+	}
+}
+
+func TestRenderOptionsMetrics(t *testing.T) {
+	var buf bytes.Buffer
+	opts := RenderOptions{Metrics: []string{"ttft_p50_ms"}}
+	if err := Render(&buf, "text", loadFixture(t, "gemm"), opts); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "TTFT P50 (ms)") || strings.Contains(out, "Request Throughput") {
+		t.Errorf("--metric ttft_p50_ms not honoured:\n%s", out)
+	}
+}
+
+func TestRenderUnknownFormat(t *testing.T) {
+	err := Render(&bytes.Buffer{}, "xml", loadFixture(t, "gemm"), RenderOptions{})
+	if err == nil || !strings.Contains(err.Error(), "text, markdown, csv, json, bench") {
+		t.Errorf("err = %v, want the list of formats", err)
+	}
+}
+
+// TestComparisonsResolve covers compare entries that cannot be honoured
+// and the default comparison of two-valued axes.
+func TestComparisonsResolve(t *testing.T) {
+	r := moeStudy().build()
+	r.Compare = []CompareSpec{{Axis: "gemm_plugin", Baseline: "auto"}, {Axis: "routing_mode", Baseline: "uniform"}, {Axis: "routing_mode", Baseline: "perfect"}}
+	rep := BuildReport(mustNormalize(t, r), RenderOptions{})
+	var got []string
+	for _, c := range rep.Comparisons {
+		got = append(got, c.Axis+"@"+c.Baseline)
+	}
+	if want := "routing_mode@perfect batch_size@16"; strings.Join(got, " ") != want {
+		t.Errorf("comparisons = %v, want %s", got, want)
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	for _, want := range []string{"compare gemm_plugin: the parameter does not vary", "baseline uniform is not among its values (learned, perfect)"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	// With perfect as the baseline the reading is inverted, not lost.
+	var reading string
+	for _, tb := range rep.Comparisons[0].Tables {
+		for _, n := range tb.Notes {
+			if strings.HasPrefix(n, "routing (batch_size=64)") {
+				reading = n
+			}
+		}
+	}
+	if !strings.Contains(reading, "perfect routing is 1") || !strings.Contains(reading, "faster") || !strings.Contains(reading, "imbalance matters") {
+		t.Errorf("routing reading with perfect as baseline = %q", reading)
+	}
+}
+
+func TestFormatNumber(t *testing.T) {
+	for _, c := range []struct {
+		in   float64
+		want string
+	}{
+		{141.3, "141.3"}, {18086.12, "18086"}, {0.81234, "0.8123"}, {15.698, "15.70"}, {0, "0"},
+		{-2.5, "-2.500"}, {1e-7, "0.000000100"}, {3e9, "3000000000"},
+	} {
+		if got := formatNumber(c.in); got != c.want {
+			t.Errorf("formatNumber(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		ratio float64
+		want  string
+	}{{1.0234, "+2.3%"}, {0.897, "-10%"}, {1, "+0.0%"}, {0.99999, "+0.0%"}} {
+		if got := formatDelta(c.ratio); got != c.want {
+			t.Errorf("formatDelta(%v) = %q, want %q", c.ratio, got, c.want)
+		}
+	}
+}
+
+func TestTableMarkdownEscapes(t *testing.T) {
+	tb := &Table{Columns: []Column{{Name: "a|b"}, {Name: "n", Right: true}}, Rows: [][]string{{"<x>", "~"}}}
+	var buf bytes.Buffer
+	tb.WriteMarkdown(&buf, 2)
+	want := "| a\\|b | n |\n|---|---:|\n| &lt;x> | \\~ |\n"
+	if buf.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+func mustNormalize(t *testing.T, r *Results) *Results {
+	t.Helper()
+	n, err := normalized(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,194 @@
+package results
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// SchemaVersion is the results.json version this package writes and the
+// only one it reads. Adding an optional field keeps the version; renaming,
+// removing or changing the meaning of one bumps it.
+const SchemaVersion = 1
+
+// Results is one results.json: what a study ran, where, and what every
+// cell measured. The runner fills it and hands it to WriteDir or WriteFile;
+// the writer sorts, rounds and summarises, so callers need not.
+type Results struct {
+	SchemaVersion int    `json:"schema_version"`
+	Name          string `json:"name"`
+	Description   string `json:"description"`
+	// Spec is the resolved study spec as a JSON object. This package never
+	// looks inside it; the writer only re-encodes it with sorted keys.
+	Spec        json.RawMessage `json:"spec"`
+	Environment Environment     `json:"environment"`
+	// Axes lists the matrix axes with their values in the spec's order.
+	// Optional: when empty, axes are derived from the parameters that vary
+	// between cells, values sorted. The order decides pivot columns and
+	// the default baseline (the first value).
+	Axes []Axis `json:"axes,omitempty"`
+	// Compare holds the spec's compare entries. Axes with exactly two
+	// values are compared as well, baseline first, without being listed.
+	Compare []CompareSpec `json:"compare,omitempty"`
+	// Started and Finished are the only wall-clock times in the file.
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Cells    []Cell    `json:"cells"`
+}
+
+// Axis is one matrix axis: a dotted parameter key and its values.
+type Axis struct {
+	Name   string `json:"name"`
+	Values []any  `json:"values"`
+}
+
+// CompareSpec asks for every value of Axis to be compared with Baseline,
+// the other parameters held equal.
+type CompareSpec struct {
+	Axis     string `json:"axis"`
+	Baseline any    `json:"baseline"`
+}
+
+// Environment is the fingerprint of the machine and software a study ran
+// on. xrun diff reports every field that differs between two files.
+type Environment struct {
+	Xrun        Build  `json:"xrun"`
+	Host        string `json:"host"`
+	OS          string `json:"os"`     // GOOS/GOARCH, e.g. "linux/amd64"
+	Kernel      string `json:"kernel"` // uname release
+	CPUModel    string `json:"cpu_model"`
+	CPUCount    int    `json:"cpu_count"`
+	MemoryBytes uint64 `json:"memory_bytes"`
+	GPUs        []GPU  `json:"gpus"`
+	// Repo is the git state of the repository holding the study file;
+	// nil when it is not in one.
+	Repo *Repo `json:"repo,omitempty"`
+}
+
+// Build identifies the xrun binary that produced the file.
+type Build struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	Modified  bool   `json:"modified"`
+	GoVersion string `json:"go_version"`
+}
+
+// GPU describes one device as found when the run started.
+type GPU struct {
+	Index             int     `json:"index"`
+	Name              string  `json:"name"`
+	UUID              string  `json:"uuid"`
+	Driver            string  `json:"driver"`
+	CUDAVersion       string  `json:"cuda_version"`
+	MemoryBytes       uint64  `json:"memory_bytes"`
+	ComputeCapability string  `json:"compute_capability"` // "9.0"
+	SMClockMHz        int     `json:"sm_clock_mhz"`       // at start
+	MemClockMHz       int     `json:"mem_clock_mhz"`      // at start
+	PowerLimitW       float64 `json:"power_limit_w"`
+}
+
+// Repo is the experiment repository's git state.
+type Repo struct {
+	Commit string `json:"commit"`
+	Dirty  bool   `json:"dirty"`
+}
+
+// Status is a cell's outcome.
+type Status string
+
+const (
+	StatusOK      Status = "ok"
+	StatusFailed  Status = "failed"
+	StatusSkipped Status = "skipped"
+)
+
+// Params are a cell's resolved parameters flattened to dotted keys
+// ("dataset.input_mean"). Values are JSON scalars: string, bool, nil or a
+// number. Any Go integer or float type may be stored; ReadFile returns
+// int64 for integral numbers and float64 otherwise.
+type Params map[string]any
+
+// Metrics is one repeat's measurements, keyed as in the metric registry
+// (see Metrics()). Unknown keys are kept and shown by their key.
+type Metrics map[string]float64
+
+// Cell is one point of the matrix and everything measured for it. Nothing
+// in a cell depends on when it ran, so an unchanged cell diffs clean.
+type Cell struct {
+	ID     string `json:"id"`
+	Params Params `json:"params"`
+	Status Status `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// Repeats holds every timed repeat's metrics, in the order run.
+	Repeats []Metrics `json:"repeats"`
+	// Summary is computed by the writer from Repeats (median and 95 %
+	// confidence interval per metric); callers leave it nil.
+	Summary map[string]Summary `json:"summary"`
+
+	// Optional sections, filled by later stages when they ran.
+	Profile    *Profile    `json:"profile,omitempty"`
+	Telemetry  *Telemetry  `json:"telemetry,omitempty"`
+	ExpertLoad *ExpertLoad `json:"expert_load,omitempty"`
+	// Artifacts are paths relative to the results directory
+	// ("cells/<id>/requests.jsonl"), sorted by the writer.
+	Artifacts []string `json:"artifacts,omitempty"`
+}
+
+// Summary is a metric's median over repeats with its 95 % confidence
+// interval (golang.org/x/perf/benchmath, no distributional assumption).
+// CILow and CIHigh are nil when n is too small for a finite interval
+// (fewer than 6 repeats at 95 %).
+type Summary struct {
+	Median float64  `json:"median"`
+	CILow  *float64 `json:"ci_low"`
+	CIHigh *float64 `json:"ci_high"`
+	N      int      `json:"n"`
+}
+
+// Profile is the summary of a cell's profiled pass.
+type Profile struct {
+	// Window is the profiled iteration span, "A-B".
+	Window string `json:"window"`
+	// Kernels are the top kernels by total time, as in Nsight Systems'
+	// "CUDA GPU Kernel Summary".
+	Kernels []Kernel `json:"kernels,omitempty"`
+	// Diagnosis holds one-line findings ("GEMMs ran on cuBLASLt").
+	Diagnosis []string `json:"diagnosis,omitempty"`
+}
+
+// Kernel is one row of a kernel summary.
+type Kernel struct {
+	Name      string  `json:"name"`
+	TimePct   float64 `json:"time_pct"`
+	TotalNs   int64   `json:"total_ns"`
+	Instances int64   `json:"instances"`
+	AvgNs     float64 `json:"avg_ns"`
+	MedNs     float64 `json:"med_ns"`
+	MinNs     int64   `json:"min_ns"`
+	MaxNs     int64   `json:"max_ns"`
+	StdDevNs  float64 `json:"stddev_ns"`
+}
+
+// Telemetry summarises GPU telemetry sampled during the cell's timed
+// repeats.
+type Telemetry struct {
+	SMClockMHzMean  float64 `json:"sm_clock_mhz_mean"`
+	SMClockMHzMax   float64 `json:"sm_clock_mhz_max"`
+	MemClockMHzMean float64 `json:"mem_clock_mhz_mean"`
+	MemClockMHzMax  float64 `json:"mem_clock_mhz_max"`
+	PowerWMean      float64 `json:"power_w_mean"`
+	PowerWMax       float64 `json:"power_w_max"`
+	// Throttled is true when any sample saw a throttle reason other than
+	// idle; its numbers may not be comparable with an unthrottled run.
+	Throttled       bool     `json:"throttled"`
+	ThrottleReasons []string `json:"throttle_reasons,omitempty"`
+}
+
+// ExpertLoad describes how evenly a MoE router spread tokens.
+type ExpertLoad struct {
+	// MaxOverMean is the busiest expert's token count over the mean
+	// (1 = perfectly balanced).
+	MaxOverMean float64 `json:"max_over_mean"`
+	// Histogram counts the tokens routed to each expert (index = expert),
+	// summed over layers.
+	Histogram []int64 `json:"histogram"`
+}
