@@ -3,6 +3,7 @@ package datasets
 import (
 	"io"
 	"math"
+	"runtime"
 )
 
 // Generator produces a synthetic dataset request by request, identical to
@@ -163,7 +164,10 @@ func GenerateAll(p Params) ([]Request, error) {
 }
 
 // Write generates the dataset and writes it to w in trtllm-bench's line
-// format, streaming: nothing is kept but the current request.
+// format, streaming: memory is bounded by a few batches of token ids, not by
+// the number of requests. Drawing token ids and formatting them cost about
+// the same, so with two or more CPUs they run in two goroutines connected
+// by a small ring of batches.
 func Write(w io.Writer, p Params) error {
 	g, err := NewGenerator(p)
 	if err != nil {
@@ -173,10 +177,98 @@ func Write(w io.Writer, p Params) error {
 	if p.LoRA != nil {
 		jw.LoRADir = p.LoRA.Dir
 	}
-	for r := g.Next(); r != nil; r = g.Next() {
-		if err := jw.Write(r); err != nil {
-			return err
+	if runtime.GOMAXPROCS(0) < 2 {
+		for r := g.Next(); r != nil; r = g.Next() {
+			if err := jw.Write(r); err != nil {
+				return err
+			}
 		}
+		return jw.Flush()
+	}
+	return writePipelined(g, jw)
+}
+
+// batchTokens is how many token ids a batch collects before it is handed
+// to the formatter (256 KiB of ids).
+const batchTokens = 1 << 16
+
+// batch carries consecutive requests from the generator to the formatter.
+type batch struct {
+	ids  []int32 // the requests' token ids, back to back
+	reqs []batchReq
+}
+
+type batchReq struct {
+	taskID, inputs, outputs int
+	lora                    int
+	hasLoRA                 bool
+}
+
+func writePipelined(g *Generator, jw *Writer) error {
+	const nBatches = 4
+	free := make(chan *batch, nBatches)
+	full := make(chan *batch, nBatches)
+	done := make(chan struct{}) // closed when the formatter gives up
+	for range nBatches {
+		free <- &batch{ids: make([]int32, 0, batchTokens)}
+	}
+	go func() {
+		defer close(full)
+		b := <-free
+		for r := g.Next(); r != nil; r = g.Next() {
+			m := batchReq{taskID: r.TaskID, inputs: len(r.InputIDs), outputs: r.OutputTokens}
+			if r.LoRATaskID != nil {
+				m.lora, m.hasLoRA = *r.LoRATaskID, true
+			}
+			b.ids = append(b.ids, r.InputIDs...)
+			b.reqs = append(b.reqs, m)
+			if len(b.ids) < batchTokens {
+				continue
+			}
+			select {
+			case full <- b:
+			case <-done:
+				return
+			}
+			select {
+			case b = <-free:
+			case <-done:
+				return
+			}
+			b.ids, b.reqs = b.ids[:0], b.reqs[:0]
+		}
+		if len(b.reqs) > 0 {
+			select {
+			case full <- b:
+			case <-done:
+			}
+		}
+	}()
+	var (
+		err    error
+		req    Request
+		loraID int
+	)
+	for b := range full {
+		if err == nil {
+			off := 0
+			for _, m := range b.reqs {
+				req = Request{TaskID: m.taskID, InputIDs: b.ids[off : off+m.inputs], OutputTokens: m.outputs}
+				if m.hasLoRA {
+					loraID = m.lora
+					req.LoRATaskID = &loraID
+				}
+				off += m.inputs
+				if err = jw.Write(&req); err != nil {
+					close(done) // the generator stops; keep draining
+					break
+				}
+			}
+		}
+		free <- b
+	}
+	if err != nil {
+		return err
 	}
 	return jw.Flush()
 }
