@@ -43,3 +43,12 @@ lint:
 
 clean:
 	rm -rf bin .gpu
+
+# The Go benchmark format xrun writes is benchstat's own: render a synthetic
+# results directory with `xrun report --format bench` and let the real
+# benchstat compare its gemm_plugin columns.
+.PHONY: benchstat-check
+benchstat-check:
+	@tmp=$$(mktemp) && trap 'rm -f "$$tmp"' EXIT && \
+	  $(GO) run ./cmd/xrun report --format bench results/testdata/gemm > "$$tmp" && \
+	  $(GO) run golang.org/x/perf/cmd/benchstat -col '/gemm_plugin@(disable auto)' "$$tmp"

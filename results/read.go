@@ -98,7 +98,7 @@ func Parse(data []byte, name string) (*Results, error) {
 		err := json.Unmarshal(data, &v)
 		var se *json.SyntaxError
 		off := int64(len(data))
-		if errors.As(err, &se) && se.Offset > 0 {
+		if errors.As(err, &se) && se.Offset > 0 && !strings.Contains(se.Error(), "unexpected end") {
 			off = se.Offset - 1 // Offset counts the offending byte
 		}
 		msg := "malformed JSON"

@@ -65,6 +65,8 @@ results file that diffs cleanly in pull requests.
 		newDevicesCommand(a),
 		newPlanCommand(a),
 		newDatasetCommand(a),
+		newDiffCommand(a),
+		newReportCommand(a),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
