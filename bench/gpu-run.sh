@@ -36,8 +36,10 @@ grep -E -- 'graph of one|GPU [0-9]+: |(libcuda|cuBLASLt|NVRTC) ' "$out/tests.txt
 [ "$bench_rc" = 0 ] || tail -20 "$out/bench.txt"
 echo "== GEMM, fp16, device time per call (us) and achieved GB/s (W + X + Y once)"
 awk '
+function usof(line,   f, i, n) { n = split(line, f, /[ \t]+/); for (i = 2; i <= n; i++) if (f[i] == "us/gemm") return f[i-1]; return 0 }
 /^BenchmarkGemm\// {
 	split($1, p, "/"); impl = p[2]; key = p[3] " " p[4] " " p[5] " " p[6]; sub(/-[0-9]+$/, "", key)
+	if (impl ~ /^own-/) { extra = extra sprintf("%-30s %-12s %9.2f us\n", key, impl, $0 ~ /us\/gemm/ ? usof($0) : 0); next }
 	for (i = 2; i <= NF; i++) { if ($i == "us/gemm") us = $(i-1); if ($i == "GB/s") gb = $(i-1); if ($i == "TFLOP/s") tf = $(i-1) }
 	if (!(key in seen)) { seen[key] = 1; order[++n] = key }
 	U[impl, key] = us; G[impl, key] = gb; T[impl, key] = tf
@@ -48,6 +50,7 @@ END {
 	for (i = 1; i <= n; i++) { k = order[i]
 		r = (U["cublaslt", k] > 0) ? U["own", k] / U["cublaslt", k] : 0
 		printf "%-30s %9.2f %9.2f %7.2f %9.0f %9.0f %8.1f\n", k, U["own", k], U["cublaslt", k], r, G["own", k], G["cublaslt", k], T["own", k] }
+	if (extra != "") printf "own GEMM with other split-K targets (blocks per SM):\n%s", extra
 }' "$out/bench.txt" 2>/dev/null
 pass=$(grep -cE -- '--- PASS' "$out/tests.txt"); fail=$(grep -cE -- '--- FAIL' "$out/tests.txt"); skip=$(grep -cE -- '--- SKIP' "$out/tests.txt")
 echo "GPU checks (exit $tests_rc): $pass passed, $fail failed, $skip skipped; devices exit $devices_rc; bench exit $bench_rc"

@@ -5,23 +5,9 @@ package cuda
 import (
 	"fmt"
 	"testing"
-)
 
-// refArgmax is the reference of kernels/argmax.cu: first index of the
-// largest value in each row.
-func refArgmax(logits []float32, rows, vocab int) []int32 {
-	ids := make([]int32, rows)
-	for r := range rows {
-		best := 0
-		for v := 1; v < vocab; v++ {
-			if logits[r*vocab+v] > logits[r*vocab+best] {
-				best = v
-			}
-		}
-		ids[r] = int32(best)
-	}
-	return ids
-}
+	"github.com/xrun-dev/xrun/engine/cpu"
+)
 
 func TestArgmax(t *testing.T) {
 	for _, dt := range dtypes {
@@ -47,7 +33,8 @@ func TestArgmax(t *testing.T) {
 					if err := DownloadSlice(g.Stream, ids, idBuf); err != nil {
 						t.Fatal(err)
 					}
-					want := refArgmax(logits, c.rows, c.vocab)
+					want := make([]int32, c.rows)
+					cpu.RefArgmax(want, logits, c.rows, c.vocab)
 					for i := range want {
 						if ids[i] != want[i] {
 							t.Errorf("row %d: argmax %d, want %d", i, ids[i], want[i])

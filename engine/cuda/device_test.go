@@ -102,10 +102,10 @@ func TestMemory(t *testing.T) {
 		if err := s2.UploadAsync(b, h, len(src)); err != nil {
 			t.Fatal(err)
 		}
-		clear(h.Bytes())
-		if err := s2.Sync(); err != nil {
+		if err := s2.Sync(); err != nil { // the copy reads h until it is done
 			t.Fatal(err)
 		}
+		clear(h.Bytes())
 		if err := s2.DownloadAsync(h, b, len(src)); err != nil {
 			t.Fatal(err)
 		}

@@ -61,32 +61,6 @@ func TestRounding(t *testing.T) {
 	}
 }
 
-func TestRopeInvFreq(t *testing.T) {
-	plain := RopeInvFreq(64, 10000, nil)
-	if plain[0] != 1 || math.Abs(float64(plain[16])-math.Pow(10000, -0.5)) > 1e-7 {
-		t.Errorf("default inverse frequencies: %v", plain[:17])
-	}
-	l3 := &Llama3Rope{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}
-	base, scaled := RopeInvFreq(128, 500000, nil), RopeInvFreq(128, 500000, l3)
-	for i := range base {
-		wave := 2 * math.Pi / float64(base[i])
-		switch {
-		case wave < 8192/4: // high frequencies are kept
-			if scaled[i] != base[i] {
-				t.Errorf("i=%d: high frequency changed: %g -> %g", i, base[i], scaled[i])
-			}
-		case wave > 8192: // low frequencies are divided by the factor
-			if math.Abs(float64(scaled[i])-float64(base[i])/8) > 1e-12 {
-				t.Errorf("i=%d: low frequency %g -> %g, want /8", i, base[i], scaled[i])
-			}
-		default: // in between, within the two
-			if scaled[i] > base[i] || scaled[i] < base[i]/8 {
-				t.Errorf("i=%d: medium frequency %g -> %g outside [f/8, f]", i, base[i], scaled[i])
-			}
-		}
-	}
-}
-
 func TestErrorText(t *testing.T) {
 	e := &Error{Call: "cuMemAlloc", Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY", Text: "out of memory", Detail: "1024 bytes on GPU 0"}
 	if got, want := e.Error(), "cuMemAlloc (1024 bytes on GPU 0): CUDA_ERROR_OUT_OF_MEMORY (2): out of memory"; got != want {

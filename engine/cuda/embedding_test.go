@@ -5,9 +5,12 @@ package cuda
 import (
 	"fmt"
 	"testing"
+
+	"github.com/xrun-dev/xrun/engine/cpu"
 )
 
-// refEmbedding is the float32 reference of kernels/embedding.cu.
+// refEmbedding is the float32 reference of kernels/embedding.cu (the CPU
+// backend's Embed is the same gather, with no reference function of its own).
 func refEmbedding(table []float32, ids []int32, hidden int) []float32 {
 	out := make([]float32, 0, len(ids)*hidden)
 	for _, id := range ids {
@@ -32,7 +35,7 @@ func TestEmbedding(t *testing.T) {
 						t.Fatal(err)
 					}
 					got := download(t, g, dt, out, c.tokens*c.hidden)
-					if e := relErr(got, refEmbedding(table, ids, c.hidden)); e != 0 {
+					if e := cpu.RelErr(got, refEmbedding(table, ids, c.hidden)); e != 0 {
 						t.Errorf("a gather must be exact; relative error %g", e)
 					}
 				})

@@ -34,9 +34,13 @@ type gemmPlan struct {
 	splits, kps int
 }
 
+// gemmWaves is how many blocks per multiprocessor split-K aims for; the
+// benchmark sweeps it.
+var gemmWaves = 2
+
 // planGemm picks a tile configuration by M, then splits K until the grid
-// has about two blocks per multiprocessor, keeping at least 8 k-tiles (256
-// of K) per split and the partials within the workspace.
+// has about gemmWaves blocks per multiprocessor, keeping at least 8 k-tiles
+// (256 of K) per split and the partials within the workspace.
 func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 	cfg := gemmMedium
 	switch {
@@ -48,7 +52,7 @@ func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 	tiles := ceilDiv(m, cfg.bm) * ceilDiv(n, cfg.bn)
 	ktiles := ceilDiv(k, gemmBK)
 	splits := 1
-	for tiles*splits < 2*sms && ktiles/(splits*2) >= 8 && splits*2*m*n*4 <= wsBytes {
+	for tiles*splits < gemmWaves*sms && ktiles/(splits*2) >= 8 && splits*2*m*n*4 <= wsBytes {
 		splits *= 2
 	}
 	kps := ceilDiv(ktiles, splits)

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,7 +34,7 @@ func BenchmarkGemm(b *testing.B) {
 						t.Fatal(err)
 					}
 					ws = append(ws, w)
-					if err := g.FillUniform(g.Stream, dt, w, uint64(i+1), -0.1, 0.1); err != nil {
+					if err := g.RandomFill(g.Stream, dt, w, uint64(i+1), 0, 0.1); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -44,11 +45,15 @@ func BenchmarkGemm(b *testing.B) {
 				if y, err = g.Alloc(m * sh.n * dt.Size()); err != nil {
 					t.Fatal(err)
 				}
-				if err := g.FillUniform(g.Stream, dt, x, 99, -1, 1); err != nil {
+				if err := g.RandomFill(g.Stream, dt, x, 99, 0, 1); err != nil {
 					t.Fatal(err)
 				}
 			})
-			for _, impl := range []string{"own", "cublaslt"} {
+			impls := []string{"own", "cublaslt"}
+			if m == 1 {
+				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")
+			}
+			for _, impl := range impls {
 				b.Run(fmt.Sprintf("%s/%s/M=%d/N=%d/K=%d", impl, sh.name, m, sh.n, sh.k), func(b *testing.B) {
 					var d time.Duration
 					do(b, func(t testing.TB, g *GPU) {
@@ -59,8 +64,13 @@ func BenchmarkGemm(b *testing.B) {
 						// The checks synchronize after every launch; timing must not.
 						defer func(on bool) { g.syncLaunches = on }(g.syncLaunches)
 						g.syncLaunches = false
+						var waves int
+						if _, err := fmt.Sscanf(impl, "own-waves%d", &waves); err == nil {
+							defer func(w int) { gemmWaves = w }(gemmWaves)
+							gemmWaves = waves
+						}
 						run := func(i int) error {
-							if impl == "own" {
+							if strings.HasPrefix(impl, "own") {
 								return g.Gemm(g.Stream, dt, y, x, ws[i%len(ws)], m, sh.n, sh.k)
 							}
 							return lt.Matmul(g.Stream, dt, y, x, ws[i%len(ws)], m, sh.n, sh.k)

@@ -8,33 +8,28 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/xrun-dev/xrun/engine/cpu"
 )
 
-// refGemmCols is the float32 reference of Y = X W^T (kernels/gemm.cu and
-// cuBLASLt) for the listed columns of Y only: y[m][j] = sum_k x[m,k] *
-// wRows[j][k], accumulated in float64 and spread over the cores.
+// refGemmCols is the CPU backend's reference GEMM (engine/cpu.RefGEMM,
+// float64 accumulation) of Y = X W^T restricted to the columns whose W rows
+// are given, its rows spread over the cores.
 func refGemmCols(x []float32, wRows [][]float32, m, k int) []float32 {
-	out := make([]float32, m*len(wRows))
-	var wg sync.WaitGroup
-	next := make(chan int, m)
-	for i := range m {
-		next <- i
+	c := len(wRows)
+	w := make([]float32, 0, c*k)
+	for _, r := range wRows {
+		w = append(w, r...)
 	}
-	close(next)
-	for range runtime.NumCPU() {
+	out := make([]float32, m*c)
+	chunk := max(1, ceilDiv(m, runtime.NumCPU()))
+	var wg sync.WaitGroup
+	for i0 := 0; i0 < m; i0 += chunk {
+		rows := min(chunk, m-i0)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				xr := x[i*k : (i+1)*k]
-				for j, w := range wRows {
-					var s float64
-					for kk, v := range xr {
-						s += float64(v) * float64(w[kk])
-					}
-					out[i*len(wRows)+j] = float32(s)
-				}
-			}
+			cpu.RefGEMM(out[i0*c:(i0+rows)*c], x[i0*k:(i0+rows)*k], w, rows, c, k)
 		}()
 	}
 	wg.Wait()
@@ -102,10 +97,10 @@ func TestGemmZoo(t *testing.T) {
 					es := dt.Size()
 					maxM := ms[len(ms)-1]
 					w, x := devPoisoned(t, g, dt, sh.n*sh.k), devPoisoned(t, g, dt, maxM*sh.k)
-					if err := g.FillUniform(g.Stream, dt, w, r.Uint64(), -0.1, 0.1); err != nil {
+					if err := g.RandomFill(g.Stream, dt, w, r.Uint64(), 0, 0.1); err != nil {
 						t.Fatal(err)
 					}
-					if err := g.FillUniform(g.Stream, dt, x, r.Uint64(), -1, 1); err != nil {
+					if err := g.RandomFill(g.Stream, dt, x, r.Uint64(), 0, 1); err != nil {
 						t.Fatal(err)
 					}
 					cols := sampleCols(t, sh.n)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/xrun-dev/xrun/engine/cpu"
 )
 
 // The GPU checks share one device, opened on first use. On a machine with
@@ -160,24 +162,6 @@ func download(t testing.TB, g *GPU, dt DType, b Buffer, n int) []float32 {
 	return dt.Decode(bits)
 }
 
-// relErr is ||out - ref|| / ||ref||; any NaN or Inf in out makes it +Inf.
-func relErr(out, ref []float32) float64 {
-	var num, den float64
-	for i := range ref {
-		o := float64(out[i])
-		if math.IsNaN(o) || math.IsInf(o, 0) {
-			return math.Inf(1)
-		}
-		d := o - float64(ref[i])
-		num += d * d
-		den += float64(ref[i]) * float64(ref[i])
-	}
-	if den == 0 {
-		return math.Sqrt(num)
-	}
-	return math.Sqrt(num / den)
-}
-
 // tol16 is the bound on relative error for fp16/bf16 outputs.
 const tol16 = 1e-2
 
@@ -186,7 +170,7 @@ func checkRel(t testing.TB, what string, out, ref []float32) {
 	if len(out) != len(ref) {
 		t.Fatalf("%s: %d outputs, reference has %d", what, len(out), len(ref))
 	}
-	if e := relErr(out, ref); !(e < tol16) {
+	if e := cpu.RelErr(out, ref); !(e < tol16) {
 		i := worst(out, ref)
 		t.Errorf("%s: relative error %.3g (bound %g); worst at %d: got %g, want %g", what, e, tol16, i, out[i], ref[i])
 	}

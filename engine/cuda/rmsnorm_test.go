@@ -4,25 +4,15 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"testing"
+
+	"github.com/xrun-dev/xrun/engine/cpu"
 )
 
-// refRMSNorm is the float32 reference of kernels/rmsnorm.cu (sums in
-// float64 so the reference itself adds no error).
+// ref is the CPU backend's reference (engine/cpu.RefRMSNorm).
 func refRMSNorm(x, w []float32, rows, hidden int, eps float32) []float32 {
 	out := make([]float32, rows*hidden)
-	for r := range rows {
-		row := x[r*hidden : (r+1)*hidden]
-		var ss float64
-		for _, v := range row {
-			ss += float64(v) * float64(v)
-		}
-		inv := 1 / math.Sqrt(ss/float64(hidden)+float64(eps))
-		for i, v := range row {
-			out[r*hidden+i] = float32(float64(v) * inv * float64(w[i]))
-		}
-	}
+	cpu.RefRMSNorm(out, x, w, rows, hidden, eps)
 	return out
 }
 

@@ -1,35 +1,33 @@
+//go:build cgo && linux
+
 package cuda
 
-import "math"
+import "fmt"
 
-// Llama3Rope is Llama 3.1's frequency rescaling (rope_scaling type llama3).
-type Llama3Rope struct {
-	Factor, LowFreqFactor, HighFreqFactor float64
-	OriginalMaxPos                        int
-}
-
-// RopeInvFreq returns the inverse frequencies [headDim/2] the RoPE kernel
-// takes: theta^(-2i/headDim), rescaled by llama3 when given. Computed in
-// float64 and rounded once, as Hugging Face computes them in float32 from
-// the same formula.
-func RopeInvFreq(headDim int, theta float64, llama3 *Llama3Rope) []float32 {
-	half := headDim / 2
-	out := make([]float32, half)
-	for i := range half {
-		f := 1 / math.Pow(theta, float64(2*i)/float64(headDim))
-		if l := llama3; l != nil {
-			lowWave := float64(l.OriginalMaxPos) / l.LowFreqFactor
-			highWave := float64(l.OriginalMaxPos) / l.HighFreqFactor
-			wave := 2 * math.Pi / f
-			switch {
-			case wave > lowWave: // long wavelengths: fully interpolated
-				f /= l.Factor
-			case wave >= highWave: // between: blend smoothly
-				smooth := (float64(l.OriginalMaxPos)/wave - l.LowFreqFactor) / (l.HighFreqFactor - l.LowFreqFactor)
-				f = (1-smooth)*f/l.Factor + smooth*f
-			}
-		}
-		out[i] = float32(f)
+// Rope queues the rotary embedding in place on q [tokens, qHeads, headDim]
+// and k [tokens, kvHeads, headDim], whose rows are qStride and kStride
+// elements apart (both inside one fused QKV row: stride = the QKV width).
+// pos holds each token's position (int32); table is the float32
+// [positions, headDim] cos|sin table of model.RopeTable, positions < rows
+// of the table.
+func (g *GPU) Rope(s *Stream, dt DType, q, k, pos, table Buffer, tokens, qHeads, kvHeads, headDim, qStride, kStride int) error {
+	es := dt.Size()
+	switch {
+	case headDim%2 != 0:
+		return fmt.Errorf("cuda: Rope needs an even head dimension, got %d", headDim)
+	case tokens == 0:
+		return nil
+	case q.Bytes < ((tokens-1)*qStride+qHeads*headDim)*es || k.Bytes < ((tokens-1)*kStride+kvHeads*headDim)*es:
+		return fmt.Errorf("cuda: Rope q or k too small for %d tokens", tokens)
+	case pos.Bytes < tokens*4 || table.Bytes < headDim*4:
+		return fmt.Errorf("cuda: Rope positions or table too small")
 	}
-	return out
+	f, err := g.function("rope", "rope_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	pairs := (qHeads + kvHeads) * headDim / 2
+	a := g.argsPack().Ptr(q).Ptr(k).Ptr(pos).Ptr(table).I32(qHeads).I32(kvHeads).I32(headDim).
+		U64(uint64(qStride)).U64(uint64(kStride))
+	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(512, roundUp(pairs, 32))}, 0, a)
 }

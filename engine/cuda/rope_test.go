@@ -4,78 +4,64 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"testing"
+
+	"github.com/xrun-dev/xrun/engine/cpu"
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
-// refRope is the float32 reference of kernels/rope.cu: rotate-half pairs
-// (i, i + D/2) of every head, angle = pos * invFreq[i] rounded to float32.
-func refRope(x []float32, pos []int32, invFreq []float32, tokens, heads, D, stride int, scale float32) []float32 {
-	out := append([]float32(nil), x...)
-	half := D / 2
-	for t := range tokens {
-		for h := range heads {
-			base := t*stride + h*D
-			for i := range half {
-				a := float64(float32(pos[t]) * invFreq[i])
-				c, s := math.Cos(a)*float64(scale), math.Sin(a)*float64(scale)
-				x0, x1 := float64(x[base+i]), float64(x[base+i+half])
-				out[base+i] = float32(x0*c - x1*s)
-				out[base+i+half] = float32(x1*c + x0*s)
-			}
-		}
-	}
-	return out
-}
-
 func TestRope(t *testing.T) {
-	cases := []struct {
-		name               string
-		tokens, qh, kvh, D int
-		theta              float64
-		llama3             *Llama3Rope
-		fused              bool
-	}{
-		{"tinyllama", 37, 32, 4, 64, 10000, nil, false},
-		{"tinyllama-fused-qkv", 9, 32, 4, 64, 10000, nil, true},
-		{"llama3.1-8b", 5, 32, 8, 128, 500000, &Llama3Rope{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}, true},
-		{"llama3.2-1b", 130, 32, 8, 64, 500000, &Llama3Rope{Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}, false},
+	l3 := func(f float64) *model.RopeScaling {
+		return &model.RopeScaling{Type: "llama3", Factor: f, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}
 	}
+	cases := []struct {
+		name         string
+		tokens       int
+		cfg          model.Config
+		separateRows bool // q and k in buffers of their own rather than a fused QKV row
+	}{
+		{"tinyllama", 37, model.Config{Heads: 32, KVHeads: 4, HeadDim: 64, RopeTheta: 10000}, false},
+		{"tinyllama-separate-q-k", 9, model.Config{Heads: 32, KVHeads: 4, HeadDim: 64, RopeTheta: 10000}, true},
+		{"llama3.1-8b", 5, model.Config{Heads: 32, KVHeads: 8, HeadDim: 128, RopeTheta: 500000, RopeScaling: l3(8)}, false},
+		{"llama3.2-1b", 130, model.Config{Heads: 32, KVHeads: 8, HeadDim: 64, RopeTheta: 500000, RopeScaling: l3(32)}, false},
+	}
+	const positions = 4096
 	for _, dt := range dtypes {
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%s/%s", dt, c.name), func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
 					r := newRand(t)
-					qw, kw := c.qh*c.D, c.kvh*c.D
-					qStride, kStride := qw, kw
-					if c.fused { // q, k, v side by side in one [tokens, qw+2kw] buffer
-						qStride, kStride = qw+2*kw, qw+2*kw
-					}
+					h := model.HeadLayout{Heads: c.cfg.Heads, KVHeads: c.cfg.KVHeads, HeadDim: c.cfg.HeadDim}
+					qw, kw, width := h.Heads*h.HeadDim, h.KVHeads*h.HeadDim, h.QKVWidth()
+					table := model.RopeTable(c.cfg, positions)
 					pos := make([]int32, c.tokens)
 					for i := range pos {
-						pos[i] = int32(r.IntN(4096))
+						pos[i] = int32(r.IntN(positions))
 					}
-					inv := RopeInvFreq(c.D, c.theta, c.llama3)
-					var qv, kv []float32
-					var q, k Buffer
-					if c.fused {
-						all := randVals(r, dt, c.tokens*qStride, 2)
-						buf := devUpload(t, g, dt, all)
-						q, k = buf, buf.Slice(qw*dt.Size(), buf.Bytes-qw*dt.Size())
-						qv, kv = all, all[qw:]
-					} else {
-						qv, kv = randVals(r, dt, c.tokens*qw, 2), randVals(r, dt, c.tokens*kw, 2)
-						q, k = devUpload(t, g, dt, qv), devUpload(t, g, dt, kv)
+					tab, pb := devUploadT(t, g, table), devUploadT(t, g, pos)
+					if c.separateRows {
+						qv, kv := randVals(r, dt, c.tokens*qw, 2), randVals(r, dt, c.tokens*kw, 2)
+						q, k := devUpload(t, g, dt, qv), devUpload(t, g, dt, kv)
+						if err := g.Rope(g.Stream, dt, q, k, pb, tab, c.tokens, h.Heads, h.KVHeads, h.HeadDim, qw, kw); err != nil {
+							t.Fatal(err)
+						}
+						cpu.RefRoPE(qv, pos, table, c.tokens, qw, h.Heads, h.HeadDim)
+						cpu.RefRoPE(kv, pos, table, c.tokens, kw, h.KVHeads, h.HeadDim)
+						checkRel(t, "q", download(t, g, dt, q, len(qv)), qv)
+						checkRel(t, "k", download(t, g, dt, k, len(kv)), kv)
+						return
 					}
-					wantQ := refRope(qv, pos, inv, c.tokens, c.qh, c.D, qStride, 1)
-					wantK := refRope(kv, pos, inv, c.tokens, c.kvh, c.D, kStride, 1)
-					if err := g.Rope(g.Stream, dt, q, k, devUploadT(t, g, pos), devUploadT(t, g, inv), c.tokens, c.qh, c.kvh, c.D, qStride, kStride, 1); err != nil {
+					// The model's layout: q, k and v heads side by side in one
+					// QKV row; v must come out untouched.
+					all := randVals(r, dt, c.tokens*width, 2)
+					buf := devUpload(t, g, dt, all)
+					k := buf.Slice(qw*dt.Size(), buf.Bytes-qw*dt.Size())
+					if err := g.Rope(g.Stream, dt, buf, k, pb, tab, c.tokens, h.Heads, h.KVHeads, h.HeadDim, width, width); err != nil {
 						t.Fatal(err)
 					}
-					gotQ := download(t, g, dt, q, len(wantQ))
-					gotK := download(t, g, dt, k, len(wantK))
-					checkRel(t, "q", gotQ, wantQ)
-					checkRel(t, "k", gotK, wantK)
+					cpu.RefRoPE(all, pos, table, c.tokens, width, h.Heads, h.HeadDim)
+					cpu.RefRoPE(all[qw:], pos, table, c.tokens, width, h.KVHeads, h.HeadDim)
+					checkRel(t, "qkv", download(t, g, dt, buf, len(all)), all)
 				})
 			})
 		}

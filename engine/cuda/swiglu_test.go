@@ -4,20 +4,22 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"testing"
+
+	"github.com/xrun-dev/xrun/engine/cpu"
 )
 
-// refSwiGLU is the float32 reference of kernels/swiglu.cu over rows of
-// gate and up ld elements apart.
+// refSwiGLU is the CPU backend's reference (engine/cpu.RefSwiGLU, which
+// reads a fused [rows, 2F] gate|up row) over rows of gate and up ld
+// elements apart.
 func refSwiGLU(gate, up []float32, rows, ffn, ld int) []float32 {
-	out := make([]float32, rows*ffn)
+	fused := make([]float32, 0, rows*2*ffn)
 	for r := range rows {
-		for i := range ffn {
-			g, u := float64(gate[r*ld+i]), float64(up[r*ld+i])
-			out[r*ffn+i] = float32(g / (1 + math.Exp(-g)) * u)
-		}
+		fused = append(fused, gate[r*ld:r*ld+ffn]...)
+		fused = append(fused, up[r*ld:r*ld+ffn]...)
 	}
+	out := make([]float32, rows*ffn)
+	cpu.RefSwiGLU(out, fused, rows, ffn)
 	return out
 }
 

@@ -1,25 +1,29 @@
-// Device-side random fill for benchmarks: uniform in [lo, hi) from a hash of
-// (seed, index), so large operands need no host upload and differ per seed.
+// Random weights on the device, bit for bit the values of model.RandomValue:
+// element i of weight (seed, scale) is uniform in [-scale, scale) from
+// splitmix64(seed ^ splitmix64(i)), so every backend builds the same model
+// where the weight lives, with no host upload. Also fills benchmark operands.
 #include "common.cuh"
 
 __device__ __forceinline__ u64 splitmix64(u64 x) {
-	x += 0x9E3779B97F4A7C15ull;
-	x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-	x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
 	return x ^ (x >> 31);
 }
 
 template <class T>
-__device__ __forceinline__ void fill_uniform(T *out, long long n, u64 seed, float lo, float hi) {
+__device__ __forceinline__ void random_fill(T *out, long long n, u64 seed, long long offset, float scale) {
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-		float u = (float)(splitmix64(seed ^ (u64)i * 0xD6E8FEB86659FD93ull) >> 40) * (1.f / 16777216.f);
-		out[i] = from_f32<T>(lo + (hi - lo) * u);
+		u64 r = splitmix64(seed ^ splitmix64((u64)(offset + i)));
+		float u = (float)(r >> 40) * (1.f / 16777216.f); // exact: 24 bits
+		// 2u - 1 is exact too, so the product is the one rounding, as in Go.
+		out[i] = from_f32<T>(__fmul_rn(2.f * u - 1.f, scale));
 	}
 }
 
-extern "C" __global__ void fill_uniform_f16(f16 *out, long long n, u64 seed, float lo, float hi) {
-	fill_uniform<f16>(out, n, seed, lo, hi);
+extern "C" __global__ void random_fill_f16(f16 *out, long long n, u64 seed, long long offset, float scale) {
+	random_fill<f16>(out, n, seed, offset, scale);
 }
-extern "C" __global__ void fill_uniform_bf16(bf16 *out, long long n, u64 seed, float lo, float hi) {
-	fill_uniform<bf16>(out, n, seed, lo, hi);
+extern "C" __global__ void random_fill_bf16(bf16 *out, long long n, u64 seed, long long offset, float scale) {
+	random_fill<bf16>(out, n, seed, offset, scale);
 }
