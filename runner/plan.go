@@ -269,9 +269,13 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 	}
 	// Exclusion can only shrink the cross product so much; refuse to
 	// enumerate one far beyond the limit.
-	limit := max(4*maxCells, 1_000_000)
+	limit := 4 * maxCells
 	if n := m.originals(limit); n > limit {
-		return nil, d.errAt(d.matrixKey, "matrix", "the axes make more than %d combinations before exclusion, far beyond the limit of %d cells; narrow the matrix (or raise --max-cells)", limit, maxCells)
+		count := "more than " + strconv.Itoa(limit)
+		if n := m.originals(1 << 50); n <= 1<<50 {
+			count = strconv.Itoa(n)
+		}
+		return nil, d.errAt(d.matrixKey, "matrix", "the axes make %s combinations before exclusion, over 4 times --max-cells (%d); narrow the matrix or raise --max-cells", count, maxCells)
 	}
 	res := m.expand()
 	if len(res.combos) == 0 {
@@ -337,15 +341,15 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 			collapsed = append(collapsed, collapsedAt{vals: c.vals, into: j, p: p, na: na})
 			continue
 		}
+		if len(cells) == maxCells {
+			return nil, d.errAt(d.matrixKey, "matrix", "more than %d cells (--max-cells); narrow the matrix or raise --max-cells", maxCells)
+		}
 		seen[sum] = len(cells)
 		cell := Cell{Index: len(cells), Hash: hex.EncodeToString(sum[:]), Params: p, Model: model, na: na, vals: c.vals}
 		if p.Dataset.Kind() == GenFile {
 			cell.DatasetFile = d.resolvePath(p.Dataset.Generator)
 		}
 		cells = append(cells, cell)
-	}
-	if len(cells) > maxCells {
-		return nil, d.errAt(d.matrixKey, "matrix", "%d cells, more than --max-cells (%d); narrow the matrix or raise --max-cells", len(cells), maxCells)
 	}
 	plan.Cells = cells
 	plan.Varying = varying(cells, declared)

@@ -99,3 +99,20 @@ func TestPlanGolden(t *testing.T) {
 		})
 	}
 }
+
+// The README's example spec is testdata/plan/readme.yaml (planned by
+// TestPlanGolden); this keeps the two from drifting apart.
+func TestReadmeExample(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := os.ReadFile("testdata/plan/readme.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, _ := strings.Cut(string(spec), "\n") // the comment line
+	if !strings.Contains(string(readme), "```yaml\n"+body+"```") {
+		t.Error("README.md's example spec differs from testdata/plan/readme.yaml")
+	}
+}
