@@ -6,23 +6,19 @@ import "fmt"
 
 // gemmConfig mirrors one GEMM(...) instantiation in kernels/gemm.cu.
 type gemmConfig struct {
-	name            string
-	bm, bn, threads int
-	stages          int
+	name                string
+	bm, bn, bk, threads int
+	stages              int
 }
 
-// gemmBK and gemmLDS are BK and LDS of kernels/gemm.cu.
-const (
-	gemmBK  = 32
-	gemmLDS = gemmBK + 8
-)
-
-func (c gemmConfig) smem(es int) int { return c.stages * (c.bm + c.bn) * gemmLDS * es }
+// smem is the dynamic shared memory of the configuration: STAGES tiles of
+// (BM + BN) rows of BK + 8 padded elements.
+func (c gemmConfig) smem(es int) int { return c.stages * (c.bm + c.bn) * (c.bk + 8) * es }
 
 var (
-	gemmSmall  = gemmConfig{"s", 16, 64, 128, 4}
-	gemmMedium = gemmConfig{"m", 64, 64, 128, 4}
-	gemmLarge  = gemmConfig{"l", 128, 128, 256, 3}
+	gemmSmall  = gemmConfig{"s", 16, 64, 64, 128, 4}
+	gemmMedium = gemmConfig{"m", 64, 64, 64, 128, 3}
+	gemmLarge  = gemmConfig{"l", 128, 128, 32, 256, 3}
 )
 
 // GemmWorkspaceBytes holds the fp32 split-K partials of the own GEMM.
@@ -40,7 +36,7 @@ var gemmWaves = 2
 
 // planGemm picks a tile configuration by M, then splits K until the grid
 // has about gemmWaves blocks per multiprocessor, keeping at least 8 k-tiles
-// (256 of K) per split and the partials within the workspace.
+// (256 or 512 of K) per split and the partials within the workspace.
 func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 	cfg := gemmMedium
 	switch {
@@ -50,7 +46,7 @@ func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 		cfg = gemmLarge
 	}
 	tiles := ceilDiv(m, cfg.bm) * ceilDiv(n, cfg.bn)
-	ktiles := ceilDiv(k, gemmBK)
+	ktiles := ceilDiv(k, cfg.bk)
 	splits := 1
 	for tiles*splits < gemmWaves*sms && ktiles/(splits*2) >= 8 && splits*2*m*n*4 <= wsBytes {
 		splits *= 2

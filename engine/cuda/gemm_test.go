@@ -179,7 +179,7 @@ func TestPlanGemm(t *testing.T) {
 		{3, 64, 8, "s", 1, 1},
 	} {
 		p := planGemm(c.m, c.n, c.k, 132, GemmWorkspaceBytes)
-		kt := ceilDiv(c.k, gemmBK)
+		kt := ceilDiv(c.k, p.cfg.bk)
 		if p.cfg.name != c.cfg || p.splits < c.minSplits || p.splits > c.maxSplits || p.kps*p.splits < kt || p.kps*(p.splits-1) >= kt {
 			t.Errorf("planGemm(%d, %d, %d) = %+v; want config %s, %d..%d splits covering %d k-tiles with none empty",
 				c.m, c.n, c.k, p, c.cfg, c.minSplits, c.maxSplits, kt)

@@ -3,20 +3,19 @@
 // with mma.sync m16n8k16. X and W are both K-contiguous, which is exactly the
 // "row.col" operand order mma wants, so both tiles load with plain ldmatrix.
 //
-// Tiles of BM x BN, BK = 32 deep, STAGES-deep cp.async pipeline in dynamic
-// shared memory; each row of a tile is padded by 16 bytes so the eight rows
-// an ldmatrix phase reads fall in distinct banks. Edges in M and N are
+// Tiles of BM x BN, BK deep, STAGES-deep cp.async pipeline in dynamic shared
+// memory; each row of a tile is padded by 16 bytes so the eight rows an
+// ldmatrix phase reads fall in distinct banks. The decode configurations
+// take BK = 64: each weight row then arrives as 128 contiguous bytes per
+// stage rather than 64, which is what bandwidth at M = 1..64 depends on. Edges in M and N are
 // zero-filled on load and masked on store; K must be a multiple of 8 (one
 // 16-byte chunk is all in or all out), which every zoo shape is.
 //
-// Split-K: blockIdx.z takes kps k-tiles; with more than one split each block
+// Split-K: blockIdx.z takes kps k-tiles (of BK); with more than one split each block
 // writes fp32 partials P[split][M][N] and gemm_reduce sums them. This keeps
 // the GPU busy at decode shapes (M = 1..64), where N/BN tiles alone are far
 // fewer than the multiprocessors.
 #include "common.cuh"
-
-#define BK 32
-#define LDS (BK + 8)
 
 __device__ __forceinline__ void cp_async16(u32 dst, const void *src, bool ok) {
 	int n = ok ? 16 : 0; // src-size 0 fills the 16 bytes with zeros
@@ -41,10 +40,11 @@ __device__ __forceinline__ void mma(float *c, const u32 *a, const u32 *b, bf16) 
 		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <class T, int BM, int BN, int WM, int WN, int STAGES>
+template <class T, int BM, int BN, int BK, int WM, int WN, int STAGES>
 __device__ __forceinline__ void gemm_tn(const T *__restrict__ X, const T *__restrict__ W, T *__restrict__ Y,
 	float *__restrict__ P, int M, int N, int K, int kps) {
 	constexpr int NT = WM * WN * 32;
+	constexpr int LDS = BK + 8, CPR = BK / 8; // padded row; 16-byte chunks per row
 	constexpr int WTM = BM / WM, WTN = BN / WN;
 	constexpr int MI = WTM / 16, NI = WTN / 8;
 	static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile must be 16 x 16k");
@@ -62,15 +62,15 @@ __device__ __forceinline__ void gemm_tn(const T *__restrict__ X, const T *__rest
 	auto load = [&](int stage, int kt) {
 		const int k0 = kt * BK;
 #pragma unroll
-		for (int c = tid; c < BM * 4; c += NT) {
-			int r = c >> 2, kc = (c & 3) * 8;
+		for (int c = tid; c < BM * CPR; c += NT) {
+			int r = c / CPR, kc = (c % CPR) * 8;
 			int gm = m0 + r, gk = k0 + kc;
 			bool ok = gm < M && gk < K;
 			cp_async16(smem_u32(As + (stage * BM + r) * LDS + kc), ok ? X + (long long)gm * K + gk : X, ok);
 		}
 #pragma unroll
-		for (int c = tid; c < BN * 4; c += NT) {
-			int r = c >> 2, kc = (c & 3) * 8;
+		for (int c = tid; c < BN * CPR; c += NT) {
+			int r = c / CPR, kc = (c % CPR) * 8;
 			int gn = n0 + r, gk = k0 + kc;
 			bool ok = gn < N && gk < K;
 			cp_async16(smem_u32(Bs + (stage * BN + r) * LDS + kc), ok ? W + (long long)gn * K + gk : W, ok);
@@ -166,17 +166,17 @@ __device__ __forceinline__ void gemm_reduce(T *Y, const float *P, long long MN, 
 
 // Configurations, chosen on the host by M (gemm.go): s for decode (M <= 16),
 // m for medium M, l for large M x N. Names: gemm_<config>_<dtype>.
-#define GEMM(cfg, T, BM, BN, WM, WN, ST)                                                         \
+#define GEMM(cfg, T, BM, BN, BK, WM, WN, ST)                                                     \
 	extern "C" __global__ void __launch_bounds__(WM * WN * 32) gemm_##cfg##_##T(                 \
 		const T *X, const T *W, T *Y, float *P, int M, int N, int K, int kps) {                  \
-		gemm_tn<T, BM, BN, WM, WN, ST>(X, W, Y, P, M, N, K, kps);                                \
+		gemm_tn<T, BM, BN, BK, WM, WN, ST>(X, W, Y, P, M, N, K, kps);                            \
 	}
-GEMM(s, f16, 16, 64, 1, 4, 4)
-GEMM(s, bf16, 16, 64, 1, 4, 4)
-GEMM(m, f16, 64, 64, 2, 2, 4)
-GEMM(m, bf16, 64, 64, 2, 2, 4)
-GEMM(l, f16, 128, 128, 2, 4, 3)
-GEMM(l, bf16, 128, 128, 2, 4, 3)
+GEMM(s, f16, 16, 64, 64, 1, 4, 4)
+GEMM(s, bf16, 16, 64, 64, 1, 4, 4)
+GEMM(m, f16, 64, 64, 64, 2, 2, 3)
+GEMM(m, bf16, 64, 64, 64, 2, 2, 3)
+GEMM(l, f16, 128, 128, 32, 2, 4, 3)
+GEMM(l, bf16, 128, 128, 32, 2, 4, 3)
 
 extern "C" __global__ void gemm_reduce_f16(f16 *Y, const float *P, long long MN, int splits) {
 	gemm_reduce<f16>(Y, P, MN, splits);
