@@ -39,6 +39,7 @@ func BenchmarkPlan100k(b *testing.B) {
 	data := spec100k()
 	opts := LoadOptions{MaxCells: 200_000}
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		s, err := ParseSpec("bench.yaml", data, opts)
 		if err != nil {
@@ -48,6 +49,7 @@ func BenchmarkPlan100k(b *testing.B) {
 			b.Fatalf("%d cells", n)
 		}
 	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkPlanText100k renders the 100,000-cell plan as text.
