@@ -1,11 +1,11 @@
 package results
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -132,7 +132,7 @@ func Diff(old, new *Results, opts DiffOptions) *DiffReport {
 			ids = append(ids, id)
 		}
 	}
-	slices.Sort(ids)
+	sortIDs(ids, oldCells, newCells, new)
 	var warn []string
 	for _, id := range ids {
 		oc, nc := oldCells[id], newCells[id]
@@ -199,6 +199,20 @@ func Diff(old, new *Results, opts DiffOptions) *DiffReport {
 		d.Warnings = []string{}
 	}
 	return d
+}
+
+// sortIDs orders cell ids the way tables order cells: by the new
+// results' axis values (batch 1, 16, 64, 256 rather than 1, 16, 256, 64),
+// then by id.
+func sortIDs(ids []string, oldCells, newCells map[string]*Cell, new *Results) {
+	cells := make([]*Cell, len(ids))
+	for i, id := range ids {
+		cells[i] = cmp.Or(newCells[id], oldCells[id])
+	}
+	sortCells(cells, axes(new))
+	for i, c := range cells {
+		ids[i] = c.ID
+	}
 }
 
 // Err returns an error wrapping ErrRegression when the diff found one.
