@@ -273,7 +273,7 @@ matrix:
 		"tiny-llama bs2 disable in64",
 		"tiny-dense bs1 auto in128",
 		"tiny-dense bs2 disable in128",
-		"tiny-moe bs256 auto in128", // new combinations take the params' values
+		"tiny-moe bs2048 auto in128", // new combinations take the params' values
 		"tiny-moe bs1 auto in128",
 	}
 	if !slices.Equal(got, want) {

@@ -68,6 +68,9 @@ type Cell struct {
 	Params Params
 	// Model is the model's configuration (zoo or config.json).
 	Model *engine.ModelConfig
+	// ModelRef is the model as the engine takes it: the zoo name, or the
+	// directory resolved against the spec's directory.
+	ModelRef string
 	// DatasetFile is the resolved path of a dataset file; "" for generators.
 	DatasetFile string
 	Dataset     *Dataset
@@ -346,6 +349,10 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 		}
 		seen[sum] = len(cells)
 		cell := Cell{Index: len(cells), Hash: hex.EncodeToString(sum[:]), Params: p, Model: model, na: na, vals: c.vals}
+		cell.ModelRef = p.Model
+		if model.Path != "" {
+			cell.ModelRef = d.resolvePath(p.Model)
+		}
 		if p.Dataset.Kind() == GenFile {
 			cell.DatasetFile = d.resolvePath(p.Dataset.Generator)
 		}

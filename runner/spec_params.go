@@ -266,7 +266,8 @@ var params = [numParams]*param{
 		slug: func(v any) string { return baseName(v.(string)) }},
 	pDtype: enumParam("dtype", "float16", []string{"float16", "bfloat16", "float32"}, func(p *Params) *string { return &p.Dtype },
 		map[string]string{"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}),
-	pBatchSize:    intParam("batch_size", 256, 1, 1<<20, "bs", func(p *Params) *int { return &p.BatchSize }),
+	// TensorRT-LLM's default max_batch_size, as the engine's.
+	pBatchSize:    intParam("batch_size", 2048, 1, 1<<20, "bs", func(p *Params) *int { return &p.BatchSize }),
 	pMaxNumTokens: intParam("max_num_tokens", 8192, 1, 1<<30, "mnt", func(p *Params) *int { return &p.MaxNumTokens }),
 	pGemmPlugin: enumParam("gemm_plugin", "auto", []string{"auto", "disable"}, func(p *Params) *string { return &p.GemmPlugin },
 		map[string]string{"auto": "gemm-auto", "disable": "gemm-disable"}),

@@ -85,7 +85,7 @@ func TestDefaults(t *testing.T) {
 	}
 	c := s.Plan.Cells[0]
 	want := Params{
-		Engine: "auto", Model: "tinyllama-1.1b", Dtype: "float16", BatchSize: 256, MaxNumTokens: 8192,
+		Engine: "auto", Model: "tinyllama-1.1b", Dtype: "float16", BatchSize: 2048, MaxNumTokens: 8192,
 		GemmPlugin: "auto", RoutingMode: "learned", ProfileWindow: "none", Seed: 0, Warmup: 2,
 		GPUsPerCell: 1, KVCacheFreeGPUMemFraction: 0.9, Timeout: 0,
 		Dataset: DatasetParams{
@@ -97,8 +97,8 @@ func TestDefaults(t *testing.T) {
 	if c.Params != want {
 		t.Errorf("params\n got %+v\nwant %+v", c.Params, want)
 	}
-	if c.Model == nil || c.Model.Name != "tinyllama-1.1b" {
-		t.Errorf("model config %+v", c.Model)
+	if c.Model == nil || c.Model.Name != "tinyllama-1.1b" || c.ModelRef != "tinyllama-1.1b" {
+		t.Errorf("model config %+v, ref %q", c.Model, c.ModelRef)
 	}
 	if !strings.HasPrefix(c.ID, "cell-") || c.ID != "cell-"+c.Hash[:8] {
 		t.Errorf("id %q for a one-cell study", c.ID)
@@ -116,7 +116,7 @@ func TestFlat(t *testing.T) {
 		}
 	}
 	for k, want := range map[string]any{
-		"model": "tiny-llama", "batch_size": 256, "dataset.input_mean": 128, "dataset.vocab_size": 512,
+		"model": "tiny-llama", "batch_size": 2048, "dataset.input_mean": 128, "dataset.vocab_size": 512,
 		"dataset.rand_task_id": "2-5", "profile_window": "none", "engine": "cpu",
 	} {
 		if flat[k] != want {
@@ -288,5 +288,23 @@ func TestSuggest(t *testing.T) {
 		if got := closest(word, cands, nil); got != want {
 			t.Errorf("closest(%q) = %q, want %q", word, got, want)
 		}
+	}
+}
+
+func TestModelDirectory(t *testing.T) {
+	s, err := LoadSpec("testdata/plan/files.yaml", LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Plan.Cells[0]
+	if c.Params.Model != "../models/tiny-llama-hf" || c.ModelRef != filepath.Join("testdata", "models", "tiny-llama-hf") {
+		t.Errorf("model %q, ref %q", c.Params.Model, c.ModelRef)
+	}
+	if c.Model.Vocab != 512 || c.Params.Dataset.VocabSize != 512 {
+		t.Errorf("vocab %d / %d from config.json", c.Model.Vocab, c.Params.Dataset.VocabSize)
+	}
+	file := s.Plan.Cells[2]
+	if file.DatasetFile != filepath.Join("testdata", "plan", "data", "two.jsonl") || file.Dataset.Known {
+		t.Errorf("dataset file %q known %v", file.DatasetFile, file.Dataset.Known)
 	}
 }
