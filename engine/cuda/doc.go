@@ -1,6 +1,17 @@
-// Package cuda is the GPU backend: a small cgo shim that loads libcuda,
-// cuBLASLt, NVRTC and CUPTI at run time (no CUDA headers or libraries at
-// build time), the engine's kernels in CUDA C compiled with NVRTC, and the
-// device memory plan. Without cgo on Linux only a stub that reports "no
-// CUDA" is built.
+// Package cuda is the GPU layer of the engine: a small cgo shim that loads
+// libcuda (entry points through cuGetProcAddress at the CUDA 13 API),
+// cuBLASLt and NVRTC at run time, so building needs no CUDA header or
+// library; one locked OS thread per GPU (Device.Do) with its primary
+// context, streams, memory, graphs and events; the engine's kernels in CUDA
+// C (kernels/*.cu, one family per file, each with its Go launcher and its
+// check against engine/cpu's reference ops), compiled by NVRTC for the
+// device's architecture and cached on disk by content hash; cuBLASLt
+// matmul plans (gemm_plugin auto) beside the own tensor-core GEMM
+// (gemm_plugin disable); and the device probe behind `xrun devices`, run in
+// a re-executed child so that a hung driver cannot hang xrun.
+//
+// It knows tensors only as Buffers and shapes: the model, batching and
+// scheduling live in engine and engine/model, which this package must not
+// import (tests may use engine/cpu and engine/model as references). Without
+// cgo on Linux only a stub is built: Probe says why, Compiled is false.
 package cuda
