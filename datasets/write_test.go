@@ -12,10 +12,26 @@ func TestAppendInt32(t *testing.T) {
 	for p := int64(1); p <= math.MaxInt32; p *= 10 {
 		vals = append(vals, int32(p-1), int32(p), int32(min(p+1, math.MaxInt32)))
 	}
+	for v := int32(0); v < 2_000_000; v++ {
+		vals = append(vals, v)
+	}
+	for v := int64(2_000_000); v <= math.MaxInt32; v += 9973 {
+		vals = append(vals, int32(v))
+	}
+	var buf []byte
 	for _, v := range vals {
-		if got, want := string(appendInt32([]byte("x"), v)), "x"+strconv.Itoa(int(v)); got != want {
-			t.Errorf("appendInt32(%d) = %q, want %q", v, got, want)
+		buf = appendInt32(append(buf[:0], 'x'), v)
+		if got, want := string(buf), "x"+strconv.Itoa(int(v)); got != want {
+			t.Fatalf("appendInt32(%d) = %q, want %q", v, got, want)
 		}
+	}
+	// Consecutive appends overwrite the scratch bytes of the 8-byte store.
+	buf = buf[:0]
+	for _, v := range []int32{7, 123456, 0, 99999999, 42} {
+		buf = append(appendInt32(buf, v), ',')
+	}
+	if string(buf) != "7,123456,0,99999999,42," {
+		t.Errorf("sequence = %q", buf)
 	}
 }
 
