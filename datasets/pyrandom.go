@@ -86,13 +86,16 @@ type tokenSampler struct {
 	seenMap map[uint32]struct{}
 	// Pool strategy scratch.
 	pool []int32
+	// flatLimit is the largest vocabulary the bitset serves (a field so
+	// tests can exercise the map).
+	flatLimit int
 }
 
 // maxFlatVocab bounds the "seen" bitset to 2 MiB.
 const maxFlatVocab = 1 << 24
 
 func newTokenSampler(r *pyRandom, vocab int) *tokenSampler {
-	return &tokenSampler{r: r, vocab: vocab}
+	return &tokenSampler{r: r, vocab: vocab, flatLimit: maxFlatVocab}
 }
 
 // draw fills dst (its length is the request length) with token ids.
@@ -141,7 +144,7 @@ func (s *tokenSampler) sampleSet(dst []int32) {
 	n := uint32(s.vocab)
 	shift := 32 - bits.Len32(n)
 	mt := &s.r.mt
-	if s.vocab > maxFlatVocab {
+	if s.vocab > s.flatLimit {
 		if s.seenMap == nil {
 			s.seenMap = make(map[uint32]struct{}, len(dst))
 		}

@@ -150,6 +150,24 @@ func TestSampleAndChoices(t *testing.T) {
 	}
 }
 
+// TestSampleSetMapPath checks that the map used for huge vocabularies
+// draws exactly what the bitset draws.
+func TestSampleSetMapPath(t *testing.T) {
+	var ra, rb pyRandom
+	ra.seed(5)
+	rb.seed(5)
+	a, b := newTokenSampler(&ra, 70000), newTokenSampler(&rb, 70000)
+	b.flatLimit = 1000
+	for k := range 50 {
+		da, db := make([]int32, 10+k*37), make([]int32, 10+k*37)
+		a.draw(da)
+		b.draw(db)
+		if !slices.Equal(da, db) {
+			t.Fatalf("request %d: map and bitset strategies differ", k)
+		}
+	}
+}
+
 func TestSampleSetSize(t *testing.T) {
 	// CPython: 21 + 4**ceil(log(3k, 4)) for k > 5.
 	want := map[int]int{1: 21, 5: 21, 6: 85, 21: 85, 22: 277, 85: 277, 86: 1045, 1000: 4117,
