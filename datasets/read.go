@@ -277,17 +277,10 @@ func (p *lineParser) parse(req *Request) error {
 		p.i++
 	} else {
 		for {
-			p.ws()
-			key, err := p.str("a key string")
+			key, err := p.key("a key string")
 			if err != nil {
 				return err
 			}
-			p.ws()
-			if p.i >= len(p.b) || p.b[p.i] != ':' {
-				return p.errAt("':' after key")
-			}
-			p.i++
-			p.ws()
 			switch string(key) {
 			case "task_id":
 				v, err := p.integer("task_id")
@@ -375,6 +368,23 @@ func (p *lineParser) parse(req *Request) error {
 	}
 	req.LoRATaskID = lora
 	return nil
+}
+
+// key parses an object key and the colon after it, with the whitespace
+// around both, leaving the parser at the value.
+func (p *lineParser) key(what string) ([]byte, error) {
+	p.ws()
+	k, err := p.str(what)
+	if err != nil {
+		return nil, err
+	}
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != ':' {
+		return nil, p.errAt("':' after key")
+	}
+	p.i++
+	p.ws()
+	return k, nil
 }
 
 // null consumes a JSON null if one is next.
@@ -588,17 +598,10 @@ func (p *lineParser) loraRequest() (*int, error) {
 		return nil, errors.New(`"lora_request" has no "lora_int_id"`)
 	}
 	for {
-		p.ws()
-		key, err := p.str("a key string in \"lora_request\"")
+		key, err := p.key(`a key string in "lora_request"`)
 		if err != nil {
 			return nil, err
 		}
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return nil, p.errAt("':' after key")
-		}
-		p.i++
-		p.ws()
 		if string(key) == "lora_int_id" {
 			v, err := p.integer("lora_int_id")
 			if err != nil {
@@ -655,18 +658,12 @@ func (p *lineParser) skip(depth int) error {
 			return nil
 		}
 		for {
-			p.ws()
 			if c == '{' {
-				if _, err := p.str("a key string"); err != nil {
+				if _, err := p.key("a key string"); err != nil {
 					return err
 				}
-				p.ws()
-				if p.i >= len(p.b) || p.b[p.i] != ':' {
-					return p.errAt("':' after key")
-				}
-				p.i++
-				p.ws()
 			}
+			p.ws()
 			if err := p.skip(depth + 1); err != nil {
 				return err
 			}

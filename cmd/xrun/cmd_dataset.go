@@ -93,10 +93,9 @@ func newDatasetCommand(a *app) *cobra.Command {
 
 func newDatasetNormCommand(a *app) *cobra.Command {
 	opts := &datasetOptions{dist: datasets.NormDist}
-	cmd := &cobra.Command{
-		Use:   "token-norm-dist --num-requests N --input-mean A --input-stdev B --output-mean C --output-stdev D",
-		Short: "Requests with normally distributed input and output lengths",
-		Long: datasetLong + `
+	return newDatasetGenCommand(a, opts,
+		"token-norm-dist --num-requests N --input-mean A --input-stdev B --output-mean C --output-stdev D",
+		"Requests with normally distributed input and output lengths", `
 
 Lengths are max(1, ceil(mean + stdev*z)) with numpy's legacy normal
 generator; input and output lengths share the same z (TensorRT-LLM re-seeds
@@ -105,35 +104,40 @@ before each), so they are perfectly correlated.
 Example:
   xrun dataset token-norm-dist --model tinyllama-1.1b --num-requests 3000 \
     --input-mean 128 --input-stdev 0 --output-mean 128 --output-stdev 0 --output data.jsonl
-` + exitStatusHelp,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return runDataset(cmd.Context(), a, opts, args) },
-	}
-	addDatasetRequiredFlags(cmd, opts,
+`,
 		requiredFlag{"num-requests", &opts.numRequests}, requiredFlag{"input-mean", &opts.inputMean},
 		requiredFlag{"input-stdev", &opts.inputStdev}, requiredFlag{"output-mean", &opts.outputMean},
 		requiredFlag{"output-stdev", &opts.outputStdev})
-	addDatasetCommonFlags(cmd, opts)
-	return cmd
 }
 
 func newDatasetUnifCommand(a *app) *cobra.Command {
 	opts := &datasetOptions{dist: datasets.UnifDist}
-	cmd := &cobra.Command{
-		Use:   "token-unif-dist --num-requests N --input-min A --input-max B --output-min C --output-max D",
-		Short: "Requests with uniformly distributed input and output lengths",
-		Long: datasetLong + `
+	return newDatasetGenCommand(a, opts,
+		"token-unif-dist --num-requests N --input-min A --input-max B --output-min C --output-max D",
+		"Requests with uniformly distributed input and output lengths", `
 
 Lengths are drawn uniformly from the inclusive ranges with numpy's
 default_rng(seed).integers, re-seeded for the output lengths.
-` + exitStatusHelp,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error { return runDataset(cmd.Context(), a, opts, args) },
-	}
-	addDatasetRequiredFlags(cmd, opts,
+`,
 		requiredFlag{"num-requests", &opts.numRequests}, requiredFlag{"input-min", &opts.inputMin},
 		requiredFlag{"input-max", &opts.inputMax}, requiredFlag{"output-min", &opts.outputMin},
 		requiredFlag{"output-max", &opts.outputMax})
+}
+
+// newDatasetGenCommand builds one generator subcommand; the distributions
+// differ only in their length flags and help.
+func newDatasetGenCommand(a *app, opts *datasetOptions, use, short, long string, required ...requiredFlag) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  datasetLong + long + exitStatusHelp,
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return runDataset(cmd.Context(), a, opts, args) },
+	}
+	for _, rf := range required {
+		cmd.Flags().Var(rf.v, rf.name, datasetFlagUsage[rf.name])
+	}
+	opts.required = required
 	addDatasetCommonFlags(cmd, opts)
 	return cmd
 }
@@ -148,13 +152,6 @@ var datasetFlagUsage = map[string]string{
 	"input-max":    "largest input length, inclusive (required)",
 	"output-min":   "smallest output length, inclusive (required)",
 	"output-max":   "largest output length, inclusive (required)",
-}
-
-func addDatasetRequiredFlags(cmd *cobra.Command, opts *datasetOptions, flags ...requiredFlag) {
-	for _, rf := range flags {
-		cmd.Flags().Var(rf.v, rf.name, datasetFlagUsage[rf.name])
-	}
-	opts.required = flags
 }
 
 func addDatasetCommonFlags(cmd *cobra.Command, opts *datasetOptions) {
