@@ -1,7 +1,36 @@
 // Package engine is the inference engine every cell runs on: the Engine
-// interface the runner calls, the model zoo, the in-flight batching
-// scheduler and the trtllm-bench metrics. The model itself lives in
-// engine/model, written once against a backend interface implemented by
-// engine/cpu (float32, the correctness oracle) and engine/cuda (fp16/bf16 on
-// NVIDIA GPUs). Nothing in engine knows about files, YAML or results.
+// the runner calls (New, Run, Close), the model zoo and Hugging Face
+// model directories, the in-flight batching scheduler, and the
+// trtllm-bench metrics.
+//
+// New resolves Config.Model (a zoo name or a directory with config.json
+// and *.safetensors, read by engine/safetensors), creates the backend
+// ("cpu" built in; others such as engine/cuda are added with
+// RegisterBackend) and loads or generates the weights once. Run serves a
+// dataset the way `trtllm-bench throughput` does offline: Config.Warmup
+// requests (chosen with replacement, seeded) run first and untimed; then
+// all requests are submitted at once; at most BatchSize are in flight, and
+// each iteration gives one token to every decoding request and fills the
+// rest of MaxNumTokens with prefill chunks (chunked prefill); every request
+// generates exactly its OutputTokens greedily (EOS ignored). Iterations are
+// numbered from the first warm-up iteration, as TensorRT-LLM counts them,
+// which is what ProfileWindow spans refer to.
+//
+// Result holds per-request records (the runner's requests.jsonl),
+// per-iteration records (iterations.csv), Metrics (exactly MetricKeys,
+// ComputeMetrics: a pure function of the request records), the expert load
+// of MoE models, and per-op timings of profiled passes (on the CPU these
+// are the profile's "kernels").
+//
+// Profiling: with RunOptions.Profile the backend's Profiler hooks are
+// called at the top of every iteration as TLLM_PROFILE_START_STOP does
+// (stop if the previous iteration ended a span, then start if this one
+// begins one), with one named range per iteration; Hooks let other code
+// (telemetry) follow the same boundaries.
+//
+// The model itself is engine/model, written once against the backend
+// interface implemented by engine/cpu (float32, the correctness oracle)
+// and engine/cuda (fp16/bf16 on NVIDIA GPUs). Nothing in engine knows about
+// YAML, results files or the runner; the only files it reads are a model
+// directory's config.json and checkpoints.
 package engine

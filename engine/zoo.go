@@ -21,8 +21,15 @@ const (
 	RoutingSoftmaxTopK       = model.RoutingSoftmaxTopK
 )
 
+// tinyNote marks the test shapes.
+const tinyNote = "not a published model: a test shape of its family, small enough for the CPU backend"
+
 // zoo holds the built-in models at their real shapes (from each model's
 // Hugging Face config.json) and tiny shapes the CPU backend runs quickly.
+// Zoo weights are random (seeded, deterministic, scaled so activations stay
+// O(1) at any depth: see engine/model). Departures from an architecture
+// are listed in Simplifications; the shapes, and so the cost, are exact.
+// Mixtral, Qwen3-MoE and the Llamas have none beyond random weights.
 var zoo = map[string]ModelConfig{
 	"tinyllama-1.1b": {
 		Family: "llama", Hidden: 2048, Layers: 22, Heads: 32, KVHeads: 4, HeadDim: 64, FFN: 5632,
@@ -67,15 +74,18 @@ var zoo = map[string]ModelConfig{
 	"tiny-llama": {
 		Family: "llama", Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 160,
 		Vocab: 512, DatasetVocab: 512, BOS: 1, EOS: 2, RMSEps: 1e-5, RopeTheta: 10000, MaxPos: 4096,
+		Simplifications: []string{tinyNote},
 	},
 	"tiny-dense": {
 		Family: "llama", Hidden: 256, Layers: 4, Heads: 8, KVHeads: 2, HeadDim: 32, FFN: 704,
 		Vocab: 2048, DatasetVocab: 2048, BOS: 1, EOS: 2, RMSEps: 1e-5, RopeTheta: 10000, MaxPos: 4096,
+		Simplifications: []string{tinyNote},
 	},
 	"tiny-moe": {
 		Family: "mixtral", Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 256,
 		Vocab: 2048, DatasetVocab: 2048, BOS: 1, EOS: 2, RMSEps: 1e-5, RopeTheta: 1e6, MaxPos: 4096,
 		Experts: 8, TopK: 2, Routing: RoutingSoftmaxTopKRenorm,
+		Simplifications: []string{tinyNote},
 	},
 }
 

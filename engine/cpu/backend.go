@@ -29,7 +29,7 @@ type Backend struct {
 	argmaxT argmaxTask
 
 	scratch16 [][]float32 // per worker: a ragged C tile
-	scores    [][]float32 // per worker: attention scores
+	attn      []attnScratch
 	moe       moeScratch
 
 	prof profiler
@@ -58,7 +58,7 @@ func New(opt model.BackendOptions) (*Backend, error) {
 	b := &Backend{opt: opt, blocked: opt.Gemm == GemmAuto, pool: newPool(threads)}
 	for range threads {
 		b.scratch16 = append(b.scratch16, make([]float32, mr*nr))
-		b.scores = append(b.scores, nil)
+		b.attn = append(b.attn, attnScratch{})
 	}
 	return b, nil
 }
@@ -251,31 +251,47 @@ func (b *Backend) Zero(t model.Tensor) {
 	clear(s.i)
 }
 
-// kvCache holds K and V as [layer][slot][kv head][position][head dim].
+// kvCache holds, per (layer, slot, KV head), capacity positions rounded
+// up to 16: K in panels of 16 positions [pos/16][head dim][16], so the GEMM
+// micro-kernel computes q·Kᵀ straight from the cache, and V row-major
+// [pos][head dim], the layout P·V wants.
 type kvCache struct {
 	c    model.KVConfig
+	pad  int // capacity rounded up to 16
 	k, v []float32
 }
 
 func (c *kvCache) Config() model.KVConfig { return c.c }
 
-// at is the offset of (layer, slot, head, position 0).
+// at is the offset of (layer, slot, head) in k and v.
 func (c *kvCache) at(layer, slot, head int) int {
-	return ((layer*c.c.Slots+slot)*c.c.KVHeads + head) * c.c.Capacity * c.c.HeadDim
+	return ((layer*c.c.Slots+slot)*c.c.KVHeads + head) * c.pad * c.c.HeadDim
 }
 
-// NewKVCache allocates a KV cache.
+// attnScratch is one worker's attention scratch.
+type attnScratch struct {
+	q, s, o []float32
+	sum     []float32
+}
+
+// NewKVCache allocates a KV cache and the attention scratch it implies.
 func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
-	n := c.Layers * c.Slots * c.KVHeads * c.Capacity * c.HeadDim
-	if n <= 0 {
-		return nil, fmt.Errorf("KV cache %+v: sizes must be positive", c)
+	pad := (c.Capacity + nr - 1) / nr * nr
+	n := c.Layers * c.Slots * c.KVHeads * pad * c.HeadDim
+	if n <= 0 || c.Heads%c.KVHeads != 0 {
+		return nil, fmt.Errorf("KV cache %+v: sizes must be positive, heads a multiple of KV heads", c)
 	}
-	for w := range b.scores {
-		if len(b.scores[w]) < c.Capacity {
-			b.scores[w] = make([]float32, c.Capacity)
+	rows := attnBlock(c.HeadLayout, pad) * (c.Heads / c.KVHeads)
+	for w := range b.attn {
+		a := &b.attn[w]
+		if len(a.s) < rows*pad {
+			a.s = make([]float32, rows*pad)
+		}
+		if len(a.q) < rows*c.HeadDim {
+			a.q, a.o, a.sum = make([]float32, rows*c.HeadDim), make([]float32, rows*c.HeadDim), make([]float32, rows)
 		}
 	}
-	return &kvCache{c: c, k: make([]float32, n), v: make([]float32, n)}, nil
+	return &kvCache{c: c, pad: pad, k: make([]float32, n), v: make([]float32, n)}, nil
 }
 
 // SetBatch records the iteration's layout and plans the attention work.

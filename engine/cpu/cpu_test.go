@@ -73,8 +73,17 @@ func TestExpf(t *testing.T) {
 // cached tokens, and a decode token) through each op and compares with the
 // reference functions.
 func TestOpsMatchReference(t *testing.T) {
+	for _, hl := range []model.HeadLayout{{Heads: 4, KVHeads: 2, HeadDim: 8}, {Heads: 8, KVHeads: 1, HeadDim: 32}} {
+		for _, goKernel := range []bool{false, true} {
+			forceGoKernel = goKernel
+			testOps(t, hl)
+			forceGoKernel = false
+		}
+	}
+}
+
+func testOps(t *testing.T, hl model.HeadLayout) {
 	r := rand.New(rand.NewPCG(3, 4))
-	hl := model.HeadLayout{Heads: 4, KVHeads: 2, HeadDim: 8}
 	W := hl.QKVWidth()
 	for _, threads := range []int{1, 2} {
 		b := newBackend(t, GemmAuto, threads)
@@ -123,7 +132,7 @@ func TestOpsMatchReference(t *testing.T) {
 		RefAttention(want, qa, kvOf(all(qkvA0, qkvA1), 8, kOff), kvOf(all(qkvA0, qkvA1), 8, vOff), 5, 3, hl.Heads, hl.KVHeads, hl.HeadDim)
 		RefAttention(want[5*hl.Heads*hl.HeadDim:], qb, kvOf(all(qkvB0, qkvB1), 7, kOff), kvOf(all(qkvB0, qkvB1), 7, vOff), 1, 6, hl.Heads, hl.KVHeads, hl.HeadDim)
 		if e := RelErr(got, want); e > 1e-6 {
-			t.Errorf("threads=%d attention rel err %g", threads, e)
+			t.Errorf("%+v go=%v threads=%d attention rel err %g", hl, forceGoKernel, threads, e)
 		}
 
 		// RoPE and qk-norm on the same batch.
@@ -312,5 +321,40 @@ func TestRandomIsDeterministicAndParallelSafe(t *testing.T) {
 	}
 	if fa[0] != model.RandomValue(42, 0, 0.5) {
 		t.Error("Random differs from model.RandomValue")
+	}
+}
+
+func TestVectorMath(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{1, 7, 8, 9, 33, 100} {
+		x := randF(r, n)
+		for i := range x {
+			x[i] *= 20
+		}
+		g, u := randF(r, n), randF(r, n)
+		for i := range g {
+			g[i] *= 30
+		}
+		got, want := append([]float32{}, x...), make([]float32, n)
+		s := expSum(got, 0.5, -3)
+		var ws float64
+		for i, v := range x {
+			e := math.Exp(float64(v)*0.5 - 3)
+			want[i] = float32(e)
+			ws += e
+		}
+		if e := RelErr(got, want); e > 1e-6 || math.Abs(float64(s)-ws)/ws > 1e-6 {
+			t.Errorf("n=%d expSum rel err %g, sum %g want %g", n, e, s, ws)
+		}
+		if m, want := maxOf(x), goMax(x); m != want {
+			t.Errorf("n=%d maxOf %g, want %g", n, m, want)
+		}
+		out, ref := make([]float32, n), make([]float32, n)
+		siluMul(out, g, u)
+		gu := append(append([]float32{}, g...), u...)
+		RefSwiGLU(ref, gu, 1, n)
+		if e := RelErr(out, ref); e > 1e-6 {
+			t.Errorf("n=%d siluMul rel err %g", n, e)
+		}
 	}
 }

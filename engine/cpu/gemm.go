@@ -38,12 +38,13 @@ func packWeight(w []float32, n, k int) *packed {
 	return p
 }
 
-// goKernel is the portable micro-kernel: rows × 16 of C over k.
-func goKernel(rows, k int, a []float32, lda int, b []float32, c []float32, ldc int) {
+// goKernel is the portable micro-kernel: rows × 16 of C over k, B rows
+// ldb apart.
+func goKernel(rows, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	for r := range rows {
 		var acc [nr]float32
 		for kk, av := range a[r*lda : r*lda+k] {
-			p := (*[nr]float32)(b[kk*nr : kk*nr+nr])
+			p := (*[nr]float32)(b[kk*ldb : kk*ldb+nr])
 			acc[0] += av * p[0]
 			acc[1] += av * p[1]
 			acc[2] += av * p[2]
@@ -77,10 +78,10 @@ func gemmTile(out []float32, ldo int, x []float32, ldx int, w *packed, r0, r1, p
 			rows := min(mr, r1-i)
 			a := x[i*ldx:]
 			if cols == nr {
-				microKernel(rows, k, a, ldx, panel, out[i*ldo+col:], ldo)
+				microKernel(rows, k, a, ldx, panel, nr, out[i*ldo+col:], ldo)
 				continue
 			}
-			microKernel(rows, k, a, ldx, panel, scratch, nr)
+			microKernel(rows, k, a, ldx, panel, nr, scratch, nr)
 			for r := range rows {
 				copy(out[(i+r)*ldo+col:(i+r)*ldo+col+cols], scratch[r*nr:r*nr+cols])
 			}
@@ -150,6 +151,9 @@ const minTileFlops = 1 << 17
 // gemm computes out[m, n] = x[m, k] · wᵀ on the pool: blocked when pw is
 // set, plain otherwise.
 func (b *Backend) gemm(out []float32, ldo int, x []float32, ldx int, m, n, k int, w []float32, pw *packed) {
+	if m <= 0 {
+		return
+	}
 	t := &b.gemmT
 	*t = gemmTask{out: out, x: x, w: w, pw: pw, ldo: ldo, ldx: ldx, m: m, n: n, k: k, scratch: b.scratch16}
 	units := n // columns, or panels of 16 for the blocked kernel

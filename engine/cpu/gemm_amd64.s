@@ -4,15 +4,17 @@
 
 #include "textflag.h"
 
-// func kern1x16(k int, a *float32, lda int, b *float32, c *float32, ldc int)
-TEXT ·kern1x16(SB), NOSPLIT, $0-48
+// func kern1x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+TEXT ·kern1x16(SB), NOSPLIT, $0-56
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), DX
 	SHLQ $2, DX
 	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), R8
-	MOVQ ldc+40(FP), R9
+	MOVQ ldb+32(FP), BX
+	SHLQ $2, BX
+	MOVQ c+40(FP), R8
+	MOVQ ldc+48(FP), R9
 	SHLQ $2, R9
 	LEAQ (SI)(DX*2), R10
 	ADDQ DX, R10
@@ -23,26 +25,26 @@ TEXT ·kern1x16(SB), NOSPLIT, $0-48
 	CMPQ CX, $2
 	JL tail
 loop:
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
 	VFMADD231PS Y14, Y13, Y1
-	VMOVUPS 64(DI), Y12
-	VMOVUPS 96(DI), Y13
+	VMOVUPS (DI)(BX*1), Y12
+	VMOVUPS 32(DI)(BX*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y14, Y12, Y2
 	VFMADD231PS Y14, Y13, Y3
 	ADDQ $8, SI
 	ADDQ $8, R10
-	ADDQ $128, DI
+	LEAQ (DI)(BX*2), DI
 	SUBQ $2, CX
 	CMPQ CX, $2
 	JGE loop
 tail:
 	TESTQ CX, CX
 	JZ store
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -55,15 +57,17 @@ store:
 	VZEROUPPER
 	RET
 
-// func kern2x16(k int, a *float32, lda int, b *float32, c *float32, ldc int)
-TEXT ·kern2x16(SB), NOSPLIT, $0-48
+// func kern2x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+TEXT ·kern2x16(SB), NOSPLIT, $0-56
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), DX
 	SHLQ $2, DX
 	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), R8
-	MOVQ ldc+40(FP), R9
+	MOVQ ldb+32(FP), BX
+	SHLQ $2, BX
+	MOVQ c+40(FP), R8
+	MOVQ ldc+48(FP), R9
 	SHLQ $2, R9
 	LEAQ (SI)(DX*2), R10
 	ADDQ DX, R10
@@ -78,7 +82,7 @@ TEXT ·kern2x16(SB), NOSPLIT, $0-48
 	CMPQ CX, $2
 	JL tail
 loop:
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -86,8 +90,8 @@ loop:
 	VBROADCASTSS (SI)(DX*1), Y15
 	VFMADD231PS Y15, Y12, Y2
 	VFMADD231PS Y15, Y13, Y3
-	VMOVUPS 64(DI), Y12
-	VMOVUPS 96(DI), Y13
+	VMOVUPS (DI)(BX*1), Y12
+	VMOVUPS 32(DI)(BX*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y14, Y12, Y4
 	VFMADD231PS Y14, Y13, Y5
@@ -96,14 +100,14 @@ loop:
 	VFMADD231PS Y15, Y13, Y7
 	ADDQ $8, SI
 	ADDQ $8, R10
-	ADDQ $128, DI
+	LEAQ (DI)(BX*2), DI
 	SUBQ $2, CX
 	CMPQ CX, $2
 	JGE loop
 tail:
 	TESTQ CX, CX
 	JZ store
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -124,15 +128,17 @@ store:
 	VZEROUPPER
 	RET
 
-// func kern3x16(k int, a *float32, lda int, b *float32, c *float32, ldc int)
-TEXT ·kern3x16(SB), NOSPLIT, $0-48
+// func kern3x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+TEXT ·kern3x16(SB), NOSPLIT, $0-56
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), DX
 	SHLQ $2, DX
 	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), R8
-	MOVQ ldc+40(FP), R9
+	MOVQ ldb+32(FP), BX
+	SHLQ $2, BX
+	MOVQ c+40(FP), R8
+	MOVQ ldc+48(FP), R9
 	SHLQ $2, R9
 	LEAQ (SI)(DX*2), R10
 	ADDQ DX, R10
@@ -151,7 +157,7 @@ TEXT ·kern3x16(SB), NOSPLIT, $0-48
 	CMPQ CX, $2
 	JL tail
 loop:
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -162,8 +168,8 @@ loop:
 	VBROADCASTSS (SI)(DX*2), Y14
 	VFMADD231PS Y14, Y12, Y4
 	VFMADD231PS Y14, Y13, Y5
-	VMOVUPS 64(DI), Y12
-	VMOVUPS 96(DI), Y13
+	VMOVUPS (DI)(BX*1), Y12
+	VMOVUPS 32(DI)(BX*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y14, Y12, Y6
 	VFMADD231PS Y14, Y13, Y7
@@ -175,14 +181,14 @@ loop:
 	VFMADD231PS Y14, Y13, Y11
 	ADDQ $8, SI
 	ADDQ $8, R10
-	ADDQ $128, DI
+	LEAQ (DI)(BX*2), DI
 	SUBQ $2, CX
 	CMPQ CX, $2
 	JGE loop
 tail:
 	TESTQ CX, CX
 	JZ store
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -211,15 +217,17 @@ store:
 	VZEROUPPER
 	RET
 
-// func kern4x16(k int, a *float32, lda int, b *float32, c *float32, ldc int)
-TEXT ·kern4x16(SB), NOSPLIT, $0-48
+// func kern4x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+TEXT ·kern4x16(SB), NOSPLIT, $0-56
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), DX
 	SHLQ $2, DX
 	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), R8
-	MOVQ ldc+40(FP), R9
+	MOVQ ldb+32(FP), BX
+	SHLQ $2, BX
+	MOVQ c+40(FP), R8
+	MOVQ ldc+48(FP), R9
 	SHLQ $2, R9
 	LEAQ (SI)(DX*2), R10
 	ADDQ DX, R10
@@ -234,7 +242,7 @@ TEXT ·kern4x16(SB), NOSPLIT, $0-48
 	CMPQ CX, $2
 	JL tail
 loop:
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -248,8 +256,8 @@ loop:
 	VBROADCASTSS (R10), Y15
 	VFMADD231PS Y15, Y12, Y6
 	VFMADD231PS Y15, Y13, Y7
-	VMOVUPS 64(DI), Y12
-	VMOVUPS 96(DI), Y13
+	VMOVUPS (DI)(BX*1), Y12
+	VMOVUPS 32(DI)(BX*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y14, Y12, Y0
 	VFMADD231PS Y14, Y13, Y1
@@ -264,14 +272,14 @@ loop:
 	VFMADD231PS Y15, Y13, Y7
 	ADDQ $8, SI
 	ADDQ $8, R10
-	ADDQ $128, DI
+	LEAQ (DI)(BX*2), DI
 	SUBQ $2, CX
 	CMPQ CX, $2
 	JGE loop
 tail:
 	TESTQ CX, CX
 	JZ store
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -300,15 +308,17 @@ store:
 	VZEROUPPER
 	RET
 
-// func kern5x16(k int, a *float32, lda int, b *float32, c *float32, ldc int)
-TEXT ·kern5x16(SB), NOSPLIT, $0-48
+// func kern5x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+TEXT ·kern5x16(SB), NOSPLIT, $0-56
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), DX
 	SHLQ $2, DX
 	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), R8
-	MOVQ ldc+40(FP), R9
+	MOVQ ldb+32(FP), BX
+	SHLQ $2, BX
+	MOVQ c+40(FP), R8
+	MOVQ ldc+48(FP), R9
 	SHLQ $2, R9
 	LEAQ (SI)(DX*2), R10
 	ADDQ DX, R10
@@ -325,7 +335,7 @@ TEXT ·kern5x16(SB), NOSPLIT, $0-48
 	CMPQ CX, $2
 	JL tail
 loop:
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -342,8 +352,8 @@ loop:
 	VBROADCASTSS (R10)(DX*1), Y14
 	VFMADD231PS Y14, Y12, Y8
 	VFMADD231PS Y14, Y13, Y9
-	VMOVUPS 64(DI), Y12
-	VMOVUPS 96(DI), Y13
+	VMOVUPS (DI)(BX*1), Y12
+	VMOVUPS 32(DI)(BX*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y14, Y12, Y0
 	VFMADD231PS Y14, Y13, Y1
@@ -361,14 +371,14 @@ loop:
 	VFMADD231PS Y14, Y13, Y9
 	ADDQ $8, SI
 	ADDQ $8, R10
-	ADDQ $128, DI
+	LEAQ (DI)(BX*2), DI
 	SUBQ $2, CX
 	CMPQ CX, $2
 	JGE loop
 tail:
 	TESTQ CX, CX
 	JZ store
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -403,15 +413,17 @@ store:
 	VZEROUPPER
 	RET
 
-// func kern6x16(k int, a *float32, lda int, b *float32, c *float32, ldc int)
-TEXT ·kern6x16(SB), NOSPLIT, $0-48
+// func kern6x16(k int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int)
+TEXT ·kern6x16(SB), NOSPLIT, $0-56
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), DX
 	SHLQ $2, DX
 	MOVQ b+24(FP), DI
-	MOVQ c+32(FP), R8
-	MOVQ ldc+40(FP), R9
+	MOVQ ldb+32(FP), BX
+	SHLQ $2, BX
+	MOVQ c+40(FP), R8
+	MOVQ ldc+48(FP), R9
 	SHLQ $2, R9
 	LEAQ (SI)(DX*2), R10
 	ADDQ DX, R10
@@ -430,7 +442,7 @@ TEXT ·kern6x16(SB), NOSPLIT, $0-48
 	CMPQ CX, $2
 	JL tail
 loop:
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -450,8 +462,8 @@ loop:
 	VBROADCASTSS (R10)(DX*2), Y15
 	VFMADD231PS Y15, Y12, Y10
 	VFMADD231PS Y15, Y13, Y11
-	VMOVUPS 64(DI), Y12
-	VMOVUPS 96(DI), Y13
+	VMOVUPS (DI)(BX*1), Y12
+	VMOVUPS 32(DI)(BX*1), Y13
 	VBROADCASTSS 4(SI), Y14
 	VFMADD231PS Y14, Y12, Y0
 	VFMADD231PS Y14, Y13, Y1
@@ -472,14 +484,14 @@ loop:
 	VFMADD231PS Y15, Y13, Y11
 	ADDQ $8, SI
 	ADDQ $8, R10
-	ADDQ $128, DI
+	LEAQ (DI)(BX*2), DI
 	SUBQ $2, CX
 	CMPQ CX, $2
 	JGE loop
 tail:
 	TESTQ CX, CX
 	JZ store
-	VMOVUPS 0(DI), Y12
+	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	VBROADCASTSS (SI), Y14
 	VFMADD231PS Y14, Y12, Y0
@@ -517,5 +529,248 @@ store:
 	ADDQ R9, R8
 	VMOVUPS Y10, (R8)
 	VMOVUPS Y11, 32(R8)
+	VZEROUPPER
+	RET
+
+DATA exp_lo<>+0(SB)/4, $0xc2ae0000
+DATA exp_lo<>+4(SB)/4, $0xc2ae0000
+DATA exp_lo<>+8(SB)/4, $0xc2ae0000
+DATA exp_lo<>+12(SB)/4, $0xc2ae0000
+DATA exp_lo<>+16(SB)/4, $0xc2ae0000
+DATA exp_lo<>+20(SB)/4, $0xc2ae0000
+DATA exp_lo<>+24(SB)/4, $0xc2ae0000
+DATA exp_lo<>+28(SB)/4, $0xc2ae0000
+GLOBL exp_lo<>(SB), RODATA|NOPTR, $32
+DATA exp_hi<>+0(SB)/4, $0x42b0999a
+DATA exp_hi<>+4(SB)/4, $0x42b0999a
+DATA exp_hi<>+8(SB)/4, $0x42b0999a
+DATA exp_hi<>+12(SB)/4, $0x42b0999a
+DATA exp_hi<>+16(SB)/4, $0x42b0999a
+DATA exp_hi<>+20(SB)/4, $0x42b0999a
+DATA exp_hi<>+24(SB)/4, $0x42b0999a
+DATA exp_hi<>+28(SB)/4, $0x42b0999a
+GLOBL exp_hi<>(SB), RODATA|NOPTR, $32
+DATA exp_log2e<>+0(SB)/4, $0x3fb8aa3b
+DATA exp_log2e<>+4(SB)/4, $0x3fb8aa3b
+DATA exp_log2e<>+8(SB)/4, $0x3fb8aa3b
+DATA exp_log2e<>+12(SB)/4, $0x3fb8aa3b
+DATA exp_log2e<>+16(SB)/4, $0x3fb8aa3b
+DATA exp_log2e<>+20(SB)/4, $0x3fb8aa3b
+DATA exp_log2e<>+24(SB)/4, $0x3fb8aa3b
+DATA exp_log2e<>+28(SB)/4, $0x3fb8aa3b
+GLOBL exp_log2e<>(SB), RODATA|NOPTR, $32
+DATA exp_half<>+0(SB)/4, $0x3f000000
+DATA exp_half<>+4(SB)/4, $0x3f000000
+DATA exp_half<>+8(SB)/4, $0x3f000000
+DATA exp_half<>+12(SB)/4, $0x3f000000
+DATA exp_half<>+16(SB)/4, $0x3f000000
+DATA exp_half<>+20(SB)/4, $0x3f000000
+DATA exp_half<>+24(SB)/4, $0x3f000000
+DATA exp_half<>+28(SB)/4, $0x3f000000
+GLOBL exp_half<>(SB), RODATA|NOPTR, $32
+DATA exp_ln2hi<>+0(SB)/4, $0x3f318000
+DATA exp_ln2hi<>+4(SB)/4, $0x3f318000
+DATA exp_ln2hi<>+8(SB)/4, $0x3f318000
+DATA exp_ln2hi<>+12(SB)/4, $0x3f318000
+DATA exp_ln2hi<>+16(SB)/4, $0x3f318000
+DATA exp_ln2hi<>+20(SB)/4, $0x3f318000
+DATA exp_ln2hi<>+24(SB)/4, $0x3f318000
+DATA exp_ln2hi<>+28(SB)/4, $0x3f318000
+GLOBL exp_ln2hi<>(SB), RODATA|NOPTR, $32
+DATA exp_ln2lo<>+0(SB)/4, $0xb95e8083
+DATA exp_ln2lo<>+4(SB)/4, $0xb95e8083
+DATA exp_ln2lo<>+8(SB)/4, $0xb95e8083
+DATA exp_ln2lo<>+12(SB)/4, $0xb95e8083
+DATA exp_ln2lo<>+16(SB)/4, $0xb95e8083
+DATA exp_ln2lo<>+20(SB)/4, $0xb95e8083
+DATA exp_ln2lo<>+24(SB)/4, $0xb95e8083
+DATA exp_ln2lo<>+28(SB)/4, $0xb95e8083
+GLOBL exp_ln2lo<>(SB), RODATA|NOPTR, $32
+DATA exp_c7<>+0(SB)/4, $0x39500d01
+DATA exp_c7<>+4(SB)/4, $0x39500d01
+DATA exp_c7<>+8(SB)/4, $0x39500d01
+DATA exp_c7<>+12(SB)/4, $0x39500d01
+DATA exp_c7<>+16(SB)/4, $0x39500d01
+DATA exp_c7<>+20(SB)/4, $0x39500d01
+DATA exp_c7<>+24(SB)/4, $0x39500d01
+DATA exp_c7<>+28(SB)/4, $0x39500d01
+GLOBL exp_c7<>(SB), RODATA|NOPTR, $32
+DATA exp_c6<>+0(SB)/4, $0x3ab60b61
+DATA exp_c6<>+4(SB)/4, $0x3ab60b61
+DATA exp_c6<>+8(SB)/4, $0x3ab60b61
+DATA exp_c6<>+12(SB)/4, $0x3ab60b61
+DATA exp_c6<>+16(SB)/4, $0x3ab60b61
+DATA exp_c6<>+20(SB)/4, $0x3ab60b61
+DATA exp_c6<>+24(SB)/4, $0x3ab60b61
+DATA exp_c6<>+28(SB)/4, $0x3ab60b61
+GLOBL exp_c6<>(SB), RODATA|NOPTR, $32
+DATA exp_c5<>+0(SB)/4, $0x3c088889
+DATA exp_c5<>+4(SB)/4, $0x3c088889
+DATA exp_c5<>+8(SB)/4, $0x3c088889
+DATA exp_c5<>+12(SB)/4, $0x3c088889
+DATA exp_c5<>+16(SB)/4, $0x3c088889
+DATA exp_c5<>+20(SB)/4, $0x3c088889
+DATA exp_c5<>+24(SB)/4, $0x3c088889
+DATA exp_c5<>+28(SB)/4, $0x3c088889
+GLOBL exp_c5<>(SB), RODATA|NOPTR, $32
+DATA exp_c4<>+0(SB)/4, $0x3d2aaaab
+DATA exp_c4<>+4(SB)/4, $0x3d2aaaab
+DATA exp_c4<>+8(SB)/4, $0x3d2aaaab
+DATA exp_c4<>+12(SB)/4, $0x3d2aaaab
+DATA exp_c4<>+16(SB)/4, $0x3d2aaaab
+DATA exp_c4<>+20(SB)/4, $0x3d2aaaab
+DATA exp_c4<>+24(SB)/4, $0x3d2aaaab
+DATA exp_c4<>+28(SB)/4, $0x3d2aaaab
+GLOBL exp_c4<>(SB), RODATA|NOPTR, $32
+DATA exp_c3<>+0(SB)/4, $0x3e2aaaab
+DATA exp_c3<>+4(SB)/4, $0x3e2aaaab
+DATA exp_c3<>+8(SB)/4, $0x3e2aaaab
+DATA exp_c3<>+12(SB)/4, $0x3e2aaaab
+DATA exp_c3<>+16(SB)/4, $0x3e2aaaab
+DATA exp_c3<>+20(SB)/4, $0x3e2aaaab
+DATA exp_c3<>+24(SB)/4, $0x3e2aaaab
+DATA exp_c3<>+28(SB)/4, $0x3e2aaaab
+GLOBL exp_c3<>(SB), RODATA|NOPTR, $32
+DATA exp_c2<>+0(SB)/4, $0x3f000000
+DATA exp_c2<>+4(SB)/4, $0x3f000000
+DATA exp_c2<>+8(SB)/4, $0x3f000000
+DATA exp_c2<>+12(SB)/4, $0x3f000000
+DATA exp_c2<>+16(SB)/4, $0x3f000000
+DATA exp_c2<>+20(SB)/4, $0x3f000000
+DATA exp_c2<>+24(SB)/4, $0x3f000000
+DATA exp_c2<>+28(SB)/4, $0x3f000000
+GLOBL exp_c2<>(SB), RODATA|NOPTR, $32
+DATA exp_one<>+0(SB)/4, $0x3f800000
+DATA exp_one<>+4(SB)/4, $0x3f800000
+DATA exp_one<>+8(SB)/4, $0x3f800000
+DATA exp_one<>+12(SB)/4, $0x3f800000
+DATA exp_one<>+16(SB)/4, $0x3f800000
+DATA exp_one<>+20(SB)/4, $0x3f800000
+DATA exp_one<>+24(SB)/4, $0x3f800000
+DATA exp_one<>+28(SB)/4, $0x3f800000
+GLOBL exp_one<>(SB), RODATA|NOPTR, $32
+
+// func vexpsum(x *float32, n int, scale, bias float32) float32
+TEXT ·vexpsum(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS scale+16(FP), Y5
+	VBROADCASTSS bias+20(FP), Y6
+	VXORPS Y7, Y7, Y7
+loop:
+	CMPQ CX, $8
+	JL done
+	VMOVUPS (DI), Y0
+	VFMADD213PS Y6, Y5, Y0
+	VMOVUPS exp_lo<>(SB), Y2
+	VMAXPS Y0, Y2, Y0
+	VMOVUPS exp_hi<>(SB), Y2
+	VMINPS Y0, Y2, Y0
+	VMOVUPS exp_log2e<>(SB), Y1
+	VMULPS Y0, Y1, Y1
+	VADDPS exp_half<>(SB), Y1, Y1
+	VROUNDPS $1, Y1, Y1
+	VFNMADD231PS exp_ln2hi<>(SB), Y1, Y0
+	VFNMADD231PS exp_ln2lo<>(SB), Y1, Y0
+	VMOVUPS exp_c7<>(SB), Y2
+	VFMADD213PS exp_c6<>(SB), Y0, Y2
+	VFMADD213PS exp_c5<>(SB), Y0, Y2
+	VFMADD213PS exp_c4<>(SB), Y0, Y2
+	VFMADD213PS exp_c3<>(SB), Y0, Y2
+	VFMADD213PS exp_c2<>(SB), Y0, Y2
+	VFMADD213PS exp_one<>(SB), Y0, Y2
+	VFMADD213PS exp_one<>(SB), Y0, Y2
+	VCVTPS2DQ Y1, Y1
+	VPSLLD $23, Y1, Y1
+	VPADDD Y1, Y2, Y0
+	VMOVUPS Y0, (DI)
+	VADDPS Y0, Y7, Y7
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JMP loop
+done:
+	VEXTRACTF128 $1, Y7, X1
+	VADDPS X1, X7, X7
+	VHADDPS X7, X7, X7
+	VHADDPS X7, X7, X7
+	VMOVSS X7, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func vmax(x *float32, n int) float32
+TEXT ·vmax(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), DI
+	MOVQ n+8(FP), CX
+	VMOVUPS (DI), Y0
+	VMOVUPS Y0, Y1
+	ADDQ $32, DI
+	SUBQ $8, CX
+loop:
+	CMPQ CX, $16
+	JL one
+	VMAXPS (DI), Y0, Y0
+	VMAXPS 32(DI), Y1, Y1
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP loop
+one:
+	CMPQ CX, $8
+	JL done
+	VMAXPS (DI), Y0, Y0
+done:
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func vsilumul(out, gate, up *float32, n int)
+TEXT ·vsilumul(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), CX
+	VXORPS Y7, Y7, Y7
+loop:
+	CMPQ CX, $8
+	JL done
+	VMOVUPS (SI), Y3
+	VSUBPS Y3, Y7, Y0
+	VMOVUPS exp_lo<>(SB), Y2
+	VMAXPS Y0, Y2, Y0
+	VMOVUPS exp_hi<>(SB), Y2
+	VMINPS Y0, Y2, Y0
+	VMOVUPS exp_log2e<>(SB), Y1
+	VMULPS Y0, Y1, Y1
+	VADDPS exp_half<>(SB), Y1, Y1
+	VROUNDPS $1, Y1, Y1
+	VFNMADD231PS exp_ln2hi<>(SB), Y1, Y0
+	VFNMADD231PS exp_ln2lo<>(SB), Y1, Y0
+	VMOVUPS exp_c7<>(SB), Y2
+	VFMADD213PS exp_c6<>(SB), Y0, Y2
+	VFMADD213PS exp_c5<>(SB), Y0, Y2
+	VFMADD213PS exp_c4<>(SB), Y0, Y2
+	VFMADD213PS exp_c3<>(SB), Y0, Y2
+	VFMADD213PS exp_c2<>(SB), Y0, Y2
+	VFMADD213PS exp_one<>(SB), Y0, Y2
+	VFMADD213PS exp_one<>(SB), Y0, Y2
+	VCVTPS2DQ Y1, Y1
+	VPSLLD $23, Y1, Y1
+	VPADDD Y1, Y2, Y0
+	VADDPS exp_one<>(SB), Y0, Y0
+	VDIVPS Y0, Y3, Y3
+	VMULPS (DX), Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	SUBQ $8, CX
+	JMP loop
+done:
 	VZEROUPPER
 	RET

@@ -60,3 +60,33 @@ func axpy(a float32, x, y []float32) {
 		y[i] += a * x[i]
 	}
 }
+
+// goExpSum is expSum without assembly.
+func goExpSum(x []float32, scale, bias float32) float32 {
+	var s float32
+	for i, v := range x {
+		e := expf(v*scale + bias)
+		x[i] = e
+		s += e
+	}
+	return s
+}
+
+// goSiluMul is siluMul without assembly.
+func goSiluMul(out, g, u []float32) {
+	for i := range out {
+		out[i] = silu(g[i]) * u[i]
+	}
+}
+
+// goMax is the largest value of a non-empty x; plain comparisons (the
+// max builtin's NaN handling costs several times more per element).
+func goMax(x []float32) float32 {
+	m := x[0]
+	for _, v := range x[1:] {
+		if v > m {
+			m = v
+		}
+	}
+	return m
+}

@@ -21,6 +21,9 @@ type routeTask struct {
 }
 
 func (b *Backend) Route(idx, weights, logits, forced model.Tensor, forcedRow, rows, k int, method string, counts model.Tensor, layer int) {
+	if rows <= 0 {
+		return
+	}
 	t0 := b.begin()
 	lg := ft(logits)
 	E := lg.cols()
@@ -168,6 +171,9 @@ const moeRowsPerItem = 8 * mr
 // stable in token order), experts × row blocks run in parallel, and the
 // combine sums each token's k results in slot order (deterministic).
 func (b *Backend) MoE(out, x, idx, weights, gateUp, down model.Tensor, rows, k int) {
+	if rows <= 0 {
+		return
+	}
 	t0 := b.begin()
 	gu, dn := ft(gateUp), ft(down)
 	E, F2, H := gu.shape[0], gu.shape[1], gu.shape[2]

@@ -37,6 +37,9 @@ type rowTask struct {
 const minRowWork = 1 << 14
 
 func (b *Backend) runRows(t *rowTask, work int) {
+	if t.rows <= 0 {
+		return
+	}
 	chunks := b.pool.split(t.rows, work, minRowWork)
 	t.per = (t.rows + chunks - 1) / chunks
 	b.pool.run(t, (t.rows+t.per-1)/t.per)
@@ -110,10 +113,7 @@ func rmsNormRow(out, x, w []float32, eps float32) {
 
 func swigluRow(out, gu []float32) {
 	n := len(out)
-	g, u := gu[:n], gu[n:2*n]
-	for i := range out {
-		out[i] = silu(g[i]) * u[i]
-	}
+	siluMul(out, gu[:n], gu[n:2*n])
 }
 
 // ropeHead rotates one head by a table row (cos | sin), rotate-half style.
@@ -242,8 +242,10 @@ func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
 
 // Attention: keys and values of the batch go into the cache, then every
 // token attends to its sequence's positions 0..pos. Work items are (sequence,
-// KV head, block of tokens); each handles the whole GQA group of query
-// heads sharing that KV head.
+// KV head, block of tokens); an item gathers the queries of its tokens ×
+// the GQA group of heads sharing the KV head into rows, computes scores for
+// all rows with the GEMM micro-kernel (K is stored in panels), takes a
+// causal softmax per row, and multiplies by V with the micro-kernel again.
 type attnItem struct {
 	slot, head int32
 	t0, t1     int32 // batch rows
@@ -256,13 +258,18 @@ type attnTask struct {
 	cache   *kvCache
 	layer   int
 	pos     []int32
-	scores  [][]float32
+	scratch []attnScratch
 	scale   float32
 	hl      model.HeadLayout
 	qkvCols int
 }
 
-const attnTokenBlock = 16
+// attnBlock is how many tokens of one sequence an item takes: up to 16,
+// fewer when long contexts would make the score scratch large.
+func attnBlock(h model.HeadLayout, pad int) int {
+	g := h.Heads / h.KVHeads
+	return max(1, min(16, (1<<20)/(g*pad)))
+}
 
 func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer int) {
 	t0 := b.begin()
@@ -279,23 +286,27 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 		}
 		row := q.f[i*W : (i+1)*W]
 		for h := range hl.KVHeads {
-			at := c.at(layer, int(slot), h) + p*D
-			copy(c.k[at:at+D], row[(hl.Heads+h)*D:(hl.Heads+h+1)*D])
-			copy(c.v[at:at+D], row[(hl.Heads+hl.KVHeads+h)*D:(hl.Heads+hl.KVHeads+h+1)*D])
+			base := c.at(layer, int(slot), h)
+			kp := c.k[base+(p/nr)*D*nr+p%nr:]
+			for d, v := range row[(hl.Heads+h)*D : (hl.Heads+h+1)*D] {
+				kp[d*nr] = v
+			}
+			copy(c.v[base+p*D:base+(p+1)*D], row[(hl.Heads+hl.KVHeads+h)*D:])
 		}
 	}
+	block := int32(attnBlock(hl, c.pad))
 	items := b.items[:0]
 	for _, s := range bt.Seqs {
 		for h := range hl.KVHeads {
-			for r := s.Start; r < s.Start+s.Len; r += attnTokenBlock {
-				items = append(items, attnItem{slot: s.Slot, head: int32(h), t0: r, t1: min(r+attnTokenBlock, s.Start+s.Len)})
+			for r := s.Start; r < s.Start+s.Len; r += block {
+				items = append(items, attnItem{slot: s.Slot, head: int32(h), t0: r, t1: min(r+block, s.Start+s.Len)})
 			}
 		}
 	}
 	b.items = items
 	t := &b.attnT
 	*t = attnTask{items: items, out: ft(out).f, qkv: q.f, cache: c, layer: layer, pos: bt.Positions,
-		scores: b.scores, scale: float32(1 / math.Sqrt(float64(D))), hl: hl, qkvCols: W}
+		scratch: b.attn, scale: float32(1 / math.Sqrt(float64(D))), hl: hl, qkvCols: W}
 	b.pool.run(t, len(items))
 	b.end("cpu_attention", t0)
 }
@@ -305,36 +316,53 @@ func (t *attnTask) run(c, w int) {
 	hl := t.hl
 	D, G := hl.HeadDim, hl.Heads/hl.KVHeads
 	base := t.cache.at(t.layer, int(it.slot), int(it.head))
+	K, V := t.cache.k[base:base+t.cache.pad*D], t.cache.v[base:base+t.cache.pad*D]
+	a := &t.scratch[w]
+	rows := int(it.t1-it.t0) * G
+	// Row r is token t0 + r/G, query head head*G + r%G.
+	for r := range rows {
+		tok, qh := int(it.t0)+r/G, int(it.head)*G+r%G
+		copy(a.q[r*D:(r+1)*D], t.qkv[tok*t.qkvCols+qh*D:])
+	}
+	nMax := int(t.pos[it.t1-1]) + 1 // positions increase within a sequence
+	pad := (nMax + nr - 1) / nr * nr
+	sc := a.s[:rows*pad]
+	for p0 := 0; p0 < nMax; p0 += nr {
+		panel := K[(p0/nr)*D*nr:]
+		for r0 := 0; r0 < rows; r0 += mr {
+			microKernel(min(mr, rows-r0), D, a.q[r0*D:], D, panel, nr, sc[r0*pad+p0:], pad)
+		}
+	}
+	for r := range rows {
+		n := int(t.pos[int(it.t0)+r/G]) + 1
+		row := sc[r*pad : r*pad+n]
+		mx := maxOf(row)
+		a.sum[r] = expSum(row, t.scale, -mx*t.scale)
+		clear(sc[r*pad+n : r*pad+nMax]) // later positions get no weight
+	}
+	o := a.o[:rows*D]
+	if D%nr == 0 {
+		for d0 := 0; d0 < D; d0 += nr {
+			for r0 := 0; r0 < rows; r0 += mr {
+				microKernel(min(mr, rows-r0), nMax, sc[r0*pad:], pad, V[d0:], D, o[r0*D+d0:], D)
+			}
+		}
+	} else {
+		for r := range rows {
+			or := o[r*D : (r+1)*D]
+			clear(or)
+			for j, e := range sc[r*pad : r*pad+nMax] {
+				axpy(e, V[j*D:(j+1)*D], or)
+			}
+		}
+	}
 	outCols := hl.Heads * D
-	for r := it.t0; r < it.t1; r++ {
-		n := int(t.pos[r]) + 1
-		K := t.cache.k[base : base+n*D]
-		V := t.cache.v[base : base+n*D]
-		sc := t.scores[w][:n]
-		for g := range G {
-			qh := int(it.head)*G + g
-			q := t.qkv[int(r)*t.qkvCols+qh*D : int(r)*t.qkvCols+(qh+1)*D]
-			mx := float32(math.Inf(-1))
-			for j := range n {
-				s := dot(q, K[j*D:(j+1)*D]) * t.scale
-				sc[j] = s
-				mx = max(mx, s)
-			}
-			var sum float32
-			for j, s := range sc {
-				e := expf(s - mx)
-				sc[j] = e
-				sum += e
-			}
-			o := t.out[int(r)*outCols+qh*D : int(r)*outCols+(qh+1)*D]
-			clear(o)
-			for j, e := range sc {
-				axpy(e, V[j*D:(j+1)*D], o)
-			}
-			inv := 1 / sum
-			for i := range o {
-				o[i] *= inv
-			}
+	for r := range rows {
+		tok, qh := int(it.t0)+r/G, int(it.head)*G+r%G
+		inv := 1 / a.sum[r]
+		dst := t.out[tok*outCols+qh*D : tok*outCols+(qh+1)*D]
+		for i, v := range o[r*D : (r+1)*D] {
+			dst[i] = v * inv
 		}
 	}
 }

@@ -390,11 +390,13 @@ func (m *Model) Forward(b *Batch) error {
 			be.MatMul(m.delta, m.act, ly.down, T)
 		}
 	}
-	be.Add(m.x, m.delta, T)
 	// Only the sampled rows go through the final norm and the LM head.
-	be.GatherRows(m.g, m.x)
-	be.RMSNorm(m.g, m.g, m.finalNorm, S, eps)
-	be.MatMul(m.logits, m.g, m.lmHead, S)
+	if S > 0 {
+		be.Add(m.x, m.delta, T)
+		be.GatherRows(m.g, m.x)
+		be.RMSNorm(m.g, m.g, m.finalNorm, S, eps)
+		be.MatMul(m.logits, m.g, m.lmHead, S)
+	}
 	m.lastRows, m.lastLogitRows = T, S
 	return nil
 }
@@ -408,6 +410,13 @@ func (m *Model) Argmax(dst []int32) error {
 // ReadLogits copies the last Forward's logits ([rows, vocab]) to dst.
 func (m *Model) ReadLogits(dst []float32) error {
 	return m.be.ReadFloat32(dst[:m.lastLogitRows*m.cfg.Vocab], m.logits, m.lastLogitRows)
+}
+
+// ReadResidual copies the last Forward's residual stream ([tokens,
+// hidden]) to dst: the hidden state every layer added to, which must stay
+// finite (and within fp16 range) at any depth.
+func (m *Model) ReadResidual(dst []float32) error {
+	return m.be.ReadFloat32(dst[:m.lastRows*m.cfg.Hidden], m.x, m.lastRows)
 }
 
 // ExpertCounts copies the tokens routed to each expert of each layer since

@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// Config is one cell's engine configuration, fully resolved by the runner.
+type Config struct {
+	// Model is a zoo name or a Hugging Face model directory.
+	Model string
+	// Backend is "cpu" or "cuda" (the runner resolves "auto").
+	Backend string
+	// Dtype is the compute type: float16, bfloat16 or float32 (the CPU
+	// backend always computes in float32).
+	Dtype string
+	// BatchSize is the most requests in flight (trtllm-bench
+	// --max_batch_size); default 2048 as in TensorRT-LLM.
+	BatchSize int
+	// MaxNumTokens is the most tokens one iteration processes (prefill
+	// chunks plus one per decoding request); default 8192.
+	MaxNumTokens int
+	// GemmPlugin is auto (the vendor / best blocked GEMM) or disable (the
+	// engine's own plain GEMM); default auto.
+	GemmPlugin string
+	// RoutingMode is learned, perfect, uniform or zipf:S (S > 0); default
+	// learned. It only matters on MoE models.
+	RoutingMode string
+	// ProfileWindow is "none" (or empty) or a comma list of iteration spans
+	// "A-B" and single iterations "K" (0-based, inclusive, increasing):
+	// TLLM_PROFILE_START_STOP's syntax. It applies to runs with
+	// RunOptions.Profile.
+	ProfileWindow string
+	// Seed seeds random weights, uniform/zipf routing and the choice of
+	// warm-up requests.
+	Seed int
+	// Warmup is how many requests run, untimed, before the timed pass;
+	// they advance the iteration counter as in TensorRT-LLM.
+	Warmup int
+	// NumGPUs is how many GPUs the cell uses; "per GPU" metrics divide by
+	// it. Default 1.
+	NumGPUs int
+	// KVCacheFreeGPUMemFraction bounds the KV cache on a GPU (0: backend
+	// default); unused on the CPU.
+	KVCacheFreeGPUMemFraction float64
+	// Threads caps the CPU backend's goroutines (0: GOMAXPROCS).
+	Threads int
+	// Device is the GPU ordinal for the cuda backend.
+	Device int
+}
+
+// Defaults of Config's zero values (TensorRT-LLM's where it has one).
+const (
+	DefaultBatchSize    = 2048
+	DefaultMaxNumTokens = 8192
+)
+
+// ParamError is an engine parameter outside what the engine accepts; it
+// blames the user's input (exit status 2).
+type ParamError struct {
+	Field string // the spec's name: batch_size, routing_mode, ...
+	Value string
+	Msg   string // what was expected
+}
+
+func (e *ParamError) Error() string {
+	return fmt.Sprintf("%s: %q: %s", e.Field, e.Value, e.Msg)
+}
+func (e *ParamError) BadInput() bool { return true }
+
+func (c Config) withDefaults() Config {
+	if c.Backend == "" {
+		c.Backend = "cpu"
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.MaxNumTokens == 0 {
+		c.MaxNumTokens = DefaultMaxNumTokens
+	}
+	if c.GemmPlugin == "" {
+		c.GemmPlugin = "auto"
+	}
+	if c.NumGPUs == 0 {
+		c.NumGPUs = 1
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	bad := func(field string, v any, msg string) error {
+		return &ParamError{Field: field, Value: fmt.Sprint(v), Msg: msg}
+	}
+	switch {
+	case c.BatchSize < 1:
+		return bad("batch_size", c.BatchSize, "a positive integer")
+	case c.MaxNumTokens < 1:
+		return bad("max_num_tokens", c.MaxNumTokens, "a positive integer")
+	case c.GemmPlugin != "auto" && c.GemmPlugin != "disable":
+		return bad("gemm_plugin", c.GemmPlugin, "auto or disable")
+	case c.Warmup < 0:
+		return bad("warmup", c.Warmup, "a non-negative number of requests")
+	case c.NumGPUs < 1:
+		return bad("gpus", c.NumGPUs, "a positive integer")
+	case c.Threads < 0:
+		return bad("threads", c.Threads, "a non-negative integer")
+	}
+	switch c.Dtype {
+	case "", "auto", "float16", "bfloat16", "float32":
+	default:
+		return bad("dtype", c.Dtype, "float16, bfloat16 or float32")
+	}
+	return nil
+}
+
+// ParseRoutingMode reads routing_mode: learned, perfect, uniform or zipf:S
+// with S > 0 ("" is learned).
+func ParseRoutingMode(s string) (model.Routing, error) {
+	switch s {
+	case "", "learned":
+		return model.Routing{Mode: model.Learned}, nil
+	case "perfect":
+		return model.Routing{Mode: model.Perfect}, nil
+	case "uniform":
+		return model.Routing{Mode: model.Uniform}, nil
+	}
+	if rest, ok := strings.CutPrefix(s, "zipf:"); ok {
+		v, err := strconv.ParseFloat(rest, 64)
+		if err == nil && v > 0 && !math.IsInf(v, 0) {
+			return model.Routing{Mode: model.Zipf, S: v}, nil
+		}
+	}
+	return model.Routing{}, &ParamError{Field: "routing_mode", Value: s, Msg: "learned, perfect, uniform or zipf:S with S > 0"}
+}
+
+// Span is a range of engine iterations, First..Last inclusive.
+type Span struct{ First, Last int }
+
+// ParseProfileWindow reads TLLM_PROFILE_START_STOP's syntax: "none" or ""
+// (no window), or a comma list of spans "A-B" and single iterations "K",
+// 0-based, inclusive, increasing and not overlapping.
+func ParseProfileWindow(s string) ([]Span, error) {
+	if s == "" || s == "none" {
+		return nil, nil
+	}
+	bad := func(msg string) ([]Span, error) {
+		return nil, &ParamError{Field: "profile_window", Value: s, Msg: msg}
+	}
+	var spans []Span
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		a, b, isSpan := strings.Cut(part, "-")
+		first, err1 := strconv.Atoi(strings.TrimSpace(a))
+		last, err2 := first, error(nil)
+		if isSpan {
+			last, err2 = strconv.Atoi(strings.TrimSpace(b))
+		}
+		switch {
+		case err1 != nil || err2 != nil || first < 0:
+			return bad(fmt.Sprintf("%q is not A-B or K with non-negative integers", part))
+		case first > last:
+			return bad(fmt.Sprintf("span %q ends before it starts", part))
+		case len(spans) > 0 && first <= spans[len(spans)-1].Last:
+			return bad(fmt.Sprintf("span %q overlaps or precedes the one before", part))
+		}
+		spans = append(spans, Span{first, last})
+	}
+	return spans, nil
+}

@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/xrun-dev/xrun/datasets"
+	"github.com/xrun-dev/xrun/engine/cpu"
+	"github.com/xrun-dev/xrun/engine/model"
+	"github.com/xrun-dev/xrun/engine/safetensors"
+)
+
+// Engine serves datasets on one model, loaded once.
+type Engine interface {
+	// Run serves reqs once, the way trtllm-bench throughput does offline:
+	// the warm-up requests first, untimed, then every request submitted at
+	// once. It returns when all are done, ctx is cancelled (promptly, at
+	// the next iteration; the error wraps ctx.Err()), or, with
+	// RunOptions.StopAfterWindow, after the last profiled iteration.
+	Run(ctx context.Context, reqs []datasets.Request, opts RunOptions) (*Result, error)
+	// Model is the model's shape.
+	Model() ModelConfig
+	// Backend names the backend and its GEMM path, e.g.
+	// "cpu/cpu_gemm_blocked_avx2_6x16".
+	Backend() string
+	// Close frees the backend.
+	Close() error
+}
+
+// RunOptions configure one pass.
+type RunOptions struct {
+	// Profile opens the configured profile window (all iterations when
+	// the window is none): per-op timings go to Result.Ops. Profiled passes
+	// are separate from timed ones; their throughput is not reported.
+	Profile bool
+	// StopAfterWindow ends a profiled pass after the window's last
+	// iteration; the Result is then Partial and has no Metrics.
+	StopAfterWindow bool
+	// Hooks observe iterations and windows (e.g. to sample GPU telemetry).
+	Hooks Hooks
+}
+
+// Hooks are optional callbacks at iteration boundaries, called on the
+// goroutine running the engine.
+type Hooks struct {
+	IterationStart func(index int, name string)
+	IterationEnd   func(rec IterationRecord)
+	WindowStart    func(iteration int)
+	WindowStop     func(iteration int)
+}
+
+// RequestRecord is one timed request. Times are since the run started
+// (the warm-up included); Start is when it was submitted (all at once,
+// after the warm-up), FirstToken when its first generated token existed,
+// End when its last did.
+type RequestRecord struct {
+	TaskID       int           `json:"task_id"`
+	Start        time.Duration `json:"start_ns"`
+	FirstToken   time.Duration `json:"first_token_ns"`
+	End          time.Duration `json:"end_ns"`
+	InputTokens  int           `json:"input_tokens"`
+	OutputTokens int           `json:"output_tokens"`
+	OutputIDs    []int32       `json:"output_ids"`
+}
+
+// IterationRecord is one engine iteration.
+type IterationRecord struct {
+	Index       int           `json:"iteration"`
+	CtxRequests int           `json:"ctx_requests"` // requests with a prefill chunk
+	CtxTokens   int           `json:"ctx_tokens"`
+	GenRequests int           `json:"gen_requests"` // requests decoding one token
+	Start       time.Duration `json:"start_ns"`
+	Duration    time.Duration `json:"duration_ns"`
+	Warmup      bool          `json:"warmup"`
+	Profiled    bool          `json:"profiled"`
+}
+
+// Name is the iteration's profiler range name.
+func (r IterationRecord) Name() string {
+	return fmt.Sprintf("iteration %d: %d ctx reqs, %d ctx tokens, %d gen reqs", r.Index, r.CtxRequests, r.CtxTokens, r.GenRequests)
+}
+
+// OpRecord is one timed operation of a profile window.
+type OpRecord = model.OpRecord
+
+// Result is what one Run produced.
+type Result struct {
+	Backend string
+	// Requests are the timed requests, in dataset order.
+	Requests []RequestRecord
+	// Iterations are all iterations, warm-up ones flagged.
+	Iterations []IterationRecord
+	// Metrics has exactly MetricKeys (nil for a Partial result).
+	Metrics map[string]float64
+	// ExpertLoad is set for MoE models.
+	ExpertLoad *ExpertLoad
+	// Ops are the per-operation timings of profiled iterations.
+	Ops []OpRecord
+	// Windows are the profiled spans (when profiled).
+	Windows []Span
+	// Partial marks a pass stopped after its profile window.
+	Partial bool
+}
+
+// backends builds model backends by name. "cpu" is built in; others (the
+// CUDA backend) are added with RegisterBackend by the program that links
+// them, so this package does not depend on them.
+var (
+	backendsMu sync.Mutex
+	backends   = map[string]func(model.BackendOptions) (model.Backend, error){
+		"cpu": func(o model.BackendOptions) (model.Backend, error) { return cpu.New(o) },
+	}
+)
+
+// RegisterBackend makes a backend available to New under name.
+func RegisterBackend(name string, newBackend func(model.BackendOptions) (model.Backend, error)) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	backends[name] = newBackend
+}
+
+type engine struct {
+	mu      sync.Mutex
+	cfg     Config
+	mc      ModelConfig
+	be      model.Backend
+	m       *model.Model
+	windows []Span
+}
+
+// New loads (or creates) the model's weights on the configured backend.
+func New(ctx context.Context, cfg Config) (Engine, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	routing, err := ParseRoutingMode(cfg.RoutingMode)
+	if err != nil {
+		return nil, err
+	}
+	windows, err := ParseProfileWindow(cfg.ProfileWindow)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := LookupModel(cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	backendsMu.Lock()
+	newBackend, ok := backends[cfg.Backend]
+	backendsMu.Unlock()
+	if !ok {
+		return nil, &ParamError{Field: "engine", Value: cfg.Backend, Msg: "cpu or cuda (this program has no " + cfg.Backend + " backend)"}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var src *safetensors.Dir
+	if mc.Path != "" {
+		if mc.Family == "gpt-oss" {
+			return nil, &ConfigError{File: mc.Path, Msg: "gpt-oss checkpoints (MXFP4 experts) cannot be loaded; use the zoo's gpt-oss-20b, which has random weights at the real shape"}
+		}
+		if src, err = safetensors.OpenDir(mc.Path); err != nil {
+			return nil, err
+		}
+		defer src.Close()
+	}
+	be, err := newBackend(model.BackendOptions{Gemm: cfg.GemmPlugin, Dtype: cfg.Dtype, Threads: cfg.Threads, Device: cfg.Device})
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
+	}
+	opt := model.Options{Seed: uint64(cfg.Seed), Routing: routing}
+	if src != nil {
+		opt.Weights = src
+	}
+	m, err := model.New(be, mc, opt)
+	if err != nil {
+		be.Close()
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		be.Close()
+		return nil, err
+	}
+	return &engine{cfg: cfg, mc: mc, be: be, m: m, windows: windows}, nil
+}
+
+func (e *engine) Model() ModelConfig { return e.mc }
+func (e *engine) Backend() string    { return e.be.Name() }
+func (e *engine) Close() error       { return e.be.Close() }
+
+// errStopped ends a pass after its profile window.
+var errStopped = errors.New("stopped after the profile window")
+
+// Run serves reqs once; see Engine.
+func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptions) (*Result, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(reqs) == 0 {
+		return nil, &ParamError{Field: "dataset", Value: "", Msg: "at least one request"}
+	}
+	maxLen, prompt := 0, 0
+	for i, r := range reqs {
+		if len(r.InputIDs) == 0 || r.OutputTokens < 1 {
+			return nil, &datasets.Error{File: "dataset", Msg: fmt.Sprintf("request %d (task_id %d): needs at least one input token and one output token (has %d and %d)", i, r.TaskID, len(r.InputIDs), r.OutputTokens)}
+		}
+		if n := len(r.InputIDs) + r.OutputTokens; n > e.mc.MaxPos {
+			return nil, &datasets.Error{File: "dataset", Msg: fmt.Sprintf("request %d (task_id %d): %d input + %d output tokens exceed the model's %d positions", i, r.TaskID, len(r.InputIDs), r.OutputTokens, e.mc.MaxPos)}
+		}
+		maxLen = max(maxLen, len(r.InputIDs)+r.OutputTokens)
+		prompt += len(r.InputIDs)
+	}
+	if err := datasets.CheckVocab(reqs, e.mc.Vocab); err != nil {
+		return nil, err
+	}
+	slots := min(e.cfg.BatchSize, len(reqs))
+	capa := model.Capacity{
+		MaxTokens:    min(e.cfg.MaxNumTokens, prompt+slots),
+		MaxLogitRows: slots,
+		Slots:        slots,
+		MaxLen:       maxLen,
+	}
+	capa.MaxLogitRows = min(capa.MaxLogitRows, capa.MaxTokens)
+	if err := e.m.Reserve(capa); err != nil {
+		return nil, err
+	}
+	e.m.ResetRouting()
+	// Discard counts a failed earlier run may have left.
+	st := &runState{e: e, opts: opts, t0: time.Now(), batch: &model.Batch{}, next: make([]int32, capa.MaxLogitRows)}
+	if e.mc.MoE() {
+		st.load = &ExpertLoad{Layers: e.mc.Layers, Experts: e.mc.Experts}
+		st.counts = make([]int32, e.mc.Layers*e.mc.Experts)
+		if err := e.m.ExpertCounts(st.counts); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Profile {
+		st.windows = e.windows
+		if len(st.windows) == 0 {
+			st.windows = []Span{{0, int(^uint(0) >> 1)}}
+		}
+		e.be.StartProfile(st.t0)
+	}
+
+	res := &Result{Backend: e.be.Name()}
+	err := st.serve(ctx, warmupRequests(reqs, e.cfg.Warmup, e.cfg.Seed), true)
+	if err == nil {
+		st.records = make([]RequestRecord, len(reqs))
+		err = st.serve(ctx, reqs, false)
+	}
+	st.closeWindow()
+	if opts.Profile {
+		res.Ops = e.be.Ops()
+		res.Windows = e.windows
+	}
+	res.Iterations = st.iters
+	if st.load != nil {
+		st.load.summarise()
+		res.ExpertLoad = st.load
+	}
+	switch {
+	case errors.Is(err, errStopped):
+		res.Requests, res.Partial = st.finished(), true
+		return res, nil
+	case err != nil:
+		return nil, err
+	}
+	res.Requests = st.records
+	res.Metrics = ComputeMetrics(res.Requests, e.cfg.NumGPUs)
+	return res, nil
+}
+
+// warmupRequests picks n requests like trtllm-bench's warm-up (random
+// choice with replacement, shuffled), seeded so runs repeat.
+func warmupRequests(reqs []datasets.Request, n, seed int) []datasets.Request {
+	if n <= 0 {
+		return nil
+	}
+	rng := newRand(uint64(seed) ^ 0x7761726d7570) // "warmup"
+	out := make([]datasets.Request, n)
+	for i := range out {
+		out[i] = reqs[rng.IntN(len(reqs))]
+	}
+	return out
+}
