@@ -47,6 +47,9 @@ type Config struct {
 	// KVCacheFreeGPUMemFraction bounds the KV cache on a GPU (0: backend
 	// default); unused on the CPU.
 	KVCacheFreeGPUMemFraction float64
+	// KVCacheBytes bounds the KV cache in bytes (0: the backend's default,
+	// 4 GiB on the CPU). Requests in flight are capped so it holds them.
+	KVCacheBytes int64
 	// Threads caps the CPU backend's goroutines (0: GOMAXPROCS).
 	Threads int
 	// Device is the GPU ordinal for the cuda backend.
@@ -106,6 +109,8 @@ func (c Config) validate() error {
 		return bad("warmup", c.Warmup, "a non-negative number of requests")
 	case c.NumGPUs < 1:
 		return bad("gpus", c.NumGPUs, "a positive integer")
+	case c.KVCacheBytes < 0:
+		return bad("kv_cache_bytes", c.KVCacheBytes, "a non-negative number of bytes")
 	case c.Threads < 0:
 		return bad("threads", c.Threads, "a non-negative integer")
 	}

@@ -103,6 +103,9 @@ type Result struct {
 	Windows []Span
 	// Partial marks a pass stopped after its profile window.
 	Partial bool
+	// MaxInFlight is the most requests the run could hold at once:
+	// batch_size, or fewer when the KV cache could not hold that many.
+	MaxInFlight int
 }
 
 // backends builds model backends by name. "cpu" is built in; others (the
@@ -168,7 +171,8 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		}
 		defer src.Close()
 	}
-	be, err := newBackend(model.BackendOptions{Gemm: cfg.GemmPlugin, Dtype: cfg.Dtype, Threads: cfg.Threads, Device: cfg.Device})
+	be, err := newBackend(model.BackendOptions{Gemm: cfg.GemmPlugin, Dtype: cfg.Dtype, Threads: cfg.Threads, Device: cfg.Device,
+		KVCacheBytes: cfg.KVCacheBytes, KVCacheFraction: cfg.KVCacheFreeGPUMemFraction})
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
@@ -216,7 +220,15 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	if err := datasets.CheckVocab(reqs, e.mc.Vocab); err != nil {
 		return nil, err
 	}
-	slots := min(e.cfg.BatchSize, len(reqs))
+	// Like TensorRT-LLM's capacity scheduler, admit no more requests at once
+	// than the KV cache can hold whole.
+	fit := e.be.MaxKVSlots(e.m.KVConfig(0, maxLen))
+	if fit < 1 {
+		per := e.m.KVConfig(0, maxLen).KVBytesPerToken(4) * int64(maxLen)
+		return nil, &ParamError{Field: "dataset", Value: fmt.Sprint(maxLen, " tokens"),
+			Msg: fmt.Sprintf("a request this long needs about %d MiB of KV cache, more than the %s backend's budget", per>>20, e.cfg.Backend)}
+	}
+	slots := min(e.cfg.BatchSize, len(reqs), fit)
 	capa := model.Capacity{
 		MaxTokens:    min(e.cfg.MaxNumTokens, prompt+slots),
 		MaxLogitRows: slots,
@@ -245,7 +257,7 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 		e.be.StartProfile(st.t0)
 	}
 
-	res := &Result{Backend: e.be.Name()}
+	res := &Result{Backend: e.be.Name(), MaxInFlight: slots}
 	err := st.serve(ctx, warmupRequests(reqs, e.cfg.Warmup, e.cfg.Seed), true)
 	if err == nil {
 		st.records = make([]RequestRecord, len(reqs))

@@ -365,3 +365,36 @@ func TestRunRejectsBadRequests(t *testing.T) {
 		}
 	}
 }
+
+func TestKVBudgetCapsInFlight(t *testing.T) {
+	reqs := mixedRequests(8)
+	full := newEngine(t, Config{Model: "tiny-llama", BatchSize: 8})
+	want, err := full.Run(context.Background(), reqs, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tiny-llama keeps 512 bytes of K and V per position; the longest
+	// request needs 40 positions, padded to 48: 24 KiB a slot.
+	small := newEngine(t, Config{Model: "tiny-llama", BatchSize: 8, KVCacheBytes: 2*24<<10 + 100})
+	got, err := small.Run(context.Background(), reqs, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.MaxInFlight != 8 || got.MaxInFlight != 2 {
+		t.Fatalf("in flight: %d and %d, want 8 and 2", want.MaxInFlight, got.MaxInFlight)
+	}
+	for _, it := range got.Iterations {
+		if it.CtxRequests+it.GenRequests > 2 {
+			t.Fatalf("iteration %+v has more than 2 requests", it)
+		}
+	}
+	for i := range reqs {
+		if !slices.Equal(got.Requests[i].OutputIDs, want.Requests[i].OutputIDs) {
+			t.Errorf("request %d differs under a small KV budget", i)
+		}
+	}
+	tiny := newEngine(t, Config{Model: "tiny-llama", KVCacheBytes: 1000})
+	if _, err := tiny.Run(context.Background(), reqs, RunOptions{}); err == nil || !strings.Contains(err.Error(), "KV cache") {
+		t.Errorf("no slot fits: %v", err)
+	}
+}

@@ -263,6 +263,39 @@ type kvCache struct {
 
 func (c *kvCache) Config() model.KVConfig { return c.c }
 
+func (c *kvCache) Shape() []int {
+	return []int{c.c.Layers, c.c.Slots, c.c.Capacity, c.c.KVHeads, c.c.HeadDim}
+}
+
+// DefaultKVCacheBytes is the CPU backend's KV-cache budget unless
+// BackendOptions.KVCacheBytes says otherwise.
+const DefaultKVCacheBytes = 4 << 30
+
+// MaxKVSlots is how many float32 slots of c's capacity fit the budget.
+func (b *Backend) MaxKVSlots(c model.KVConfig) int {
+	budget := b.opt.KVCacheBytes
+	if budget <= 0 {
+		budget = DefaultKVCacheBytes
+	}
+	pad := int64((c.Capacity + nr - 1) / nr * nr)
+	per := c.KVBytesPerToken(4) * pad
+	if per <= 0 {
+		return 0
+	}
+	return int(min(budget/per, 1<<30))
+}
+
+// Free drops the backend's hold on a tensor; the garbage collector does
+// the rest.
+func (b *Backend) Free(t model.Tensor) {
+	if x, ok := t.(*tensor); ok {
+		x.f, x.i, x.pk = nil, nil, nil
+	}
+	if c, ok := t.(*kvCache); ok {
+		c.k, c.v = nil, nil
+	}
+}
+
 // at is the offset of (layer, slot, head) in k and v.
 func (c *kvCache) at(layer, slot, head int) int {
 	return ((layer*c.c.Slots+slot)*c.c.KVHeads + head) * c.pad * c.c.HeadDim

@@ -67,11 +67,18 @@ type KVConfig struct {
 	HeadLayout
 }
 
-// KVCache is a backend-owned key/value cache. The CPU layout is
-// [layer][slot][kv head][position][head dim] for K and for V; a backend may
-// choose another as long as Attention reads what it wrote.
+// KVCache is a backend-owned key/value cache; a backend chooses its layout
+// (the CPU's is in engine/cpu) as long as Attention reads what it wrote.
+// Shape is [layers, slots, capacity, kv heads, head dim].
 type KVCache interface {
+	Tensor
 	Config() KVConfig
+}
+
+// KVBytesPerToken is the cache memory one position of one slot takes when
+// elements are elemBytes wide: K and V for every layer and KV head.
+func (c KVConfig) KVBytesPerToken(elemBytes int) int64 {
+	return int64(2*c.Layers*c.KVHeads*c.HeadDim) * int64(elemBytes)
 }
 
 // Backend is everything the model needs from a device. It has two phases:
@@ -101,6 +108,13 @@ type Backend interface {
 	Alloc(name string, dt DType, shape ...int) (Tensor, error)
 	// NewKVCache creates a KV cache.
 	NewKVCache(c KVConfig) (KVCache, error)
+	// MaxKVSlots is how many slots of c's shape (c.Slots ignored) fit the
+	// backend's KV-cache budget (BackendOptions.KVCacheBytes, or on CUDA
+	// KVCacheFraction of free device memory). Like TensorRT-LLM's
+	// capacity scheduler, the engine admits no more requests at once.
+	MaxKVSlots(c KVConfig) int
+	// Free releases a tensor or KV cache now (Close releases the rest).
+	Free(t Tensor)
 	// WriteInt32 and WriteFloat32 copy host data into the first rows of t.
 	WriteInt32(t Tensor, src []int32) error
 	WriteFloat32(t Tensor, src []float32) error
@@ -211,4 +225,10 @@ type BackendOptions struct {
 	Threads int
 	// Device is the GPU ordinal (CUDA).
 	Device int
+	// KVCacheBytes is the KV-cache budget in bytes (0: the backend's
+	// default; the CPU's is DefaultCPUKVCacheBytes).
+	KVCacheBytes int64
+	// KVCacheFraction is kv_cache_free_gpu_mem_fraction: the share of free
+	// device memory the KV cache may take (CUDA; 0: 0.9).
+	KVCacheFraction float64
 }

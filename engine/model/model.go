@@ -273,60 +273,78 @@ func (e *WeightError) Error() string {
 func (e *WeightError) BadInput() bool { return true }
 
 // Reserve sizes the activations, the KV cache and the routing tables for a
-// run; buffers only grow, so repeated runs reuse them.
+// run. Activations only grow; the KV cache is reallocated to exactly
+// Slots × MaxLen whenever either grows (a run's cache must fit the budget
+// MaxKVSlots computed for it). Replaced buffers are freed.
 func (m *Model) Reserve(c Capacity) error {
 	if c.MaxLogitRows <= 0 || c.MaxLogitRows > c.MaxTokens {
 		c.MaxLogitRows = c.MaxTokens
 	}
 	old := m.capa
-	grow := func(want, have int) bool { return want > have }
 	cfg, be := m.cfg, m.be
 	H, hl := cfg.Hidden, cfg.HeadLayout()
 	var err error
-	alloc := func(name string, dt DType, shape ...int) Tensor {
+	alloc := func(t *Tensor, name string, dt DType, shape ...int) {
 		if err != nil {
-			return nil
+			return
 		}
-		t, e := be.Alloc(name, dt, shape...)
+		if *t != nil {
+			be.Free(*t)
+			*t = nil
+		}
+		n, e := be.Alloc(name, dt, shape...)
 		if e != nil {
 			err = fmt.Errorf("allocating %s %v: %w", name, shape, e)
+			return
 		}
-		return t
+		*t = n
 	}
-	if grow(c.MaxTokens, old.MaxTokens) {
+	if c.MaxTokens > old.MaxTokens {
 		T := c.MaxTokens
-		m.x = alloc("residual", Float, T, H)
-		m.h = alloc("normed", Float, T, H)
-		m.qkv = alloc("qkv", Float, T, hl.QKVWidth())
-		m.attn = alloc("attention", Float, T, cfg.Heads*cfg.HeadDim)
-		m.delta = alloc("delta", Float, T, H)
+		alloc(&m.x, "residual", Float, T, H)
+		alloc(&m.h, "normed", Float, T, H)
+		alloc(&m.qkv, "qkv", Float, T, hl.QKVWidth())
+		alloc(&m.attn, "attention", Float, T, cfg.Heads*cfg.HeadDim)
+		alloc(&m.delta, "delta", Float, T, H)
 		if cfg.MoE() {
-			m.routerLogits = alloc("router_logits", Float, T, cfg.Experts)
-			m.idx = alloc("expert_ids", Int32, T, cfg.TopK)
-			m.wts = alloc("expert_weights", Float, T, cfg.TopK)
-			m.counts = alloc("expert_counts", Int32, cfg.Layers, cfg.Experts)
+			alloc(&m.routerLogits, "router_logits", Float, T, cfg.Experts)
+			alloc(&m.idx, "expert_ids", Int32, T, cfg.TopK)
+			alloc(&m.wts, "expert_weights", Float, T, cfg.TopK)
+			if m.counts == nil {
+				alloc(&m.counts, "expert_counts", Int32, cfg.Layers, cfg.Experts)
+			}
 		} else {
-			m.gu = alloc("gate_up", Float, T, 2*cfg.FFN)
-			m.act = alloc("swiglu", Float, T, cfg.FFN)
+			alloc(&m.gu, "gate_up", Float, T, 2*cfg.FFN)
+			alloc(&m.act, "swiglu", Float, T, cfg.FFN)
 		}
-		m.capa.MaxTokens = T
-	}
-	if grow(c.MaxLogitRows, old.MaxLogitRows) {
-		m.g = alloc("logit_hidden", Float, c.MaxLogitRows, H)
-		m.logits = alloc("logits", Float, c.MaxLogitRows, cfg.Vocab)
-		m.capa.MaxLogitRows = c.MaxLogitRows
-	}
-	if grow(c.MaxLen, m.ropeLen) {
 		if err == nil {
-			m.rope, err = be.Upload("rope_table", Table, HostF32([]int{c.MaxLen, cfg.HeadDim}, RopeTable(cfg, c.MaxLen)))
+			m.capa.MaxTokens = T
 		}
+	}
+	if c.MaxLogitRows > old.MaxLogitRows {
+		alloc(&m.g, "logit_hidden", Float, c.MaxLogitRows, H)
+		alloc(&m.logits, "logits", Float, c.MaxLogitRows, cfg.Vocab)
+		if err == nil {
+			m.capa.MaxLogitRows = c.MaxLogitRows
+		}
+	}
+	if err == nil && c.MaxLen > m.ropeLen {
+		if m.rope != nil {
+			be.Free(m.rope)
+		}
+		m.rope, err = be.Upload("rope_table", Table, HostF32([]int{c.MaxLen, cfg.HeadDim}, RopeTable(cfg, c.MaxLen)))
 		m.ropeLen = c.MaxLen
 	}
-	if grow(c.Slots, old.Slots) || grow(c.MaxLen, old.MaxLen) {
+	if err == nil && (c.Slots > old.Slots || c.MaxLen > old.MaxLen) {
+		if m.cache != nil {
+			be.Free(m.cache)
+			m.cache = nil
+		}
+		m.cache, err = be.NewKVCache(KVConfig{Layers: cfg.Layers, Slots: c.Slots, Capacity: c.MaxLen, HeadLayout: hl})
 		if err == nil {
-			slots, maxLen := max(c.Slots, old.Slots), max(c.MaxLen, old.MaxLen)
-			m.cache, err = be.NewKVCache(KVConfig{Layers: cfg.Layers, Slots: slots, Capacity: maxLen, HeadLayout: hl})
-			m.capa.Slots, m.capa.MaxLen = slots, maxLen
+			m.capa.Slots, m.capa.MaxLen = c.Slots, c.MaxLen
+		} else {
+			m.capa.Slots, m.capa.MaxLen = 0, 0
 		}
 	}
 	if err == nil && cfg.MoE() {
@@ -336,6 +354,12 @@ func (m *Model) Reserve(c Capacity) error {
 		be.Zero(m.counts)
 	}
 	return err
+}
+
+// KVConfig is the KV-cache shape of this model with slots slots of
+// capacity positions.
+func (m *Model) KVConfig(slots, capacity int) KVConfig {
+	return KVConfig{Layers: m.cfg.Layers, Slots: slots, Capacity: capacity, HeadLayout: m.cfg.HeadLayout()}
 }
 
 // Capacity reports what the model is sized for.

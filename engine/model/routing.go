@@ -79,18 +79,28 @@ func (r *routeTables) reserve(m *Model, maxTokens int) error {
 				ids[t*k+j] = int32(BalancedExpert(t, j, k, E))
 			}
 		}
+		if r.perfect != nil {
+			m.be.Free(r.perfect)
+		}
 		t, err := m.be.Alloc("perfect_routing", Int32, maxTokens, k)
 		if err == nil {
 			err = m.be.WriteInt32(t, ids)
 		}
+		if err != nil {
+			r.perfect, r.rows = nil, 0
+			return err
+		}
 		r.perfect, r.rows = t, maxTokens
-		return err
+		return nil
 	case Uniform, Zipf:
 		rows := max(4*maxTokens, 4096)
 		if r.rows >= rows {
 			return nil
 		}
-		r.random = r.random[:0]
+		for _, t := range r.random {
+			m.be.Free(t)
+		}
+		r.random, r.rows = r.random[:0], 0
 		for l := range c.Layers {
 			rng := rand.New(rand.NewPCG(r.seed, uint64(l)+1))
 			ids := randomAssignments(rng, r.mode, rows, k, E)
