@@ -74,6 +74,12 @@ func LoadHFConfig(dir string) (ModelConfig, error) {
 		}
 		return ModelConfig{}, &ConfigError{File: file, Msg: err.Error()}
 	}
+	return parseHFConfig(dir, file, data)
+}
+
+// parseHFConfig decodes the contents of config.json (file) of model
+// directory dir.
+func parseHFConfig(dir, file string, data []byte) (ModelConfig, error) {
 	var h hfConfig
 	if err := json.Unmarshal(data, &h); err != nil {
 		var se *json.SyntaxError
