@@ -222,7 +222,10 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	}
 	// Like TensorRT-LLM's capacity scheduler, admit no more requests at once
 	// than the KV cache can hold whole.
-	fit := e.be.MaxKVSlots(e.m.KVConfig(0, maxLen))
+	fit := e.cfg.BatchSize
+	if kb, ok := e.be.(model.KVBudget); ok {
+		fit = kb.MaxKVSlots(e.m.KVConfig(0, maxLen))
+	}
 	if fit < 1 {
 		per := e.m.KVConfig(0, maxLen).KVBytesPerToken(4) * int64(maxLen)
 		return nil, &ParamError{Field: "dataset", Value: fmt.Sprint(maxLen, " tokens"),

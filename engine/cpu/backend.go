@@ -263,10 +263,6 @@ type kvCache struct {
 
 func (c *kvCache) Config() model.KVConfig { return c.c }
 
-func (c *kvCache) Shape() []int {
-	return []int{c.c.Layers, c.c.Slots, c.c.Capacity, c.c.KVHeads, c.c.HeadDim}
-}
-
 // DefaultKVCacheBytes is the CPU backend's KV-cache budget unless
 // BackendOptions.KVCacheBytes says otherwise.
 const DefaultKVCacheBytes = 4 << 30
@@ -291,8 +287,12 @@ func (b *Backend) Free(t model.Tensor) {
 	if x, ok := t.(*tensor); ok {
 		x.f, x.i, x.pk = nil, nil, nil
 	}
-	if c, ok := t.(*kvCache); ok {
-		c.k, c.v = nil, nil
+}
+
+// FreeKVCache drops a KV cache.
+func (b *Backend) FreeKVCache(c model.KVCache) {
+	if x, ok := c.(*kvCache); ok {
+		x.k, x.v = nil, nil
 	}
 }
 
@@ -382,4 +382,8 @@ func (b *Backend) end(name string, t0 time.Time) {
 		Start: t0.Sub(b.prof.epoch), Duration: now.Sub(t0)})
 }
 
-var _ model.Backend = (*Backend)(nil)
+var (
+	_ model.Backend  = (*Backend)(nil)
+	_ model.KVBudget = (*Backend)(nil)
+	_ model.Releaser = (*Backend)(nil)
+)

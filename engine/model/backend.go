@@ -69,9 +69,7 @@ type KVConfig struct {
 
 // KVCache is a backend-owned key/value cache; a backend chooses its layout
 // (the CPU's is in engine/cpu) as long as Attention reads what it wrote.
-// Shape is [layers, slots, capacity, kv heads, head dim].
 type KVCache interface {
-	Tensor
 	Config() KVConfig
 }
 
@@ -108,13 +106,6 @@ type Backend interface {
 	Alloc(name string, dt DType, shape ...int) (Tensor, error)
 	// NewKVCache creates a KV cache.
 	NewKVCache(c KVConfig) (KVCache, error)
-	// MaxKVSlots is how many slots of c's shape (c.Slots ignored) fit the
-	// backend's KV-cache budget (BackendOptions.KVCacheBytes, or on CUDA
-	// KVCacheFraction of free device memory). Like TensorRT-LLM's
-	// capacity scheduler, the engine admits no more requests at once.
-	MaxKVSlots(c KVConfig) int
-	// Free releases a tensor or KV cache now (Close releases the rest).
-	Free(t Tensor)
 	// WriteInt32 and WriteFloat32 copy host data into the first rows of t.
 	WriteInt32(t Tensor, src []int32) error
 	WriteFloat32(t Tensor, src []float32) error
@@ -180,6 +171,24 @@ type Backend interface {
 
 	// Close frees everything the backend allocated.
 	Close() error
+}
+
+// KVBudget is implemented by backends whose KV-cache memory is bounded
+// (both of ours): MaxKVSlots is how many slots of c's shape (c.Slots
+// ignored) fit the budget (BackendOptions.KVCacheBytes, or on CUDA
+// KVCacheFraction of free device memory). Like TensorRT-LLM's capacity
+// scheduler, the engine then admits no more requests at once. Without it,
+// batch_size alone bounds them.
+type KVBudget interface {
+	MaxKVSlots(c KVConfig) int
+}
+
+// Releaser is implemented by backends that can free memory before Close:
+// the model frees buffers and caches it replaces when a later run needs
+// them larger.
+type Releaser interface {
+	Free(t Tensor)
+	FreeKVCache(c KVCache)
 }
 
 // Profiler is the profiling hook a backend implements. The engine calls it

@@ -289,7 +289,7 @@ func (m *Model) Reserve(c Capacity) error {
 			return
 		}
 		if *t != nil {
-			be.Free(*t)
+			m.free(*t)
 			*t = nil
 		}
 		n, e := be.Alloc(name, dt, shape...)
@@ -330,16 +330,16 @@ func (m *Model) Reserve(c Capacity) error {
 	}
 	if err == nil && c.MaxLen > m.ropeLen {
 		if m.rope != nil {
-			be.Free(m.rope)
+			m.free(m.rope)
 		}
 		m.rope, err = be.Upload("rope_table", Table, HostF32([]int{c.MaxLen, cfg.HeadDim}, RopeTable(cfg, c.MaxLen)))
 		m.ropeLen = c.MaxLen
 	}
 	if err == nil && (c.Slots > old.Slots || c.MaxLen > old.MaxLen) {
-		if m.cache != nil {
-			be.Free(m.cache)
-			m.cache = nil
+		if r, ok := be.(Releaser); ok && m.cache != nil {
+			r.FreeKVCache(m.cache)
 		}
+		m.cache = nil
 		m.cache, err = be.NewKVCache(KVConfig{Layers: cfg.Layers, Slots: c.Slots, Capacity: c.MaxLen, HeadLayout: hl})
 		if err == nil {
 			m.capa.Slots, m.capa.MaxLen = c.Slots, c.MaxLen
@@ -354,6 +354,13 @@ func (m *Model) Reserve(c Capacity) error {
 		be.Zero(m.counts)
 	}
 	return err
+}
+
+// free releases a replaced buffer where the backend can.
+func (m *Model) free(t Tensor) {
+	if r, ok := m.be.(Releaser); ok {
+		r.Free(t)
+	}
 }
 
 // KVConfig is the KV-cache shape of this model with slots slots of

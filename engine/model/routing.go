@@ -80,7 +80,7 @@ func (r *routeTables) reserve(m *Model, maxTokens int) error {
 			}
 		}
 		if r.perfect != nil {
-			m.be.Free(r.perfect)
+			m.free(r.perfect)
 		}
 		t, err := m.be.Alloc("perfect_routing", Int32, maxTokens, k)
 		if err == nil {
@@ -98,7 +98,7 @@ func (r *routeTables) reserve(m *Model, maxTokens int) error {
 			return nil
 		}
 		for _, t := range r.random {
-			m.be.Free(t)
+			m.free(t)
 		}
 		r.random, r.rows = r.random[:0], 0
 		for l := range c.Layers {
