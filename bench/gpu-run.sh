@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Companion of gpu-check.sh, run on the GPU machine: `xrun devices`, the
-# engine/cuda GPU checks, and the GEMM benchmark (own kernel vs cuBLASLt at
-# TinyLlama-1.1B's projections, M = 1, 64, 256). Logs go to $OUT (or
-# .gpu/out); a short table is printed last.
+# Companion of gpu-check.sh, run on the GPU machine in one go: `xrun
+# devices`, the engine/cuda kernel checks, the whole-model checks of
+# engine/cuda/backend, the gemm study's cells through engine.New + Run
+# (xrunbench: TinyLlama-1.1B fp16, 128/128, batch 1 / 64 / 256, gemm_plugin
+# auto and disable), and the Hugging Face transformers baseline on the same
+# GPU. Logs go to $OUT (or .gpu/out); a short table is printed last.
 #
-# Environment: TESTRUN (a -test.run pattern, default all), BENCH (a
-# -test.bench pattern, default BenchmarkGemm; "none" skips), BENCHTIME
-# (default 200ms), TESTTIMEOUT (default 6m).
+# Environment: TESTRUN (a -test.run pattern for engine/cuda), BACKENDRUN
+# (for engine/cuda/backend), BENCH (a -test.bench pattern for the GEMM
+# benchmark, default none), BATCHES (default 1,64,256), REQUESTS (default
+# 3000), REQUESTS_AT (per-batch overrides, default 1=32: batch 1 serves
+# 32 requests, which is plenty to time a steady state), REPEATS (default
+# 1), HF (0 skips the transformers baseline), SKIPTESTS=1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-.gpu/out}
 mkdir -p "$out"
+root=$PWD
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
 	--format=csv >"$out/nvidia-smi.txt" 2>&1 || true
@@ -18,40 +24,46 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem,tem
 .gpu/xrun devices >"$out/devices.txt" 2>&1
 devices_rc=$?
 
-.gpu/cuda.test -test.v -test.timeout "${TESTTIMEOUT:-6m}" ${TESTRUN:+-test.run "$TESTRUN"} >"$out/tests.txt" 2>&1
-tests_rc=$?
+tests_rc=0 backend_rc=0
+if [ "${SKIPTESTS:-0}" != 1 ]; then
+	timeout 300 .gpu/cuda.test -test.v -test.timeout 5m ${TESTRUN:+-test.run "$TESTRUN"} >"$out/tests.txt" 2>&1
+	tests_rc=$?
+	(cd engine/cuda/backend && timeout 300 "$root/.gpu/backend.test" -test.v -test.timeout 5m ${BACKENDRUN:+-test.run "$BACKENDRUN"}) >"$out/backend.txt" 2>&1
+	backend_rc=$?
+fi
 
 bench_rc=0
-if [ "${BENCH:-BenchmarkGemm}" != none ]; then
-	.gpu/cuda.test -test.run '^$' -test.bench "${BENCH:-BenchmarkGemm}" -test.benchtime "${BENCHTIME:-200ms}" \
-		-test.timeout 8m >"$out/bench.txt" 2>&1
+if [ "${BENCH:-none}" != none ]; then
+	.gpu/cuda.test -test.run '^$' -test.bench "$BENCH" -test.benchtime "${BENCHTIME:-200ms}" -test.timeout 8m >"$out/bench.txt" 2>&1
 	bench_rc=$?
 fi
 
+timeout 420 .gpu/xrunbench -batch "${BATCHES:-1,64,256}" -gemm auto,disable -requests "${REQUESTS:-3000}" \
+	-requests-at "${REQUESTS_AT:-1=32}" -repeats "${REPEATS:-1}" -json "$out/xrun.jsonl" >"$out/xrun.txt" 2>"$out/xrun.log"
+xrun_rc=$?
+
+hf_rc=0
+if [ "${HF:-1}" != 0 ]; then
+	PYTHONUNBUFFERED=1 timeout 300 python3 bench/hf_transformers.py --batch "${BATCHES:-1,64,256}" --json "$out/hf.jsonl" >"$out/hf.txt" 2>&1
+	hf_rc=$?
+fi
+
 echo "== nvidia-smi"; cat "$out/nvidia-smi.txt"
-echo "== xrun devices (exit $devices_rc)"; cat "$out/devices.txt"
-echo "== failures (full log: tests.txt)"
-grep -E -- '--- FAIL|^(FAIL|panic)|_test\.go:[0-9]+: ' "$out/tests.txt" | grep -vE 'random seed|GPU check skipped|NVRTC [0-9.]+, [0-9]+ bytes' | head -60
-grep -E -- 'graph of one|GPU [0-9]+: |(libcuda|cuBLASLt|NVRTC) ' "$out/tests.txt" | head -12
+echo "== xrun devices (exit $devices_rc)"; head -20 "$out/devices.txt"
+for f in tests backend; do
+	[ -f "$out/$f.txt" ] || continue
+	echo "== $f failures (full log: $f.txt)"
+	grep -E -- '--- FAIL|^(FAIL|panic)|_test\.go:[0-9]+: ' "$out/$f.txt" | grep -vE 'random seed|GPU check skipped|NVRTC [0-9.]+, [0-9]+ bytes|relative error [0-9.e-]+$' | head -40
+done
+grep -E 'relative error' "$out/backend.txt" 2>/dev/null | sort -t' ' -k1,1 | awk '{print}' | head -0
+[ "$xrun_rc" = 0 ] || { echo "== xrunbench log"; tail -30 "$out/xrun.log"; }
+[ "$hf_rc" = 0 ] || { echo "== hf log"; tail -30 "$out/hf.txt"; }
 [ "$bench_rc" = 0 ] || tail -20 "$out/bench.txt"
-echo "== GEMM, fp16, device time per call (us) and achieved GB/s (W + X + Y once)"
-awk '
-function usof(line,   f, i, n) { n = split(line, f, /[ \t]+/); for (i = 2; i <= n; i++) if (f[i] == "us/gemm") return f[i-1]; return 0 }
-/^BenchmarkGemm\// {
-	split($1, p, "/"); impl = p[2]; key = p[3] " " p[4] " " p[5] " " p[6]; sub(/-[0-9]+$/, "", key)
-	if (impl ~ /^own-/) { extra = extra sprintf("%-30s %-12s %9.2f us\n", key, impl, $0 ~ /us\/gemm/ ? usof($0) : 0); next }
-	for (i = 2; i <= NF; i++) { if ($i == "us/gemm") us = $(i-1); if ($i == "GB/s") gb = $(i-1); if ($i == "TFLOP/s") tf = $(i-1) }
-	if (!(key in seen)) { seen[key] = 1; order[++n] = key }
-	U[impl, key] = us; G[impl, key] = gb; T[impl, key] = tf
-}
-END {
-	if (n == 0) exit
-	printf "%-30s %9s %9s %7s %9s %9s %8s\n", "shape", "own_us", "lt_us", "own/lt", "own_GB/s", "lt_GB/s", "own_TF/s"
-	for (i = 1; i <= n; i++) { k = order[i]
-		r = (U["cublaslt", k] > 0) ? U["own", k] / U["cublaslt", k] : 0
-		printf "%-30s %9.2f %9.2f %7.2f %9.0f %9.0f %8.1f\n", k, U["own", k], U["cublaslt", k], r, G["own", k], G["cublaslt", k], T["own", k] }
-	if (extra != "") printf "own GEMM with other split-K targets (blocks per SM):\n%s", extra
-}' "$out/bench.txt" 2>/dev/null
-pass=$(grep -cE -- '--- PASS' "$out/tests.txt"); fail=$(grep -cE -- '--- FAIL' "$out/tests.txt"); skip=$(grep -cE -- '--- SKIP' "$out/tests.txt")
-echo "GPU checks (exit $tests_rc): $pass passed, $fail failed, $skip skipped; devices exit $devices_rc; bench exit $bench_rc"
-[ "$tests_rc" = 0 ] && [ "$devices_rc" = 0 ] && [ "$bench_rc" = 0 ]
+echo "== transformers eager (hf.txt)"; grep -E '^ *[0-9]+ +[0-9]+ ' "$out/hf.txt" 2>/dev/null
+echo "== xrun (engine.New + Run), ratio to transformers eager at the same batch"
+awk 'FNR == NR { if ($0 ~ /"output_tok_s"/) { match($0, /"batch_size": [0-9]+/); b = substr($0, RSTART + 14, RLENGTH - 14); match($0, /"output_tok_s": [0-9.e+]+/); hf[b + 0] = substr($0, RSTART + 16, RLENGTH - 16) + 0 } next }
+	/^batch/ { print $0 "   x_hf"; next }
+	{ r = ($1 + 0 in hf && hf[$1 + 0] > 0) ? sprintf("%7.1fx", $4 / hf[$1 + 0]) : "      -"; print $0 " " r }' "$out/hf.jsonl" "$out/xrun.txt" 2>/dev/null || cat "$out/xrun.txt"
+pass=$(cat "$out"/tests.txt "$out"/backend.txt 2>/dev/null | grep -cE -- '--- PASS'); fail=$(cat "$out"/tests.txt "$out"/backend.txt 2>/dev/null | grep -cE -- '--- FAIL'); skip=$(cat "$out"/tests.txt "$out"/backend.txt 2>/dev/null | grep -cE -- '--- SKIP')
+echo "GPU checks (cuda exit $tests_rc, backend exit $backend_rc): $pass passed, $fail failed, $skip skipped; devices exit $devices_rc; xrun exit $xrun_rc; hf exit $hf_rc"
+[ "$tests_rc" = 0 ] && [ "$backend_rc" = 0 ] && [ "$devices_rc" = 0 ] && [ "$xrun_rc" = 0 ]

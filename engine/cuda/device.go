@@ -74,7 +74,9 @@ func Open(index int, opts ...Option) (*Device, error) {
 	if err := loadDriver(); err != nil {
 		return nil, err
 	}
-	d := &Device{work: make(chan func()), done: make(chan struct{})}
+	// Buffered, so that Post returns while the GPU's thread is busy: the
+	// caller queues an iteration's ops ahead of the thread issuing them.
+	d := &Device{work: make(chan func(), postQueue), done: make(chan struct{})}
 	started := make(chan error, 1)
 	go d.loop(index, o, started)
 	if err := <-started; err != nil {
@@ -125,6 +127,29 @@ func (d *Device) Do(fn func(g *GPU) error) error {
 	}
 	d.work <- job
 	return <-errc
+}
+
+// postQueue is how many posted closures may wait for the GPU's thread.
+const postQueue = 1024
+
+// Post queues fn on the GPU's thread and returns without waiting for it:
+// closures run in the order posted, before any later Do. fn reports its own
+// failures; a panic in it is handed to onPanic on the GPU's thread. After
+// Close, Post does nothing.
+func (d *Device) Post(fn func(g *GPU), onPanic func(error)) {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	d.work <- func() {
+		defer func() {
+			if r := recover(); r != nil {
+				onPanic(&PanicError{GPU: d.Info.Index, Value: r, Stack: debug.Stack()})
+			}
+		}()
+		fn(d.gpu)
+	}
 }
 
 // Close frees what the GPU object owns (modules, cuBLASLt, streams), releases

@@ -69,6 +69,9 @@ static CUresult (*p_cuFuncGetAttribute)(int *, int, CUfunction);
 static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
 	unsigned, unsigned, unsigned, CUstream, void **, void **);
 
+static CUresult (*p_cuProfilerStart)(void);
+static CUresult (*p_cuProfilerStop)(void);
+
 struct entry { const char *name; void **slot; };
 
 #define E(n) { #n, (void **)&p_##n }
@@ -127,6 +130,16 @@ int xr_load_cuda(const char *path, char *err, size_t errlen) {
 			dlclose(h);
 			return XR_SYMBOL_MISSING;
 		}
+	}
+	// Optional entry points: a driver without them still runs xrun, and the
+	// calls that need them report CUDA_ERROR_NOT_SUPPORTED.
+	status = 0;
+	if (gp("cuProfilerStart", (void **)&p_cuProfilerStart, api_version, 0, &status) != 0) {
+		p_cuProfilerStart = NULL;
+	}
+	status = 0;
+	if (gp("cuProfilerStop", (void **)&p_cuProfilerStop, api_version, 0, &status) != 0) {
+		p_cuProfilerStop = NULL;
 	}
 	h_cuda = h;
 	return XR_OK;
@@ -275,6 +288,10 @@ CUresult xr_cuModuleUnload(CUmodule m) { return p_cuModuleUnload(m); }
 CUresult xr_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) { return p_cuModuleGetFunction(f, m, name); }
 CUresult xr_cuFuncSetAttribute(CUfunction f, int attr, int v) { return p_cuFuncSetAttribute(f, attr, v); }
 CUresult xr_cuFuncGetAttribute(int *v, int attr, CUfunction f) { return p_cuFuncGetAttribute(v, attr, f); }
+
+// 801 is CUDA_ERROR_NOT_SUPPORTED.
+CUresult xr_cuProfilerStart(void) { return p_cuProfilerStart ? p_cuProfilerStart() : 801; }
+CUresult xr_cuProfilerStop(void) { return p_cuProfilerStop ? p_cuProfilerStop() : 801; }
 
 CUresult xr_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 	unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,

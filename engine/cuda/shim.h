@@ -120,6 +120,10 @@ CUresult xr_cuModuleUnload(CUmodule m);
 CUresult xr_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name);
 CUresult xr_cuFuncSetAttribute(CUfunction f, int attr, int v);
 CUresult xr_cuFuncGetAttribute(int *v, int attr, CUfunction f);
+// cuProfilerStart / cuProfilerStop bracket the iterations an outside nsys
+// (-c cudaProfilerApi) or ncu (--profile-from-start off) should capture.
+CUresult xr_cuProfilerStart(void);
+CUresult xr_cuProfilerStop(void);
 // xr_launch builds the kernel parameter array from one packed argument
 // buffer and offsets, so Go never hands C an array of Go pointers.
 CUresult xr_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,

@@ -1,0 +1,152 @@
+//go:build cgo && linux
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+)
+
+// AttnShape is the attention layout of one model: Heads query heads share
+// KVHeads key/value heads (GQA), each HeadDim wide; a fused QKV row is
+// (Heads + 2 KVHeads) HeadDim wide, queries first.
+type AttnShape struct {
+	Heads, KVHeads, HeadDim int
+}
+
+// Width is the fused QKV row width.
+func (a AttnShape) Width() int { return (a.Heads + 2*a.KVHeads) * a.HeadDim }
+
+func (a AttnShape) check() error {
+	switch {
+	case a.Heads <= 0 || a.KVHeads <= 0 || a.Heads%a.KVHeads != 0:
+		return fmt.Errorf("cuda: attention with %d heads over %d KV heads", a.Heads, a.KVHeads)
+	case a.HeadDim != 16 && a.HeadDim != 32 && a.HeadDim != 64 && a.HeadDim != 128:
+		return fmt.Errorf("cuda: attention head dimension %d (the kernels take 16, 32, 64 or 128)", a.HeadDim)
+	case a.Heads/a.KVHeads > AttnRowsLarge:
+		return fmt.Errorf("cuda: attention with %d query heads per KV head (at most %d)", a.Heads/a.KVHeads, AttnRowsLarge)
+	}
+	return nil
+}
+
+// The attention kernels come in two sizes of query rows per block (tokens
+// of one item times the query heads of one KV head): AttnRowsSmall for
+// decode items, AttnRowsLarge for prefill chunks.
+const (
+	AttnRowsSmall = 16
+	AttnRowsLarge = 64
+	attnKeyTile   = 64
+	attnThreads   = 128
+)
+
+// AttnItemTokens is how many tokens of one sequence a work item of the
+// given row size takes.
+func AttnItemTokens(a AttnShape, rows int) int { return max(1, rows/(a.Heads/a.KVHeads)) }
+
+// KVWrite queues the copy of the batch's keys and values from the fused
+// QKV rows into one layer's cache: k and v are [slots][KVHeads][capacity]
+// [HeadDim]; pos and slot are int32 per token.
+func (g *GPU) KVWrite(s *Stream, dt DType, k, v, qkv, pos, slot Buffer, tokens, capacity int, a AttnShape) error {
+	if err := a.check(); err != nil || tokens == 0 {
+		return err
+	}
+	if qkv.Bytes < tokens*a.Width()*dt.Size() || pos.Bytes < tokens*4 || slot.Bytes < tokens*4 {
+		return fmt.Errorf("cuda: KVWrite buffers too small for %d tokens", tokens)
+	}
+	f, err := g.function("attention", "kv_write_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	chunks := 2 * a.KVHeads * a.HeadDim / 8
+	args := g.argsPack().Ptr(k).Ptr(v).Ptr(qkv).Ptr(pos).Ptr(slot).I32(a.Heads).I32(a.KVHeads).I32(a.HeadDim).
+		I32(a.Width()).I32(capacity)
+	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(chunks, 32))}, 0, args)
+}
+
+func attnSmem(headDim, rows int) int {
+	dw := headDim / 2
+	return 4 * (rows*headDim + rows*(attnKeyTile+1) + 3*rows + attnKeyTile*(dw+1) + attnKeyTile*dw)
+}
+
+// Attention queues causal attention of nItems work items over the cache k,
+// v (laid out as KVWrite writes them). items is int32 [nItems][4]: first
+// batch row, tokens (at most rows / (Heads/KVHeads)), slot, position of the
+// first row; each token of an item attends to positions 0..its own. rows is
+// AttnRowsSmall or AttnRowsLarge. out is [tokens][Heads*HeadDim].
+func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v, items Buffer, nItems, rows, capacity int, a AttnShape) error {
+	if err := a.check(); err != nil || nItems == 0 {
+		return err
+	}
+	if rows != AttnRowsSmall && rows != AttnRowsLarge {
+		return fmt.Errorf("cuda: attention rows %d", rows)
+	}
+	if items.Bytes < nItems*16 {
+		return fmt.Errorf("cuda: attention items buffer too small for %d items", nItems)
+	}
+	f, err := g.function("attention", fmt.Sprintf("attention_%s_d%d_r%d", dt.suffix(), a.HeadDim, rows))
+	if err != nil {
+		return err
+	}
+	smem := attnSmem(a.HeadDim, rows)
+	if smem > 48<<10 && f.smemOptIn < smem {
+		if err := f.setMaxDynamicShared(smem); err != nil {
+			return err
+		}
+		f.smemOptIn = smem
+	}
+	args := g.argsPack().Ptr(out).Ptr(qkv).Ptr(k).Ptr(v).Ptr(items).I32(a.Heads).I32(a.KVHeads).I32(a.Width()).
+		I32(capacity).F32(float32(1 / math.Sqrt(float64(a.HeadDim))))
+	return s.Launch(f, Dim3{X: nItems, Y: a.KVHeads}, Dim3{X: attnThreads}, smem, args)
+}
+
+// Add queues dst[i] += src[i] for the first n elements (n % 8 == 0).
+func (g *GPU) Add(s *Stream, dt DType, dst, src Buffer, n int) error {
+	switch {
+	case n == 0:
+		return nil
+	case n%8 != 0 || dst.Bytes < n*dt.Size() || src.Bytes < n*dt.Size():
+		return fmt.Errorf("cuda: Add of %d elements (a multiple of 8 within %d and %d bytes)", n, dst.Bytes, src.Bytes)
+	}
+	f, err := g.function("ops", "add_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	n8 := n / 8
+	return s.Launch(f, Dim3{X: min(ceilDiv(n8, 256), 8*g.Info.SMs)}, Dim3{X: 256}, 0,
+		g.argsPack().Ptr(dst).Ptr(src).U64(uint64(n8)))
+}
+
+// GatherRows queues out[j] = x[rows[j]] for j < n; rows is int32 on the
+// device, cols % 8 == 0.
+func (g *GPU) GatherRows(s *Stream, dt DType, out, x, rows Buffer, n, cols int) error {
+	switch {
+	case n == 0:
+		return nil
+	case cols%8 != 0 || out.Bytes < n*cols*dt.Size() || rows.Bytes < n*4:
+		return fmt.Errorf("cuda: GatherRows of %d rows x %d", n, cols)
+	}
+	f, err := g.function("ops", "gather_rows")
+	if err != nil {
+		return err
+	}
+	return s.Launch(f, Dim3{X: n}, Dim3{X: min(256, roundUp(cols/8, 32))}, 0,
+		g.argsPack().Ptr(out).Ptr(x).Ptr(rows).I32(cols/8))
+}
+
+// HeadNorm queues Qwen3's qk-norm in place: RMSNorm over HeadDim of every
+// query head (scale qw) and key head (scale kw) of tokens fused QKV rows.
+func (g *GPU) HeadNorm(s *Stream, dt DType, qkv, qw, kw Buffer, tokens int, a AttnShape, eps float32) error {
+	switch {
+	case tokens == 0:
+		return nil
+	case qkv.Bytes < tokens*a.Width()*dt.Size() || qw.Bytes < a.HeadDim*dt.Size() || kw.Bytes < a.HeadDim*dt.Size():
+		return fmt.Errorf("cuda: HeadNorm buffers too small for %d tokens", tokens)
+	}
+	f, err := g.function("ops", "head_norm_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	heads := a.Heads + a.KVHeads
+	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(1024, 32*heads)}, 0,
+		g.argsPack().Ptr(qkv).Ptr(qw).Ptr(kw).I32(a.Heads).I32(a.KVHeads).I32(a.HeadDim).I32(a.Width()).F32(eps))
+}

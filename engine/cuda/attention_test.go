@@ -1,0 +1,158 @@
+//go:build cgo && linux
+
+package cuda
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/xrun-dev/xrun/engine/cpu"
+)
+
+// TestAttention writes whole random sequences into the cache with KVWrite,
+// then attends the last n tokens of each (a prefill chunk after past cached
+// tokens, or one decode token) and compares with engine/cpu's RefAttention:
+// fresh inputs each run, output poisoned first.
+func TestAttention(t *testing.T) {
+	cases := []struct {
+		a    AttnShape
+		seqs []attnSeq
+	}{
+		{AttnShape{32, 4, 64}, []attnSeq{{0, 128}, {70, 1}, {200, 1}, {5, 37}, {0, 1}}},
+		{AttnShape{32, 8, 128}, []attnSeq{{130, 1}, {0, 100}, {64, 64}}},
+		{AttnShape{4, 2, 16}, []attnSeq{{0, 9}, {3, 1}, {0, 1}}},
+		{AttnShape{8, 2, 32}, []attnSeq{{17, 3}, {300, 1}}},
+		{AttnShape{16, 1, 64}, []attnSeq{{0, 70}, {90, 1}}},
+	}
+	for _, dt := range dtypes {
+		for ci, c := range cases {
+			for _, rows := range []int{AttnRowsSmall, AttnRowsLarge} {
+				t.Run(fmt.Sprintf("%s/%d_H%d_KV%d_D%d/rows%d", dt, ci, c.a.Heads, c.a.KVHeads, c.a.HeadDim, rows), func(t *testing.T) {
+					if c.a.Heads/c.a.KVHeads > rows {
+						t.Skip("group larger than the block's rows")
+					}
+					do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, c.a, c.seqs, rows) })
+				})
+			}
+		}
+	}
+}
+
+// attnSeq is one sequence of an attention check: past cached tokens, n new.
+type attnSeq struct{ past, n int }
+
+func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows int) {
+	r := newRand(t)
+	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
+	capacity := 0
+	total := 0
+	for _, s := range seqs {
+		capacity = max(capacity, s.past+s.n)
+		total += s.past + s.n
+	}
+	slots := len(seqs) + 1
+	qkv := randVals(r, dt, total*W, 1.5)
+	pos := make([]int32, total)
+	slot := make([]int32, total)
+	var items []int32
+	per := AttnItemTokens(a, rows)
+	start := 0
+	for i, s := range seqs {
+		for p := range s.past + s.n {
+			pos[start+p], slot[start+p] = int32(p), int32(i+1) // slot 0 stays unused
+		}
+		for t0 := s.past; t0 < s.past+s.n; t0 += per {
+			items = append(items, int32(start+t0), int32(min(per, s.past+s.n-t0)), int32(i+1), int32(t0))
+		}
+		start += s.past + s.n
+	}
+	kc := devPoisoned(t, g, dt, slots*KV*capacity*D)
+	vc := devPoisoned(t, g, dt, slots*KV*capacity*D)
+	qkvB := devUpload(t, g, dt, qkv)
+	if err := g.KVWrite(g.Stream, dt, kc, vc, qkvB, devUploadT(t, g, pos), devUploadT(t, g, slot), total, capacity, a); err != nil {
+		t.Fatal(err)
+	}
+	out := devPoisoned(t, g, dt, total*H*D)
+	if err := g.Attention(g.Stream, dt, out, qkvB, kc, vc, devUploadT(t, g, items), len(items)/4, rows, capacity, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Stream.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got := download(t, g, dt, out, total*H*D)
+	start = 0
+	for i, s := range seqs {
+		L := s.past + s.n
+		q := make([]float32, s.n*H*D)
+		k := make([]float32, L*KV*D)
+		v := make([]float32, L*KV*D)
+		for p := range L {
+			row := qkv[(start+p)*W : (start+p+1)*W]
+			copy(k[p*KV*D:], row[H*D:(H+KV)*D])
+			copy(v[p*KV*D:], row[(H+KV)*D:])
+			if p >= s.past {
+				copy(q[(p-s.past)*H*D:], row[:H*D])
+			}
+		}
+		ref := make([]float32, s.n*H*D)
+		cpu.RefAttention(ref, q, k, v, s.n, s.past, H, KV, D)
+		checkRel(t, fmt.Sprintf("sequence %d (past %d, %d new)", i, s.past, s.n),
+			got[(start+s.past)*H*D:(start+L)*H*D], ref)
+		start += L
+	}
+}
+
+func TestOps(t *testing.T) {
+	for _, dt := range dtypes {
+		t.Run(dt.String(), func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) {
+				r := newRand(t)
+				const rows, cols = 37, 2048
+				x, y := randVals(r, dt, rows*cols, 2), randVals(r, dt, rows*cols, 2)
+				xb := devUpload(t, g, dt, x)
+				if err := g.Add(g.Stream, dt, xb, devUpload(t, g, dt, y), rows*cols); err != nil {
+					t.Fatal(err)
+				}
+				sum := make([]float32, len(x))
+				for i := range sum {
+					sum[i] = x[i] + y[i]
+				}
+				checkRel(t, "add", download(t, g, dt, xb, rows*cols), sum)
+
+				pick := []int32{36, 0, 5, 5, 17}
+				out := devPoisoned(t, g, dt, len(pick)*cols)
+				if err := g.GatherRows(g.Stream, dt, out, xb, devUploadT(t, g, pick), len(pick), cols); err != nil {
+					t.Fatal(err)
+				}
+				var want []float32
+				for _, p := range pick {
+					want = append(want, sum[int(p)*cols:int(p+1)*cols]...)
+				}
+				checkRel(t, "gather_rows", download(t, g, dt, out, len(pick)*cols), want)
+
+				// qk-norm: RMSNorm of each query and key head, values untouched.
+				a := AttnShape{Heads: 8, KVHeads: 2, HeadDim: 128}
+				const tokens, eps = 5, 1e-6
+				W := a.Width()
+				qkv := randVals(r, dt, tokens*W, 3)
+				qw, kw := randVals(r, dt, a.HeadDim, 1), randVals(r, dt, a.HeadDim, 1)
+				qb := devUpload(t, g, dt, qkv)
+				if err := g.HeadNorm(g.Stream, dt, qb, devUpload(t, g, dt, qw), devUpload(t, g, dt, kw), tokens, a, eps); err != nil {
+					t.Fatal(err)
+				}
+				ref := append([]float32(nil), qkv...)
+				for tk := range tokens {
+					for h := range a.Heads + a.KVHeads {
+						seg := ref[tk*W+h*a.HeadDim : tk*W+(h+1)*a.HeadDim]
+						w := qw
+						if h >= a.Heads {
+							w = kw
+						}
+						cpu.RefRMSNorm(seg, append([]float32(nil), seg...), w, 1, a.HeadDim, eps)
+					}
+				}
+				checkRel(t, "head_norm", download(t, g, dt, qb, tokens*W), ref)
+			})
+		})
+	}
+}

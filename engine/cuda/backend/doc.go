@@ -1,0 +1,19 @@
+// Package backend is the engine's GPU backend: engine/model's Backend over
+// engine/cuda's kernels, cuBLASLt and graphs, registered with the engine as
+// "cuda" by importing it (cmd/xrun does, for its side effect).
+//
+// Set-up (weights, activations, the KV cache, workspaces) allocates; the
+// iterations do not. Ops are posted to the GPU's locked thread without
+// waiting, and the iteration's one synchronisation is Argmax (ids copied
+// back). Decode iterations are padded to a batch-size bucket (powers of two
+// up to 16, then multiples of 16) and, from a bucket's second iteration
+// on, replayed as one CUDA graph; prefill and mixed iterations run eagerly.
+// The KV cache is [layer][slot][kv head][position][head dim] for K and for
+// V, with one scratch slot that padded decode rows write to.
+//
+// Without cgo on Linux the constructor reports that no CUDA backend was
+// compiled in. MoE layers are not implemented on the GPU yet (issue 9).
+// Environment: XRUN_CUDA_GRAPHS=0 runs decode eagerly too (for
+// comparisons); XRUN_CUDA_SYNC=1 synchronises after every launch outside
+// graphs, so that a fault names its kernel.
+package backend

@@ -1,0 +1,209 @@
+// Attention over a KV cache, for prefill chunks and decode tokens alike.
+//
+// Cache layout: K and V apart, each [slot][kv head][capacity][D] per layer,
+// so one sequence's keys of one head are one contiguous run that decode
+// streams through once.
+//
+// kv_write copies the batch's keys and values from the fused QKV rows into
+// the cache (slot and position per token). attention then computes, for
+// every work item (a run of ntok consecutive tokens of one sequence) and KV
+// head (blockIdx.y), the causal softmax(q k^T / sqrt(D)) v of the G query
+// heads that share the KV head, over cache positions 0..pos: all ntok x G
+// query rows of a block reuse each K/V tile it loads (grouped-query
+// sharing). Tiles of 64 positions go through shared memory; scores and the
+// running (flash-attention) softmax stay in fp32.
+#include "common.cuh"
+
+template <class T>
+__device__ __forceinline__ void kv_write(T *kc, T *vc, const T *qkv, const int *pos, const int *tokSlot,
+	int H, int KV, int D, int W, int cap) {
+	int t = blockIdx.x;
+	int p = pos[t], s = tokSlot[t];
+	int cpr = D / 8, n = KV * cpr;
+	const T *row = qkv + (long long)t * W;
+	for (int i = threadIdx.x; i < 2 * n; i += blockDim.x) {
+		bool isv = i >= n;
+		int j = isv ? i - n : i;
+		int h = j / cpr, c = j - h * cpr;
+		const pack8 *src = (const pack8 *)(row + (long long)(H + (isv ? KV : 0) + h) * D) + c;
+		T *dst = (isv ? vc : kc) + (((long long)s * KV + h) * cap + p) * D;
+		((pack8 *)dst)[c] = *src;
+	}
+}
+
+extern "C" __global__ void kv_write_f16(f16 *kc, f16 *vc, const f16 *qkv, const int *pos, const int *tokSlot,
+	int H, int KV, int D, int W, int cap) {
+	kv_write<f16>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, cap);
+}
+extern "C" __global__ void kv_write_bf16(bf16 *kc, bf16 *vc, const bf16 *qkv, const int *pos, const int *tokSlot,
+	int H, int KV, int D, int W, int cap) {
+	kv_write<bf16>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, cap);
+}
+
+#define ATT_NT 128
+#define ATT_KT 64
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+__device__ __forceinline__ float2 unpack2(u32 w, f16) {
+	f16 a, b;
+	a.x = (u16)w;
+	b.x = (u16)(w >> 16);
+	return make_float2(to_f32(a), to_f32(b));
+}
+__device__ __forceinline__ float2 unpack2(u32 w, bf16) {
+	return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+
+// items are int4 {first batch row, tokens, slot, position of the first row}.
+template <class T, int D, int ROWS>
+__device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, const T *vc, const int4 *items,
+	int H, int KV, int W, int cap, float scale) {
+	constexpr int NT = ATT_NT, KT = ATT_KT;
+	constexpr int DW = D / 2;         // 32-bit words per K/V row
+	constexpr int LDK = DW + 1;       // padded: lanes reading different keys hit different banks
+	constexpr int SR = ROWS / (NT / KT);  // score rows per thread
+	constexpr int RSTEP = NT / DW;    // output rows apart for one thread
+	constexpr int ORN = ROWS / RSTEP; // output rows per thread
+	static_assert(NT % DW == 0 && ROWS % RSTEP == 0, "shape");
+	extern __shared__ float sm[];
+	float *Qs = sm;                   // [ROWS][D], pre-scaled
+	float *Ss = Qs + ROWS * D;        // [ROWS][KT + 1]: scores, then probabilities
+	float *Ms = Ss + ROWS * (KT + 1); // running max
+	float *Ls = Ms + ROWS;            // running sum
+	float *As = Ls + ROWS;            // this tile's rescale factor
+	u32 *Ks = (u32 *)(As + ROWS);     // [KT][LDK]
+	u32 *Vs = Ks + KT * LDK;          // [KT][DW]
+
+	const int4 it = items[blockIdx.x];
+	const int t0 = it.x, ntok = it.y, slot = it.z, pos0 = it.w;
+	const int h = blockIdx.y, G = H / KV;
+	const int R = ntok * G;
+	const int tid = threadIdx.x;
+	const T *kh = kc + ((long long)slot * KV + h) * cap * D;
+	const T *vh = vc + ((long long)slot * KV + h) * cap * D;
+
+	for (int i = tid; i < ROWS * D; i += NT) {
+		int r = i / D, d = i - r * D;
+		float q = 0.f;
+		if (r < R) {
+			int tok = r / G, j = r - tok * G;
+			q = to_f32(qkv[(long long)(t0 + tok) * W + (h * G + j) * D + d]) * scale;
+		}
+		Qs[i] = q;
+	}
+	for (int r = tid; r < ROWS; r += NT) {
+		Ms[r] = -__int_as_float(0x7f800000);
+		Ls[r] = 0.f;
+	}
+	float o[ORN][2];
+#pragma unroll
+	for (int i = 0; i < ORN; i++) o[i][0] = o[i][1] = 0.f;
+
+	const int keyEnd = pos0 + ntok; // keys 0..keyEnd-1 exist
+	const int c = tid % KT, rs = tid / KT;
+	const int dw = tid % DW, orow = tid / DW;
+	const int warp = tid >> 5, lane = tid & 31;
+	for (int k0 = 0; k0 < keyEnd; k0 += KT) {
+		const int nk = min(KT, keyEnd - k0);
+		__syncthreads(); // the previous tile's readers are done
+		for (int i = tid; i < KT * (D / 8); i += NT) {
+			int kr = i / (D / 8), ch = i - kr * (D / 8);
+			pack8 kp = {}, vp = {};
+			if (kr < nk) {
+				kp = ((const pack8 *)(kh + (long long)(k0 + kr) * D))[ch];
+				vp = ((const pack8 *)(vh + (long long)(k0 + kr) * D))[ch];
+			}
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				Ks[kr * LDK + ch * 4 + e] = kp.w[e];
+				Vs[kr * DW + ch * 4 + e] = vp.w[e];
+			}
+		}
+		__syncthreads();
+		// Scores: thread (key c, row set rs) takes rows rs, rs + 2, ...
+		{
+			float acc[SR];
+#pragma unroll
+			for (int i = 0; i < SR; i++) acc[i] = 0.f;
+#pragma unroll 4
+			for (int w = 0; w < DW; w++) {
+				float2 kv = unpack2(Ks[c * LDK + w], T{});
+#pragma unroll
+				for (int i = 0; i < SR; i++) {
+					int r = rs + i * (NT / KT);
+					float2 q = *(const float2 *)&Qs[r * D + 2 * w];
+					acc[i] += q.x * kv.x + q.y * kv.y;
+				}
+			}
+			const int kpos = k0 + c;
+#pragma unroll
+			for (int i = 0; i < SR; i++) {
+				int r = rs + i * (NT / KT);
+				int qpos = pos0 + r / G;
+				Ss[r * (KT + 1) + c] = (r < R && kpos <= qpos && c < nk) ? acc[i] : -__int_as_float(0x7f800000);
+			}
+		}
+		__syncthreads();
+		// Online softmax, one warp per row.
+		for (int r = warp; r < R; r += NT / 32) {
+			float s0 = Ss[r * (KT + 1) + lane], s1 = Ss[r * (KT + 1) + lane + 32];
+			float mold = Ms[r];
+			float mnew = fmaxf(mold, warp_max(fmaxf(s0, s1)));
+			const float ninf = -__int_as_float(0x7f800000);
+			float p0 = mnew == ninf ? 0.f : __expf(s0 - mnew);
+			float p1 = mnew == ninf ? 0.f : __expf(s1 - mnew);
+			float alpha = mold == ninf ? 0.f : __expf(mold - mnew);
+			float sum = warp_sum(p0 + p1);
+			Ss[r * (KT + 1) + lane] = p0;
+			Ss[r * (KT + 1) + lane + 32] = p1;
+			if (lane == 0) {
+				Ms[r] = mnew;
+				Ls[r] = Ls[r] * alpha + sum;
+				As[r] = alpha;
+			}
+		}
+		__syncthreads();
+		// O = O * alpha + P V: thread (word dw, rows orow, orow + RSTEP, ...).
+#pragma unroll
+		for (int i = 0; i < ORN; i++) {
+			int r = orow + i * RSTEP;
+			float a = r < R ? As[r] : 0.f;
+			o[i][0] *= a;
+			o[i][1] *= a;
+		}
+		for (int k = 0; k < nk; k++) {
+			float2 v = unpack2(Vs[k * DW + dw], T{});
+#pragma unroll
+			for (int i = 0; i < ORN; i++) {
+				float p = Ss[(orow + i * RSTEP) * (KT + 1) + k];
+				o[i][0] += p * v.x;
+				o[i][1] += p * v.y;
+			}
+		}
+	}
+	__syncthreads();
+#pragma unroll
+	for (int i = 0; i < ORN; i++) {
+		int r = orow + i * RSTEP;
+		if (r < R) {
+			int tok = r / G, j = r - tok * G;
+			float inv = 1.f / Ls[r];
+			u32 lo = from_f32<T>(o[i][0] * inv).x, hi = from_f32<T>(o[i][1] * inv).x;
+			*(u32 *)&out[(long long)(t0 + tok) * H * D + (h * G + j) * D + 2 * dw] = lo | (hi << 16);
+		}
+	}
+}
+
+#define ATTN(T, D, ROWS)                                                                                        \
+	extern "C" __global__ void __launch_bounds__(ATT_NT) attention_##T##_d##D##_r##ROWS(T *out, const T *qkv, \
+		const T *kc, const T *vc, const int4 *items, int H, int KV, int W, int cap, float scale) {               \
+		attention<T, D, ROWS>(out, qkv, kc, vc, items, H, KV, W, cap, scale);                                   \
+	}
+#define ATTN_D(T, D) ATTN(T, D, 16) ATTN(T, D, 64)
+ATTN_D(f16, 16) ATTN_D(f16, 32) ATTN_D(f16, 64) ATTN_D(f16, 128)
+ATTN_D(bf16, 16) ATTN_D(bf16, 32) ATTN_D(bf16, 64) ATTN_D(bf16, 128)
