@@ -26,9 +26,9 @@ devices_rc=$?
 
 tests_rc=0 backend_rc=0
 if [ "${SKIPTESTS:-0}" != 1 ]; then
-	timeout 300 .gpu/cuda.test -test.v -test.timeout 5m ${TESTRUN:+-test.run "$TESTRUN"} >"$out/tests.txt" 2>&1
+	timeout 120 .gpu/cuda.test -test.v -test.timeout 115s ${TESTRUN:+-test.run "$TESTRUN"} >"$out/tests.txt" 2>&1
 	tests_rc=$?
-	(cd engine/cuda/backend && timeout 300 "$root/.gpu/backend.test" -test.v -test.timeout 5m ${BACKENDRUN:+-test.run "$BACKENDRUN"}) >"$out/backend.txt" 2>&1
+	(cd engine/cuda/backend && timeout 120 "$root/.gpu/backend.test" -test.v -test.timeout 115s ${BACKENDRUN:+-test.run "$BACKENDRUN"}) >"$out/backend.txt" 2>&1
 	backend_rc=$?
 fi
 
@@ -38,13 +38,13 @@ if [ "${BENCH:-none}" != none ]; then
 	bench_rc=$?
 fi
 
-timeout 420 .gpu/xrunbench -batch "${BATCHES:-1,64,256}" -gemm auto,disable -requests "${REQUESTS:-3000}" \
+timeout 240 .gpu/xrunbench -batch "${BATCHES:-1,64,256}" -gemm auto,disable -requests "${REQUESTS:-3000}" \
 	-requests-at "${REQUESTS_AT:-1=32}" -repeats "${REPEATS:-1}" -json "$out/xrun.jsonl" >"$out/xrun.txt" 2>"$out/xrun.log"
 xrun_rc=$?
 
 hf_rc=0
 if [ "${HF:-1}" != 0 ]; then
-	PYTHONUNBUFFERED=1 timeout 300 python3 bench/hf_transformers.py --batch "${BATCHES:-1,64,256}" --json "$out/hf.jsonl" >"$out/hf.txt" 2>&1
+	PYTHONUNBUFFERED=1 timeout 110 python3 bench/hf_transformers.py --batch "${BATCHES:-1,64,256}" --json "$out/hf.jsonl" >"$out/hf.txt" 2>&1
 	hf_rc=$?
 fi
 
