@@ -18,6 +18,13 @@ type cliResult struct {
 // every CLI test does. env entries are "KEY=VALUE".
 func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
+	return runCLIExe(t, "xrun-test-binary-not-available", env, args...)
+}
+
+// runCLIExe is runCLI with exe as the binary xrun re-executes (workers,
+// device probes).
+func runCLIExe(t *testing.T, exe string, env []string, args ...string) cliResult {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	envMap := map[string]string{}
 	for _, kv := range env {
@@ -30,7 +37,7 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 		Stderr:     &stderr,
 		Getenv:     func(k string) string { return envMap[k] },
 		Environ:    func() []string { return append([]string(nil), env...) },
-		Executable: "xrun-test-binary-not-available",
+		Executable: exe,
 	}
 	code := run(context.Background(), gs, args)
 	return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}

@@ -67,6 +67,8 @@ results file that diffs cleanly in pull requests.
 		newDatasetCommand(a),
 		newDiffCommand(a),
 		newReportCommand(a),
+		newRunCommand(a),
+		newWorkerCommand(a),
 	)
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

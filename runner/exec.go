@@ -1,0 +1,707 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.yaml.in/yaml/v3"
+
+	dsets "github.com/xrun-dev/xrun/datasets"
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/cuda"
+	"github.com/xrun-dev/xrun/results"
+)
+
+// DefaultCellTimeout bounds a cell whose spec sets no timeout (none): long
+// enough for any cell xrun's studies run on one GPU, short enough that a
+// hung GPU costs a nightly run one cell, not the night.
+const DefaultCellTimeout = 2 * time.Hour
+
+// DefaultKillGrace is how long a worker asked to stop (SIGTERM) may take
+// before it is killed.
+const DefaultKillGrace = 10 * time.Second
+
+// CacheDirEnv overrides where generated datasets are cached.
+const CacheDirEnv = "XRUN_CACHE_DIR"
+
+// Options configure Run.
+type Options struct {
+	// Out is the results directory; "" means the spec's (results/<name>).
+	Out string
+	// Resume keeps the cells already complete with the same fingerprint
+	// and runs the others (missing, failed or changed).
+	Resume bool
+	// Fresh discards the results an earlier run left in Out.
+	Fresh bool
+	// Only are --only KEY=VALUE terms, all of which a cell must match to
+	// run now.
+	Only []string
+	// GPUs are the indices (as xrun devices lists them) of the GPUs cells
+	// may use, one cell per GPU at a time; nil means every usable GPU.
+	GPUs []int
+	// Executable is the xrun binary to run cells with (`xrun worker`);
+	// Env is the workers' environment.
+	Executable string
+	Env        []string
+	// CacheDir keeps generated datasets; see DatasetCacheDir.
+	CacheDir string
+	// KillGrace is how long a worker asked to stop has before it is
+	// killed; 0 means DefaultKillGrace.
+	KillGrace time.Duration
+	// Command is the command line, recorded in the lock file so that a
+	// refused run can say who holds the directory.
+	Command  string
+	Log      zerolog.Logger
+	Progress Progress
+}
+
+// DatasetCacheDir is where generated datasets are kept: $XRUN_CACHE_DIR,
+// else the user's cache directory's xrun/datasets.
+func DatasetCacheDir(getenv func(string) string) (string, error) {
+	if d := getenv(CacheDirEnv); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no directory for the dataset cache (set %s): %w", CacheDirEnv, err)
+	}
+	return filepath.Join(d, "xrun", "datasets"), nil
+}
+
+// ExistingResultsError refuses to run into a directory that already holds
+// results, unless told what to do with them.
+type ExistingResultsError struct {
+	Dir, Found string
+}
+
+func (e *ExistingResultsError) Error() string {
+	return fmt.Sprintf("%s already holds results (%s): run with --resume to complete them (cells already measured are kept), or --fresh to discard them and start over", e.Dir, e.Found)
+}
+
+func (e *ExistingResultsError) BadInput() bool { return true }
+
+// study is one Run in progress.
+type study struct {
+	spec     *Spec
+	o        Options
+	dir      string
+	log      zerolog.Logger
+	progress Progress
+
+	devs    cuda.Devices
+	gpus    []cuda.DeviceInfo // the GPUs cells may use
+	noGPU   string            // why there is none, when there is none
+	cells   []*runCell
+	plan    *workerPlan
+	res     *results.Results
+	byID    map[string]int // index into res.Cells
+	lastErr error          // the last failure to write results
+}
+
+// runCell is one planned cell and what this run does with it.
+type runCell struct {
+	cell     *Cell
+	wc       *workerCell
+	selected bool        // --only selects it
+	record   *cellRecord // an earlier, still valid record (--resume)
+	gpus     int         // GPUs it takes; 0 for the cpu backend
+}
+
+// Run executes a study: it locks the results directory, generates the
+// datasets the cells need, runs each cell in its own worker process (see
+// RunWorker) — cells on GPUs in parallel, one GPU each; CPU cells one at a
+// time — and rewrites results.json and results.md after every cell. A cell
+// that fails is recorded as failed and the study goes on.
+//
+// It returns the results with an error wrapping ErrCellsFailed when a cell
+// failed, or ErrInterrupted when ctx was cancelled (the worker in flight is
+// stopped; every cell measured so far is kept). Errors in the options, a
+// refused directory or a bad dataset are BadInput errors, returned before
+// anything is run or written.
+func Run(ctx context.Context, spec *Spec, o Options) (res *results.Results, err error) {
+	if o.Resume && o.Fresh {
+		return nil, &OptionError{"--fresh", "cannot be combined with --resume (--resume keeps earlier results, --fresh discards them)"}
+	}
+	sel, err := selectCells(spec.Plan, o.Only)
+	if err != nil {
+		return nil, err
+	}
+	s := &study{spec: spec, o: o, dir: o.Out, log: o.Log, progress: o.Progress}
+	if s.dir == "" {
+		s.dir = spec.Out
+	}
+	if s.progress == nil {
+		s.progress = noProgress{}
+	}
+	if s.o.KillGrace <= 0 {
+		s.o.KillGrace = DefaultKillGrace
+	}
+	if s.o.CacheDir == "" {
+		return nil, errors.New("runner: Options.CacheDir is empty (see DatasetCacheDir)")
+	}
+
+	// Until the plan is written, a failure leaves the directory as it was.
+	_, statErr := os.Stat(s.dir)
+	createdDir := errors.Is(statErr, os.ErrNotExist)
+	_, statErr = os.Stat(filepath.Join(s.dir, StateDir))
+	createdState := errors.Is(statErr, os.ErrNotExist)
+	lock, err := lockDir(s.dir, o.Command)
+	if err != nil {
+		if createdDir {
+			os.RemoveAll(s.dir)
+		}
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		lock.release()
+		switch {
+		case committed:
+		case createdDir:
+			os.RemoveAll(s.dir)
+		case createdState:
+			os.RemoveAll(filepath.Join(s.dir, StateDir))
+		}
+	}()
+	if held, found := holdsResults(s.dir); held && !o.Resume && !o.Fresh {
+		return nil, &ExistingResultsError{Dir: s.dir, Found: found}
+	}
+
+	if err := s.resolveDevices(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.buildPlan(sel); err != nil {
+		return nil, err
+	}
+	if o.Resume {
+		s.loadRecords()
+	}
+	if err := s.prepareDatasets(ctx); err != nil {
+		return nil, err
+	}
+	if o.Fresh {
+		if err := clearResults(s.dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeJSONAtomic(filepath.Join(s.dir, StateDir, PlanFile), s.plan); err != nil {
+		return nil, fmt.Errorf("writing the plan: %w", err)
+	}
+	committed = true
+	s.initResults(ctx)
+	s.write()
+	if err := s.lastErr; err != nil {
+		return nil, fmt.Errorf("writing results: %w", err)
+	}
+	return s.execute(ctx)
+}
+
+// resolveDevices probes the GPUs when a cell may use one and decides which
+// GPUs cells run on.
+func (s *study) resolveDevices(ctx context.Context) error {
+	need := false
+	for i := range s.spec.Plan.Cells {
+		need = need || s.spec.Plan.Cells[i].Params.Engine != "cpu"
+	}
+	if !need {
+		if s.o.GPUs != nil {
+			s.log.Warn().Msg("--gpus has no effect: every cell runs on the cpu engine")
+		}
+		return nil
+	}
+	devs, err := cuda.ProbeWith(ctx, cuda.ProbeOptions{Executable: s.o.Executable, Env: s.o.Env})
+	if ctx.Err() != nil {
+		return fmt.Errorf("probing GPUs: %w", ErrInterrupted)
+	}
+	s.devs = devs
+	var ng *cuda.NoGPUError
+	switch {
+	case errors.As(err, &ng):
+		s.noGPU = ng.Reason
+	case err != nil:
+		s.noGPU = err.Error()
+		s.log.Warn().Err(err).Msg("the GPU probe failed; taking this machine to have no usable GPU")
+	}
+	var usable []cuda.DeviceInfo
+	for _, g := range devs.GPUs {
+		if g.Unusable == "" {
+			usable = append(usable, g)
+		}
+	}
+	if s.o.GPUs == nil {
+		s.gpus = usable
+		return nil
+	}
+	for _, idx := range s.o.GPUs {
+		i := slices.IndexFunc(devs.GPUs, func(g cuda.DeviceInfo) bool { return g.Index == idx })
+		switch {
+		case i < 0 && len(devs.GPUs) == 0:
+			return &OptionError{"--gpus", fmt.Sprintf("GPU %d: this machine has no usable GPU (%s)", idx, s.noGPU)}
+		case i < 0:
+			return &OptionError{"--gpus", fmt.Sprintf("GPU %d does not exist; xrun devices lists GPUs 0 to %d", idx, len(devs.GPUs)-1)}
+		case devs.GPUs[i].Unusable != "":
+			return &OptionError{"--gpus", fmt.Sprintf("GPU %d (%s) is not usable: %s", idx, devs.GPUs[i].Name, devs.GPUs[i].Unusable)}
+		}
+		s.gpus = append(s.gpus, devs.GPUs[i])
+	}
+	return nil
+}
+
+// buildPlan resolves every planned cell for its worker: backend, absolute
+// paths, dataset, timeout and fingerprint.
+func (s *study) buildPlan(sel []bool) error {
+	abs, err := filepath.Abs(s.o.CacheDir)
+	if err != nil {
+		return err
+	}
+	s.plan = &workerPlan{Version: workerPlanVersion, Name: s.spec.Name, Spec: s.spec.File, Repeats: s.spec.Repeats, CacheDir: abs,
+		// Allocated whole, so the runCells may point into it.
+		Cells: make([]workerCell, 0, len(s.spec.Plan.Cells))}
+	build := Build()
+	gpuDevice := ""
+	if len(s.gpus) > 0 {
+		var names []string
+		for _, g := range s.gpus {
+			if !slices.Contains(names, g.Name) {
+				names = append(names, g.Name)
+			}
+		}
+		slices.Sort(names)
+		gpuDevice = strings.Join(names, "+") + " driver " + s.devs.DriverVersion
+	}
+	loggedAuto := false
+	for i := range s.spec.Plan.Cells {
+		c := &s.spec.Plan.Cells[i]
+		p := &c.Params
+		backend := p.Engine
+		if backend == "auto" {
+			backend = "cpu"
+			if len(s.gpus) > 0 {
+				backend = "cuda"
+			}
+			if !loggedAuto {
+				if backend == "cuda" {
+					s.log.Info().Int("gpus", len(s.gpus)).Str("gpu", s.gpus[0].Name).Msg("engine auto: running on the GPU (cuda backend)")
+				} else {
+					s.log.Info().Str("why", s.noGPU).Msg("engine auto: no usable GPU, running on the cpu backend")
+				}
+				loggedAuto = true
+			}
+		}
+		rc := &runCell{cell: c, selected: sel[i]}
+		device := hostDevice()
+		if backend == "cuda" {
+			if len(s.gpus) == 0 {
+				return fmt.Errorf("cell %s: engine cuda, but no GPU is usable: %s", c.ID, s.noGPU)
+			}
+			if sel[i] && p.GPUsPerCell > len(s.gpus) {
+				return fmt.Errorf("cell %s needs %d GPUs (gpus_per_cell); only %d can be used", c.ID, p.GPUsPerCell, len(s.gpus))
+			}
+			rc.gpus = p.GPUsPerCell
+			device = gpuDevice
+		}
+		timeout := p.Timeout
+		if timeout <= 0 {
+			timeout = DefaultCellTimeout
+		}
+		s.plan.Cells = append(s.plan.Cells, workerCell{
+			ID: c.ID, Hash: c.Hash,
+			Fingerprint: fingerprint(c, s.spec.Repeats, build, backend, device),
+			Params:      c.Flat(),
+			Engine: engine.Config{
+				Model: absModel(c.ModelRef), Backend: backend, Dtype: p.Dtype,
+				BatchSize: p.BatchSize, MaxNumTokens: p.MaxNumTokens, GemmPlugin: p.GemmPlugin,
+				RoutingMode: p.RoutingMode, ProfileWindow: p.ProfileWindow, Seed: p.Seed, Warmup: p.Warmup,
+				NumGPUs: p.GPUsPerCell, KVCacheFreeGPUMemFraction: p.KVCacheFreeGPUMemFraction,
+			},
+			Dataset: workerDatasetFor(c),
+			Timeout: timeout,
+		})
+		rc.wc = &s.plan.Cells[len(s.plan.Cells)-1]
+		s.cells = append(s.cells, rc)
+	}
+	return nil
+}
+
+// absModel makes a model directory absolute, so a worker in another
+// directory (or on another host sharing the filesystem) finds it; zoo
+// names stay names.
+func absModel(ref string) string {
+	if _, ok := engine.ZooModel(ref); ok {
+		return ref
+	}
+	if a, err := filepath.Abs(ref); err == nil {
+		return a
+	}
+	return ref
+}
+
+// workerDatasetFor turns a cell's dataset parameters into what its worker
+// loads.
+func workerDatasetFor(c *Cell) workerDataset {
+	d := c.Params.Dataset
+	wd := workerDataset{ID: c.Dataset.ID, Vocab: c.Model.Vocab}
+	if d.Kind() == GenFile {
+		wd.File = c.DatasetFile
+		if a, err := filepath.Abs(c.DatasetFile); err == nil {
+			wd.File = a
+		}
+		return wd
+	}
+	g := &dsets.Params{
+		Dist: d.Generator, NumRequests: d.NumRequests,
+		InputMean: d.InputMean, InputStdev: d.InputStdev, OutputMean: d.OutputMean, OutputStdev: d.OutputStdev,
+		InputMin: d.InputMin, InputMax: d.InputMax, OutputMin: d.OutputMin, OutputMax: d.OutputMax,
+		Seed: int64(d.Seed), VocabSize: d.VocabSize, EOSID: d.EOSID,
+		// The model's special tokens (Llama-3's EOS among them) may lie
+		// beyond the base vocabulary token ids are drawn from.
+		FullVocabSize: max(c.Model.Vocab, d.VocabSize),
+	}
+	if d.RandTaskID.Set {
+		g.LoRA = &dsets.LoRAParams{TaskID: -1, Rand: &[2]int{d.RandTaskID.Min, d.RandTaskID.Max}}
+	}
+	wd.Generate = g
+	return wd
+}
+
+// loadRecords finds the cells an earlier run completed with the same
+// fingerprint: those are not run again.
+func (s *study) loadRecords() {
+	for _, rc := range s.cells {
+		rec, err := readCellRecord(s.dir, rc.cell.ID)
+		switch {
+		case err != nil:
+			s.log.Warn().Err(err).Str("cell", rc.cell.ID).Msg("ignoring an unreadable cell record; the cell runs again")
+		case rec == nil:
+		case rec.Fingerprint != rc.wc.Fingerprint:
+			s.log.Debug().Str("cell", rc.cell.ID).Msg("earlier record has another fingerprint (parameters, build, backend or device changed)")
+		case rec.Status == results.StatusOK || !rc.selected:
+			rc.record = rec
+		}
+	}
+}
+
+// todo reports whether this run runs the cell.
+func (rc *runCell) todo() bool {
+	return rc.selected && (rc.record == nil || rc.record.Status != results.StatusOK)
+}
+
+// prepareDatasets generates (or verifies) every dataset the cells to run
+// need, and checks dataset files, before any cell starts: a bad dataset is
+// reported once, as bad input, not once per cell.
+func (s *study) prepareDatasets(ctx context.Context) error {
+	done := map[string]bool{}
+	for _, rc := range s.cells {
+		if !rc.todo() {
+			continue
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("preparing datasets: %w", ErrInterrupted)
+		}
+		d := rc.wc.Dataset
+		if d.Generate != nil {
+			key := d.Generate.Key()
+			if done[key] {
+				continue
+			}
+			done[key] = true
+			t0 := time.Now()
+			e, err := dsets.Cache{Dir: s.plan.CacheDir}.Ensure(*d.Generate)
+			if err != nil {
+				return fmt.Errorf("dataset %s: %w", d.ID, err)
+			}
+			ev := s.log.Debug()
+			if e.Generated {
+				ev = s.log.Info().Str("reason", e.Reason).Dur("elapsed", time.Since(t0))
+			}
+			ev.Str("dataset", d.ID).Str("path", e.Path).Int("requests", d.Generate.NumRequests).Msg("dataset ready")
+			continue
+		}
+		key := fmt.Sprintf("%s\x00%d", d.File, d.Vocab)
+		if done[key] {
+			continue
+		}
+		done[key] = true
+		st, err := dsets.CheckFile(d.File, d.Vocab)
+		if err != nil {
+			return fmt.Errorf("dataset %s: %w", d.ID, err)
+		}
+		s.log.Info().Str("dataset", d.ID).Str("path", d.File).Int("requests", st.Requests).Msg("dataset file checked")
+	}
+	return nil
+}
+
+// initResults lays out results.json: every planned cell, with its record
+// where there is one, else as skipped with the reason.
+func (s *study) initResults(ctx context.Context) {
+	s.res = &results.Results{
+		Name:        s.spec.Name,
+		Description: s.spec.Description,
+		Spec:        specJSON(s.spec),
+		Environment: Environment(ctx, s.spec.Dir, s.devs, s.gpus),
+		Axes:        resultAxes(s.spec),
+		Started:     time.Now(),
+		Cells:       make([]results.Cell, 0, len(s.cells)),
+	}
+	for _, c := range s.spec.Compare {
+		s.res.Compare = append(s.res.Compare, results.CompareSpec{Axis: c.Axis, Baseline: c.Baseline})
+	}
+	if s.o.Resume {
+		// The study began with the first run of it.
+		if old, err := results.ReadFile(filepath.Join(s.dir, results.JSONFile)); err == nil && old.Started.Before(s.res.Started) && !old.Started.IsZero() {
+			s.res.Started = old.Started
+		}
+	}
+	s.byID = map[string]int{}
+	for _, rc := range s.cells {
+		var c results.Cell
+		switch {
+		case rc.todo():
+			c = results.Cell{Status: results.StatusSkipped, Error: "not run yet"}
+		case rc.record != nil:
+			c = rc.record.Cell
+		case rc.selected:
+			c = results.Cell{Status: results.StatusSkipped, Error: "not run"}
+		default:
+			c = results.Cell{Status: results.StatusSkipped, Error: "not selected by --only"}
+		}
+		c.ID, c.Params, c.Summary = rc.cell.ID, rc.wc.Params, nil
+		s.byID[c.ID] = len(s.res.Cells)
+		s.res.Cells = append(s.res.Cells, c)
+	}
+}
+
+// specJSON is the spec the plan was built from, as a JSON object.
+func specJSON(spec *Spec) json.RawMessage {
+	var v any
+	if err := yaml.Unmarshal(spec.Effective, &v); err == nil {
+		if b, err := json.Marshal(v); err == nil {
+			return b
+		}
+	}
+	return json.RawMessage("{}")
+}
+
+// resultAxes lists the parameters that vary between cells with their
+// values in the spec's order, as results.json's axes.
+func resultAxes(spec *Spec) []results.Axis {
+	var out []results.Axis
+	for _, key := range spec.Plan.Varying {
+		var order []any
+		seen := map[string]bool{}
+		add := func(v any) {
+			if k := formatValue(v); !seen[k] {
+				seen[k] = true
+				order = append(order, v)
+			}
+		}
+		for _, ax := range spec.Axes {
+			if k := slices.Index(ax.Keys, key); k >= 0 {
+				for _, row := range ax.Values {
+					add(row[k])
+				}
+			}
+		}
+		// Keep the values cells have, in the spec's order, then those only
+		// include entries brought.
+		present := map[string]any{}
+		var extra []any
+		for i := range spec.Plan.Cells {
+			if v, ok := spec.Plan.Cells[i].Flat()[key]; ok {
+				k := formatValue(v)
+				if _, dup := present[k]; !dup {
+					present[k] = v
+					if !seen[k] {
+						extra = append(extra, v)
+					}
+				}
+			}
+		}
+		var values []any
+		for _, v := range order {
+			if pv, ok := present[formatValue(v)]; ok {
+				values = append(values, pv)
+			}
+		}
+		values = append(values, extra...)
+		if len(values) > 1 {
+			out = append(out, results.Axis{Name: key, Values: values})
+		}
+	}
+	return out
+}
+
+// write rewrites results.json and results.md (atomically); a failure is
+// logged and remembered, and the run goes on.
+func (s *study) write() {
+	s.res.Finished = time.Now()
+	if err := results.WriteDir(s.dir, s.res); err != nil {
+		s.lastErr = err
+		s.log.Error().Err(err).Str("dir", s.dir).Msg("writing results")
+		return
+	}
+	s.lastErr = nil
+}
+
+// execute runs the cells to run, in plan order: a cell on the cpu backend
+// alone (others would distort its timings, and it would distort theirs),
+// cells on GPUs side by side, each on GPUs no other cell holds.
+func (s *study) execute(ctx context.Context) (*results.Results, error) {
+	absDir, err := filepath.Abs(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	x := &localExecutor{exe: s.o.Executable, env: s.o.Env, dir: absDir, grace: s.o.KillGrace}
+	var queue []*runCell
+	for _, rc := range s.cells {
+		if rc.todo() {
+			queue = append(queue, rc)
+		}
+	}
+	parallel := max(len(s.gpus), 1)
+	if !slices.ContainsFunc(queue, func(rc *runCell) bool { return rc.gpus > 0 }) {
+		parallel = 1
+	}
+	total, complete := len(s.cells), len(s.cells)-len(queue)
+	ev := s.log.Info().Str("dir", s.dir).Int("cells", total).Int("to_run", len(queue))
+	if complete > 0 {
+		ev = ev.Int("kept", complete)
+	}
+	ev.Msg("running the study")
+	s.progress.Start(total, complete, len(queue), parallel)
+
+	free := make([]bool, len(s.gpus))
+	for i := range free {
+		free[i] = true
+	}
+	type finished struct {
+		rc    *runCell
+		o     outcome
+		slots []int
+	}
+	done := make(chan finished)
+	running, cpuBusy := 0, false
+	canStart := func(rc *runCell) ([]int, bool) {
+		if rc.gpus == 0 {
+			return nil, running == 0
+		}
+		if cpuBusy {
+			return nil, false
+		}
+		var slots []int
+		for i, f := range free {
+			if f && len(slots) < rc.gpus {
+				slots = append(slots, i)
+			}
+		}
+		return slots, len(slots) == rc.gpus
+	}
+	for len(queue) > 0 || running > 0 {
+		if ctx.Err() == nil && len(queue) > 0 {
+			if slots, ok := canStart(queue[0]); ok {
+				rc := queue[0]
+				queue = queue[1:]
+				var uuids []string
+				for _, i := range slots {
+					free[i] = false
+					uuids = append(uuids, s.gpus[i].UUID)
+				}
+				cpuBusy = rc.gpus == 0
+				running++
+				s.progress.CellStarted(rc.cell.ID)
+				s.log.Debug().Str("cell", rc.cell.ID).Strs("gpus", uuids).Msg("cell started")
+				go func() { done <- finished{rc, x.run(ctx, rc.wc, uuids), slots} }()
+				continue
+			}
+		}
+		if running == 0 {
+			break // interrupted with nothing in flight
+		}
+		f := <-done
+		running--
+		for _, i := range f.slots {
+			free[i] = true
+		}
+		if f.rc.gpus == 0 {
+			cpuBusy = false
+		}
+		s.record(f.rc, f.o)
+	}
+	s.progress.Stop()
+
+	failed := 0
+	for _, c := range s.res.Cells {
+		if c.Status == results.StatusFailed {
+			failed++
+		}
+	}
+	if ctx.Err() != nil {
+		for i := range s.res.Cells {
+			c := &s.res.Cells[i]
+			if c.Status == results.StatusSkipped && c.Error == "not run yet" {
+				c.Error = "not run: the study was interrupted (xrun run --resume runs it)"
+			}
+		}
+	}
+	s.write()
+	s.log.Info().Str("results", filepath.Join(s.dir, results.JSONFile)).Str("table", filepath.Join(s.dir, results.MarkdownFile)).
+		Str("cells", filepath.Join(s.dir, CellsDir)).Msg("results written")
+	switch {
+	case ctx.Err() != nil:
+		return s.res, fmt.Errorf("stopped; the cells measured so far are in %s: %w", s.dir, ErrInterrupted)
+	case s.lastErr != nil:
+		return s.res, fmt.Errorf("writing results: %w", s.lastErr)
+	case failed > 0:
+		return s.res, fmt.Errorf("%d of %d cells failed (their errors are in %s): %w", failed, total, filepath.Join(s.dir, results.MarkdownFile), ErrCellsFailed)
+	}
+	return s.res, nil
+}
+
+// record merges one cell's outcome into the results and writes them.
+func (s *study) record(rc *runCell, o outcome) {
+	c := &s.res.Cells[s.byID[rc.cell.ID]]
+	switch {
+	case o.rec != nil:
+		*c = o.rec.Cell
+	case o.interrupted:
+		*c = results.Cell{Status: results.StatusSkipped, Error: "not run: interrupted while running (xrun run --resume runs it)",
+			Artifacts: existingArtifacts(s.dir, rc.cell.ID)}
+	default:
+		*c = results.Cell{Status: results.StatusFailed, Error: o.failure, Artifacts: existingArtifacts(s.dir, rc.cell.ID)}
+	}
+	// The plan's parameters are authoritative (JSON would turn the
+	// record's integers into floats), and summaries are the writer's.
+	c.ID, c.Params, c.Summary = rc.cell.ID, rc.wc.Params, nil
+	s.progress.CellFinished(rc.cell.ID, c.Status, o.elapsed)
+	switch c.Status {
+	case results.StatusOK:
+		ev := s.log.Info().Str("cell", c.ID).Dur("elapsed", o.elapsed.Round(time.Millisecond))
+		if sum := results.Summarize(column(c.Repeats, "system_output_throughput_tok_s")); sum.N > 0 {
+			ev = ev.Float64("output_tok_s", sum.Median)
+		}
+		ev.Msg("cell ok")
+	case results.StatusFailed:
+		s.log.Warn().Str("cell", c.ID).Dur("elapsed", o.elapsed.Round(time.Millisecond)).Str("error", c.Error).Msg("cell failed")
+	default:
+		s.log.Info().Str("cell", c.ID).Msg("cell interrupted")
+	}
+	s.write()
+}
+
+func column(reps []results.Metrics, key string) []float64 {
+	var out []float64
+	for _, m := range reps {
+		if v, ok := m[key]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}

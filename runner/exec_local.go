@@ -1,0 +1,203 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// outcome is what running one cell produced.
+type outcome struct {
+	id string
+	// rec is the worker's record (ok or failed); nil when it left none.
+	rec *cellRecord
+	// failure says why there is no record: a crash, a signal, a timeout.
+	failure string
+	// interrupted is set when the run was stopped (SIGINT/SIGTERM) before
+	// the cell was recorded; it runs again on --resume.
+	interrupted bool
+	elapsed     time.Duration
+}
+
+// localExecutor runs each cell as a child process of this one: xrun
+// re-executed as `xrun worker --dir DIR --cell ID`, its own process group,
+// killed with this process (on Linux), with its GPUs in CUDA_VISIBLE_DEVICES.
+type localExecutor struct {
+	exe   string
+	env   []string
+	dir   string // absolute, so the worker does not depend on our working directory
+	grace time.Duration
+}
+
+func (x *localExecutor) run(ctx context.Context, c *workerCell, gpus []string) outcome {
+	start := time.Now()
+	o := x.runProcess(ctx, c, gpus)
+	o.id, o.elapsed = c.ID, time.Since(start)
+	return o
+}
+
+func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []string) outcome {
+	cdir := CellDir(x.dir, c.ID)
+	// What an earlier attempt left (cell.json above all) must not be
+	// mistaken for this attempt's.
+	if err := os.RemoveAll(cdir); err != nil {
+		return outcome{failure: "cannot clear the cell's directory: " + err.Error()}
+	}
+	if err := os.MkdirAll(cdir, 0o755); err != nil {
+		return outcome{failure: "cannot create the cell's directory: " + err.Error()}
+	}
+	stderrPath := filepath.Join(cdir, StderrFile)
+	errf, err := os.Create(stderrPath)
+	if err != nil {
+		return outcome{failure: "cannot create " + StderrFile + ": " + err.Error()}
+	}
+	defer errf.Close()
+
+	cmd := exec.Command(x.exe, "worker", "--dir", x.dir, "--cell", c.ID)
+	cmd.Env = slices.Clone(x.env)
+	if len(gpus) > 0 {
+		// UUIDs, not indices: they name the same GPUs whatever
+		// CUDA_VISIBLE_DEVICES this process itself was given.
+		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","))
+	}
+	cmd.Stdout, cmd.Stderr = errf, errf
+	setProcAttrs(cmd)
+
+	started, waited := make(chan error, 1), make(chan error, 1)
+	go func() {
+		// The child is killed when the thread that started it ends
+		// (Pdeathsig): keep that thread for as long as the child lives.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		waited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return outcome{failure: fmt.Sprintf("cannot start the worker %s: %v", x.exe, err)}
+	}
+	timer := time.NewTimer(c.Timeout)
+	defer timer.Stop()
+	var stopped, timedOut bool
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		stopped = true
+		x.terminate(cmd, waited)
+	case <-timer.C:
+		timedOut = true
+		x.terminate(cmd, waited)
+	}
+
+	// An empty stderr.log says nothing; do not leave it lying around.
+	if st, err := errf.Stat(); err == nil && st.Size() == 0 {
+		os.Remove(stderrPath)
+	}
+	rec, rerr := readCellRecord(x.dir, c.ID)
+	switch {
+	case rec != nil && rec.Fingerprint == c.Fingerprint:
+		if _, err := os.Stat(stderrPath); err == nil {
+			rec.Artifacts = append(rec.Artifacts, cellArtifact(c.ID, StderrFile))
+		}
+		return outcome{rec: rec}
+	case rec != nil:
+		return outcome{failure: fmt.Sprintf("the worker recorded fingerprint %s, expected %s (was the plan rewritten under it?)", rec.Fingerprint, c.Fingerprint)}
+	case rerr != nil:
+		return outcome{failure: "the worker's record is unreadable: " + rerr.Error()}
+	case stopped:
+		return outcome{interrupted: true}
+	}
+	see := ""
+	if st, err := os.Stat(stderrPath); err == nil && st.Size() > 0 {
+		see = " (see " + cellArtifact(c.ID, StderrFile) + ")"
+	}
+	if timedOut {
+		return outcome{failure: fmt.Sprintf("timed out after %s, the cell's timeout (set timeout: in the spec to change it); the worker was stopped%s", c.Timeout, see)}
+	}
+	msg := "worker " + exitText(cmd.ProcessState)
+	if detail := stderrSummary(stderrPath); detail != "" {
+		msg += ": " + detail
+	}
+	return outcome{failure: msg + see}
+}
+
+// terminate asks the worker's process group to stop (SIGTERM: the worker
+// stops its engine at the next iteration), and kills it after the grace
+// period if it has not (a hung driver does not listen).
+func (x *localExecutor) terminate(cmd *exec.Cmd, waited <-chan error) {
+	signalGroup(cmd, false)
+	select {
+	case <-waited:
+	case <-time.After(x.grace):
+		signalGroup(cmd, true)
+		<-waited
+	}
+}
+
+// exitText describes how a worker process ended.
+func exitText(ps *os.ProcessState) string {
+	if ps == nil {
+		return "ended"
+	}
+	if killedOutright(ps) {
+		// Nothing in xrun sends SIGKILL but after a timeout or an
+		// interrupt, which are reported as such.
+		return "was killed (SIGKILL; by the out-of-memory killer? see dmesg)"
+	}
+	if ps.Exited() {
+		return fmt.Sprintf("exited with status %d", ps.ExitCode())
+	}
+	return "ended: " + ps.String()
+}
+
+// stderrSummary picks the line of a worker's stderr that says what went
+// wrong: a Go panic or fatal error, else xrun's own final error, else the
+// last line.
+func stderrSummary(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const tail = 64 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > tail {
+		f.Seek(st.Size()-tail, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	lines := strings.Split(string(bytes.TrimSpace(b)), "\n")
+	pick := ""
+	for _, l := range lines {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+			pick = l
+			break
+		}
+	}
+	if pick == "" {
+		for i := len(lines) - 1; i >= 0; i-- {
+			l := strings.TrimSpace(lines[i])
+			if rest, ok := strings.CutPrefix(l, "xrun: "); ok {
+				pick = rest
+				break
+			}
+			if pick == "" && l != "" {
+				pick = l
+			}
+		}
+	}
+	if r := []rune(pick); len(r) > 400 {
+		pick = string(r[:400]) + "…"
+	}
+	return pick
+}
