@@ -219,7 +219,29 @@ type OpRecord struct {
 	Iteration int           `json:"iteration"` // engine iteration it ran in
 	Start     time.Duration `json:"start_ns"`  // since the run's epoch
 	Duration  time.Duration `json:"duration_ns"`
+
+	// The rest is what a GPU profiler (CUPTI) knows besides the time; the
+	// CPU backend leaves it zero.
+
+	// Kind is OpKernel (also when empty), OpMemcpy or OpMemset.
+	Kind string `json:"kind,omitempty"`
+	// Stream is the CUDA stream the op ran on (0 on the CPU).
+	Stream uint32 `json:"stream,omitempty"`
+	// Grid and Block are a kernel's launch dimensions (x, y, z).
+	Grid  [3]uint32 `json:"grid,omitzero"`
+	Block [3]uint32 `json:"block,omitzero"`
+	// Bytes is what a copy or memset moved; Copy is a copy's direction
+	// ("HtoD", "DtoH", "DtoD", ...).
+	Bytes int64  `json:"bytes,omitempty"`
+	Copy  string `json:"copy,omitempty"`
 }
+
+// Op kinds of OpRecord.Kind.
+const (
+	OpKernel = "kernel"
+	OpMemcpy = "memcpy"
+	OpMemset = "memset"
+)
 
 // BackendOptions configure a backend constructor (cpu.New, cuda.New).
 type BackendOptions struct {
