@@ -19,9 +19,9 @@ mkdir -p "$out"
 root=$PWD
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
-	--format=csv >"$out/nvidia-smi.txt" 2>&1 || true
+	--format=csv >"$out/devices.txt" 2>&1 || true
 
-.gpu/xrun devices >"$out/devices.txt" 2>&1
+.gpu/xrun devices >>"$out/devices.txt" 2>&1
 devices_rc=$?
 
 tests_rc=0 backend_rc=0
@@ -48,14 +48,16 @@ if [ "${HF:-1}" != 0 ]; then
 	hf_rc=$?
 fi
 
-echo "== nvidia-smi"; cat "$out/nvidia-smi.txt"
-echo "== xrun devices (exit $devices_rc)"; head -20 "$out/devices.txt"
+echo "== nvidia-smi, xrun devices (exit $devices_rc)"; head -12 "$out/devices.txt"
 for f in tests backend; do
 	[ -f "$out/$f.txt" ] || continue
 	echo "== $f failures (full log: $f.txt)"
 	grep -E -- '--- FAIL|^(FAIL|panic)|_test\.go:[0-9]+: ' "$out/$f.txt" | grep -vE 'random seed|GPU check skipped|NVRTC [0-9.]+, [0-9]+ bytes|relative error [0-9.e-]+$' | head -40
 done
-grep -E 'relative error' "$out/backend.txt" 2>/dev/null | sort -t' ' -k1,1 | awk '{print}' | head -0
+echo "== whole-model checks: worst logit relative error per test"
+awk '/^=== (RUN|CONT)/ { name = $3 } / relative error [0-9.e+-]+/ { for (i = 1; i < NF; i++) if ($i == "error") { v = $(i+1) + 0; if (!(name in w) || v > w[name]) w[name] = v; if (!(name in seen)) { seen[name] = 1; order[++n] = name } } }
+	/^ *--- (PASS|FAIL)/ { st[$3] = $2 }
+	END { for (i = 1; i <= n; i++) printf "%-45s %-5s %.3g\n", order[i], st[order[i]], w[order[i]] }' "$out/backend.txt" 2>/dev/null
 [ "$xrun_rc" = 0 ] || { echo "== xrunbench log"; tail -30 "$out/xrun.log"; }
 [ "$hf_rc" = 0 ] || { echo "== hf log"; tail -30 "$out/hf.txt"; }
 [ "$bench_rc" = 0 ] || tail -20 "$out/bench.txt"

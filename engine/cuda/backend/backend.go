@@ -782,6 +782,10 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	for i := T; i < rows; i++ {
 		small = append(small, int32(i), 1, scratch, 0)
 	}
+	// The kernels read items as int4: 16-byte aligned.
+	for len(lay)%4 != 0 {
+		lay = append(lay, 0)
+	}
 	offS := len(lay)
 	lay = append(lay, small...)
 	offL := len(lay)
