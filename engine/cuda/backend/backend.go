@@ -56,6 +56,7 @@ type Backend struct {
 	mode     mode
 	bucket   *graphState
 	ops      int // ops seen this iteration (checked against the graph)
+	capOps   []func(*cuda.GPU) error
 
 	memWeights, memActs int64
 	tmp                 []int32 // host layout scratch
@@ -650,14 +651,29 @@ func (b *Backend) Argmax(dst []int32, logits model.Tensor, rows int) error {
 func (b *Backend) flush(g *cuda.GPU) error {
 	switch b.mode {
 	case capture:
-		gr, err := g.Stream.EndCapture(b.err != nil)
-		if err == nil && gr != nil {
+		failed := b.err != nil
+		gr, err := g.Stream.EndCapture(failed)
+		switch {
+		case err == nil && gr != nil:
 			b.bucket.graph, b.bucket.ops = gr, b.ops
 			err = gr.Launch(g.Stream)
+		case err == nil:
+			err = b.err
 		}
-		if err != nil && b.err == nil {
-			b.err = fmt.Errorf("capturing the decode graph of %d rows: %w", b.cur.nTok, err)
+		if err != nil {
+			// The captured work never ran: turn graphs off and run the
+			// iteration's ops eagerly, so a capture problem costs speed,
+			// not the run.
+			fmt.Fprintf(os.Stderr, "cuda backend: decode graphs turned off, capturing %d rows failed: %v\n", b.cur.nTok, err)
+			b.graphsOn, b.err = false, nil
+			for _, fn := range b.capOps {
+				if err := fn(g); err != nil {
+					b.err = err
+					break
+				}
+			}
 		}
+		b.capOps = b.capOps[:0]
 	case replay:
 		if b.ops != b.bucket.ops && b.err == nil {
 			b.err = fmt.Errorf("iteration queued %d ops, its graph holds %d", b.ops, b.bucket.ops)
@@ -854,8 +870,11 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 // and the failure is reported at the next synchronising call.
 func (b *Backend) op(fn func(g *cuda.GPU) error) {
 	b.ops++
-	if b.mode == replay {
+	switch b.mode {
+	case replay:
 		return
+	case capture:
+		b.capOps = append(b.capOps, fn)
 	}
 	b.dev.Post(func(g *cuda.GPU) {
 		if b.err != nil {
