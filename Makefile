@@ -17,7 +17,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/xrun ./cmd/xrun
 
 run: build
-	./bin/xrun run experiments/quickstart.yaml
+	./bin/xrun run --fresh experiments/quickstart.yaml
 
 # Unit, golden and end-to-end tests; no GPU or CUDA needed (GPU tests skip).
 test: lint

@@ -420,7 +420,7 @@ func (s *study) prepareDatasets(ctx context.Context) error {
 			}
 			ev := s.log.Debug()
 			if e.Generated {
-				ev = s.log.Info().Str("reason", e.Reason).Dur("elapsed", time.Since(t0))
+				ev = s.log.Info().Str("reason", e.Reason).Str("elapsed", fmtDur(time.Since(t0)))
 			}
 			ev.Str("dataset", d.ID).Str("path", e.Path).Int("requests", d.Generate.NumRequests).Msg("dataset ready")
 			continue
@@ -683,13 +683,13 @@ func (s *study) record(rc *runCell, o outcome) {
 	s.progress.CellFinished(rc.cell.ID, c.Status, o.elapsed)
 	switch c.Status {
 	case results.StatusOK:
-		ev := s.log.Info().Str("cell", c.ID).Dur("elapsed", o.elapsed.Round(time.Millisecond))
+		ev := s.log.Info().Str("cell", c.ID).Str("elapsed", fmtDur(o.elapsed))
 		if sum := results.Summarize(column(c.Repeats, "system_output_throughput_tok_s")); sum.N > 0 {
 			ev = ev.Float64("output_tok_s", sum.Median)
 		}
 		ev.Msg("cell ok")
 	case results.StatusFailed:
-		s.log.Warn().Str("cell", c.ID).Dur("elapsed", o.elapsed.Round(time.Millisecond)).Str("error", c.Error).Msg("cell failed")
+		s.log.Warn().Str("cell", c.ID).Str("elapsed", fmtDur(o.elapsed)).Str("error", c.Error).Msg("cell failed")
 	default:
 		s.log.Info().Str("cell", c.ID).Msg("cell interrupted")
 	}

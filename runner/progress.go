@@ -211,3 +211,7 @@ func clock(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d:%02d", m, sec)
 }
+
+// fmtDur formats a duration for logs: "1.234s", which people read and Go's
+// time.ParseDuration reads back.
+func fmtDur(d time.Duration) string { return d.Round(time.Millisecond).String() }

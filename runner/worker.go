@@ -160,7 +160,7 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 	if err := writeJSONAtomic(filepath.Join(cdir, CellFile), rec); err != nil {
 		return fmt.Errorf("cell %s: recording it: %w", id, err)
 	}
-	log.Info().Str("status", string(rec.Status)).Dur("elapsed", rec.Finished.Sub(rec.Started)).Msg("cell recorded")
+	log.Info().Str("status", string(rec.Status)).Str("elapsed", fmtDur(rec.Finished.Sub(rec.Started))).Msg("cell recorded")
 	return nil
 }
 
@@ -208,7 +208,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 	}
 	defer e.Close()
 	w.rec.Backend = e.Backend()
-	w.log.Info().Str("backend", e.Backend()).Dur("elapsed", time.Since(t0)).Int("requests", len(reqs)).Msg("engine ready")
+	w.log.Info().Str("backend", e.Backend()).Str("elapsed", fmtDur(time.Since(t0))).Int("requests", len(reqs)).Msg("engine ready")
 	if err := injectFault(w.fault); err != nil {
 		return err
 	}

@@ -1,0 +1,157 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/xrun-dev/xrun/results"
+)
+
+// tinyStudy is a study small enough to run in-process in a unit test.
+const tinyStudy = `schema_version: 1
+name: tiny
+params:
+  engine: cpu
+  model: tiny-llama
+  warmup: 1
+  dataset: {generator: token-norm-dist, num_requests: 3, input_mean: 6, input_stdev: 0, output_mean: 3, output_stdev: 0}
+matrix:
+  batch_size: [1, 2]
+  profile_window: [none, "2-3"]
+repeats: 2
+`
+
+// plannedStudy writes the worker plan of tinyStudy into a new results
+// directory, as Run does before it starts workers.
+func plannedStudy(t *testing.T) (*study, string) {
+	t.Helper()
+	spec, err := ParseSpec("tiny.yaml", []byte(tinyStudy), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := &study{spec: spec, dir: dir, log: zerolog.Nop(), o: Options{CacheDir: filepath.Join(dir, "cache")}}
+	sel, _ := selectCells(spec.Plan, nil)
+	if err := s.buildPlan(sel); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.prepareDatasets(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, StateDir), 0o755)
+	if err := writeJSONAtomic(filepath.Join(dir, StateDir, PlanFile), s.plan); err != nil {
+		t.Fatal(err)
+	}
+	return s, dir
+}
+
+func TestRunWorker(t *testing.T) {
+	s, dir := plannedStudy(t)
+	env := func(string) string { return "" }
+	for _, c := range s.spec.Plan.Cells {
+		if err := RunWorker(context.Background(), dir, c.ID, WorkerOptions{Getenv: env}); err != nil {
+			t.Fatalf("%s: %v", c.ID, err)
+		}
+		rec, err := readCellRecord(dir, c.ID)
+		if err != nil || rec == nil {
+			t.Fatalf("%s: no record (%v)", c.ID, err)
+		}
+		profiled := c.Params.ProfileWindow != "none"
+		if rec.Status != results.StatusOK || len(rec.Repeats) != 2 || rec.Fingerprint != s.cells[c.Index].wc.Fingerprint ||
+			!strings.HasPrefix(rec.Backend, "cpu/") || (rec.Profile != nil) != profiled || (rec.ProfileMetrics != nil) != profiled {
+			t.Errorf("%s: record %+v", c.ID, rec)
+		}
+		// Two timed passes of 3 requests, and the profiled pass.
+		want := 6
+		if profiled {
+			want = 9
+		}
+		if n := countLines(t, filepath.Join(CellDir(dir, c.ID), RequestsFile)); n != want {
+			t.Errorf("%s: %d request lines, want %d", c.ID, n, want)
+		}
+		if n := countLines(t, filepath.Join(CellDir(dir, c.ID), IterationsFile)); n < 2 {
+			t.Errorf("%s: %d lines in %s", c.ID, n, IterationsFile)
+		}
+		for _, a := range rec.Artifacts {
+			if _, err := os.Stat(filepath.Join(dir, a)); err != nil {
+				t.Errorf("%s: artifact %v", c.ID, err)
+			}
+		}
+	}
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		n++
+	}
+	return n
+}
+
+func TestRunWorkerRecordsFailures(t *testing.T) {
+	s, dir := plannedStudy(t)
+	id := s.spec.Plan.Cells[0].ID
+	env := func(k string) string {
+		if k == FaultEnv {
+			return "nomatch:crash, " + id[:4] + ":error"
+		}
+		return ""
+	}
+	if err := RunWorker(context.Background(), dir, id, WorkerOptions{Getenv: env}); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := readCellRecord(dir, id)
+	if rec == nil || rec.Status != results.StatusFailed || !strings.Contains(rec.Error, "injected error") {
+		t.Errorf("record %+v, want failed with the injected error", rec)
+	}
+
+	// Interrupted: nothing is recorded, so --resume runs the cell again.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := RunWorker(ctx, dir, id, WorkerOptions{Getenv: func(string) string { return "" }})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Errorf("cancelled worker: %v, want ErrInterrupted", err)
+	}
+	if rec, _ := readCellRecord(dir, id); rec != nil {
+		t.Errorf("an interrupted worker left a record: %+v", rec)
+	}
+
+	if err := RunWorker(context.Background(), dir, "no-such-cell", WorkerOptions{}); err == nil || !strings.Contains(err.Error(), "no cell") {
+		t.Errorf("unknown cell: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, StateDir, PlanFile), []byte(`{"version": 99}`), 0o644)
+	if err := RunWorker(context.Background(), dir, id, WorkerOptions{}); err == nil || !strings.Contains(err.Error(), "plan version 99") {
+		t.Errorf("plan of another version: %v", err)
+	}
+}
+
+func TestFaultFor(t *testing.T) {
+	for _, c := range []struct{ value, id, want string }{
+		{"", "bs1-x", ""},
+		{"bs1:crash", "bs1-x", "crash"},
+		{"bs1:crash", "bs16-x", "crash"},
+		{"bs2:crash", "bs1-x", ""},
+		{"bs2:hang, bs1:error", "bs1-x", "error"},
+		{"malformed", "bs1-x", ""},
+	} {
+		if got := faultFor(c.value, c.id); got != c.want {
+			t.Errorf("faultFor(%q, %q) = %q, want %q", c.value, c.id, got, c.want)
+		}
+	}
+	if err := injectFault("explode"); err == nil || !strings.Contains(err.Error(), "unknown fault") {
+		t.Errorf("unknown fault: %v", err)
+	}
+}
