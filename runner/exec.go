@@ -96,11 +96,14 @@ type study struct {
 	log      zerolog.Logger
 	progress Progress
 
-	devs    cuda.Devices
-	gpus    []cuda.DeviceInfo // the GPUs cells may use
-	noGPU   string            // why there is none, when there is none
-	cells   []*runCell
-	plan    *workerPlan
+	devs  cuda.Devices
+	gpus  []cuda.DeviceInfo // the GPUs cells may use
+	noGPU string            // why there is none, when there is none
+	cells []*runCell
+	plan  *workerPlan
+	// exec runs one cell on the GPUs given (UUIDs; none for the cpu
+	// backend); nil means a localExecutor.
+	exec    cellExecutor
 	res     *results.Results
 	byID    map[string]int // index into res.Cells
 	lastErr error          // the last failure to write results
@@ -559,7 +562,10 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &localExecutor{exe: s.o.Executable, env: s.o.Env, dir: absDir, grace: s.o.KillGrace}
+	x := s.exec
+	if x == nil {
+		x = &localExecutor{exe: s.o.Executable, env: s.o.Env, dir: absDir, grace: s.o.KillGrace}
+	}
 	var queue []*runCell
 	for _, rc := range s.cells {
 		if rc.todo() {

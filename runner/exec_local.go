@@ -27,6 +27,12 @@ type outcome struct {
 	elapsed     time.Duration
 }
 
+// cellExecutor runs one cell on the GPUs given (their UUIDs; none for a
+// cell on the cpu backend) and says what came of it.
+type cellExecutor interface {
+	run(ctx context.Context, c *workerCell, gpus []string) outcome
+}
+
 // localExecutor runs each cell as a child process of this one: xrun
 // re-executed as `xrun worker --dir DIR --cell ID`, its own process group,
 // killed with this process (on Linux), with its GPUs in CUDA_VISIBLE_DEVICES.

@@ -454,3 +454,46 @@ func TestRunOptions(t *testing.T) {
 		t.Error("--fresh left an earlier cell's record")
 	}
 }
+
+func TestRunDatasetFile(t *testing.T) {
+	tmp := t.TempDir()
+	good, bad := filepath.Join(tmp, "good.jsonl"), filepath.Join(tmp, "bad.jsonl")
+	os.WriteFile(good, []byte(`{"task_id":0,"input_ids":[5,6,7],"output_tokens":2}
+{"task_id":1,"input_ids":[8,9],"output_tokens":3}
+{"task_id":2,"input_ids":[10],"output_tokens":1}
+`), 0o644)
+	// tiny-llama's vocabulary has 512 tokens.
+	os.WriteFile(bad, []byte(`{"task_id":0,"input_ids":[5,6,7],"output_tokens":2}
+{"task_id":1,"input_ids":[8,512],"output_tokens":3}
+`), 0o644)
+	env := studyEnv(t)
+	dir := filepath.Join(tmp, "out")
+	only := []string{"--only", "batch_size=2", "--only", "gemm_plugin=auto"}
+
+	r := runStudy(t, env, append([]string{"run", tinySpec, "--out", dir, "--set", "params.dataset.generator=" + bad}, only...)...)
+	if r.code != exitBadInput || !strings.Contains(r.stderr, "bad.jsonl:2") {
+		t.Errorf("dataset with a token outside the vocabulary: exit %d, want 2 naming bad.jsonl:2:\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("a refused run left %s behind", dir)
+	}
+
+	r = runStudy(t, env, append([]string{"run", tinySpec, "--out", dir, "--set", "params.dataset.generator=" + good}, only...)...)
+	if r.code != 0 {
+		t.Fatalf("dataset file: exit %d\n%s", r.code, r.stderr)
+	}
+	res, _ := loadResults(t, dir)
+	ok := 0
+	for _, c := range res.Cells {
+		if c.Status != results.StatusOK {
+			continue
+		}
+		ok++
+		if len(c.Repeats) != 2 || c.Repeats[0]["num_requests"] != 3 || c.Repeats[0]["total_output_tokens"] != 6 {
+			t.Errorf("cell %s: %v", c.ID, c.Repeats)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d cells ran, want 1", ok)
+	}
+}
