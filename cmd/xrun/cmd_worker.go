@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 
 	"github.com/spf13/cobra"
 
@@ -29,11 +30,12 @@ func newWorkerCommand(a *app) *cobra.Command {
 	}
 	c.Flags().StringVar(&opts.dir, "dir", "", "the study's results directory")
 	c.Flags().StringVar(&opts.cell, "cell", "", "the id of the cell to run")
-	_ = c.MarkFlagRequired("dir")
-	_ = c.MarkFlagRequired("cell")
 	return c
 }
 
 func runWorker(ctx context.Context, a *app, opts *workerOptions) error {
+	if opts.dir == "" || opts.cell == "" {
+		return usageError{errors.New("worker: --dir and --cell are required")}
+	}
 	return runner.RunWorker(ctx, opts.dir, opts.cell, runner.WorkerOptions{Getenv: a.gs.Getenv})
 }
