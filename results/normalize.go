@@ -164,11 +164,21 @@ func normalizeCell(in *Cell) (Cell, error) {
 			k.TimePct, k.AvgNs, k.MedNs, k.StdDevNs = roundValue(k.TimePct), roundValue(k.AvgNs), roundValue(k.MedNs), roundValue(k.StdDevNs)
 		}
 		p.Diagnosis = slices.Clone(p.Diagnosis)
+		if p.Stats != nil {
+			p.Stats = maps.Clone(p.Stats)
+			for k, v := range p.Stats {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					return c, fmt.Errorf("cell %q: profile.stats.%s: %v cannot be stored; a figure must be finite", c.ID, k, v)
+				}
+				p.Stats[k] = roundValue(v)
+			}
+		}
 		c.Profile = &p
 	}
 	if in.Telemetry != nil {
 		t := *in.Telemetry
-		for _, f := range []*float64{&t.SMClockMHzMean, &t.SMClockMHzMax, &t.MemClockMHzMean, &t.MemClockMHzMax, &t.PowerWMean, &t.PowerWMax} {
+		for _, f := range []*float64{&t.SMClockMHzMean, &t.SMClockMHzMax, &t.MemClockMHzMean, &t.MemClockMHzMax, &t.PowerWMean, &t.PowerWMax,
+			&t.GPUUtilPctMean, &t.MemUtilPctMean, &t.TempCMax, &t.EnergyJ} {
 			*f = roundValue(*f)
 		}
 		t.ThrottleReasons = slices.Sorted(slices.Values(t.ThrottleReasons))

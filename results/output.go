@@ -130,6 +130,9 @@ func (markdownOutput) Render(w io.Writer, r *Results, opts RenderOptions) error 
 			}
 		}
 	}
+	if err := writeProfilesMarkdown(&b, rep.Profiles); err != nil {
+		return err
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -29,6 +29,8 @@ type Report struct {
 	// Notes apply to the whole report (a compare entry that cannot be
 	// honoured, for instance).
 	Notes []string
+	// Profiles are the profiled cells' kernel tables and diagnoses.
+	Profiles []ProfileSection
 }
 
 // ComparisonTables are the pivots of one compared axis.
@@ -179,7 +181,8 @@ func presentMetrics(r *Results) map[string]bool {
 }
 
 // BuildReport lays out r as tables. It reads only repeats, parameters,
-// status and telemetry, so a hand-edited summary cannot mislead it.
+// status, telemetry and profiles, so a hand-edited summary cannot mislead
+// it.
 func BuildReport(r *Results, opts RenderOptions) *Report {
 	rep := &Report{Title: r.Name, Description: r.Description, Environment: environmentLines(r)}
 	ax := axes(r)
@@ -188,6 +191,7 @@ func BuildReport(r *Results, opts RenderOptions) *Report {
 	for _, cs := range comparisons(r, ax, &rep.Notes) {
 		rep.Comparisons = append(rep.Comparisons, pivotTables(r, ax, cs, metrics))
 	}
+	rep.Profiles = profileSections(r, ax)
 	return rep
 }
 

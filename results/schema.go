@@ -153,6 +153,12 @@ type Profile struct {
 	Kernels []Kernel `json:"kernels,omitempty"`
 	// Diagnosis holds one-line findings ("GEMMs ran on cuBLASLt").
 	Diagnosis []string `json:"diagnosis,omitempty"`
+	// Iterations is how many engine iterations the window covered, so
+	// kernel times can be compared per iteration between cells.
+	Iterations int `json:"iterations,omitempty"`
+	// Stats are the diagnosis's figures (busy_fraction,
+	// kernels_per_iteration, mean_gap_ns, achieved_bytes_per_s, ...).
+	Stats map[string]float64 `json:"stats,omitempty"`
 }
 
 // Kernel is one row of a kernel summary.
@@ -181,6 +187,15 @@ type Telemetry struct {
 	// idle; its numbers may not be comparable with an unthrottled run.
 	Throttled       bool     `json:"throttled"`
 	ThrottleReasons []string `json:"throttle_reasons,omitempty"`
+	// Optional since the NVML sampler (profile.StartTelemetry): utilization
+	// in %, temperature, energy over the cell, memory used and how many
+	// samples the summary is over.
+	GPUUtilPctMean  float64 `json:"gpu_util_pct_mean,omitempty"`
+	MemUtilPctMean  float64 `json:"mem_util_pct_mean,omitempty"`
+	TempCMax        float64 `json:"temp_c_max,omitempty"`
+	EnergyJ         float64 `json:"energy_j,omitempty"`
+	MemUsedBytesMax uint64  `json:"mem_used_bytes_max,omitempty"`
+	Samples         int     `json:"samples,omitempty"`
 }
 
 // ExpertLoad describes how evenly a MoE router spread tokens.

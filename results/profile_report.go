@@ -1,0 +1,77 @@
+package results
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ProfileSection is one profiled cell's kernel table (Nsight Systems'
+// "CUDA GPU Kernel Summary" columns) and diagnosis, as results.md shows
+// them.
+type ProfileSection struct {
+	Cell string
+	// Label is the cell's axis values, "batch_size=64 gemm_plugin=auto".
+	Label     string
+	Kernels   *Table
+	Diagnosis []string
+}
+
+// profileSections builds a section per cell with a profile, in table
+// order.
+func profileSections(r *Results, ax []axisInfo) []ProfileSection {
+	cells := cellPtrs(r)
+	sortCells(cells, ax)
+	var out []ProfileSection
+	for _, c := range cells {
+		p := c.Profile
+		if p == nil {
+			continue
+		}
+		var label []string
+		for _, a := range ax {
+			label = append(label, a.Name+"="+paramString(c, a.Name))
+		}
+		title := "Kernels in window " + p.Window
+		if p.Iterations > 0 {
+			title += fmt.Sprintf(" (%d iterations)", p.Iterations)
+		}
+		t := &Table{Title: title, Columns: []Column{{"Time (%)", true}, {"Total Time (ns)", true}, {"Instances", true},
+			{"Avg (ns)", true}, {"Med (ns)", true}, {"Min (ns)", true}, {"Max (ns)", true}, {"StdDev (ns)", true}, {"Name", false}}}
+		f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+		for _, k := range p.Kernels {
+			t.Rows = append(t.Rows, []string{f1(k.TimePct), fmt.Sprint(k.TotalNs), fmt.Sprint(k.Instances), f1(k.AvgNs), f1(k.MedNs),
+				fmt.Sprint(k.MinNs), fmt.Sprint(k.MaxNs), f1(k.StdDevNs), k.Name})
+		}
+		out = append(out, ProfileSection{Cell: c.ID, Label: strings.Join(label, " "), Kernels: t, Diagnosis: p.Diagnosis})
+	}
+	return out
+}
+
+// writeProfilesMarkdown draws the profile sections under one heading.
+func writeProfilesMarkdown(b *strings.Builder, ps []ProfileSection) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	b.WriteString("\n## Profiles\n")
+	for _, p := range ps {
+		head := "cell " + p.Cell
+		if p.Label != "" {
+			head = p.Label + " (" + p.Cell + ")"
+		}
+		b.WriteString("\n### " + mdEscape(head) + "\n\n")
+		if len(p.Kernels.Rows) > 0 {
+			b.WriteString(mdEscape(p.Kernels.Title) + ":\n\n")
+			t := *p.Kernels
+			t.Title = ""
+			if err := t.WriteMarkdown(b, 4); err != nil {
+				return err
+			}
+			b.WriteString("\n")
+		}
+		for _, d := range p.Diagnosis {
+			b.WriteString("- " + mdEscape(d) + "\n")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package results
+
+import (
+	"bytes"
+	"testing"
+)
+
+// TestMarkdownProfiles checks the profile sections of results.md: a
+// kernel table and the diagnosis per profiled cell, in table order, and
+// nothing for a cell without a profile.
+func TestMarkdownProfiles(t *testing.T) {
+	s := gemmStudy()
+	var kept []synthCell
+	for _, c := range s.cells {
+		if bs := c.params["batch_size"]; bs == 16 || bs == 64 {
+			c.params["profile_window"] = "100-149"
+			kept = append(kept, c)
+		}
+	}
+	s.cells = kept
+	s.axes[0].Values = []any{16, 64}
+	r := s.build()
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		if c.Params["batch_size"] != 64 {
+			continue
+		}
+		gemm := "nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_NNT"
+		if c.Params["gemm_plugin"] == "disable" {
+			gemm = "gemm_f16_tile_128x64 | own"
+		}
+		c.Profile = &Profile{Window: "100-149", Iterations: 50,
+			Kernels: []Kernel{
+				{Name: gemm, TimePct: 71.23456, TotalNs: 1234567, Instances: 7700, AvgNs: 160.333, MedNs: 158.5, MinNs: 120, MaxNs: 2400, StdDevNs: 33.0001},
+				{Name: "attention_decode<__half, 64>", TimePct: 28.76544, TotalNs: 498765, Instances: 1100, AvgNs: 453.423, MedNs: 450, MinNs: 400, MaxNs: 900, StdDevNs: 12.5},
+			},
+			Diagnosis: []string{"memory-bandwidth bound: achieved 1.23 TB/s = 41.0% of the 3.00 TB/s ceiling", "note: 3 CUPTI records dropped"},
+			Stats:     map[string]float64{"busy_fraction": 0.912345678, "kernels_per_iteration": 176},
+		}
+	}
+	var b bytes.Buffer
+	if err := Render(&b, "markdown", r, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "profiles.markdown.golden", b.Bytes())
+	// The stats are rounded like every other measured number.
+	data, err := Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(`"busy_fraction": 0.912346`)) {
+		t.Errorf("profile stats not rounded to 6 significant digits:\n%s", data)
+	}
+	back, err := Parse(data, "results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiled := 0
+	for _, c := range back.Cells {
+		if c.Profile != nil {
+			profiled++
+			if c.Profile.Iterations != 50 || c.Profile.Stats["kernels_per_iteration"] != 176 {
+				t.Errorf("cell %s: profile did not round-trip: %+v", c.ID, c.Profile)
+			}
+		}
+	}
+	if profiled != 2 {
+		t.Errorf("%d profiled cells read back, want 2", profiled)
+	}
+}
