@@ -129,7 +129,7 @@ type runCell struct {
 // stopped; every cell measured so far is kept). Errors in the options, a
 // refused directory or a bad dataset are BadInput errors, returned before
 // anything is run or written.
-func Run(ctx context.Context, spec *Spec, o Options) (res *results.Results, err error) {
+func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 	if o.Resume && o.Fresh {
 		return nil, &OptionError{"--fresh", "cannot be combined with --resume (--resume keeps earlier results, --fresh discards them)"}
 	}
@@ -158,9 +158,8 @@ func Run(ctx context.Context, spec *Spec, o Options) (res *results.Results, err 
 	createdState := errors.Is(statErr, os.ErrNotExist)
 	lock, err := lockDir(s.dir, o.Command)
 	if err != nil {
-		if createdDir {
-			os.RemoveAll(s.dir)
-		}
+		// Nothing is removed: a run that started at the same moment may
+		// have created the directory and hold it now.
 		return nil, err
 	}
 	committed := false
