@@ -41,6 +41,14 @@ fi
 timeout 240 .gpu/xrunbench -batch "${BATCHES:-1,64,256}" -gemm auto,disable -requests "${REQUESTS:-3000}" \
 	-requests-at "${REQUESTS_AT:-1=32}" -repeats "${REPEATS:-1}" -json "$out/xrun.jsonl" >"$out/xrun.txt" 2>"$out/xrun.log"
 xrun_rc=$?
+# Ablations at batch 1 (gemm auto): decode graphs off, split attention off.
+if [ "${ABLATE:-1}" != 0 ]; then
+	echo "== ablations, batch 1, gemm auto, 16 requests" >>"$out/xrun.txt"
+	for v in XRUN_CUDA_GRAPHS XRUN_CUDA_ATTN_SPLIT; do
+		env $v=0 timeout 60 .gpu/xrunbench -batch 1 -gemm auto -requests 16 -json "$out/xrun.jsonl" 2>>"$out/xrun.log" |
+			sed -n "2s/\$/   $v=0/p" >>"$out/xrun.txt"
+	done
+fi
 
 hf_rc=0
 if [ "${HF:-1}" != 0 ]; then

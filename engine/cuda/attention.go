@@ -29,15 +29,45 @@ func (a AttnShape) check() error {
 	return nil
 }
 
-// The attention kernels come in two sizes of query rows per block (tokens
-// of one item times the query heads of one KV head): AttnRowsSmall for
-// decode items, AttnRowsLarge for prefill chunks.
+// The attention kernels come in three sizes of query rows per block
+// (tokens of one item times the query heads of one KV head): AttnRowsTiny
+// and AttnRowsSmall for decode items (tiny needs a head dimension of at
+// least 32), AttnRowsLarge for prefill chunks.
 const (
+	AttnRowsTiny  = 8
 	AttnRowsSmall = 16
 	AttnRowsLarge = 64
 	attnKeyTile   = 64
 	attnThreads   = 128
+	// AttnMaxSplits bounds the key ranges one decode item is split into.
+	AttnMaxSplits = 8
 )
+
+// AttnWorkBytes is the split-attention workspace for launches of at most
+// blocks (items x KV heads x splits) blocks of rows query rows.
+func AttnWorkBytes(blocks, rows, headDim int) int { return blocks * rows * (headDim + 2) * 4 }
+
+// AttnLaunch is one attention launch: N work items (int32 [N][4] in Items:
+// first batch row, tokens, slot, position of the first row), Rows query
+// rows per block, and the key range split Splits ways (flash-decoding,
+// for launches with too few blocks to fill the GPU) with Work holding the
+// partial results (AttnWorkBytes).
+type AttnLaunch struct {
+	Items        Buffer
+	N            int
+	Rows, Splits int
+	Work         Buffer
+}
+
+// AttnSplits is how many ways to split the keys of n items so that the
+// launch has about two blocks per multiprocessor.
+func (g *GPU) AttnSplits(n int, a AttnShape) int {
+	blocks := n * a.KVHeads
+	if blocks == 0 {
+		return 1
+	}
+	return max(1, min(AttnMaxSplits, 2*g.Info.SMs/blocks))
+}
 
 // AttnItemTokens is how many tokens of one sequence a work item of the
 // given row size takes.
@@ -68,35 +98,55 @@ func attnSmem(headDim, rows int) int {
 	return 4 * (rows*headDim + rows*(attnKeyTile+1) + 3*rows + attnKeyTile*(dw+1) + attnKeyTile*dw)
 }
 
-// Attention queues causal attention of nItems work items over the cache k,
-// v (laid out as KVWrite writes them). items is int32 [nItems][4]: first
-// batch row, tokens (at most rows / (Heads/KVHeads)), slot, position of the
-// first row; each token of an item attends to positions 0..its own. rows is
-// AttnRowsSmall or AttnRowsLarge. out is [tokens][Heads*HeadDim].
-func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v, items Buffer, nItems, rows, capacity int, a AttnShape) error {
-	if err := a.check(); err != nil || nItems == 0 {
+// Attention queues causal attention of the launch's work items over the
+// cache k, v (laid out as KVWrite writes them): each token of an item
+// attends to positions 0..its own. out is [tokens][Heads*HeadDim].
+func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int, a AttnShape, l AttnLaunch) error {
+	if err := a.check(); err != nil || l.N == 0 {
 		return err
 	}
-	if rows != AttnRowsSmall && rows != AttnRowsLarge {
-		return fmt.Errorf("cuda: attention rows %d", rows)
+	switch {
+	case l.Rows != AttnRowsTiny && l.Rows != AttnRowsSmall && l.Rows != AttnRowsLarge,
+		l.Rows == AttnRowsTiny && a.HeadDim < 32:
+		return fmt.Errorf("cuda: attention rows %d for head dimension %d", l.Rows, a.HeadDim)
+	case l.Items.Bytes < l.N*16:
+		return fmt.Errorf("cuda: attention items buffer too small for %d items", l.N)
 	}
-	if items.Bytes < nItems*16 {
-		return fmt.Errorf("cuda: attention items buffer too small for %d items", nItems)
+	splits := max(1, l.Splits)
+	half := 0
+	if splits > 1 {
+		half = AttnWorkBytes(l.N*a.KVHeads*splits, l.Rows, a.HeadDim) / (a.HeadDim + 2) * a.HeadDim
+		if l.Work.Bytes < AttnWorkBytes(l.N*a.KVHeads*splits, l.Rows, a.HeadDim) {
+			return fmt.Errorf("cuda: split attention needs %d bytes of workspace, has %d", AttnWorkBytes(l.N*a.KVHeads*splits, l.Rows, a.HeadDim), l.Work.Bytes)
+		}
 	}
-	f, err := g.function("attention", fmt.Sprintf("attention_%s_d%d_r%d", dt.suffix(), a.HeadDim, rows))
+	f, err := g.function("attention", fmt.Sprintf("attention_%s_d%d_r%d", dt.suffix(), a.HeadDim, l.Rows))
 	if err != nil {
 		return err
 	}
-	smem := attnSmem(a.HeadDim, rows)
+	smem := attnSmem(a.HeadDim, l.Rows)
 	if smem > 48<<10 && f.smemOptIn < smem {
 		if err := f.setMaxDynamicShared(smem); err != nil {
 			return err
 		}
 		f.smemOptIn = smem
 	}
-	args := g.argsPack().Ptr(out).Ptr(qkv).Ptr(k).Ptr(v).Ptr(items).I32(a.Heads).I32(a.KVHeads).I32(a.Width()).
-		I32(capacity).F32(float32(1 / math.Sqrt(float64(a.HeadDim))))
-	return s.Launch(f, Dim3{X: nItems, Y: a.KVHeads}, Dim3{X: attnThreads}, smem, args)
+	var part, ml DevicePtr
+	if splits > 1 {
+		part, ml = l.Work.Ptr, l.Work.Ptr+DevicePtr(half)
+	}
+	args := g.argsPack().Ptr(out).Ptr(qkv).Ptr(k).Ptr(v).Ptr(l.Items).I32(a.Heads).I32(a.KVHeads).I32(a.Width()).
+		I32(capacity).F32(float32(1/math.Sqrt(float64(a.HeadDim)))).U64(uint64(part)).U64(uint64(ml)).I32(splits)
+	if err := s.Launch(f, Dim3{X: l.N, Y: a.KVHeads, Z: splits}, Dim3{X: attnThreads}, smem, args); err != nil || splits == 1 {
+		return err
+	}
+	c, err := g.function("attention", "attn_combine_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	args = g.argsPack().Ptr(out).U64(uint64(part)).U64(uint64(ml)).Ptr(l.Items).I32(a.Heads).I32(a.KVHeads).
+		I32(a.HeadDim).I32(l.Rows).I32(splits)
+	return s.Launch(c, Dim3{X: l.N, Y: a.KVHeads}, Dim3{X: attnThreads}, 0, args)
 }
 
 // Add queues dst[i] += src[i] for the first n elements (n % 8 == 0).

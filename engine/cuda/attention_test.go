@@ -26,13 +26,15 @@ func TestAttention(t *testing.T) {
 	}
 	for _, dt := range dtypes {
 		for ci, c := range cases {
-			for _, rows := range []int{AttnRowsSmall, AttnRowsLarge} {
-				t.Run(fmt.Sprintf("%s/%d_H%d_KV%d_D%d/rows%d", dt, ci, c.a.Heads, c.a.KVHeads, c.a.HeadDim, rows), func(t *testing.T) {
-					if c.a.Heads/c.a.KVHeads > rows {
-						t.Skip("group larger than the block's rows")
-					}
-					do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, c.a, c.seqs, rows) })
-				})
+			for _, rows := range []int{AttnRowsTiny, AttnRowsSmall, AttnRowsLarge} {
+				for _, splits := range []int{1, 3} {
+					t.Run(fmt.Sprintf("%s/%d_H%d_KV%d_D%d/rows%d/split%d", dt, ci, c.a.Heads, c.a.KVHeads, c.a.HeadDim, rows, splits), func(t *testing.T) {
+						if c.a.Heads/c.a.KVHeads > rows || rows == AttnRowsTiny && c.a.HeadDim < 32 {
+							t.Skip("group larger than the block's rows, or no such kernel")
+						}
+						do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, c.a, c.seqs, rows, splits) })
+					})
+				}
 			}
 		}
 	}
@@ -41,7 +43,7 @@ func TestAttention(t *testing.T) {
 // attnSeq is one sequence of an attention check: past cached tokens, n new.
 type attnSeq struct{ past, n int }
 
-func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows int) {
+func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits int) {
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
 	capacity := 0
@@ -73,7 +75,11 @@ func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 		t.Fatal(err)
 	}
 	out := devPoisoned(t, g, dt, total*H*D)
-	if err := g.Attention(g.Stream, dt, out, qkvB, kc, vc, devUploadT(t, g, items), len(items)/4, rows, capacity, a); err != nil {
+	l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits}
+	if splits > 1 {
+		l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*splits, rows, D)/2)
+	}
+	if err := g.Attention(g.Stream, dt, out, qkvB, kc, vc, capacity, a, l); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Stream.Sync(); err != nil {

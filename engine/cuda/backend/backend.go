@@ -52,6 +52,9 @@ type Backend struct {
 	cur      batchLayout
 
 	graphsOn bool
+	splitOn  bool
+	attnWork cuda.Buffer
+	launched bool // the replayed graph was launched at SetBatch
 	graphs   map[int]*graphState
 	mode     mode
 	bucket   *graphState
@@ -84,6 +87,7 @@ type graphState struct {
 type batchLayout struct {
 	tokens, pos, slot, logit, itemsS, itemsL cuda.Buffer
 	nTok, nLogit, nS, nL                     int
+	rowsS, splitsS                           int // the decode items' kernel size and key split
 	pad                                      bool // rows padded to a graph bucket
 	realLogit                                int  // logit rows the caller asked for
 }
@@ -165,7 +169,7 @@ func New(o model.BackendOptions) (model.Backend, error) {
 		return nil, err
 	}
 	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[int]*graphState{},
-		graphsOn: os.Getenv("XRUN_CUDA_GRAPHS") != "0"}
+		graphsOn: os.Getenv("XRUN_CUDA_GRAPHS") != "0", splitOn: os.Getenv("XRUN_CUDA_ATTN_SPLIT") != "0"}
 	err = dev.Do(func(g *cuda.GPU) error {
 		if err := g.LoadKernels(); err != nil {
 			return err
@@ -399,6 +403,12 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 		if need > budget {
 			return fmt.Errorf("KV cache of %d slots (+1 scratch) x %d positions x %d layers needs %.2f GiB; the budget is %.2f GiB (weights %.2f GiB, activations %.2f GiB)",
 				c.Slots, c.Capacity, c.Layers, gib(need), gib(budget), gib(b.memWeights), gib(b.memActs))
+		}
+		if b.attnWork.Bytes == 0 {
+			// Split decode launches have at most 2 blocks per multiprocessor.
+			if b.attnWork, err = b.alloc(g, cuda.AttnWorkBytes(2*g.Info.SMs, cuda.AttnRowsSmall, 128)); err != nil {
+				return err
+			}
 		}
 		if kc.k, err = b.alloc(g, layer*c.Layers); err != nil {
 			return err
@@ -677,10 +687,13 @@ func (b *Backend) flush(g *cuda.GPU) error {
 	case replay:
 		if b.ops != b.bucket.ops && b.err == nil {
 			b.err = fmt.Errorf("iteration queued %d ops, its graph holds %d", b.ops, b.bucket.ops)
-		} else if err := b.bucket.graph.Launch(g.Stream); err != nil && b.err == nil {
-			b.err = err
+		} else if !b.launched {
+			if err := b.bucket.graph.Launch(g.Stream); err != nil && b.err == nil {
+				b.err = err
+			}
 		}
 	}
+	b.launched = false
 	b.mode = eager
 	err := b.err
 	b.err = nil
@@ -764,6 +777,7 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 		nLogit = rows
 	}
 	var small, large []int32
+	smallRows := 0
 	lay := b.tmp[:0]
 	lay = append(lay, bt.Tokens...)
 	for range rows - T {
@@ -789,6 +803,7 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	for _, s := range bt.Seqs {
 		if int(s.Len)*G <= cuda.AttnRowsSmall {
 			small = append(small, s.Start, s.Len, s.Slot, s.Past)
+			smallRows = max(smallRows, int(s.Len)*G)
 			continue
 		}
 		for t0 := int32(0); t0 < s.Len; t0 += int32(perL) {
@@ -797,6 +812,11 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	}
 	for i := T; i < rows; i++ {
 		small = append(small, int32(i), 1, scratch, 0)
+		smallRows = max(smallRows, G)
+	}
+	rowsS := cuda.AttnRowsSmall
+	if smallRows <= cuda.AttnRowsTiny && c.c.HeadDim >= 32 {
+		rowsS = cuda.AttnRowsTiny
 	}
 	// The kernels read items as int4: 16-byte aligned.
 	for len(lay)%4 != 0 {
@@ -843,12 +863,21 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 			tokens: at(0, rows), pos: at(rows, rows), slot: at(2*rows, rows), logit: at(3*rows, nLogit),
 			itemsS: at(offS, len(small)), itemsL: at(offL, len(large)),
 			nTok: rows, nLogit: nLogit, nS: len(small) / 4, nL: len(large) / 4, pad: gs != nil, realLogit: S,
+			rowsS: rowsS, splitsS: 1,
+		}
+		if b.splitOn {
+			b.cur.splitsS = g.AttnSplits(b.cur.nS, c.shape)
 		}
 		b.ops, b.bucket, b.mode = 0, gs, eager
 		switch {
 		case gs == nil:
 		case gs.graph != nil:
+			// Start the GPU now: the host walks the (skipped) ops meanwhile.
 			b.mode = replay
+			if err := gs.graph.Launch(g.Stream); err != nil {
+				return err
+			}
+			b.launched = true
 		case gs.seen > 0:
 			if err := g.Stream.BeginCapture(); err != nil {
 				return err
@@ -989,10 +1018,12 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 		if err := g.KVWrite(g.Stream, b.dt, k, v, q.buf, lay.pos, lay.slot, lay.nTok, c.c.Capacity, c.shape); err != nil {
 			return err
 		}
-		if err := g.Attention(g.Stream, b.dt, o.buf, q.buf, k, v, lay.itemsS, lay.nS, cuda.AttnRowsSmall, c.c.Capacity, c.shape); err != nil {
+		small := cuda.AttnLaunch{Items: lay.itemsS, N: lay.nS, Rows: lay.rowsS, Splits: lay.splitsS, Work: b.attnWork}
+		if err := g.Attention(g.Stream, b.dt, o.buf, q.buf, k, v, c.c.Capacity, c.shape, small); err != nil {
 			return err
 		}
-		return g.Attention(g.Stream, b.dt, o.buf, q.buf, k, v, lay.itemsL, lay.nL, cuda.AttnRowsLarge, c.c.Capacity, c.shape)
+		large := cuda.AttnLaunch{Items: lay.itemsL, N: lay.nL, Rows: cuda.AttnRowsLarge, Splits: 1}
+		return g.Attention(g.Stream, b.dt, o.buf, q.buf, k, v, c.c.Capacity, c.shape, large)
 	})
 }
 

@@ -60,9 +60,13 @@ __device__ __forceinline__ float2 unpack2(u32 w, bf16) {
 }
 
 // items are int4 {first batch row, tokens, slot, position of the first row}.
+// With nsplit > 1 (decode with few blocks: flash-decoding), blockIdx.z
+// takes one of nsplit ranges of the keys (whole tiles) and writes its
+// unnormalised output and (max, sum) per row to part / ml; attn_combine
+// merges the ranges.
 template <class T, int D, int ROWS>
 __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, const T *vc, const int4 *items,
-	int H, int KV, int W, int cap, float scale) {
+	int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit) {
 	constexpr int NT = ATT_NT, KT = ATT_KT;
 	constexpr int DW = D / 2;         // 32-bit words per K/V row
 	constexpr int LDK = DW + 1;       // padded: lanes reading different keys hit different banks
@@ -104,11 +108,16 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 #pragma unroll
 	for (int i = 0; i < ORN; i++) o[i][0] = o[i][1] = 0.f;
 
-	const int keyEnd = pos0 + ntok; // keys 0..keyEnd-1 exist
+	int keyBeg = 0, keyEnd = pos0 + ntok; // keys 0..pos0+ntok-1 exist
+	if (nsplit > 1) {
+		int chunk = ((keyEnd + nsplit - 1) / nsplit + KT - 1) / KT * KT;
+		keyBeg = blockIdx.z * chunk;
+		keyEnd = min(keyEnd, keyBeg + chunk);
+	}
 	const int c = tid % KT, rs = tid / KT;
 	const int dw = tid % DW, orow = tid / DW;
 	const int warp = tid >> 5, lane = tid & 31;
-	for (int k0 = 0; k0 < keyEnd; k0 += KT) {
+	for (int k0 = keyBeg; k0 < keyEnd; k0 += KT) {
 		const int nk = min(KT, keyEnd - k0);
 		__syncthreads(); // the previous tile's readers are done
 		for (int i = tid; i < KT * (D / 8); i += NT) {
@@ -187,6 +196,16 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 		}
 	}
 	__syncthreads();
+	if (nsplit > 1) {
+		long long base = ((long long)(blockIdx.x * KV + h) * nsplit + blockIdx.z) * ROWS;
+#pragma unroll
+		for (int i = 0; i < ORN; i++) {
+			int r = orow + i * RSTEP;
+			if (r < R) *(float2 *)&part[(base + r) * D + 2 * dw] = make_float2(o[i][0], o[i][1]);
+		}
+		for (int r = tid; r < R; r += NT) *(float2 *)&ml[(base + r) * 2] = make_float2(Ms[r], Ls[r]);
+		return;
+	}
 #pragma unroll
 	for (int i = 0; i < ORN; i++) {
 		int r = orow + i * RSTEP;
@@ -201,9 +220,46 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 
 #define ATTN(T, D, ROWS)                                                                                        \
 	extern "C" __global__ void __launch_bounds__(ATT_NT) attention_##T##_d##D##_r##ROWS(T *out, const T *qkv, \
-		const T *kc, const T *vc, const int4 *items, int H, int KV, int W, int cap, float scale) {               \
-		attention<T, D, ROWS>(out, qkv, kc, vc, items, H, KV, W, cap, scale);                                   \
+		const T *kc, const T *vc, const int4 *items, int H, int KV, int W, int cap, float scale, float *part,     \
+		float *ml, int nsplit) {                                                                                \
+		attention<T, D, ROWS>(out, qkv, kc, vc, items, H, KV, W, cap, scale, part, ml, nsplit);                 \
 	}
-#define ATTN_D(T, D) ATTN(T, D, 16) ATTN(T, D, 64)
-ATTN_D(f16, 16) ATTN_D(f16, 32) ATTN_D(f16, 64) ATTN_D(f16, 128)
-ATTN_D(bf16, 16) ATTN_D(bf16, 32) ATTN_D(bf16, 64) ATTN_D(bf16, 128)
+#define ATTN_D(T, D) ATTN(T, D, 8) ATTN(T, D, 16) ATTN(T, D, 64)
+ATTN(f16, 16, 16) ATTN(f16, 16, 64) ATTN_D(f16, 32) ATTN_D(f16, 64) ATTN_D(f16, 128)
+ATTN(bf16, 16, 16) ATTN(bf16, 16, 64) ATTN_D(bf16, 32) ATTN_D(bf16, 64) ATTN_D(bf16, 128)
+
+// attn_combine merges the nsplit partial results of each (item, KV head)
+// block of a split attention launch: O = sum_z O_z e^(m_z - M) / sum_z l_z
+// e^(m_z - M), M the largest m_z. rowsMax is the launch's ROWS.
+template <class T>
+__device__ __forceinline__ void attn_combine(T *out, const float *part, const float *ml, const int4 *items,
+	int H, int KV, int D, int rowsMax, int nsplit) {
+	const int4 it = items[blockIdx.x];
+	const int t0 = it.x, ntok = it.y, h = blockIdx.y, G = H / KV, R = ntok * G;
+	const long long base = (long long)(blockIdx.x * KV + h) * nsplit * rowsMax;
+	const float ninf = -__int_as_float(0x7f800000);
+	for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
+		int r = i / D, d = i - r * D;
+		float M = ninf;
+		for (int z = 0; z < nsplit; z++) M = fmaxf(M, ml[(base + (long long)z * rowsMax + r) * 2]);
+		float L = 0.f, O = 0.f;
+		for (int z = 0; z < nsplit; z++) {
+			long long zr = base + (long long)z * rowsMax + r;
+			float m = ml[zr * 2];
+			if (m == ninf) continue;
+			float e = __expf(m - M);
+			L += ml[zr * 2 + 1] * e;
+			O += part[zr * D + d] * e;
+		}
+		int tok = r / G, j = r - tok * G;
+		out[(long long)(t0 + tok) * H * D + (h * G + j) * D + d] = from_f32<T>(O / L);
+	}
+}
+extern "C" __global__ void attn_combine_f16(f16 *out, const float *part, const float *ml, const int4 *items,
+	int H, int KV, int D, int rowsMax, int nsplit) {
+	attn_combine<f16>(out, part, ml, items, H, KV, D, rowsMax, nsplit);
+}
+extern "C" __global__ void attn_combine_bf16(bf16 *out, const float *part, const float *ml, const int4 *items,
+	int H, int KV, int D, int rowsMax, int nsplit) {
+	attn_combine<bf16>(out, part, ml, items, H, KV, D, rowsMax, nsplit);
+}
