@@ -9,7 +9,9 @@
 // RegisterBackend) and loads or generates the weights once. Run serves a
 // dataset the way `trtllm-bench throughput` does offline: Config.Warmup
 // requests (chosen with replacement, seeded) run first and untimed; then
-// all requests are submitted at once; at most BatchSize are in flight, and
+// all requests are submitted at once; at most BatchSize are in flight (fewer
+// when the backend's KV-cache budget cannot hold that many whole requests,
+// as TensorRT-LLM's capacity scheduler; Result.MaxInFlight), and
 // each iteration gives one token to every decoding request and fills the
 // rest of MaxNumTokens with prefill chunks (chunked prefill); every request
 // generates exactly its OutputTokens greedily (EOS ignored). Iterations are

@@ -243,11 +243,11 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 		return nil, err
 	}
 	e.m.ResetRouting()
-	// Discard counts a failed earlier run may have left.
-	st := &runState{e: e, opts: opts, t0: time.Now(), batch: &model.Batch{}, next: make([]int32, capa.MaxLogitRows)}
+	st := &runState{e: e, opts: opts, t0: time.Now(), batch: &model.Batch{}, next: make([]int32, capa.MaxLogitRows), slots: slots}
 	if e.mc.MoE() {
 		st.load = &ExpertLoad{Layers: e.mc.Layers, Experts: e.mc.Experts}
 		st.counts = make([]int32, e.mc.Layers*e.mc.Experts)
+		// Discard counts a failed earlier run may have left.
 		if err := e.m.ExpertCounts(st.counts); err != nil {
 			return nil, err
 		}

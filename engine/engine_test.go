@@ -398,3 +398,40 @@ func TestKVBudgetCapsInFlight(t *testing.T) {
 		t.Errorf("no slot fits: %v", err)
 	}
 }
+
+// A run's schedule and outputs depend on its own dataset only, not on what
+// earlier runs of the same engine reserved.
+func TestRunIndependentOfHistory(t *testing.T) {
+	short := mixedRequests(5)
+	var long []datasets.Request
+	for i := range 12 {
+		ids := make([]int32, 60+i)
+		for j := range ids {
+			ids[j] = int32((i + j*3) % 500)
+		}
+		long = append(long, datasets.Request{TaskID: i, InputIDs: ids, OutputTokens: 20})
+	}
+	fresh, err := newEngine(t, Config{Model: "tiny-moe", BatchSize: 16, MaxNumTokens: 64, RoutingMode: "uniform"}).Run(context.Background(), short, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, Config{Model: "tiny-moe", BatchSize: 16, MaxNumTokens: 64, RoutingMode: "uniform"})
+	if _, err := e.Run(context.Background(), long, RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.Run(context.Background(), short, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Iterations) != len(fresh.Iterations) || again.MaxInFlight != fresh.MaxInFlight {
+		t.Fatalf("%d iterations (%d in flight) after a long run, %d (%d) fresh", len(again.Iterations), again.MaxInFlight, len(fresh.Iterations), fresh.MaxInFlight)
+	}
+	for i := range short {
+		if !slices.Equal(again.Requests[i].OutputIDs, fresh.Requests[i].OutputIDs) {
+			t.Errorf("request %d: %v after a long run, %v fresh", i, again.Requests[i].OutputIDs, fresh.Requests[i].OutputIDs)
+		}
+	}
+	if !slices.Equal(again.ExpertLoad.Counts, fresh.ExpertLoad.Counts) {
+		t.Error("uniform routing differs after a long run")
+	}
+}

@@ -30,6 +30,7 @@ type runState struct {
 	t0    time.Time
 	batch *model.Batch
 	next  []int32
+	slots int // KV slots this run may use: its most requests in flight
 
 	iter    int
 	iters   []IterationRecord
@@ -58,9 +59,11 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 	if len(reqs) == 0 {
 		return nil
 	}
+	// The model may hold more slots or tokens than this run asked for (an
+	// earlier run reserved them); the schedule depends on this run only.
 	capa := st.e.m.Capacity()
-	free := make([]int, 0, capa.Slots)
-	for s := capa.Slots - 1; s >= 0; s-- {
+	free := make([]int, 0, st.slots)
+	for s := st.slots - 1; s >= 0; s-- {
 		free = append(free, s)
 	}
 	if !warmup {
@@ -89,7 +92,7 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 		b.Reset()
 		sampled = sampled[:0]
 		rec := IterationRecord{Index: st.iter, Warmup: warmup, Profiled: st.winActive}
-		budget := capa.MaxTokens
+		budget := min(st.e.cfg.MaxNumTokens, capa.MaxTokens)
 		for _, a := range act {
 			if p := len(a.req.InputIDs); a.prefilled == p && budget > 0 {
 				b.Add(a.slot, p+len(a.out)-1, a.out[len(a.out)-1:], true)

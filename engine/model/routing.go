@@ -42,6 +42,9 @@ func (r Routing) String() string {
 	return "learned"
 }
 
+// randomPeriod is how many random assignments a layer draws.
+const randomPeriod = 16384
+
 // BalancedExpert is TensorRT-LLM's perfect-router assignment for one GPU
 // (ep_size 1): token t's j-th expert among E.
 func BalancedExpert(t, j, k, experts int) int { return (t*k + j) % experts }
@@ -49,9 +52,11 @@ func BalancedExpert(t, j, k, experts int) int { return (t*k + j) % experts }
 // routeTables holds the forced assignments of the non-learned modes. Perfect
 // needs one [MaxTokens, k] table (the assignment of token t does not depend
 // on how many tokens the iteration has, so TensorRT-LLM's per-token-count
-// cache is a prefix of it). Uniform and zipf draw, per layer, a table of
-// random assignments once and give each iteration a random window of it:
-// each row is an independent draw, and nothing is uploaded per iteration.
+// cache is a prefix of it). Uniform and zipf draw, per layer, randomPeriod
+// random assignments once (repeated periodically to cover any window) and
+// give each iteration a window starting at a random row: each row is an
+// independent draw, nothing is uploaded per iteration, and the draws do
+// not depend on the capacity reserved.
 type routeTables struct {
 	mode    Routing
 	rows    int
@@ -93,7 +98,7 @@ func (r *routeTables) reserve(m *Model, maxTokens int) error {
 		r.perfect, r.rows = t, maxTokens
 		return nil
 	case Uniform, Zipf:
-		rows := max(4*maxTokens, 4096)
+		rows := randomPeriod + maxTokens
 		if r.rows >= rows {
 			return nil
 		}
@@ -103,7 +108,10 @@ func (r *routeTables) reserve(m *Model, maxTokens int) error {
 		r.random, r.rows = r.random[:0], 0
 		for l := range c.Layers {
 			rng := rand.New(rand.NewPCG(r.seed, uint64(l)+1))
-			ids := randomAssignments(rng, r.mode, rows, k, E)
+			ids := randomAssignments(rng, r.mode, randomPeriod, k, E)
+			for len(ids) < rows*k {
+				ids = append(ids, ids[:min(randomPeriod*k, rows*k-len(ids))]...)
+			}
 			t, err := m.be.Alloc(fmt.Sprintf("routing_table.%d", l), Int32, rows, k)
 			if err == nil {
 				err = m.be.WriteInt32(t, ids)
@@ -129,7 +137,7 @@ func (r *routeTables) forced(layer, n int) (Tensor, int) {
 	case Perfect:
 		return r.perfect, 0
 	case Uniform, Zipf:
-		return r.random[layer], r.rng.IntN(r.rows - n + 1)
+		return r.random[layer], r.rng.IntN(randomPeriod)
 	}
 	return nil, 0
 }
