@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // cliResult is what one in-process run of the CLI produced.
@@ -98,5 +100,32 @@ func TestImplicitRun(t *testing.T) {
 		if got != c.want {
 			t.Errorf("implicitRun(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+func TestMissingRequiredFlagExit2(t *testing.T) {
+	// cobra checks required flags after the pre-run hooks; that must still
+	// count as bad usage (2), not as a run-time failure (1).
+	var stderr bytes.Buffer
+	gs := &globalState{Stdin: strings.NewReader(""), Stdout: &bytes.Buffer{}, Stderr: &stderr,
+		Getenv: func(string) string { return "" }}
+	root, a := newRootCommand(gs)
+	ran := false
+	child := &cobra.Command{Use: "needs-flag", RunE: func(*cobra.Command, []string) error { ran = true; return nil }}
+	child.Flags().String("dir", "", "")
+	if err := child.MarkFlagRequired("dir"); err != nil {
+		t.Fatal(err)
+	}
+	holder := &cobra.Command{}
+	holder.AddCommand(child)
+	decorate(holder, a)
+	root.AddCommand(child)
+	root.SetArgs([]string{"needs-flag"})
+	err := root.ExecuteContext(context.Background())
+	if err != nil && !a.started {
+		err = usageError{err}
+	}
+	if ran || exitCode(err) != exitBadInput {
+		t.Fatalf("ran=%v exit %d (%v), want 2", ran, exitCode(err), err)
 	}
 }

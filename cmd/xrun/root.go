@@ -21,8 +21,9 @@ type rootOptions struct {
 type app struct {
 	gs  *globalState
 	log zerolog.Logger
-	// started is set once flags and arguments validated and a command's
-	// own code began; an error before that is a usage error.
+	// started is set when a command's own RunE begins, after cobra has
+	// validated flags, arguments and required flags; an error before that
+	// is a usage error.
 	started bool
 }
 
@@ -48,7 +49,6 @@ results file that diffs cleanly in pull requests.
 				return usageError{err}
 			}
 			a.log = l
-			a.started = true
 			return nil
 		},
 	}
@@ -70,13 +70,28 @@ results file that diffs cleanly in pull requests.
 		newRunCommand(a),
 		newWorkerCommand(a),
 	)
-	for _, c := range root.Commands() {
+	decorate(root, a)
+	return root, a
+}
+
+// decorate gives every command below root the shared behaviour: flag errors
+// are usage errors, help ends with EXIT STATUS, and RunE marks the command
+// as started (cobra checks required flags after the pre-run hooks, so only
+// RunE is late enough to tell usage errors from run-time ones).
+func decorate(parent *cobra.Command, a *app) {
+	for _, c := range parent.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 		if !strings.Contains(c.Long, "EXIT STATUS") {
 			c.Long = strings.TrimRight(c.Long, "\n") + "\n" + exitStatusHelp
 		}
+		if runE := c.RunE; runE != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				a.started = true
+				return runE(cmd, args)
+			}
+		}
+		decorate(c, a)
 	}
-	return root, a
 }
 
 // run executes one command line and returns the exit status. It is the
