@@ -1,0 +1,142 @@
+package profile
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"github.com/xrun-dev/xrun/datasets"
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/results"
+)
+
+// Artifact file names inside a cell's directory.
+const (
+	KernelsFile = "kernels.csv"
+	TraceFile   = "trace.json"
+)
+
+// DefaultTopKernels is how many kernels results.json keeps per cell.
+const DefaultTopKernels = 10
+
+// Options adjust WriteArtifacts.
+type Options struct {
+	// Device holds the roofline's ceilings; zero means DeviceFor(the
+	// pass's backend).
+	Device Device
+	// TraceDevice names the device process in trace.json; default the
+	// device's name.
+	TraceDevice string
+	// Window is the profile window as configured; default the pass's
+	// windows.
+	Window string
+	// Top is how many kernels the summary keeps (DefaultTopKernels when 0).
+	Top int
+	// Notes are caveats from the profiler, added to the diagnosis (CUPTI
+	// stepped aside for nsys, records dropped).
+	Notes []string
+}
+
+// DeviceFor picks the ceilings for a backend name as engine.Result.Backend
+// gives it: the CPU's measured ones for "cpu/...", otherwise the visible
+// GPU's (by its NVML name).
+func DeviceFor(backend string) Device {
+	if strings.HasPrefix(backend, "cpu") {
+		return CPUDevice()
+	}
+	name := VisibleGPUName()
+	d, _ := GPUDevice(name)
+	return d
+}
+
+// WriteArtifacts is what the runner's worker calls after a cell's
+// profiled pass: it writes cellDir/kernels.csv and cellDir/trace.json
+// (both rendered before either is written; each replaced atomically) and
+// returns the summary for results.json (window, iterations, top kernels,
+// diagnosis lines and figures) and the artifacts' names relative to
+// cellDir. mc is the model the pass ran, for the roofline.
+func WriteArtifacts(cellDir string, res *engine.Result, mc engine.ModelConfig, o Options) (*results.Profile, []string, error) {
+	if res == nil {
+		return nil, nil, fmt.Errorf("profile: no result")
+	}
+	if o.Device == (Device{}) {
+		o.Device = DeviceFor(res.Backend)
+	}
+	if o.Window == "" {
+		o.Window = FormatWindows(res.Windows)
+	}
+	if o.Top <= 0 {
+		o.Top = DefaultTopKernels
+	}
+	if o.TraceDevice == "" {
+		o.TraceDevice = o.Device.Name
+		if o.Device.Name == "cpu" {
+			o.TraceDevice = "cpu backend (" + res.Backend + ")"
+		}
+	}
+	stats := Summarize(res.Ops)
+	var kcsv, trace bytes.Buffer
+	if err := WriteKernelsCSV(&kcsv, stats); err != nil {
+		return nil, nil, err
+	}
+	if err := WriteTrace(&trace, BuildTrace(res, TraceInfo{Device: o.TraceDevice, Window: o.Window})); err != nil {
+		return nil, nil, err
+	}
+	diag := Diagnose(res, mc, o.Device)
+	diag.Notes = append(diag.Notes, o.Notes...)
+
+	if err := writeFileAtomic(filepath.Join(cellDir, KernelsFile), kcsv.Bytes()); err != nil {
+		return nil, nil, err
+	}
+	if err := writeFileAtomic(filepath.Join(cellDir, TraceFile), trace.Bytes()); err != nil {
+		return nil, nil, err
+	}
+	p := &results.Profile{Window: o.Window, Iterations: diag.Iterations, Diagnosis: diag.Lines(), Stats: finite(diag.Stats())}
+	for _, s := range stats[:min(o.Top, len(stats))] {
+		p.Kernels = append(p.Kernels, results.Kernel{Name: s.Name, TimePct: s.TimePct, TotalNs: s.TotalNs, Instances: s.Instances,
+			AvgNs: s.AvgNs, MedNs: s.MedNs, MinNs: s.MinNs, MaxNs: s.MaxNs, StdDevNs: s.StdDevNs})
+	}
+	return p, []string{KernelsFile, TraceFile}, nil
+}
+
+// writeFileAtomic replaces path with data: a reader sees the old file or
+// the new one, never a part.
+func writeFileAtomic(path string, data []byte) error {
+	return datasets.WriteFileAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// finite drops figures results.json cannot store.
+func finite(m map[string]float64) map[string]float64 {
+	for k, v := range m {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			delete(m, k)
+		}
+	}
+	return m
+}
+
+// FormatWindows writes spans as profile_window does: "100-150,200";
+// an open end (a pass profiled without a window) as "0-".
+func FormatWindows(spans []engine.Span) string {
+	var parts []string
+	for _, s := range spans {
+		switch {
+		case s.Last >= math.MaxInt32:
+			parts = append(parts, fmt.Sprintf("%d-", s.First))
+		case s.First == s.Last:
+			parts = append(parts, fmt.Sprint(s.First))
+		default:
+			parts = append(parts, fmt.Sprintf("%d-%d", s.First, s.Last))
+		}
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,354 @@
+package profile
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// Pattern names, as performance engineers name what a profile shows.
+const (
+	PatternLowUtilization = "low GPU utilization"
+	PatternLaunchOverhead = "kernel-launch overhead"
+	PatternMemoryBound    = "memory-bandwidth bound"
+	PatternComputeBound   = "compute bound"
+	PatternGEMM           = "GEMM path"
+	PatternTopKernel      = "top kernel"
+)
+
+// Thresholds of the diagnosis.
+const (
+	// lowBusy: below this share of the window with a kernel or copy
+	// running, the device waits on the host more than it works.
+	lowBusy = 0.6
+	// launchGapShare: gaps between consecutive kernels of an iteration
+	// taking this share of the window mean launches, not kernels, set the
+	// pace (eager launches cost ~2.5 us each on an H200, gpu.md).
+	launchGapShare = 0.15
+)
+
+// Finding is one pattern the numbers show, with the figures that
+// triggered it.
+type Finding struct {
+	Pattern string
+	Text    string
+	Figures map[string]float64
+}
+
+func (f Finding) String() string { return f.Pattern + ": " + f.Text }
+
+// Diagnosis is what a profiled pass's numbers say.
+type Diagnosis struct {
+	Device     Device
+	Iterations int
+	// Window is the profiled time: from the first profiled iteration's
+	// start to the last one's end, summed over windows.
+	Window time.Duration
+	// Busy is the time with at least one op (kernel, copy, memset)
+	// running inside the window.
+	Busy time.Duration
+	// Gaps is the idle time between consecutive ops of an iteration,
+	// GapCount how many such gaps there were.
+	Gaps     time.Duration
+	GapCount int
+	Kernels  int
+	// KernelTime is the summed duration of the kernels.
+	KernelTime time.Duration
+	// Work is the roofline's work of the profiled iterations.
+	Work     Work
+	Findings []Finding
+	// Notes are caveats (no records, CUPTI stepped aside, dropped
+	// records).
+	Notes []string
+}
+
+// Diagnose computes the diagnosis of a profiled pass. mc is the model the
+// pass ran (for the roofline's bytes and FLOPs), dev the device's
+// ceilings (zero ceilings skip the roofline).
+func Diagnose(res *engine.Result, mc engine.ModelConfig, dev Device) *Diagnosis {
+	d := &Diagnosis{Device: dev}
+	iters := profiledIterations(res)
+	d.Iterations = len(iters)
+	if len(iters) == 0 {
+		d.Notes = append(d.Notes, "no iteration ran inside the profile window (is the window beyond the run's last iteration?)")
+		return d
+	}
+	var spans [][2]time.Duration
+	for _, w := range windowsOf(iters) {
+		a, b := iters[w[0]].Start, iters[w[1]].Start+iters[w[1]].Duration
+		spans = append(spans, [2]time.Duration{a, b})
+		d.Window += b - a
+	}
+	gen := meanGenContext(res)
+	for _, it := range iters {
+		d.Work = d.Work.Add(IterationWork(mc, it, gen, dev.ElemBytes))
+	}
+	if len(res.Ops) == 0 {
+		d.Notes = append(d.Notes, "no kernel records in the window")
+		return d
+	}
+	d.measure(res.Ops, spans)
+	d.findings(res.Ops)
+	return d
+}
+
+// measure computes busy time (the union of op intervals, clipped to the
+// windows) and the gaps between consecutive ops of each iteration.
+func (d *Diagnosis) measure(ops []model.OpRecord, spans [][2]time.Duration) {
+	type iv struct{ a, b time.Duration }
+	all := make([]iv, 0, len(ops))
+	byIter := map[int][]iv{}
+	for i := range ops {
+		op := &ops[i]
+		v := iv{op.Start, op.Start + op.Duration}
+		all = append(all, v)
+		byIter[op.Iteration] = append(byIter[op.Iteration], v)
+		if isKernel(op) {
+			d.Kernels++
+			d.KernelTime += op.Duration
+		}
+	}
+	order := func(x, y iv) int { return cmp.Or(cmp.Compare(x.a, y.a), cmp.Compare(x.b, y.b)) }
+	slices.SortFunc(all, order)
+	// Merge, then clip each merged interval to the windows.
+	var cur iv
+	flush := func() {
+		for _, s := range spans {
+			if a, b := max(cur.a, s[0]), min(cur.b, s[1]); b > a {
+				d.Busy += b - a
+			}
+		}
+	}
+	for i, v := range all {
+		switch {
+		case i == 0:
+			cur = v
+		case v.a <= cur.b:
+			cur.b = max(cur.b, v.b)
+		default:
+			flush()
+			cur = v
+		}
+	}
+	flush()
+	for _, vs := range byIter {
+		slices.SortFunc(vs, order)
+		end := vs[0].b
+		for _, v := range vs[1:] {
+			if v.a > end {
+				d.Gaps += v.a - end
+			}
+			d.GapCount++
+			end = max(end, v.b)
+		}
+	}
+}
+
+func (d *Diagnosis) deviceWord() string {
+	if d.Device.Name == "cpu" {
+		return "the CPU backend"
+	}
+	return "the GPU"
+}
+
+func (d *Diagnosis) findings(ops []model.OpRecord) {
+	win := d.Window.Seconds()
+	if win <= 0 {
+		return
+	}
+	busy := d.Busy.Seconds() / win
+	perIter := float64(d.Kernels) / float64(d.Iterations)
+	meanGap, meanKernel := 0.0, 0.0
+	if d.GapCount > 0 {
+		meanGap = float64(d.Gaps) / float64(d.GapCount)
+	}
+	if d.Kernels > 0 {
+		meanKernel = float64(d.KernelTime) / float64(d.Kernels)
+	}
+	gapShare := d.Gaps.Seconds() / win
+	outside := max(0, d.Window-d.Busy-d.Gaps)
+
+	if busy < lowBusy {
+		d.add(PatternLowUtilization, fmt.Sprintf("%s ran kernels or copies %.1f%% of the %s window; idle %s between and around iterations (host scheduling, synchronisation) and %s in gaps between kernels",
+			d.deviceWord(), 100*busy, fmtDur(float64(d.Window)), fmtDur(float64(outside)), fmtDur(float64(d.Gaps))),
+			map[string]float64{"busy_fraction": busy, "window_ns": float64(d.Window), "idle_outside_kernels_ns": float64(outside), "gap_ns": float64(d.Gaps)})
+	}
+	if gapShare >= launchGapShare {
+		d.add(PatternLaunchOverhead, fmt.Sprintf("gaps between consecutive kernels take %.1f%% of the window: %.1f kernels per iteration, mean gap %s after kernels of mean %s; CUDA graphs or fewer, fused kernels would remove most of it",
+			100*gapShare, perIter, fmtDur(meanGap), fmtDur(meanKernel)),
+			map[string]float64{"gap_share": gapShare, "kernels_per_iteration": perIter, "mean_gap_ns": meanGap, "mean_kernel_ns": meanKernel})
+	}
+	d.roofline()
+	d.gemmAndTop(ops)
+}
+
+// roofline names the side of the ridge point the pass is on and how close
+// it gets to that ceiling.
+func (d *Diagnosis) roofline() {
+	dev, w := d.Device, d.Work
+	if dev.PeakBytesPerSec <= 0 || dev.PeakFLOPs <= 0 || w.Bytes <= 0 || w.FLOPs <= 0 {
+		if dev.PeakBytesPerSec <= 0 || dev.PeakFLOPs <= 0 {
+			d.Notes = append(d.Notes, "no roofline: xrun has no measured ceilings for "+cmp.Or(dev.Name, "this device"))
+		}
+		return
+	}
+	win := d.Window.Seconds()
+	intensity, ridge := w.FLOPs/w.Bytes, dev.PeakFLOPs/dev.PeakBytesPerSec
+	bw, fl := w.Bytes/win, w.FLOPs/win
+	floor := max(w.Bytes/dev.PeakBytesPerSec, w.FLOPs/dev.PeakFLOPs)
+	perIter := func(s float64) string { return fmtDur(s * 1e9 / float64(d.Iterations)) }
+	figs := map[string]float64{"arithmetic_intensity_flop_per_byte": intensity, "ridge_point_flop_per_byte": ridge,
+		"achieved_bytes_per_s": bw, "achieved_flop_per_s": fl, "peak_bytes_per_s": dev.PeakBytesPerSec, "peak_flop_per_s": dev.PeakFLOPs,
+		"bytes_per_iteration": w.Bytes / float64(d.Iterations), "flop_per_iteration": w.FLOPs / float64(d.Iterations),
+		"roofline_fraction": floor / win}
+	floorText := fmt.Sprintf("roofline floor %s per iteration, measured %s (%.1f%% of the roofline)", perIter(floor), perIter(win), 100*floor/win)
+	if intensity < ridge {
+		d.add(PatternMemoryBound, fmt.Sprintf("%s FLOP/byte is below the ridge point (%s FLOP/byte), so memory traffic sets the floor; achieved %s = %.1f%% of the %s ceiling; %s",
+			sig3(intensity), sig3(ridge), fmtRate(bw, "B/s"), 100*bw/dev.PeakBytesPerSec, fmtRate(dev.PeakBytesPerSec, "B/s"), floorText), figs)
+		return
+	}
+	d.add(PatternComputeBound, fmt.Sprintf("%s FLOP/byte is above the ridge point (%s FLOP/byte), so arithmetic sets the floor; achieved %s = %.1f%% of the %s ceiling; %s",
+		sig3(intensity), sig3(ridge), fmtRate(fl, "FLOP/s"), 100*fl/dev.PeakFLOPs, fmtRate(dev.PeakFLOPs, "FLOP/s"), floorText), figs)
+}
+
+// gemmRE recognises GEMM (and GEMV) kernels: cuBLAS/cuBLASLt (nvjet, sm90_xmma,
+// cutlass), the engine's own and the CPU backend's.
+var gemmRE = regexp.MustCompile(`(?i)gemm|gemv|nvjet|xmma|cutlass|matmul|cublas`)
+
+// IsGEMM reports whether a kernel name is a GEMM.
+func IsGEMM(name string) bool { return gemmRE.MatchString(name) }
+
+func (d *Diagnosis) gemmAndTop(ops []model.OpRecord) {
+	stats := Summarize(ops)
+	if len(stats) == 0 || d.KernelTime <= 0 {
+		return
+	}
+	var gemm []string
+	var gemmNs int64
+	for _, s := range stats {
+		if IsGEMM(s.Name) {
+			gemm = append(gemm, s.Name)
+			gemmNs += s.TotalNs
+		}
+	}
+	if len(gemm) > 0 {
+		share := float64(gemmNs) / float64(d.KernelTime)
+		d.add(PatternGEMM, fmt.Sprintf("GEMMs take %.1f%% of kernel time (%s per iteration) in %d kernel%s: %s",
+			100*share, fmtDur(float64(gemmNs)/float64(d.Iterations)), len(gemm), plural(len(gemm)), strings.Join(shorten(gemm, 3), ", ")),
+			map[string]float64{"gemm_share": share, "gemm_ns_per_iteration": float64(gemmNs) / float64(d.Iterations), "gemm_kernels": float64(len(gemm))})
+	}
+	top := stats[0]
+	d.add(PatternTopKernel, fmt.Sprintf("%s: %.1f%% of kernel time, %s per iteration in %s launches of mean %s",
+		top.Name, top.TimePct, fmtDur(float64(top.TotalNs)/float64(d.Iterations)), sig3(float64(top.Instances)/float64(d.Iterations)), fmtDur(top.AvgNs)),
+		map[string]float64{"time_pct": top.TimePct, "ns_per_iteration": float64(top.TotalNs) / float64(d.Iterations)})
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// shorten keeps the first n names, each cut to 60 characters (demangled
+// C++ names run long), and says how many more there were.
+func shorten(names []string, n int) []string {
+	var out []string
+	for i, s := range names {
+		if i == n {
+			out = append(out, fmt.Sprintf("and %d more", len(names)-n))
+			break
+		}
+		if r := []rune(s); len(r) > 60 {
+			s = string(r[:57]) + "..."
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (d *Diagnosis) add(pattern, text string, figs map[string]float64) {
+	d.Findings = append(d.Findings, Finding{Pattern: pattern, Text: text, Figures: figs})
+}
+
+// Lines renders the diagnosis, findings first, then notes, one line each:
+// what results.json and results.md carry.
+func (d *Diagnosis) Lines() []string {
+	var out []string
+	for _, f := range d.Findings {
+		out = append(out, f.String())
+	}
+	for _, n := range d.Notes {
+		out = append(out, "note: "+n)
+	}
+	return out
+}
+
+// Stats are the diagnosis's headline figures, keyed for results.json.
+func (d *Diagnosis) Stats() map[string]float64 {
+	m := map[string]float64{"iterations": float64(d.Iterations), "window_ns": float64(d.Window), "kernels": float64(d.Kernels)}
+	if d.Window > 0 {
+		m["busy_fraction"] = d.Busy.Seconds() / d.Window.Seconds()
+	}
+	if d.Iterations > 0 {
+		m["kernels_per_iteration"] = float64(d.Kernels) / float64(d.Iterations)
+		m["bytes_per_iteration"] = d.Work.Bytes / float64(d.Iterations)
+		m["flop_per_iteration"] = d.Work.FLOPs / float64(d.Iterations)
+	}
+	if d.GapCount > 0 {
+		m["mean_gap_ns"] = float64(d.Gaps) / float64(d.GapCount)
+	}
+	for _, f := range d.Findings {
+		if f.Pattern == PatternMemoryBound || f.Pattern == PatternComputeBound {
+			m["achieved_bytes_per_s"] = f.Figures["achieved_bytes_per_s"]
+			m["achieved_flop_per_s"] = f.Figures["achieved_flop_per_s"]
+			m["roofline_fraction"] = f.Figures["roofline_fraction"]
+		}
+	}
+	return m
+}
+
+// fmtDur prints nanoseconds with three significant digits in the unit
+// that fits.
+func fmtDur(ns float64) string {
+	switch a := math.Abs(ns); {
+	case a >= 1e9:
+		return sig3(ns/1e9) + " s"
+	case a >= 1e6:
+		return sig3(ns/1e6) + " ms"
+	case a >= 1e3:
+		return sig3(ns/1e3) + " µs"
+	}
+	return sig3(ns) + " ns"
+}
+
+// sig3 prints x with three significant digits and never an exponent
+// (999.9 prints as 1000, not 1e+03).
+func sig3(x float64) string {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	dec := max(0, 2-int(math.Floor(math.Log10(math.Abs(x)))))
+	return strconv.FormatFloat(x, 'f', dec, 64)
+}
+
+// fmtRate prints a rate with an SI prefix and three significant digits.
+func fmtRate(v float64, unit string) string {
+	for _, p := range []struct {
+		f float64
+		s string
+	}{{1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if math.Abs(v) >= p.f {
+			return sig3(v/p.f) + " " + p.s + unit
+		}
+	}
+	return sig3(v) + " " + unit
+}

@@ -1,0 +1,18 @@
+// Package profile turns the op records of a profiled engine pass into what
+// a performance engineer reads: the kernel summary (kernels.csv, with
+// exactly the columns of Nsight Systems' "CUDA GPU Kernel Summary"), a
+// timeline in the Chrome trace event format (trace.json, for Perfetto and
+// chrome://tracing), a diagnosis computed from the numbers against a
+// roofline, and the kernel diff between two cells. It also samples GPU
+// telemetry through NVML on its own goroutine (telemetry.csv and the
+// per-cell summary).
+//
+// It owns the formats of kernels.csv, trace.json and telemetry.csv, and
+// the thresholds of the diagnosis. It does not run the engine, decide
+// which cells are profiled or where a cell's directory is: the runner's
+// worker calls WriteArtifacts after the profiled pass and brackets the
+// whole cell with StartTelemetry / Telemetry.Stop. Per-kernel records on
+// the GPU come from the sibling package cupti, which the CUDA backend
+// drives; on the CPU backend every op of the window is timed on the host,
+// so every format here is exercised in CI.
+package profile

@@ -1,0 +1,205 @@
+package profile
+
+import (
+	"cmp"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ianlancetaylor/demangle"
+
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// KernelStat is one row of the kernel summary: Nsight Systems' "CUDA GPU
+// Kernel Summary" (nsys stats --report cuda_gpu_kern_sum), per demangled
+// kernel name.
+type KernelStat struct {
+	Name      string
+	TimePct   float64 // share of all kernel time in the window, in %
+	TotalNs   int64
+	Instances int64
+	AvgNs     float64
+	MedNs     float64 // the mean of the two middle values for an even count
+	MinNs     int64
+	MaxNs     int64
+	StdDevNs  float64 // sample standard deviation (n-1); 0 for one instance
+}
+
+// KernelName is the name a kernel is summarised under: C++ names
+// demangled (CUPTI reports them mangled), others as they are.
+func KernelName(name string) string {
+	if strings.HasPrefix(name, "_Z") {
+		return demangle.Filter(name)
+	}
+	return name
+}
+
+// isKernel reports whether an op is a kernel rather than a copy or a
+// memset (which Nsight summarises in other reports).
+func isKernel(op *model.OpRecord) bool { return op.Kind == "" || op.Kind == model.OpKernel }
+
+// Summarize builds the kernel summary of ops: kernels only, grouped by
+// demangled name, sorted by total time (largest first), then name.
+func Summarize(ops []model.OpRecord) []KernelStat {
+	byName := map[string][]int64{}
+	var all int64
+	for i := range ops {
+		op := &ops[i]
+		if !isKernel(op) {
+			continue
+		}
+		n := KernelName(op.Name)
+		byName[n] = append(byName[n], int64(op.Duration))
+		all += int64(op.Duration)
+	}
+	out := make([]KernelStat, 0, len(byName))
+	for name, d := range byName {
+		out = append(out, statOf(name, d, all))
+	}
+	slices.SortFunc(out, func(a, b KernelStat) int {
+		if c := cmp.Compare(b.TotalNs, a.TotalNs); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+func statOf(name string, d []int64, all int64) KernelStat {
+	slices.Sort(d)
+	s := KernelStat{Name: name, Instances: int64(len(d)), MinNs: d[0], MaxNs: d[len(d)-1]}
+	for _, v := range d {
+		s.TotalNs += v
+	}
+	n := float64(len(d))
+	s.AvgNs = float64(s.TotalNs) / n
+	if m := len(d) / 2; len(d)%2 == 1 {
+		s.MedNs = float64(d[m])
+	} else {
+		s.MedNs = (float64(d[m-1]) + float64(d[m])) / 2
+	}
+	if len(d) > 1 {
+		var ss float64
+		for _, v := range d {
+			x := float64(v) - s.AvgNs
+			ss += x * x
+		}
+		s.StdDevNs = math.Sqrt(ss / (n - 1))
+	}
+	if all > 0 {
+		s.TimePct = 100 * float64(s.TotalNs) / float64(all)
+	}
+	return s
+}
+
+// kernelsHeader is Nsight Systems' CSV header for cuda_gpu_kern_sum.
+var kernelsHeader = []string{"Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)", "Name"}
+
+// WriteKernelsCSV writes the summary as kernels.csv: Nsight's columns,
+// times in integer nanoseconds, averages to 0.1 ns, shares to 0.1 %.
+func WriteKernelsCSV(w io.Writer, stats []KernelStat) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(kernelsHeader); err != nil {
+		return err
+	}
+	f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	i := func(v int64) string { return strconv.FormatInt(v, 10) }
+	for _, s := range stats {
+		if err := cw.Write([]string{f1(s.TimePct), i(s.TotalNs), i(s.Instances), f1(s.AvgNs), f1(s.MedNs), i(s.MinNs), i(s.MaxNs), f1(s.StdDevNs), s.Name}); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// FormatError is a malformed kernels.csv (or other profile file): it
+// names the file and line, and blames the input.
+type FormatError struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *FormatError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return e.File + ": " + e.Msg
+}
+
+// BadInput marks the error as the user's input (exit status 2).
+func (e *FormatError) BadInput() bool { return true }
+
+// ReadKernelsCSV reads a kernels.csv written by WriteKernelsCSV (or
+// exported from Nsight Systems with the same columns). file names the
+// input in errors.
+func ReadKernelsCSV(r io.Reader, file string) ([]KernelStat, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = len(kernelsHeader)
+	cr.ReuseRecord = true
+	bad := func(line int, format string, args ...any) error {
+		return &FormatError{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	var out []KernelStat
+	for row := 0; ; row++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			if row == 0 {
+				return nil, bad(0, "empty; expected the header %q", strings.Join(kernelsHeader, ","))
+			}
+			return out, nil
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, bad(pe.Line, "%v", pe.Err)
+			}
+			return nil, &FormatError{File: file, Msg: err.Error()}
+		}
+		line, _ := cr.FieldPos(0)
+		if row == 0 {
+			if !slices.Equal(rec, kernelsHeader) {
+				return nil, bad(line, "header %q; expected %q", strings.Join(rec, ","), strings.Join(kernelsHeader, ","))
+			}
+			continue
+		}
+		var s KernelStat
+		var ferr error
+		float := func(col int) float64 {
+			v, err := strconv.ParseFloat(rec[col], 64)
+			if ferr == nil && (err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0) {
+				ferr = bad(line, "column %q: %q is not a non-negative number", kernelsHeader[col], rec[col])
+			}
+			return v
+		}
+		integer := func(col int) int64 {
+			v, err := strconv.ParseInt(rec[col], 10, 64)
+			if ferr == nil && (err != nil || v < 0) {
+				ferr = bad(line, "column %q: %q is not a non-negative integer", kernelsHeader[col], rec[col])
+			}
+			return v
+		}
+		s.TimePct, s.TotalNs, s.Instances = float(0), integer(1), integer(2)
+		s.AvgNs, s.MedNs, s.MinNs, s.MaxNs, s.StdDevNs = float(3), float(4), integer(5), integer(6), float(7)
+		s.Name = strings.Clone(rec[8])
+		if ferr != nil {
+			return nil, ferr
+		}
+		switch {
+		case s.Name == "":
+			return nil, bad(line, "column \"Name\" is empty")
+		case s.Instances == 0:
+			return nil, bad(line, "kernel %q: 0 instances", s.Name)
+		case s.MinNs > s.MaxNs:
+			return nil, bad(line, "kernel %q: Min (ns) %d is above Max (ns) %d", s.Name, s.MinNs, s.MaxNs)
+		}
+		out = append(out, s)
+	}
+}

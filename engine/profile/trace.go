@@ -1,0 +1,227 @@
+package profile
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// The trace's processes: the engine's host thread (iterations, windows)
+// and the device (one thread per stream). Perfetto and chrome://tracing
+// group tracks by pid and name them from the "M" metadata events.
+const (
+	hostPID = 1
+	devPID  = 2
+
+	windowTID    = 1
+	iterationTID = 2
+	// streamTID0 is added to a stream id so that stream 0 (the CPU's only
+	// "stream") does not collide with a thread id of 0, which some viewers
+	// treat as unset.
+	streamTID0 = 100
+)
+
+// TraceEvent is one event of the Chrome trace event format. ts and dur are
+// microseconds; json.Number keeps them exact to the nanosecond.
+type TraceEvent struct {
+	Name string         `json:"name"`
+	Cat  string         `json:"cat,omitempty"`
+	Ph   string         `json:"ph"`
+	PID  int            `json:"pid"`
+	TID  int            `json:"tid"`
+	TS   json.Number    `json:"ts"`
+	Dur  json.Number    `json:"dur,omitempty"`
+	Args map[string]any `json:"args,omitempty"`
+}
+
+// Trace is a trace.json document (the JSON object form).
+type Trace struct {
+	TraceEvents     []TraceEvent   `json:"traceEvents"`
+	DisplayTimeUnit string         `json:"displayTimeUnit"`
+	OtherData       map[string]any `json:"otherData,omitempty"`
+}
+
+// micros formats a duration in microseconds with nanosecond precision.
+func micros(d time.Duration) json.Number {
+	neg := ""
+	if d < 0 {
+		neg, d = "-", -d
+	}
+	return json.Number(fmt.Sprintf("%s%d.%03d", neg, d/time.Microsecond, d%time.Microsecond))
+}
+
+func dims(d [3]uint32) string { return fmt.Sprintf("%dx%dx%d", d[0], d[1], d[2]) }
+
+// TraceInfo describes where a pass ran, for the process names.
+type TraceInfo struct {
+	// Device names the process holding the op tracks, e.g. "GPU 0: NVIDIA
+	// H100 80GB HBM3" or "cpu backend".
+	Device string
+	// Window is the profile window as configured ("100-150").
+	Window string
+}
+
+// BuildTrace lays out a profiled pass as a trace: the profile windows and
+// the profiled iterations (named as the engine names its ranges, e.g.
+// "iteration 120: 2 ctx reqs, 64 ctx tokens, 62 gen reqs") on the host
+// process; kernels, copies and memsets on one track per stream of the
+// device process, each with its grid, block and duration in args. Times
+// are since the run's start, as in iterations.csv. Events are sorted by
+// track, then time, so every track reads monotonically.
+func BuildTrace(res *engine.Result, info TraceInfo) *Trace {
+	dev := info.Device
+	if dev == "" {
+		dev = "device (" + res.Backend + ")"
+	}
+	t := &Trace{DisplayTimeUnit: "ns", OtherData: map[string]any{"backend": res.Backend}}
+	if info.Window != "" {
+		t.OtherData["profile_window"] = info.Window
+	}
+	meta := func(name string, pid, tid int, value any) {
+		t.TraceEvents = append(t.TraceEvents, TraceEvent{Name: name, Ph: "M", PID: pid, TID: tid, TS: "0", Args: map[string]any{"name": value}})
+	}
+	meta("process_name", hostPID, 0, "xrun engine (host)")
+	meta("process_name", devPID, 0, dev)
+	t.TraceEvents = append(t.TraceEvents,
+		TraceEvent{Name: "process_sort_index", Ph: "M", PID: hostPID, TS: "0", Args: map[string]any{"sort_index": 0}},
+		TraceEvent{Name: "process_sort_index", Ph: "M", PID: devPID, TS: "0", Args: map[string]any{"sort_index": 1}})
+	meta("thread_name", hostPID, windowTID, "profile window")
+	meta("thread_name", hostPID, iterationTID, "iterations")
+
+	// timed is an event with its times still as durations, for sorting.
+	type timed struct {
+		ev      TraceEvent
+		ts, dur time.Duration
+	}
+	var body []timed
+	add := func(ev TraceEvent, ts, dur time.Duration) {
+		ev.Ph, ev.TS, ev.Dur = "X", micros(ts), micros(dur)
+		body = append(body, timed{ev, ts, dur})
+	}
+	// Windows: each run of consecutive profiled iterations.
+	iters := profiledIterations(res)
+	for _, w := range windowsOf(iters) {
+		first, last := iters[w[0]], iters[w[1]]
+		add(TraceEvent{Name: fmt.Sprintf("profile window %d-%d", first.Index, last.Index), Cat: "window", PID: hostPID, TID: windowTID,
+			Args: map[string]any{"iterations": w[1] - w[0] + 1}}, first.Start, last.Start+last.Duration-first.Start)
+	}
+	for _, it := range iters {
+		add(TraceEvent{Name: it.Name(), Cat: "iteration", PID: hostPID, TID: iterationTID,
+			Args: map[string]any{"iteration": it.Index, "ctx_requests": it.CtxRequests, "ctx_tokens": it.CtxTokens,
+				"gen_requests": it.GenRequests, "duration_ns": int64(it.Duration)}}, it.Start, it.Duration)
+	}
+	streams := map[uint32]bool{}
+	for i := range res.Ops {
+		op := &res.Ops[i]
+		streams[op.Stream] = true
+		kind := op.Kind
+		if kind == "" {
+			kind = model.OpKernel
+		}
+		args := map[string]any{"iteration": op.Iteration, "duration_ns": int64(op.Duration)}
+		name := KernelName(op.Name)
+		if kind == model.OpKernel {
+			if op.Grid != ([3]uint32{}) || op.Block != ([3]uint32{}) {
+				args["grid"], args["block"] = dims(op.Grid), dims(op.Block)
+			}
+		} else {
+			args["bytes"] = op.Bytes
+			if op.Copy != "" {
+				args["copy"] = op.Copy
+			}
+			if name == "" {
+				name = kind
+			}
+		}
+		add(TraceEvent{Name: name, Cat: kind, PID: devPID, TID: streamTID0 + int(op.Stream), Args: args}, op.Start, op.Duration)
+	}
+	for _, s := range slices.Sorted(maps.Keys(streams)) {
+		name := fmt.Sprintf("stream %d", s)
+		if strings.HasPrefix(res.Backend, "cpu") {
+			name = "ops (engine goroutine)"
+		}
+		meta("thread_name", devPID, streamTID0+int(s), name)
+	}
+	slices.SortStableFunc(body, func(a, b timed) int {
+		return cmp.Or(cmp.Compare(a.ev.PID, b.ev.PID), cmp.Compare(a.ev.TID, b.ev.TID),
+			cmp.Compare(a.ts, b.ts), cmp.Compare(b.dur, a.dur)) // enclosing event first
+	})
+	for _, b := range body {
+		t.TraceEvents = append(t.TraceEvents, b.ev)
+	}
+	t.OtherData["iterations"] = len(iters)
+	return t
+}
+
+// profiledIterations are the iterations inside the profile window.
+func profiledIterations(res *engine.Result) []engine.IterationRecord {
+	var out []engine.IterationRecord
+	for _, it := range res.Iterations {
+		if it.Profiled {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// windowsOf splits profiled iterations into runs of consecutive indexes:
+// [first, last] positions in iters.
+func windowsOf(iters []engine.IterationRecord) [][2]int {
+	var out [][2]int
+	for i := range iters {
+		if i == 0 || iters[i].Index != iters[i-1].Index+1 {
+			out = append(out, [2]int{i, i})
+		}
+		out[len(out)-1][1] = i
+	}
+	return out
+}
+
+// WriteTrace writes t as trace.json: one event per line, so that the file
+// diffs and greps well and still parses as one JSON object.
+func WriteTrace(w io.Writer, t *Trace) error {
+	var b bytes.Buffer
+	b.WriteString("{\"displayTimeUnit\":")
+	var one bytes.Buffer
+	je := json.NewEncoder(&one)
+	je.SetEscapeHTML(false) // C++ names keep their < and >
+	enc := func(v any) error {
+		one.Reset()
+		if err := je.Encode(v); err != nil {
+			return err
+		}
+		b.Write(bytes.TrimSuffix(one.Bytes(), []byte("\n")))
+		return nil
+	}
+	if err := enc(t.DisplayTimeUnit); err != nil {
+		return err
+	}
+	if t.OtherData != nil {
+		b.WriteString(",\"otherData\":")
+		if err := enc(t.OtherData); err != nil {
+			return err
+		}
+	}
+	b.WriteString(",\"traceEvents\":[")
+	for i, ev := range t.TraceEvents {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n")
+		if err := enc(ev); err != nil {
+			return err
+		}
+	}
+	b.WriteString("\n]}\n")
+	_, err := w.Write(b.Bytes())
+	return err
+}
