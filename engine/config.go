@@ -155,8 +155,14 @@ func ParseProfileWindow(s string) ([]Span, error) {
 	bad := func(msg string) ([]Span, error) {
 		return nil, &ParamError{Field: "profile_window", Value: s, Msg: msg}
 	}
+	parts := strings.Split(s, ",")
+	// Name the whole window in a message only when it has several spans.
+	whole := ""
+	if len(parts) > 1 {
+		whole = strconv.Quote(s) + ": "
+	}
 	var spans []Span
-	for _, part := range strings.Split(s, ",") {
+	for _, part := range parts {
 		part = strings.TrimSpace(part)
 		a, b, isSpan := strings.Cut(part, "-")
 		first, err1 := strconv.Atoi(strings.TrimSpace(a))
@@ -165,12 +171,12 @@ func ParseProfileWindow(s string) ([]Span, error) {
 			last, err2 = strconv.Atoi(strings.TrimSpace(b))
 		}
 		switch {
-		case err1 != nil || err2 != nil || first < 0:
-			return bad(fmt.Sprintf("%q is not A-B or K with non-negative integers", part))
+		case err1 != nil || err2 != nil || first < 0 || last < 0:
+			return bad(fmt.Sprintf("%s%q is not a span; expected none, A-B or K with non-negative integers (iterations are 0-based)", whole, part))
 		case first > last:
-			return bad(fmt.Sprintf("span %q ends before it starts", part))
+			return bad(fmt.Sprintf("%sspan %q ends before it starts; expected A <= B", whole, part))
 		case len(spans) > 0 && first <= spans[len(spans)-1].Last:
-			return bad(fmt.Sprintf("span %q overlaps or precedes the one before", part))
+			return bad(fmt.Sprintf("%sspan %q overlaps or precedes the one before; list spans in increasing order", whole, part))
 		}
 		spans = append(spans, Span{first, last})
 	}

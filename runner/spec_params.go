@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/xrun-dev/xrun/engine"
 )
 
 // Params are the fully resolved parameters of one cell: the defaults,
@@ -87,7 +90,7 @@ func (r TaskIDRange) String() string {
 }
 
 // Span is one profiled range of engine iterations, First..Last inclusive.
-type Span struct{ First, Last int }
+type Span = engine.Span
 
 // ProfileSpans parses the canonical profile_window; nil means no profiling.
 func (p Params) ProfileSpans() []Span {
@@ -462,42 +465,20 @@ func parseProfileWindowNode(n *yaml.Node) (any, string) {
 	return formatSpans(spans), ""
 }
 
-// parseProfileWindow reads TLLM_PROFILE_START_STOP's syntax: "none", or a
-// comma list of spans "A-B" and single iterations "K" (0-based,
-// inclusive). Spans must increase and not overlap, so that the start/stop
-// check at the top of every engine iteration is unambiguous.
+// parseProfileWindow validates a profile window with the engine's own
+// parser (one definition of TLLM_PROFILE_START_STOP's syntax), adding the
+// spec's rule that an empty string is a mistake rather than "no window".
 func parseProfileWindow(s string) ([]Span, string) {
-	if s == "none" {
-		return nil, ""
-	}
-	if strings.TrimSpace(s) == "" {
+	if s != "none" && strings.TrimSpace(s) == "" {
 		return nil, `empty profile window; expected none, "A-B" or a comma list of spans`
 	}
-	var spans []Span
-	parts := strings.Split(s, ",")
-	// Name the whole window only when it has several spans.
-	whole := ""
-	if len(parts) > 1 {
-		whole = strconv.Quote(s) + ": "
-	}
-	for _, part := range parts {
-		part = strings.TrimSpace(part)
-		a, b, isSpan := strings.Cut(part, "-")
-		first, err1 := strconv.Atoi(strings.TrimSpace(a))
-		last, err2 := first, error(nil)
-		if isSpan {
-			last, err2 = strconv.Atoi(strings.TrimSpace(b))
+	spans, err := engine.ParseProfileWindow(s)
+	if err != nil {
+		var pe *engine.ParamError
+		if errors.As(err, &pe) {
+			return nil, pe.Msg
 		}
-		if err1 != nil || err2 != nil || first < 0 || last < 0 {
-			return nil, fmt.Sprintf("%s%q is not a span; expected none, A-B or K with non-negative integers (iterations are 0-based)", whole, part)
-		}
-		if first > last {
-			return nil, fmt.Sprintf("%sspan %q ends before it starts; expected A <= B", whole, part)
-		}
-		if len(spans) > 0 && first <= spans[len(spans)-1].Last {
-			return nil, fmt.Sprintf("%sspan %q overlaps or precedes the one before; list spans in increasing order", whole, part)
-		}
-		spans = append(spans, Span{first, last})
+		return nil, err.Error()
 	}
 	return spans, ""
 }

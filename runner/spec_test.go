@@ -182,7 +182,7 @@ func TestCanonicalValues(t *testing.T) {
 	if mode, skew := p.Routing(); mode != "zipf" || skew != 2.5 {
 		t.Errorf("Routing() = %q, %v", mode, skew)
 	}
-	if spans := p.ProfileSpans(); !slices.Equal(spans, []Span{{3, 3}, {7, 9}}) {
+	if spans := p.ProfileSpans(); !slices.Equal(spans, []Span{{First: 3, Last: 3}, {First: 7, Last: 9}}) {
 		t.Errorf("ProfileSpans() = %v", spans)
 	}
 }
