@@ -136,7 +136,7 @@ func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		part, ml = l.Work.Ptr, l.Work.Ptr+DevicePtr(half)
 	}
 	args := g.argsPack().Ptr(out).Ptr(qkv).Ptr(k).Ptr(v).Ptr(l.Items).I32(a.Heads).I32(a.KVHeads).I32(a.Width()).
-		I32(capacity).F32(float32(1/math.Sqrt(float64(a.HeadDim)))).U64(uint64(part)).U64(uint64(ml)).I32(splits)
+		I32(capacity).F32(float32(1 / math.Sqrt(float64(a.HeadDim)))).U64(uint64(part)).U64(uint64(ml)).I32(splits)
 	if err := s.Launch(f, Dim3{X: l.N, Y: a.KVHeads, Z: splits}, Dim3{X: attnThreads}, smem, args); err != nil || splits == 1 {
 		return err
 	}

@@ -87,7 +87,7 @@ type graphState struct {
 type batchLayout struct {
 	tokens, pos, slot, logit, itemsS, itemsL cuda.Buffer
 	nTok, nLogit, nS, nL                     int
-	rowsS, splitsS                           int // the decode items' kernel size and key split
+	rowsS, splitsS                           int  // the decode items' kernel size and key split
 	pad                                      bool // rows padded to a graph bucket
 	realLogit                                int  // logit rows the caller asked for
 }
