@@ -1,0 +1,79 @@
+package cupti
+
+import (
+	"fmt"
+	"os"
+	"sync"
+)
+
+var (
+	openMu   sync.Mutex
+	opened   bool
+	session  *Session
+	openErr  error
+	selfTest error
+)
+
+// Open returns the process's CUPTI session, loading libcupti and claiming
+// CUPTI's subscriber slot on the first call. Call it only when a profiled
+// pass begins (model.Profiler.StartProfile), never before timed runs: a
+// loaded CUPTI may slow kernel launches even with no activity enabled.
+//
+// It returns an *UnavailableError when CUPTI cannot be used: not compiled
+// in, no libcupti, or another profiler holding it (StepAside). Later calls
+// return the same session or error.
+func Open() (*Session, error) {
+	openMu.Lock()
+	defer openMu.Unlock()
+	if !opened {
+		opened = true
+		session, openErr = open()
+	}
+	return session, openErr
+}
+
+func open() (*Session, error) {
+	if p := os.Getenv("CUDA_INJECTION64_PATH"); p != "" {
+		return nil, &UnavailableError{StepAside: true,
+			Reason: fmt.Sprintf("another profiler is attached (CUDA_INJECTION64_PATH=%s, as under nsys or ncu); xrun steps aside and that profiler records the window (cuProfilerStart/Stop)", p)}
+	}
+	b, err := loadBackend()
+	if err != nil {
+		return nil, err
+	}
+	return newSession(b)
+}
+
+// RecordSelfTest keeps the outcome of Session.SelfTest for Notes, so that
+// reports say whether the record layout was verified.
+func RecordSelfTest(err error) {
+	openMu.Lock()
+	defer openMu.Unlock()
+	selfTest = err
+}
+
+// Notes are the lines a report should carry about CUPTI in this process:
+// why there are no records, records dropped, a layout that did not pass
+// its self-test. Nil when Open was never called (the CPU backend).
+func Notes() []string {
+	openMu.Lock()
+	defer openMu.Unlock()
+	if !opened {
+		return nil
+	}
+	if openErr != nil {
+		return []string{"no kernel records: " + openErr.Error()}
+	}
+	var out []string
+	st := session.Stats()
+	if st.Dropped > 0 {
+		out = append(out, fmt.Sprintf("CUPTI dropped %d records: the kernel summary misses them", st.Dropped))
+	}
+	switch {
+	case selfTest != nil:
+		out = append(out, "CUPTI record layout failed its self-test: "+selfTest.Error())
+	case !st.Verified:
+		out = append(out, fmt.Sprintf("CUPTI record layout (%s, API version %d) not verified by a self-test", st.Layout, st.Version))
+	}
+	return out
+}
