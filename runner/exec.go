@@ -47,6 +47,12 @@ type Options struct {
 	// GPUs are the indices (as xrun devices lists them) of the GPUs cells
 	// may use, one cell per GPU at a time; nil means every usable GPU.
 	GPUs []int
+	// BusyGPUs says what to do when another process uses a GPU a cell is
+	// about to run on; "" means BusyWait.
+	BusyGPUs BusyGPUPolicy
+	// Slurm, when set, runs the cells as the tasks of a Slurm job array
+	// instead of on this host.
+	Slurm *SlurmOptions
 	// Executable is the xrun binary to run cells with (`xrun worker`);
 	// Env is the workers' environment.
 	Executable string
@@ -103,7 +109,9 @@ type study struct {
 	plan  *workerPlan
 	// exec runs one cell on the GPUs given (UUIDs; none for the cpu
 	// backend); nil means a localExecutor.
-	exec    cellExecutor
+	exec cellExecutor
+	// slurm runs the cells instead when Options.Slurm is set.
+	slurm   *slurmExecutor
 	res     *results.Results
 	byID    map[string]int // index into res.Cells
 	lastErr error          // the last failure to write results
@@ -150,6 +158,14 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 	if s.o.CacheDir == "" {
 		return nil, errors.New("runner: Options.CacheDir is empty (see DatasetCacheDir)")
 	}
+	if o.Slurm != nil {
+		if s.slurm, err = newSlurmExecutor(o, s.dir, spec.Name, s.log); err != nil {
+			return nil, err
+		}
+		if o.Slurm.DryRun {
+			return nil, s.slurmDryRun(sel)
+		}
+	}
 
 	// Until the plan is written, a failure leaves the directory as it was.
 	_, statErr := os.Stat(s.dir)
@@ -186,6 +202,11 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 	if o.Resume {
 		s.loadRecords()
 	}
+	if s.slurm != nil {
+		if err := s.slurm.precheck(ctx, s.queue()); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.prepareDatasets(ctx); err != nil {
 		return nil, err
 	}
@@ -209,6 +230,11 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 // resolveDevices probes the GPUs when a cell may use one and decides which
 // GPUs cells run on.
 func (s *study) resolveDevices(ctx context.Context) error {
+	if s.slurm != nil {
+		// The tasks' nodes have the GPUs, not this host: Slurm gives each
+		// task its own (--gres).
+		return nil
+	}
 	need := false
 	for i := range s.spec.Plan.Cells {
 		need = need || s.spec.Plan.Cells[i].Params.Engine != "cpu"
@@ -284,6 +310,16 @@ func (s *study) buildPlan(sel []bool) error {
 		c := &s.spec.Plan.Cells[i]
 		p := &c.Params
 		backend := p.Engine
+		if backend == "auto" && s.slurm != nil {
+			backend = "cpu"
+			if s.slurm.gpus > 0 {
+				backend = "cuda"
+			}
+			if !loggedAuto {
+				s.log.Info().Str("backend", backend).Str("gres", s.slurm.gres).Msg("engine auto under Slurm: cuda when the tasks ask for GPUs (--gres gpu:N), else cpu")
+				loggedAuto = true
+			}
+		}
 		if backend == "auto" {
 			backend = "cpu"
 			if len(s.gpus) > 0 {
@@ -300,7 +336,10 @@ func (s *study) buildPlan(sel []bool) error {
 		}
 		rc := &runCell{cell: c, selected: sel[i]}
 		device := hostDevice()
-		if backend == "cuda" {
+		if s.slurm != nil {
+			// Checked against the tasks' GPUs once the plan is built.
+			device = s.slurm.device()
+		} else if backend == "cuda" {
 			if len(s.gpus) == 0 {
 				return fmt.Errorf("cell %s: engine cuda, but no GPU is usable: %s", c.ID, s.noGPU)
 			}
@@ -330,7 +369,43 @@ func (s *study) buildPlan(sel []bool) error {
 		rc.wc = &s.plan.Cells[len(s.plan.Cells)-1]
 		s.cells = append(s.cells, rc)
 	}
+	if s.slurm != nil {
+		if err := s.slurm.planGPUs(s.cells); err != nil {
+			return err
+		}
+		// The fingerprints name the GPUs the tasks ask for, known only
+		// now.
+		for _, rc := range s.cells {
+			rc.wc.Fingerprint = fingerprint(rc.cell, s.spec.Repeats, build, rc.wc.Engine.Backend, s.slurm.device())
+		}
+	}
 	return nil
+}
+
+// queue lists the cells this run runs, in plan order.
+func (s *study) queue() []*runCell {
+	var q []*runCell
+	for _, rc := range s.cells {
+		if rc.todo() {
+			q = append(q, rc)
+		}
+	}
+	return q
+}
+
+// slurmDryRun prints the job-array script a Slurm run would submit, and
+// touches nothing: no lock, no plan, no datasets.
+func (s *study) slurmDryRun(sel []bool) error {
+	if held, found := holdsResults(s.dir); held && !s.o.Resume && !s.o.Fresh {
+		return &ExistingResultsError{Dir: s.dir, Found: found}
+	}
+	if err := s.buildPlan(sel); err != nil {
+		return err
+	}
+	if s.o.Resume {
+		s.loadRecords()
+	}
+	return s.slurm.dryRun(s.queue())
 }
 
 // absModel makes a model directory absolute, so a worker in another
@@ -553,93 +628,22 @@ func (s *study) write() {
 	s.lastErr = nil
 }
 
-// execute runs the cells to run, in plan order: a cell on the cpu backend
-// alone (others would distort its timings, and it would distort theirs),
-// cells on GPUs side by side, each on GPUs no other cell holds.
+// execute hands the cells to run to the executor and merges each outcome
+// into the results as it comes.
 func (s *study) execute(ctx context.Context) (*results.Results, error) {
-	absDir, err := filepath.Abs(s.dir)
+	x, err := s.executor()
 	if err != nil {
 		return nil, err
 	}
-	x := s.exec
-	if x == nil {
-		x = &localExecutor{exe: s.o.Executable, env: s.o.Env, dir: absDir, grace: s.o.KillGrace}
-	}
-	var queue []*runCell
-	for _, rc := range s.cells {
-		if rc.todo() {
-			queue = append(queue, rc)
-		}
-	}
-	parallel := max(len(s.gpus), 1)
-	if !slices.ContainsFunc(queue, func(rc *runCell) bool { return rc.gpus > 0 }) {
-		parallel = 1
-	}
+	queue := s.queue()
 	total, complete := len(s.cells), len(s.cells)-len(queue)
 	ev := s.log.Info().Str("dir", s.dir).Int("cells", total).Int("to_run", len(queue))
 	if complete > 0 {
 		ev = ev.Int("kept", complete)
 	}
 	ev.Msg("running the study")
-	s.progress.Start(total, complete, len(queue), parallel)
-
-	free := make([]bool, len(s.gpus))
-	for i := range free {
-		free[i] = true
-	}
-	type finished struct {
-		rc    *runCell
-		o     outcome
-		slots []int
-	}
-	done := make(chan finished)
-	running, cpuBusy := 0, false
-	canStart := func(rc *runCell) ([]int, bool) {
-		if rc.gpus == 0 {
-			return nil, running == 0
-		}
-		if cpuBusy {
-			return nil, false
-		}
-		var slots []int
-		for i, f := range free {
-			if f && len(slots) < rc.gpus {
-				slots = append(slots, i)
-			}
-		}
-		return slots, len(slots) == rc.gpus
-	}
-	for len(queue) > 0 || running > 0 {
-		if ctx.Err() == nil && len(queue) > 0 {
-			if slots, ok := canStart(queue[0]); ok {
-				rc := queue[0]
-				queue = queue[1:]
-				var uuids []string
-				for _, i := range slots {
-					free[i] = false
-					uuids = append(uuids, s.gpus[i].UUID)
-				}
-				cpuBusy = rc.gpus == 0
-				running++
-				s.progress.CellStarted(rc.cell.ID)
-				s.log.Debug().Str("cell", rc.cell.ID).Strs("gpus", uuids).Msg("cell started")
-				go func() { done <- finished{rc, x.run(ctx, rc.wc, uuids), slots} }()
-				continue
-			}
-		}
-		if running == 0 {
-			break // interrupted with nothing in flight
-		}
-		f := <-done
-		running--
-		for _, i := range f.slots {
-			free[i] = true
-		}
-		if f.rc.gpus == 0 {
-			cpuBusy = false
-		}
-		s.record(f.rc, f.o)
-	}
+	s.progress.Start(total, complete, len(queue), x.parallel(queue))
+	runErr := x.runCells(ctx, queue, s)
 	s.progress.Stop()
 
 	failed := 0
@@ -648,11 +652,18 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 			failed++
 		}
 	}
-	if ctx.Err() != nil {
+	notRun := ""
+	switch {
+	case runErr != nil:
+		notRun = "not run: " + runErr.Error()
+	case ctx.Err() != nil:
+		notRun = "not run: the study was interrupted (xrun run --resume runs it)"
+	}
+	if notRun != "" {
 		for i := range s.res.Cells {
 			c := &s.res.Cells[i]
 			if c.Status == results.StatusSkipped && c.Error == "not run yet" {
-				c.Error = "not run: the study was interrupted (xrun run --resume runs it)"
+				c.Error = notRun
 			}
 		}
 	}
@@ -660,6 +671,8 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 	s.log.Info().Str("results", filepath.Join(s.dir, results.JSONFile)).Str("table", filepath.Join(s.dir, results.MarkdownFile)).
 		Str("cells", filepath.Join(s.dir, CellsDir)).Msg("results written")
 	switch {
+	case runErr != nil:
+		return s.res, runErr
 	case ctx.Err() != nil:
 		return s.res, fmt.Errorf("stopped; the cells measured so far are in %s: %w", s.dir, ErrInterrupted)
 	case s.lastErr != nil:
@@ -668,6 +681,24 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 		return s.res, fmt.Errorf("%d of %d cells failed (their errors are in %s): %w", failed, total, filepath.Join(s.dir, results.MarkdownFile), ErrCellsFailed)
 	}
 	return s.res, nil
+}
+
+// executor is what runs this study's cells: the Slurm executor when the
+// options ask for it, else the local scheduler over this host's GPUs.
+func (s *study) executor() (executor, error) {
+	if s.slurm != nil {
+		return s.slurm, nil
+	}
+	absDir, err := filepath.Abs(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	x := s.exec
+	if x == nil {
+		x = &localExecutor{exe: s.o.Executable, env: s.o.Env, dir: absDir, grace: s.o.KillGrace}
+		x = s.busyCheck(x)
+	}
+	return &gpuScheduler{gpus: s.gpus, cell: x}, nil
 }
 
 // record merges one cell's outcome into the results and writes them.

@@ -106,36 +106,58 @@ func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []st
 		x.terminate(cmd, waited)
 	}
 
+	if o, ok := finishedCell(x.dir, c); ok {
+		return o
+	}
+	if stopped {
+		return outcome{interrupted: true}
+	}
+	detail, see := stderrNote(x.dir, c.ID)
+	if timedOut {
+		return outcome{failure: fmt.Sprintf("timed out after %s, the cell's timeout (set timeout: in the spec to change it); the worker was stopped%s", c.Timeout, see)}
+	}
+	msg := "worker " + exitText(cmd.ProcessState)
+	if detail != "" {
+		msg += ": " + detail
+	}
+	return outcome{failure: msg + see}
+}
+
+// finishedCell reads what the worker of cell c left in dir once it has
+// ended, however it ran (a child process, a Slurm task): its record, with
+// stderr.log as an artifact when the worker printed anything, or a failure
+// when there is a record that cannot be trusted. ok is false when there is
+// no record at all; the caller knows why and says so.
+func finishedCell(dir string, c *workerCell) (o outcome, ok bool) {
+	stderrPath := filepath.Join(CellDir(dir, c.ID), StderrFile)
 	// An empty stderr.log says nothing; do not leave it lying around.
-	if st, err := errf.Stat(); err == nil && st.Size() == 0 {
+	if st, err := os.Stat(stderrPath); err == nil && st.Size() == 0 {
 		os.Remove(stderrPath)
 	}
-	rec, rerr := readCellRecord(x.dir, c.ID)
+	rec, rerr := readCellRecord(dir, c.ID)
 	switch {
 	case rec != nil && rec.Fingerprint == c.Fingerprint:
 		if _, err := os.Stat(stderrPath); err == nil {
 			rec.Artifacts = append(rec.Artifacts, cellArtifact(c.ID, StderrFile))
 		}
-		return outcome{rec: rec}
+		return outcome{rec: rec}, true
 	case rec != nil:
-		return outcome{failure: fmt.Sprintf("the worker recorded fingerprint %s, expected %s (was the plan rewritten under it?)", rec.Fingerprint, c.Fingerprint)}
+		return outcome{failure: fmt.Sprintf("the worker recorded fingerprint %s, expected %s (was the plan rewritten under it?)", rec.Fingerprint, c.Fingerprint)}, true
 	case rerr != nil:
-		return outcome{failure: "the worker's record is unreadable: " + rerr.Error()}
-	case stopped:
-		return outcome{interrupted: true}
+		return outcome{failure: "the worker's record is unreadable: " + rerr.Error()}, true
 	}
-	see := ""
-	if st, err := os.Stat(stderrPath); err == nil && st.Size() > 0 {
-		see = " (see " + cellArtifact(c.ID, StderrFile) + ")"
+	return outcome{}, false
+}
+
+// stderrNote is what a failed cell's error borrows from the worker's
+// stderr.log: the line that says what went wrong, and where to read the
+// rest (" (see cells/<id>/stderr.log)"); both empty when it printed nothing.
+func stderrNote(dir, id string) (detail, see string) {
+	path := filepath.Join(CellDir(dir, id), StderrFile)
+	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
+		see = " (see " + cellArtifact(id, StderrFile) + ")"
 	}
-	if timedOut {
-		return outcome{failure: fmt.Sprintf("timed out after %s, the cell's timeout (set timeout: in the spec to change it); the worker was stopped%s", c.Timeout, see)}
-	}
-	msg := "worker " + exitText(cmd.ProcessState)
-	if detail := stderrSummary(stderrPath); detail != "" {
-		msg += ": " + detail
-	}
-	return outcome{failure: msg + see}
+	return stderrSummary(path), see
 }
 
 // terminate asks the worker's process group to stop (SIGTERM: the worker

@@ -1,0 +1,89 @@
+package runner
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/xrun-dev/xrun/engine/cuda"
+)
+
+// gpuScheduler is the local executor: it runs cells on this host through a
+// cellExecutor (worker processes), in plan order, a cell on the cpu
+// backend alone (others would distort its timings, and it would distort
+// theirs), cells on GPUs side by side, each on GPUs no other cell holds.
+type gpuScheduler struct {
+	gpus []cuda.DeviceInfo // the GPUs cells may use
+	cell cellExecutor
+}
+
+func (g *gpuScheduler) parallel(queue []*runCell) int {
+	if !slices.ContainsFunc(queue, func(rc *runCell) bool { return rc.gpus > 0 }) {
+		return 1
+	}
+	return max(len(g.gpus), 1)
+}
+
+func (g *gpuScheduler) runCells(ctx context.Context, queue []*runCell, r reporter) error {
+	free := make([]bool, len(g.gpus))
+	for i := range free {
+		free[i] = true
+	}
+	type finished struct {
+		rc    *runCell
+		o     outcome
+		slots []int
+	}
+	done := make(chan finished)
+	running, cpuBusy := 0, false
+	canStart := func(rc *runCell) ([]int, bool) {
+		if rc.gpus == 0 {
+			return nil, running == 0
+		}
+		if cpuBusy {
+			return nil, false
+		}
+		var slots []int
+		for i, f := range free {
+			if f && len(slots) < rc.gpus {
+				slots = append(slots, i)
+			}
+		}
+		return slots, len(slots) == rc.gpus
+	}
+	for len(queue) > 0 || running > 0 {
+		if ctx.Err() == nil && len(queue) > 0 {
+			if slots, ok := canStart(queue[0]); ok {
+				rc := queue[0]
+				queue = queue[1:]
+				var uuids []string
+				for _, i := range slots {
+					free[i] = false
+					uuids = append(uuids, g.gpus[i].UUID)
+				}
+				cpuBusy = rc.gpus == 0
+				running++
+				on := "cpu"
+				if len(uuids) > 0 {
+					on = strings.Join(uuids, ",")
+				}
+				r.cellStarted(rc, on)
+				go func() { done <- finished{rc, g.cell.run(ctx, rc.wc, uuids), slots} }()
+				continue
+			}
+		}
+		if running == 0 {
+			break // interrupted with nothing in flight
+		}
+		f := <-done
+		running--
+		for _, i := range f.slots {
+			free[i] = true
+		}
+		if f.rc.gpus == 0 {
+			cpuBusy = false
+		}
+		r.cellFinished(f.rc, f.o)
+	}
+	return nil
+}

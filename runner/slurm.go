@@ -1,0 +1,749 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	dsets "github.com/xrun-dev/xrun/datasets"
+)
+
+// What the Slurm executor keeps in a results directory, under .xrun/:
+//
+//	DIR/.xrun/slurm.sh                the job-array script last submitted
+//	DIR/.xrun/slurm-cells.txt         its tasks: line N+1 is task N's cell id and timeout
+//	DIR/.xrun/slurm-job.json          the job id, when, and the cells of each task
+//	DIR/.xrun/slurm/<job>_<task>.out  each task's stdout and stderr as Slurm
+//	DIR/.xrun/slurm/<job>_<task>.err  writes them (the worker's own go to cells/<id>/stderr.log)
+const (
+	SlurmScriptFile = "slurm.sh"
+	SlurmCellsFile  = "slurm-cells.txt"
+	SlurmJobFile    = "slurm-job.json"
+	SlurmLogDir     = "slurm"
+)
+
+// Defaults of the Slurm executor's polling: it looks at the job every
+// DefaultSlurmPoll, more rarely (up to DefaultSlurmPollMax) while nothing
+// changes, so a long study does not keep slurmctld busy.
+const (
+	DefaultSlurmPoll    = time.Second
+	DefaultSlurmPollMax = 15 * time.Second
+)
+
+// SlurmOptions configure xrun run --executor slurm: the study's cells run
+// as the tasks of one Slurm job array, each task `xrun worker` for one cell
+// in the shared results directory.
+type SlurmOptions struct {
+	// Partition, Gres, Time and Account become the job's --partition,
+	// --gres, --time and --account; "" leaves them to Slurm's defaults.
+	// Without Gres, a study with cuda cells asks gpu:N, N the most GPUs a
+	// cell needs (gpus_per_cell).
+	Partition, Gres, Time, Account string
+	// SbatchArgs are further sbatch options, each one #SBATCH line.
+	SbatchArgs []string
+	// DryRun prints the script to ScriptOut and submits nothing; nothing
+	// is written into the results directory.
+	DryRun    bool
+	ScriptOut io.Writer
+	// Commander runs sbatch, squeue, scontrol and scancel; nil means the
+	// real ones (ExecCommander with Options.Env).
+	Commander Commander
+	// Poll and PollMax bound the interval between two looks at the job;
+	// zero means DefaultSlurmPoll and DefaultSlurmPollMax.
+	Poll, PollMax time.Duration
+}
+
+var (
+	slurmNameRe      = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	slurmPartitionRe = regexp.MustCompile(`^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$`)
+	// name[:type][:count], comma separated (gpu:1, gpu:a100:2, gpu,tmpdisk:10).
+	slurmGresRe = regexp.MustCompile(`^[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)*(,[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)*)*$`)
+	// Slurm's time formats: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or no limit.
+	slurmTimeRe = regexp.MustCompile(`^(\d+|\d+:\d+|\d+:\d+:\d+|\d+-\d+|\d+-\d+:\d+|\d+-\d+:\d+:\d+|UNLIMITED|INFINITE|unlimited|infinite)$`)
+)
+
+// sbatchOwned are sbatch options xrun sets itself or has its own flag for;
+// --sbatch-arg refuses them, saying what to use instead.
+var sbatchOwned = []struct {
+	names []string
+	why   string
+}{
+	{[]string{"--array", "-a"}, "xrun makes one task per cell to run"},
+	{[]string{"--output", "-o", "--error", "-e"}, "xrun keeps each task's output in DIR/.xrun/slurm/"},
+	{[]string{"--parsable", "--wait", "-W", "--test-only"}, "xrun submits and follows the job itself"},
+	{[]string{"--partition", "-p"}, "use --partition"},
+	{[]string{"--gres"}, "use --gres"},
+	{[]string{"--time", "-t"}, "use --time"},
+	{[]string{"--account", "-A"}, "use --account"},
+	{[]string{"--gpus", "-G", "--gpus-per-task", "--gpus-per-node", "--gpus-per-socket"}, "use --gres gpu:N, so that xrun knows how many GPUs each task gets"},
+}
+
+// validate checks the options as flags, before anything is run.
+func (o *SlurmOptions) validate() error {
+	check := func(flag, v string, re *regexp.Regexp, want string) error {
+		if v != "" && !re.MatchString(v) {
+			return &OptionError{flag, fmt.Sprintf("%q: expected %s", v, want)}
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		flag, v string
+		re      *regexp.Regexp
+		want    string
+	}{
+		{"--partition", o.Partition, slurmPartitionRe, "a partition name, or several separated by commas (sinfo lists them)"},
+		{"--account", o.Account, slurmNameRe, "an account name (letters, digits, _ . -)"},
+		{"--gres", o.Gres, slurmGresRe, "NAME[:TYPE][:COUNT], comma separated, e.g. gpu:1 or gpu:a100:2"},
+		{"--time", o.Time, slurmTimeRe, "a Slurm time limit: MINUTES, HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED, e.g. 30 or 2:00:00"},
+	} {
+		if err := check(c.flag, c.v, c.re, c.want); err != nil {
+			return err
+		}
+	}
+	for _, a := range o.SbatchArgs {
+		if !strings.HasPrefix(a, "-") || strings.ContainsAny(a, "\n\r") {
+			return &OptionError{"--sbatch-arg", fmt.Sprintf("%q: expected one sbatch option, e.g. --sbatch-arg=--exclusive or --sbatch-arg=--qos=high", a)}
+		}
+		name, _, _ := strings.Cut(a, "=")
+		if !strings.HasPrefix(name, "--") && len(name) > 2 {
+			name = name[:2] // -pdebug
+		}
+		for _, own := range sbatchOwned {
+			if slices.Contains(own.names, name) {
+				return &OptionError{"--sbatch-arg", fmt.Sprintf("%q: %s", a, own.why)}
+			}
+		}
+	}
+	return nil
+}
+
+// gresGPUs is how many GPUs a --gres value asks for each task: the count
+// of its gpu entry (1 when it names none), 0 without one.
+func gresGPUs(gres string) int {
+	for _, e := range strings.Split(gres, ",") {
+		f := strings.Split(e, ":")
+		if f[0] != "gpu" {
+			continue
+		}
+		if len(f) > 1 {
+			if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+				return n
+			}
+		}
+		return 1
+	}
+	return 0
+}
+
+// slurmExecutor runs a study's cells as one Slurm job array.
+type slurmExecutor struct {
+	o     SlurmOptions
+	cmd   Commander
+	dir   string // absolute: tasks may start anywhere
+	exe   string // absolute path of the xrun the tasks run
+	study string // the study's name
+	name  string // the job's name
+	grace time.Duration
+	log   zerolog.Logger
+	// gres is what each task asks for (the user's --gres, or the one
+	// worked out for cuda cells); gpus is how many GPUs that is.
+	gres string
+	gpus int
+	// fresh discards the task output of earlier jobs (--fresh).
+	fresh bool
+	// lostAfter is how long scontrol may fail before xrun gives up on
+	// following the job; cancelWait how long cancelled tasks may take to
+	// end.
+	lostAfter, cancelWait time.Duration
+}
+
+func newSlurmExecutor(o Options, dir, name string, log zerolog.Logger) (*slurmExecutor, error) {
+	so := *o.Slurm
+	if err := so.validate(); err != nil {
+		return nil, err
+	}
+	if o.GPUs != nil {
+		return nil, &OptionError{"--gpus", "chooses GPUs of this host; with --executor slurm, Slurm gives each task its GPUs (--gres gpu:N)"}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	exe := o.Executable
+	if exe != "" && !filepath.IsAbs(exe) {
+		if exe, err = filepath.Abs(exe); err != nil {
+			return nil, err
+		}
+	}
+	if strings.ContainsAny(abs+exe, "\"\n\r") {
+		return nil, &OptionError{"--out", fmt.Sprintf("%q: a results directory for Slurm must not contain double quotes or line breaks (sbatch's #SBATCH lines cannot carry them)", abs)}
+	}
+	x := &slurmExecutor{o: so, cmd: so.Commander, dir: abs, exe: exe, study: name, name: "xrun-" + jobName(name), grace: o.KillGrace, log: log,
+		gres: so.Gres, gpus: gresGPUs(so.Gres), fresh: o.Fresh, lostAfter: 5 * time.Minute, cancelWait: 2 * time.Minute}
+	if x.cmd == nil {
+		x.cmd = ExecCommander{Env: o.Env}
+	}
+	if x.o.Poll <= 0 {
+		x.o.Poll = DefaultSlurmPoll
+	}
+	if x.o.PollMax < x.o.Poll {
+		x.o.PollMax = max(DefaultSlurmPollMax, x.o.Poll)
+	}
+	if x.grace <= 0 {
+		x.grace = DefaultKillGrace
+	}
+	return x, nil
+}
+
+// jobName keeps the characters of a study's name that are safe in a job
+// name everywhere (squeue columns, file names).
+func jobName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 128 && (r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// device is what a cell's fingerprint records as its device under Slurm:
+// the submitting host cannot see the nodes' GPUs or CPUs, so it is where
+// the tasks were sent. --resume keeps cells measured through the same
+// partition and resources.
+func (x *slurmExecutor) device() string {
+	p := x.o.Partition
+	if p == "" {
+		p = "(default)"
+	}
+	return "slurm partition=" + p + " gres=" + x.gres
+}
+
+// planGPUs settles how many GPUs each task asks for, once the plan knows
+// which cells run on cuda and how many GPUs each needs (gpus_per_cell).
+func (x *slurmExecutor) planGPUs(cells []*runCell) error {
+	most, cuda := 0, false
+	for _, rc := range cells {
+		if rc.selected && rc.wc.Engine.Backend == "cuda" {
+			cuda = true
+			most = max(most, rc.wc.Engine.NumGPUs)
+		}
+	}
+	switch {
+	case !cuda && x.gpus > 0:
+		x.log.Warn().Str("gres", x.gres).Msg("every cell runs on the cpu engine: the GPUs each task asks for (--gres) stay unused")
+	case cuda && x.o.Gres == "":
+		x.gres, x.gpus = fmt.Sprintf("gpu:%d", most), most
+	case cuda && x.gpus < most:
+		return &OptionError{"--gres", fmt.Sprintf("%q gives each task %d GPUs; a cell needs %d (gpus_per_cell)", x.o.Gres, x.gpus, most)}
+	}
+	return nil
+}
+
+// sbatchValue writes an #SBATCH option value, double-quoted when it holds
+// spaces (sbatch's directive parser reads double quotes).
+func sbatchValue(s string) string {
+	if strings.ContainsAny(s, " \t'") {
+		return `"` + s + `"`
+	}
+	return s
+}
+
+// shQuote quotes s for bash.
+func shQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// script is the job-array script for the queue: task i runs the cell on
+// line i+1 of slurm-cells.txt (see cellList).
+func (x *slurmExecutor) script(queue []*runCell) string {
+	var b strings.Builder
+	state := filepath.Join(x.dir, StateDir)
+	fmt.Fprintf(&b, `#!/bin/bash
+# xrun study %q: %d cells, one per task of this Slurm job array.
+# Written by xrun run --executor slurm, which submits it, follows its tasks
+# and merges their cells into results.json. To run cells again, use
+# xrun run --resume rather than sbatch: it resubmits only the cells missing
+# or failed. Task N runs the cell on line N+1 of .xrun/%s.
+`, x.study, len(queue), SlurmCellsFile)
+	opt := func(name, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, "#SBATCH %s=%s\n", name, sbatchValue(v))
+		}
+	}
+	opt("--job-name", x.name)
+	opt("--array", fmt.Sprintf("0-%d", len(queue)-1))
+	opt("--output", filepath.Join(state, SlurmLogDir, "%A_%a.out"))
+	opt("--error", filepath.Join(state, SlurmLogDir, "%A_%a.err"))
+	opt("--partition", x.o.Partition)
+	opt("--gres", x.gres)
+	opt("--time", x.o.Time)
+	opt("--account", x.o.Account)
+	for _, a := range x.o.SbatchArgs {
+		name, v, ok := strings.Cut(a, "=")
+		if ok {
+			opt(name, v)
+		} else {
+			fmt.Fprintf(&b, "#SBATCH %s\n", a)
+		}
+	}
+	b.WriteString("#\n")
+	for i, rc := range queue {
+		fmt.Fprintf(&b, "# task %d: %s\n", i, rc.cell.ID)
+	}
+	fmt.Fprintf(&b, `
+set -u
+dir=%s
+xrun=%s
+mapfile -t tasks <"$dir/%s/%s"
+task=${tasks[$SLURM_ARRAY_TASK_ID]:-}
+if [ -z "$task" ]; then
+	echo "xrun: array task $SLURM_ARRAY_TASK_ID has no cell in $dir/%s/%s" >&2
+	exit 2
+fi
+id=${task%%%% *}
+limit=${task#* }
+mkdir -p "$dir/%s/$id"
+# The cell's timeout (the spec's timeout:) holds here as in a local run:
+# SIGTERM, then SIGKILL %s later; timeout(1) then exits 124 (or 137).
+timeout --kill-after=%s "$limit" "$xrun" worker --dir "$dir" --cell "$id" >"$dir/%s/$id/%s" 2>&1
+`, shQuote(x.dir), shQuote(x.exe), StateDir, SlurmCellsFile, StateDir, SlurmCellsFile, CellsDir,
+		fmtDur(x.grace), slurmSeconds(x.grace), CellsDir, StderrFile)
+	return b.String()
+}
+
+// cellList is slurm-cells.txt: for task i, line i+1 holds the cell id and
+// the cell's timeout, as timeout(1) reads it.
+func cellList(queue []*runCell) []byte {
+	var b strings.Builder
+	for _, rc := range queue {
+		fmt.Fprintf(&b, "%s %s\n", rc.cell.ID, slurmSeconds(rc.wc.Timeout))
+	}
+	return []byte(b.String())
+}
+
+// slurmSeconds writes d for timeout(1): seconds with an "s".
+func slurmSeconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+}
+
+// slurmJob is .xrun/slurm-job.json: the job last submitted for the
+// directory, so a later run can tell whether its tasks still run.
+type slurmJob struct {
+	JobID     string    `json:"job_id"`
+	Submitted time.Time `json:"submitted"`
+	Script    string    `json:"script"`
+	Cells     []string  `json:"cells"` // cell of task i
+}
+
+func (x *slurmExecutor) statePath(name string) string {
+	return filepath.Join(x.dir, StateDir, name)
+}
+
+// dryRun prints the script the queue would be submitted with.
+func (x *slurmExecutor) dryRun(queue []*runCell) error {
+	out := x.o.ScriptOut
+	if out == nil {
+		out = io.Discard
+	}
+	if len(queue) == 0 {
+		x.log.Info().Msg("every selected cell is complete: nothing would be submitted")
+		return nil
+	}
+	_, err := io.WriteString(out, x.script(queue))
+	return err
+}
+
+// precheck runs before the results directory is touched: it refuses to
+// submit while a job of an earlier run still writes into the directory,
+// and asks sbatch to validate the job (--test-only: partition, time limit,
+// resources) so that a flag Slurm rejects is bad input (exit 2) with
+// nothing written.
+func (x *slurmExecutor) precheck(ctx context.Context, queue []*runCell) error {
+	if err := x.checkEarlierJob(ctx); err != nil {
+		return err
+	}
+	if len(queue) == 0 {
+		return nil
+	}
+	if _, err := x.cmd.Run(ctx, []byte(x.script(queue)), "sbatch", "--test-only"); err != nil {
+		var ce *CommandError
+		if errors.As(err, &ce) && ce.Stderr != "" && !slurmUnreachable(ce.Stderr) {
+			return &SlurmRejectedError{err}
+		}
+		return fmt.Errorf("sbatch --test-only: %w", err)
+	}
+	return nil
+}
+
+// SlurmRejectedError is a job sbatch refuses for its options (an unknown
+// partition, a time limit over the partition's): bad input, exit 2. Its
+// message is sbatch's.
+type SlurmRejectedError struct{ Err error }
+
+func (e *SlurmRejectedError) Error() string  { return e.Err.Error() }
+func (e *SlurmRejectedError) Unwrap() error  { return e.Err }
+func (e *SlurmRejectedError) BadInput() bool { return true }
+
+// slurmUnreachable tells a controller that cannot be reached (a run-time
+// failure) from a job it rejects (the user's input).
+func slurmUnreachable(stderr string) bool {
+	for _, s := range []string{"Unable to contact slurm controller", "Socket timed out", "Connection refused", "Zero Bytes were transmitted", "Unable to establish"} {
+		if strings.Contains(stderr, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkEarlierJob refuses to submit while the job an earlier run submitted
+// for this directory still has tasks queued or running: they would write
+// cells into it beside (or over) the new job's.
+func (x *slurmExecutor) checkEarlierJob(ctx context.Context) error {
+	b, err := os.ReadFile(x.statePath(SlurmJobFile))
+	if err != nil {
+		return nil
+	}
+	var j slurmJob
+	if json.Unmarshal(b, &j) != nil || j.JobID == "" {
+		return nil
+	}
+	out, err := x.cmd.Run(ctx, nil, "squeue", "-h", "-j", j.JobID, "-o", "%i %T")
+	if err != nil {
+		if !invalidJobID(err) {
+			x.log.Warn().Err(err).Str("job", j.JobID).Msg("cannot tell whether the Slurm job of an earlier run still runs; going on")
+		}
+		return nil
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && !slurmTerminal[f[1]] {
+			return &OptionError{"--executor slurm", fmt.Sprintf("Slurm job %s, submitted by an earlier xrun run into %s, still has tasks queued or running (squeue -j %s): wait for it to end (xrun run --resume then keeps what it recorded) or cancel it (scancel %s)",
+				j.JobID, x.dir, j.JobID, j.JobID)}
+		}
+	}
+	return nil
+}
+
+// invalidJobID reports whether a Slurm command failed because the job is
+// unknown: never submitted, or its record purged (MinJobAge after its end).
+func invalidJobID(err error) bool {
+	var ce *CommandError
+	return errors.As(err, &ce) && strings.Contains(ce.Stderr, "Invalid job id")
+}
+
+func (x *slurmExecutor) parallel(queue []*runCell) int { return max(len(queue), 1) }
+
+func (x *slurmExecutor) runCells(ctx context.Context, queue []*runCell, r reporter) error {
+	if len(queue) == 0 {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	jobID, err := x.submit(ctx, queue)
+	if err != nil {
+		return err
+	}
+	return x.follow(ctx, jobID, queue, r)
+}
+
+// submit writes the task list and the script, clears what earlier
+// attempts left in the queued cells' directories, and submits the array.
+func (x *slurmExecutor) submit(ctx context.Context, queue []*runCell) (string, error) {
+	if x.fresh {
+		// The tasks' output of jobs whose cells --fresh discarded.
+		if err := os.RemoveAll(x.statePath(SlurmLogDir)); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(x.statePath(SlurmLogDir), 0o755); err != nil {
+		return "", err
+	}
+	for _, rc := range queue {
+		// What an earlier attempt left (cell.json above all) must not be
+		// mistaken for this attempt's.
+		if err := os.RemoveAll(CellDir(x.dir, rc.cell.ID)); err != nil {
+			return "", fmt.Errorf("cannot clear the directory of cell %s: %w", rc.cell.ID, err)
+		}
+	}
+	list := cellList(queue)
+	if err := dsets.WriteFileAtomic(x.statePath(SlurmCellsFile), func(w io.Writer) error { _, err := w.Write(list); return err }); err != nil {
+		return "", err
+	}
+	scriptPath := x.statePath(SlurmScriptFile)
+	script := x.script(queue)
+	if err := dsets.WriteFileAtomic(scriptPath, func(w io.Writer) error { _, err := io.WriteString(w, script); return err }); err != nil {
+		return "", err
+	}
+	out, err := x.cmd.Run(ctx, nil, "sbatch", "--parsable", scriptPath)
+	if err != nil {
+		return "", fmt.Errorf("submitting %s: %w", scriptPath, err)
+	}
+	// --parsable prints "jobid" or "jobid;cluster".
+	jobID, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	if _, err := strconv.Atoi(jobID); err != nil {
+		return "", fmt.Errorf("submitting %s: sbatch --parsable printed %q, expected a job id", scriptPath, truncate(string(out), 200))
+	}
+	j := slurmJob{JobID: jobID, Submitted: time.Now().UTC(), Script: scriptPath}
+	for _, rc := range queue {
+		j.Cells = append(j.Cells, rc.cell.ID)
+	}
+	if err := writeJSONAtomic(x.statePath(SlurmJobFile), j); err != nil {
+		x.log.Warn().Err(err).Msg("cannot record the job id; a later run will not see whether this job still runs")
+	}
+	x.log.Info().Str("job", jobID).Int("tasks", len(queue)).Str("script", scriptPath).Msg("submitted to Slurm")
+	return jobID, nil
+}
+
+// follow polls the job until every task has ended, reporting each cell as
+// its task starts and ends. When ctx is cancelled it cancels the job
+// (scancel) and waits for the tasks to end: cells recorded by then are
+// kept, the others are interrupted.
+func (x *slurmExecutor) follow(ctx context.Context, jobID string, queue []*runCell, r reporter) error {
+	bg := context.WithoutCancel(ctx)
+	type taskState struct {
+		started, done bool
+		restarts      int
+		missing       int // consecutive polls the task was not listed
+	}
+	st := make([]taskState, len(queue))
+	left := len(queue)
+	finish := func(i int, t slurmTask, gone, cancelled bool) {
+		rc := queue[i]
+		if !st[i].started {
+			r.cellStarted(rc, fmt.Sprintf("job %s_%d on %s", jobID, i, t.Node))
+		}
+		st[i].done = true
+		left--
+		o, ok := finishedCell(x.dir, rc.wc)
+		switch {
+		case ok:
+		case cancelled && (t.State == "CANCELLED" || gone):
+			o = outcome{interrupted: true}
+		default:
+			o = outcome{failure: x.failure(jobID, i, rc, t, gone)}
+		}
+		x.tidyTaskLogs(jobID, i)
+		o.id, o.elapsed = rc.cell.ID, t.RunTime
+		if o.rec != nil && o.rec.Finished.After(o.rec.Started) {
+			// The worker's own clock is finer than Slurm's seconds.
+			o.elapsed = o.rec.Finished.Sub(o.rec.Started)
+		}
+		r.cellFinished(rc, o)
+	}
+
+	interval := x.o.Poll
+	var cancelled bool
+	var cancelledAt, failingSince time.Time
+	lastPending := ""
+	for left > 0 {
+		if ctx.Err() != nil && !cancelled {
+			cancelled, cancelledAt = true, time.Now()
+			x.log.Warn().Str("job", jobID).Msg("interrupted: cancelling the job array (scancel); the cells recorded so far are kept")
+			if _, err := x.cmd.Run(bg, nil, "scancel", jobID); err != nil {
+				x.log.Error().Err(err).Str("job", jobID).Msg("scancel failed; cancel the job yourself")
+			}
+		}
+		out, err := x.cmd.Run(bg, nil, "scontrol", "-o", "show", "job", jobID)
+		gone := err != nil && invalidJobID(err)
+		var tasks []slurmTask
+		if err == nil {
+			tasks, err = parseScontrolJobs(out)
+		}
+		if err != nil && !gone {
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+				x.log.Warn().Err(err).Str("job", jobID).Msg("cannot read the job's state; trying again")
+			}
+			if time.Since(failingSince) > x.lostAfter {
+				return fmt.Errorf("lost track of Slurm job %s: scontrol has failed for %s (%w); its tasks may still run (squeue -j %s); once they have ended, xrun run --resume keeps what they recorded",
+					jobID, fmtDur(time.Since(failingSince)), err, jobID)
+			}
+			x.sleep(ctx, cancelled, x.o.PollMax)
+			continue
+		}
+		failingSince = time.Time{}
+
+		byTask := make(map[int]slurmTask, len(tasks))
+		for _, t := range tasks {
+			byTask[t.Task] = t
+		}
+		changed := false
+		pending := map[string]int{}
+		for i, rc := range queue {
+			if st[i].done {
+				continue
+			}
+			t, listed := byTask[i]
+			switch {
+			case gone:
+				finish(i, slurmTask{Task: i}, true, cancelled)
+				changed = true
+			case !listed:
+				// A record purged while xrun was not looking (stopped for
+				// minutes): three polls in a row make sure.
+				if st[i].missing++; st[i].missing >= 3 {
+					finish(i, slurmTask{Task: i}, true, cancelled)
+					changed = true
+				}
+			case t.done():
+				finish(i, t, false, cancelled)
+				changed = true
+			case t.running():
+				st[i].missing = 0
+				if !st[i].started {
+					st[i].started, changed = true, true
+					r.cellStarted(rc, fmt.Sprintf("job %s_%d on %s", jobID, i, t.Node))
+				}
+			default:
+				st[i].missing = 0
+				if t.Restarts > st[i].restarts {
+					st[i].restarts = t.Restarts
+					x.log.Warn().Str("cell", rc.cell.ID).Str("task", fmt.Sprintf("%s_%d", jobID, i)).Str("state", t.State).Str("reason", t.Reason).
+						Msg("Slurm requeued the task; the cell runs again")
+				}
+				if t.State == "PENDING" && t.Reason != "None" {
+					pending[t.Reason]++
+				}
+			}
+		}
+		if p := pendingSummary(pending); p != lastPending {
+			lastPending = p
+			if p != "" {
+				x.log.Info().Str("job", jobID).Str("pending", p).Msg("tasks waiting in the Slurm queue")
+			}
+		}
+		if cancelled && left > 0 && time.Since(cancelledAt) > x.cancelWait {
+			x.log.Error().Str("job", jobID).Int("tasks", left).Msg("tasks did not end after scancel; leaving them as interrupted")
+			for i := range queue {
+				if !st[i].done {
+					finish(i, slurmTask{Task: i, State: "CANCELLED"}, false, true)
+				}
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if changed {
+			interval = x.o.Poll
+		} else {
+			interval = min(interval*5/4, x.o.PollMax)
+		}
+		x.sleep(ctx, cancelled, interval)
+	}
+	return nil
+}
+
+// sleep waits d, or until ctx is cancelled when the job has not been
+// cancelled yet (so that Ctrl-C cancels at once).
+func (x *slurmExecutor) sleep(ctx context.Context, cancelled bool, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	if cancelled {
+		<-t.C
+		return
+	}
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// pendingSummary is "3 (Resources), 1 (Priority)", in a stable order.
+func pendingSummary(p map[string]int) string {
+	var parts []string
+	for _, reason := range slices.Sorted(func(yield func(string) bool) {
+		for k := range p {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		parts = append(parts, fmt.Sprintf("%d (%s)", p[reason], reason))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// failure says why a task left no record: Slurm's state, exit code and
+// reason, what the worker printed last, and slurmstepd's own line.
+func (x *slurmExecutor) failure(jobID string, i int, rc *runCell, t slurmTask, gone bool) string {
+	var msg string
+	switch {
+	case gone || t.State == "":
+		msg = "slurm: the task's record is gone (scontrol keeps it only MinJobAge after its end) and it left no " + CellFile
+	case t.State == "COMPLETED":
+		msg = "slurm: COMPLETED, but the worker left no " + CellFile
+	default:
+		msg = t.describe()
+	}
+	detail, see := stderrNote(x.dir, rc.cell.ID)
+	switch status := t.exitStatus(); {
+	case status == 124, status == 137 && t.RunTime >= rc.wc.Timeout:
+		msg += fmt.Sprintf(": timed out after %s, the cell's timeout (set timeout: in the spec to change it); the worker was stopped", rc.wc.Timeout)
+	case status == 137:
+		msg += ": the worker was killed (SIGKILL; by the out-of-memory killer? see dmesg on " + orUnknown(t.Node) + ")"
+	case detail != "":
+		msg += ": " + detail
+	}
+	taskErr := x.taskLog(jobID, i, ".err")
+	if line := slurmstepdLine(taskErr); line != "" {
+		msg += "; " + line
+	}
+	if see == "" {
+		if st, err := os.Stat(taskErr); err == nil && st.Size() > 0 {
+			see = " (see " + StateDir + "/" + SlurmLogDir + "/" + filepath.Base(taskErr) + ")"
+		}
+	}
+	return msg + see
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "its node"
+	}
+	return s
+}
+
+func (x *slurmExecutor) taskLog(jobID string, i int, ext string) string {
+	return filepath.Join(x.dir, StateDir, SlurmLogDir, fmt.Sprintf("%s_%d%s", jobID, i, ext))
+}
+
+// tidyTaskLogs removes a task's empty .out and .err: Slurm creates both
+// for every task, and most say nothing.
+func (x *slurmExecutor) tidyTaskLogs(jobID string, i int) {
+	for _, ext := range []string{".out", ".err"} {
+		p := x.taskLog(jobID, i, ext)
+		if st, err := os.Stat(p); err == nil && st.Size() == 0 {
+			os.Remove(p)
+		}
+	}
+}
+
+// slurmstepdLine finds slurmstepd's "*** JOB 42 ON n1 CANCELLED AT ...
+// DUE TO TIME LIMIT ***" in a task's error file: Slurm's own account of
+// why it ended the task.
+func slurmstepdLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if i := strings.Index(l, "*** "); i >= 0 && strings.Contains(l, "slurmstepd") {
+			return strings.TrimSpace(l[i:])
+		}
+	}
+	return ""
+}
