@@ -41,7 +41,7 @@ func profileSections(r *Results, ax []axisInfo) []ProfileSection {
 		f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 		for _, k := range p.Kernels {
 			t.Rows = append(t.Rows, []string{f1(k.TimePct), fmt.Sprint(k.TotalNs), fmt.Sprint(k.Instances), f1(k.AvgNs), f1(k.MedNs),
-				fmt.Sprint(k.MinNs), fmt.Sprint(k.MaxNs), f1(k.StdDevNs), k.Name})
+				fmt.Sprint(k.MinNs), fmt.Sprint(k.MaxNs), f1(k.StdDevNs), clip(k.Name, 100)})
 		}
 		out = append(out, ProfileSection{Cell: c.ID, Label: strings.Join(label, " "), Kernels: t, Diagnosis: p.Diagnosis})
 	}
@@ -74,4 +74,13 @@ func writeProfilesMarkdown(b *strings.Builder, ps []ProfileSection) error {
 		}
 	}
 	return nil
+}
+
+// clip cuts a long name (demangled C++ kernel names run to hundreds of
+// characters) for a table; results.json keeps it whole.
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }

@@ -32,6 +32,7 @@ func TestMarkdownProfiles(t *testing.T) {
 		c.Profile = &Profile{Window: "100-149", Iterations: 50,
 			Kernels: []Kernel{
 				{Name: gemm, TimePct: 71.23456, TotalNs: 1234567, Instances: 7700, AvgNs: 160.333, MedNs: 158.5, MinNs: 120, MaxNs: 2400, StdDevNs: 33.0001},
+				{Name: "void cublasLt::splitKreduce_kernel<32, 16, int, float, __half, float, __half, false, float, __half, __half, true, false, false, false>(cublasLt::cublasSplitKParams<float>, float const*)", TimePct: 0.5, TotalNs: 5000, Instances: 50, AvgNs: 100, MedNs: 100, MinNs: 90, MaxNs: 110, StdDevNs: 5},
 				{Name: "attention_decode<__half, 64>", TimePct: 28.76544, TotalNs: 498765, Instances: 1100, AvgNs: 453.423, MedNs: 450, MinNs: 400, MaxNs: 900, StdDevNs: 12.5},
 			},
 			Diagnosis: []string{"memory-bandwidth bound: achieved 1.23 TB/s = 41.0% of the 3.00 TB/s ceiling", "note: 3 CUPTI records dropped"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/profile/cupti"
 	"github.com/xrun-dev/xrun/results"
 )
 
@@ -35,8 +36,9 @@ type Options struct {
 	Window string
 	// Top is how many kernels the summary keeps (DefaultTopKernels when 0).
 	Top int
-	// Notes are caveats from the profiler, added to the diagnosis (CUPTI
-	// stepped aside for nsys, records dropped).
+	// Notes are caveats added to the diagnosis. For a GPU backend,
+	// cupti.Notes() (CUPTI stepped aside for nsys, records dropped, layout
+	// not verified) are added first.
 	Notes []string
 }
 
@@ -86,6 +88,9 @@ func WriteArtifacts(cellDir string, res *engine.Result, mc engine.ModelConfig, o
 		return nil, nil, err
 	}
 	diag := Diagnose(res, mc, o.Device)
+	if !strings.HasPrefix(res.Backend, "cpu") {
+		diag.Notes = append(diag.Notes, cupti.Notes()...)
+	}
 	diag.Notes = append(diag.Notes, o.Notes...)
 
 	if err := writeFileAtomic(filepath.Join(cellDir, KernelsFile), kcsv.Bytes()); err != nil {

@@ -182,7 +182,7 @@ func (d *Diagnosis) findings(ops []model.OpRecord) {
 			map[string]float64{"busy_fraction": busy, "window_ns": float64(d.Window), "idle_outside_kernels_ns": float64(outside), "gap_ns": float64(d.Gaps)})
 	}
 	if gapShare >= launchGapShare {
-		d.add(PatternLaunchOverhead, fmt.Sprintf("gaps between consecutive kernels take %.1f%% of the window: %.1f kernels per iteration, mean gap %s after kernels of mean %s; CUDA graphs or fewer, fused kernels would remove most of it",
+		d.add(PatternLaunchOverhead, fmt.Sprintf("gaps between consecutive kernels take %.1f%% of the window: %.1f kernels per iteration, mean gap %s after kernels of mean %s; fewer, fused kernels (and CUDA graphs, where launches are eager) would remove most of it; the profiler itself adds to each gap",
 			100*gapShare, perIter, fmtDur(meanGap), fmtDur(meanKernel)),
 			map[string]float64{"gap_share": gapShare, "kernels_per_iteration": perIter, "mean_gap_ns": meanGap, "mean_kernel_ns": meanKernel})
 	}
@@ -247,7 +247,7 @@ func (d *Diagnosis) gemmAndTop(ops []model.OpRecord) {
 	}
 	top := stats[0]
 	d.add(PatternTopKernel, fmt.Sprintf("%s: %.1f%% of kernel time, %s per iteration in %s launches of mean %s",
-		top.Name, top.TimePct, fmtDur(float64(top.TotalNs)/float64(d.Iterations)), sig3(float64(top.Instances)/float64(d.Iterations)), fmtDur(top.AvgNs)),
+		ShortName(top.Name), top.TimePct, fmtDur(float64(top.TotalNs)/float64(d.Iterations)), sig3(float64(top.Instances)/float64(d.Iterations)), fmtDur(top.AvgNs)),
 		map[string]float64{"time_pct": top.TimePct, "ns_per_iteration": float64(top.TotalNs) / float64(d.Iterations)})
 }
 
@@ -258,8 +258,8 @@ func plural(n int) string {
 	return "s"
 }
 
-// shorten keeps the first n names, each cut to 60 characters (demangled
-// C++ names run long), and says how many more there were.
+// shorten keeps the first n names, each shortened (ShortName) and cut to
+// 60 characters, and says how many more there were.
 func shorten(names []string, n int) []string {
 	var out []string
 	for i, s := range names {
@@ -267,6 +267,7 @@ func shorten(names []string, n int) []string {
 			out = append(out, fmt.Sprintf("and %d more", len(names)-n))
 			break
 		}
+		s = ShortName(s)
 		if r := []rune(s); len(r) > 60 {
 			s = string(r[:57]) + "..."
 		}

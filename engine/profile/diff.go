@@ -152,6 +152,7 @@ func (d *KernelDiff) Table() *results.Table {
 		}
 		return fmtDur(v)
 	}
+	display := displayNames(d.Rows)
 	var ta, tb float64
 	for _, r := range d.Rows {
 		a, b := d.time(r.A, &d.A), d.time(r.B, &d.B)
@@ -163,23 +164,48 @@ func (d *KernelDiff) Table() *results.Table {
 		case r.A == nil:
 			in = "only B"
 		}
-		t.Rows = append(t.Rows, []string{r.Name, show(a), show(b), ratio(a, b), d.launches(r.A, &d.A), d.launches(r.B, &d.B), in})
+		t.Rows = append(t.Rows, []string{display[r.Name], show(a), show(b), ratio(a, b), d.launches(r.A, &d.A), d.launches(r.B, &d.B), in})
 	}
 	t.Rows = append(t.Rows, []string{"total", show(ta), show(tb), ratio(ta, tb), "", "", ""})
 	for _, rp := range d.Replaced {
 		switch {
 		case len(rp.Old) > 0 && len(rp.New) > 0:
-			t.Notes = append(t.Notes, fmt.Sprintf("%s: %s (A) replaced by %s (B)", rp.Category, strings.Join(rp.Old, ", "), strings.Join(rp.New, ", ")))
+			t.Notes = append(t.Notes, fmt.Sprintf("%s: %s (A) replaced by %s (B)", rp.Category, joinDisplay(rp.Old, display), joinDisplay(rp.New, display)))
 		case len(rp.Old) > 0:
-			t.Notes = append(t.Notes, fmt.Sprintf("%s: only in A: %s", rp.Category, strings.Join(rp.Old, ", ")))
+			t.Notes = append(t.Notes, fmt.Sprintf("%s: only in A: %s", rp.Category, joinDisplay(rp.Old, display)))
 		default:
-			t.Notes = append(t.Notes, fmt.Sprintf("%s: only in B: %s", rp.Category, strings.Join(rp.New, ", ")))
+			t.Notes = append(t.Notes, fmt.Sprintf("%s: only in B: %s", rp.Category, joinDisplay(rp.New, display)))
 		}
 	}
 	if !d.perIter {
 		t.Notes = append(t.Notes, "times are window totals: the number of profiled iterations is not known for both cells")
 	}
 	return t
+}
+
+// displayNames shortens kernel names for the table (ShortName), keeping
+// the full name where two kernels would otherwise look the same.
+func displayNames(rows []DiffRow) map[string]string {
+	count := map[string]int{}
+	for _, r := range rows {
+		count[ShortName(r.Name)]++
+	}
+	out := map[string]string{}
+	for _, r := range rows {
+		out[r.Name] = r.Name
+		if s := ShortName(r.Name); count[s] == 1 {
+			out[r.Name] = s
+		}
+	}
+	return out
+}
+
+func joinDisplay(names []string, display map[string]string) string {
+	var out []string
+	for _, n := range names {
+		out = append(out, display[n])
+	}
+	return strings.Join(out, ", ")
 }
 
 func iterText(n int) string {

@@ -110,7 +110,8 @@ func normalise(res *engine.Result) {
 }
 
 // gpuResult is a synthetic CUDA pass: mangled C++ kernel names with grid
-// and block, copies and a memset on two streams, two iterations.
+// and block, copies and a memset on two streams, two overlapping kernels
+// on one stream, two iterations.
 func gpuResult() *engine.Result {
 	res := &engine.Result{Backend: "cuda/cublaslt", Windows: []engine.Span{{First: 7, Last: 8}}}
 	us := time.Microsecond
@@ -135,6 +136,9 @@ func gpuResult() *engine.Result {
 		add("", iter, base, 2*us, 7, model.OpMemcpy, [3]uint32{}, [3]uint32{}, 4096, "HtoD")
 		add(gemm, iter, base+4*us, 20*us, 7, model.OpKernel, [3]uint32{16, 8, 1}, [3]uint32{256, 1, 1}, 0, "")
 		add("rmsnorm_f16", iter, base+26*us, 3*us, 7, "", [3]uint32{4, 1, 1}, [3]uint32{1024, 1, 1}, 0, "")
+		// Launched with programmatic dependent launch: starts before the
+		// norm ends, on the same stream (the trace puts it on a second lane).
+		add("_Z10silu_fusedPK6__halfPS_i", iter, base+28*us, 2*us, 7, "", [3]uint32{4, 1, 1}, [3]uint32{256, 1, 1}, 0, "")
 		add(gemm, iter, base+31*us, 15*us+time.Duration(iter)*us, 7, model.OpKernel, [3]uint32{16, 8, 1}, [3]uint32{256, 1, 1}, 0, "")
 		add("", iter, base+32*us, 1*us, 9, model.OpMemset, [3]uint32{}, [3]uint32{}, 512, "")
 		t := base + 55*us

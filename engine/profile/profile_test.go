@@ -496,3 +496,19 @@ func TestDiagnosePatterns(t *testing.T) {
 		}
 	}
 }
+
+func TestShortName(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"cpu_add", "cpu_add"},
+		{"void gemm_f16_tile<128, 64>(__half const*, __half const*, __half*, int, int, int)", "gemm_f16_tile<128, 64>"},
+		{"void cublasLt::splitKreduce_kernel<32, 16, int, float, __half, float, __half, false, float, __half, __half, true, false, false, false>(cublasLt::cublasSplitKParams<float>, float const*)",
+			"cublasLt::splitKreduce_kernel<…>"},
+		{"void (anonymous namespace)::softmax<float>(float*, int)", "(anonymous namespace)::softmax<float>"},
+		{"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::Half>, std::array<char*, 1ul> >(int, at::native::FillFunctor<c10::Half>, std::array<char*, 1ul>)",
+			"at::native::vectorized_elementwise_kernel<…>"},
+	} {
+		if got := ShortName(tc.in); got != tc.want {
+			t.Errorf("ShortName(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ianlancetaylor/demangle"
 
@@ -38,6 +39,51 @@ func KernelName(name string) string {
 		return demangle.Filter(name)
 	}
 	return name
+}
+
+// ShortName is a kernel's name for tables and sentences: a demangled C++
+// name without its return type and parameter list, and with its template
+// arguments elided when it is still longer than 60 characters
+// ("cublasLt::splitKreduce_kernel<…>"). Files keep the full name.
+func ShortName(name string) string {
+	s := strings.TrimPrefix(name, "void ")
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '<':
+			depth++
+		case '>':
+			depth--
+		case '(':
+			if strings.HasPrefix(s[i:], "(anonymous namespace)") {
+				i += len("(anonymous namespace)") - 1
+				continue
+			}
+			if depth == 0 && i > 0 {
+				s = s[:i]
+				i = len(s)
+			}
+		}
+	}
+	if utf8.RuneCountInString(s) <= 60 {
+		return s
+	}
+	var b strings.Builder
+	depth = 0
+	for _, r := range s {
+		switch {
+		case r == '<':
+			if depth == 0 {
+				b.WriteString("<…>")
+			}
+			depth++
+		case r == '>':
+			depth--
+		case depth == 0:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // isKernel reports whether an op is a kernel rather than a copy or a

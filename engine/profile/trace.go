@@ -119,10 +119,11 @@ func BuildTrace(res *engine.Result, info TraceInfo) *Trace {
 			Args: map[string]any{"iteration": it.Index, "ctx_requests": it.CtxRequests, "ctx_tokens": it.CtxTokens,
 				"gen_requests": it.GenRequests, "duration_ns": int64(it.Duration)}}, it.Start, it.Duration)
 	}
-	streams := map[uint32]bool{}
+	lanes := opLanes(res.Ops)
+	tracks := map[[2]int]bool{} // stream, lane
 	for i := range res.Ops {
 		op := &res.Ops[i]
-		streams[op.Stream] = true
+		tracks[[2]int{int(op.Stream), lanes[i]}] = true
 		kind := op.Kind
 		if kind == "" {
 			kind = model.OpKernel
@@ -142,14 +143,22 @@ func BuildTrace(res *engine.Result, info TraceInfo) *Trace {
 				name = kind
 			}
 		}
-		add(TraceEvent{Name: name, Cat: kind, PID: devPID, TID: streamTID0 + int(op.Stream), Args: args}, op.Start, op.Duration)
+		add(TraceEvent{Name: name, Cat: kind, PID: devPID, TID: streamTID(op.Stream, lanes[i]), Args: args}, op.Start, op.Duration)
 	}
-	for _, s := range slices.Sorted(maps.Keys(streams)) {
-		name := fmt.Sprintf("stream %d", s)
+	keys := slices.SortedFunc(maps.Keys(tracks), func(a, b [2]int) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	for i, k := range keys {
+		name := fmt.Sprintf("stream %d", k[0])
 		if strings.HasPrefix(res.Backend, "cpu") {
 			name = "ops (engine goroutine)"
 		}
-		meta("thread_name", devPID, streamTID0+int(s), name)
+		if k[1] > 0 {
+			name += fmt.Sprintf(" (overlapping %d)", k[1])
+		}
+		tid := streamTID(uint32(k[0]), k[1])
+		meta("thread_name", devPID, tid, name)
+		if len(keys) > 1 {
+			t.TraceEvents = append(t.TraceEvents, TraceEvent{Name: "thread_sort_index", Ph: "M", PID: devPID, TID: tid, TS: "0", Args: map[string]any{"sort_index": i}})
+		}
 	}
 	slices.SortStableFunc(body, func(a, b timed) int {
 		return cmp.Or(cmp.Compare(a.ev.PID, b.ev.PID), cmp.Compare(a.ev.TID, b.ev.TID),
@@ -160,6 +169,42 @@ func BuildTrace(res *engine.Result, info TraceInfo) *Trace {
 	}
 	t.OtherData["iterations"] = len(iters)
 	return t
+}
+
+// laneTIDs separates the lanes of one stream in thread ids.
+const laneTIDs = 1 << 20
+
+func streamTID(stream uint32, lane int) int { return streamTID0 + int(stream) + lane*laneTIDs }
+
+// opLanes gives each op a lane of its stream: 0 unless it overlaps an
+// earlier op of the stream without nesting in it (kernels of one stream
+// may overlap under programmatic dependent launch; a timeline viewer
+// draws only properly nested slices on one track), then the first lane
+// free at its start.
+func opLanes(ops []model.OpRecord) []int {
+	order := make([]int, len(ops))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(ops[a].Stream, ops[b].Stream), cmp.Compare(ops[a].Start, ops[b].Start), cmp.Compare(ops[b].Duration, ops[a].Duration))
+	})
+	lanes := make([]int, len(ops))
+	var ends []time.Duration // per lane, the end of its last op
+	for k, i := range order {
+		if k == 0 || ops[i].Stream != ops[order[k-1]].Stream {
+			ends = ends[:0]
+		}
+		op := &ops[i]
+		lane := slices.IndexFunc(ends, func(e time.Duration) bool { return e <= op.Start })
+		if lane < 0 {
+			lane = len(ends)
+			ends = append(ends, 0)
+		}
+		ends[lane] = op.Start + op.Duration
+		lanes[i] = lane
+	}
+	return lanes
 }
 
 // profiledIterations are the iterations inside the profile window.

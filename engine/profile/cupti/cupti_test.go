@@ -225,6 +225,9 @@ func TestSessionWindow(t *testing.T) {
 	m8 := f.last
 	f.copy(kindMemset, 0, 512, m8+4_000, m8+4_100, 14)
 	f.kernel("argmax", m8+5_000, m8+5_000, 13, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1})
+	f.kernel("late", m7+600, m8+10, 13, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}) // ends after mark 8: invalid
+	f.waitUntil(m8 + 6_000)
+	s.Mark(9)
 	f.kernel("bad", 0, 0, 13, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}) // no timestamps
 	f.put([]byte{99, 0, 0, 0, 1, 2, 3, 4})                            // another kind
 	f.put(make([]byte, 20))                                           // kind 0, short
@@ -257,7 +260,7 @@ func TestSessionWindow(t *testing.T) {
 		t.Errorf("memset starts %v after the kernel; want %v", d, want)
 	}
 	st := s.Stats()
-	if st.Kernels != 2 || st.Copies != 1 || st.Memsets != 1 || st.Skipped != 3 || st.Dropped != 2 || st.Layout != "CUpti_ActivityKernel10" {
+	if st.Kernels != 2 || st.Copies != 1 || st.Memsets != 1 || st.Skipped != 3 || st.Invalid != 1 || st.Dropped != 2 || st.Layout != "CUpti_ActivityKernel10" {
 		t.Errorf("stats %+v", st)
 	}
 	if err := s.Stop(); !errors.Is(err, ErrNotStarted) {
@@ -303,7 +306,7 @@ func TestSelfTest(t *testing.T) {
 	if err := s.SelfTest(launch("random_fill_f16", 256), "random_fill_f16"); err != nil || !s.Stats().Verified {
 		t.Errorf("self-test: %v, verified %v", err, s.Stats().Verified)
 	}
-	want := []string{"enable", "enable", "enable", "disable", "disable", "disable", "flush"}
+	want := []string{"enable", "enable", "enable", "flush", "disable", "disable", "disable", "flush"}
 	if got := f.events[len(f.events)-len(want):]; !slices.Equal(got, want) {
 		t.Errorf("last calls %v; want %v", got, want)
 	}

@@ -69,6 +69,9 @@ func Notes() []string {
 	if st.Dropped > 0 {
 		out = append(out, fmt.Sprintf("CUPTI dropped %d records: the kernel summary misses them", st.Dropped))
 	}
+	if st.Invalid > 0 {
+		out = append(out, fmt.Sprintf("%d CUPTI records ended after the next iteration began (impossible timestamps) and were left out", st.Invalid))
+	}
 	switch {
 	case selfTest != nil:
 		out = append(out, "CUPTI record layout failed its self-test: "+selfTest.Error())

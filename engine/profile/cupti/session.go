@@ -55,6 +55,10 @@ type Stats struct {
 	Memsets  int
 	// Skipped counts records of other kinds or without timestamps.
 	Skipped int
+	// Invalid counts records dropped because they ended after the next
+	// iteration began, which the engine's per-iteration synchronisation
+	// rules out: their timestamps are wrong.
+	Invalid int
 	// Dropped is how many records CUPTI dropped (buffers full or not
 	// allocated): the summary then misses them.
 	Dropped uint64
@@ -96,7 +100,16 @@ func (s *Session) Begin(epoch time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.epoch, s.begun, s.marks = epoch, true, nil
-	s.marks = append(s.marks, mark{iteration: -1, cupti: s.b.timestamp(), host: time.Since(epoch)})
+	s.marks = append(s.marks, s.pair(-1))
+}
+
+// pair reads both clocks, the host's on either side of CUPTI's so that a
+// preemption between the reads is halved.
+func (s *Session) pair(iteration int) mark {
+	h0 := time.Since(s.epoch)
+	c := s.b.timestamp()
+	h1 := time.Since(s.epoch)
+	return mark{iteration: iteration, cupti: c, host: h0 + (h1-h0)/2}
 }
 
 // Start enables kernel, memcpy and memset records (the window opens).
@@ -127,7 +140,10 @@ func (s *Session) Stop() error {
 		return ErrNotStarted
 	}
 	s.on = false
-	var errs []error
+	// Flush while the kinds are still enabled: on CUDA 13.0, kernels of a
+	// replayed graph whose records were still pending when their kind was
+	// disabled came back with the end time of the next flush.
+	errs := []error{s.b.flush()}
 	for _, k := range enabledKinds {
 		errs = append(errs, s.b.disable(k))
 	}
@@ -143,7 +159,7 @@ func (s *Session) Mark(iteration int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.begun {
-		s.marks = append(s.marks, mark{iteration: iteration, cupti: s.b.timestamp(), host: time.Since(s.epoch)})
+		s.marks = append(s.marks, s.pair(iteration))
 	}
 }
 
@@ -167,7 +183,11 @@ func (s *Session) Drain() ([]model.OpRecord, error) {
 			s.stats.Skipped++
 			return
 		}
-		m := s.markAt(r.Start)
+		m, next, ok := s.markAt(r.Start)
+		if ok && r.End > next.cupti {
+			s.stats.Invalid++
+			return
+		}
 		// The difference wraps for a record before the first mark; as int64
 		// it is then the right negative offset.
 		op := model.OpRecord{Iteration: m.iteration, Start: m.host + time.Duration(int64(r.Start-m.cupti)),
@@ -191,10 +211,14 @@ func (s *Session) Drain() ([]model.OpRecord, error) {
 }
 
 // markAt is the last mark at or before a CUPTI timestamp (the first mark
-// for earlier ones).
-func (s *Session) markAt(ts uint64) mark {
+// for earlier ones) and, when ok, the mark after it.
+func (s *Session) markAt(ts uint64) (m, next mark, ok bool) {
 	i := sort.Search(len(s.marks), func(i int) bool { return s.marks[i].cupti > ts })
-	return s.marks[max(i-1, 0)]
+	m = s.marks[max(i-1, 0)]
+	if i < len(s.marks) && i > 0 {
+		return m, s.marks[i], true
+	}
+	return m, mark{}, false
 }
 
 // Close disables everything and releases CUPTI's subscriber slot; the
