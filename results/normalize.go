@@ -187,6 +187,7 @@ func normalizeCell(in *Cell) (Cell, error) {
 	if in.ExpertLoad != nil {
 		e := *in.ExpertLoad
 		e.MaxOverMean = roundValue(e.MaxOverMean)
+		e.TotalMaxOverMean = roundValue(e.TotalMaxOverMean)
 		e.Histogram = slices.Clone(e.Histogram)
 		if e.Histogram == nil {
 			e.Histogram = []int64{}

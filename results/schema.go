@@ -203,6 +203,10 @@ type ExpertLoad struct {
 	// MaxOverMean is the busiest expert's token count over the mean
 	// (1 = perfectly balanced).
 	MaxOverMean float64 `json:"max_over_mean"`
+	// TotalMaxOverMean is the same ratio on each layer's tokens summed over
+	// the timed iterations, averaged over layers: imbalance that persists
+	// rather than per-step noise.
+	TotalMaxOverMean float64 `json:"total_max_over_mean,omitempty"`
 	// Histogram counts the tokens routed to each expert (index = expert),
 	// summed over layers.
 	Histogram []int64 `json:"histogram"`

@@ -32,6 +32,7 @@ const (
 	CellFile       = "cell.json"
 	RequestsFile   = "requests.jsonl"
 	IterationsFile = "iterations.csv"
+	ExpertLoadFile = "expert_load.csv"
 	LogFile        = "log.jsonl"
 	StderrFile     = "stderr.log"
 	ProfileFile    = "profile.json"

@@ -273,7 +273,7 @@ func (w *cellWorker) requests() ([]dsets.Request, error) {
 // max/mean load over timed iterations and the tokens each expert received,
 // summed over layers and timed iterations.
 func expertLoad(l *engine.ExpertLoad) *results.ExpertLoad {
-	out := &results.ExpertLoad{MaxOverMean: l.MaxOverMean, Histogram: make([]int64, l.Experts)}
+	out := &results.ExpertLoad{MaxOverMean: l.MaxOverMean, TotalMaxOverMean: l.TotalMaxOverMean, Histogram: make([]int64, l.Experts)}
 	for i := range l.Iterations {
 		if i < len(l.Warmup) && l.Warmup[i] {
 			continue
@@ -303,7 +303,57 @@ func (w *cellWorker) writeArtifacts() error {
 		return fmt.Errorf("writing %s: %w", IterationsFile, err)
 	}
 	w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, RequestsFile), cellArtifact(w.cell.ID, IterationsFile))
+	if l := w.passes[0].ExpertLoad; l != nil {
+		err := dsets.WriteFileAtomic(filepath.Join(cdir, ExpertLoadFile), func(out io.Writer) error { return writeExpertLoad(out, l) })
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", ExpertLoadFile, err)
+		}
+		w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, ExpertLoadFile))
+	}
 	return nil
+}
+
+// writeExpertLoad writes the tokens each expert received, per engine
+// iteration and MoE layer, of the first timed pass (routing is seeded, so
+// every repeat routes alike): iteration,warmup,layer,max_over_mean, then one
+// column per expert.
+func writeExpertLoad(out io.Writer, l *engine.ExpertLoad) error {
+	bw := bufio.NewWriterSize(out, 1<<16)
+	bw.WriteString("iteration,warmup,layer,max_over_mean")
+	for x := range l.Experts {
+		fmt.Fprintf(bw, ",expert_%d", x)
+	}
+	bw.WriteByte('\n')
+	var b []byte
+	for i, iter := range l.Iterations {
+		warm := i < len(l.Warmup) && l.Warmup[i]
+		for layer := range l.Layers {
+			counts := l.At(i, layer)
+			var sum, most int64
+			for _, n := range counts {
+				sum += int64(n)
+				most = max(most, int64(n))
+			}
+			ratio := 0.0
+			if sum > 0 {
+				ratio = float64(most) * float64(len(counts)) / float64(sum)
+			}
+			b = strconv.AppendInt(b[:0], int64(iter), 10)
+			b = append(b, ',')
+			b = strconv.AppendBool(b, warm)
+			b = append(b, ',')
+			b = strconv.AppendInt(b, int64(layer), 10)
+			b = append(b, ',')
+			b = strconv.AppendFloat(b, ratio, 'g', 6, 64)
+			for _, n := range counts {
+				b = append(b, ',')
+				b = strconv.AppendInt(b, int64(n), 10)
+			}
+			b = append(b, '\n')
+			bw.Write(b)
+		}
+	}
+	return bw.Flush()
 }
 
 // isProfiled reports whether pass i is the profiled pass.

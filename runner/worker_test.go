@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -32,7 +34,12 @@ repeats: 2
 // directory, as Run does before it starts workers.
 func plannedStudy(t *testing.T) (*study, string) {
 	t.Helper()
-	spec, err := ParseSpec("tiny.yaml", []byte(tinyStudy), LoadOptions{})
+	return plannedStudyOf(t, tinyStudy)
+}
+
+func plannedStudyOf(t *testing.T, specText string) (*study, string) {
+	t.Helper()
+	spec, err := ParseSpec("tiny.yaml", []byte(specText), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +90,65 @@ func TestRunWorker(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, a)); err != nil {
 				t.Errorf("%s: artifact %v", c.ID, err)
 			}
+		}
+	}
+}
+
+func TestRunWorkerExpertLoad(t *testing.T) {
+	const moeStudy = `schema_version: 1
+name: tiny-moe
+params:
+  engine: cpu
+  model: tiny-moe
+  warmup: 0
+  dataset: {generator: token-norm-dist, num_requests: 4, input_mean: 8, input_stdev: 0, output_mean: 4, output_stdev: 0}
+matrix:
+  routing_mode: [learned, perfect]
+repeats: 1
+`
+	s, dir := plannedStudyOf(t, moeStudy)
+	model := s.spec.Plan.Cells[0].Model
+	for _, c := range s.spec.Plan.Cells {
+		if err := RunWorker(context.Background(), dir, c.ID, WorkerOptions{Getenv: func(string) string { return "" }}); err != nil {
+			t.Fatalf("%s: %v", c.ID, err)
+		}
+		rec, err := readCellRecord(dir, c.ID)
+		if err != nil || rec.ExpertLoad == nil || len(rec.ExpertLoad.Histogram) != model.Experts {
+			t.Fatalf("%s: expert load %+v (%v)", c.ID, rec.ExpertLoad, err)
+		}
+		if !slices.Contains(rec.Artifacts, cellArtifact(c.ID, ExpertLoadFile)) {
+			t.Errorf("%s: %s not among the artifacts %v", c.ID, ExpertLoadFile, rec.Artifacts)
+		}
+		b, err := os.ReadFile(filepath.Join(CellDir(dir, c.ID), ExpertLoadFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if !strings.HasPrefix(lines[0], "iteration,warmup,layer,max_over_mean,expert_0,") || len(lines) < 1+model.Layers {
+			t.Fatalf("%s: expert_load.csv:\n%s", c.ID, b)
+		}
+		perfect := c.Params.RoutingMode == "perfect"
+		balanced := 0
+		for _, line := range lines[1:] {
+			f := strings.Split(line, ",")
+			if len(f) != 4+model.Experts {
+				t.Fatalf("%s: row %q has %d fields", c.ID, line, len(f))
+			}
+			tokens := 0
+			for _, v := range f[4:] {
+				n, _ := strconv.Atoi(v)
+				tokens += n
+			}
+			// Perfect routing spreads tokens*k evenly whenever it divides.
+			if perfect && tokens%model.Experts == 0 {
+				if f[3] != "1" {
+					t.Errorf("%s: perfect routing row %q: max/mean %s, want 1", c.ID, line, f[3])
+				}
+				balanced++
+			}
+		}
+		if perfect && balanced == 0 {
+			t.Errorf("%s: no iteration had tokens*k divisible by the experts; the check proved nothing", c.ID)
 		}
 	}
 }
