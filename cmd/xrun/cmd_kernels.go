@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/xrun-dev/xrun/engine/profile"
+	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/runner"
+)
+
+type kernelsOptions struct {
+	format string
+}
+
+func newKernelsCommand(a *app) *cobra.Command {
+	opts := &kernelsOptions{}
+	c := &cobra.Command{
+		Use:   "kernels DIR CELL_A CELL_B",
+		Short: "What changed in the kernels between two profiled cells",
+		Long: `Compare the kernel summaries (cells/<id>/kernels.csv) of two profiled cells of
+a results directory: every kernel with its time per profiled iteration in A
+and in B side by side, their ratio and launches per iteration, and the
+kernels that ran in only one of them. Kernels of one kind (GEMM, attention,
+norm, ...) found only in A and only in B are paired: for gemm_plugin auto vs
+disable, the note says which GEMM kernels replaced which.
+
+A cell is named by its id or by any prefix that names exactly one cell.
+Times are per iteration when both cells record how many iterations their
+window covered (results.json or cells/<id>/cell.json), window totals
+otherwise.`,
+		Example: `  xrun kernels results/gemm-plugin bs64-disable bs64-auto
+  xrun kernels results/gemm-plugin bs64-disable bs64-auto --format markdown >> comment.md`,
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error { return runKernels(cmd.Context(), a, opts, args) },
+	}
+	c.Flags().StringVar(&opts.format, "format", "text", "output format: text or markdown")
+	return c
+}
+
+func runKernels(_ context.Context, a *app, opts *kernelsOptions, args []string) error {
+	if opts.format != "text" && opts.format != "markdown" {
+		return usageError{fmt.Errorf("--format: %q; expected text or markdown", opts.format)}
+	}
+	dir := args[0]
+	ids, err := cellIDs(dir)
+	if err != nil {
+		return err
+	}
+	iters := profiledIterations(dir)
+	var cells [2]profile.CellKernels
+	for i, arg := range args[1:] {
+		id, err := resolveCell(dir, ids, arg)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(runner.CellDir(dir, id), profile.KernelsFile)
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return usageError{fmt.Errorf("cell %s has no %s: it was not profiled (set profile_window) or its profiled pass failed", id, profile.KernelsFile)}
+		}
+		if err != nil {
+			return err
+		}
+		stats, err := profile.ReadKernelsCSV(f, path)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		cells[i] = profile.CellKernels{ID: id, Iterations: iters(id), Stats: stats}
+	}
+	var buf bytes.Buffer
+	if err := profile.DiffKernels(cells[0], cells[1]).Render(&buf, opts.format); err != nil {
+		return err
+	}
+	_, err = a.gs.Stdout.Write(buf.Bytes())
+	return err
+}
+
+// cellIDs lists the cells of a results directory.
+func cellIDs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(dir, runner.CellsDir))
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: not a results directory with a %s/ folder: %w", dir, runner.CellsDir, err)}
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// resolveCell finds a cell by its id or a prefix naming only it.
+func resolveCell(dir string, ids []string, arg string) (string, error) {
+	if slices.Contains(ids, arg) {
+		return arg, nil
+	}
+	var match []string
+	for _, id := range ids {
+		if strings.HasPrefix(id, arg) {
+			match = append(match, id)
+		}
+	}
+	switch len(match) {
+	case 1:
+		return match[0], nil
+	case 0:
+		return "", usageError{fmt.Errorf("%s: no cell %q; cells: %s", dir, arg, listIDs(ids))}
+	}
+	return "", usageError{fmt.Errorf("%s: %q names %d cells (%s); give more of the id", dir, arg, len(match), listIDs(match))}
+}
+
+func listIDs(ids []string) string {
+	if len(ids) > 8 {
+		return strings.Join(ids[:8], ", ") + fmt.Sprintf(", ... (%d in all)", len(ids))
+	}
+	return strings.Join(ids, ", ")
+}
+
+// profiledIterations returns how many iterations a cell's profile window
+// covered, from results.json or, while a run is still going, from the
+// cell's cell.json; 0 when neither says.
+func profiledIterations(dir string) func(id string) int {
+	fromResults := map[string]int{}
+	if r, _, err := results.Load(dir); err == nil {
+		for _, c := range r.Cells {
+			if c.Profile != nil {
+				fromResults[c.ID] = c.Profile.Iterations
+			}
+		}
+	}
+	return func(id string) int {
+		if n, ok := fromResults[id]; ok {
+			return n
+		}
+		var rec struct {
+			Profile *results.Profile `json:"profile"`
+		}
+		data, err := os.ReadFile(filepath.Join(runner.CellDir(dir, id), runner.CellFile))
+		if err != nil || json.Unmarshal(data, &rec) != nil || rec.Profile == nil {
+			return 0
+		}
+		return rec.Profile.Iterations
+	}
+}
