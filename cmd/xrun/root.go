@@ -69,6 +69,7 @@ results file that diffs cleanly in pull requests.
 		newReportCommand(a),
 		newRunCommand(a),
 		newWorkerCommand(a),
+		newKernelsCommand(a),
 	)
 	decorate(root, a)
 	return root, a
