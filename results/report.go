@@ -211,6 +211,11 @@ func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
 	}
 	cells := cellPtrs(r)
 	sortCells(cells, ax)
+	// MoE studies show the router's balance next to the numbers it explains.
+	moe := slices.ContainsFunc(cells, func(c *Cell) bool { return c.ExpertLoad != nil })
+	if moe {
+		t.Columns = append(t.Columns, Column{Name: "Expert load max/mean", Right: true})
+	}
 	var warn []string
 	for _, c := range cells {
 		var row []string
@@ -230,11 +235,26 @@ func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
 			warn = append(warn, w...)
 			row = append(row, formatSummary(s))
 		}
+		if moe {
+			row = append(row, formatExpertLoad(c.ExpertLoad))
+		}
 		t.Rows = append(t.Rows, row)
 		t.Notes = append(t.Notes, cellNotes(c)...)
 	}
 	t.Notes = append(t.Notes, dedupe(warn)...)
 	return t
+}
+
+// formatExpertLoad gives the per-step imbalance and, in parentheses, the
+// imbalance of the tokens summed over the run; "-" for dense cells.
+func formatExpertLoad(l *ExpertLoad) string {
+	if l == nil {
+		return "-"
+	}
+	if l.TotalMaxOverMean == 0 {
+		return fmt.Sprintf("%.2f", l.MaxOverMean)
+	}
+	return fmt.Sprintf("%.2f (run %.2f)", l.MaxOverMean, l.TotalMaxOverMean)
 }
 
 // cellNotes reports a cell's failure and throttling under any table that
