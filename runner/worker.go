@@ -16,6 +16,7 @@ import (
 
 	dsets "github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
 )
 
@@ -143,7 +144,20 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 		Str("cuda_visible_devices", o.Getenv("CUDA_VISIBLE_DEVICES")).Int("repeats", plan.Repeats).Msg("cell started")
 	w := &cellWorker{dir: dir, cell: cell, repeats: plan.Repeats, cacheDir: plan.CacheDir, log: log, rec: rec,
 		fault: faultFor(o.Getenv(FaultEnv), id)}
+	// GPU telemetry (NVML, every 50 ms) over the whole cell.
+	var tel *profile.Telemetry
+	if cell.Engine.Backend != "cpu" {
+		tel = profile.StartTelemetry(0)
+	}
 	err = w.measure(ctx)
+	if tel != nil {
+		if sum, files, terr := tel.Finish(cdir); sum != nil && terr == nil {
+			rec.Telemetry = sum
+			w.artifacts = append(w.artifacts, cellArtifact(id, files[0]))
+		} else {
+			log.Warn().AnErr("error", terr).Str("reason", tel.Reason()).Msg("no GPU telemetry")
+		}
+	}
 	if aerr := w.writeArtifacts(); aerr != nil && err == nil {
 		err = aerr
 	}
@@ -234,7 +248,14 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		}
 		w.passes = append(w.passes, res)
 		w.profiled = true
-		w.rec.Profile = &results.Profile{Window: w.cell.Engine.ProfileWindow}
+		p, files, err := profile.WriteArtifacts(CellDir(w.dir, w.cell.ID), res, e.Model(), profile.Options{Window: w.cell.Engine.ProfileWindow})
+		if err != nil {
+			return fmt.Errorf("profile artifacts: %w", err)
+		}
+		w.rec.Profile = p
+		for _, f := range files {
+			w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, f))
+		}
 		w.rec.ProfileMetrics = results.Metrics(res.Metrics)
 		w.log.Info().Int("ops", len(res.Ops)).Float64("system_output_throughput_tok_s", res.Metrics["system_output_throughput_tok_s"]).Msg("profiled pass done")
 	}
