@@ -313,7 +313,8 @@ func expertLoad(l *engine.ExpertLoad) *results.ExpertLoad {
 // iteration. Each file is written whole and renamed into place.
 func (w *cellWorker) writeArtifacts() error {
 	cdir := CellDir(w.dir, w.cell.ID)
-	w.artifacts = []string{cellArtifact(w.cell.ID, LogFile)}
+	// Appended to: the profile's and the telemetry's files are listed already.
+	w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, LogFile))
 	if len(w.passes) == 0 {
 		return nil
 	}
