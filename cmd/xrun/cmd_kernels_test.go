@@ -109,3 +109,19 @@ func TestKernelsErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelsReadmeExample keeps the README's example output in step with
+// the golden file it was copied from.
+func TestKernelsReadmeExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "cmd_kernels", "gemm.text"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "$ xrun kernels results/profile bs64-disable bs64-auto\n"+string(want)+"```") {
+		t.Error("README.md's xrun kernels example differs from testdata/cmd_kernels/gemm.text")
+	}
+}
