@@ -86,6 +86,19 @@ func ShortName(name string) string {
 	return b.String()
 }
 
+// names demangles each distinct name once: a window holds hundreds of
+// thousands of records of a few dozen kernels.
+type names map[string]string
+
+func (n names) of(raw string) string {
+	s, ok := n[raw]
+	if !ok {
+		s = KernelName(raw)
+		n[raw] = s
+	}
+	return s
+}
+
 // isKernel reports whether an op is a kernel rather than a copy or a
 // memset (which Nsight summarises in other reports).
 func isKernel(op *model.OpRecord) bool { return op.Kind == "" || op.Kind == model.OpKernel }
@@ -94,13 +107,14 @@ func isKernel(op *model.OpRecord) bool { return op.Kind == "" || op.Kind == mode
 // demangled name, sorted by total time (largest first), then name.
 func Summarize(ops []model.OpRecord) []KernelStat {
 	byName := map[string][]int64{}
+	demangled := names{}
 	var all int64
 	for i := range ops {
 		op := &ops[i]
 		if !isKernel(op) {
 			continue
 		}
-		n := KernelName(op.Name)
+		n := demangled.of(op.Name)
 		byName[n] = append(byName[n], int64(op.Duration))
 		all += int64(op.Duration)
 	}

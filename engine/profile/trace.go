@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,14 +34,25 @@ const (
 // TraceEvent is one event of the Chrome trace event format. ts and dur are
 // microseconds; json.Number keeps them exact to the nanosecond.
 type TraceEvent struct {
-	Name string         `json:"name"`
-	Cat  string         `json:"cat,omitempty"`
-	Ph   string         `json:"ph"`
-	PID  int            `json:"pid"`
-	TID  int            `json:"tid"`
-	TS   json.Number    `json:"ts"`
-	Dur  json.Number    `json:"dur,omitempty"`
-	Args map[string]any `json:"args,omitempty"`
+	Name string      `json:"name"`
+	Cat  string      `json:"cat,omitempty"`
+	Ph   string      `json:"ph"`
+	PID  int         `json:"pid"`
+	TID  int         `json:"tid"`
+	TS   json.Number `json:"ts"`
+	Dur  json.Number `json:"dur,omitempty"`
+	Args any         `json:"args,omitempty"`
+}
+
+// opArgs are an op event's args; fields in alphabetical order, as a map
+// would print them.
+type opArgs struct {
+	Block      string `json:"block,omitempty"`
+	Bytes      *int64 `json:"bytes,omitempty"`
+	Copy       string `json:"copy,omitempty"`
+	DurationNs int64  `json:"duration_ns"`
+	Grid       string `json:"grid,omitempty"`
+	Iteration  int    `json:"iteration"`
 }
 
 // Trace is a trace.json document (the JSON object form).
@@ -52,14 +64,21 @@ type Trace struct {
 
 // micros formats a duration in microseconds with nanosecond precision.
 func micros(d time.Duration) json.Number {
-	neg := ""
+	var b []byte
 	if d < 0 {
-		neg, d = "-", -d
+		b, d = append(b, '-'), -d
 	}
-	return json.Number(fmt.Sprintf("%s%d.%03d", neg, d/time.Microsecond, d%time.Microsecond))
+	b = strconv.AppendInt(b, int64(d/time.Microsecond), 10)
+	f := int64(d % time.Microsecond)
+	b = append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+	return json.Number(b)
 }
 
-func dims(d [3]uint32) string { return fmt.Sprintf("%dx%dx%d", d[0], d[1], d[2]) }
+func dims(d [3]uint32) string {
+	b := strconv.AppendUint(nil, uint64(d[0]), 10)
+	b = strconv.AppendUint(append(b, 'x'), uint64(d[1]), 10)
+	return string(strconv.AppendUint(append(b, 'x'), uint64(d[2]), 10))
+}
 
 // TraceInfo describes where a pass ran, for the process names.
 type TraceInfo struct {
@@ -120,6 +139,7 @@ func BuildTrace(res *engine.Result, info TraceInfo) *Trace {
 				"gen_requests": it.GenRequests, "duration_ns": int64(it.Duration)}}, it.Start, it.Duration)
 	}
 	lanes := opLanes(res.Ops)
+	demangled := names{}
 	tracks := map[[2]int]bool{} // stream, lane
 	for i := range res.Ops {
 		op := &res.Ops[i]
@@ -128,17 +148,14 @@ func BuildTrace(res *engine.Result, info TraceInfo) *Trace {
 		if kind == "" {
 			kind = model.OpKernel
 		}
-		args := map[string]any{"iteration": op.Iteration, "duration_ns": int64(op.Duration)}
-		name := KernelName(op.Name)
+		args := &opArgs{Iteration: op.Iteration, DurationNs: int64(op.Duration)}
+		name := demangled.of(op.Name)
 		if kind == model.OpKernel {
 			if op.Grid != ([3]uint32{}) || op.Block != ([3]uint32{}) {
-				args["grid"], args["block"] = dims(op.Grid), dims(op.Block)
+				args.Grid, args.Block = dims(op.Grid), dims(op.Block)
 			}
 		} else {
-			args["bytes"] = op.Bytes
-			if op.Copy != "" {
-				args["copy"] = op.Copy
-			}
+			args.Bytes, args.Copy = &op.Bytes, op.Copy
 			if name == "" {
 				name = kind
 			}
@@ -235,6 +252,7 @@ func windowsOf(iters []engine.IterationRecord) [][2]int {
 // diffs and greps well and still parses as one JSON object.
 func WriteTrace(w io.Writer, t *Trace) error {
 	var b bytes.Buffer
+	b.Grow(256 * len(t.TraceEvents))
 	b.WriteString("{\"displayTimeUnit\":")
 	var one bytes.Buffer
 	je := json.NewEncoder(&one)
