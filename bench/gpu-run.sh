@@ -11,7 +11,11 @@
 # benchmark, default none), BATCHES (default 1,64,256), REQUESTS (default
 # 3000), REQUESTS_AT (per-batch overrides, default 1=32: batch 1 serves
 # 32 requests, which is plenty to time a steady state), REPEATS (default
-# 1), HF (0 skips the transformers baseline), SKIPTESTS=1.
+# 1), HF (0 skips the transformers baseline), SKIPTESTS=1, SKIPBENCH=1,
+# ABLATE (0: none; else space-separated VAR=VALUE:batch:gemm runs of 16
+# requests at batch 1 or 512 otherwise), NCU (space-separated
+# batch:gemm:window:requests: xrunbench's profiled pass under
+# ncu --profile-from-start off, one summary per iteration of the window).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-.gpu/out}
@@ -38,17 +42,37 @@ if [ "${BENCH:-none}" != none ]; then
 	bench_rc=$?
 fi
 
-timeout 240 .gpu/xrunbench -batch "${BATCHES:-1,64,256}" -gemm auto,disable -requests "${REQUESTS:-3000}" \
-	-requests-at "${REQUESTS_AT:-1=32}" -repeats "${REPEATS:-1}" -json "$out/xrun.jsonl" >"$out/xrun.txt" 2>"$out/xrun.log"
-xrun_rc=$?
-# Ablations at batch 1 (gemm auto): decode graphs off, split attention off.
-if [ "${ABLATE:-1}" != 0 ]; then
-	echo "== ablations, batch 1, gemm auto, 16 requests" >>"$out/xrun.txt"
-	for v in XRUN_CUDA_GRAPHS XRUN_CUDA_ATTN_SPLIT; do
-		env $v=0 timeout 60 .gpu/xrunbench -batch 1 -gemm auto -requests 16 -json "$out/xrun.jsonl" 2>>"$out/xrun.log" |
-			sed -n "2s/\$/   $v=0/p" >>"$out/xrun.txt"
+xrun_rc=0
+if [ "${SKIPBENCH:-0}" != 1 ]; then
+	XRUN_CUDA_LT_LOG=1 timeout 240 .gpu/xrunbench -batch "${BATCHES:-1,64,256}" -gemm auto,disable -requests "${REQUESTS:-3000}" \
+		-requests-at "${REQUESTS_AT:-1=32}" -repeats "${REPEATS:-1}" -json "$out/xrun.jsonl" >"$out/xrun.txt" 2>"$out/xrun.log"
+	xrun_rc=$?
+fi
+# Ablations: one switch off per run (graphs, split attention, PDL, fusions,
+# cuBLASLt timing, the own GEMV).
+ablate=${ABLATE-XRUN_CUDA_GRAPHS=0:1:auto XRUN_CUDA_ATTN_SPLIT=0:1:auto}
+if [ "$ablate" != 0 ] && [ -n "$ablate" ]; then
+	echo "== ablations (batch 1: 16 requests, else 512)" >>"$out/xrun.txt"
+	for a in $ablate; do
+		IFS=: read -r v bs gm <<<"$a"
+		n=512
+		[ "$bs" = 1 ] && n=16
+		env "$v" timeout 60 .gpu/xrunbench -batch "$bs" -gemm "$gm" -requests "$n" -json "$out/xrun.jsonl" 2>>"$out/xrun.log" |
+			sed -n "2s/\$/   $v/p" >>"$out/xrun.txt"
 	done
 fi
+# Per-kernel device times of whole iterations (ncu serialises kernels: the
+# sum leaves out launch gaps, which the TPOT includes).
+for spec in ${NCU:-}; do
+	IFS=: read -r bs gm win n <<<"$spec"
+	tag="b${bs}_${gm}"
+	mkdir -p /tmp/xrun-ncu
+	timeout 150 ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+		--print-units base --log-file "/tmp/xrun-ncu/$tag.csv" .gpu/xrunbench -batch "$bs" -gemm "$gm" -requests "${n:-512}" -repeats 0 \
+		-profile-window "$win" >/dev/null 2>>"$out/ncu.log"
+	echo "ncu $tag exit $?" >>"$out/ncu.log"
+	python3 bench/ncu_summary.py "/tmp/xrun-ncu/$tag.csv" "$tag" >>"$out/ncu.txt" 2>&1
+done
 
 hf_rc=0
 if [ "${HF:-1}" != 0 ]; then
@@ -69,6 +93,8 @@ awk '/^=== (RUN|CONT)/ { name = $3 } / relative error [0-9.e+-]+/ { for (i = 1; 
 [ "$xrun_rc" = 0 ] || { echo "== xrunbench log"; tail -30 "$out/xrun.log"; }
 [ "$hf_rc" = 0 ] || { echo "== hf log"; tail -30 "$out/hf.txt"; }
 [ "$bench_rc" = 0 ] || tail -20 "$out/bench.txt"
+[ -f "$out/ncu.txt" ] && { echo "== ncu (ncu.txt)"; cat "$out/ncu.txt"; tail -3 "$out/ncu.log"; }
+grep -h "cuBLASLt M=" "$out/xrun.log" 2>/dev/null | sort -u | head -24
 echo "== transformers eager (hf.txt)"; grep -E '^ *[0-9]+ +[0-9]+ ' "$out/hf.txt" 2>/dev/null
 echo "== xrun (engine.New + Run), ratio to transformers eager at the same batch"
 awk 'FNR == NR { if ($0 ~ /"output_tok_s"/) { match($0, /"batch_size": [0-9]+/); b = substr($0, RSTART + 14, RLENGTH - 14); match($0, /"output_tok_s": [0-9.e+]+/); hf[b + 0] = substr($0, RSTART + 16, RLENGTH - 16) + 0 } next }

@@ -62,6 +62,7 @@ func main() {
 	warmup := flag.Int("warmup", 2, "warm-up requests")
 	maxTokens := flag.Int("max-num-tokens", 8192, "max_num_tokens")
 	jsonOut := flag.String("json", "", "append one JSON line per cell to this file")
+	window := flag.String("profile-window", "", "after the timed passes, one profiled pass over these iterations (engine.Config.ProfileWindow syntax), for ncu --profile-from-start off")
 	flag.Parse()
 
 	gpu := gpuKind()
@@ -96,7 +97,7 @@ func main() {
 				n = v
 			}
 			c := cell{Backend: *backend, GPU: gpu, Model: *modelName, Batch: B, Gemm: gemm, Requests: n, Roofline: roofline[gpu][B]}
-			if err := runCell(&c, *dtype, *in, *out, *repeats, *warmup, *maxTokens); err != nil {
+			if err := runCell(&c, *dtype, *in, *out, *repeats, *warmup, *maxTokens, *window); err != nil {
 				c.Err = err.Error()
 				fmt.Fprintf(os.Stderr, "cell batch=%d gemm=%s: %v\n", B, gemm, err)
 			}
@@ -123,10 +124,10 @@ func main() {
 	}
 }
 
-func runCell(c *cell, dtype string, in, out, repeats, warmup, maxTokens int) error {
+func runCell(c *cell, dtype string, in, out, repeats, warmup, maxTokens int, window string) error {
 	t0 := time.Now()
 	e, err := engine.New(context.Background(), engine.Config{Model: c.Model, Backend: c.Backend, Dtype: dtype,
-		BatchSize: c.Batch, MaxNumTokens: maxTokens, GemmPlugin: c.Gemm, Warmup: warmup, Seed: 1})
+		BatchSize: c.Batch, MaxNumTokens: maxTokens, GemmPlugin: c.Gemm, Warmup: warmup, Seed: 1, ProfileWindow: window})
 	if err != nil {
 		return err
 	}
@@ -146,6 +147,14 @@ func runCell(c *cell, dtype string, in, out, repeats, warmup, maxTokens int) err
 		}
 		c.Repeats = append(c.Repeats, res.Metrics["system_output_throughput_tok_s"])
 		c.Metrics = res.Metrics
+	}
+	if window != "" {
+		if _, err := e.Run(context.Background(), reqs, engine.RunOptions{Profile: true}); err != nil {
+			return fmt.Errorf("profiled pass: %w", err)
+		}
+	}
+	if len(c.Repeats) == 0 {
+		return nil
 	}
 	s := slices.Clone(c.Repeats)
 	slices.Sort(s)

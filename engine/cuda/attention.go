@@ -51,13 +51,21 @@ func AttnWorkBytes(blocks, rows, headDim int) int { return blocks * rows * (head
 // first batch row, tokens, slot, position of the first row), Rows query
 // rows per block, and the key range split Splits ways (flash-decoding,
 // for launches with too few blocks to fill the GPU) with Work holding the
-// partial results (AttnWorkBytes).
+// partial results (AttnWorkBytes). With Counters (AttnCounterBytes, zeroed
+// once when allocated; every launch leaves them zero again) the last block
+// of each split item merges the partial results itself; without, a second
+// kernel does.
 type AttnLaunch struct {
 	Items        Buffer
 	N            int
 	Rows, Splits int
 	Work         Buffer
+	Counters     Buffer
 }
+
+// AttnCounterBytes is the size of AttnLaunch.Counters for split launches
+// of at most items x KV heads blocks per split.
+func AttnCounterBytes(itemHeads int) int { return 4 * itemHeads }
 
 // AttnSplits is how many ways to split the keys of n items so that the
 // launch has about two blocks per multiprocessor.
@@ -91,6 +99,31 @@ func (g *GPU) KVWrite(s *Stream, dt DType, k, v, qkv, pos, slot Buffer, tokens, 
 	args := g.argsPack().Ptr(k).Ptr(v).Ptr(qkv).Ptr(pos).Ptr(slot).I32(a.Heads).I32(a.KVHeads).I32(a.HeadDim).
 		I32(a.Width()).I32(capacity)
 	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(chunks, 32))}, 0, args)
+}
+
+// RopeKV queues RoPE of the query and key heads of the fused QKV rows (in
+// place, as Rope with both strides the row width) and the copy of the
+// rotated keys and the values into one layer's cache (as KVWrite): one
+// kernel for the two. table is the float32 [positions, HeadDim] RoPE table;
+// HeadDim must be a multiple of 16.
+func (g *GPU) RopeKV(s *Stream, dt DType, k, v, qkv, pos, slot, table Buffer, tokens, capacity int, a AttnShape) error {
+	if err := a.check(); err != nil || tokens == 0 {
+		return err
+	}
+	switch {
+	case a.HeadDim%16 != 0:
+		return fmt.Errorf("cuda: RopeKV needs a head dimension that is a multiple of 16, got %d", a.HeadDim)
+	case qkv.Bytes < tokens*a.Width()*dt.Size() || pos.Bytes < tokens*4 || slot.Bytes < tokens*4 || table.Bytes < a.HeadDim*4:
+		return fmt.Errorf("cuda: RopeKV buffers too small for %d tokens", tokens)
+	}
+	f, err := g.function("attention", "rope_kv_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	units := (a.Heads+a.KVHeads)*a.HeadDim/16 + a.KVHeads*a.HeadDim/8
+	args := g.argsPack().Ptr(qkv).Ptr(k).Ptr(v).Ptr(pos).Ptr(slot).Ptr(table).I32(a.Heads).I32(a.KVHeads).
+		I32(a.HeadDim).I32(a.Width()).I32(capacity)
+	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(units, 32))}, 0, args)
 }
 
 func attnSmem(headDim, rows int) int {
@@ -131,13 +164,20 @@ func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		}
 		f.smemOptIn = smem
 	}
-	var part, ml DevicePtr
+	var part, ml, counters DevicePtr
 	if splits > 1 {
 		part, ml = l.Work.Ptr, l.Work.Ptr+DevicePtr(half)
+		if l.Counters.Bytes > 0 {
+			if l.Counters.Bytes < AttnCounterBytes(l.N*a.KVHeads) {
+				return fmt.Errorf("cuda: split attention needs %d bytes of counters, has %d", AttnCounterBytes(l.N*a.KVHeads), l.Counters.Bytes)
+			}
+			counters = l.Counters.Ptr
+		}
 	}
 	args := g.argsPack().Ptr(out).Ptr(qkv).Ptr(k).Ptr(v).Ptr(l.Items).I32(a.Heads).I32(a.KVHeads).I32(a.Width()).
-		I32(capacity).F32(float32(1 / math.Sqrt(float64(a.HeadDim)))).U64(uint64(part)).U64(uint64(ml)).I32(splits)
-	if err := s.Launch(f, Dim3{X: l.N, Y: a.KVHeads, Z: splits}, Dim3{X: attnThreads}, smem, args); err != nil || splits == 1 {
+		I32(capacity).F32(float32(1 / math.Sqrt(float64(a.HeadDim)))).U64(uint64(part)).U64(uint64(ml)).I32(splits).
+		U64(uint64(counters))
+	if err := s.Launch(f, Dim3{X: l.N, Y: a.KVHeads, Z: splits}, Dim3{X: attnThreads}, smem, args); err != nil || splits == 1 || counters != 0 {
 		return err
 	}
 	c, err := g.function("attention", "attn_combine_"+dt.suffix())

@@ -27,7 +27,7 @@ func TestAttention(t *testing.T) {
 	for _, dt := range dtypes {
 		for ci, c := range cases {
 			for _, rows := range []int{AttnRowsTiny, AttnRowsSmall, AttnRowsLarge} {
-				for _, splits := range []int{1, 3} {
+				for _, splits := range []int{1, 3, -3} { // -3: three splits merged by their last block
 					t.Run(fmt.Sprintf("%s/%d_H%d_KV%d_D%d/rows%d/split%d", dt, ci, c.a.Heads, c.a.KVHeads, c.a.HeadDim, rows, splits), func(t *testing.T) {
 						if c.a.Heads/c.a.KVHeads > rows || rows == AttnRowsTiny && c.a.HeadDim < 32 {
 							t.Skip("group larger than the block's rows, or no such kernel")
@@ -75,12 +75,31 @@ func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 		t.Fatal(err)
 	}
 	out := devPoisoned(t, g, dt, total*H*D)
+	fold := splits < 0
+	splits = max(splits, -splits)
 	l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits}
 	if splits > 1 {
 		l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*splits, rows, D)/2)
 	}
+	if fold {
+		l.Counters = devUploadT(t, g, make([]int32, l.N*KV))
+	}
 	if err := g.Attention(g.Stream, dt, out, qkvB, kc, vc, capacity, a, l); err != nil {
 		t.Fatal(err)
+	}
+	if fold { // launched twice: the counters must be back to zero
+		if err := g.Attention(g.Stream, dt, out, qkvB, kc, vc, capacity, a, l); err != nil {
+			t.Fatal(err)
+		}
+		cnt := make([]int32, l.N*KV)
+		if err := DownloadSlice(g.Stream, cnt, l.Counters); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cnt {
+			if c != 0 {
+				t.Fatalf("counter %d is %d after the launch, want 0", i, c)
+			}
+		}
 	}
 	if err := g.Stream.Sync(); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,9 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"time"
 )
 
 // Values from cublasLt.h, cublas_api.h and library_types.h.
@@ -21,8 +24,17 @@ const (
 	ltDescTransA      = 3 // CUBLASLT_MATMUL_DESC_TRANSA
 	ltDescTransB      = 4
 	cublasOpT         = 1
-	ltHeuristicsAsked = 8
+	ltHeuristicsAsked = 32
 )
+
+// ltTuneMaxM is the largest M whose algorithm is chosen by timing the
+// heuristic's candidates (decode and small prefill shapes, where the
+// heuristic's first choice was measured far below bandwidth: 1.5 TB/s at
+// M = 1); larger M keeps the heuristic's first choice. XRUN_CUDA_LT_TUNE=0
+// turns timing off.
+const ltTuneMaxM = 256
+
+var ltTuneOn = os.Getenv("XRUN_CUDA_LT_TUNE") != "0"
 
 // BlasLtWorkspaceBytes is the workspace cuBLASLt may use: on Hopper the
 // fastest kernels want tens of megabytes, and an explicit workspace is what
@@ -38,6 +50,13 @@ type BlasLt struct {
 	pref  C.cublasLtMatmulPreference_t
 	ws    Buffer
 	plans map[gemmShape]*ltPlan
+
+	// Timing the candidates of a plan: a buffer larger than the L2 cache
+	// that is cleared before each timed matmul (so the weights come from
+	// memory, as in a forward pass that streams every layer's), and two
+	// events.
+	flush    Buffer
+	ev0, ev1 *Event
 }
 
 type gemmShape struct {
@@ -49,6 +68,12 @@ type ltPlan struct {
 	desc    C.cublasLtMatmulDesc_t
 	a, b, d C.cublasLtMatrixLayout_t
 	algo    C.cublasLtMatmulHeuristicResult_t
+	cands   []C.cublasLtMatmulHeuristicResult_t // usable heuristic results, best estimate first
+	tuned   bool
+	m, n, k int
+	// tuneLog says what timing chose: candidates, the chosen index, its
+	// time and the heuristic's first choice's.
+	tuneLog string
 }
 
 // BlasLt returns the GPU's cuBLASLt, creating the handle and its workspace
@@ -78,6 +103,11 @@ func (g *GPU) BlasLt() (*BlasLt, error) {
 		return nil, err
 	}
 	b.ws = ws
+	if ltTuneOn {
+		if f, err := g.Alloc(max(2*g.Info.L2Bytes, 64<<20)); err == nil {
+			b.flush = f
+		}
+	}
 	g.blas = b
 	return b, nil
 }
@@ -91,6 +121,10 @@ func (b *BlasLt) close() error {
 		errs = append(errs, blasErr("cublasLtMatmulPreferenceDestroy", C.xr_cublasLtMatmulPreferenceDestroy(b.pref), ""))
 	}
 	errs = append(errs, b.g.Free(b.ws))
+	if b.flush.Bytes > 0 {
+		errs = append(errs, b.g.Free(b.flush))
+	}
+	errs = append(errs, b.ev0.Close(), b.ev1.Close())
 	errs = append(errs, blasErr("cublasLtDestroy", C.xr_cublasLtDestroy(b.h), ""))
 	b.g.blas = nil
 	return errors.Join(errs...)
@@ -129,7 +163,7 @@ func (b *BlasLt) plan(dt DType, m, n, k int) (*ltPlan, error) {
 		return p, nil
 	}
 	shape := fmt.Sprintf("%s M=%d N=%d K=%d", dt, m, n, k)
-	p := &ltPlan{}
+	p := &ltPlan{m: m, n: n, k: k}
 	fail := func(err error) (*ltPlan, error) { p.destroy(); return nil, err }
 	if err := blasErr("cublasLtMatmulDescCreate", C.xr_cublasLtMatmulDescCreate(&p.desc, cublasCompute32F, cudaR32F), shape); err != nil {
 		return fail(err)
@@ -152,15 +186,14 @@ func (b *BlasLt) plan(dt DType, m, n, k int) (*ltPlan, error) {
 		ltHeuristicsAsked, &res[0], &got), shape); err != nil {
 		return fail(err)
 	}
-	found := false
 	for i := 0; i < int(got); i++ {
 		if res[i].state == 0 && int(res[i].workspaceSize) <= b.ws.Bytes {
-			p.algo = res[i]
-			found = true
-			break
+			p.cands = append(p.cands, res[i])
 		}
 	}
-	if !found {
+	if len(p.cands) > 0 {
+		p.algo = p.cands[0]
+	} else {
 		return fail(fmt.Errorf("cublasLtMatmulAlgoGetHeuristic: no algorithm for %s within %d bytes of workspace (%d candidates)", shape, b.ws.Bytes, got))
 	}
 	b.plans[key] = p
@@ -183,10 +216,105 @@ func (b *BlasLt) Matmul(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error 
 	if err != nil {
 		return err
 	}
-	return blasErr("cublasLtMatmul", C.xr_cublasLtMatmul(b.h, p.desc,
-		C.CUdeviceptr(w.Ptr), p.a, C.CUdeviceptr(x.Ptr), p.b, C.CUdeviceptr(y.Ptr), p.d,
-		&p.algo.algo, C.CUdeviceptr(b.ws.Ptr), C.size_t(b.ws.Bytes), s.s),
-		fmt.Sprintf("%s M=%d N=%d K=%d", dt, m, n, k))
+	if !p.tuned && !s.capturing {
+		p.tuned = true
+		if ltTuneOn && m <= ltTuneMaxM && len(p.cands) > 1 {
+			if err := b.tune(s, p, y, x, w); err != nil {
+				return fmt.Errorf("timing cuBLASLt algorithms for %s M=%d N=%d K=%d: %w", dt, m, n, k, err)
+			}
+		}
+	}
+	return blasErr("cublasLtMatmul", b.matmul(s, p, &p.algo.algo, y, x, w), fmt.Sprintf("%s M=%d N=%d K=%d", dt, m, n, k))
+}
+
+func (b *BlasLt) matmul(s *Stream, p *ltPlan, algo *C.cublasLtMatmulAlgo_t, y, x, w Buffer) C.cublasStatus_t {
+	return C.xr_cublasLtMatmul(b.h, p.desc, C.CUdeviceptr(w.Ptr), p.a, C.CUdeviceptr(x.Ptr), p.b, C.CUdeviceptr(y.Ptr), p.d,
+		algo, C.CUdeviceptr(b.ws.Ptr), C.size_t(b.ws.Bytes), s.s)
+}
+
+// ltTuneRuns is how many times each candidate runs when timed; the first
+// run is a warm-up, the median of the rest counts.
+const ltTuneRuns = 4
+
+// tune times every candidate algorithm of p on the operands at hand (y is
+// overwritten; the caller's matmul writes it again) and keeps the fastest,
+// as TensorRT-LLM's GEMM plugin profiles its tactics once per shape. Each
+// run starts with the L2 cache cleared. Candidates that fail to launch are
+// skipped.
+func (b *BlasLt) tune(s *Stream, p *ltPlan, y, x, w Buffer) error {
+	g := b.g
+	if b.flush.Bytes == 0 {
+		// Allocated with the handle; a failed allocation only costs the timing.
+		return nil
+	}
+	for _, e := range []**Event{&b.ev0, &b.ev1} {
+		if *e == nil {
+			ev, err := g.NewEvent()
+			if err != nil {
+				return err
+			}
+			*e = ev
+		}
+	}
+	best, bestT, firstT := -1, time.Duration(1<<62), time.Duration(0)
+	for i := range p.cands {
+		var ts []time.Duration
+		for r := range ltTuneRuns {
+			if err := s.Zero(b.flush); err != nil {
+				return err
+			}
+			if err := b.ev0.Record(s); err != nil {
+				return err
+			}
+			if st := b.matmul(s, p, &p.cands[i].algo, y, x, w); st != 0 {
+				ts = nil
+				break
+			}
+			if err := b.ev1.Record(s); err != nil {
+				return err
+			}
+			d, err := Elapsed(b.ev0, b.ev1)
+			if err != nil {
+				return err
+			}
+			if r > 0 {
+				ts = append(ts, d)
+			}
+		}
+		if len(ts) == 0 {
+			continue
+		}
+		slices.Sort(ts)
+		med := ts[len(ts)/2]
+		if i == 0 {
+			firstT = med
+		}
+		if med < bestT {
+			best, bestT = i, med
+		}
+	}
+	if best >= 0 {
+		p.algo = p.cands[best]
+		p.tuneLog = fmt.Sprintf("%d candidates, #%d chosen: %.2f us (heuristic's first %.2f us)", len(p.cands), best,
+			float64(bestT.Nanoseconds())/1e3, float64(firstT.Nanoseconds())/1e3)
+		if os.Getenv("XRUN_CUDA_LT_LOG") == "1" {
+			fmt.Fprintf(os.Stderr, "cuBLASLt M=%d N=%d K=%d: %s\n", p.m, p.n, p.k, p.tuneLog)
+		}
+	}
+	return nil
+}
+
+// TuneReport lists, per tuned shape, what timing chose (for benchmarks and
+// notes).
+func (b *BlasLt) TuneReport() []string {
+	var out []string
+	for k, p := range b.plans {
+		if p.tuneLog != "" {
+			out = append(out, fmt.Sprintf("%s M=%d N=%d K=%d: %s", k.dt, k.m, k.n, k.k, p.tuneLog))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // checkGemm validates a GEMM's operands against its shape.

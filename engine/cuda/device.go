@@ -187,11 +187,16 @@ type GPU struct {
 	ctx          C.CUcontext
 	cacheDir     string
 	syncLaunches bool
-	modules      map[string]*module
-	funcs        map[string]*Function
-	blas         *BlasLt
-	gemmWS       Buffer
-	args         Args
+	// pdl launches every kernel with programmatic dependent launch allowed
+	// (Hopper and newer, unless XRUN_CUDA_PDL=0): a kernel's blocks start
+	// while the one before it drains and wait in griddepcontrol.wait, which
+	// hides most of the gap between the small kernels of a decode step.
+	pdl     bool
+	modules map[string]*module
+	funcs   map[string]*Function
+	blas    *BlasLt
+	gemmWS  Buffer
+	args    Args
 }
 
 func openGPU(index int, o options) (*GPU, error) {
@@ -206,6 +211,7 @@ func openGPU(index int, o options) (*GPU, error) {
 		return nil, fmt.Errorf("GPU %d (%s): %s", index, info.Name, info.Unusable)
 	}
 	g := &GPU{Info: info, cacheDir: o.cacheDir, syncLaunches: o.syncLaunches,
+		pdl:     info.Major >= 9 && os.Getenv("XRUN_CUDA_PDL") != "0" && C.xr_has_launch_ex() != 0,
 		modules: map[string]*module{}, funcs: map[string]*Function{}}
 	if err := cuErrf("cuDeviceGet", C.xr_cuDeviceGet(&g.dev, C.int(index)), "ordinal %d", index); err != nil {
 		return nil, err

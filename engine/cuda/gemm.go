@@ -55,8 +55,9 @@ func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 	return gemmPlan{cfg: cfg, splits: ceilDiv(ktiles, kps), kps: kps}
 }
 
-// Gemm queues Y[m,n] = X[m,k] W[n,k]^T on s with the engine's own
-// tensor-core kernel (gemm_plugin: disable). K must be a multiple of 8 and X
+// Gemm queues Y[m,n] = X[m,k] W[n,k]^T on s with the engine's own kernels
+// (gemm_plugin: disable): matrix-vector kernels up to M = GemvMaxM, the
+// tensor-core tiles above. K must be a multiple of 8 and X
 // and W 16-byte aligned, which whole allocations and row offsets of
 // multiple-of-8 widths are.
 func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
@@ -66,6 +67,9 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 	if k%8 != 0 || x.Ptr%16 != 0 || w.Ptr%16 != 0 || y.Ptr%4 != 0 {
 		return fmt.Errorf("cuda: own GEMM needs K %% 8 == 0 and 16-byte aligned X, W (got K=%d, X at %#x, W at %#x, Y at %#x)",
 			k, x.Ptr, w.Ptr, y.Ptr)
+	}
+	if m <= GemvMaxM && gemvOn {
+		return g.gemv(s, dt, y, x, w, m, n, k, false)
 	}
 	if g.gemmWS.Bytes == 0 {
 		if s.capturing {

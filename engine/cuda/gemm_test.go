@@ -88,7 +88,7 @@ func pick(y []float32, m, n int, cols []int) []float32 {
 // other on every output. Operands are filled on the device from a fresh
 // seed; the reference reads back exactly what the GPU multiplied.
 func TestGemmZoo(t *testing.T) {
-	ms := []int{1, 17, 64, 256}
+	ms := []int{1, 2, 8, 17, 64, 256}
 	for _, dt := range dtypes {
 		for _, sh := range zooGemmShapes {
 			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", dt, sh.name, sh.n, sh.k), func(t *testing.T) {
@@ -148,7 +148,7 @@ func TestGemmEdges(t *testing.T) {
 						for j := range wRows {
 							wRows[j] = wv[j*k : (j+1)*k]
 						}
-						for _, m := range []int{1, 2, 15, 16, 17, 33, 65, 100, 129, 200, 256} {
+						for _, m := range []int{1, 2, 3, 4, 5, 8, 9, 15, 16, 17, 33, 65, 100, 129, 200, 256} {
 							xv := randVals(r, dt, m*k, 1)
 							y := devPoisoned(t, g, dt, m*n)
 							if err := g.Gemm(g.Stream, dt, y, devUpload(t, g, dt, xv), w, m, n, k); err != nil {

@@ -161,13 +161,21 @@ func (a *Args) F32(v float32) *Args {
 // args returns the GPU's scratch argument pack; only its thread uses it.
 func (g *GPU) argsPack() *Args { return g.args.reset() }
 
-// Launch queues f on s. With sync launches on (and outside a capture) it
+// Launch queues f on s, with programmatic dependent launch where the GPU
+// allows it (GPU.pdl). With sync launches on (and outside a capture) it
 // also waits, so that an asynchronous fault names the kernel.
 func (s *Stream) Launch(f *Function, grid, block Dim3, smem int, a *Args) error {
 	gz, bz := max(grid.Z, 1), max(block.Z, 1)
 	gy, by := max(grid.Y, 1), max(block.Y, 1)
-	rc := C.xr_launch(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
-		C.uint(smem), s.s, (*C.uchar)(unsafe.Pointer(&a.buf[0])), &a.off[0], C.int(a.n))
+	args, offs := (*C.uchar)(unsafe.Pointer(&a.buf[0])), &a.off[0]
+	var rc C.CUresult
+	if s.g.pdl {
+		rc = C.xr_launch_pdl(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
+			C.uint(smem), s.s, args, offs, C.int(a.n))
+	} else {
+		rc = C.xr_launch(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
+			C.uint(smem), s.s, args, offs, C.int(a.n))
+	}
 	if err := cuErrf("cuLaunchKernel", rc, "%s grid %dx%dx%d block %dx%dx%d smem %d", f.name,
 		grid.X, gy, gz, block.X, by, bz, smem); err != nil {
 		return err

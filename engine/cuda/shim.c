@@ -69,6 +69,25 @@ static CUresult (*p_cuFuncGetAttribute)(int *, int, CUfunction);
 static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
 	unsigned, unsigned, unsigned, CUstream, void **, void **);
 
+// CUlaunchConfig and CUlaunchAttribute as cuda.h (12.0+) lays them out, for
+// the one attribute used: programmatic stream serialization (PDL).
+typedef struct {
+	int id;
+	char pad[4];
+	union { char raw[64]; int programmaticStreamSerializationAllowed; } value;
+} xr_launch_attr;
+typedef struct {
+	unsigned gridDimX, gridDimY, gridDimZ;
+	unsigned blockDimX, blockDimY, blockDimZ;
+	unsigned sharedMemBytes;
+	CUstream hStream;
+	xr_launch_attr *attrs;
+	unsigned numAttrs;
+} xr_launch_config;
+_Static_assert(sizeof(xr_launch_attr) == 72, "CUlaunchAttribute is 4 + 4 + 64 bytes");
+_Static_assert(sizeof(xr_launch_config) == 56, "CUlaunchConfig is 7 x 4 bytes, a stream, a pointer and a count");
+static CUresult (*p_cuLaunchKernelEx)(const xr_launch_config *, CUfunction, void **, void **);
+
 static CUresult (*p_cuProfilerStart)(void);
 static CUresult (*p_cuProfilerStop)(void);
 
@@ -140,6 +159,10 @@ int xr_load_cuda(const char *path, char *err, size_t errlen) {
 	status = 0;
 	if (gp("cuProfilerStop", (void **)&p_cuProfilerStop, api_version, 0, &status) != 0) {
 		p_cuProfilerStop = NULL;
+	}
+	status = 0;
+	if (gp("cuLaunchKernelEx", (void **)&p_cuLaunchKernelEx, api_version, 0, &status) != 0) {
+		p_cuLaunchKernelEx = NULL;
 	}
 	h_cuda = h;
 	return XR_OK;
@@ -304,6 +327,29 @@ CUresult xr_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 		params[i] = (void *)(args + offsets[i]);
 	}
 	return p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, NULL);
+}
+
+int xr_has_launch_ex(void) { return p_cuLaunchKernelEx != NULL; }
+
+CUresult xr_launch_pdl(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+	unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
+	const unsigned char *args, const int *offsets, int nargs) {
+	void *params[32];
+	if (nargs < 0 || nargs > 32) {
+		return 1; // CUDA_ERROR_INVALID_VALUE
+	}
+	if (!p_cuLaunchKernelEx) {
+		return 801; // CUDA_ERROR_NOT_SUPPORTED
+	}
+	for (int i = 0; i < nargs; i++) {
+		params[i] = (void *)(args + offsets[i]);
+	}
+	xr_launch_attr attr;
+	memset(&attr, 0, sizeof attr);
+	attr.id = 6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+	attr.value.programmaticStreamSerializationAllowed = 1;
+	xr_launch_config cfg = {gx, gy, gz, bx, by, bz, smem, s, &attr, 1};
+	return p_cuLaunchKernelEx(&cfg, f, params, NULL);
 }
 
 CUresult xr_upload(CUdeviceptr dst, const void *src, size_t n, CUstream s, int *failed) {

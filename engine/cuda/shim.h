@@ -129,6 +129,16 @@ CUresult xr_cuProfilerStop(void);
 CUresult xr_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 	unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
 	const unsigned char *args, const int *offsets, int nargs);
+// xr_launch_pdl is xr_launch with programmatic dependent launch allowed
+// (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION):
+// the kernel may start while the kernel before it in the stream finishes, and
+// must wait for it with griddepcontrol.wait before touching memory (every
+// kernel of kernels/ does, first thing). xr_has_launch_ex says whether the
+// driver has cuLaunchKernelEx at all.
+int xr_has_launch_ex(void);
+CUresult xr_launch_pdl(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+	unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
+	const unsigned char *args, const int *offsets, int nargs);
 
 // Synchronous copies through a stream, in one call so that no Go pointer is
 // held by the driver after the call returns. *failed names the step (0 the

@@ -53,8 +53,11 @@ type Backend struct {
 
 	graphsOn bool
 	splitOn  bool
+	fuseOn   bool     // deferred ops fused into the op that consumes them
+	pend     *pending // an op held back for fusion (caller's goroutine only)
 	attnWork cuda.Buffer
-	launched bool // the replayed graph was launched at SetBatch
+	attnCnt  cuda.Buffer // split attention's counters (zero between launches)
+	launched bool        // the replayed graph was launched at SetBatch
 	graphs   map[int]*graphState
 	mode     mode
 	bucket   *graphState
@@ -63,6 +66,21 @@ type Backend struct {
 
 	memWeights, memActs int64
 	tmp                 []int32 // host layout scratch
+}
+
+// pending is an op held back so the next op can do its work too: RoPE
+// (fused with the cache write at the start of Attention) and, on the own
+// GEMM's decode path, SwiGLU (fused into the down projection's prologue).
+// Any other op, and every synchronising call, first queues it as it is.
+type pending struct {
+	rope   bool // else SwiGLU
+	qkv    *tensor
+	table  *tensor
+	h      model.HeadLayout
+	lay    batchLayout
+	out    *tensor // SwiGLU
+	gateUp *tensor
+	rows   int
 }
 
 // mode is how the current iteration's ops run.
@@ -169,7 +187,8 @@ func New(o model.BackendOptions) (model.Backend, error) {
 		return nil, err
 	}
 	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[int]*graphState{},
-		graphsOn: os.Getenv("XRUN_CUDA_GRAPHS") != "0", splitOn: os.Getenv("XRUN_CUDA_ATTN_SPLIT") != "0"}
+		graphsOn: os.Getenv("XRUN_CUDA_GRAPHS") != "0", splitOn: os.Getenv("XRUN_CUDA_ATTN_SPLIT") != "0",
+		fuseOn: os.Getenv("XRUN_CUDA_FUSE") != "0"}
 	err = dev.Do(func(g *cuda.GPU) error {
 		if err := g.LoadKernels(); err != nil {
 			return err
@@ -409,6 +428,12 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 			if b.attnWork, err = b.alloc(g, cuda.AttnWorkBytes(2*g.Info.SMs, cuda.AttnRowsSmall, 128)); err != nil {
 				return err
 			}
+			if b.attnCnt, err = b.alloc(g, cuda.AttnCounterBytes(2*g.Info.SMs)); err != nil {
+				return err
+			}
+			if err := g.Stream.Zero(b.attnCnt); err != nil {
+				return err
+			}
 		}
 		if kc.k, err = b.alloc(g, layer*c.Layers); err != nil {
 			return err
@@ -547,6 +572,7 @@ func (b *Backend) WriteInt32(t model.Tensor, src []int32) error {
 	if d.kind != kInt32 || len(src)*4 > d.buf.Bytes {
 		return fmt.Errorf("%s: writing %d int32 into %v", d.name, len(src), d.shape)
 	}
+	b.release()
 	return b.dev.Do(func(g *cuda.GPU) error {
 		if len(src) == 0 {
 			return nil
@@ -562,6 +588,7 @@ func (b *Backend) WriteFloat32(t model.Tensor, src []float32) error {
 		return fmt.Errorf("%s: writing %d floats into %v", d.name, len(src), d.shape)
 	}
 	enc := b.dt.Encode(src)
+	b.release()
 	return b.dev.Do(func(g *cuda.GPU) error {
 		if len(src) == 0 {
 			return nil
@@ -580,6 +607,7 @@ func (b *Backend) ReadFloat32(dst []float32, t model.Tensor, rows int) error {
 		return fmt.Errorf("%s: reading %d rows of %v into %d floats", s.name, rows, s.shape, len(dst))
 	}
 	bits := make([]uint16, n)
+	b.release()
 	err := b.dev.Do(func(g *cuda.GPU) error {
 		if err := b.flush(g); err != nil {
 			return err
@@ -605,6 +633,7 @@ func (b *Backend) ReadInt32(dst []int32, t model.Tensor, rows int) error {
 	if s.kind != kInt32 || n > len(dst) || n*4 > s.buf.Bytes {
 		return fmt.Errorf("%s: reading %d rows of %v into %d int32", s.name, rows, s.shape, len(dst))
 	}
+	b.release()
 	return b.dev.Do(func(g *cuda.GPU) error {
 		if err := b.flush(g); err != nil {
 			return err
@@ -624,6 +653,7 @@ func (b *Backend) Argmax(dst []int32, logits model.Tensor, rows int) error {
 	if rows > len(dst) {
 		return fmt.Errorf("argmax: %d rows into %d ids", rows, len(dst))
 	}
+	b.release()
 	return b.dev.Do(func(g *cuda.GPU) error {
 		if err := b.flush(g); err != nil {
 			return err
@@ -726,6 +756,7 @@ func bucketFor(n int) int {
 // device; a decode iteration whose bucket has a graph skips its ops from
 // here on and replays the graph at Argmax.
 func (b *Backend) SetBatch(bt *model.Batch) error {
+	b.release()
 	c := b.cache
 	if c == nil {
 		return errors.New("cuda backend: SetBatch before NewKVCache")
@@ -898,6 +929,7 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 // already holds it; after a failure the rest of the iteration is skipped
 // and the failure is reported at the next synchronising call.
 func (b *Backend) op(fn func(g *cuda.GPU) error) {
+	b.release()
 	b.ops++
 	switch b.mode {
 	case replay:
@@ -917,6 +949,32 @@ func (b *Backend) op(fn func(g *cuda.GPU) error) {
 			b.err = err
 		}
 	})
+}
+
+// release queues the held-back op, if any, on its own.
+func (b *Backend) release() {
+	p := b.pend
+	if p == nil {
+		return
+	}
+	b.pend = nil
+	if p.rope {
+		b.rope(p.qkv, p.table, p.h, p.lay)
+	} else {
+		b.swiglu(p.out, p.gateUp, p.rows)
+	}
+}
+
+// take returns the held-back op if it is a RoPE of qkv (rope) or a SwiGLU
+// into x, and releases any other.
+func (b *Backend) take(rope bool, t *tensor, rows int) *pending {
+	p := b.pend
+	if p != nil && p.rope == rope && (rope && p.qkv == t || !rope && p.out == t && p.rows == rows) {
+		b.pend = nil
+		return p
+	}
+	b.release()
+	return nil
 }
 
 // rows is the row count an op runs on: the caller's, or the bucket's in a
@@ -967,6 +1025,16 @@ func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
 	o, xi, wt := ft(out), ft(x), ft(w)
 	rows = b.rows(rows)
 	n, k := wt.shape[0], wt.shape[1]
+	if p := b.take(false, xi, rows); p != nil {
+		gu := p.gateUp
+		b.op(func(g *cuda.GPU) error {
+			if xi.cols() != k || o.cols() != n || gu.cols() != 2*k {
+				return fmt.Errorf("matmul %s: x has %d columns (from gate_up's %d), out %d, weight is %v", wt.name, xi.cols(), gu.cols(), o.cols(), wt.shape)
+			}
+			return g.GemmSwiGLU(g.Stream, b.dt, o.buf, gu.buf, wt.buf, rows, n, k)
+		})
+		return
+	}
 	b.op(func(g *cuda.GPU) error {
 		if xi.cols() != k || o.cols() != n {
 			return fmt.Errorf("matmul %s: x has %d columns, out %d, weight is %v", wt.name, xi.cols(), o.cols(), wt.shape)
@@ -994,7 +1062,15 @@ func (b *Backend) HeadNorm(qkv, qw, kw model.Tensor, h model.HeadLayout, eps flo
 // RoPE rotates the query and key heads by each token's position.
 func (b *Backend) RoPE(qkv, table model.Tensor, h model.HeadLayout) {
 	q, tb := ft(qkv), ft(table)
-	lay := b.cur
+	if b.fuseOn && h.HeadDim%16 == 0 {
+		b.release()
+		b.pend = &pending{rope: true, qkv: q, table: tb, h: h, lay: b.cur}
+		return
+	}
+	b.rope(q, tb, h, b.cur)
+}
+
+func (b *Backend) rope(q, tb *tensor, h model.HeadLayout, lay batchLayout) {
 	b.op(func(g *cuda.GPU) error {
 		if tb.f32.Bytes == 0 {
 			return fmt.Errorf("rope: table %s has no float32 copy (upload it as F32)", tb.name)
@@ -1012,13 +1088,24 @@ func (b *Backend) RoPE(qkv, table model.Tensor, h model.HeadLayout) {
 func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer int) {
 	o, q, c := ft(out), ft(qkv), cache.(*kvCache)
 	lay := b.cur
+	p := b.take(true, q, 0)
 	b.op(func(g *cuda.GPU) error {
 		k := c.k.Slice(layer*c.layerBytes, c.layerBytes)
 		v := c.v.Slice(layer*c.layerBytes, c.layerBytes)
-		if err := g.KVWrite(g.Stream, b.dt, k, v, q.buf, lay.pos, lay.slot, lay.nTok, c.c.Capacity, c.shape); err != nil {
+		if p != nil {
+			if p.table.f32.Bytes == 0 {
+				return fmt.Errorf("rope: table %s has no float32 copy (upload it as F32)", p.table.name)
+			}
+			if err := g.RopeKV(g.Stream, b.dt, k, v, q.buf, lay.pos, lay.slot, p.table.f32, lay.nTok, c.c.Capacity, c.shape); err != nil {
+				return err
+			}
+		} else if err := g.KVWrite(g.Stream, b.dt, k, v, q.buf, lay.pos, lay.slot, lay.nTok, c.c.Capacity, c.shape); err != nil {
 			return err
 		}
 		small := cuda.AttnLaunch{Items: lay.itemsS, N: lay.nS, Rows: lay.rowsS, Splits: lay.splitsS, Work: b.attnWork}
+		if b.fuseOn {
+			small.Counters = b.attnCnt
+		}
 		if err := g.Attention(g.Stream, b.dt, o.buf, q.buf, k, v, c.c.Capacity, c.shape, small); err != nil {
 			return err
 		}
@@ -1031,6 +1118,15 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 func (b *Backend) SwiGLU(out, gateUp model.Tensor, rows int) {
 	o, gu := ft(out), ft(gateUp)
 	rows = b.rows(rows)
+	if b.fuseOn && b.blas == nil && rows <= cuda.GemvSwiGLUMaxM && gu.cols() == 2*o.cols() && o.cols()%8 == 0 {
+		b.release()
+		b.pend = &pending{out: o, gateUp: gu, rows: rows}
+		return
+	}
+	b.swiglu(o, gu, rows)
+}
+
+func (b *Backend) swiglu(o, gu *tensor, rows int) {
 	b.op(func(g *cuda.GPU) error {
 		F := o.cols()
 		if gu.cols() != 2*F {

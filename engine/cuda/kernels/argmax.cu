@@ -12,6 +12,7 @@ __device__ __forceinline__ void better(float &bv, int &bi, float v, int i) {
 
 template <class T>
 __device__ __forceinline__ void argmax(int *ids, const T *logits, int V) {
+	pdl_enter();
 	const T *row = logits + (long long)blockIdx.x * V;
 	float bv = -__int_as_float(0x7f800000);
 	int bi = 0x7fffffff;

@@ -17,6 +17,7 @@
 template <class T>
 __device__ __forceinline__ void kv_write(T *kc, T *vc, const T *qkv, const int *pos, const int *tokSlot,
 	int H, int KV, int D, int W, int cap) {
+	pdl_enter();
 	int t = blockIdx.x;
 	int p = pos[t], s = tokSlot[t];
 	int cpr = D / 8, n = KV * cpr;
@@ -40,6 +41,60 @@ extern "C" __global__ void kv_write_bf16(bf16 *kc, bf16 *vc, const bf16 *qkv, co
 	kv_write<bf16>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, cap);
 }
 
+// rope_kv is rope (kernels/rope.cu) and kv_write in one pass: the query and
+// key heads of each token's fused QKV row are rotated in place, and the
+// rotated keys and the values are copied into the cache. Each thread takes
+// 8 dimensions of one head's first half and the 8 they pair with in the
+// second (two 16-byte accesses), or one 16-byte chunk of a value head. The
+// angles are the float32 table's [positions, D] rows (cos, then sin), as
+// rope reads them; D must be a multiple of 16.
+template <class T>
+__device__ __forceinline__ void rope_kv(T *qkv, T *kc, T *vc, const int *pos, const int *tokSlot,
+	const float *table, int H, int KV, int D, int W, int cap) {
+	pdl_enter();
+	const int t = blockIdx.x;
+	const int p = pos[t], s = tokSlot[t];
+	const int half = D / 2, hc = half / 8, dc = D / 8;
+	const int nrot = (H + KV) * hc, nv = KV * dc;
+	T *row = qkv + (long long)t * W;
+	const float *tab = table + (long long)p * D;
+	for (int i = threadIdx.x; i < nrot + nv; i += blockDim.x) {
+		if (i < nrot) {
+			const int h = i / hc, c = i - h * hc;
+			T *base = row + (long long)h * D + c * 8;
+			pack8 a = *(const pack8 *)base, b = *(const pack8 *)(base + half);
+			pack8 ra = {}, rb = {};
+#pragma unroll
+			for (int e = 0; e < 8; e++) {
+				float co = tab[c * 8 + e], si = tab[half + c * 8 + e];
+				float x0 = pack_get<T>(a, e), x1 = pack_get<T>(b, e);
+				pack_set<T>(ra, e, x0 * co - x1 * si);
+				pack_set<T>(rb, e, x1 * co + x0 * si);
+			}
+			*(pack8 *)base = ra;
+			*(pack8 *)(base + half) = rb;
+			if (h >= H) {
+				T *dst = kc + (((long long)s * KV + (h - H)) * cap + p) * D + c * 8;
+				*(pack8 *)dst = ra;
+				*(pack8 *)(dst + half) = rb;
+			}
+		} else {
+			const int j = i - nrot, h = j / dc, c = j - h * dc;
+			const pack8 *src = (const pack8 *)(row + (long long)(H + KV + h) * D) + c;
+			((pack8 *)(vc + (((long long)s * KV + h) * cap + p) * D))[c] = *src;
+		}
+	}
+}
+
+extern "C" __global__ void rope_kv_f16(f16 *qkv, f16 *kc, f16 *vc, const int *pos, const int *tokSlot,
+	const float *table, int H, int KV, int D, int W, int cap) {
+	rope_kv<f16>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, cap);
+}
+extern "C" __global__ void rope_kv_bf16(bf16 *qkv, bf16 *kc, bf16 *vc, const int *pos, const int *tokSlot,
+	const float *table, int H, int KV, int D, int W, int cap) {
+	rope_kv<bf16>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, cap);
+}
+
 #define ATT_NT 128
 #define ATT_KT 64
 
@@ -49,24 +104,20 @@ __device__ __forceinline__ float warp_max(float v) {
 	return v;
 }
 
-__device__ __forceinline__ float2 unpack2(u32 w, f16) {
-	f16 a, b;
-	a.x = (u16)w;
-	b.x = (u16)(w >> 16);
-	return make_float2(to_f32(a), to_f32(b));
-}
-__device__ __forceinline__ float2 unpack2(u32 w, bf16) {
-	return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-}
 
 // items are int4 {first batch row, tokens, slot, position of the first row}.
 // With nsplit > 1 (decode with few blocks: flash-decoding), blockIdx.z
 // takes one of nsplit ranges of the keys (whole tiles) and writes its
 // unnormalised output and (max, sum) per row to part / ml; attn_combine
 // merges the ranges.
+template <class T>
+__device__ __forceinline__ void combine_rows(T *out, const float *part, const float *ml, int t0, int R, int h,
+	int H, int KV, int D, int rowsMax, int nsplit, long long base);
+
 template <class T, int D, int ROWS>
 __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, const T *vc, const int4 *items,
-	int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit) {
+	int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit, int *counters) {
+	pdl_enter();
 	constexpr int NT = ATT_NT, KT = ATT_KT;
 	constexpr int DW = D / 2;         // 32-bit words per K/V row
 	constexpr int LDK = DW + 1;       // padded: lanes reading different keys hit different banks
@@ -204,6 +255,24 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 			if (r < R) *(float2 *)&part[(base + r) * D + 2 * dw] = make_float2(o[i][0], o[i][1]);
 		}
 		for (int r = tid; r < R; r += NT) *(float2 *)&ml[(base + r) * 2] = make_float2(Ms[r], Ls[r]);
+		if (!counters) return; // attn_combine merges the ranges
+		// The last of the nsplit blocks of (item, head) to finish merges
+		// them, saving a launch: each block publishes its partials, then
+		// counts itself in; the one that sees nsplit - 1 before it reads
+		// them all (with L1 bypassed) and resets the counter for the next
+		// launch.
+		__shared__ int last;
+		__threadfence();
+		__syncthreads();
+		if (tid == 0) {
+			int *cnt = counters + blockIdx.x * KV + h;
+			last = atomicAdd(cnt, 1) == nsplit - 1;
+			if (last) *cnt = 0;
+		}
+		__syncthreads();
+		if (!last) return;
+		__threadfence();
+		combine_rows<T>(out, part, ml, t0, R, h, H, KV, D, ROWS, nsplit, (long long)(blockIdx.x * KV + h) * nsplit * ROWS);
 		return;
 	}
 #pragma unroll
@@ -221,8 +290,8 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 #define ATTN(T, D, ROWS)                                                                                        \
 	extern "C" __global__ void __launch_bounds__(ATT_NT) attention_##T##_d##D##_r##ROWS(T *out, const T *qkv, \
 		const T *kc, const T *vc, const int4 *items, int H, int KV, int W, int cap, float scale, float *part,     \
-		float *ml, int nsplit) {                                                                                \
-		attention<T, D, ROWS>(out, qkv, kc, vc, items, H, KV, W, cap, scale, part, ml, nsplit);                 \
+		float *ml, int nsplit, int *counters) {                                                                 \
+		attention<T, D, ROWS>(out, qkv, kc, vc, items, H, KV, W, cap, scale, part, ml, nsplit, counters);       \
 	}
 #define ATTN_D(T, D) ATTN(T, D, 8) ATTN(T, D, 16) ATTN(T, D, 64)
 ATTN(f16, 16, 16) ATTN(f16, 16, 64) ATTN_D(f16, 32) ATTN_D(f16, 64) ATTN_D(f16, 128)
@@ -231,29 +300,45 @@ ATTN(bf16, 16, 16) ATTN(bf16, 16, 64) ATTN_D(bf16, 32) ATTN_D(bf16, 64) ATTN_D(b
 // attn_combine merges the nsplit partial results of each (item, KV head)
 // block of a split attention launch: O = sum_z O_z e^(m_z - M) / sum_z l_z
 // e^(m_z - M), M the largest m_z. rowsMax is the launch's ROWS.
+// ld_cg reads around L1: partial results other blocks wrote in this launch.
+__device__ __forceinline__ float ld_cg(const float *p) {
+	float v;
+	asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+	return v;
+}
+
+// combine_rows merges the R rows of one (item, KV head) from its nsplit
+// partial results at base (in rows of rowsMax per split).
 template <class T>
-__device__ __forceinline__ void attn_combine(T *out, const float *part, const float *ml, const int4 *items,
-	int H, int KV, int D, int rowsMax, int nsplit) {
-	const int4 it = items[blockIdx.x];
-	const int t0 = it.x, ntok = it.y, h = blockIdx.y, G = H / KV, R = ntok * G;
-	const long long base = (long long)(blockIdx.x * KV + h) * nsplit * rowsMax;
+__device__ __forceinline__ void combine_rows(T *out, const float *part, const float *ml, int t0, int R, int h,
+	int H, int KV, int D, int rowsMax, int nsplit, long long base) {
+	const int G = H / KV;
 	const float ninf = -__int_as_float(0x7f800000);
 	for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
 		int r = i / D, d = i - r * D;
 		float M = ninf;
-		for (int z = 0; z < nsplit; z++) M = fmaxf(M, ml[(base + (long long)z * rowsMax + r) * 2]);
+		for (int z = 0; z < nsplit; z++) M = fmaxf(M, ld_cg(&ml[(base + (long long)z * rowsMax + r) * 2]));
 		float L = 0.f, O = 0.f;
 		for (int z = 0; z < nsplit; z++) {
 			long long zr = base + (long long)z * rowsMax + r;
-			float m = ml[zr * 2];
+			float m = ld_cg(&ml[zr * 2]);
 			if (m == ninf) continue;
 			float e = __expf(m - M);
-			L += ml[zr * 2 + 1] * e;
-			O += part[zr * D + d] * e;
+			L += ld_cg(&ml[zr * 2 + 1]) * e;
+			O += ld_cg(&part[zr * D + d]) * e;
 		}
 		int tok = r / G, j = r - tok * G;
 		out[(long long)(t0 + tok) * H * D + (h * G + j) * D + d] = from_f32<T>(O / L);
 	}
+}
+
+template <class T>
+__device__ __forceinline__ void attn_combine(T *out, const float *part, const float *ml, const int4 *items,
+	int H, int KV, int D, int rowsMax, int nsplit) {
+	pdl_enter();
+	const int4 it = items[blockIdx.x];
+	const int h = blockIdx.y, R = it.y * (H / KV);
+	combine_rows<T>(out, part, ml, it.x, R, h, H, KV, D, rowsMax, nsplit, (long long)(blockIdx.x * KV + h) * nsplit * rowsMax);
 }
 extern "C" __global__ void attn_combine_f16(f16 *out, const float *part, const float *ml, const int4 *items,
 	int H, int KV, int D, int rowsMax, int nsplit) {

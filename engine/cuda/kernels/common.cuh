@@ -44,6 +44,17 @@ template <class T> __device__ __forceinline__ void pack_set(pack8 &p, int i, flo
 	p.w[i >> 1] = (p.w[i >> 1] & ~(0xFFFFu << s)) | (h << s);
 }
 
+// unpack2 widens the two 16-bit values of one 32-bit word (low first).
+__device__ __forceinline__ float2 unpack2(u32 w, f16) {
+	f16 a, b;
+	a.x = (u16)w;
+	b.x = (u16)(w >> 16);
+	return make_float2(to_f32(a), to_f32(b));
+}
+__device__ __forceinline__ float2 unpack2(u32 w, bf16) {
+	return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -69,6 +80,20 @@ __device__ __forceinline__ u32 smem_u32(const void *p) {
 	u32 a;
 	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
 	return a;
+}
+
+// Programmatic dependent launch (Hopper; the host launches every kernel with
+// it allowed where the GPU has it). Every kernel calls pdl_enter first,
+// before touching memory: it waits until the kernel before it in the stream
+// has finished and its writes are visible (so reads after writes and writes
+// after reads stay ordered, and since every kernel waits, so does the whole
+// chain), then lets the next kernel's blocks be scheduled, where they wait
+// in turn. Outside such a launch both instructions return at once.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 __device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fc00000); }

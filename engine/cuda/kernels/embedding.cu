@@ -6,6 +6,7 @@
 // validated on the host, and a bad one must not pass silently.
 extern "C" __global__ void embedding(pack8 *out, const pack8 *table, const int *ids,
 	int hidden8, int vocab, u32 nan) {
+	pdl_enter();
 	int t = blockIdx.x;
 	int id = ids[t];
 	pack8 *dst = out + (long long)t * hidden8;

@@ -13,6 +13,7 @@ __device__ __forceinline__ u64 splitmix64(u64 x) {
 
 template <class T>
 __device__ __forceinline__ void random_fill(T *out, long long n, u64 seed, long long offset, float scale) {
+	pdl_enter();
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
 		u64 r = splitmix64(seed ^ splitmix64((u64)(offset + i)));
 		float u = (float)(r >> 40) * (1.f / 16777216.f); // exact: 24 bits

@@ -43,6 +43,7 @@ __device__ __forceinline__ void mma(float *c, const u32 *a, const u32 *b, bf16) 
 template <class T, int BM, int BN, int BK, int WM, int WN, int STAGES>
 __device__ __forceinline__ void gemm_tn(const T *__restrict__ X, const T *__restrict__ W, T *__restrict__ Y,
 	float *__restrict__ P, int M, int N, int K, int kps) {
+	pdl_enter();
 	constexpr int NT = WM * WN * 32;
 	constexpr int LDS = BK + 8, CPR = BK / 8; // padded row; 16-byte chunks per row
 	constexpr int WTM = BM / WM, WTN = BN / WN;
@@ -157,6 +158,7 @@ __device__ __forceinline__ void gemm_tn(const T *__restrict__ X, const T *__rest
 // Y = sum over splits of P, rounded once.
 template <class T>
 __device__ __forceinline__ void gemm_reduce(T *Y, const float *P, long long MN, int splits) {
+	pdl_enter();
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < MN; i += (long long)gridDim.x * blockDim.x) {
 		float s = 0.f;
 		for (int k = 0; k < splits; k++) s += P[k * MN + i];

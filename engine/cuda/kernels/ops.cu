@@ -5,6 +5,7 @@
 // add: dst[i] += src[i] over n8 16-byte chunks.
 template <class T>
 __device__ __forceinline__ void add(pack8 *dst, const pack8 *src, long long n8) {
+	pdl_enter();
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n8; i += (long long)gridDim.x * blockDim.x) {
 		pack8 a = dst[i], b = src[i];
 #pragma unroll
@@ -17,6 +18,7 @@ extern "C" __global__ void add_bf16(pack8 *dst, const pack8 *src, long long n8) 
 
 // gather_rows: out[j] = x[rows[j]], cols8 chunks per row; one block per j.
 extern "C" __global__ void gather_rows(pack8 *out, const pack8 *x, const int *rows, int cols8) {
+	pdl_enter();
 	long long src = rows[blockIdx.x];
 	for (int i = threadIdx.x; i < cols8; i += blockDim.x) out[(long long)blockIdx.x * cols8 + i] = x[src * cols8 + i];
 }
@@ -26,6 +28,7 @@ extern "C" __global__ void gather_rows(pack8 *out, const pack8 *x, const int *ro
 // blockIdx.x is the token.
 template <class T>
 __device__ __forceinline__ void head_norm(T *qkv, const T *qw, const T *kw, int H, int KV, int D, int W, float eps) {
+	pdl_enter();
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	T *row = qkv + (long long)blockIdx.x * W;
 	for (int h = warp; h < H + KV; h += blockDim.x >> 5) {

@@ -11,6 +11,7 @@
 template <class T, bool ADD>
 __device__ __forceinline__ void rmsnorm(pack8 *out, pack8 *residual, const pack8 *x, const pack8 *w,
 	int hidden, float eps) {
+	pdl_enter();
 	int n8 = hidden / 8;
 	long long row = blockIdx.x;
 	const pack8 *xr = x + row * n8;

@@ -9,6 +9,7 @@
 template <class T>
 __device__ __forceinline__ void rope(T *q, T *k, const int *pos, const float *table,
 	int qHeads, int kvHeads, int D, long long qStride, long long kStride) {
+	pdl_enter();
 	int t = blockIdx.x;
 	int half = D / 2;
 	int pairs = (qHeads + kvHeads) * half;

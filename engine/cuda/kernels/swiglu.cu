@@ -5,6 +5,7 @@
 
 template <class T>
 __device__ __forceinline__ void swiglu(pack8 *out, const T *gate, const T *up, int rows, int F, long long ld) {
+	pdl_enter();
 	int f8 = F / 8;
 	long long n = (long long)rows * f8;
 	for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < n;
