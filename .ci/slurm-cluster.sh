@@ -34,10 +34,13 @@ up() {
 	mkdir -p "$dir"/{etc,state,spool,log,run,gpu}
 	host=$(hostname -s)
 
-	# munge: no systemd here creates /run/munge.
+	# munge: no systemd here creates /run/munge. A munged already running
+	# (the host's own) is used and left alone; one started here is
+	# recorded, and stopped by `down`.
 	install -d -o munge -g munge -m 0755 /run/munge
-	if ! pgrep -x munged >/dev/null; then
-		runuser -u munge -- /usr/sbin/munged
+	if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+		runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
+		cp /run/munge/munged.pid "$dir/run/munged.pid"
 	fi
 	for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
 	munge -n | unmunge >/dev/null || { log "munge does not work"; exit 1; }
@@ -66,6 +69,9 @@ AccountingStorageType=accounting_storage/none
 GresTypes=gpu
 SlurmdParameters=config_overrides
 MinJobAge=300
+# Cancelled or timed-out tasks get SIGKILL 2 s after SIGTERM (default 30 s),
+# so that "down" need not wait long for their slurmstepd to end.
+KillWait=2
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/run/slurmctld.pid
@@ -100,23 +106,40 @@ CG
 	echo "SLURM_CONF=$conf"
 }
 
+# alive PID: the process runs (a zombie, waiting for PID 1 to reap it,
+# does not count).
+alive() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+	case $st in Z*) return 1 ;; esac
+}
+
 stop_pidfile() {
 	local f=$1
 	[ -f "$f" ] || return 0
 	local pid
 	pid=$(cat "$f")
+	rm -f "$f"
+	alive "$pid" || return 0
 	kill "$pid" 2>/dev/null || return 0
-	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+	for _ in $(seq 50); do alive "$pid" || return 0; sleep 0.1; done
 	kill -9 "$pid" 2>/dev/null || true
 }
 
 down_quiet() {
-	if [ -f "$conf" ]; then
+	# Only a running controller can cancel jobs (scancel retries an absent
+	# one for ~18 s). Waiting for the queue to drain lets each task's
+	# slurmstepd end before slurmd does, so nothing is left running.
+	if [ -f "$conf" ] && [ -f "$dir/run/slurmctld.pid" ] && alive "$(cat "$dir/run/slurmctld.pid")"; then
 		SLURM_CONF=$conf scancel --full --quiet --user "$(id -un)" 2>/dev/null || true
+		for _ in $(seq 50); do
+			[ -z "$(SLURM_CONF=$conf squeue -h 2>/dev/null)" ] && break
+			sleep 0.2
+		done
 	fi
 	stop_pidfile "$dir/run/slurmd.pid"
 	stop_pidfile "$dir/run/slurmctld.pid"
-	pkill -x munged 2>/dev/null || true
+	stop_pidfile "$dir/run/munged.pid"
 }
 
 case ${1:-} in

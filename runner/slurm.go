@@ -181,7 +181,10 @@ func newSlurmExecutor(o Options, dir, name string, log zerolog.Logger) (*slurmEx
 		return nil, err
 	}
 	exe := o.Executable
-	if exe != "" && !filepath.IsAbs(exe) {
+	if exe == "" {
+		return nil, errors.New("runner: Options.Executable is empty: Slurm tasks run xrun worker through it")
+	}
+	if !filepath.IsAbs(exe) {
 		if exe, err = filepath.Abs(exe); err != nil {
 			return nil, err
 		}
@@ -380,6 +383,9 @@ func (x *slurmExecutor) precheck(ctx context.Context, queue []*runCell) error {
 		return nil
 	}
 	if _, err := x.cmd.Run(ctx, []byte(x.script(queue)), "sbatch", "--test-only"); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("sbatch --test-only: %w", ErrInterrupted)
+		}
 		var ce *CommandError
 		if errors.As(err, &ce) && ce.Stderr != "" && !slurmUnreachable(ce.Stderr) {
 			return &SlurmRejectedError{err}
@@ -488,7 +494,9 @@ func (x *slurmExecutor) submit(ctx context.Context, queue []*runCell) (string, e
 	if err := dsets.WriteFileAtomic(scriptPath, func(w io.Writer) error { _, err := io.WriteString(w, script); return err }); err != nil {
 		return "", err
 	}
-	out, err := x.cmd.Run(ctx, nil, "sbatch", "--parsable", scriptPath)
+	// Not cancelled half-way: a job sbatch submitted must be known, so
+	// that an interrupt cancels it.
+	out, err := x.cmd.Run(context.WithoutCancel(ctx), nil, "sbatch", "--parsable", scriptPath)
 	if err != nil {
 		return "", fmt.Errorf("submitting %s: %w", scriptPath, err)
 	}

@@ -227,6 +227,7 @@ type fakeSlurm struct {
 	squeue      string
 	ends        map[string]fakeTask // by cell id prefix; absent: ok
 	onRunning   func()              // called when the tasks first run
+	purged      bool                // scontrol forgets the job once its tasks end
 
 	jobs      int
 	calls     []string
@@ -331,8 +332,14 @@ func (f *fakeSlurm) show(job string) ([]byte, error) {
 				f.work(dir, plan, id, e, state == "CANCELLED")
 			}
 		}
+		if f.purged && f.written[id] {
+			continue
+		}
 		fmt.Fprintf(&b, "JobId=%d ArrayJobId=%s ArrayTaskId=%d JobName=xrun-slurmy JobState=%s Reason=%s Dependency=(null) ExitCode=%s RunTime=%s TimeLimit=01:00:00 NodeList=n%d BatchHost=n%d\n",
 			1000+i, job, i, state, reason, exit, run, i, i)
+	}
+	if b.Len() == 0 {
+		return nil, &CommandError{Command: "scontrol -o show job " + job, Stderr: "slurm_load_jobs error: Invalid job id specified\n", Err: errors.New("exit status 1")}
 	}
 	return []byte(b.String()), nil
 }
@@ -378,10 +385,11 @@ func TestSlurmRunFailuresThenResume(t *testing.T) {
 		"bs2_gemm-auto":    {state: "TIMEOUT", reason: "TimeLimit", exit: "0:15"},
 		"bs2_gemm-disable": {state: "COMPLETED", reason: "None", exit: "0:0"}, // but no cell.json
 		"bs4_gemm-auto":    {state: "OUT_OF_MEMORY", reason: "OutOfMemory", exit: "0:125"},
+		"bs4_gemm-disable": {state: "FAILED", reason: "NonZeroExitCode", exit: "124:0"}, // timeout(1): the cell's own timeout
 	}}
 	res, err := Run(context.Background(), spec, slurmOptions(dir, f))
-	if !errors.Is(err, ErrCellsFailed) || !strings.Contains(err.Error(), "4 of 6 cells failed") {
-		t.Fatalf("err %v, want 4 of 6 cells failed", err)
+	if !errors.Is(err, ErrCellsFailed) || !strings.Contains(err.Error(), "5 of 6 cells failed") {
+		t.Fatalf("err %v, want 5 of 6 cells failed", err)
 	}
 	want := map[string]string{
 		"bs1_gemm-auto":    "",
@@ -389,7 +397,7 @@ func TestSlurmRunFailuresThenResume(t *testing.T) {
 		"bs2_gemm-auto":    "slurm: TIMEOUT (time limit 01:00:00)",
 		"bs2_gemm-disable": "slurm: COMPLETED, but the worker left no cell.json",
 		"bs4_gemm-auto":    "slurm: OUT_OF_MEMORY ExitCode=0:125 Reason=OutOfMemory",
-		"bs4_gemm-disable": "",
+		"bs4_gemm-disable": "slurm: FAILED ExitCode=124:0: timed out after 2h0m0s, the cell's timeout",
 	}
 	check := func(res *results.Results, want map[string]string) {
 		t.Helper()
@@ -424,7 +432,7 @@ func TestSlurmRunFailuresThenResume(t *testing.T) {
 		t.Error(err)
 	}
 
-	// --resume resubmits the four failed cells, and only them.
+	// --resume resubmits the five failed cells, and only them.
 	f.ends, f.squeue = nil, ""
 	res, err = Run(context.Background(), spec, func() Options { o := slurmOptions(dir, f); o.Resume = true; return o }())
 	if err != nil {
@@ -435,10 +443,10 @@ func TestSlurmRunFailuresThenResume(t *testing.T) {
 	for _, id := range f.submitted[1] {
 		again = append(again, id[:strings.LastIndex(id, "-")])
 	}
-	if !slices.Equal(again, []string{"bs1_gemm-disable", "bs2_gemm-auto", "bs2_gemm-disable", "bs4_gemm-auto"}) {
+	if !slices.Equal(again, []string{"bs1_gemm-disable", "bs2_gemm-auto", "bs2_gemm-disable", "bs4_gemm-auto", "bs4_gemm-disable"}) {
 		t.Errorf("--resume submitted %v", again)
 	}
-	if !strings.Contains(f.script, "#SBATCH --array=0-3") || !f.ran("squeue -h -j 101") {
+	if !strings.Contains(f.script, "#SBATCH --array=0-4") || !f.ran("squeue -h -j 101") {
 		t.Errorf("resubmission: squeue checked: %t; script:\n%s", f.ran("squeue -h -j 101"), f.script)
 	}
 
@@ -527,6 +535,25 @@ func TestSlurmInterrupted(t *testing.T) {
 	for _, c := range res.Cells {
 		hang := strings.HasPrefix(c.ID, "bs4")
 		if hang && (c.Status != results.StatusSkipped || !strings.Contains(c.Error, "interrupted")) || !hang && c.Status != results.StatusOK {
+			t.Errorf("cell %s: %s %q", c.ID, c.Status, c.Error)
+		}
+	}
+}
+
+// TestSlurmJobPurged follows a job whose records scontrol has forgotten
+// (xrun was stopped for longer than MinJobAge): cells with a record are
+// complete, the others failed, saying so.
+func TestSlurmJobPurged(t *testing.T) {
+	spec := slurmSpec(t, fmt.Sprintf(slurmSpecYAML, ""))
+	dir := filepath.Join(t.TempDir(), "out")
+	f := &fakeSlurm{t: t, purged: true, ends: map[string]fakeTask{"bs2": {state: "FAILED", exit: "1:0"}}}
+	res, err := Run(context.Background(), spec, slurmOptions(dir, f))
+	if !errors.Is(err, ErrCellsFailed) {
+		t.Fatalf("err %v", err)
+	}
+	for _, c := range res.Cells {
+		lost := strings.HasPrefix(c.ID, "bs2")
+		if lost && (c.Status != results.StatusFailed || !strings.HasPrefix(c.Error, "slurm: the task's record is gone")) || !lost && c.Status != results.StatusOK {
 			t.Errorf("cell %s: %s %q", c.ID, c.Status, c.Error)
 		}
 	}

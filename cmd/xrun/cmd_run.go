@@ -22,9 +22,18 @@ type runOptions struct {
 	sets      []string
 	maxCells  int
 	killGrace time.Duration
+	gpuBusy   string
+	// --executor slurm and its flags.
+	executor                       string
+	partition, gres, time, account string
+	sbatchArgs                     []string
+	dryRun                         bool
 	// The shared log flags, read from the command: the run rebuilds the
 	// logger on top of its status line.
 	logLevel, logFormat string
+	// What the executor flags came to (see slurmOptions).
+	slurm    *runner.SlurmOptions
+	slurmErr error
 }
 
 func newRunCommand(a *app) *cobra.Command {
@@ -46,7 +55,20 @@ DIR is results/<name> (or the spec's out:), or --out. A cell that crashes,
 fails, or outlives its timeout (the spec's timeout:, 2h when it says none)
 is recorded as failed and the study goes on. engine: auto runs on the GPU
 when one is usable, else on the CPU backend; with several GPUs cells run side
-by side, one per GPU (--gpus chooses). CPU cells run one at a time.
+by side, one per GPU or gpus_per_cell GPUs each (--gpus chooses). CPU cells
+run one at a time. Before a cell starts, NVML is asked whether another
+process uses its GPUs: by default the cell waits for them to be free
+(--gpu-busy ignore runs it anyway, --gpu-busy fail fails the cell).
+
+--executor slurm runs the cells as the tasks of one Slurm job array instead
+(the results directory must be on a filesystem the nodes share): xrun writes
+DIR/.xrun/slurm.sh, submits it with sbatch, follows the tasks with scontrol,
+merges each cell as its task ends, and exits as a local run would. A task
+that fails, times out, is cancelled or preempted is a failed cell with
+Slurm's reason; --resume resubmits only the cells missing or failed; Ctrl-C
+cancels the job (scancel). --dry-run prints the script and submits nothing.
+engine: auto means cuda when the tasks ask for GPUs (--gres gpu:N; cuda
+cells ask for gpu:<gpus_per_cell> by themselves), else cpu.
 
 A directory that already holds results is refused unless --resume (keep the
 cells complete with the same fingerprint - same parameters, repeats, xrun
@@ -58,10 +80,12 @@ the cell in flight and keeps every cell measured so far; --resume continues.
 		Example: `  xrun experiments/quickstart.yaml
   xrun run experiments/gemm.yaml --gpus 0,1 --out results/gemm-h200
   xrun run experiments/gemm.yaml --resume --only batch_size=64
-  xrun run experiments/nightly.yaml --fresh --set repeats=3 --log-format json`,
+  xrun run experiments/nightly.yaml --fresh --set repeats=3 --log-format json
+  xrun run experiments/gemm.yaml --executor slurm --partition gpu --gres gpu:1 --time 1:00:00
+  xrun run experiments/gemm.yaml --executor slurm --resume --sbatch-arg=--qos=high`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRun(cmd.Context(), a, opts.withLogFlags(cmd), args)
+			return runRun(cmd.Context(), a, opts.withFlags(cmd), args)
 		},
 	}
 	f := c.Flags()
@@ -74,10 +98,40 @@ the cell in flight and keeps every cell measured so far; --resume continues.
 	f.IntVar(&opts.maxCells, "max-cells", runner.DefaultMaxCells, "refuse studies with more cells than this")
 	f.DurationVar(&opts.killGrace, "kill-grace", runner.DefaultKillGrace, "how long a worker asked to stop may take before it is killed")
 	_ = f.MarkHidden("kill-grace")
+	f.StringVar(&opts.gpuBusy, "gpu-busy", string(runner.BusyWait), "when another process uses a cell's GPU (NVML): wait until it is free, ignore it and run, or fail the cell")
+	f.StringVar(&opts.executor, "executor", "local", "where cells run: local (worker processes on this host) or slurm (one task per cell of a Slurm job array)")
+	f.StringVar(&opts.partition, "partition", "", "slurm: the partition the tasks run in (default: the cluster's)")
+	f.StringVar(&opts.gres, "gres", "", "slurm: generic resources of each task, e.g. gpu:1 (default: gpu:N for cuda cells, N = gpus_per_cell)")
+	f.StringVar(&opts.time, "time", "", "slurm: time limit of each task, e.g. 30 or 2:00:00 (default: the partition's)")
+	f.StringVar(&opts.account, "account", "", "slurm: the account the tasks are charged to")
+	f.StringArrayVar(&opts.sbatchArgs, "sbatch-arg", nil, "slurm: one more sbatch option, e.g. --sbatch-arg=--qos=high (repeatable)")
+	f.BoolVar(&opts.dryRun, "dry-run", false, "slurm: print the job-array script and submit nothing")
 	return c
 }
 
-func (o *runOptions) withLogFlags(cmd *cobra.Command) *runOptions {
+// slurmOptions checks the executor flags: the Slurm ones only go with
+// --executor slurm.
+func (o *runOptions) slurmOptions(cmd *cobra.Command) (*runner.SlurmOptions, error) {
+	switch o.executor {
+	case "local":
+		for _, name := range []string{"partition", "gres", "time", "account", "sbatch-arg", "dry-run"} {
+			if cmd.Flags().Changed(name) {
+				return nil, usageError{fmt.Errorf("--%s: only with --executor slurm", name)}
+			}
+		}
+		return nil, nil
+	case "slurm":
+		return &runner.SlurmOptions{Partition: o.partition, Gres: o.gres, Time: o.time, Account: o.account,
+			SbatchArgs: o.sbatchArgs, DryRun: o.dryRun}, nil
+	}
+	return nil, usageError{fmt.Errorf("--executor: %q: expected local or slurm", o.executor)}
+}
+
+// withFlags reads what runRun needs from the command itself: the shared
+// log flags (the run rebuilds the logger on top of its status line) and
+// which executor flags were given.
+func (o *runOptions) withFlags(cmd *cobra.Command) *runOptions {
+	o.slurm, o.slurmErr = o.slurmOptions(cmd)
 	o.logLevel, o.logFormat = "info", "auto"
 	if fl := cmd.Flag("log-level"); fl != nil {
 		o.logLevel = fl.Value.String()
@@ -92,9 +146,15 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 	if opts.maxCells < 1 {
 		return usageError{fmt.Errorf("--max-cells: expected an integer >= 1, got %d", opts.maxCells)}
 	}
+	if opts.slurmErr != nil {
+		return opts.slurmErr
+	}
+	busy, err := runner.ParseBusyGPUPolicy(opts.gpuBusy)
+	if err != nil {
+		return err
+	}
 	var gpus []int
 	if opts.gpus != "" {
-		var err error
 		if gpus, err = runner.ParseGPUs(opts.gpus); err != nil {
 			return err
 		}
@@ -123,8 +183,11 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 		}
 	}
 
+	if opts.slurm != nil {
+		opts.slurm.ScriptOut = a.gs.Stdout
+	}
 	res, runErr := runner.Run(ctx, spec, runner.Options{
-		Out: opts.out, Resume: opts.resume, Fresh: opts.fresh, Only: opts.only, GPUs: gpus,
+		Out: opts.out, Resume: opts.resume, Fresh: opts.fresh, Only: opts.only, GPUs: gpus, BusyGPUs: busy, Slurm: opts.slurm,
 		Executable: a.gs.Executable, Env: a.gs.Environ(), CacheDir: cacheDir, KillGrace: opts.killGrace,
 		Command: "xrun run " + args[0], Log: log, Progress: progress,
 	})

@@ -98,6 +98,20 @@ func startStudy(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.B
 	return cmd, &stderr
 }
 
+// interruptStudy sends SIGINT to a study started by startStudy and
+// expects it to stop with exit status 130.
+func interruptStudy(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer) {
+	t.Helper()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("after SIGINT: %v, want exit 130\n%s", err, stderr)
+	}
+}
+
 // waitFor polls until every path exists.
 func waitFor(t *testing.T, paths ...string) {
 	t.Helper()
@@ -384,14 +398,7 @@ func TestRunInterruptedAndLocked(t *testing.T) {
 		t.Errorf("concurrent run: exit %d, want 2 naming pid %d:\n%s", second.code, cmd.Process.Pid, second.stderr)
 	}
 
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
-		t.Fatalf("after SIGINT: %v, want exit 130\n%s", err, stderr)
-	}
+	interruptStudy(t, cmd, stderr)
 	_, cells := loadResults(t, dir)
 	if c := cells[tinyCells[0]]; c.Status != results.StatusOK || len(c.Repeats) != 2 {
 		t.Errorf("the cell finished before SIGINT was not kept: %+v", c)
@@ -417,6 +424,15 @@ func TestRunOptions(t *testing.T) {
 		{[]string{"--resume", "--fresh"}, "cannot be combined"},
 		{[]string{"--gpus", "x"}, "expected GPU indices"},
 		{[]string{"--set", "repeats=0"}, "repeats"},
+		{[]string{"--partition", "gpu"}, "--partition: only with --executor slurm"},
+		{[]string{"--dry-run"}, "--dry-run: only with --executor slurm"},
+		{[]string{"--executor", "k8s"}, `--executor: "k8s": expected local or slurm`},
+		{[]string{"--executor", "slurm", "--partition", "gpu debug"}, "--partition"},
+		{[]string{"--executor", "slurm", "--time", "2h"}, "a Slurm time limit"},
+		{[]string{"--executor", "slurm", "--gres", "gpu:"}, "--gres"},
+		{[]string{"--executor", "slurm", "--sbatch-arg", "--array=1-3"}, "one task per cell"},
+		{[]string{"--executor", "slurm", "--gpus", "0"}, "--gres gpu:N"},
+		{[]string{"--gpu-busy", "later"}, "expected wait, ignore or fail"},
 	} {
 		r := runStudy(t, env, append([]string{"run", tinySpec, "--out", dir}, c.args...)...)
 		if r.code != exitBadInput || !strings.Contains(r.stderr, c.want) {
