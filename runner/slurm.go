@@ -569,7 +569,7 @@ func (x *slurmExecutor) follow(ctx context.Context, jobID string, queue []*runCe
 		gone := err != nil && invalidJobID(err)
 		var tasks []slurmTask
 		if err == nil {
-			tasks, err = parseScontrolJobs(out)
+			tasks, err = parseScontrolJobs(out, len(queue))
 		}
 		if err != nil && !gone {
 			if failingSince.IsZero() {

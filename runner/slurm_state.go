@@ -55,13 +55,14 @@ func parseScontrolFields(line string) map[string]string {
 	return out
 }
 
-// parseScontrolJobs reads `scontrol -o show job JOBID` for a job array:
-// one line per task that has started, and one per group of tasks still
-// pending together (ArrayTaskId=2-9%2, or 1,3,5-7), expanded here into one
-// slurmTask per task. Lines of other jobs, and blank lines, are skipped.
-func parseScontrolJobs(out []byte) ([]slurmTask, error) {
+// parseScontrolJobs reads `scontrol -o show job JOBID` for a job array of
+// n tasks: one line per task that has started, and one per group of tasks
+// still pending together (ArrayTaskId=2-9%2, or 1,3,5-7), expanded here
+// into one slurmTask per task below n. Lines of jobs that are no array
+// tasks, and blank lines, are skipped.
+func parseScontrolJobs(out []byte, n int) ([]slurmTask, error) {
 	var tasks []slurmTask
-	for n, line := range strings.Split(string(out), "\n") {
+	for ln, line := range strings.Split(string(out), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" {
 			continue
@@ -69,7 +70,7 @@ func parseScontrolJobs(out []byte) ([]slurmTask, error) {
 		f := parseScontrolFields(line)
 		state, ok := f["JobState"]
 		if !ok || f["JobId"] == "" {
-			return nil, fmt.Errorf("scontrol line %d: no JobId or JobState in %q", n+1, truncate(line, 120))
+			return nil, fmt.Errorf("scontrol line %d: no JobId or JobState in %q", ln+1, truncate(line, 120))
 		}
 		ids, ok := f["ArrayTaskId"]
 		if !ok {
@@ -89,9 +90,9 @@ func parseScontrolJobs(out []byte) ([]slurmTask, error) {
 		if d, err := parseSlurmDuration(f["RunTime"]); err == nil {
 			t.RunTime = d
 		}
-		list, err := parseArrayTaskIDs(ids)
+		list, err := parseArrayTaskIDs(ids, n)
 		if err != nil {
-			return nil, fmt.Errorf("scontrol line %d: ArrayTaskId=%s: %w", n+1, ids, err)
+			return nil, fmt.Errorf("scontrol line %d: ArrayTaskId=%s: %w", ln+1, ids, err)
 		}
 		for _, id := range list {
 			tt := t
@@ -102,14 +103,10 @@ func parseScontrolJobs(out []byte) ([]slurmTask, error) {
 	return tasks, nil
 }
 
-// maxArrayIDs bounds what one ArrayTaskId may expand to (Slurm's own
-// MaxArraySize is at most 4,000,001), so a garbled line cannot exhaust
-// memory.
-const maxArrayIDs = 4_000_001
-
 // parseArrayTaskIDs reads an ArrayTaskId: "3", "2-9", "2-9%2" (a throttle),
-// "1,3,5-7", "0-15:4" (a step).
-func parseArrayTaskIDs(s string) ([]int, error) {
+// "1,3,5-7", "0-15:4" (a step), and returns the ids below n: a range is
+// never expanded further than the tasks xrun submitted.
+func parseArrayTaskIDs(s string, n int) ([]int, error) {
 	s, _, _ = strings.Cut(s, "%")
 	var out []int
 	for _, part := range strings.Split(s, ",") {
@@ -132,10 +129,7 @@ func parseArrayTaskIDs(s string) ([]int, error) {
 				return nil, fmt.Errorf("bad task range %q", part)
 			}
 		}
-		if len(out)+(b-a)/step+1 > maxArrayIDs {
-			return nil, fmt.Errorf("more than %d task ids", maxArrayIDs)
-		}
-		for i := a; i <= b; i += step {
+		for i := a; i <= b && i < n; i += step {
 			out = append(out, i)
 		}
 	}
