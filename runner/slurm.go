@@ -62,6 +62,10 @@ type SlurmOptions struct {
 	// Poll and PollMax bound the interval between two looks at the job;
 	// zero means DefaultSlurmPoll and DefaultSlurmPollMax.
 	Poll, PollMax time.Duration
+	// RecordGrace is how long a task Slurm says COMPLETED may take to show
+	// its cell.json on this host (a shared filesystem's caches may hide a
+	// file another node wrote for a while); zero means a minute.
+	RecordGrace time.Duration
 }
 
 var (
@@ -205,6 +209,9 @@ func newSlurmExecutor(o Options, dir, name string, log zerolog.Logger) (*slurmEx
 	}
 	if x.grace <= 0 {
 		x.grace = DefaultKillGrace
+	}
+	if x.o.RecordGrace <= 0 {
+		x.o.RecordGrace = time.Minute
 	}
 	return x, nil
 }
@@ -525,18 +532,33 @@ func (x *slurmExecutor) follow(ctx context.Context, jobID string, queue []*runCe
 	type taskState struct {
 		started, done bool
 		restarts      int
-		missing       int // consecutive polls the task was not listed
+		missing       int       // consecutive polls the task was not listed
+		awaiting      time.Time // since when a task that ended well has shown no record
 	}
 	st := make([]taskState, len(queue))
 	left := len(queue)
-	finish := func(i int, t slurmTask, gone, cancelled bool) {
+	// finish reports task i's cell; it returns false, and reports
+	// nothing, while a task that ended well has left no record yet but
+	// may still show one (see recordGrace).
+	finish := func(i int, t slurmTask, gone, cancelled bool) bool {
 		rc := queue[i]
+		// Listing the directory makes an NFS client look again for files
+		// another node created (it may cache their absence).
+		os.ReadDir(CellDir(x.dir, rc.cell.ID))
+		o, ok := finishedCell(x.dir, rc.wc)
+		if !ok && t.State == "COMPLETED" && !cancelled {
+			if st[i].awaiting.IsZero() {
+				st[i].awaiting = time.Now()
+			}
+			if time.Since(st[i].awaiting) < x.o.RecordGrace {
+				return false
+			}
+		}
 		if !st[i].started {
 			r.cellStarted(rc, fmt.Sprintf("job %s_%d on %s", jobID, i, t.Node))
 		}
 		st[i].done = true
 		left--
-		o, ok := finishedCell(x.dir, rc.wc)
 		switch {
 		case ok:
 		case cancelled && (t.State == "CANCELLED" || gone):
@@ -551,6 +573,7 @@ func (x *slurmExecutor) follow(ctx context.Context, jobID string, queue []*runCe
 			o.elapsed = o.rec.Finished.Sub(o.rec.Started)
 		}
 		r.cellFinished(rc, o)
+		return true
 	}
 
 	interval := x.o.Poll
@@ -608,8 +631,7 @@ func (x *slurmExecutor) follow(ctx context.Context, jobID string, queue []*runCe
 					changed = true
 				}
 			case t.done():
-				finish(i, t, false, cancelled)
-				changed = true
+				changed = finish(i, t, false, cancelled) || changed
 			case t.running():
 				st[i].missing = 0
 				if !st[i].started {

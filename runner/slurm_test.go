@@ -214,6 +214,7 @@ type fakeTask struct {
 	record              bool   // the worker writes cell.json
 	stderr              string // what the worker printed
 	hang                bool   // runs until scancel
+	late                int    // the record shows this many looks after the end
 }
 
 // fakeSlurm plays sbatch, squeue, scontrol and scancel: each submitted
@@ -327,7 +328,7 @@ func (f *fakeSlurm) show(job string) ([]byte, error) {
 			if e.hang {
 				state, reason, exit = "CANCELLED", "None", "0:15"
 			}
-			if !f.written[id] {
+			if !f.written[id] && f.polls >= 3+e.late {
 				f.written[id] = true
 				f.work(dir, plan, id, e, state == "CANCELLED")
 			}
@@ -371,7 +372,7 @@ func (f *fakeSlurm) ran(cmd string) bool {
 
 func slurmOptions(dir string, f *fakeSlurm) Options {
 	return Options{Out: dir, CacheDir: filepath.Join(filepath.Dir(dir), "cache"), Executable: "/opt/xrun/bin/xrun", Log: zerolog.Nop(),
-		Slurm: &SlurmOptions{Commander: f, Poll: time.Millisecond, PollMax: 5 * time.Millisecond}}
+		Slurm: &SlurmOptions{Commander: f, Poll: time.Millisecond, PollMax: 5 * time.Millisecond, RecordGrace: 50 * time.Millisecond}}
 }
 
 // TestSlurmRunFailuresThenResume runs a study through a fake Slurm whose
@@ -386,6 +387,9 @@ func TestSlurmRunFailuresThenResume(t *testing.T) {
 		"bs2_gemm-disable": {state: "COMPLETED", reason: "None", exit: "0:0"}, // but no cell.json
 		"bs4_gemm-auto":    {state: "OUT_OF_MEMORY", reason: "OutOfMemory", exit: "0:125"},
 		"bs4_gemm-disable": {state: "FAILED", reason: "NonZeroExitCode", exit: "124:0"}, // timeout(1): the cell's own timeout
+		// COMPLETED, its cell.json seen only two looks later (a shared
+		// filesystem's cache): ok.
+		"bs1_gemm-auto": {state: "COMPLETED", reason: "None", exit: "0:0", record: true, late: 2},
 	}}
 	res, err := Run(context.Background(), spec, slurmOptions(dir, f))
 	if !errors.Is(err, ErrCellsFailed) || !strings.Contains(err.Error(), "5 of 6 cells failed") {
