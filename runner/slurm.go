@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -539,7 +540,7 @@ func (x *slurmExecutor) follow(ctx context.Context, jobID string, queue []*runCe
 	left := len(queue)
 	// finish reports task i's cell; it returns false, and reports
 	// nothing, while a task that ended well has left no record yet but
-	// may still show one (see recordGrace).
+	// may still show one (see SlurmOptions.RecordGrace).
 	finish := func(i int, t slurmTask, gone, cancelled bool) bool {
 		rc := queue[i]
 		// Listing the directory makes an NFS client look again for files
@@ -695,13 +696,7 @@ func (x *slurmExecutor) sleep(ctx context.Context, cancelled bool, d time.Durati
 // pendingSummary is "3 (Resources), 1 (Priority)", in a stable order.
 func pendingSummary(p map[string]int) string {
 	var parts []string
-	for _, reason := range slices.Sorted(func(yield func(string) bool) {
-		for k := range p {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, reason := range slices.Sorted(maps.Keys(p)) {
 		parts = append(parts, fmt.Sprintf("%d (%s)", p[reason], reason))
 	}
 	return strings.Join(parts, ", ")
