@@ -13,10 +13,6 @@ import (
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
-// ErrMoE is what Route and MoE report: mixture-of-experts layers on the
-// GPU are issue 9; dense models run.
-var ErrMoE = errors.New("cuda backend: MoE on the GPU is issue 9 (dense models only for now)")
-
 // DefaultKVFreeFraction is the share of the free device memory (after
 // weights and workspaces) the KV cache may take unless
 // BackendOptions.KVCacheFraction says otherwise, as TensorRT-LLM's
@@ -1146,14 +1142,14 @@ func (b *Backend) GatherRows(out, x model.Tensor) {
 	})
 }
 
-// Route is not implemented on the GPU yet (issue 9).
+// Route picks each token's experts on the device (moe.go).
 func (b *Backend) Route(idx, weights, logits, forced model.Tensor, forcedRow, rows, k int, method string, counts model.Tensor, layer int) {
-	b.op(func(*cuda.GPU) error { return ErrMoE })
+	b.route(idx, weights, logits, forced, forcedRow, rows, k, method, counts, layer)
 }
 
-// MoE is not implemented on the GPU yet (issue 9).
+// MoE runs the experts on the routed tokens and combines them (moe.go).
 func (b *Backend) MoE(out, x, idx, weights, gateUp, down model.Tensor, rows, k int) {
-	b.op(func(*cuda.GPU) error { return ErrMoE })
+	b.moe(out, x, idx, weights, gateUp, down, rows, k)
 }
 
 // ---- profiler ----

@@ -192,7 +192,7 @@ func TestCUDAMatchesCPU(t *testing.T) {
 	}
 }
 
-// golden is one prompt of engine/testdata/hf/tiny-llama/reference.safetensors
+// golden is one prompt of engine/testdata/hf/<model>/reference.safetensors
 // (Hugging Face transformers, float32).
 type golden struct {
 	input  []int32
@@ -200,9 +200,7 @@ type golden struct {
 	greedy []int32
 }
 
-const goldenDir = "../../testdata/hf/tiny-llama"
-
-func readGolden(t *testing.T) []golden {
+func readGolden(t *testing.T, goldenDir string) []golden {
 	f, err := safetensors.Open(filepath.Join(goldenDir, "reference.safetensors"))
 	if err != nil {
 		t.Fatal(err)
@@ -251,12 +249,19 @@ func nearTie(v []float32) bool {
 }
 
 // TestGoldenHF checks the GPU model against transformers' float32 logits
-// of tiny-llama: the prompt's logits (one prefill, and token by token
-// through the KV cache and the decode graphs) and the greedy tokens, up to
-// the first step where the GPU's own top two logits are nearly tied.
+// of tiny-llama and of tiny-mixtral (MoE): the prompt's logits (one
+// prefill, and token by token through the KV cache and the decode graphs)
+// and the greedy tokens, up to the first step where the GPU's own top two
+// logits are nearly tied.
 func TestGoldenHF(t *testing.T) {
 	needGPU(t)
-	cases := readGolden(t)
+	for _, name := range []string{"tiny-llama", "tiny-mixtral"} {
+		t.Run(name, func(t *testing.T) { testGoldenHF(t, filepath.Join("..", "..", "testdata", "hf", name)) })
+	}
+}
+
+func testGoldenHF(t *testing.T, goldenDir string) {
+	cases := readGolden(t, goldenDir)
 	cfg, err := engine.LoadHFConfig(goldenDir)
 	if err != nil {
 		t.Fatal(err)

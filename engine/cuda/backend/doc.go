@@ -12,7 +12,8 @@
 // V, with one scratch slot that padded decode rows write to.
 //
 // Without cgo on Linux the constructor reports that no CUDA backend was
-// compiled in. MoE layers are not implemented on the GPU yet (issue 9).
+// compiled in. MoE layers (moe.go) route, group tokens by expert and run
+// the expert GEMMs on the device; captured graphs include them.
 // Environment: XRUN_CUDA_GRAPHS=0 runs decode eagerly too (for
 // comparisons); XRUN_CUDA_SYNC=1 synchronises after every launch outside
 // graphs, so that a fault names its kernel.

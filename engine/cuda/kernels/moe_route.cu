@@ -35,13 +35,15 @@ __device__ __forceinline__ void moe_pdl_enter() {
 #endif
 }
 
-// better orders (value, index) pairs: larger value first, then lower index.
-// NaN never wins over a number.
+// moe_better orders (value, index) pairs: larger value first, then lower
+// index; NaN after every number (a strict total order, so every lane of a
+// butterfly reduction ends with the same pair).
 __device__ __forceinline__ bool moe_better(float v, int i, float bv, int bi) {
 	if (bi < 0) return true;
-	if (v != v) return false;
-	if (bv != bv) return true;
-	return v > bv || (v == bv && i < bi);
+	bool vn = v != v, bn = bv != bv;
+	if (vn != bn) return bn;
+	if (!vn && v != bv) return v > bv;
+	return i < bi;
 }
 
 __device__ __forceinline__ bool moe_counted(const int *slot, int pad_slot, int r) {
