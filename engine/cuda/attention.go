@@ -128,7 +128,9 @@ func (g *GPU) RopeKV(s *Stream, dt DType, k, v, qkv, pos, slot, table Buffer, to
 
 func attnSmem(headDim, rows int) int {
 	dw := headDim / 2
-	return 4 * (rows*headDim + rows*(attnKeyTile+1) + 3*rows + attnKeyTile*(dw+1) + attnKeyTile*dw)
+	// Mirrors the kernel: Qs, Ss (rows of KT + 4), Ms, Ls, As, Ks (rows of
+	// DW + 2 words), Vs.
+	return 4 * (rows*headDim + rows*(attnKeyTile+4) + 3*rows + attnKeyTile*(dw+2) + attnKeyTile*dw)
 }
 
 // Attention queues causal attention of the launch's work items over the

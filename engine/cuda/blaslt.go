@@ -65,15 +65,28 @@ type gemmShape struct {
 }
 
 type ltPlan struct {
-	desc    C.cublasLtMatmulDesc_t
-	a, b, d C.cublasLtMatrixLayout_t
-	algo    C.cublasLtMatmulHeuristicResult_t
-	cands   []C.cublasLtMatmulHeuristicResult_t // usable heuristic results, best estimate first
+	forms   []*ltForm
+	algo    ltCand
+	cands   []ltCand // usable heuristic results, best estimate first, per form
 	tuned   bool
 	m, n, k int
 	// tuneLog says what timing chose: candidates, the chosen index, its
 	// time and the heuristic's first choice's.
 	tuneLog string
+}
+
+// ltForm is one way of posing the product to cuBLASLt: its descriptor and
+// the layouts of A, B and D. swapped forms take A = X and B = W (see plan).
+type ltForm struct {
+	desc    C.cublasLtMatmulDesc_t
+	a, b, d C.cublasLtMatrixLayout_t
+	swapped bool
+}
+
+// ltCand is a heuristic result and the form it was asked for.
+type ltCand struct {
+	res  C.cublasLtMatmulHeuristicResult_t
+	form *ltForm
 }
 
 // BlasLt returns the GPU's cuBLASLt, creating the handle and its workspace
@@ -132,6 +145,14 @@ func (b *BlasLt) close() error {
 
 func (p *ltPlan) destroy() error {
 	var errs []error
+	for _, f := range p.forms {
+		errs = append(errs, f.destroy())
+	}
+	return errors.Join(errs...)
+}
+
+func (p *ltForm) destroy() error {
+	var errs []error
 	for _, l := range []C.cublasLtMatrixLayout_t{p.a, p.b, p.d} {
 		if l != nil {
 			errs = append(errs, blasErr("cublasLtMatrixLayoutDestroy", C.xr_cublasLtMatrixLayoutDestroy(l), ""))
@@ -165,39 +186,68 @@ func (b *BlasLt) plan(dt DType, m, n, k int) (*ltPlan, error) {
 	shape := fmt.Sprintf("%s M=%d N=%d K=%d", dt, m, n, k)
 	p := &ltPlan{m: m, n: n, k: k}
 	fail := func(err error) (*ltPlan, error) { p.destroy(); return nil, err }
-	if err := blasErr("cublasLtMatmulDescCreate", C.xr_cublasLtMatmulDescCreate(&p.desc, cublasCompute32F, cudaR32F), shape); err != nil {
+	if err := b.addForm(p, dt, false, shape); err != nil {
 		return fail(err)
 	}
-	if err := blasErr("cublasLtMatmulDescSetAttribute", C.xr_cublasLtMatmulDescSetAttributeInt(p.desc, ltDescTransA, cublasOpT), "TRANSA "+shape); err != nil {
-		return fail(err)
+	// At M = 1 the row-major Y[1, n] is also a column-major [1, n] matrix,
+	// so the product can be posed the other way round too: D[1, n] =
+	// X[1, k] W^T with A = X seen as column-major [k, 1] and transposed,
+	// B = W seen as column-major [k, n]. The heuristic offers other
+	// kernels for that shape; timing picks among both sets.
+	if m == 1 && ltTuneOn {
+		if err := b.addForm(p, dt, true, shape); err != nil {
+			return fail(err)
+		}
+	}
+	if len(p.cands) == 0 {
+		return fail(fmt.Errorf("cublasLtMatmulAlgoGetHeuristic: no algorithm for %s within %d bytes of workspace", shape, b.ws.Bytes))
+	}
+	p.algo = p.cands[0]
+	b.plans[key] = p
+	return p, nil
+}
+
+// addForm creates one form of p's product and appends the heuristic's
+// usable algorithms for it to p.cands.
+func (b *BlasLt) addForm(p *ltPlan, dt DType, swapped bool, shape string) error {
+	f := &ltForm{swapped: swapped}
+	p.forms = append(p.forms, f)
+	m, n, k := p.m, p.n, p.k
+	if err := blasErr("cublasLtMatmulDescCreate", C.xr_cublasLtMatmulDescCreate(&f.desc, cublasCompute32F, cudaR32F), shape); err != nil {
+		return err
+	}
+	if err := blasErr("cublasLtMatmulDescSetAttribute", C.xr_cublasLtMatmulDescSetAttributeInt(f.desc, ltDescTransA, cublasOpT), "TRANSA "+shape); err != nil {
+		return err
+	}
+	type lay struct {
+		dst            *C.cublasLtMatrixLayout_t
+		rows, cols, ld int
+	}
+	lays := []lay{{&f.a, k, n, k}, {&f.b, k, m, k}, {&f.d, n, m, n}}
+	if swapped { // m == 1
+		lays = []lay{{&f.a, k, 1, k}, {&f.b, k, n, k}, {&f.d, 1, n, 1}}
 	}
 	t := cudaDataType(dt)
-	for _, l := range []struct {
-		dst        *C.cublasLtMatrixLayout_t
-		rows, cols int
-	}{{&p.a, k, n}, {&p.b, k, m}, {&p.d, n, m}} {
-		if err := blasErr("cublasLtMatrixLayoutCreate", C.xr_cublasLtMatrixLayoutCreate(l.dst, t, C.uint64_t(l.rows), C.uint64_t(l.cols), C.int64_t(l.rows)), shape); err != nil {
-			return fail(err)
+	for _, l := range lays {
+		if err := blasErr("cublasLtMatrixLayoutCreate", C.xr_cublasLtMatrixLayoutCreate(l.dst, t, C.uint64_t(l.rows), C.uint64_t(l.cols), C.int64_t(l.ld)), shape); err != nil {
+			return err
 		}
 	}
 	var res [ltHeuristicsAsked]C.cublasLtMatmulHeuristicResult_t
 	var got C.int
-	if err := blasErr("cublasLtMatmulAlgoGetHeuristic", C.xr_cublasLtMatmulAlgoGetHeuristic(b.h, p.desc, p.a, p.b, p.d, b.pref,
+	if err := blasErr("cublasLtMatmulAlgoGetHeuristic", C.xr_cublasLtMatmulAlgoGetHeuristic(b.h, f.desc, f.a, f.b, f.d, b.pref,
 		ltHeuristicsAsked, &res[0], &got), shape); err != nil {
-		return fail(err)
+		if swapped {
+			return nil // the usual form alone then
+		}
+		return err
 	}
 	for i := 0; i < int(got); i++ {
 		if res[i].state == 0 && int(res[i].workspaceSize) <= b.ws.Bytes {
-			p.cands = append(p.cands, res[i])
+			p.cands = append(p.cands, ltCand{res: res[i], form: f})
 		}
 	}
-	if len(p.cands) > 0 {
-		p.algo = p.cands[0]
-	} else {
-		return fail(fmt.Errorf("cublasLtMatmulAlgoGetHeuristic: no algorithm for %s within %d bytes of workspace (%d candidates)", shape, b.ws.Bytes, got))
-	}
-	b.plans[key] = p
-	return p, nil
+	return nil
 }
 
 // Prepare builds the plan for a shape ahead of time (before a capture).
@@ -224,12 +274,16 @@ func (b *BlasLt) Matmul(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error 
 			}
 		}
 	}
-	return blasErr("cublasLtMatmul", b.matmul(s, p, &p.algo.algo, y, x, w), fmt.Sprintf("%s M=%d N=%d K=%d", dt, m, n, k))
+	return blasErr("cublasLtMatmul", b.matmul(s, &p.algo, y, x, w), fmt.Sprintf("%s M=%d N=%d K=%d", dt, m, n, k))
 }
 
-func (b *BlasLt) matmul(s *Stream, p *ltPlan, algo *C.cublasLtMatmulAlgo_t, y, x, w Buffer) C.cublasStatus_t {
-	return C.xr_cublasLtMatmul(b.h, p.desc, C.CUdeviceptr(w.Ptr), p.a, C.CUdeviceptr(x.Ptr), p.b, C.CUdeviceptr(y.Ptr), p.d,
-		algo, C.CUdeviceptr(b.ws.Ptr), C.size_t(b.ws.Bytes), s.s)
+func (b *BlasLt) matmul(s *Stream, c *ltCand, y, x, w Buffer) C.cublasStatus_t {
+	f, A, B := c.form, w, x
+	if f.swapped {
+		A, B = x, w
+	}
+	return C.xr_cublasLtMatmul(b.h, f.desc, C.CUdeviceptr(A.Ptr), f.a, C.CUdeviceptr(B.Ptr), f.b, C.CUdeviceptr(y.Ptr), f.d,
+		&c.res.algo, C.CUdeviceptr(b.ws.Ptr), C.size_t(b.ws.Bytes), s.s)
 }
 
 // ltTuneRuns is how many times each candidate runs when timed; the first
@@ -266,7 +320,7 @@ func (b *BlasLt) tune(s *Stream, p *ltPlan, y, x, w Buffer) error {
 			if err := b.ev0.Record(s); err != nil {
 				return err
 			}
-			if st := b.matmul(s, p, &p.cands[i].algo, y, x, w); st != 0 {
+			if st := b.matmul(s, &p.cands[i], y, x, w); st != 0 {
 				ts = nil
 				break
 			}
@@ -295,8 +349,8 @@ func (b *BlasLt) tune(s *Stream, p *ltPlan, y, x, w Buffer) error {
 	}
 	if best >= 0 {
 		p.algo = p.cands[best]
-		p.tuneLog = fmt.Sprintf("%d candidates, #%d chosen: %.2f us (heuristic's first %.2f us)", len(p.cands), best,
-			float64(bestT.Nanoseconds())/1e3, float64(firstT.Nanoseconds())/1e3)
+		p.tuneLog = fmt.Sprintf("%d candidates, #%d chosen (swapped form %v): %.2f us (heuristic's first %.2f us)", len(p.cands), best,
+			p.algo.form.swapped, float64(bestT.Nanoseconds())/1e3, float64(firstT.Nanoseconds())/1e3)
 		if os.Getenv("XRUN_CUDA_LT_LOG") == "1" {
 			fmt.Fprintf(os.Stderr, "cuBLASLt M=%d N=%d K=%d: %s\n", p.m, p.n, p.k, p.tuneLog)
 		}

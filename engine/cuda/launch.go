@@ -161,15 +161,25 @@ func (a *Args) F32(v float32) *Args {
 // args returns the GPU's scratch argument pack; only its thread uses it.
 func (g *GPU) argsPack() *Args { return g.args.reset() }
 
+// pdlFamilies are the kernel families whose every kernel calls pdl_enter
+// (kernels/common.cuh) before touching memory: only those may be launched
+// with programmatic dependent launch, since a kernel that never waits could
+// read its predecessor's output before it is written. A family joins the
+// list once all its kernels wait.
+var pdlFamilies = map[string]bool{
+	"argmax": true, "attention": true, "embedding": true, "fill": true, "gemm": true, "gemv": true,
+	"ops": true, "rmsnorm": true, "rope": true, "swiglu": true,
+}
+
 // Launch queues f on s, with programmatic dependent launch where the GPU
-// allows it (GPU.pdl). With sync launches on (and outside a capture) it
+// allows it (GPU.pdl) and f's family waits for it (pdlFamilies). With sync launches on (and outside a capture) it
 // also waits, so that an asynchronous fault names the kernel.
 func (s *Stream) Launch(f *Function, grid, block Dim3, smem int, a *Args) error {
 	gz, bz := max(grid.Z, 1), max(block.Z, 1)
 	gy, by := max(grid.Y, 1), max(block.Y, 1)
 	args, offs := (*C.uchar)(unsafe.Pointer(&a.buf[0])), &a.off[0]
 	var rc C.CUresult
-	if s.g.pdl {
+	if s.g.pdl && pdlFamilies[f.family] {
 		rc = C.xr_launch_pdl(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
 			C.uint(smem), s.s, args, offs, C.int(a.n))
 	} else {

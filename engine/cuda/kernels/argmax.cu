@@ -16,9 +16,23 @@ __device__ __forceinline__ void argmax(int *ids, const T *logits, int V) {
 	const T *row = logits + (long long)blockIdx.x * V;
 	float bv = -__int_as_float(0x7f800000);
 	int bi = 0x7fffffff;
-	for (int i = threadIdx.x; i < V; i += blockDim.x) {
-		float v = to_f32(row[i]);
-		if (v == v) better(bv, bi, v, i);
+	if ((V & 7) == 0) { // whole 16-byte chunks: 8 logits a load, 4 loads in flight
+		const pack8 *p = (const pack8 *)row;
+		const int V8 = V >> 3;
+#pragma unroll 4
+		for (int i = threadIdx.x; i < V8; i += blockDim.x) {
+			pack8 q = p[i];
+#pragma unroll
+			for (int e = 0; e < 8; e++) {
+				float v = pack_get<T>(q, e);
+				if (v == v) better(bv, bi, v, i * 8 + e);
+			}
+		}
+	} else {
+		for (int i = threadIdx.x; i < V; i += blockDim.x) {
+			float v = to_f32(row[i]);
+			if (v == v) better(bv, bi, v, i);
+		}
 	}
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1) {

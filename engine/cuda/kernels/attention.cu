@@ -64,9 +64,13 @@ __device__ __forceinline__ void rope_kv(T *qkv, T *kc, T *vc, const int *pos, co
 			T *base = row + (long long)h * D + c * 8;
 			pack8 a = *(const pack8 *)base, b = *(const pack8 *)(base + half);
 			pack8 ra = {}, rb = {};
+			const float4 *t4 = (const float4 *)(tab + c * 8), *s4 = (const float4 *)(tab + half + c * 8);
+			const float4 cA = t4[0], cB = t4[1], sA = s4[0], sB = s4[1];
+			const float cs[8] = {cA.x, cA.y, cA.z, cA.w, cB.x, cB.y, cB.z, cB.w};
+			const float sn[8] = {sA.x, sA.y, sA.z, sA.w, sB.x, sB.y, sB.z, sB.w};
 #pragma unroll
 			for (int e = 0; e < 8; e++) {
-				float co = tab[c * 8 + e], si = tab[half + c * 8 + e];
+				float co = cs[e], si = sn[e];
 				float x0 = pack_get<T>(a, e), x1 = pack_get<T>(b, e);
 				pack_set<T>(ra, e, x0 * co - x1 * si);
 				pack_set<T>(rb, e, x1 * co + x0 * si);
@@ -96,6 +100,7 @@ extern "C" __global__ void rope_kv_bf16(bf16 *qkv, bf16 *kc, bf16 *vc, const int
 }
 
 #define ATT_NT 128
+#define ATT_MAXSPLIT 8 // AttnMaxSplits
 #define ATT_KT 64
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -120,15 +125,16 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 	pdl_enter();
 	constexpr int NT = ATT_NT, KT = ATT_KT;
 	constexpr int DW = D / 2;         // 32-bit words per K/V row
-	constexpr int LDK = DW + 1;       // padded: lanes reading different keys hit different banks
+	constexpr int LDK = DW + 2;       // padded (8-byte reads): lanes reading different keys hit different banks
+	constexpr int LDS = KT + 4;       // score row stride: 16-byte aligned rows
 	constexpr int SR = ROWS / (NT / KT);  // score rows per thread
 	constexpr int RSTEP = NT / DW;    // output rows apart for one thread
 	constexpr int ORN = ROWS / RSTEP; // output rows per thread
 	static_assert(NT % DW == 0 && ROWS % RSTEP == 0, "shape");
 	extern __shared__ float sm[];
 	float *Qs = sm;                   // [ROWS][D], pre-scaled
-	float *Ss = Qs + ROWS * D;        // [ROWS][KT + 1]: scores, then probabilities
-	float *Ms = Ss + ROWS * (KT + 1); // running max
+	float *Ss = Qs + ROWS * D;        // [ROWS][LDS]: scores, then probabilities
+	float *Ms = Ss + ROWS * LDS;      // running max
 	float *Ls = Ms + ROWS;            // running sum
 	float *As = Ls + ROWS;            // this tile's rescale factor
 	u32 *Ks = (u32 *)(As + ROWS);     // [KT][LDK]
@@ -142,14 +148,28 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 	const T *kh = kc + ((long long)slot * KV + h) * cap * D;
 	const T *vh = vc + ((long long)slot * KV + h) * cap * D;
 
-	for (int i = tid; i < ROWS * D; i += NT) {
-		int r = i / D, d = i - r * D;
-		float q = 0.f;
-		if (r < R) {
-			int tok = r / G, j = r - tok * G;
-			q = to_f32(qkv[(long long)(t0 + tok) * W + (h * G + j) * D + d]) * scale;
+	// Queries, 16 bytes per thread and all of a thread's loads issued
+	// before the first store.
+	{
+		constexpr int QC = ROWS * (D / 8), QN = (QC + NT - 1) / NT;
+		pack8 qp[QN];
+#pragma unroll
+		for (int j = 0; j < QN; j++) {
+			const int i = tid + j * NT, r = i / (D / 8), ch = i - r * (D / 8);
+			qp[j] = pack8{};
+			if (i < QC && r < R) {
+				const int tok = r / G, g = r - tok * G;
+				qp[j] = ((const pack8 *)(qkv + (long long)(t0 + tok) * W + (h * G + g) * D))[ch];
+			}
 		}
-		Qs[i] = q;
+#pragma unroll
+		for (int j = 0; j < QN; j++) {
+			const int i = tid + j * NT, r = i / (D / 8), ch = i - r * (D / 8);
+			if (i < QC) {
+#pragma unroll
+				for (int e = 0; e < 8; e++) Qs[r * D + ch * 8 + e] = pack_get<T>(qp[j], e) * scale;
+			}
+		}
 	}
 	for (int r = tid; r < ROWS; r += NT) {
 		Ms[r] = -__int_as_float(0x7f800000);
@@ -168,36 +188,61 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 	const int c = tid % KT, rs = tid / KT;
 	const int dw = tid % DW, orow = tid / DW;
 	const int warp = tid >> 5, lane = tid & 31;
-	for (int k0 = keyBeg; k0 < keyEnd; k0 += KT) {
+	// K/V tiles are software-pipelined through registers: all of a tile's
+	// 16-byte loads are issued at once, and the next tile's are in flight
+	// while this one's scores and products are computed.
+	constexpr int KC = KT * (D / 8), KN = (KC + NT - 1) / NT;
+	// Without registers to spare (wide heads in prefill blocks) a tile is
+	// loaded just before it is used, its loads still issued together.
+	constexpr bool PIPE = KN <= 4 || ROWS <= 16;
+	pack8 kreg[KN], vreg[KN];
+	auto fetch = [&](int k0) {
 		const int nk = min(KT, keyEnd - k0);
-		__syncthreads(); // the previous tile's readers are done
-		for (int i = tid; i < KT * (D / 8); i += NT) {
-			int kr = i / (D / 8), ch = i - kr * (D / 8);
-			pack8 kp = {}, vp = {};
-			if (kr < nk) {
-				kp = ((const pack8 *)(kh + (long long)(k0 + kr) * D))[ch];
-				vp = ((const pack8 *)(vh + (long long)(k0 + kr) * D))[ch];
-			}
 #pragma unroll
-			for (int e = 0; e < 4; e++) {
-				Ks[kr * LDK + ch * 4 + e] = kp.w[e];
-				Vs[kr * DW + ch * 4 + e] = vp.w[e];
+		for (int j = 0; j < KN; j++) {
+			const int i = tid + j * NT, kr = i / (D / 8), ch = i - kr * (D / 8);
+			kreg[j] = pack8{};
+			vreg[j] = pack8{};
+			if (i < KC && kr < nk) {
+				kreg[j] = ((const pack8 *)(kh + (long long)(k0 + kr) * D))[ch];
+				vreg[j] = ((const pack8 *)(vh + (long long)(k0 + kr) * D))[ch];
 			}
 		}
+	};
+	if (PIPE && keyBeg < keyEnd) fetch(keyBeg);
+	for (int k0 = keyBeg; k0 < keyEnd; k0 += KT) {
+		const int nk = min(KT, keyEnd - k0);
+		if (!PIPE) fetch(k0);
+		__syncthreads(); // the previous tile's readers are done
+#pragma unroll
+		for (int j = 0; j < KN; j++) {
+			const int i = tid + j * NT, kr = i / (D / 8), ch = i - kr * (D / 8);
+			if (i < KC) {
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					Ks[kr * LDK + ch * 4 + e] = kreg[j].w[e];
+					Vs[kr * DW + ch * 4 + e] = vreg[j].w[e];
+				}
+			}
+		}
+		if (PIPE && k0 + KT < keyEnd) fetch(k0 + KT);
 		__syncthreads();
 		// Scores: thread (key c, row set rs) takes rows rs, rs + 2, ...
 		{
 			float acc[SR];
 #pragma unroll
 			for (int i = 0; i < SR; i++) acc[i] = 0.f;
+			// Four dimensions a step: one 8-byte read of the key, one
+			// 16-byte (broadcast) read of each query row.
 #pragma unroll 4
-			for (int w = 0; w < DW; w++) {
-				float2 kv = unpack2(Ks[c * LDK + w], T{});
+			for (int w = 0; w < D / 4; w++) {
+				uint2 kw = *(const uint2 *)&Ks[c * LDK + 2 * w];
+				float2 k01 = unpack2(kw.x, T{}), k23 = unpack2(kw.y, T{});
 #pragma unroll
 				for (int i = 0; i < SR; i++) {
 					int r = rs + i * (NT / KT);
-					float2 q = *(const float2 *)&Qs[r * D + 2 * w];
-					acc[i] += q.x * kv.x + q.y * kv.y;
+					float4 q = *(const float4 *)&Qs[r * D + 4 * w];
+					acc[i] += q.x * k01.x + q.y * k01.y + q.z * k23.x + q.w * k23.y;
 				}
 			}
 			const int kpos = k0 + c;
@@ -205,13 +250,13 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 			for (int i = 0; i < SR; i++) {
 				int r = rs + i * (NT / KT);
 				int qpos = pos0 + r / G;
-				Ss[r * (KT + 1) + c] = (r < R && kpos <= qpos && c < nk) ? acc[i] : -__int_as_float(0x7f800000);
+				Ss[r * LDS + c] = (r < R && kpos <= qpos && c < nk) ? acc[i] : -__int_as_float(0x7f800000);
 			}
 		}
 		__syncthreads();
 		// Online softmax, one warp per row.
 		for (int r = warp; r < R; r += NT / 32) {
-			float s0 = Ss[r * (KT + 1) + lane], s1 = Ss[r * (KT + 1) + lane + 32];
+			float s0 = Ss[r * LDS + lane], s1 = Ss[r * LDS + lane + 32];
 			float mold = Ms[r];
 			float mnew = fmaxf(mold, warp_max(fmaxf(s0, s1)));
 			const float ninf = -__int_as_float(0x7f800000);
@@ -219,8 +264,8 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 			float p1 = mnew == ninf ? 0.f : __expf(s1 - mnew);
 			float alpha = mold == ninf ? 0.f : __expf(mold - mnew);
 			float sum = warp_sum(p0 + p1);
-			Ss[r * (KT + 1) + lane] = p0;
-			Ss[r * (KT + 1) + lane + 32] = p1;
+			Ss[r * LDS + lane] = p0;
+			Ss[r * LDS + lane + 32] = p1;
 			if (lane == 0) {
 				Ms[r] = mnew;
 				Ls[r] = Ls[r] * alpha + sum;
@@ -236,13 +281,17 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 			o[i][0] *= a;
 			o[i][1] *= a;
 		}
-		for (int k = 0; k < nk; k++) {
-			float2 v = unpack2(Vs[k * DW + dw], T{});
+		// Four keys a step: one 16-byte (broadcast) read of each row's
+		// probabilities. Keys past nk have p = 0 and zeroed values.
+		const int nk4 = (nk + 3) & ~3;
+		for (int k = 0; k < nk4; k += 4) {
+			float2 v0 = unpack2(Vs[k * DW + dw], T{}), v1 = unpack2(Vs[(k + 1) * DW + dw], T{});
+			float2 v2 = unpack2(Vs[(k + 2) * DW + dw], T{}), v3 = unpack2(Vs[(k + 3) * DW + dw], T{});
 #pragma unroll
 			for (int i = 0; i < ORN; i++) {
-				float p = Ss[(orow + i * RSTEP) * (KT + 1) + k];
-				o[i][0] += p * v.x;
-				o[i][1] += p * v.y;
+				float4 p = *(const float4 *)&Ss[(orow + i * RSTEP) * LDS + k];
+				o[i][0] += p.x * v0.x + p.y * v1.x + p.z * v2.x + p.w * v3.x;
+				o[i][1] += p.x * v0.y + p.y * v1.y + p.z * v2.y + p.w * v3.y;
 			}
 		}
 	}
@@ -316,16 +365,29 @@ __device__ __forceinline__ void combine_rows(T *out, const float *part, const fl
 	const float ninf = -__int_as_float(0x7f800000);
 	for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
 		int r = i / D, d = i - r * D;
+		// Every split's three values are loaded before any is used.
+		float mz[ATT_MAXSPLIT], lz[ATT_MAXSPLIT], oz[ATT_MAXSPLIT];
+#pragma unroll
+		for (int z = 0; z < ATT_MAXSPLIT; z++) {
+			mz[z] = ninf;
+			lz[z] = oz[z] = 0.f;
+			if (z < nsplit) {
+				long long zr = base + (long long)z * rowsMax + r;
+				mz[z] = ld_cg(&ml[zr * 2]);
+				lz[z] = ld_cg(&ml[zr * 2 + 1]);
+				oz[z] = ld_cg(&part[zr * D + d]);
+			}
+		}
 		float M = ninf;
-		for (int z = 0; z < nsplit; z++) M = fmaxf(M, ld_cg(&ml[(base + (long long)z * rowsMax + r) * 2]));
+#pragma unroll
+		for (int z = 0; z < ATT_MAXSPLIT; z++) M = fmaxf(M, mz[z]);
 		float L = 0.f, O = 0.f;
-		for (int z = 0; z < nsplit; z++) {
-			long long zr = base + (long long)z * rowsMax + r;
-			float m = ld_cg(&ml[zr * 2]);
-			if (m == ninf) continue;
-			float e = __expf(m - M);
-			L += ld_cg(&ml[zr * 2 + 1]) * e;
-			O += ld_cg(&part[zr * D + d]) * e;
+#pragma unroll
+		for (int z = 0; z < ATT_MAXSPLIT; z++) {
+			if (mz[z] == ninf) continue;
+			float e = __expf(mz[z] - M);
+			L += lz[z] * e;
+			O += oz[z] * e;
 		}
 		int tok = r / G, j = r - tok * G;
 		out[(long long)(t0 + tok) * H * D + (h * G + j) * D + d] = from_f32<T>(O / L);

@@ -7,8 +7,9 @@
 //
 // Each warp owns R consecutive rows of W and walks K in 16-byte chunks, lane
 // l taking chunks l, l + 32, ...: a warp reads 512 contiguous bytes of each
-// of its rows per step, fully coalesced, and the loop is unrolled so several
-// steps' loads are outstanding at once. W is loaded with L1::no_allocate (it
+// of its rows per step, fully coalesced, and each lane issues the loads of
+// 8 / R steps (and the matching chunks of X) before it multiplies anything,
+// so 8 loads per lane are outstanding at once. W is loaded with L1::no_allocate (it
 // is used once) so the rows of X, which every warp re-reads, stay in L1.
 // Products accumulate in fp32, one warp reduction per output at the end. R
 // grows with N (the host keeps the warps within one wave) and with M (each
@@ -33,6 +34,9 @@ __device__ __forceinline__ pack8 ld_stream(const pack8 *p) {
 template <class T, int MT, int R, bool SWIGLU>
 __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restrict__ W, T *__restrict__ Y,
 	int M, int N, int K) {
+	// U steps of K per round: each lane issues U x R 16-byte loads of W (and
+	// its chunks of X) before it multiplies anything, 4 KB in flight per warp.
+	constexpr int U = 8 / R;
 	pdl_enter();
 	const int lane = threadIdx.x & 31;
 	const int n0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
@@ -48,33 +52,41 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 #pragma unroll
 		for (int m = 0; m < MT; m++) acc[r][m] = 0.f;
 
-#pragma unroll 4
-	for (int c = lane; c < K8; c += 32) {
-		pack8 w[R];
+	for (int c0 = lane; c0 < K8; c0 += 32 * U) {
+		pack8 w[U][R], xs[U][MT], us[U][SWIGLU ? MT : 1];
 #pragma unroll
-		for (int r = 0; r < R; r++) w[r] = ld_stream(wr[r] + c);
+		for (int u = 0; u < U; u++) {
+			const int c = c0 + 32 * u;
+			if (c < K8) {
 #pragma unroll
-		for (int m = 0; m < MT; m++) {
-			if (m < M) {
-				const T *xr = X + m * ldx + (long long)c * 8;
-				pack8 xp = *(const pack8 *)xr;
-				float x[8];
-				if (SWIGLU) {
-					pack8 up = *(const pack8 *)(xr + K);
+				for (int r = 0; r < R; r++) w[u][r] = ld_stream(wr[r] + c);
 #pragma unroll
-					for (int e = 0; e < 8; e++) {
-						float g = pack_get<T>(xp, e);
-						x[e] = to_f32(from_f32<T>(g / (1.f + __expf(-g)) * pack_get<T>(up, e)));
+				for (int m = 0; m < MT; m++) {
+					if (m < M) {
+						const T *xr = X + m * ldx + (long long)c * 8;
+						xs[u][m] = *(const pack8 *)xr;
+						if (SWIGLU) us[u][SWIGLU ? m : 0] = *(const pack8 *)(xr + K);
 					}
-				} else {
+				}
+			}
+		}
 #pragma unroll
-					for (int e = 0; e < 8; e++) x[e] = pack_get<T>(xp, e);
+		for (int u = 0; u < U; u++) {
+			if (c0 + 32 * u >= K8) continue;
+#pragma unroll
+			for (int m = 0; m < MT; m++) {
+				if (m >= M) continue;
+				float x[8];
+#pragma unroll
+				for (int e = 0; e < 8; e++) {
+					float g = pack_get<T>(xs[u][m], e);
+					x[e] = SWIGLU ? to_f32(from_f32<T>(g / (1.f + __expf(-g)) * pack_get<T>(us[u][SWIGLU ? m : 0], e))) : g;
 				}
 #pragma unroll
 				for (int r = 0; r < R; r++)
 #pragma unroll
 					for (int e = 0; e < 4; e++) {
-						float2 wf = unpack2(w[r].w[e], T{});
+						float2 wf = unpack2(w[u][r].w[e], T{});
 						acc[r][m] = fmaf(x[2 * e], wf.x, acc[r][m]);
 						acc[r][m] = fmaf(x[2 * e + 1], wf.y, acc[r][m]);
 					}

@@ -18,7 +18,13 @@ __device__ __forceinline__ void rmsnorm(pack8 *out, pack8 *residual, const pack8
 	pack8 *rr = ADD ? residual + row * n8 : nullptr;
 	pack8 *orow = out + row * n8;
 	float v[MAXV][8];
+	pack8 wv[MAXV];
 	float ss = 0.f;
+#pragma unroll
+	for (int j = 0; j < MAXV; j++) {
+		int i = threadIdx.x + j * blockDim.x;
+		if (i < n8) wv[j] = w[i]; // independent of the sum: loaded with the row
+	}
 #pragma unroll
 	for (int j = 0; j < MAXV; j++) {
 		int i = threadIdx.x + j * blockDim.x;
@@ -44,7 +50,7 @@ __device__ __forceinline__ void rmsnorm(pack8 *out, pack8 *residual, const pack8
 	for (int j = 0; j < MAXV; j++) {
 		int i = threadIdx.x + j * blockDim.x;
 		if (i < n8) {
-			pack8 wp = w[i], o = {};
+			pack8 wp = wv[j], o = {};
 #pragma unroll
 			for (int e = 0; e < 8; e++) pack_set<T>(o, e, v[j][e] * r * pack_get<T>(wp, e));
 			orow[i] = o;
