@@ -659,8 +659,12 @@ func (b *Backend) Argmax(dst []int32, logits model.Tensor, rows int) error {
 			n = b.cur.nLogit // the padded rows exist too; computing them costs nothing
 		}
 		if n > 0 {
-			if n*4 > b.ids.Bytes {
-				return fmt.Errorf("argmax: %d rows, room for %d", n, b.ids.Bytes/4)
+			if n*4 > b.ids.Bytes || n*4 > b.idsHost.Len() {
+				// Argmax without a batch layout this large (ops checked on
+				// their own): a sync point, so the buffers may grow here.
+				if err := b.ensureLayout(g, max(n, b.maxRows)); err != nil {
+					return err
+				}
 			}
 			if err := g.Argmax(g.Stream, b.dt, b.ids, l.buf, n, l.cols()); err != nil {
 				return err
@@ -753,10 +757,9 @@ func bucketFor(n int) int {
 // here on and replays the graph at Argmax.
 func (b *Backend) SetBatch(bt *model.Batch) error {
 	b.release()
+	// Without a KV cache (ops checked on their own) the batch has no
+	// attention items and no graphs.
 	c := b.cache
-	if c == nil {
-		return errors.New("cuda backend: SetBatch before NewKVCache")
-	}
 	T, S := len(bt.Tokens), len(bt.LogitRows)
 	if len(bt.Positions) != T {
 		return fmt.Errorf("batch: %d tokens, %d positions", T, len(bt.Positions))
@@ -767,7 +770,10 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 		if s.Start != int32(covered) || s.Len <= 0 {
 			return fmt.Errorf("batch: sequences must cover the tokens in order (sequence at %d of %d tokens, expected %d)", s.Start, s.Len, covered)
 		}
-		if s.Slot < 0 || int(s.Slot) >= c.c.Slots || s.Past < 0 || int(s.Past+s.Len) > c.c.Capacity {
+		if s.Slot < 0 || s.Past < 0 {
+			return fmt.Errorf("batch: slot %d, positions %d..%d: negative", s.Slot, s.Past, s.Past+s.Len-1)
+		}
+		if c != nil && (int(s.Slot) >= c.c.Slots || int(s.Past+s.Len) > c.c.Capacity) {
 			return fmt.Errorf("batch: slot %d, positions %d..%d outside the KV cache (%d slots x %d)", s.Slot, s.Past, s.Past+s.Len-1, c.c.Slots, c.c.Capacity)
 		}
 		covered += int(s.Len)
@@ -786,7 +792,7 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	}
 	rows := T
 	var gs *graphState
-	if decode && b.graphsOn && b.minRows > 0 {
+	if decode && b.graphsOn && b.minRows > 0 && c != nil {
 		rows = min(bucketFor(T), b.minRows)
 		gs = b.graphs[rows]
 		if gs == nil {
@@ -794,8 +800,12 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 			b.graphs[rows] = gs
 		}
 	}
-	G := c.c.Heads / c.c.KVHeads
-	perL := cuda.AttnItemTokens(c.shape, cuda.AttnRowsLarge)
+	G, perL, scratch := 0, 0, int32(0)
+	if c != nil {
+		G = c.c.Heads / c.c.KVHeads
+		perL = cuda.AttnItemTokens(c.shape, cuda.AttnRowsLarge)
+		scratch = int32(c.c.Slots)
+	}
 
 	// Host layout: tokens, positions, slots [rows], logit rows [rows or S],
 	// small items, large items.
@@ -819,7 +829,6 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 			lay = append(lay, s.Slot)
 		}
 	}
-	scratch := int32(c.c.Slots)
 	for range rows - T {
 		lay = append(lay, scratch)
 	}
@@ -828,6 +837,9 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 		lay = append(lay, int32(i))
 	}
 	for _, s := range bt.Seqs {
+		if c == nil {
+			break
+		}
 		if int(s.Len)*G <= cuda.AttnRowsSmall {
 			small = append(small, s.Start, s.Len, s.Slot, s.Past)
 			smallRows = max(smallRows, int(s.Len)*G)
@@ -842,7 +854,7 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 		smallRows = max(smallRows, G)
 	}
 	rowsS := cuda.AttnRowsSmall
-	if smallRows <= cuda.AttnRowsTiny && c.c.HeadDim >= 32 {
+	if c != nil && smallRows <= cuda.AttnRowsTiny && c.c.HeadDim >= 32 {
 		rowsS = cuda.AttnRowsTiny
 	}
 	// The kernels read items as int4: 16-byte aligned.
@@ -892,7 +904,7 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 			nTok: rows, nLogit: nLogit, nS: len(small) / 4, nL: len(large) / 4, pad: gs != nil, realLogit: S,
 			rowsS: rowsS, splitsS: 1,
 		}
-		if b.splitOn {
+		if b.splitOn && c != nil {
 			b.cur.splitsS = g.AttnSplits(b.cur.nS, c.shape)
 		}
 		b.ops, b.bucket, b.mode = 0, gs, eager

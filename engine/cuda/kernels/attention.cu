@@ -148,10 +148,41 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 	const T *kh = kc + ((long long)slot * KV + h) * cap * D;
 	const T *vh = vc + ((long long)slot * KV + h) * cap * D;
 
+	int keyBeg = 0, keyEnd = pos0 + ntok; // keys 0..pos0+ntok-1 exist
+	if (nsplit > 1) {
+		int chunk = ((keyEnd + nsplit - 1) / nsplit + KT - 1) / KT * KT;
+		keyBeg = blockIdx.z * chunk;
+		keyEnd = min(keyEnd, keyBeg + chunk);
+	}
+	// K/V tiles go through registers, all of a tile's 16-byte loads issued
+	// at once. Prefill blocks (many rows) of heads up to 64 wide are
+	// software-pipelined: the next tile's loads fly while this one's scores
+	// and products are computed. Decode blocks and wider heads load a tile
+	// just before it is used: fewer registers, so that every block of a
+	// large batch is resident at once and the blocks hide each other's
+	// loads.
+	constexpr int KC = KT * (D / 8), KN = (KC + NT - 1) / NT;
+	constexpr bool PIPE = KN <= 4 && ROWS > 16;
+	// The first tile's loads go out with the queries' where registers allow.
+	constexpr int QC = ROWS * (D / 8), QN = (QC + NT - 1) / NT;
+	constexpr bool EARLY = QN + 2 * KN <= 12;
+	pack8 kreg[KN], vreg[KN];
+	auto fetch = [&](int k0) {
+		const int nk = min(KT, keyEnd - k0);
+#pragma unroll
+		for (int j = 0; j < KN; j++) {
+			const int i = tid + j * NT, kr = i / (D / 8), ch = i - kr * (D / 8);
+			kreg[j] = pack8{};
+			vreg[j] = pack8{};
+			if (i < KC && kr < nk) {
+				kreg[j] = ((const pack8 *)(kh + (long long)(k0 + kr) * D))[ch];
+				vreg[j] = ((const pack8 *)(vh + (long long)(k0 + kr) * D))[ch];
+			}
+		}
+	};
 	// Queries, 16 bytes per thread and all of a thread's loads issued
 	// before the first store.
 	{
-		constexpr int QC = ROWS * (D / 8), QN = (QC + NT - 1) / NT;
 		pack8 qp[QN];
 #pragma unroll
 		for (int j = 0; j < QN; j++) {
@@ -162,6 +193,7 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 				qp[j] = ((const pack8 *)(qkv + (long long)(t0 + tok) * W + (h * G + g) * D))[ch];
 			}
 		}
+		if (EARLY && keyBeg < keyEnd) fetch(keyBeg);
 #pragma unroll
 		for (int j = 0; j < QN; j++) {
 			const int i = tid + j * NT, r = i / (D / 8), ch = i - r * (D / 8);
@@ -179,40 +211,12 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 #pragma unroll
 	for (int i = 0; i < ORN; i++) o[i][0] = o[i][1] = 0.f;
 
-	int keyBeg = 0, keyEnd = pos0 + ntok; // keys 0..pos0+ntok-1 exist
-	if (nsplit > 1) {
-		int chunk = ((keyEnd + nsplit - 1) / nsplit + KT - 1) / KT * KT;
-		keyBeg = blockIdx.z * chunk;
-		keyEnd = min(keyEnd, keyBeg + chunk);
-	}
 	const int c = tid % KT, rs = tid / KT;
 	const int dw = tid % DW, orow = tid / DW;
 	const int warp = tid >> 5, lane = tid & 31;
-	// K/V tiles are software-pipelined through registers: all of a tile's
-	// 16-byte loads are issued at once, and the next tile's are in flight
-	// while this one's scores and products are computed.
-	constexpr int KC = KT * (D / 8), KN = (KC + NT - 1) / NT;
-	// Without registers to spare (wide heads in prefill blocks) a tile is
-	// loaded just before it is used, its loads still issued together.
-	constexpr bool PIPE = KN <= 4 || ROWS <= 16;
-	pack8 kreg[KN], vreg[KN];
-	auto fetch = [&](int k0) {
-		const int nk = min(KT, keyEnd - k0);
-#pragma unroll
-		for (int j = 0; j < KN; j++) {
-			const int i = tid + j * NT, kr = i / (D / 8), ch = i - kr * (D / 8);
-			kreg[j] = pack8{};
-			vreg[j] = pack8{};
-			if (i < KC && kr < nk) {
-				kreg[j] = ((const pack8 *)(kh + (long long)(k0 + kr) * D))[ch];
-				vreg[j] = ((const pack8 *)(vh + (long long)(k0 + kr) * D))[ch];
-			}
-		}
-	};
-	if (PIPE && keyBeg < keyEnd) fetch(keyBeg);
 	for (int k0 = keyBeg; k0 < keyEnd; k0 += KT) {
 		const int nk = min(KT, keyEnd - k0);
-		if (!PIPE) fetch(k0);
+		if (!PIPE && (k0 != keyBeg || !EARLY)) fetch(k0);
 		__syncthreads(); // the previous tile's readers are done
 #pragma unroll
 		for (int j = 0; j < KN; j++) {
@@ -336,8 +340,13 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 	}
 }
 
+// Decode blocks of up to 64-wide heads are kept to 64 registers a thread:
+// 8 resident blocks per multiprocessor, so a batch of 256 x 4 heads runs
+// in one wave.
+#define ATT_MINB(D, ROWS) (((ROWS) == 8 && (D) <= 64) ? 8 : 1)
 #define ATTN(T, D, ROWS)                                                                                        \
-	extern "C" __global__ void __launch_bounds__(ATT_NT) attention_##T##_d##D##_r##ROWS(T *out, const T *qkv, \
+	extern "C" __global__ void __launch_bounds__(ATT_NT, ATT_MINB(D, ROWS)) attention_##T##_d##D##_r##ROWS(     \
+		T *out, const T *qkv,                                                                                   \
 		const T *kc, const T *vc, const int4 *items, int H, int KV, int W, int cap, float scale, float *part,     \
 		float *ml, int nsplit, int *counters) {                                                                 \
 		attention<T, D, ROWS>(out, qkv, kc, vc, items, H, KV, W, cap, scale, part, ml, nsplit, counters);       \

@@ -80,7 +80,10 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 #pragma unroll
 				for (int e = 0; e < 8; e++) {
 					float g = pack_get<T>(xs[u][m], e);
-					x[e] = SWIGLU ? to_f32(from_f32<T>(g / (1.f + __expf(-g)) * pack_get<T>(us[u][SWIGLU ? m : 0], e))) : g;
+					// silu with the fast reciprocal (exact division cost more
+					// than the loads here); the product is rounded as the
+					// swiglu kernel stores it.
+					x[e] = SWIGLU ? to_f32(from_f32<T>(g * __frcp_rn(1.f + __expf(-g)) * pack_get<T>(us[u][SWIGLU ? m : 0], e))) : g;
 				}
 #pragma unroll
 				for (int r = 0; r < R; r++)
