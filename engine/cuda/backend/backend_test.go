@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -276,6 +277,20 @@ func testGoldenHF(t *testing.T, goldenDir string) {
 			m := newModel(t, newBackend(t, gemm, "float16"), cfg, src)
 			V := cfg.Vocab
 			for ci, c := range cases {
+				// A near tie in the reference's expert routing (MoE) may go
+				// either way in fp16: logits from its position on are then
+				// reported, not compared, and the greedy tokens stop there.
+				tiePos, tie := routingTie(t, cfg, goldenDir, append(slices.Clone(c.input), c.greedy...))
+				compare := func(what string, got []float32) {
+					if tie == "" || tiePos >= len(c.input) || cpu.RelErr(got, c.logits) < 1e-2 {
+						relErr(t, what, got, c.logits, 1e-2)
+						return
+					}
+					t.Logf("%s: relative error %.3g after a near tie in the reference's routing (%s)", what, cpu.RelErr(got, c.logits), tie)
+					if tiePos > 0 {
+						relErr(t, what+" before it", got[:tiePos*V], c.logits[:tiePos*V], 1e-2)
+					}
+				}
 				// Prefill, every prompt row's logits.
 				var b model.Batch
 				start := b.Add(ci, 0, c.input, false)
@@ -290,7 +305,7 @@ func testGoldenHF(t *testing.T, goldenDir string) {
 				if err := m.ReadLogits(logits); err != nil {
 					t.Fatal(err)
 				}
-				relErr(t, fmt.Sprintf("case %d prefill logits", ci), logits, c.logits, 1e-2)
+				compare(fmt.Sprintf("case %d prefill logits", ci), logits)
 				// Token by token through the cache (slot 4+ci): the same logits.
 				seq := append([]int32{}, c.input...)
 				var rows []float32
@@ -314,7 +329,7 @@ func testGoldenHF(t *testing.T, goldenDir string) {
 					if pos >= len(c.input)-1 {
 						k := len(seq) - len(c.input)
 						if next[0] != c.greedy[k] {
-							if nearTie(one) {
+							if nearTie(one) || tie != "" && tiePos <= pos {
 								t.Logf("case %d: greedy token %d differs (%d, reference %d) at a near tie; stopping there", ci, k, next[0], c.greedy[k])
 								break
 							}
@@ -324,7 +339,7 @@ func testGoldenHF(t *testing.T, goldenDir string) {
 						seq = append(seq, next[0])
 					}
 				}
-				relErr(t, fmt.Sprintf("case %d token-by-token logits", ci), rows, c.logits, 1e-2)
+				compare(fmt.Sprintf("case %d token-by-token logits", ci), rows)
 			}
 		})
 	}
