@@ -29,48 +29,10 @@ func TestConformance(t *testing.T) {
 	for _, c := range moeConfigs {
 		t.Run(c.dtype+"/"+c.gemm, func(t *testing.T) {
 			backendtest.Check(t, func() (model.Backend, error) {
-				be, err := New(model.BackendOptions{Gemm: c.gemm, Dtype: c.dtype})
-				return &cacheFirst{Backend: be}, err
+				return New(model.BackendOptions{Gemm: c.gemm, Dtype: c.dtype})
 			}, 1e-2)
 		})
 	}
-}
-
-// cacheFirst gives the backend a KV cache before the first SetBatch or
-// Argmax: this backend sizes its batch layout and id buffers with the
-// cache (a model always creates one first), while the harness checks
-// embedding, RoPE and argmax without one.
-type cacheFirst struct {
-	model.Backend
-	has bool
-}
-
-func (c *cacheFirst) ensure() error {
-	if c.has {
-		return nil
-	}
-	_, err := c.NewKVCache(model.KVConfig{Layers: 1, Slots: 64, Capacity: 64, HeadLayout: model.HeadLayout{Heads: 1, KVHeads: 1, HeadDim: 8}})
-	return err
-}
-
-func (c *cacheFirst) NewKVCache(k model.KVConfig) (model.KVCache, error) {
-	kc, err := c.Backend.NewKVCache(k)
-	c.has = c.has || err == nil
-	return kc, err
-}
-
-func (c *cacheFirst) SetBatch(b *model.Batch) error {
-	if err := c.ensure(); err != nil {
-		return err
-	}
-	return c.Backend.SetBatch(b)
-}
-
-func (c *cacheFirst) Argmax(dst []int32, logits model.Tensor, rows int) error {
-	if err := c.ensure(); err != nil {
-		return err
-	}
-	return c.Backend.Argmax(dst, logits, rows)
 }
 
 // routeSpy wraps a reference backend and measures, per iteration, how
