@@ -22,6 +22,7 @@ const (
 	PatternComputeBound   = "compute bound"
 	PatternGEMM           = "GEMM path"
 	PatternTopKernel      = "top kernel"
+	PatternMoE            = "MoE layer"
 )
 
 // Thresholds of the diagnosis.
@@ -220,8 +221,65 @@ func (d *Diagnosis) roofline() {
 }
 
 // gemmRE recognises GEMM (and GEMV) kernels: cuBLAS/cuBLASLt (nvjet, sm90_xmma,
-// cutlass), the engine's own and the CPU backend's.
-var gemmRE = regexp.MustCompile(`(?i)gemm|gemv|nvjet|xmma|cutlass|matmul|cublas`)
+// cutlass), the engine's own (including its grouped expert GEMMs) and the
+// CPU backend's.
+var gemmRE = regexp.MustCompile(`(?i)gemm|gemv|nvjet|xmma|cutlass|matmul|cublas|moe_gate_up|moe_down|cpu_moe_experts`)
+
+// MoE stages, in the order a MoE layer runs them.
+const (
+	MoERouter   = "router"
+	MoEGrouping = "grouping"
+	MoEExperts  = "expert GEMM"
+	MoECombine  = "combine"
+)
+
+var moeStages = []struct {
+	stage string
+	re    *regexp.Regexp
+}{
+	{MoERouter, regexp.MustCompile(`(?i)moe_route|router|topk`)},
+	{MoEGrouping, regexp.MustCompile(`(?i)moe_group|moe_gather|moe_permut`)},
+	{MoEExperts, regexp.MustCompile(`(?i)moe_gate_up|moe_down|moe_expert|cpu_moe_experts`)},
+	{MoECombine, regexp.MustCompile(`(?i)moe_combine`)},
+}
+
+// MoEStage names the stage of a MoE layer a kernel belongs to, or "" for a
+// kernel outside MoE. cuBLASLt expert GEMMs (gemm_plugin auto in eager
+// iterations) carry cuBLASLt's own names and count as dense GEMMs.
+func MoEStage(name string) string {
+	for _, st := range moeStages {
+		if st.re.MatchString(name) {
+			return st.stage
+		}
+	}
+	return ""
+}
+
+// moeBreakdown splits the MoE layers' kernel time into router, grouping,
+// expert GEMM and combine, so a routing study sees which stage imbalance
+// (or balance) moved.
+func (d *Diagnosis) moeBreakdown(stats []KernelStat) {
+	byStage := map[string]int64{}
+	var moeNs int64
+	for _, s := range stats {
+		if st := MoEStage(s.Name); st != "" {
+			byStage[st] += s.TotalNs
+			moeNs += s.TotalNs
+		}
+	}
+	if moeNs == 0 || d.KernelTime <= 0 {
+		return
+	}
+	figs := map[string]float64{"moe_share": float64(moeNs) / float64(d.KernelTime)}
+	var parts []string
+	for _, st := range moeStages {
+		share := float64(byStage[st.stage]) / float64(moeNs)
+		figs["moe_"+strings.ReplaceAll(st.stage, " ", "_")+"_share"] = share
+		parts = append(parts, fmt.Sprintf("%s %.1f%%", st.stage, 100*share))
+	}
+	d.add(PatternMoE, fmt.Sprintf("MoE kernels take %.1f%% of kernel time (%s per iteration): %s",
+		100*figs["moe_share"], fmtDur(float64(moeNs)/float64(max(d.Iterations, 1))), strings.Join(parts, ", ")), figs)
+}
 
 // IsGEMM reports whether a kernel name is a GEMM.
 func IsGEMM(name string) bool { return gemmRE.MatchString(name) }
@@ -245,6 +303,7 @@ func (d *Diagnosis) gemmAndTop(ops []model.OpRecord) {
 			100*share, fmtDur(float64(gemmNs)/float64(d.Iterations)), len(gemm), plural(len(gemm)), strings.Join(shorten(gemm, 3), ", ")),
 			map[string]float64{"gemm_share": share, "gemm_ns_per_iteration": float64(gemmNs) / float64(d.Iterations), "gemm_kernels": float64(len(gemm))})
 	}
+	d.moeBreakdown(stats)
 	top := stats[0]
 	d.add(PatternTopKernel, fmt.Sprintf("%s: %.1f%% of kernel time, %s per iteration in %s launches of mean %s",
 		ShortName(top.Name), top.TimePct, fmtDur(float64(top.TotalNs)/float64(d.Iterations)), sig3(float64(top.Instances)/float64(d.Iterations)), fmtDur(top.AvgNs)),

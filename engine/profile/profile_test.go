@@ -497,6 +497,51 @@ func TestDiagnosePatterns(t *testing.T) {
 	}
 }
 
+func TestDiagnoseMoEStages(t *testing.T) {
+	mc, _ := engine.ZooModel("mixtral-8x7b")
+	h200, _ := GPUDevice("NVIDIA H200")
+	us := time.Microsecond
+	// One decode iteration of a MoE layer on the engine's own kernels,
+	// with a dense attention GEMM beside it: 10+20+60+10 us of MoE.
+	res := &engine.Result{Backend: "cuda",
+		Iterations: []engine.IterationRecord{{Index: 0, GenRequests: 64, Start: 0, Duration: 200 * us, Profiled: true}},
+		Ops: []model.OpRecord{
+			{Name: "nvjet_hsh_64x8", Start: 0, Duration: 90 * us},
+			{Name: "moe_route_softmax_topk_renorm_bf16", Start: 90 * us, Duration: 10 * us},
+			{Name: "moe_group", Start: 100 * us, Duration: 10 * us},
+			{Name: "moe_gather_bf16", Start: 110 * us, Duration: 10 * us},
+			{Name: "moe_gate_up_s_bf16", Start: 120 * us, Duration: 40 * us},
+			{Name: "moe_down_s_bf16", Start: 160 * us, Duration: 20 * us},
+			{Name: "moe_combine_bf16", Start: 180 * us, Duration: 10 * us},
+		}}
+	d := Diagnose(res, mc, h200)
+	var moe *Finding
+	for i := range d.Findings {
+		if d.Findings[i].Pattern == PatternMoE {
+			moe = &d.Findings[i]
+		}
+	}
+	if moe == nil {
+		t.Fatalf("no MoE finding; diagnosis:\n%s", strings.Join(d.Lines(), "\n"))
+	}
+	want := map[string]float64{"moe_share": 100.0 / 190, "moe_router_share": 0.1, "moe_grouping_share": 0.2,
+		"moe_expert_GEMM_share": 0.6, "moe_combine_share": 0.1}
+	for k, v := range want {
+		if math.Abs(moe.Figures[k]-v) > 1e-9 {
+			t.Errorf("%s = %v, want %v (finding %q)", k, moe.Figures[k], v, moe.Text)
+		}
+	}
+	// The engine's own expert GEMMs are GEMMs too.
+	if !IsGEMM("moe_gate_up_s_bf16") || IsGEMM("moe_combine_bf16") {
+		t.Error("IsGEMM misclassifies the MoE kernels")
+	}
+	// A dense model's profile has no MoE finding.
+	dense := Diagnose(&engine.Result{Backend: "cuda", Iterations: res.Iterations, Ops: res.Ops[:1]}, mc, h200)
+	if slices.ContainsFunc(dense.Findings, func(f Finding) bool { return f.Pattern == PatternMoE }) {
+		t.Error("MoE finding on a profile without MoE kernels")
+	}
+}
+
 func TestShortName(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"cpu_add", "cpu_add"},
