@@ -10,70 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/cuda"
-	cudabackend "github.com/xrun-dev/xrun/engine/cuda/backend"
-	"github.com/xrun-dev/xrun/engine/model"
+	_ "github.com/xrun-dev/xrun/engine/cuda/backend" // registers the "cuda" backend
 	"github.com/xrun-dev/xrun/engine/profile/cupti"
 )
-
-// withCUPTI wraps the CUDA backend's Profiler with CUPTI exactly as the
-// backend itself should (see the report of issue 8): Open and Begin at
-// StartProfile, Start/Stop at the window's bounds, Mark at each
-// iteration's start, Drain in Ops.
-type withCUPTI struct {
-	model.Backend
-	s *cupti.Session
-}
-
-func (b *withCUPTI) MaxKVSlots(c model.KVConfig) int {
-	if kb, ok := b.Backend.(model.KVBudget); ok {
-		return kb.MaxKVSlots(c)
-	}
-	return c.Slots
-}
-
-func (b *withCUPTI) StartProfile(epoch time.Time) {
-	b.Backend.StartProfile(epoch)
-	if s, err := cupti.Open(); err == nil {
-		b.s = s
-		s.Begin(epoch)
-	}
-}
-
-func (b *withCUPTI) WindowStart() {
-	b.Backend.WindowStart()
-	if b.s != nil {
-		b.s.Start()
-	}
-}
-
-func (b *withCUPTI) WindowStop() {
-	if b.s != nil {
-		b.s.Stop()
-	}
-	b.Backend.WindowStop()
-}
-
-func (b *withCUPTI) IterationStart(i int, name string) {
-	if b.s != nil {
-		b.s.Mark(i)
-	}
-	b.Backend.IterationStart(i, name)
-}
-
-func (b *withCUPTI) Ops() []model.OpRecord {
-	if b.s == nil {
-		return nil
-	}
-	ops, _ := b.s.Drain()
-	return ops
-}
 
 // selfTest opens CUPTI (after the timed passes, as the worker would) and
 // checks its record layout on a kernel of known name, on a device handle
@@ -110,13 +55,12 @@ func selfTest(t *testing.T) {
 	}
 }
 
-var registerOnce sync.Once
-
 // TestGPUProfiledPass profiles TinyLlama-1.1B on the GPU with gemm_plugin
 // auto and disable through engine.New / Run, as the runner's worker does,
 // writes the artifacts (into XRUN_PROFILE_OUT when set), checks that the
 // kernel table shows cuBLASLt's GEMMs for auto and the engine's own for
-// disable, and measures the profiler's cost on the window's iterations.
+// disable, and measures the profiler's cost on the window's iterations. The
+// backend opens CUPTI itself in the profiled pass (StartProfile).
 func TestGPUProfiledPass(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -127,15 +71,6 @@ func TestGPUProfiledPass(t *testing.T) {
 		}
 		t.Fatal(err)
 	}
-	registerOnce.Do(func() {
-		engine.RegisterBackend("cuda+cupti", func(o model.BackendOptions) (model.Backend, error) {
-			b, err := cudabackend.New(o)
-			if err != nil {
-				return nil, err
-			}
-			return &withCUPTI{Backend: b}, nil
-		})
-	})
 	out := os.Getenv("XRUN_PROFILE_OUT")
 	if out == "" {
 		out = t.TempDir()
@@ -150,7 +85,7 @@ func TestGPUProfiledPass(t *testing.T) {
 	}
 	cells := map[string]CellKernels{}
 	for _, gemm := range []string{"disable", "auto"} {
-		e, err := engine.New(context.Background(), engine.Config{Model: "tinyllama-1.1b", Backend: "cuda+cupti", Dtype: "float16",
+		e, err := engine.New(context.Background(), engine.Config{Model: "tinyllama-1.1b", Backend: "cuda", Dtype: "float16",
 			BatchSize: 64, GemmPlugin: gemm, ProfileWindow: "40-49", Warmup: 2})
 		if err != nil {
 			t.Fatal(err)
