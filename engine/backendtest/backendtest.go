@@ -317,18 +317,27 @@ func checkMoE(p *pair) {
 	}
 }
 
-// nearTie reports whether the k-th and (k+1)-th largest logits are closer
-// than tol (relative), where a lower-precision backend may pick either.
+// nearTie reports whether any two neighbours among the k+1 largest logits
+// are closer than tol (relative), where a lower-precision backend may
+// order them either way.
 func nearTie(l []float32, k int, tol float64) bool {
 	s := append([]float32(nil), l...)
-	for i := range s { // selection of the top k+1, descending
+	for i := range min(k+1, len(s)) { // selection of the top k+1, descending
 		for j := i + 1; j < len(s); j++ {
 			if s[j] > s[i] {
 				s[i], s[j] = s[j], s[i]
 			}
 		}
 	}
-	return math.Abs(float64(s[k-1]-s[k])) <= tol*math.Max(1, math.Abs(float64(s[k-1])))
+	// A tie anywhere among them can flip what the backend's precision
+	// picks: at the boundary, which experts are chosen; inside the top k,
+	// their order (and so which weight goes to which slot).
+	for i := range min(k, len(s)-1) {
+		if math.Abs(float64(s[i]-s[i+1])) <= tol*math.Max(1, math.Abs(float64(s[i]))) {
+			return true
+		}
+	}
+	return false
 }
 
 func checkArgmax(p *pair) {
