@@ -186,8 +186,13 @@ func TestRunQuickstart(t *testing.T) {
 	if len(cells) != 6 {
 		t.Fatalf("%d cells, want 6", len(cells))
 	}
+	spec, err := runner.LoadSpec(quickstartSpec, runner.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repeats := spec.Repeats
 	for id, c := range cells {
-		if c.Status != results.StatusOK || len(c.Repeats) != 2 || c.Summary["request_throughput_req_s"].Median <= 0 {
+		if c.Status != results.StatusOK || len(c.Repeats) != repeats || c.Summary["request_throughput_req_s"].Median <= 0 {
 			t.Errorf("cell %s: status %s, %d repeats, error %q", id, c.Status, len(c.Repeats), c.Error)
 		}
 		for _, name := range []string{runner.CellFile, runner.RequestsFile, runner.IterationsFile, runner.LogFile} {
@@ -210,7 +215,7 @@ func TestRunQuickstart(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, results.MarkdownFile)); err != nil {
 		t.Error(err)
 	}
-	// Every timed request of both repeats, with its generated tokens.
+	// Every timed request of every repeat, with its generated tokens.
 	b, err := os.ReadFile(cellFile(dir, "bs8_gemm-auto-1a895b33", runner.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
@@ -221,8 +226,8 @@ func TestRunQuickstart(t *testing.T) {
 		OutputIDs []int32 `json:"output_ids"`
 		Output    int     `json:"output_tokens"`
 	}
-	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || len(lines) != 2*32 || len(first.OutputIDs) != first.Output || first.Output == 0 {
-		t.Errorf("requests.jsonl: %d lines (want 64), first %+v (%v)", len(lines), first, err)
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || len(lines) != repeats*32 || len(first.OutputIDs) != first.Output || first.Output == 0 {
+		t.Errorf("requests.jsonl: %d lines (want %d), first %+v (%v)", len(lines), repeats*32, first, err)
 	}
 	if !strings.Contains(r.stdout, "Throughput") || !strings.Contains(r.stdout, "gemm_plugin") {
 		t.Errorf("no throughput table on stdout:\n%s", r.stdout)
