@@ -16,29 +16,7 @@
 // the GPU busy at decode shapes (M = 1..64), where N/BN tiles alone are far
 // fewer than the multiprocessors.
 #include "common.cuh"
-
-__device__ __forceinline__ void cp_async16(u32 dst, const void *src, bool ok) {
-	int n = ok ? 16 : 0; // src-size 0 fills the 16 bytes with zeros
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
-
-__device__ __forceinline__ void ldmatrix_x4(u32 *r, u32 addr) {
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-__device__ __forceinline__ void mma(float *c, const u32 *a, const u32 *b, f16) {
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-__device__ __forceinline__ void mma(float *c, const u32 *a, const u32 *b, bf16) {
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+#include "mma.cuh"
 
 template <class T, int BM, int BN, int BK, int WM, int WN, int STAGES>
 __device__ __forceinline__ void gemm_tn(const T *__restrict__ X, const T *__restrict__ W, T *__restrict__ Y,

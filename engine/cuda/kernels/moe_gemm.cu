@@ -21,36 +21,13 @@
 // handful of tokens and the kernel is bound by streaming its weights, and
 // l (64 rows, 8 warps) once experts average more than 16 rows.
 #include "common.cuh"
+#include "mma.cuh"
 
 __device__ __forceinline__ void moe_pdl_enter() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 	asm volatile("griddepcontrol.wait;" ::: "memory");
 	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-}
-
-__device__ __forceinline__ void moe_cp16(u32 dst, const void *src, bool ok) {
-	int n = ok ? 16 : 0; // a source size of 0 writes 16 zero bytes
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void moe_cp_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void moe_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
-
-__device__ __forceinline__ void moe_ldsm4(u32 *r, u32 addr) {
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		: "r"(addr));
-}
-
-__device__ __forceinline__ void moe_mma(float *c, const u32 *a, const u32 *b, f16) {
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-__device__ __forceinline__ void moe_mma(float *c, const u32 *a, const u32 *b, bf16) {
-	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 // GATED: the gate_up GEMM (A rows gathered from the tokens, 2 BN weight rows
@@ -96,7 +73,7 @@ __device__ __forceinline__ void moe_gemm(const T *__restrict__ A, const T *__res
 			int r = c / CPR, kc = (c % CPR) * 8;
 			long long off = arow[r];
 			bool ok = off >= 0 && k0 + kc < K;
-			moe_cp16(smem_u32(As + (stage * BM + r) * LDS + kc), ok ? A + off + k0 + kc : A, ok);
+			cp_async16(smem_u32(As + (stage * BM + r) * LDS + kc), ok ? A + off + k0 + kc : A, ok);
 		}
 #pragma unroll
 		for (int c = tid; c < BR * CPR; c += NT) {
@@ -104,7 +81,7 @@ __device__ __forceinline__ void moe_gemm(const T *__restrict__ A, const T *__res
 			int half = r / BN, gn = n0 + r % BN;
 			bool ok = gn < N && k0 + kc < K;
 			const T *src = We + ((long long)half * N + gn) * K + k0 + kc;
-			moe_cp16(smem_u32(Bs + (stage * BR + r) * LDS + kc), ok ? src : W, ok);
+			cp_async16(smem_u32(Bs + (stage * BR + r) * LDS + kc), ok ? src : W, ok);
 		}
 	};
 
@@ -121,14 +98,14 @@ __device__ __forceinline__ void moe_gemm(const T *__restrict__ A, const T *__res
 #pragma unroll
 	for (int s = 0; s < ST - 1; s++) {
 		if (s < ktiles) load(s, s);
-		moe_cp_commit();
+		cp_async_commit();
 	}
 	for (int i = 0; i < ktiles; i++) {
-		moe_cp_wait<ST - 2>();
+		cp_async_wait<ST - 2>();
 		__syncthreads(); // tile i is in for everyone; stage (i - 1) % ST is free again
 		int nx = i + ST - 1;
 		if (nx < ktiles) load(nx % ST, nx);
-		moe_cp_commit();
+		cp_async_commit();
 		const int st = i % ST;
 #pragma unroll
 		for (int kk = 0; kk < BK; kk += 16) {
@@ -136,7 +113,7 @@ __device__ __forceinline__ void moe_gemm(const T *__restrict__ A, const T *__res
 #pragma unroll
 			for (int mi = 0; mi < MI; mi++) {
 				int r = wm * WTM + mi * 16 + (lane & 15);
-				moe_ldsm4(a[mi], smem_u32(As + (st * BM + r) * LDS + kk + (lane >> 4) * 8));
+				ldmatrix_x4(a[mi], smem_u32(As + (st * BM + r) * LDS + kk + (lane >> 4) * 8));
 			}
 #pragma unroll
 			for (int g = 0; g < G; g++) {
@@ -146,18 +123,18 @@ __device__ __forceinline__ void moe_gemm(const T *__restrict__ A, const T *__res
 					// (n 8-15, k 0-7), (n 8-15, k 8-15).
 					int r = g * BN + wn * WTN + ni * 8 + (lane & 7) + ((lane >> 4) << 3);
 					u32 t[4];
-					moe_ldsm4(t, smem_u32(Bs + (st * BR + r) * LDS + kk + ((lane >> 3) & 1) * 8));
+					ldmatrix_x4(t, smem_u32(Bs + (st * BR + r) * LDS + kk + ((lane >> 3) & 1) * 8));
 					u32 b0[2] = {t[0], t[1]}, b1[2] = {t[2], t[3]};
 #pragma unroll
 					for (int mi = 0; mi < MI; mi++) {
-						moe_mma(acc[g][mi][ni], a[mi], b0, T{});
-						moe_mma(acc[g][mi][ni + 1], a[mi], b1, T{});
+						mma(acc[g][mi][ni], a[mi], b0, T{});
+						mma(acc[g][mi][ni + 1], a[mi], b1, T{});
 					}
 				}
 			}
 		}
 	}
-	moe_cp_wait<0>();
+	cp_async_wait<0>();
 
 	// Epilogue: a 16 x 8 accumulator holds rows lane/4 and lane/4 + 8,
 	// columns 2 (lane % 4) and + 1.
