@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/xrun-dev/xrun/datasets"
+	"github.com/xrun-dev/xrun/engine/backendtest"
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
@@ -117,10 +118,10 @@ func TestRunSchedulesInFlight(t *testing.T) {
 func TestRunHFDirMatchesGolden(t *testing.T) {
 	for _, name := range []string{"tiny-llama", "tiny-mixtral"} {
 		dir := filepath.Join("testdata", "hf", name)
-		cases := readGolden(t, dir)
+		cases := backendtest.ReadGolden(t, dir)
 		var reqs []datasets.Request
 		for i, c := range cases {
-			reqs = append(reqs, datasets.Request{TaskID: i, InputIDs: c.input, OutputTokens: len(c.greedy)})
+			reqs = append(reqs, datasets.Request{TaskID: i, InputIDs: c.Input, OutputTokens: len(c.Greedy)})
 		}
 		e := newEngine(t, Config{Model: dir, BatchSize: 2, MaxNumTokens: 4, Warmup: 1})
 		if e.Model().Path != dir {
@@ -131,7 +132,7 @@ func TestRunHFDirMatchesGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, c := range cases {
-			checkTokens(t, name+" engine", i, res.Requests[i].OutputIDs, c.greedy)
+			checkTokens(t, name+" engine", i, res.Requests[i].OutputIDs, c.Greedy)
 		}
 	}
 }

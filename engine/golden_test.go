@@ -1,56 +1,14 @@
 package engine
 
 import (
-	"encoding/binary"
-	"math"
 	"path/filepath"
 	"testing"
 
+	"github.com/xrun-dev/xrun/engine/backendtest"
 	"github.com/xrun-dev/xrun/engine/cpu"
 	"github.com/xrun-dev/xrun/engine/model"
 	"github.com/xrun-dev/xrun/engine/safetensors"
 )
-
-// goldenCase is one prompt of engine/testdata/hf/*/reference.safetensors,
-// computed by Hugging Face transformers in float32.
-type goldenCase struct {
-	input  []int32
-	logits []float32 // [len(input), vocab]
-	greedy []int32   // 12 greedy tokens after the prompt
-}
-
-func readGolden(t *testing.T, dir string) []goldenCase {
-	t.Helper()
-	f, err := safetensors.Open(filepath.Join(dir, "reference.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ints := func(name string) []int32 {
-		info, b, err := f.Read(name)
-		if err != nil || info.DType != "I64" {
-			t.Fatalf("%s: %v %s", name, err, info.DType)
-		}
-		v := make([]int32, len(b)/8)
-		for i := range v {
-			v[i] = int32(binary.LittleEndian.Uint64(b[8*i:]))
-		}
-		return v
-	}
-	var cases []goldenCase
-	for _, c := range []string{"case0", "case1"} {
-		_, b, err := f.Read(c + ".logits")
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := make([]float32, len(b)/4)
-		for i := range l {
-			l[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		cases = append(cases, goldenCase{input: ints(c + ".input_ids"), logits: l, greedy: ints(c + ".greedy_ids")})
-	}
-	return cases
-}
 
 func loadGoldenModel(t *testing.T, dir, gemm string) *model.Model {
 	t.Helper()
@@ -87,7 +45,7 @@ func TestGoldenHF(t *testing.T) {
 		for _, gemm := range []string{"auto", "disable"} {
 			t.Run(name+"/"+gemm, func(t *testing.T) {
 				dir := filepath.Join("testdata", "hf", name)
-				cases := readGolden(t, dir)
+				cases := backendtest.ReadGolden(t, dir)
 				m := loadGoldenModel(t, dir, gemm)
 				V := m.Config().Vocab
 				var b model.Batch
@@ -97,9 +55,9 @@ func TestGoldenHF(t *testing.T) {
 				// 1. Prefill: all prompt rows' logits at once, then greedy decode.
 				for ci, c := range cases {
 					b.Reset()
-					start := b.Add(ci, 0, c.input, false)
+					start := b.Add(ci, 0, c.Input, false)
 					b.LogitRows = b.LogitRows[:0]
-					for i := range c.input {
+					for i := range c.Input {
 						b.LogitRows = append(b.LogitRows, int32(start+i))
 					}
 					if err := m.Forward(&b); err != nil {
@@ -108,30 +66,30 @@ func TestGoldenHF(t *testing.T) {
 					if err := m.ReadLogits(logits); err != nil {
 						t.Fatal(err)
 					}
-					if e := cpu.RelErr(logits[:len(c.logits)], c.logits); e > 1e-4 {
+					if e := cpu.RelErr(logits[:len(c.Logits)], c.Logits); e > 1e-4 {
 						t.Errorf("case %d prefill: logits rel err %.3g", ci, e)
 					}
 					if err := m.Argmax(next); err != nil {
 						t.Fatal(err)
 					}
-					got := []int32{next[len(c.input)-1]}
-					for len(got) < len(c.greedy) {
+					got := []int32{next[len(c.Input)-1]}
+					for len(got) < len(c.Greedy) {
 						b.Reset()
-						b.Add(ci, len(c.input)+len(got)-1, got[len(got)-1:], true)
+						b.Add(ci, len(c.Input)+len(got)-1, got[len(got)-1:], true)
 						if err := m.Forward(&b); err != nil {
 							t.Fatal(err)
 						}
 						m.Argmax(next)
 						got = append(got, next[0])
 					}
-					checkTokens(t, "prefill+decode", ci, got, c.greedy)
+					checkTokens(t, "prefill+decode", ci, got, c.Greedy)
 				}
 
 				// 2. Token by token: the prompt too goes through the cache.
 				for ci, c := range cases {
-					seq := append([]int32{}, c.input...)
+					seq := append([]int32{}, c.Input...)
 					var rows []float32
-					for pos := 0; pos < len(c.input)+len(c.greedy)-1; pos++ {
+					for pos := 0; pos < len(c.Input)+len(c.Greedy)-1; pos++ {
 						b.Reset()
 						b.Add(2, pos, seq[pos:pos+1], true)
 						if err := m.Forward(&b); err != nil {
@@ -139,51 +97,51 @@ func TestGoldenHF(t *testing.T) {
 						}
 						m.ReadLogits(logits)
 						m.Argmax(next)
-						if pos < len(c.input) {
+						if pos < len(c.Input) {
 							rows = append(rows, logits[:V]...)
 						}
-						if pos >= len(c.input)-1 {
+						if pos >= len(c.Input)-1 {
 							seq = append(seq, next[0])
 						}
 					}
-					if e := cpu.RelErr(rows, c.logits); e > 1e-4 {
+					if e := cpu.RelErr(rows, c.Logits); e > 1e-4 {
 						t.Errorf("case %d token by token: logits rel err %.3g", ci, e)
 					}
-					checkTokens(t, "token by token", ci, seq[len(c.input):], c.greedy)
+					checkTokens(t, "token by token", ci, seq[len(c.Input):], c.Greedy)
 				}
 
 				// 3. Shared batches: case 1 prefills in two chunks while case 0
 				// decodes; then both decode together.
 				c0, c1 := cases[0], cases[1]
 				b.Reset()
-				b.Add(0, 0, c0.input, true)
+				b.Add(0, 0, c0.Input, true)
 				m.Forward(&b)
 				m.Argmax(next)
 				out0 := []int32{next[0]}
 				var out1 []int32
-				half := len(c1.input) / 2
+				half := len(c1.Input) / 2
 				b.Reset()
-				b.Add(0, len(c0.input), out0, true)
-				b.Add(3, 0, c1.input[:half], false)
+				b.Add(0, len(c0.Input), out0, true)
+				b.Add(3, 0, c1.Input[:half], false)
 				m.Forward(&b)
 				m.Argmax(next)
 				out0 = append(out0, next[0])
-				for len(out0) < len(c0.greedy) || len(out1) < len(c1.greedy) {
+				for len(out0) < len(c0.Greedy) || len(out1) < len(c1.Greedy) {
 					b.Reset()
-					if len(out0) < len(c0.greedy) {
-						b.Add(0, len(c0.input)+len(out0)-1, out0[len(out0)-1:], true)
+					if len(out0) < len(c0.Greedy) {
+						b.Add(0, len(c0.Input)+len(out0)-1, out0[len(out0)-1:], true)
 					}
 					if out1 == nil {
-						b.Add(3, half, c1.input[half:], true)
-					} else if len(out1) < len(c1.greedy) {
-						b.Add(3, len(c1.input)+len(out1)-1, out1[len(out1)-1:], true)
+						b.Add(3, half, c1.Input[half:], true)
+					} else if len(out1) < len(c1.Greedy) {
+						b.Add(3, len(c1.Input)+len(out1)-1, out1[len(out1)-1:], true)
 					}
 					if err := m.Forward(&b); err != nil {
 						t.Fatal(err)
 					}
 					m.Argmax(next)
 					i := 0
-					if len(out0) < len(c0.greedy) {
+					if len(out0) < len(c0.Greedy) {
 						out0 = append(out0, next[0])
 						i++
 					}
@@ -191,8 +149,8 @@ func TestGoldenHF(t *testing.T) {
 						out1 = append(out1, next[i])
 					}
 				}
-				checkTokens(t, "shared batch", 0, out0, c0.greedy)
-				checkTokens(t, "shared batch", 1, out1, c1.greedy)
+				checkTokens(t, "shared batch", 0, out0, c0.Greedy)
+				checkTokens(t, "shared batch", 1, out1, c1.Greedy)
 			})
 		}
 	}

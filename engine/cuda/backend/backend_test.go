@@ -4,7 +4,6 @@ package backend
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/backendtest"
 	"github.com/xrun-dev/xrun/engine/cpu"
 	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/engine/model"
@@ -193,46 +193,6 @@ func TestCUDAMatchesCPU(t *testing.T) {
 	}
 }
 
-// golden is one prompt of engine/testdata/hf/<model>/reference.safetensors
-// (Hugging Face transformers, float32).
-type golden struct {
-	input  []int32
-	logits []float32
-	greedy []int32
-}
-
-func readGolden(t *testing.T, goldenDir string) []golden {
-	f, err := safetensors.Open(filepath.Join(goldenDir, "reference.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	ints := func(name string) []int32 {
-		info, b, err := f.Read(name)
-		if err != nil || info.DType != "I64" {
-			t.Fatalf("%s: %v %s", name, err, info.DType)
-		}
-		v := make([]int32, len(b)/8)
-		for i := range v {
-			v[i] = int32(binary.LittleEndian.Uint64(b[8*i:]))
-		}
-		return v
-	}
-	var out []golden
-	for _, c := range []string{"case0", "case1"} {
-		_, b, err := f.Read(c + ".logits")
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := make([]float32, len(b)/4)
-		for i := range l {
-			l[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-		}
-		out = append(out, golden{input: ints(c + ".input_ids"), logits: l, greedy: ints(c + ".greedy_ids")})
-	}
-	return out
-}
-
 // nearTie says whether the two largest of v are within 1 % of the row's
 // spread (fp16 may pick either).
 func nearTie(v []float32) bool {
@@ -262,7 +222,7 @@ func TestGoldenHF(t *testing.T) {
 }
 
 func testGoldenHF(t *testing.T, goldenDir string) {
-	cases := readGolden(t, goldenDir)
+	cases := backendtest.ReadGolden(t, goldenDir)
 	cfg, err := engine.LoadHFConfig(goldenDir)
 	if err != nil {
 		t.Fatal(err)
@@ -280,38 +240,38 @@ func testGoldenHF(t *testing.T, goldenDir string) {
 				// A near tie in the reference's expert routing (MoE) may go
 				// either way in fp16: logits from its position on are then
 				// reported, not compared, and the greedy tokens stop there.
-				tiePos, tie := routingTie(t, cfg, goldenDir, append(slices.Clone(c.input), c.greedy...))
+				tiePos, tie := routingTie(t, cfg, goldenDir, append(slices.Clone(c.Input), c.Greedy...))
 				compare := func(what string, got []float32) {
-					if tie == "" || tiePos >= len(c.input) || cpu.RelErr(got, c.logits) < 1e-2 {
-						relErr(t, what, got, c.logits, 1e-2)
+					if tie == "" || tiePos >= len(c.Input) || cpu.RelErr(got, c.Logits) < 1e-2 {
+						relErr(t, what, got, c.Logits, 1e-2)
 						return
 					}
-					t.Logf("%s: relative error %.3g after a near tie in the reference's routing (%s)", what, cpu.RelErr(got, c.logits), tie)
+					t.Logf("%s: relative error %.3g after a near tie in the reference's routing (%s)", what, cpu.RelErr(got, c.Logits), tie)
 					if tiePos > 0 {
-						relErr(t, what+" before it", got[:tiePos*V], c.logits[:tiePos*V], 1e-2)
+						relErr(t, what+" before it", got[:tiePos*V], c.Logits[:tiePos*V], 1e-2)
 					}
 				}
 				// Prefill, every prompt row's logits.
 				var b model.Batch
-				start := b.Add(ci, 0, c.input, false)
+				start := b.Add(ci, 0, c.Input, false)
 				b.LogitRows = b.LogitRows[:0]
-				for i := range c.input {
+				for i := range c.Input {
 					b.LogitRows = append(b.LogitRows, int32(start+i))
 				}
 				if err := m.Forward(&b); err != nil {
 					t.Fatal(err)
 				}
-				logits := make([]float32, len(c.input)*V)
+				logits := make([]float32, len(c.Input)*V)
 				if err := m.ReadLogits(logits); err != nil {
 					t.Fatal(err)
 				}
 				compare(fmt.Sprintf("case %d prefill logits", ci), logits)
 				// Token by token through the cache (slot 4+ci): the same logits.
-				seq := append([]int32{}, c.input...)
+				seq := append([]int32{}, c.Input...)
 				var rows []float32
 				one := make([]float32, V)
 				next := make([]int32, 1)
-				for pos := 0; pos < len(c.input)+len(c.greedy)-1; pos++ {
+				for pos := 0; pos < len(c.Input)+len(c.Greedy)-1; pos++ {
 					b.Reset()
 					b.Add(4+ci, pos, seq[pos:pos+1], true)
 					if err := m.Forward(&b); err != nil {
@@ -323,17 +283,17 @@ func testGoldenHF(t *testing.T, goldenDir string) {
 					if err := m.Argmax(next); err != nil {
 						t.Fatal(err)
 					}
-					if pos < len(c.input) {
+					if pos < len(c.Input) {
 						rows = append(rows, one...)
 					}
-					if pos >= len(c.input)-1 {
-						k := len(seq) - len(c.input)
-						if next[0] != c.greedy[k] {
+					if pos >= len(c.Input)-1 {
+						k := len(seq) - len(c.Input)
+						if next[0] != c.Greedy[k] {
 							if nearTie(one) || tie != "" && tiePos <= pos {
-								t.Logf("case %d: greedy token %d differs (%d, reference %d) at a near tie; stopping there", ci, k, next[0], c.greedy[k])
+								t.Logf("case %d: greedy token %d differs (%d, reference %d) at a near tie; stopping there", ci, k, next[0], c.Greedy[k])
 								break
 							}
-							t.Errorf("case %d: greedy token %d is %d, reference %d (tokens so far %v, reference %v)", ci, k, next[0], c.greedy[k], seq[len(c.input):], c.greedy)
+							t.Errorf("case %d: greedy token %d is %d, reference %d (tokens so far %v, reference %v)", ci, k, next[0], c.Greedy[k], seq[len(c.Input):], c.Greedy)
 							break
 						}
 						seq = append(seq, next[0])
