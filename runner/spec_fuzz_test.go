@@ -14,7 +14,7 @@ import (
 // spec must plan to unique ids, render to valid JSON, and plan the same
 // way twice.
 func FuzzDecodeSpec(f *testing.F) {
-	for _, glob := range []string{"testdata/bad/*.yaml", "testdata/plan/*.yaml", "../experiments/*.yaml"} {
+	for _, glob := range []string{"testdata/bad/*.yaml", "testdata/bad-flags/*.yaml", "testdata/plan/*.yaml", "../experiments/*.yaml"} {
 		files, _ := filepath.Glob(glob)
 		for _, file := range files {
 			data, err := os.ReadFile(file)

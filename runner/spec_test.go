@@ -10,16 +10,34 @@ import (
 	"testing"
 )
 
-// badCases lists testdata/bad/*.yaml; each has NN-name.err with the exact
-// message and may have NN-name.args (see readArgs).
-func badCases(t *testing.T, dir string) []string {
+// badDirs hold malformed specs, each NN-name.yaml with NN-name.err, the
+// exact message. In testdata/bad every file is bad on its own; in
+// testdata/bad-flags each is valid and made bad by its NN-name.args
+// (--set and --max-cells; see readArgs), so the message names the flag.
+var badDirs = []struct {
+	dir      string
+	min      int
+	withArgs bool
+}{
+	{"testdata/bad", 30, false},
+	{"testdata/bad-flags", 1, true},
+}
+
+// badCases lists dir/*.yaml and checks each has (or, in testdata/bad, has
+// not) an .args file.
+func badCases(t *testing.T, dir string, min int, withArgs bool) []string {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(names) < 30 {
-		t.Fatalf("%d malformed specs in %s, want at least 30", len(names), dir)
+	if len(names) < min {
+		t.Fatalf("%d malformed specs in %s, want at least %d", len(names), dir, min)
+	}
+	for _, n := range names {
+		if _, err := os.Stat(strings.TrimSuffix(n, ".yaml") + ".args"); (err == nil) != withArgs {
+			t.Errorf("%s: an .args file belongs in testdata/bad-flags, and there only", n)
+		}
 	}
 	for i, n := range names {
 		names[i] = strings.TrimSuffix(filepath.Base(n), ".yaml")
@@ -30,8 +48,14 @@ func badCases(t *testing.T, dir string) []string {
 // TestBadSpecs loads every malformed spec from inside testdata/bad, so
 // that messages name the file as a user in that directory would see it.
 func TestBadSpecs(t *testing.T) {
-	names := badCases(t, "testdata/bad")
-	t.Chdir("testdata/bad")
+	for _, bd := range badDirs {
+		t.Run(filepath.Base(bd.dir), func(t *testing.T) { testBadSpecs(t, bd.dir, bd.min, bd.withArgs) })
+	}
+}
+
+func testBadSpecs(t *testing.T, dir string, min int, withArgs bool) {
+	names := badCases(t, dir, min, withArgs)
+	t.Chdir(dir)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			opts := readArgs(t, name+".args")

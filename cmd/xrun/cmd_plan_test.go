@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,14 +156,22 @@ func snapshot(t *testing.T, dir string) map[string]string {
 	return m
 }
 
-// Every malformed spec in runner/testdata/bad makes `xrun plan` exit 2
-// with exactly its .err message, naming file:line:column (or the --set)
-// and the field, with nothing on stdout and nothing written to disk.
+// Every malformed spec in runner/testdata/bad makes `xrun plan FILE` exit 2
+// with exactly its .err message, naming file:line:column and the field,
+// with nothing on stdout and nothing written to disk; the specs in
+// runner/testdata/bad-flags do the same with their --set / --max-cells
+// arguments, and their messages name the flag.
 func TestPlanBadSpecs(t *testing.T) {
-	t.Chdir("../../runner/testdata/bad")
+	for _, dir := range []string{"bad", "bad-flags"} {
+		t.Run(dir, func(t *testing.T) { testPlanBadSpecs(t, dir) })
+	}
+}
+
+func testPlanBadSpecs(t *testing.T, dir string) {
+	t.Chdir("../../runner/testdata/" + dir)
 	names, _ := filepath.Glob("*.yaml")
-	if len(names) < 30 {
-		t.Fatalf("%d malformed specs, want at least 30", len(names))
+	if min := map[string]int{"bad": 30, "bad-flags": 1}[dir]; len(names) < min {
+		t.Fatalf("%d malformed specs in %s, want at least %d", len(names), dir, min)
 	}
 	before := snapshot(t, ".")
 	for _, name := range names {
@@ -198,6 +207,9 @@ func TestPlanBadSpecs(t *testing.T) {
 					t.Errorf("%v: stderr\n got %q\nwant %q", a, r.stderr, "xrun: "+string(want))
 				}
 				msg := string(want)
+				if dir == "bad" && !regexp.MustCompile(`^`+regexp.QuoteMeta(name)+`:\d+:\d+: `).MatchString(msg) {
+					t.Errorf("message does not name file:line:column: %q", msg)
+				}
 				if !strings.HasPrefix(msg, name+":") && !strings.HasPrefix(msg, "--set ") {
 					t.Errorf("message names neither the file nor the --set: %q", msg)
 				}
@@ -205,6 +217,6 @@ func TestPlanBadSpecs(t *testing.T) {
 		})
 	}
 	if after := snapshot(t, "."); !maps.Equal(before, after) {
-		t.Errorf("xrun plan changed files under runner/testdata/bad")
+		t.Errorf("xrun plan changed files under runner/testdata/%s", dir)
 	}
 }
