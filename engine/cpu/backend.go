@@ -112,22 +112,9 @@ func ft(t model.Tensor) *tensor {
 	return t.(*tensor)
 }
 
-func checkShape(kind model.WeightKind, shape []int) error {
-	want := map[model.WeightKind]int{model.Vector: 1, model.Table: 2, model.Matrix: 2, model.Experts: 3}[kind]
-	if len(shape) != want {
-		return fmt.Errorf("shape %v: want %d dimensions", shape, want)
-	}
-	for _, d := range shape {
-		if d <= 0 {
-			return fmt.Errorf("shape %v: sizes must be positive", shape)
-		}
-	}
-	return nil
-}
-
 // Upload converts a host weight to float32 (and packs GEMM weights).
 func (b *Backend) Upload(name string, kind model.WeightKind, h model.HostTensor) (model.Tensor, error) {
-	if err := checkShape(kind, h.Shape); err != nil {
+	if err := kind.CheckShape(h.Shape); err != nil {
 		return nil, err
 	}
 	f, err := h.Float32()
@@ -139,7 +126,7 @@ func (b *Backend) Upload(name string, kind model.WeightKind, h model.HostTensor)
 
 // Random creates a weight with model.RandomFill values, filled in parallel.
 func (b *Backend) Random(name string, kind model.WeightKind, shape []int, seed uint64, scale float32) (model.Tensor, error) {
-	if err := checkShape(kind, shape); err != nil {
+	if err := kind.CheckShape(shape); err != nil {
 		return nil, err
 	}
 	f := make([]float32, numel(shape))

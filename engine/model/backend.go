@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Tensor is an opaque handle to memory a Backend owns (host memory on the
 // CPU, device memory on CUDA). The model never reads or writes through it;
@@ -40,6 +43,22 @@ const (
 	// Experts is an [experts, n, k] stack of Matrix weights used by MoE.
 	Experts
 )
+
+// CheckShape reports whether shape fits a weight of this kind: the number
+// of dimensions the kind implies, every size positive. Every backend checks
+// Upload and Random with it, so they reject the same shapes alike.
+func (k WeightKind) CheckShape(shape []int) error {
+	want := map[WeightKind]int{Vector: 1, Table: 2, Matrix: 2, Experts: 3}[k]
+	if len(shape) != want {
+		return fmt.Errorf("shape %v: want %d dimensions", shape, want)
+	}
+	for _, d := range shape {
+		if d <= 0 {
+			return fmt.Errorf("shape %v: sizes must be positive", shape)
+		}
+	}
+	return nil
+}
 
 // HostTensor is a weight in host memory as a checkpoint stores it.
 type HostTensor struct {

@@ -264,19 +264,6 @@ func (b *Backend) allocHost(g *cuda.GPU, bytes int) (cuda.HostBuffer, error) {
 	return h, err
 }
 
-func checkShape(kind model.WeightKind, shape []int) error {
-	want := map[model.WeightKind]int{model.Vector: 1, model.Table: 2, model.Matrix: 2, model.Experts: 3}[kind]
-	if len(shape) != want {
-		return fmt.Errorf("shape %v: want %d dimensions", shape, want)
-	}
-	for _, d := range shape {
-		if d <= 0 {
-			return fmt.Errorf("shape %v: sizes must be positive", shape)
-		}
-	}
-	return nil
-}
-
 // f32TableMax bounds the tables also kept in float32 (the RoPE table is
 // [positions, head dim]; an embedding from an F32 checkpoint may be
 // large, and only the RoPE kernel reads float32).
@@ -285,7 +272,7 @@ const f32TableMax = 1 << 24
 // Upload converts a checkpoint tensor to the compute dtype on the host and
 // copies it over; F32 tables of moderate size also keep a float32 copy.
 func (b *Backend) Upload(name string, kind model.WeightKind, h model.HostTensor) (model.Tensor, error) {
-	if err := checkShape(kind, h.Shape); err != nil {
+	if err := kind.CheckShape(h.Shape); err != nil {
 		return nil, err
 	}
 	n := numel(h.Shape)
@@ -338,7 +325,7 @@ func (b *Backend) Upload(name string, kind model.WeightKind, h model.HostTensor)
 
 // Random fills a weight on the device with model.RandomFill's values.
 func (b *Backend) Random(name string, kind model.WeightKind, shape []int, seed uint64, scale float32) (model.Tensor, error) {
-	if err := checkShape(kind, shape); err != nil {
+	if err := kind.CheckShape(shape); err != nil {
 		return nil, err
 	}
 	t := &tensor{name: name, shape: slices.Clone(shape), kind: kFloat}
