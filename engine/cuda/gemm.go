@@ -69,7 +69,7 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 			k, x.Ptr, w.Ptr, y.Ptr)
 	}
 	if m <= GemvMaxM && gemvOn {
-		return g.gemv(s, dt, y, x, w, m, n, k, false)
+		return g.gemv(s, dt, y, x, w, m, n, k, GemvFusion{})
 	}
 	if g.gemmWS.Bytes == 0 {
 		if s.capturing {

@@ -9,11 +9,8 @@ import (
 
 // GemvMaxM is the largest M the own GEMM serves with the matrix-vector
 // kernels (kernels/gemv.cu); larger M goes to the tensor-core tiles.
-// GemvSwiGLUMaxM bounds GemmSwiGLU.
-const (
-	GemvMaxM       = 8
-	GemvSwiGLUMaxM = 2
-)
+// GemmFused serves the same M.
+const GemvMaxM = 8
 
 // gemvOn is false under XRUN_CUDA_GEMV=0 (an ablation: decode GEMMs on the
 // tensor-core tiles instead).
@@ -22,56 +19,105 @@ var gemvOn = os.Getenv("XRUN_CUDA_GEMV") != "0"
 // gemvWarps is the warps per block of the gemv kernels (__launch_bounds__(128)).
 const gemvWarps = 4
 
-// gemvPlan picks the kernel for M = m: mt is m rounded up to a power of two;
-// r, the rows of W per warp, is the smallest that keeps all warps within one
-// wave (64 resident per multiprocessor), at least 2 from M = 4 and 4 at M = 8
-// (each chunk of X then serves more rows of W), and at least 2 for the
-// SwiGLU prologue (its exponentials are then shared by two rows).
-func gemvPlan(m, n, sms int, swiglu bool) (mt, r int) {
+// gemvPlan picks the kernel for M = m and n outputs: mt is m rounded up to a
+// power of two; r, the outputs per warp, is the smallest that keeps all
+// warps within one wave (64 resident per multiprocessor), at least 2 from
+// M = 4 and 4 at M = 8 (each chunk of X then serves more rows of W). A GLU
+// warp reads two rows of W per output, so r stops at 2 there (4 rows).
+func gemvPlan(m, n, sms int, glu bool) (mt, r int) {
 	mt = 1
 	for mt < m {
 		mt *= 2
 	}
+	rmax := 4
+	if glu {
+		rmax = 2
+	}
 	r = 1
 	switch {
-	case mt >= 8:
-		r = 4
-	case mt >= 4 || swiglu:
-		r = 2
+	case mt >= 4:
+		r = min(rmax, mt/2)
 	}
-	for r < 4 && ceilDiv(n, r) > 64*sms {
+	for r < rmax && ceilDiv(n, r) > 64*sms {
 		r *= 2
 	}
 	return mt, r
 }
 
-func (g *GPU) gemv(s *Stream, dt DType, y, x, w Buffer, m, n, k int, swiglu bool) error {
-	mt, r := gemvPlan(m, n, g.Info.SMs, swiglu)
-	name := fmt.Sprintf("gemv_%s_m%d_r%d", dt.suffix(), mt, r)
-	if swiglu {
-		name = fmt.Sprintf("gemv_swiglu_%s_m%d_r%d", dt.suffix(), mt, r)
+// GemvNorm is an RMSNorm in front of a decode GEMM (GemmFused): the GEMM's
+// input rows are RMSNorm(Residual) * Weight, computed in its prologue, and
+// also written to Out when Out is set (so the norm's output still exists).
+type GemvNorm struct {
+	Residual, Weight, Out Buffer
+	Eps                   float32
+}
+
+// GemvFusion says what a decode GEMM (GemmFused) absorbs: an RMSNorm in
+// front (Norm), SwiGLU behind it (GLU: the weight is a fused [2N, K]
+// gate_up), or the residual add behind it (Residual: y += x W^T).
+type GemvFusion struct {
+	Norm     *GemvNorm
+	GLU      bool
+	Residual bool
+}
+
+func (f GemvFusion) suffix() string {
+	switch {
+	case f.Norm != nil && f.GLU:
+		return "_normglu"
+	case f.Norm != nil:
+		return "_norm"
+	case f.GLU:
+		return "_glu"
+	case f.Residual:
+		return "_res"
 	}
-	f, err := g.function("gemv", name)
+	return ""
+}
+
+func (g *GPU) gemv(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu GemvFusion) error {
+	mt, r := gemvPlan(m, n, g.Info.SMs, fu.GLU)
+	f, err := g.function("gemv", fmt.Sprintf("gemv%s_%s_m%d_r%d", fu.suffix(), dt.suffix(), mt, r))
 	if err != nil {
 		return err
 	}
-	a := g.argsPack().Ptr(x).Ptr(w).Ptr(y).I32(m).I32(n).I32(k)
+	var nw, xo Buffer
+	eps := float32(0)
+	if fu.Norm != nil {
+		x, nw, xo, eps = fu.Norm.Residual, fu.Norm.Weight, fu.Norm.Out, fu.Norm.Eps
+	}
+	a := g.argsPack().Ptr(x).Ptr(w).Ptr(y).Ptr(nw).Ptr(xo).I32(m).I32(n).I32(k).F32(eps)
 	return s.Launch(f, Dim3{X: ceilDiv(n, gemvWarps*r)}, Dim3{X: 32 * gemvWarps}, 0, a)
 }
 
-// GemmSwiGLU queues Y[m,n] = A[m,k] W[n,k]^T with A = silu(gate) * up read
-// from the fused rows gateUp[m, 2k] (gate first) and rounded as SwiGLU
-// writes it: the MLP's down projection with the activation fused into its
-// prologue. The own GEMM's decode path; m <= GemvSwiGLUMaxM.
-func (g *GPU) GemmSwiGLU(s *Stream, dt DType, y, gateUp, w Buffer, m, n, k int) error {
+// GemmFused queues a decode GEMM (m <= GemvMaxM) of the own GEMM's matrix-
+// vector kernels with its neighbours folded in (GemvFusion): y[m,n] = x[m,k]
+// W^T, where W is [n, k], or [2n, k] gate_up rows (gate first) under GLU,
+// y = silu(x Wg^T) * (x Wu^T); under Norm x is not read (Norm.Residual is);
+// under Residual y += the product. Every intermediate is rounded to the
+// dtype as the separate kernels store it, so the fused and unfused decode
+// paths agree to rounding.
+func (g *GPU) GemmFused(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu GemvFusion) error {
 	es := dt.Size()
-	switch {
-	case m <= 0 || m > GemvSwiGLUMaxM || n <= 0 || k <= 0 || k%8 != 0:
-		return fmt.Errorf("cuda: GemmSwiGLU shape M=%d N=%d K=%d (M 1..%d, K a multiple of 8)", m, n, k, GemvSwiGLUMaxM)
-	case gateUp.Bytes < m*2*k*es || w.Bytes < n*k*es || y.Bytes < m*n*es:
-		return fmt.Errorf("cuda: GemmSwiGLU buffers too small for M=%d N=%d K=%d", m, n, k)
-	case gateUp.Ptr%16 != 0 || w.Ptr%16 != 0:
-		return fmt.Errorf("cuda: GemmSwiGLU needs 16-byte aligned operands")
+	rowsW := n
+	if fu.GLU {
+		rowsW = 2 * n
 	}
-	return g.gemv(s, dt, y, gateUp, w, m, n, k, true)
+	in := x
+	if fu.Norm != nil {
+		in = fu.Norm.Residual
+	}
+	switch {
+	case m <= 0 || m > GemvMaxM || n <= 0 || k <= 0 || k%8 != 0:
+		return fmt.Errorf("cuda: fused GEMV shape M=%d N=%d K=%d (M 1..%d, K a multiple of 8)", m, n, k, GemvMaxM)
+	case fu.Residual && (fu.GLU || fu.Norm != nil):
+		return fmt.Errorf("cuda: fused GEMV: the residual add goes with neither a norm nor SwiGLU")
+	case in.Bytes < m*k*es || w.Bytes < rowsW*k*es || y.Bytes < m*n*es:
+		return fmt.Errorf("cuda: fused GEMV buffers too small for M=%d N=%d K=%d", m, n, k)
+	case fu.Norm != nil && (fu.Norm.Weight.Bytes < k*es || fu.Norm.Out.Ptr != 0 && fu.Norm.Out.Bytes < m*k*es):
+		return fmt.Errorf("cuda: fused GEMV norm weight or output too small for K=%d", k)
+	case in.Ptr%16 != 0 || w.Ptr%16 != 0 || fu.Norm != nil && (fu.Norm.Weight.Ptr%16 != 0 || fu.Norm.Out.Ptr%16 != 0):
+		return fmt.Errorf("cuda: fused GEMV needs 16-byte aligned operands")
+	}
+	return g.gemv(s, dt, y, x, w, m, n, k, fu)
 }

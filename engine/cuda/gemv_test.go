@@ -10,35 +10,87 @@ import (
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
-// TestGemmSwiGLU checks the down projection with the SwiGLU prologue
-// (decode, M <= GemvSwiGLUMaxM) against the CPU: engine/cpu.RefSwiGLU on
-// the fused gate_up rows, rounded to the dtype as the separate kernel
-// stores it, then the reference GEMM.
-func TestGemmSwiGLU(t *testing.T) {
+// TestGemmFused checks the decode GEMV with its neighbours folded in
+// against the CPU, each intermediate rounded to the dtype as the unfused
+// kernels store it: SwiGLU behind gate_up (GLU), RMSNorm in front (Norm,
+// with and without writing the normalised rows out), both, and the
+// residual add behind (Residual). Shapes: TinyLlama's MLP and QKV, a
+// ragged N (the last warp covers fewer outputs) and the smallest.
+func TestGemmFused(t *testing.T) {
+	type fusion struct {
+		name           string
+		glu, norm, res bool
+		writeX         bool
+	}
+	fusions := []fusion{
+		{name: "glu", glu: true},
+		{name: "norm", norm: true, writeX: true},
+		{name: "norm-noout", norm: true},
+		{name: "normglu", norm: true, glu: true, writeX: true},
+		{name: "res", res: true},
+	}
 	for _, dt := range dtypes {
-		for _, c := range []struct{ n, k int }{{2048, 5632}, {64, 160}, {100, 40}, {8, 8}} {
-			for m := 1; m <= GemvSwiGLUMaxM; m++ {
-				t.Run(fmt.Sprintf("%s/M%d_N%d_K%d", dt, m, c.n, c.k), func(t *testing.T) {
-					do(t, func(t testing.TB, g *GPU) {
-						r := newRand(t)
-						gu := randVals(r, dt, m*2*c.k, 4)
-						wv := randVals(r, dt, c.n*c.k, 0.5)
-						act := make([]float32, m*c.k)
-						cpu.RefSwiGLU(act, gu, m, c.k)
-						act = dt.Decode(dt.Encode(act))
-						wRows := make([][]float32, c.n)
-						for j := range wRows {
-							wRows[j] = wv[j*c.k : (j+1)*c.k]
-						}
-						y := devPoisoned(t, g, dt, m*c.n)
-						if err := g.GemmSwiGLU(g.Stream, dt, y, devUpload(t, g, dt, gu), devUpload(t, g, dt, wv), m, c.n, c.k); err != nil {
-							t.Fatal(err)
-						}
-						checkRel(t, "swiglu+gemv", download(t, g, dt, y, m*c.n), refGemmCols(act, wRows, m, c.k))
+		for _, fz := range fusions {
+			for _, c := range []struct{ n, k int }{{5632, 2048}, {2560, 2048}, {100, 40}, {8, 8}} {
+				for _, m := range []int{1, 2, 3, 4, 8} {
+					t.Run(fmt.Sprintf("%s/%s/M%d_N%d_K%d", dt, fz.name, m, c.n, c.k), func(t *testing.T) {
+						do(t, func(t testing.TB, g *GPU) { checkGemmFused(t, g, dt, m, c.n, c.k, fz.glu, fz.norm, fz.res, fz.writeX) })
 					})
-				})
+				}
 			}
 		}
+	}
+}
+
+func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, glu, norm, res, writeX bool) {
+	r := newRand(t)
+	rowsW := n
+	if glu {
+		rowsW = 2 * n
+	}
+	xin := randVals(r, dt, m*k, 1)
+	wv := randVals(r, dt, rowsW*k, 0.5)
+	wRows := make([][]float32, rowsW)
+	for j := range wRows {
+		wRows[j] = wv[j*k : (j+1)*k]
+	}
+	fu := GemvFusion{GLU: glu, Residual: res}
+	x := devUpload(t, g, dt, xin)
+	var xo Buffer
+	if norm {
+		nw := randVals(r, dt, k, 2)
+		if writeX {
+			xo = devPoisoned(t, g, dt, m*k)
+		}
+		fu.Norm = &GemvNorm{Residual: x, Weight: devUpload(t, g, dt, nw), Out: xo, Eps: 1e-5}
+		normed := make([]float32, m*k)
+		cpu.RefRMSNorm(normed, xin, nw, m, k, 1e-5)
+		xin = dt.Decode(dt.Encode(normed))
+		x = Buffer{}
+	}
+	ref := refGemmCols(xin, wRows, m, k)
+	if glu {
+		gu := dt.Decode(dt.Encode(ref))
+		ref = make([]float32, m*n)
+		cpu.RefSwiGLU(ref, gu, m, n)
+	}
+	var y Buffer
+	if res {
+		y0 := randVals(r, dt, m*n, 4)
+		y = devUpload(t, g, dt, y0)
+		ref = dt.Decode(dt.Encode(ref))
+		for i := range ref {
+			ref[i] += y0[i]
+		}
+	} else {
+		y = devPoisoned(t, g, dt, m*n)
+	}
+	if err := g.GemmFused(g.Stream, dt, y, x, devUpload(t, g, dt, wv), m, n, k, fu); err != nil {
+		t.Fatal(err)
+	}
+	checkRel(t, "fused gemv", download(t, g, dt, y, m*n), ref)
+	if writeX {
+		checkRel(t, "normalised rows", download(t, g, dt, xo, m*k), xin)
 	}
 }
 

@@ -70,18 +70,35 @@ type Backend struct {
 
 // pending is an op held back so the next op can do its work too: RoPE
 // (fused with the cache write at the start of Attention) and, on the own
-// GEMM's decode path, SwiGLU (fused into the down projection's prologue).
-// Any other op, and every synchronising call, first queues it as it is.
+// GEMM's decode path (rows <= cuda.GemvMaxM), every GEMM and RMSNorm: an
+// RMSNorm is folded into the GEMM that reads its output (the GEMM's
+// prologue), and a GEMM into the SwiGLU or residual add that reads its
+// output (the GEMM's epilogue), so that a dense layer at decode is five
+// kernels: QKV (norm in front), RoPE + cache write, attention, output
+// projection (+ residual), gate_up (norm in front, SwiGLU behind) and down
+// (+ residual). Any other op, and every synchronising call, first queues
+// the held-back op as it is.
 type pending struct {
-	rope   bool // else SwiGLU
-	qkv    *tensor
-	table  *tensor
-	h      model.HeadLayout
-	lay    batchLayout
-	out    *tensor // SwiGLU
-	gateUp *tensor
-	rows   int
+	kind  pendKind
+	qkv   *tensor // RoPE
+	table *tensor
+	h     model.HeadLayout
+	lay   batchLayout
+	out   *tensor // GEMM: out = x w^T; norm: out = RMSNorm(res) * nw
+	x, w  *tensor
+	rows  int
+	res   *tensor // norm, or a GEMM's norm prologue (then x is the norm's out)
+	nw    *tensor
+	eps   float32
 }
+
+type pendKind int
+
+const (
+	pendRope pendKind = iota
+	pendGemm
+	pendNorm
+)
 
 // mode is how the current iteration's ops run.
 type mode int
@@ -957,23 +974,60 @@ func (b *Backend) release() {
 		return
 	}
 	b.pend = nil
-	if p.rope {
+	switch p.kind {
+	case pendRope:
 		b.rope(p.qkv, p.table, p.h, p.lay)
-	} else {
-		b.swiglu(p.out, p.gateUp, p.rows)
+	case pendNorm:
+		o, x, w, rows, eps := p.out, p.res, p.nw, p.rows, p.eps
+		b.op(func(g *cuda.GPU) error {
+			return g.RMSNorm(g.Stream, b.dt, o.buf, x.buf, w.buf, rows, x.cols(), eps)
+		})
+	case pendGemm:
+		if p.res == nil {
+			b.matmul(p.out, p.x, p.w, p.rows)
+			return
+		}
+		b.gemv(p, p.out, cuda.GemvFusion{})
 	}
 }
 
-// take returns the held-back op if it is a RoPE of qkv (rope) or a SwiGLU
-// into x, and releases any other.
-func (b *Backend) take(rope bool, t *tensor, rows int) *pending {
+// take returns the held-back op if it is a RoPE of t, or a GEMM or norm
+// into t over rows, and releases any other.
+func (b *Backend) take(kind pendKind, t *tensor, rows int) *pending {
 	p := b.pend
-	if p != nil && p.rope == rope && (rope && p.qkv == t || !rope && p.out == t && p.rows == rows) {
+	if p != nil && p.kind == kind && (kind == pendRope && p.qkv == t || kind != pendRope && p.out == t && p.rows == rows) {
 		b.pend = nil
 		return p
 	}
 	b.release()
 	return nil
+}
+
+// gemvFusing is whether ops over rows rows are held back for the decode
+// GEMV fusions (see pending).
+func (b *Backend) gemvFusing(rows int) bool {
+	return b.fuseOn && b.blas == nil && rows <= cuda.GemvMaxM
+}
+
+// gemv queues the held-back GEMM p, with its norm prologue if it has one
+// and the epilogue fu, into y.
+func (b *Backend) gemv(p *pending, y *tensor, fu cuda.GemvFusion) {
+	b.op(func(g *cuda.GPU) error {
+		n, k := p.w.shape[0], p.w.shape[1]
+		if fu.GLU {
+			n /= 2
+		}
+		if p.x.cols() != k || y.cols() != n {
+			return fmt.Errorf("matmul %s: x has %d columns, out %d, weight is %v (fused: %+v)", p.w.name, p.x.cols(), y.cols(), p.w.shape, fu)
+		}
+		var x cuda.Buffer
+		if p.res != nil {
+			fu.Norm = &cuda.GemvNorm{Residual: p.res.buf, Weight: p.nw.buf, Out: p.x.buf, Eps: p.eps}
+		} else {
+			x = p.x.buf
+		}
+		return g.GemmFused(g.Stream, b.dt, y.buf, x, p.w.buf, p.rows, n, k, fu)
+	})
 }
 
 // rows is the row count an op runs on: the caller's, or the bucket's in a
@@ -998,6 +1052,13 @@ func (b *Backend) Embed(out, table model.Tensor) {
 func (b *Backend) RMSNorm(out, x, w model.Tensor, rows int, eps float32) {
 	o, xi, wi := ft(out), ft(x), ft(w)
 	rows = b.rows(rows)
+	// An in-place norm is not held back: the GEMM's prologue would write
+	// the rows other blocks are still reading.
+	if b.gemvFusing(rows) && o != xi {
+		b.release()
+		b.pend = &pending{kind: pendNorm, out: o, res: xi, nw: wi, rows: rows, eps: eps}
+		return
+	}
 	b.op(func(g *cuda.GPU) error {
 		return g.RMSNorm(g.Stream, b.dt, o.buf, xi.buf, wi.buf, rows, xi.cols(), eps)
 	})
@@ -1007,6 +1068,18 @@ func (b *Backend) RMSNorm(out, x, w model.Tensor, rows int, eps float32) {
 func (b *Backend) AddRMSNorm(residual, delta, w, out model.Tensor, rows int, eps float32) {
 	r, d, wi, o := ft(residual), ft(delta), ft(w), ft(out)
 	rows = b.rows(rows)
+	// On the decode path the GEMM that produced delta adds it to the
+	// residual itself, and the norm waits for the GEMM that reads out.
+	if p := b.take(pendGemm, d, rows); p != nil {
+		if p.res != nil {
+			b.pend = p
+			b.release()
+		} else {
+			b.gemv(p, r, cuda.GemvFusion{Residual: true})
+			b.pend = &pending{kind: pendNorm, out: o, res: r, nw: wi, rows: rows, eps: eps}
+			return
+		}
+	}
 	b.op(func(g *cuda.GPU) error {
 		return g.AddRMSNorm(g.Stream, b.dt, o.buf, r.buf, d.buf, wi.buf, rows, r.cols(), eps)
 	})
@@ -1016,24 +1089,36 @@ func (b *Backend) AddRMSNorm(residual, delta, w, out model.Tensor, rows int, eps
 func (b *Backend) Add(dst, src model.Tensor, rows int) {
 	d, s := ft(dst), ft(src)
 	rows = b.rows(rows)
+	if p := b.take(pendGemm, s, rows); p != nil {
+		if p.res == nil {
+			b.gemv(p, d, cuda.GemvFusion{Residual: true})
+			return
+		}
+		b.pend = p
+		b.release()
+	}
 	b.op(func(g *cuda.GPU) error { return g.Add(g.Stream, b.dt, d.buf, s.buf, rows*d.cols()) })
 }
 
-// MatMul is the gemm_plugin GEMM: cuBLASLt (auto) or the own kernel.
+// MatMul is the gemm_plugin GEMM: cuBLASLt (auto) or the own kernel. On
+// the own GEMM's decode path it is held back (see pending), taking a
+// held-back RMSNorm of x into its prologue.
 func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
 	o, xi, wt := ft(out), ft(x), ft(w)
 	rows = b.rows(rows)
-	n, k := wt.shape[0], wt.shape[1]
-	if p := b.take(false, xi, rows); p != nil {
-		gu := p.gateUp
-		b.op(func(g *cuda.GPU) error {
-			if xi.cols() != k || o.cols() != n || gu.cols() != 2*k {
-				return fmt.Errorf("matmul %s: x has %d columns (from gate_up's %d), out %d, weight is %v", wt.name, xi.cols(), gu.cols(), o.cols(), wt.shape)
-			}
-			return g.GemmSwiGLU(g.Stream, b.dt, o.buf, gu.buf, wt.buf, rows, n, k)
-		})
+	if b.gemvFusing(rows) {
+		p := &pending{kind: pendGemm, out: o, x: xi, w: wt, rows: rows}
+		if n := b.take(pendNorm, xi, rows); n != nil {
+			p.res, p.nw, p.eps = n.res, n.nw, n.eps
+		}
+		b.pend = p
 		return
 	}
+	b.matmul(o, xi, wt, rows)
+}
+
+func (b *Backend) matmul(o, xi, wt *tensor, rows int) {
+	n, k := wt.shape[0], wt.shape[1]
 	b.op(func(g *cuda.GPU) error {
 		if xi.cols() != k || o.cols() != n {
 			return fmt.Errorf("matmul %s: x has %d columns, out %d, weight is %v", wt.name, xi.cols(), o.cols(), wt.shape)
@@ -1063,7 +1148,7 @@ func (b *Backend) RoPE(qkv, table model.Tensor, h model.HeadLayout) {
 	q, tb := ft(qkv), ft(table)
 	if b.fuseOn && h.HeadDim%16 == 0 {
 		b.release()
-		b.pend = &pending{rope: true, qkv: q, table: tb, h: h, lay: b.cur}
+		b.pend = &pending{kind: pendRope, qkv: q, table: tb, h: h, lay: b.cur}
 		return
 	}
 	b.rope(q, tb, h, b.cur)
@@ -1087,7 +1172,7 @@ func (b *Backend) rope(q, tb *tensor, h model.HeadLayout, lay batchLayout) {
 func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer int) {
 	o, q, c := ft(out), ft(qkv), cache.(*kvCache)
 	lay := b.cur
-	p := b.take(true, q, 0)
+	p := b.take(pendRope, q, 0)
 	b.op(func(g *cuda.GPU) error {
 		k := c.k.Slice(layer*c.layerBytes, c.layerBytes)
 		v := c.v.Slice(layer*c.layerBytes, c.layerBytes)
@@ -1117,10 +1202,13 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 func (b *Backend) SwiGLU(out, gateUp model.Tensor, rows int) {
 	o, gu := ft(out), ft(gateUp)
 	rows = b.rows(rows)
-	if b.fuseOn && b.blas == nil && rows <= cuda.GemvSwiGLUMaxM && gu.cols() == 2*o.cols() && o.cols()%8 == 0 {
+	if p := b.take(pendGemm, gu, rows); p != nil {
+		if gu.cols() == 2*o.cols() && p.w.shape[0] == gu.cols() {
+			b.gemv(p, o, cuda.GemvFusion{GLU: true})
+			return
+		}
+		b.pend = p
 		b.release()
-		b.pend = &pending{out: o, gateUp: gu, rows: rows}
-		return
 	}
 	b.swiglu(o, gu, rows)
 }

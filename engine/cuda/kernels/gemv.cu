@@ -8,67 +8,124 @@
 // Each warp owns R consecutive rows of W and walks K in 16-byte chunks, lane
 // l taking chunks l, l + 32, ...: a warp reads 512 contiguous bytes of each
 // of its rows per step, fully coalesced, and each lane issues the loads of
-// 8 / R steps (and the matching chunks of X) before it multiplies anything,
-// so 8 loads per lane are outstanding at once. W is loaded with L1::no_allocate (it
-// is used once) so the rows of X, which every warp re-reads, stay in L1.
-// Products accumulate in fp32, one warp reduction per output at the end. R
-// grows with N (the host keeps the warps within one wave) and with M (each
-// chunk of X read from L1 then serves R rows of W).
+// U steps of every row before it multiplies anything, so 8 loads per lane
+// are outstanding at once. W is loaded with L1::no_allocate (it is used
+// once) so the rows of X, which every warp re-reads, stay in L1. Products
+// accumulate in fp32, one warp reduction per output at the end. R grows
+// with N (the host keeps the warps within one wave) and with M (each chunk
+// of X read from L1 then serves R rows of W).
 //
-// SWIGLU: X is not stored; each chunk is silu(gate) * up of a fused gate_up
-// row [2K] (gate first), rounded to the storage type as the separate swiglu
-// kernel would write it: the down projection reads the MLP's activation
-// straight from gate_up, one kernel instead of two.
+// The first round of W loads is issued before pdl_enter: the weights are
+// never written while a forward pass runs, so under programmatic dependent
+// launch a GEMV's blocks start streaming their weights while the kernel
+// before it (an RMSNorm, the attention: a few blocks at decode) is still
+// running, and only the reads of X wait for it. At batch 1 this hides most
+// of a small projection's load latency behind the kernel it depends on.
+//
+// GLU: the MLP's gate_up projection with SwiGLU in its epilogue. W is the
+// fused [2F, K] gate_up weight (gate rows first); output column j is
+// silu(x . gate_j) * (x . up_j), so a warp reads gate row j and up row
+// F + j together and Y is the [M, F] activation the down projection reads:
+// the gate_up output and the separate swiglu kernel are never needed. The
+// two sums are rounded to the storage type before the product, as the
+// unfused path stores them.
+//
+// NORM: X is not read; each row m of the input is RMSNorm(Xres[m]) * NW,
+// computed by every warp from the residual stream (a warp sums the squares
+// of its rows itself: K values from L1/L2, no block barrier) and rounded as
+// the rmsnorm kernel stores it. Warp 0 of block 0 also writes the
+// normalised rows to XO, so the op it replaces has still produced its
+// output for any other reader. Saves the RMSNorm launch in front of the
+// QKV, gate_up and LM-head projections at decode.
+//
+// RES: Y is the residual stream and the product is added to it, Y = T(Y +
+// T(x W^T)), as the separate add rounds: the output and down projections
+// absorb the residual add that follows them. Each output has one owner
+// lane, so the read-modify-write needs no atomics.
 #include "common.cuh"
+
+#define GV_GLU 1
+#define GV_NORM 2
+#define GV_RES 4
 
 // ld_stream is a 16-byte read of data used once: no L1 allocation, and a
 // 256-byte L2 prefetch since the warp goes on to read the rest of the run.
 __device__ __forceinline__ pack8 ld_stream(const pack8 *p) {
 	pack8 r;
-	asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+	asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
 		: "=r"(r.w[0]), "=r"(r.w[1]), "=r"(r.w[2]), "=r"(r.w[3])
 		: "l"(p));
 	return r;
 }
 
-template <class T, int MT, int R, bool SWIGLU>
+template <class T, int MT, int R, int MODE>
 __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restrict__ W, T *__restrict__ Y,
-	int M, int N, int K) {
-	// U steps of K per round: each lane issues U x R 16-byte loads of W (and
-	// its chunks of X) before it multiplies anything, 4 KB in flight per warp.
-	constexpr int U = 8 / R;
-	pdl_enter();
+	const T *__restrict__ NW, T *__restrict__ XO, int M, int N, int K, float eps) {
+	constexpr bool GLU = MODE & GV_GLU, NORM = MODE & GV_NORM, RES = MODE & GV_RES;
+	// RR rows of W per warp (R outputs; both halves of each under GLU); U
+	// steps of K per round, so each lane has U x RR = 8 16-byte loads of W
+	// in flight: 4 KB per warp.
+	constexpr int RR = GLU ? 2 * R : R;
+	constexpr int U = RR >= 8 ? 1 : 8 / RR;
 	const int lane = threadIdx.x & 31;
 	const int n0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
-	if (n0 >= N) return;
 	const int K8 = K >> 3;
-	const long long ldx = SWIGLU ? 2LL * K : (long long)K;
-	const pack8 *wr[R];
+	const pack8 *wr[RR];
 #pragma unroll
-	for (int r = 0; r < R; r++) wr[r] = (const pack8 *)(W + (long long)min(n0 + r, N - 1) * K);
-	float acc[R][MT];
-#pragma unroll
-	for (int r = 0; r < R; r++)
-#pragma unroll
-		for (int m = 0; m < MT; m++) acc[r][m] = 0.f;
-
-	for (int c0 = lane; c0 < K8; c0 += 32 * U) {
-		pack8 w[U][R], xs[U][MT], us[U][SWIGLU ? MT : 1];
+	for (int r = 0; r < RR; r++) {
+		const int row = min(n0 + (r % R), N - 1) + (GLU && r >= R ? N : 0);
+		wr[r] = (const pack8 *)(W + (long long)row * K);
+	}
+	pack8 w[U][RR];
+	auto loadW = [&](int c0) {
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			const int c = c0 + 32 * u;
 			if (c < K8) {
 #pragma unroll
-				for (int r = 0; r < R; r++) w[u][r] = ld_stream(wr[r] + c);
+				for (int r = 0; r < RR; r++) w[u][r] = ld_stream(wr[r] + c);
+			}
+		}
+	};
+	if (n0 < N) loadW(lane);
+	pdl_enter(); // X may be the previous kernel's output: read it only now
+	if (n0 >= N) return;
+
+	// NORM: the reciprocal RMS of each input row (every lane ends with it).
+	float inv[MT];
+	if (NORM) {
 #pragma unroll
-				for (int m = 0; m < MT; m++) {
-					if (m < M) {
-						const T *xr = X + m * ldx + (long long)c * 8;
-						xs[u][m] = *(const pack8 *)xr;
-						if (SWIGLU) us[u][SWIGLU ? m : 0] = *(const pack8 *)(xr + K);
+		for (int m = 0; m < MT; m++) {
+			float ss = 0.f;
+			if (m < M)
+				for (int c = lane; c < K8; c += 32) {
+					const pack8 v = *(const pack8 *)(X + (long long)m * K + (long long)c * 8);
+#pragma unroll
+					for (int e = 0; e < 8; e++) {
+						const float f = pack_get<T>(v, e);
+						ss = fmaf(f, f, ss);
 					}
 				}
-			}
+			inv[m] = rsqrtf(warp_sum(ss) / (float)K + eps);
+		}
+	}
+	const bool writeX = NORM && XO != nullptr && blockIdx.x == 0 && threadIdx.x < 32;
+
+	float acc[RR][MT];
+#pragma unroll
+	for (int r = 0; r < RR; r++)
+#pragma unroll
+		for (int m = 0; m < MT; m++) acc[r][m] = 0.f;
+
+	for (int c0 = lane; c0 < K8; c0 += 32 * U) {
+		pack8 xs[U][MT], nw[U];
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const int c = c0 + 32 * u;
+			if (NORM && c < K8) nw[u] = *(const pack8 *)(NW + (long long)c * 8);
+#pragma unroll
+			for (int m = 0; m < MT; m++)
+				if (m < M && c < K8) xs[u][m] = *(const pack8 *)(X + (long long)m * K + (long long)c * 8);
 		}
 #pragma unroll
 		for (int u = 0; u < U; u++) {
@@ -78,15 +135,18 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 				if (m >= M) continue;
 				float x[8];
 #pragma unroll
-				for (int e = 0; e < 8; e++) {
-					float g = pack_get<T>(xs[u][m], e);
-					// silu with the fast reciprocal (exact division cost more
-					// than the loads here); the product is rounded as the
-					// swiglu kernel stores it.
-					x[e] = SWIGLU ? to_f32(from_f32<T>(g * __frcp_rn(1.f + __expf(-g)) * pack_get<T>(us[u][SWIGLU ? m : 0], e))) : g;
+				for (int e = 0; e < 8; e++) x[e] = pack_get<T>(xs[u][m], e);
+				if (NORM) {
+					pack8 xn = {};
+#pragma unroll
+					for (int e = 0; e < 8; e++) {
+						pack_set<T>(xn, e, x[e] * inv[m] * pack_get<T>(nw[u], e));
+						x[e] = pack_get<T>(xn, e);
+					}
+					if (writeX) *(pack8 *)(XO + (long long)m * K + (long long)(c0 + 32 * u) * 8) = xn;
 				}
 #pragma unroll
-				for (int r = 0; r < R; r++)
+				for (int r = 0; r < RR; r++)
 #pragma unroll
 					for (int e = 0; e < 4; e++) {
 						float2 wf = unpack2(w[u][r].w[e], T{});
@@ -95,6 +155,8 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 					}
 			}
 		}
+		// The next round's loads go out once this round's are consumed.
+		if (c0 + 32 * U < K8) loadW(c0 + 32 * U);
 	}
 	// Every lane ends with every sum; lane r * MT + m writes output (m, n0 + r).
 #pragma unroll
@@ -102,25 +164,37 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 #pragma unroll
 		for (int m = 0; m < MT; m++) {
 			float v = warp_sum(acc[r][m]);
-			if (lane == r * MT + m && m < M && n0 + r < N) Y[(long long)m * N + n0 + r] = from_f32<T>(v);
+			if (GLU) {
+				const float g = to_f32(from_f32<T>(v));
+				const float u = to_f32(from_f32<T>(warp_sum(acc[R + r][m])));
+				v = g / (1.f + __expf(-g)) * u;
+			}
+			if (lane == r * MT + m && m < M && n0 + r < N) {
+				T *y = Y + (long long)m * N + n0 + r;
+				*y = from_f32<T>(RES ? to_f32(*y) + to_f32(from_f32<T>(v)) : v);
+			}
 		}
 }
 
-// Names: gemv_<dtype>_m<MT>_r<R> and gemv_swiglu_<dtype>_m<MT>_r<R>; MT is
-// M rounded up to a power of two (M <= MT rows are computed).
-#define GEMV1(T, MT, R)                                                                                      \
-	extern "C" __global__ void __launch_bounds__(128) gemv_##T##_m##MT##_r##R(const T *X, const T *W, T *Y,   \
-		int M, int N, int K) {                                                                               \
-		gemv<T, MT, R, false>(X, W, Y, M, N, K);                                                             \
+// Names: gemv<mode>_<dtype>_m<MT>_r<R>, mode "" (plain), _glu, _norm,
+// _normglu or _res; MT is M rounded up to a power of two (M <= MT rows are
+// computed). For GLU, N is the output width F (W has 2F rows). NW and XO
+// are read only under NORM, eps likewise.
+#define GEMVK(T, MODE, SUF, MT, R)                                                                               \
+	extern "C" __global__ void __launch_bounds__(128) gemv##SUF##_##T##_m##MT##_r##R(const T *X, const T *W, T *Y, \
+		const T *NW, T *XO, int M, int N, int K, float eps) {                                                     \
+		gemv<T, MT, R, MODE>(X, W, Y, NW, XO, M, N, K, eps);                                                      \
 	}
-#define GEMVS(T, MT, R)                                                                                      \
-	extern "C" __global__ void __launch_bounds__(128) gemv_swiglu_##T##_m##MT##_r##R(const T *X, const T *W, \
-		T *Y, int M, int N, int K) {                                                                         \
-		gemv<T, MT, R, true>(X, W, Y, M, N, K);                                                              \
-	}
-#define GEMV_T(T)                                                                                            \
-	GEMV1(T, 1, 1) GEMV1(T, 1, 2) GEMV1(T, 1, 4) GEMV1(T, 2, 1) GEMV1(T, 2, 2) GEMV1(T, 2, 4)                \
-	GEMV1(T, 4, 2) GEMV1(T, 4, 4) GEMV1(T, 8, 4)                                                             \
-	GEMVS(T, 1, 2) GEMVS(T, 1, 4) GEMVS(T, 2, 2) GEMVS(T, 2, 4)
+// Outputs per warp: 1, 2 or 4 (2 rows of W each under GLU, so at most 2).
+#define GEMV_ROWS(T, MODE, SUF)                                                                                  \
+	GEMVK(T, MODE, SUF, 1, 1) GEMVK(T, MODE, SUF, 1, 2) GEMVK(T, MODE, SUF, 1, 4) GEMVK(T, MODE, SUF, 2, 1)     \
+	GEMVK(T, MODE, SUF, 2, 2) GEMVK(T, MODE, SUF, 2, 4) GEMVK(T, MODE, SUF, 4, 2) GEMVK(T, MODE, SUF, 4, 4)     \
+	GEMVK(T, MODE, SUF, 8, 4)
+#define GEMV_ROWS_GLU(T, MODE, SUF)                                                                              \
+	GEMVK(T, MODE, SUF, 1, 1) GEMVK(T, MODE, SUF, 1, 2) GEMVK(T, MODE, SUF, 2, 1) GEMVK(T, MODE, SUF, 2, 2)     \
+	GEMVK(T, MODE, SUF, 4, 2) GEMVK(T, MODE, SUF, 8, 2)
+#define GEMV_T(T)                                                                                                \
+	GEMV_ROWS(T, 0, ) GEMV_ROWS(T, GV_NORM, _norm) GEMV_ROWS(T, GV_RES, _res)                                 \
+	GEMV_ROWS_GLU(T, GV_GLU, _glu) GEMV_ROWS_GLU(T, GV_GLU | GV_NORM, _normglu)
 GEMV_T(f16)
 GEMV_T(bf16)
