@@ -14,4 +14,15 @@
 // scheduling live in engine and engine/model, which this package must not
 // import (tests may use engine/cpu and engine/model as references). Without
 // cgo on Linux only a stub is built: Probe says why, Compiled is false.
+//
+// NVTX ranges (RangePush / RangePop, nvtx.c) need no NVTX header or library
+// either: the shim speaks NVTX v3's attachment protocol itself. When a
+// profiler sets NVTX_INJECTION64_PATH, the first NVTX call loads that tool
+// once and lets it fill the core module's callback slots; with the variable
+// unset nothing is loaded and a range costs one atomic load. A tool that
+// fails to load or attach leaves NVTX off, NVTXError says why. The CUDA
+// backend names one range per engine iteration of a profiled pass the way
+// TensorRT-LLM does ("iteration 120: 2 ctx reqs, 64 ctx tokens, 62 gen
+// reqs"), pushed on the GPU's thread so that nsys lays it over that
+// iteration's launches and kernels.
 package cuda
