@@ -1306,15 +1306,30 @@ func (b *Backend) WindowStop() {
 }
 
 // IterationStart marks the iteration's start on CUPTI's clock, so records
-// are attributed to it; outside a profiled pass it costs nothing.
-func (b *Backend) IterationStart(i int, _ string) {
+// are attributed to it, and opens the iteration's NVTX range when a
+// profiler attached a tool. The range is pushed on the GPU's thread, in
+// order with the iteration's launches, because NVTX ranges belong to a
+// thread and nsys lays them over the kernels that thread launched. The
+// engine calls this in every iteration of a profiled pass, inside the
+// window and out (`nsys -c cudaProfilerApi` keeps only the window's); timed
+// passes never call it. Without a tool it costs one atomic load.
+func (b *Backend) IterationStart(i int, name string) {
 	if b.prof != nil {
 		b.prof.Mark(i)
 	}
+	if cuda.NVTXEnabled() {
+		b.dev.Post(func(*cuda.GPU) { cuda.RangePush(name) }, func(error) {})
+	}
 }
 
-// IterationEnd needs nothing: the next mark ends the iteration.
-func (b *Backend) IterationEnd(int) {}
+// IterationEnd closes the iteration's NVTX range (after the iteration's
+// synchronising Argmax); CUPTI needs nothing: the next mark ends the
+// iteration.
+func (b *Backend) IterationEnd(int) {
+	if cuda.NVTXEnabled() {
+		b.dev.Post(func(*cuda.GPU) { cuda.RangePop() }, func(error) {})
+	}
+}
 
 // Ops drains the profiled pass's kernel, copy and memset records.
 func (b *Backend) Ops() []model.OpRecord {
