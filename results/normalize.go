@@ -157,12 +157,16 @@ func normalizeCell(in *Cell) (Cell, error) {
 	}
 	c.Summary = summarizeRepeats(c.Repeats)
 	if in.Profile != nil {
+		if msg := checkDistinctKernels(in.Profile); msg != "" {
+			return c, fmt.Errorf("cell %q: profile.distinct_kernels: %s", c.ID, msg)
+		}
 		p := *in.Profile
 		p.Kernels = slices.Clone(p.Kernels)
 		for i := range p.Kernels {
 			k := &p.Kernels[i]
 			k.TimePct, k.AvgNs, k.MedNs, k.StdDevNs = roundValue(k.TimePct), roundValue(k.AvgNs), roundValue(k.MedNs), roundValue(k.StdDevNs)
 		}
+		p.OtherKernels = slices.Clone(p.OtherKernels)
 		p.Diagnosis = slices.Clone(p.Diagnosis)
 		if p.Stats != nil {
 			p.Stats = maps.Clone(p.Stats)

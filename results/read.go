@@ -208,6 +208,9 @@ func validate(r *Results) (path, msg string) {
 				return p + ".params." + k, scalar + " (parameters are flattened to dotted keys)"
 			}
 		}
+		if msg := checkDistinctKernels(c.Profile); msg != "" {
+			return p + ".profile.distinct_kernels", msg
+		}
 		for j, a := range c.Artifacts {
 			if a == "" || filepath.IsAbs(a) || strings.HasPrefix(a, "/") || strings.HasPrefix(a, "../") || a == ".." {
 				return fmt.Sprintf("%s.artifacts[%d]", p, j), fmt.Sprintf("%q: expected a path relative to the results directory", a)
@@ -215,6 +218,18 @@ func validate(r *Results) (path, msg string) {
 		}
 	}
 	return "", ""
+}
+
+// checkDistinctKernels refuses a kernel count below the kernels listed.
+func checkDistinctKernels(p *Profile) string {
+	if p == nil {
+		return ""
+	}
+	n := len(p.Kernels) + len(p.OtherKernels)
+	if p.DistinctKernels >= n || (p.DistinctKernels == 0 && len(p.OtherKernels) == 0) {
+		return ""
+	}
+	return fmt.Sprintf("%d; expected %s the %d kernels listed in kernels and other_kernels", p.DistinctKernels, pick(len(p.OtherKernels) == 0, "0 (not recorded) or at least", "at least"), n)
 }
 
 func newFileError(name string, data []byte, off int64, field, msg string, err error) *FileError {

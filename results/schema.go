@@ -156,6 +156,14 @@ type Profile struct {
 	// Iterations is how many engine iterations the window covered, so
 	// kernel times can be compared per iteration between cells.
 	Iterations int `json:"iterations,omitempty"`
+	// DistinctKernels is how many kernels the window ran, and
+	// OtherKernels the ones below Kernels' top list, so that a kernel
+	// diff between two cells (results.md's comparisons, xrun diff) knows
+	// every kernel each ran. Optional: files written before they existed
+	// have neither, and a kernel missing from their top list may still
+	// have run.
+	DistinctKernels int          `json:"distinct_kernels,omitempty"`
+	OtherKernels    []KernelTime `json:"other_kernels,omitempty"`
 	// Stats are the diagnosis's figures (busy_fraction,
 	// kernels_per_iteration, mean_gap_ns, achieved_bytes_per_s, ...).
 	Stats map[string]float64 `json:"stats,omitempty"`
@@ -172,6 +180,14 @@ type Kernel struct {
 	MinNs     int64   `json:"min_ns"`
 	MaxNs     int64   `json:"max_ns"`
 	StdDevNs  float64 `json:"stddev_ns"`
+}
+
+// KernelTime is a kernel below a profile's top list: enough to compare
+// it between cells.
+type KernelTime struct {
+	Name      string `json:"name"`
+	TotalNs   int64  `json:"total_ns"`
+	Instances int64  `json:"instances"`
 }
 
 // Telemetry summarises GPU telemetry sampled during the cell's timed

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -248,11 +249,11 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		}
 		w.passes = append(w.passes, res)
 		w.profiled = true
-		p, files, err := profile.WriteArtifacts(CellDir(w.dir, w.cell.ID), res, e.Model(), profile.Options{Window: w.cell.Engine.ProfileWindow})
+		p, files, err := profile.WriteArtifacts(CellDir(w.dir, w.cell.ID), res, e.Model(), profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt})
 		if err != nil {
 			return fmt.Errorf("profile artifacts: %w", err)
 		}
-		w.rec.Profile = p
+		w.rec.Profile = topKernels(p, profile.DefaultTopKernels)
 		for _, f := range files {
 			w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, f))
 		}
@@ -260,6 +261,19 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		w.log.Info().Int("ops", len(res.Ops)).Float64("system_output_throughput_tok_s", res.Metrics["system_output_throughput_tok_s"]).Msg("profiled pass done")
 	}
 	return nil
+}
+
+// topKernels keeps the top n of a profile's kernels in full and, so that
+// a kernel diff between cells (results.md, xrun diff) knows every kernel
+// each ran, the others by name, time and launches, with their count.
+func topKernels(p *results.Profile, n int) *results.Profile {
+	n = min(n, len(p.Kernels))
+	p.DistinctKernels = len(p.Kernels)
+	for _, k := range p.Kernels[n:] {
+		p.OtherKernels = append(p.OtherKernels, results.KernelTime{Name: k.Name, TotalNs: k.TotalNs, Instances: k.Instances})
+	}
+	p.Kernels = p.Kernels[:n]
+	return p
 }
 
 // requests loads the cell's dataset: a generated one through the cache

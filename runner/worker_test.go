@@ -75,6 +75,9 @@ func TestRunWorker(t *testing.T) {
 			!strings.HasPrefix(rec.Backend, "cpu/") || (rec.Profile != nil) != profiled || (rec.ProfileMetrics != nil) != profiled {
 			t.Errorf("%s: record %+v", c.ID, rec)
 		}
+		if p := rec.Profile; p != nil && (p.DistinctKernels == 0 || p.DistinctKernels != len(p.Kernels)+len(p.OtherKernels) || len(p.Kernels) > 10) {
+			t.Errorf("%s: %d distinct kernels, %d listed, %d others; want every kernel counted, the top 10 listed", c.ID, p.DistinctKernels, len(p.Kernels), len(p.OtherKernels))
+		}
 		// Two timed passes of 3 requests, and the profiled pass.
 		want := 6
 		if profiled {
@@ -219,5 +222,22 @@ func TestFaultFor(t *testing.T) {
 	}
 	if err := injectFault("explode"); err == nil || !strings.Contains(err.Error(), "unknown fault") {
 		t.Errorf("unknown fault: %v", err)
+	}
+}
+
+// TestTopKernels: results.json keeps the top kernels in full and the
+// others by name, time and launches, with their count.
+func TestTopKernels(t *testing.T) {
+	var ks []results.Kernel
+	for i := range 5 {
+		ks = append(ks, results.Kernel{Name: "k" + strconv.Itoa(i), TotalNs: int64(500 - i), Instances: 2, AvgNs: 1})
+	}
+	p := topKernels(&results.Profile{Kernels: slices.Clone(ks)}, 3)
+	if len(p.Kernels) != 3 || p.DistinctKernels != 5 || !slices.Equal(p.OtherKernels, []results.KernelTime{{Name: "k3", TotalNs: 497, Instances: 2}, {Name: "k4", TotalNs: 496, Instances: 2}}) {
+		t.Errorf("top 3 of 5: %+v", p)
+	}
+	p = topKernels(&results.Profile{Kernels: slices.Clone(ks[:2])}, 3)
+	if len(p.Kernels) != 2 || p.DistinctKernels != 2 || p.OtherKernels != nil {
+		t.Errorf("top 3 of 2: %+v", p)
 	}
 }
