@@ -16,8 +16,12 @@
 //     Markdown (results.md), CSV, JSON and the Go benchmark format that
 //     benchstat reads; pivot tables for the spec's comparisons;
 //   - Diff, the engine of `xrun diff`, with environment differences found
-//     by go-cmp.
+//     by go-cmp;
+//   - the kernel diff between two profiled cells (DiffKernels: kernels
+//     side by side per iteration, those that ran in only one paired by
+//     kind), which `xrun kernels`, results.md's comparisons and `xrun
+//     diff` share, with the kernel names' kinds and short forms.
 //
-// It never runs anything and knows nothing of YAML, engines or GPUs: the
-// runner fills Results and calls WriteDir; the commands read them back.
+// It never runs anything and knows nothing of YAML or engines: the runner
+// fills Results and calls WriteDir; the commands read them back.
 package results

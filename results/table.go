@@ -137,7 +137,11 @@ func mdEscape(s string) string {
 
 // formatNumber prints 4 significant digits without an exponent
 // ("141.3", "18086", "0.8123"), enough to read a table; the files keep 6.
-func formatNumber(v float64) string {
+func formatNumber(v float64) string { return formatSig(v, 4) }
+
+// formatSig prints v with the given number of significant digits and
+// never an exponent (999.96 to 3 digits prints as 1000, not 1e+03).
+func formatSig(v float64, digits int) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "n/a"
 	}
@@ -145,7 +149,7 @@ func formatNumber(v float64) string {
 		return "0"
 	}
 	mag := int(math.Floor(math.Log10(math.Abs(v))))
-	dec := min(max(3-mag, 0), 9)
+	dec := min(max(digits-1-mag, 0), 9)
 	s := strconv.FormatFloat(v, 'f', dec, 64)
 	if s == "-0" {
 		s = "0"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/model"
+	"github.com/xrun-dev/xrun/results"
 )
 
 // Pattern names, as performance engineers name what a profile shows.
@@ -220,11 +221,6 @@ func (d *Diagnosis) roofline() {
 		sig3(intensity), sig3(ridge), fmtRate(fl, "FLOP/s"), 100*fl/dev.PeakFLOPs, fmtRate(dev.PeakFLOPs, "FLOP/s"), floorText), figs)
 }
 
-// gemmRE recognises GEMM (and GEMV) kernels: cuBLAS/cuBLASLt (nvjet, sm90_xmma,
-// cutlass), the engine's own (including its grouped expert GEMMs) and the
-// CPU backend's.
-var gemmRE = regexp.MustCompile(`(?i)gemm|gemv|nvjet|xmma|cutlass|matmul|cublas|moe_gate_up|moe_down|cpu_moe_experts`)
-
 // MoE stages, in the order a MoE layer runs them.
 const (
 	MoERouter   = "router"
@@ -281,8 +277,11 @@ func (d *Diagnosis) moeBreakdown(stats []KernelStat) {
 		100*figs["moe_share"], fmtDur(float64(moeNs)/float64(max(d.Iterations, 1))), strings.Join(parts, ", ")), figs)
 }
 
-// IsGEMM reports whether a kernel name is a GEMM.
-func IsGEMM(name string) bool { return gemmRE.MatchString(name) }
+// IsGEMM reports whether a kernel name is a GEMM: cuBLAS/cuBLASLt (nvjet,
+// sm90_xmma, cutlass), the engine's own (including its grouped expert
+// GEMMs) or the CPU backend's, by the results package's rule, which the
+// kernel diff's categories use too.
+func IsGEMM(name string) bool { return results.IsGEMMKernel(name) }
 
 func (d *Diagnosis) gemmAndTop(ops []model.OpRecord) {
 	stats := Summarize(ops)

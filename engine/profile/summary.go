@@ -10,11 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/ianlancetaylor/demangle"
 
 	"github.com/xrun-dev/xrun/engine/model"
+	"github.com/xrun-dev/xrun/results"
 )
 
 // KernelStat is one row of the kernel summary: Nsight Systems' "CUDA GPU
@@ -44,47 +44,9 @@ func KernelName(name string) string {
 // ShortName is a kernel's name for tables and sentences: a demangled C++
 // name without its return type and parameter list, and with its template
 // arguments elided when it is still longer than 60 characters
-// ("cublasLt::splitKreduce_kernel<…>"). Files keep the full name.
-func ShortName(name string) string {
-	s := strings.TrimPrefix(name, "void ")
-	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '<':
-			depth++
-		case '>':
-			depth--
-		case '(':
-			if strings.HasPrefix(s[i:], "(anonymous namespace)") {
-				i += len("(anonymous namespace)") - 1
-				continue
-			}
-			if depth == 0 && i > 0 {
-				s = s[:i]
-				i = len(s)
-			}
-		}
-	}
-	if utf8.RuneCountInString(s) <= 60 {
-		return s
-	}
-	var b strings.Builder
-	depth = 0
-	for _, r := range s {
-		switch {
-		case r == '<':
-			if depth == 0 {
-				b.WriteString("<…>")
-			}
-			depth++
-		case r == '>':
-			depth--
-		case depth == 0:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// ("cublasLt::splitKreduce_kernel<…>"). Files keep the full name. The
+// rule lives in the results package, which shows kernel names too.
+func ShortName(name string) string { return results.ShortKernelName(name) }
 
 // names demangles each distinct name once: a window holds hundreds of
 // thousands of records of a few dozen kernels.
