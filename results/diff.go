@@ -53,6 +53,9 @@ type DiffReport struct {
 	Counts      DiffCounts  `json:"counts"`
 	Environment []EnvChange `json:"environment"`
 	Cells       []CellDiff  `json:"cells"`
+	// KernelsUnchanged counts the cells profiled in both runs whose
+	// kernels did not change (their CellDiff has no KernelChanges).
+	KernelsUnchanged int `json:"kernels_unchanged,omitempty"`
 	// Warnings are statistical caveats, deduplicated.
 	Warnings []string `json:"warnings"`
 }
@@ -78,6 +81,10 @@ type CellDiff struct {
 	Error     string       `json:"error,omitempty"` // the new run's error
 	Throttled string       `json:"throttled,omitempty"`
 	Metrics   []MetricDiff `json:"metrics,omitempty"`
+	// KernelChanges say what changed in the kernels, old to new, when
+	// both runs profiled the cell (KernelDiff.Changes). They never make
+	// a regression: one profiled pass a side is no statistical test.
+	KernelChanges []string `json:"kernel_changes,omitempty"`
 }
 
 // MetricDiff is one metric of one cell, old against new.
@@ -188,6 +195,17 @@ func Diff(old, new *Results, opts DiffOptions) *DiffReport {
 			}
 		default:
 			cd.Change = CellNotCompared
+		}
+		if cd.Change == CellCompared {
+			a, okA := ProfileKernels(oc, "old")
+			b, okB := ProfileKernels(nc, "new")
+			if okA && okB {
+				if lines, changed := DiffKernels(a, b).Changes(); changed {
+					cd.KernelChanges = lines
+				} else {
+					d.KernelsUnchanged++
+				}
+			}
 		}
 		if cd.Throttled != "" {
 			d.Counts.Throttled++
@@ -320,11 +338,32 @@ func diffRow(c CellDiff, m MetricDiff, mark bool) []string {
 	if mark && m.Improvement {
 		v += " improvement"
 	}
-	id := c.ID
-	if c.Throttled != "" {
-		id += " (throttled)"
+	return []string{diffCellName(c), m.Name, formatSummary(m.Old), formatSummary(m.New), delta, v}
+}
+
+// diffCellName is a cell's id, flagged when the GPU throttled.
+func diffCellName(c CellDiff) string {
+	return c.ID + pick(c.Throttled != "", " (throttled)", "")
+}
+
+// kernelsDiffNote qualifies the kernel changes of a diff.
+const kernelsDiffNote = "one profiled pass a side, so not judged for significance"
+
+// unchangedKernels sums up the profiled cells whose kernels did not
+// change: "3 other profiled cells: no kernel ran in only one of them ...".
+func (d *DiffReport) unchangedKernels(listed int) string {
+	return plural(d.KernelsUnchanged, pick(listed > 0, "other profiled cell", "profiled cell")) + ": " + unchangedKernels
+}
+
+// kernelCells are the cells with kernel changes to report.
+func (d *DiffReport) kernelCells() []CellDiff {
+	var out []CellDiff
+	for _, c := range d.Cells {
+		if len(c.KernelChanges) > 0 {
+			out = append(out, c)
+		}
 	}
-	return []string{id, m.Name, formatSummary(m.Old), formatSummary(m.New), delta, v}
+	return out
 }
 
 // cellLists are the added, removed, failed and throttled cells.
@@ -397,6 +436,18 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 		t.Title = "Improvements"
 		t.WriteText(&b)
 	}
+	if cells := d.kernelCells(); len(cells) > 0 || d.KernelsUnchanged > 0 {
+		b.WriteString("\nKernel changes, old → new (" + kernelsDiffNote + "):\n")
+		for _, c := range cells {
+			b.WriteString("  " + diffCellName(c) + "\n")
+			for _, l := range c.KernelChanges {
+				b.WriteString("    " + l + "\n")
+			}
+		}
+		if d.KernelsUnchanged > 0 {
+			b.WriteString("  " + d.unchangedKernels(len(cells)) + "\n")
+		}
+	}
 	if len(d.Cells) > 0 && d.Counts.Compared > 0 {
 		b.WriteString("\n")
 		t := d.all(true)
@@ -435,6 +486,18 @@ func (d *DiffReport) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n### Improvements\n\n")
 		d.findings(false).WriteMarkdown(&b, 0)
 	}
+	if cells := d.kernelCells(); len(cells) > 0 || d.KernelsUnchanged > 0 {
+		b.WriteString("\n### Kernel changes\n\nOld → new, " + kernelsDiffNote + ".\n")
+		for _, c := range cells {
+			b.WriteString("\n**" + mdEscape(diffCellName(c)) + "**\n\n")
+			for _, l := range c.KernelChanges {
+				b.WriteString("- " + mdEscape(l) + "\n")
+			}
+		}
+		if d.KernelsUnchanged > 0 {
+			b.WriteString("\n" + mdEscape(d.unchangedKernels(len(cells))) + ".\n")
+		}
+	}
 	if d.Counts.Compared > 0 {
 		fmt.Fprintf(&b, "\n<details><summary>All compared metrics (%s, median ±95%% CI)</summary>\n\n", plural(d.Counts.Compared, "cell"))
 		t := d.all(true)
@@ -444,6 +507,22 @@ func (d *DiffReport) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// DiffFormats are the formats Render draws, default first.
+var DiffFormats = []string{"text", "markdown", "json"}
+
+// Render draws the report in one of DiffFormats.
+func (d *DiffReport) Render(w io.Writer, format string) error {
+	switch format {
+	case "text":
+		return d.WriteText(w)
+	case "markdown":
+		return d.WriteMarkdown(w)
+	case "json":
+		return d.WriteJSON(w)
+	}
+	return fmt.Errorf("%q is not a diff format; expected %s", format, strings.Join(DiffFormats, ", "))
 }
 
 // WriteJSON renders the report as indented JSON for bots.

@@ -42,6 +42,11 @@ var fixtures = map[string]func() *Results{
 	"nightly-base": func() *Results { return nightly(1, 0).build() },
 	"nightly-slow": func() *Results { return nightlySlow().build() },
 	"nightly-same": func() *Results { return nightly(3, 0).build() },
+	// gemm-profiled-new is the same study after a change to the attention
+	// kernel, one cell throttled: xrun diff reports the kernels that
+	// changed.
+	"gemm-profiled":     func() *Results { return gemmProfiledStudy(420, false) },
+	"gemm-profiled-new": func() *Results { return gemmProfiledStudy(421, true) },
 }
 
 // TestFixtures keeps testdata/<fixture>/results.{json,md} in step with

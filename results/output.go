@@ -87,6 +87,15 @@ func (textOutput) Render(w io.Writer, r *Results, opts RenderOptions) error {
 		for _, n := range c.Notes {
 			b.WriteString("  " + n + "\n")
 		}
+		if len(c.Kernels) > 0 {
+			b.WriteString("\n" + c.Title + ": kernel changes\n  " + strings.ReplaceAll(kernelsNote, "`", "") + "\n")
+		}
+		for _, p := range c.Kernels {
+			b.WriteString("  " + p.heading() + " (" + p.command() + ")\n")
+			for _, l := range p.Changes {
+				b.WriteString("    " + l + "\n")
+			}
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -129,6 +138,7 @@ func (markdownOutput) Render(w io.Writer, r *Results, opts RenderOptions) error 
 				b.WriteString("- " + mdEscape(n) + "\n")
 			}
 		}
+		writeKernelPairsMarkdown(&b, c.Kernels)
 	}
 	if err := writeProfilesMarkdown(&b, rep.Profiles); err != nil {
 		return err

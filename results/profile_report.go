@@ -76,6 +76,21 @@ func writeProfilesMarkdown(b *strings.Builder, ps []ProfileSection) error {
 	return nil
 }
 
+// writeKernelPairsMarkdown draws a comparison's kernel changes: a short
+// list per pair, and the command that shows the pair in full.
+func writeKernelPairsMarkdown(b *strings.Builder, pairs []KernelPair) {
+	if len(pairs) == 0 {
+		return
+	}
+	b.WriteString("\n### Kernel changes\n\n" + kernelsNote + "\n")
+	for _, p := range pairs {
+		b.WriteString("\n**" + mdEscape(p.heading()) + "** · `" + p.command() + "`\n\n")
+		for _, l := range p.Changes {
+			b.WriteString("- " + mdEscape(l) + "\n")
+		}
+	}
+}
+
 // clip cuts a long name (demangled C++ kernel names run to hundreds of
 // characters) for a table; results.json keeps it whole.
 func clip(s string, n int) string {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -41,6 +42,19 @@ type ComparisonTables struct {
 	Tables   []*Table
 	// Notes are the statistical caveats of all the tables, said once.
 	Notes []string
+	// Kernels say, for each compared pair of profiled cells, what changed
+	// in their kernels.
+	Kernels []KernelPair
+}
+
+// KernelPair is a compared cell and its baseline, both profiled, and what
+// changed in their kernels (KernelDiff.Changes).
+type KernelPair struct {
+	// Where is the pivot row: the other axes' values, "batch_size=64".
+	Where          string
+	Base, Value    string
+	BaseID, CellID string
+	Changes        []string
 }
 
 // axisInfo is one varying parameter and its values in display order.
@@ -416,7 +430,58 @@ func pivotTables(r *Results, ax []axisInfo, cs compareAxis, metrics []string) Co
 		ct.Tables = append(ct.Tables, t)
 	}
 	ct.Notes = dedupe(warn)
+	for _, row := range rows {
+		for _, v := range cands {
+			if p, ok := kernelPair(cs.Axis, row.cells[base], row.cells[v]); ok {
+				if len(others) > 0 {
+					p.Where = rowLabel(others, row.label)
+				}
+				ct.Kernels = append(ct.Kernels, p)
+			}
+		}
+	}
 	return ct
+}
+
+// kernelsNote introduces the kernel changes under a comparison.
+const kernelsNote = "From one profiled pass per cell. `xrun kernels DIR BASELINE_CELL CELL` shows every kernel of a pair."
+
+// heading names the pair: "batch_size=64: disable → auto".
+func (p KernelPair) heading() string {
+	h := p.Base + " → " + p.Value
+	if p.Where != "" {
+		h = p.Where + ": " + h
+	}
+	return h
+}
+
+// command is the xrun kernels call that shows the pair in full.
+func (p KernelPair) command() string { return "xrun kernels DIR " + p.BaseID + " " + p.CellID }
+
+// kernelPair diffs the kernels of two cells of a comparison; ok is false
+// unless both ran and were profiled.
+func kernelPair(axis string, base, cell *Cell) (KernelPair, bool) {
+	if base == nil || cell == nil || base.Status != StatusOK || cell.Status != StatusOK {
+		return KernelPair{}, false
+	}
+	bv, cv := paramString(base, axis), paramString(cell, axis)
+	a, okA := ProfileKernels(base, sideLabel(axis, bv))
+	b, okB := ProfileKernels(cell, sideLabel(axis, cv))
+	if !okA || !okB {
+		return KernelPair{}, false
+	}
+	lines, _ := DiffKernels(a, b).Changes()
+	return KernelPair{Base: bv, Value: cv, BaseID: base.ID, CellID: cell.ID, Changes: lines}, true
+}
+
+// sideLabel names a compared cell in a sentence by its axis value, with
+// the axis where the value alone would read as a quantity ("batch_size=64
+// only" rather than "64 only").
+func sideLabel(axis, value string) string {
+	if _, err := strconv.ParseFloat(value, 64); err == nil {
+		return axis + "=" + value
+	}
+	return value
 }
 
 func rowLabel(others []axisInfo, label []string) string {
