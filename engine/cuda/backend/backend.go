@@ -54,6 +54,7 @@ type Backend struct {
 	// prof is the CUPTI session of a profiled pass, nil otherwise.
 	prof     *cupti.Session
 	fuseOn   bool     // deferred ops fused into the op that consumes them
+	normFuse bool     // RMSNorms into the decode GEMV's prologue (XRUN_CUDA_FUSE_NORM=0: off)
 	pend     *pending // an op held back for fusion (caller's goroutine only)
 	attnWork cuda.Buffer
 	attnCnt  cuda.Buffer // split attention's counters (zero between launches)
@@ -205,7 +206,7 @@ func New(o model.BackendOptions) (model.Backend, error) {
 	}
 	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[int]*graphState{},
 		graphsOn: os.Getenv("XRUN_CUDA_GRAPHS") != "0", splitOn: os.Getenv("XRUN_CUDA_ATTN_SPLIT") != "0",
-		fuseOn: os.Getenv("XRUN_CUDA_FUSE") != "0"}
+		fuseOn: os.Getenv("XRUN_CUDA_FUSE") != "0", normFuse: os.Getenv("XRUN_CUDA_FUSE_NORM") != "0"}
 	err = dev.Do(func(g *cuda.GPU) error {
 		if err := g.LoadKernels(); err != nil {
 			return err
@@ -1054,7 +1055,7 @@ func (b *Backend) RMSNorm(out, x, w model.Tensor, rows int, eps float32) {
 	rows = b.rows(rows)
 	// An in-place norm is not held back: the GEMM's prologue would write
 	// the rows other blocks are still reading.
-	if b.gemvFusing(rows) && o != xi {
+	if b.gemvFusing(rows) && b.normFuse && o != xi {
 		b.release()
 		b.pend = &pending{kind: pendNorm, out: o, res: xi, nw: wi, rows: rows, eps: eps}
 		return
@@ -1077,6 +1078,9 @@ func (b *Backend) AddRMSNorm(residual, delta, w, out model.Tensor, rows int, eps
 		} else {
 			b.gemv(p, r, cuda.GemvFusion{Residual: true})
 			b.pend = &pending{kind: pendNorm, out: o, res: r, nw: wi, rows: rows, eps: eps}
+			if !b.normFuse {
+				b.release()
+			}
 			return
 		}
 	}

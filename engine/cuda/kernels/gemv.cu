@@ -30,12 +30,15 @@
 // two sums are rounded to the storage type before the product, as the
 // unfused path stores them.
 //
-// NORM: X is not read; each row m of the input is RMSNorm(Xres[m]) * NW,
-// computed by every warp from the residual stream (a warp sums the squares
-// of its rows itself: K values from L1/L2, no block barrier) and rounded as
-// the rmsnorm kernel stores it. Warp 0 of block 0 also writes the
-// normalised rows to XO, so the op it replaces has still produced its
-// output for any other reader. Saves the RMSNorm launch in front of the
+// NORM: X is the residual stream and each input row is RMSNorm(X[m]) * NW.
+// The reciprocal RMS is a common factor of the whole dot product, so the
+// loop multiplies W by X * NW and sums the squares of X alongside (every
+// warp walks all of K anyway), and the sums are scaled once at the end:
+// no extra pass over X and no barrier in front of the loop. (The unfused
+// path rounds the normalised row to the storage type first; this skips that
+// rounding.) Warp 0 of block 0 then writes the normalised rows to XO, as
+// the rmsnorm kernel rounds them, so the op it replaces has still produced
+// its output for any other reader. Saves the RMSNorm launch in front of the
 // QKV, gate_up and LM-head projections at decode.
 //
 // RES: Y is the residual stream and the product is added to it, Y = T(Y +
@@ -91,31 +94,13 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 	pdl_enter(); // X may be the previous kernel's output: read it only now
 	if (n0 >= N) return;
 
-	// NORM: the reciprocal RMS of each input row (every lane ends with it).
-	float inv[MT];
-	if (NORM) {
+	float acc[RR][MT], ss[MT];
 #pragma unroll
-		for (int m = 0; m < MT; m++) {
-			float ss = 0.f;
-			if (m < M)
-				for (int c = lane; c < K8; c += 32) {
-					const pack8 v = *(const pack8 *)(X + (long long)m * K + (long long)c * 8);
+	for (int m = 0; m < MT; m++) {
+		ss[m] = 0.f;
 #pragma unroll
-					for (int e = 0; e < 8; e++) {
-						const float f = pack_get<T>(v, e);
-						ss = fmaf(f, f, ss);
-					}
-				}
-			inv[m] = rsqrtf(warp_sum(ss) / (float)K + eps);
-		}
+		for (int r = 0; r < RR; r++) acc[r][m] = 0.f;
 	}
-	const bool writeX = NORM && XO != nullptr && blockIdx.x == 0 && threadIdx.x < 32;
-
-	float acc[RR][MT];
-#pragma unroll
-	for (int r = 0; r < RR; r++)
-#pragma unroll
-		for (int m = 0; m < MT; m++) acc[r][m] = 0.f;
 
 	for (int c0 = lane; c0 < K8; c0 += 32 * U) {
 		pack8 xs[U][MT], nw[U];
@@ -137,13 +122,11 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 #pragma unroll
 				for (int e = 0; e < 8; e++) x[e] = pack_get<T>(xs[u][m], e);
 				if (NORM) {
-					pack8 xn = {};
 #pragma unroll
 					for (int e = 0; e < 8; e++) {
-						pack_set<T>(xn, e, x[e] * inv[m] * pack_get<T>(nw[u], e));
-						x[e] = pack_get<T>(xn, e);
+						ss[m] = fmaf(x[e], x[e], ss[m]);
+						x[e] *= pack_get<T>(nw[u], e);
 					}
-					if (writeX) *(pack8 *)(XO + (long long)m * K + (long long)(c0 + 32 * u) * 8) = xn;
 				}
 #pragma unroll
 				for (int r = 0; r < RR; r++)
@@ -158,15 +141,29 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 		// The next round's loads go out once this round's are consumed.
 		if (c0 + 32 * U < K8) loadW(c0 + 32 * U);
 	}
+	float inv[MT];
+#pragma unroll
+	for (int m = 0; m < MT; m++) inv[m] = NORM ? rsqrtf(warp_sum(ss[m]) / (float)K + eps) : 1.f;
+	if (NORM && XO != nullptr && blockIdx.x == 0 && threadIdx.x < 32) {
+		for (int m = 0; m < M; m++)
+			for (int c = lane; c < K8; c += 32) {
+				const pack8 xv = *(const pack8 *)(X + (long long)m * K + (long long)c * 8);
+				const pack8 nv = *(const pack8 *)(NW + (long long)c * 8);
+				pack8 o = {};
+#pragma unroll
+				for (int e = 0; e < 8; e++) pack_set<T>(o, e, pack_get<T>(xv, e) * inv[m] * pack_get<T>(nv, e));
+				*(pack8 *)(XO + (long long)m * K + (long long)c * 8) = o;
+			}
+	}
 	// Every lane ends with every sum; lane r * MT + m writes output (m, n0 + r).
 #pragma unroll
 	for (int r = 0; r < R; r++)
 #pragma unroll
 		for (int m = 0; m < MT; m++) {
-			float v = warp_sum(acc[r][m]);
+			float v = warp_sum(acc[r][m]) * inv[m];
 			if (GLU) {
 				const float g = to_f32(from_f32<T>(v));
-				const float u = to_f32(from_f32<T>(warp_sum(acc[R + r][m])));
+				const float u = to_f32(from_f32<T>(warp_sum(acc[R + r][m]) * inv[m]));
 				v = g / (1.f + __expf(-g)) * u;
 			}
 			if (lane == r * MT + m && m < M && n0 + r < N) {
