@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -38,6 +39,12 @@ same code do not fail the check. By default the headline metrics are judged
 (request and output throughput, per-user throughput, total and average
 latency); --metric chooses others.
 
+When both runs profiled a cell, its kernel changes follow: all kernel time
+per profiled iteration, old and new, and the largest changes by kernel
+(kernels that ran in only one run, paired by kind: "attention: x (new only)
+replaced y (old only)"). They come from one profiled pass a side and never
+count as a regression.
+
 --format markdown prints a pull-request comment.`,
 		Example: `  xrun diff results/nightly-2026-03-01 results/nightly
   xrun diff old/results.json new/results.json --threshold 5% --metric ttft_p99_ms
@@ -57,9 +64,7 @@ func runDiff(_ context.Context, a *app, opts *diffOptions, args []string) error 
 	if err != nil {
 		return usageError{fmt.Errorf("--threshold: %w", err)}
 	}
-	switch opts.format {
-	case "text", "markdown", "json":
-	default:
+	if !slices.Contains(results.DiffFormats, opts.format) {
 		return usageError{fmt.Errorf("--format: %q is not a diff format; expected text, markdown or json", opts.format)}
 	}
 	old, _, err := results.Load(args[0])
@@ -75,15 +80,7 @@ func runDiff(_ context.Context, a *app, opts *diffOptions, args []string) error 
 	}
 	d := results.Diff(old, new, results.DiffOptions{Threshold: threshold, Metrics: opts.metrics, OldName: args[0], NewName: args[1]})
 	var buf bytes.Buffer
-	switch opts.format {
-	case "markdown":
-		err = d.WriteMarkdown(&buf)
-	case "json":
-		err = d.WriteJSON(&buf)
-	default:
-		err = d.WriteText(&buf)
-	}
-	if err != nil {
+	if err := d.Render(&buf, opts.format); err != nil {
 		return err
 	}
 	if _, err := a.gs.Stdout.Write(buf.Bytes()); err != nil {

@@ -81,6 +81,32 @@ func TestDiffSameDistributionExits0(t *testing.T) {
 	goldenCLI(t, "cmd_diff/same.markdown", r.stdout)
 }
 
+// TestDiffKernelChanges: when both runs profiled a cell, the diff says
+// what changed in its kernels (here a new attention kernel everywhere),
+// exactly as package results renders it, and still exits 0: kernels are
+// never a regression. The throttled cell stays flagged.
+func TestDiffKernelChanges(t *testing.T) {
+	for _, format := range []string{"text", "markdown"} {
+		r := runCLI(t, nil, "diff", fixture("gemm-profiled"), fixture("gemm-profiled-new"), "--format", format)
+		if r.code != exitOK {
+			t.Fatalf("%s: exit %d, want 0; stderr %q", format, r.code, r.stderr)
+		}
+		want, err := os.ReadFile(filepath.Join(resultsTestdata, "diff-kernels."+format+".golden"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := pick(format == "text", "Kernel changes, old → new", "### Kernel changes")
+		end := pick(format == "text", "\n", "<details>")
+		got, exp := section(r.stdout, start, end), section(string(want), start, end)
+		if got == "" || got != exp {
+			t.Errorf("%s: kernel changes\n%s\nwant (results/testdata/diff-kernels.%s.golden)\n%s", format, got, format, exp)
+		}
+		if !strings.Contains(r.stdout, "bs16-auto-d68f18e2: new (hw_slowdown)") || !strings.Contains(got, "bs16-auto-d68f18e2 (throttled)") {
+			t.Errorf("%s: the throttled cell is not flagged:\n%s", format, r.stdout)
+		}
+	}
+}
+
 // TestDiffThreshold: a threshold above the slowdown turns the exit status
 // to 0; the results files can be named directly.
 func TestDiffThreshold(t *testing.T) {

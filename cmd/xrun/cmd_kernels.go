@@ -38,7 +38,8 @@ disable, the note says which GEMM kernels replaced which.
 A cell is named by its id or by any prefix that names exactly one cell.
 Times are per iteration when both cells record how many iterations their
 window covered (results.json or cells/<id>/cell.json), window totals
-otherwise.`,
+otherwise. results.md sums the same diff up in a few lines under each
+comparison of profiled cells, and xrun diff between two runs per cell.`,
 		Example: `  xrun kernels results/gemm-plugin bs64-disable bs64-auto
   xrun kernels results/gemm-plugin bs64-disable bs64-auto --format markdown >> comment.md`,
 		Args: cobra.ExactArgs(3),
