@@ -5,16 +5,28 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"strconv"
 )
 
-// GemvMaxM is the largest M the own GEMM serves with the matrix-vector
-// kernels (kernels/gemv.cu); larger M goes to the tensor-core tiles.
-// GemmFused serves the same M.
+// GemvMaxM is the largest M the matrix-vector kernels (kernels/gemv.cu,
+// GemmFused) take. GemvRows is the largest the own GEMM sends them: M up
+// to it runs there, larger M on the tensor-core tiles. XRUN_CUDA_GEMV_MAXM
+// lowers it (0: every M on the tiles; XRUN_CUDA_GEMV=0 is the same).
 const GemvMaxM = 8
 
-// gemvOn is false under XRUN_CUDA_GEMV=0 (an ablation: decode GEMMs on the
-// tensor-core tiles instead).
-var gemvOn = os.Getenv("XRUN_CUDA_GEMV") != "0"
+var gemvRows = func() int {
+	if os.Getenv("XRUN_CUDA_GEMV") == "0" {
+		return 0
+	}
+	if v, err := strconv.Atoi(os.Getenv("XRUN_CUDA_GEMV_MAXM")); err == nil && v >= 0 && v < GemvMaxM {
+		return v
+	}
+	return GemvMaxM
+}()
+
+// GemvRows is the largest M the own GEMM serves with the matrix-vector
+// kernels (see GemvMaxM).
+func GemvRows() int { return gemvRows }
 
 // gemvWarps is the warps per block of the gemv kernels (__launch_bounds__(128)).
 const gemvWarps = 4

@@ -71,7 +71,7 @@ type Backend struct {
 
 // pending is an op held back so the next op can do its work too: RoPE
 // (fused with the cache write at the start of Attention) and, on the own
-// GEMM's decode path (rows <= cuda.GemvMaxM), every GEMM and RMSNorm: an
+// GEMM's decode path (rows <= cuda.GemvRows()), every GEMM and RMSNorm: an
 // RMSNorm is folded into the GEMM that reads its output (the GEMM's
 // prologue), and a GEMM into the SwiGLU or residual add that reads its
 // output (the GEMM's epilogue), so that a dense layer at decode is five
@@ -1007,7 +1007,7 @@ func (b *Backend) take(kind pendKind, t *tensor, rows int) *pending {
 // gemvFusing is whether ops over rows rows are held back for the decode
 // GEMV fusions (see pending).
 func (b *Backend) gemvFusing(rows int) bool {
-	return b.fuseOn && b.blas == nil && rows <= cuda.GemvMaxM
+	return b.fuseOn && b.blas == nil && rows <= cuda.GemvRows()
 }
 
 // gemv queues the held-back GEMM p, with its norm prologue if it has one
