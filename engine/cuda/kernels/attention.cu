@@ -13,6 +13,7 @@
 // sharing). Tiles of 64 positions go through shared memory; scores and the
 // running (flash-attention) softmax stay in fp32.
 #include "common.cuh"
+#include "attn_split.cuh"
 
 template <class T>
 __device__ __forceinline__ void kv_write(T *kc, T *vc, const T *qkv, const int *pos, const int *tokSlot,
@@ -100,7 +101,6 @@ extern "C" __global__ void rope_kv_bf16(bf16 *qkv, bf16 *kc, bf16 *vc, const int
 }
 
 #define ATT_NT 128
-#define ATT_MAXSPLIT 8 // AttnMaxSplits
 #define ATT_KT 64
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -113,11 +113,8 @@ __device__ __forceinline__ float warp_max(float v) {
 // items are int4 {first batch row, tokens, slot, position of the first row}.
 // With nsplit > 1 (decode with few blocks: flash-decoding), blockIdx.z
 // takes one of nsplit ranges of the keys (whole tiles) and writes its
-// unnormalised output and (max, sum) per row to part / ml; attn_combine
-// merges the ranges.
-template <class T>
-__device__ __forceinline__ void combine_rows(T *out, const float *part, const float *ml, int t0, int R, int h,
-	int H, int KV, int D, int rowsMax, int nsplit, long long base);
+// unnormalised output and (max, sum) per row to part / ml (attn_split.cuh);
+// attn_combine or the last block merges the ranges.
 
 template <class T, int D, int ROWS>
 __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, const T *vc, const int4 *items,
@@ -309,22 +306,7 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 		}
 		for (int r = tid; r < R; r += NT) *(float2 *)&ml[(base + r) * 2] = make_float2(Ms[r], Ls[r]);
 		if (!counters) return; // attn_combine merges the ranges
-		// The last of the nsplit blocks of (item, head) to finish merges
-		// them, saving a launch: each block publishes its partials, then
-		// counts itself in; the one that sees nsplit - 1 before it reads
-		// them all (with L1 bypassed) and resets the counter for the next
-		// launch.
-		__shared__ int last;
-		__threadfence();
-		__syncthreads();
-		if (tid == 0) {
-			int *cnt = counters + blockIdx.x * KV + h;
-			last = atomicAdd(cnt, 1) == nsplit - 1;
-			if (last) *cnt = 0;
-		}
-		__syncthreads();
-		if (!last) return;
-		__threadfence();
+		if (!split_last(counters + blockIdx.x * KV + h, nsplit)) return;
 		combine_rows<T>(out, part, ml, t0, R, h, H, KV, D, ROWS, nsplit, (long long)(blockIdx.x * KV + h) * nsplit * ROWS);
 		return;
 	}
@@ -356,53 +338,8 @@ ATTN(f16, 16, 16) ATTN(f16, 16, 64) ATTN_D(f16, 32) ATTN_D(f16, 64) ATTN_D(f16, 
 ATTN(bf16, 16, 16) ATTN(bf16, 16, 64) ATTN_D(bf16, 32) ATTN_D(bf16, 64) ATTN_D(bf16, 128)
 
 // attn_combine merges the nsplit partial results of each (item, KV head)
-// block of a split attention launch: O = sum_z O_z e^(m_z - M) / sum_z l_z
-// e^(m_z - M), M the largest m_z. rowsMax is the launch's ROWS.
-// ld_cg reads around L1: partial results other blocks wrote in this launch.
-__device__ __forceinline__ float ld_cg(const float *p) {
-	float v;
-	asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-	return v;
-}
-
-// combine_rows merges the R rows of one (item, KV head) from its nsplit
-// partial results at base (in rows of rowsMax per split).
-template <class T>
-__device__ __forceinline__ void combine_rows(T *out, const float *part, const float *ml, int t0, int R, int h,
-	int H, int KV, int D, int rowsMax, int nsplit, long long base) {
-	const int G = H / KV;
-	const float ninf = -__int_as_float(0x7f800000);
-	for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
-		int r = i / D, d = i - r * D;
-		// Every split's three values are loaded before any is used.
-		float mz[ATT_MAXSPLIT], lz[ATT_MAXSPLIT], oz[ATT_MAXSPLIT];
-#pragma unroll
-		for (int z = 0; z < ATT_MAXSPLIT; z++) {
-			mz[z] = ninf;
-			lz[z] = oz[z] = 0.f;
-			if (z < nsplit) {
-				long long zr = base + (long long)z * rowsMax + r;
-				mz[z] = ld_cg(&ml[zr * 2]);
-				lz[z] = ld_cg(&ml[zr * 2 + 1]);
-				oz[z] = ld_cg(&part[zr * D + d]);
-			}
-		}
-		float M = ninf;
-#pragma unroll
-		for (int z = 0; z < ATT_MAXSPLIT; z++) M = fmaxf(M, mz[z]);
-		float L = 0.f, O = 0.f;
-#pragma unroll
-		for (int z = 0; z < ATT_MAXSPLIT; z++) {
-			if (mz[z] == ninf) continue;
-			float e = __expf(mz[z] - M);
-			L += lz[z] * e;
-			O += oz[z] * e;
-		}
-		int tok = r / G, j = r - tok * G;
-		out[(long long)(t0 + tok) * H * D + (h * G + j) * D + d] = from_f32<T>(O / L);
-	}
-}
-
+// block of a split attention launch (combine_rows); rowsMax is the launch's
+// rows per block.
 template <class T>
 __device__ __forceinline__ void attn_combine(T *out, const float *part, const float *ml, const int4 *items,
 	int H, int KV, int D, int rowsMax, int nsplit) {
