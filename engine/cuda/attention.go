@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"os"
 )
 
 // AttnShape is the attention layout of one model: Heads query heads share
@@ -133,10 +134,101 @@ func attnSmem(headDim, rows int) int {
 	return 4 * (rows*headDim + rows*(attnKeyTile+4) + 3*rows + attnKeyTile*(dw+2) + attnKeyTile*dw)
 }
 
+// attnTCEnv is XRUN_CUDA_ATTN_TC, read once: "0" puts every attention
+// launch on the CUDA-core kernel (an ablation); a configuration's name
+// (attnTC.String, e.g. tc-m1-k4-t16-s3) puts the launches it can serve on
+// it (to time configurations in a whole run); anything else, or nothing,
+// is the default choice.
+var attnTCEnv = os.Getenv("XRUN_CUDA_ATTN_TC")
+
+// attnTC is one configuration of the tensor-core attention kernel
+// (kernels/attention_tc.cu): warps of 16 query rows, rowWarps of them
+// sharing the K/V tiles of keyTile keys that keyWarps groups of warps take
+// in turn, each group streaming its tiles stages deep. The zero value means
+// the CUDA-core kernel (kernels/attention.cu).
+type attnTC struct{ rowWarps, keyWarps, keyTile, stages int }
+
+// attnTCKernels are the configurations attention_tc.cu instantiates, per
+// head dimension: one row warp for decode launches (Rows 8 and 16), four
+// for prefill (Rows 64).
+var attnTCKernels = map[int][]attnTC{
+	64:  {{1, 4, 16, 3}, {1, 4, 16, 2}, {1, 4, 32, 2}, {1, 2, 32, 3}, {1, 8, 16, 2}, {4, 1, 64, 2}, {4, 1, 32, 3}},
+	128: {{1, 4, 16, 2}, {1, 2, 16, 3}, {4, 1, 64, 2}, {4, 1, 32, 2}},
+}
+
+// attnTCDefaults are Attention's choices per head dimension: for decode
+// launches of at most two blocks per multiprocessor, for larger decode
+// launches, and for prefill launches. BenchmarkAttention on an H200
+// (TinyLlama's 32 x 4 heads of 64, fp16): with few blocks, 8 key warps per
+// block beat 4 (batch 1 split 8 ways: 5.9 against 7.2 us; batch 64: 7.0
+// against 7.9 us); with many, 4 warps of 3 stages of 16 keys were the
+// fastest (batch 256: 19.7 us, the CUDA-core kernel 43.2 us; 8 warps 22.6);
+// prefill (8192 rows) 32-key tiles 3 deep, 51 us (64-key tiles 56 us, the
+// CUDA-core kernel 399 us).
+var attnTCDefaults = map[int][3]attnTC{
+	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}},
+	128: {{1, 4, 16, 2}, {1, 4, 16, 2}, {4, 1, 32, 2}},
+}
+
+// attnTCDefault is the tensor-core configuration for a launch of rows query
+// rows per block and blocks blocks, or false where there is none (other
+// head dimensions) or XRUN_CUDA_ATTN_TC=0.
+func (g *GPU) attnTCDefault(headDim, rows, blocks int) (attnTC, bool) {
+	if attnTCEnv == "0" {
+		return attnTC{}, false
+	}
+	for _, c := range attnTCKernels[headDim] {
+		if c.String() == attnTCEnv && c.fits(rows) {
+			return c, true
+		}
+	}
+	d, ok := attnTCDefaults[headDim]
+	switch {
+	case !ok:
+		return attnTC{}, false
+	case rows > 16:
+		return d[2], true
+	case blocks <= 2*g.Info.SMs:
+		return d[0], true
+	}
+	return d[1], true
+}
+
+// fits reports whether c serves launches of rows query rows per block:
+// decode configurations take 8 and 16, prefill ones 64.
+func (c attnTC) fits(rows int) bool { return (rows > 16) == (c.rowWarps > 1) && rows <= 16*c.rowWarps }
+
+func (c attnTC) kernel(dt DType, headDim int) string {
+	return fmt.Sprintf("attention_tc_%s_d%d_m%d_k%d_t%d_s%d", dt.suffix(), headDim, c.rowWarps, c.keyWarps, c.keyTile, c.stages)
+}
+
+func (c attnTC) threads() int { return 32 * c.rowWarps * c.keyWarps }
+
+// smem mirrors the kernel: keyWarps groups of stages x (K, V) tiles of
+// keyTile rows of headDim + 8 16-bit values.
+func (c attnTC) smem(headDim int) int {
+	return c.keyWarps * c.stages * 2 * c.keyTile * (headDim + 8) * 2
+}
+
+func (c attnTC) String() string {
+	if c.rowWarps == 0 {
+		return "cuda-core"
+	}
+	return fmt.Sprintf("tc-m%d-k%d-t%d-s%d", c.rowWarps, c.keyWarps, c.keyTile, c.stages)
+}
+
 // Attention queues causal attention of the launch's work items over the
 // cache k, v (laid out as KVWrite writes them): each token of an item
-// attends to positions 0..its own. out is [tokens][Heads*HeadDim].
+// attends to positions 0..its own. out is [tokens][Heads*HeadDim]. Head
+// dimensions 64 and 128 run on the tensor cores (attention_tc.cu), the
+// others on the CUDA cores (attention.cu).
 func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int, a AttnShape, l AttnLaunch) error {
+	tc, _ := g.attnTCDefault(a.HeadDim, l.Rows, l.N*a.KVHeads*max(1, l.Splits))
+	return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
+}
+
+// attention is Attention on the kernel tc names.
+func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int, a AttnShape, l AttnLaunch, tc attnTC) error {
 	if err := a.check(); err != nil || l.N == 0 {
 		return err
 	}
@@ -146,6 +238,8 @@ func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		return fmt.Errorf("cuda: attention rows %d for head dimension %d", l.Rows, a.HeadDim)
 	case l.Items.Bytes < l.N*16:
 		return fmt.Errorf("cuda: attention items buffer too small for %d items", l.N)
+	case tc.rowWarps > 0 && l.Rows > 16*tc.rowWarps:
+		return fmt.Errorf("cuda: attention rows %d for %s (at most %d)", l.Rows, tc, 16*tc.rowWarps)
 	}
 	splits := max(1, l.Splits)
 	half := 0
@@ -155,11 +249,16 @@ func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 			return fmt.Errorf("cuda: split attention needs %d bytes of workspace, has %d", AttnWorkBytes(l.N*a.KVHeads*splits, l.Rows, a.HeadDim), l.Work.Bytes)
 		}
 	}
-	f, err := g.function("attention", fmt.Sprintf("attention_%s_d%d_r%d", dt.suffix(), a.HeadDim, l.Rows))
+	family, name := "attention", fmt.Sprintf("attention_%s_d%d_r%d", dt.suffix(), a.HeadDim, l.Rows)
+	smem, threads := attnSmem(a.HeadDim, l.Rows), attnThreads
+	if tc.rowWarps > 0 {
+		family, name = "attention_tc", tc.kernel(dt, a.HeadDim)
+		smem, threads = tc.smem(a.HeadDim), tc.threads()
+	}
+	f, err := g.function(family, name)
 	if err != nil {
 		return err
 	}
-	smem := attnSmem(a.HeadDim, l.Rows)
 	if smem > 48<<10 && f.smemOptIn < smem {
 		if err := f.setMaxDynamicShared(smem); err != nil {
 			return err
@@ -179,7 +278,12 @@ func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 	args := g.argsPack().Ptr(out).Ptr(qkv).Ptr(k).Ptr(v).Ptr(l.Items).I32(a.Heads).I32(a.KVHeads).I32(a.Width()).
 		I32(capacity).F32(float32(1 / math.Sqrt(float64(a.HeadDim)))).U64(uint64(part)).U64(uint64(ml)).I32(splits).
 		U64(uint64(counters))
-	if err := s.Launch(f, Dim3{X: l.N, Y: a.KVHeads, Z: splits}, Dim3{X: attnThreads}, smem, args); err != nil || splits == 1 || counters != 0 {
+	if tc.rowWarps > 0 {
+		// One decode kernel serves launches of 8 and 16 rows: the split
+		// layout's row stride is the launch's.
+		args.I32(l.Rows)
+	}
+	if err := s.Launch(f, Dim3{X: l.N, Y: a.KVHeads, Z: splits}, Dim3{X: threads}, smem, args); err != nil || splits == 1 || counters != 0 {
 		return err
 	}
 	c, err := g.function("attention", "attn_combine_"+dt.suffix())

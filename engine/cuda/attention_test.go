@@ -4,6 +4,9 @@ package cuda
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/xrun-dev/xrun/engine/cpu"
@@ -12,7 +15,9 @@ import (
 // TestAttention writes whole random sequences into the cache with KVWrite,
 // then attends the last n tokens of each (a prefill chunk after past cached
 // tokens, or one decode token) and compares with engine/cpu's RefAttention:
-// fresh inputs each run, output poisoned first.
+// fresh inputs each run, output poisoned first. Every case runs on the
+// CUDA-core kernel and, where the head dimension has one, on the default
+// tensor-core kernel of the launch's rows, and the two must also agree.
 func TestAttention(t *testing.T) {
 	cases := []struct {
 		a    AttnShape
@@ -32,7 +37,8 @@ func TestAttention(t *testing.T) {
 						if c.a.Heads/c.a.KVHeads > rows || rows == AttnRowsTiny && c.a.HeadDim < 32 {
 							t.Skip("group larger than the block's rows, or no such kernel")
 						}
-						do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, c.a, c.seqs, rows, splits) })
+						kernels := append([]attnTC{{}}, attnTCDefaultsFor(c.a.HeadDim, rows)...)
+						do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, c.a, c.seqs, rows, splits, kernels) })
 					})
 				}
 			}
@@ -40,10 +46,103 @@ func TestAttention(t *testing.T) {
 	}
 }
 
+// TestAttentionTC checks every tensor-core configuration (attnTCKernels)
+// against the reference and against the CUDA-core kernel: decode tokens after contexts
+// on both sides of the key tiles' edges (1, 63, 64, 65, 200 and 1000 keys)
+// with and without splits, and prefill chunks of 1 to 64 tokens after
+// cached ones, mostly not multiples of 16 rows; groups of 8, 4 and 1 query
+// heads per KV head; head dimensions 64 and 128.
+func TestAttentionTC(t *testing.T) {
+	var decode []attnSeq
+	for _, ctx := range []int{1, 63, 64, 65, 200, 1000} {
+		decode = append(decode, attnSeq{ctx - 1, 1})
+	}
+	prefill := []attnSeq{{37, 45}, {5, 64}, {100, 1}, {64, 23}, {1, 17}, {300, 50}}
+	for _, dt := range dtypes {
+		for _, D := range []int{64, 128} {
+			for _, a := range []AttnShape{{32, 4, D}, {8, 2, D}, {3, 3, D}} {
+				type run struct {
+					name   string
+					seqs   []attnSeq
+					rows   int
+					splits []int
+				}
+				runs := []run{
+					{"decode", decode, AttnRowsTiny, []int{1, 3, -3, 8}},
+					{"decode", decode, AttnRowsSmall, []int{1, -3}},
+					{"prefill", prefill, AttnRowsLarge, []int{1, -3}},
+				}
+				for _, rn := range runs {
+					for _, splits := range rn.splits {
+						t.Run(fmt.Sprintf("%s/D%d_G%d/%s/rows%d/split%d", dt, D, a.Heads/a.KVHeads, rn.name, rn.rows, splits), func(t *testing.T) {
+							kernels := []attnTC{{}} // the CUDA-core kernel, to agree with
+							for _, c := range attnTCKernels[D] {
+								if c.fits(rn.rows) {
+									kernels = append(kernels, c)
+								}
+							}
+							do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, a, rn.seqs, rn.rows, splits, kernels) })
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+// attnTCDefaultsFor is the default tensor-core configurations that may
+// serve launches of rows query rows per block (by launch size), once each.
+func attnTCDefaultsFor(headDim, rows int) []attnTC {
+	var cs []attnTC
+	for _, c := range attnTCDefaults[headDim] {
+		if c.fits(rows) && !slices.Contains(cs, c) {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// TestAttnTCKernels checks, without a GPU, that every configuration the
+// launcher may ask for is one attention_tc.cu instantiates, and that its
+// rows fit: a name missing from the module would only fail on a GPU.
+func TestAttnTCKernels(t *testing.T) {
+	src, err := kernelSource("attention_tc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := map[string]bool{}
+	for _, m := range regexp.MustCompile(`ATTN_TC\(T, (\d+), (\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(src, -1) {
+		inst[strings.Join(m[1:], ",")] = true
+	}
+	for D, cs := range attnTCKernels {
+		for _, c := range cs {
+			key := fmt.Sprintf("%d,%d,%d,%d,%d", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages)
+			if !inst[key] {
+				t.Errorf("head dimension %d: %s is not instantiated in attention_tc.cu", D, c)
+			}
+			delete(inst, key)
+		}
+		for i, c := range attnTCDefaults[D] {
+			if !slices.Contains(cs, c) {
+				t.Errorf("head dimension %d: default %s is not in attnTCKernels", D, c)
+			}
+			if rows := []int{AttnRowsTiny, AttnRowsTiny, AttnRowsLarge}[i]; !c.fits(rows) {
+				t.Errorf("head dimension %d: default %d (%s) does not take %d rows", D, i, c, rows)
+			}
+		}
+	}
+	for k := range inst {
+		t.Errorf("attention_tc.cu instantiates (%s), which attnTCKernels does not list", k)
+	}
+}
+
 // attnSeq is one sequence of an attention check: past cached tokens, n new.
 type attnSeq struct{ past, n int }
 
-func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits int) {
+// checkAttention runs one launch of the sequences' new tokens on each of
+// the kernels, on the same inputs, and checks each against the reference
+// and against the first kernel.
+func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits int, kernels []attnTC) {
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
 	capacity := 0
@@ -74,37 +173,8 @@ func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 	if err := g.KVWrite(g.Stream, dt, kc, vc, qkvB, devUploadT(t, g, pos), devUploadT(t, g, slot), total, capacity, a); err != nil {
 		t.Fatal(err)
 	}
-	out := devPoisoned(t, g, dt, total*H*D)
-	fold := splits < 0
-	splits = max(splits, -splits)
-	l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits}
-	if splits > 1 {
-		l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*splits, rows, D)/2)
-	}
-	if fold {
-		l.Counters = devUploadT(t, g, make([]int32, l.N*KV))
-	}
-	if err := g.Attention(g.Stream, dt, out, qkvB, kc, vc, capacity, a, l); err != nil {
-		t.Fatal(err)
-	}
-	if fold { // launched twice: the counters must be back to zero
-		if err := g.Attention(g.Stream, dt, out, qkvB, kc, vc, capacity, a, l); err != nil {
-			t.Fatal(err)
-		}
-		cnt := make([]int32, l.N*KV)
-		if err := DownloadSlice(g.Stream, cnt, l.Counters); err != nil {
-			t.Fatal(err)
-		}
-		for i, c := range cnt {
-			if c != 0 {
-				t.Fatalf("counter %d is %d after the launch, want 0", i, c)
-			}
-		}
-	}
-	if err := g.Stream.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	got := download(t, g, dt, out, total*H*D)
+	// The reference, per sequence.
+	refs := make([][]float32, len(seqs))
 	start = 0
 	for i, s := range seqs {
 		L := s.past + s.n
@@ -119,11 +189,57 @@ func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 				copy(q[(p-s.past)*H*D:], row[:H*D])
 			}
 		}
-		ref := make([]float32, s.n*H*D)
-		cpu.RefAttention(ref, q, k, v, s.n, s.past, H, KV, D)
-		checkRel(t, fmt.Sprintf("sequence %d (past %d, %d new)", i, s.past, s.n),
-			got[(start+s.past)*H*D:(start+L)*H*D], ref)
+		refs[i] = make([]float32, s.n*H*D)
+		cpu.RefAttention(refs[i], q, k, v, s.n, s.past, H, KV, D)
 		start += L
+	}
+	fold := splits < 0
+	splits = max(splits, -splits)
+	var first []float32
+	for _, kern := range kernels {
+		out := devPoisoned(t, g, dt, total*H*D)
+		l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits}
+		if splits > 1 {
+			l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*splits, rows, D)/2)
+		}
+		if fold {
+			l.Counters = devUploadT(t, g, make([]int32, l.N*KV))
+		}
+		if err := g.attention(g.Stream, dt, out, qkvB, kc, vc, capacity, a, l, kern); err != nil {
+			t.Fatal(err)
+		}
+		if fold { // launched twice: the counters must be back to zero
+			if err := g.attention(g.Stream, dt, out, qkvB, kc, vc, capacity, a, l, kern); err != nil {
+				t.Fatal(err)
+			}
+			cnt := make([]int32, l.N*KV)
+			if err := DownloadSlice(g.Stream, cnt, l.Counters); err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range cnt {
+				if c != 0 {
+					t.Fatalf("%s: counter %d is %d after the launch, want 0", kern, i, c)
+				}
+			}
+		}
+		if err := g.Stream.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		got := download(t, g, dt, out, total*H*D)
+		var news []float32 // the outputs of the new tokens, sequence after sequence
+		start = 0
+		for i, s := range seqs {
+			L := s.past + s.n
+			seg := got[(start+s.past)*H*D : (start+L)*H*D]
+			checkRel(t, fmt.Sprintf("%s: sequence %d (past %d, %d new)", kern, i, s.past, s.n), seg, refs[i])
+			news = append(news, seg...)
+			start += L
+		}
+		if first == nil {
+			first = news
+		} else {
+			checkRel(t, fmt.Sprintf("%s against %s", kern, kernels[0]), news, first)
+		}
 	}
 }
 

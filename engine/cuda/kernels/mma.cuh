@@ -1,7 +1,8 @@
-// Tensor-core building blocks shared by the engine's own GEMM (gemm.cu)
-// and its grouped expert GEMMs (moe_gemm.cu): cp.async 16-byte copies into
-// shared memory (zero-filled when out of bounds), ldmatrix, and mma.sync
-// m16n8k16 with fp32 accumulation for fp16 and bf16 (sm_80 and later).
+// Tensor-core building blocks shared by the engine's own GEMM (gemm.cu),
+// its grouped expert GEMMs (moe_gemm.cu) and attention (attention_tc.cu):
+// cp.async 16-byte copies into shared memory (zero-filled when out of
+// bounds), ldmatrix (plain and transposing), and mma.sync m16n8k16 with
+// fp32 accumulation for fp16 and bf16 (sm_80 and later).
 #pragma once
 #include "common.cuh"
 
@@ -14,6 +15,14 @@ template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile(
 
 __device__ __forceinline__ void ldmatrix_x4(u32 *r, u32 addr) {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+// ldmatrix_x4_trans hands each thread the transposes of the four 8 x 8
+// matrices: a [k][n] tile stored row-major (attention's V, [key][dim])
+// becomes the "col" B operand mma wants.
+__device__ __forceinline__ void ldmatrix_x4_trans(u32 *r, u32 addr) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
 		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 

@@ -1,0 +1,343 @@
+// Attention on the tensor cores (mma.sync m16n8k16, fp32 accumulation):
+// the same work items, cache layout and outputs as attention.cu's CUDA-core
+// kernel, for head dimensions 64 and 128.
+//
+// Why: the CUDA-core kernel computes q k^T and P V in fp32 through shared
+// memory with four block-wide barriers per 64-key tile, so each block is a
+// long chain of dependent latencies; at a decode batch of 256 it ran at a
+// third of the bandwidth its K/V bytes need. Here every product is a few
+// mma instructions per warp, the scores never leave registers, and decode
+// blocks need no block-wide barrier until the end.
+//
+// FlashAttention-2 style, per warp: a warp owns 16 query rows (rows r of a
+// block are token r / G, query head r % G of the block's KV head; decode
+// blocks pad their G rows to 16) and a set of key tiles of KT keys.
+// - S = Q K^T: Q's A fragments are loaded from global memory once, straight
+//   into registers; a K tile sits in shared memory as [key][dim], which is
+//   exactly the "col" B operand, so it loads with plain ldmatrix.
+// - Online softmax in registers: a thread holds two rows (lane / 4 and
+//   lane / 4 + 8); row maxima take two quad shuffles; scores are scaled by
+//   scale * log2(e) in fp32 so every exponential is one ex2. Row sums stay
+//   per thread until the end (each quad's lanes rescale alike).
+// - P V: the m16n8 accumulators of two adjacent 8-key score tiles are, as
+//   they stand, the m16k16 A fragment of P (rounded to 16 bits); V [key][dim]
+//   is the transposed B operand: ldmatrix.trans.
+// - K/V tiles stream into shared memory with cp.async, STAGES deep (zero-
+//   filled past the last key, so masked keys multiply zeros, never stale
+//   cache contents), one barrier per tile among the warps sharing them.
+//
+// A block has MW x KW warps: MW warps of rows (16 each) share the K/V tiles
+// of their key group, and KW key groups take the block's key tiles in turn
+// (tile i to group i % KW), each with its own stages, so they never wait for
+// one another. Decode blocks (MW = 1: one token's G heads) split their keys
+// over KW warps (flash-decoding inside the block) and merge the warps'
+// (m, l, O) through shared memory at the end; prefill blocks (MW = 4, KW =
+// 1: 64 rows) share every tile among their four warps. Across blocks the
+// split of attention.cu is kept (attn_split.cuh): with nsplit > 1 blockIdx.z
+// takes a range of whole tiles and the partial results go to part / ml in
+// the same layout, merged by attn_combine or the last block.
+#include "common.cuh"
+#include "mma.cuh"
+#include "attn_split.cuh"
+
+// ex2 is 2^x in one instruction; ex2(-inf) = 0.
+__device__ __forceinline__ float ex2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+// pack2 rounds two floats to one 32-bit pair of 16-bit values, lo first.
+__device__ __forceinline__ u32 pack2(float lo, float hi, f16) {
+	u32 r;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+__device__ __forceinline__ u32 pack2(float lo, float hi, bf16) {
+	u32 r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+
+// group_sync is the barrier of the MW warps sharing key group kw's tiles:
+// a warp's own when it is alone, the block's when every warp shares, a
+// named barrier (1 + kw; 0 is __syncthreads') otherwise.
+template <int MW, int KW>
+__device__ __forceinline__ void group_sync(int kw) {
+	if constexpr (MW == 1) {
+		__syncwarp();
+	} else if constexpr (KW == 1) {
+		__syncthreads();
+	} else {
+		asm volatile("bar.sync %0, %1;" ::"r"(1 + kw), "n"(MW * 32) : "memory");
+	}
+}
+
+template <class T, int D, int MW, int KW, int KT, int ST>
+__device__ __forceinline__ void attention_tc(T *out, const T *qkv, const T *kc, const T *vc, const int4 *items,
+	int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit, int *counters, int rowsMax) {
+	pdl_enter();
+	constexpr int LDS = D + 8;     // padded row: the 8 rows of an ldmatrix phase hit distinct banks
+	constexpr int CPR = D / 8;     // 16-byte chunks per row
+	constexpr int TILE = KT * LDS; // elements of one K or V tile
+	constexpr int NG = MW * 32;    // threads of a key group
+	constexpr int NS = KT / 8;     // 8-key score tiles
+	constexpr int NO = D / 8;      // 8-wide output tiles
+	constexpr int LOADS = KT * CPR / NG;
+	static_assert(D % 16 == 0 && KT % 16 == 0 && ST >= 2 && KT * CPR % NG == 0, "shape");
+	constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
+	const float ninf = -__int_as_float(0x7f800000);
+	extern __shared__ __align__(16) unsigned char smem[];
+
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int mw = warp % MW, kw = warp / MW, gt = mw * 32 + lane;
+	T *const stages = (T *)smem + kw * ST * 2 * TILE; // this group's [ST][K tile, V tile]
+
+	const int4 it = items[blockIdx.x];
+	const int t0 = it.x, ntok = it.y, slot = it.z, pos0 = it.w;
+	const int h = blockIdx.y, G = H / KV, R = ntok * G;
+	const T *kh = kc + ((long long)slot * KV + h) * cap * D;
+	const T *vh = vc + ((long long)slot * KV + h) * cap * D;
+
+	int keyBeg = 0, keyEnd = pos0 + ntok; // keys 0..pos0+ntok-1 exist
+	if (nsplit > 1) {
+		const int chunk = ((keyEnd + nsplit - 1) / nsplit + KT - 1) / KT * KT;
+		keyBeg = blockIdx.z * chunk;
+		keyEnd = min(keyEnd, keyBeg + chunk);
+	}
+	const int ntiles = keyEnd > keyBeg ? (keyEnd - keyBeg + KT - 1) / KT : 0;
+	const int mine = ntiles > kw ? (ntiles - kw + KW - 1) / KW : 0; // this group's tiles
+
+	// load queues the group's j-th tile into stage j % ST.
+	auto load = [&](int j) {
+		const int k0 = keyBeg + (kw + j * KW) * KT;
+		T *dk = stages + (j % ST) * 2 * TILE, *dv = dk + TILE;
+#pragma unroll
+		for (int i = 0; i < LOADS; i++) {
+			const int c = gt + i * NG, kr = c / CPR, ch = c - kr * CPR;
+			const bool ok = k0 + kr < keyEnd; // zero-filled past the last key
+			const long long off = (long long)(k0 + kr) * D + ch * 8;
+			cp_async16(smem_u32(dk + kr * LDS + ch * 8), ok ? kh + off : kh, ok);
+			cp_async16(smem_u32(dv + kr * LDS + ch * 8), ok ? vh + off : vh, ok);
+		}
+	};
+	// The first tiles' copies go out before the queries are read, so the
+	// two latencies overlap.
+#pragma unroll
+	for (int s = 0; s < ST - 1; s++) {
+		if (s < mine) load(s);
+		cp_async_commit();
+	}
+
+	// This thread's rows of the warp's 16, and their A fragments of Q
+	// (rows past R are zeros).
+	const int g4 = lane >> 2, q4 = lane & 3;
+	const int r0 = mw * 16 + g4, r1 = r0 + 8;
+	const bool active = mw * 16 < R; // a warp with no real rows only helps copy
+	u32 qa[D / 16][4];
+	{
+		auto qrow = [&](int r) {
+			const int tok = r / G, j = r - tok * G;
+			return qkv + (long long)(t0 + tok) * W + (h * G + j) * D + q4 * 2;
+		};
+		const T *q0 = qrow(r0), *q1 = qrow(r1);
+		const bool ok0 = r0 < R, ok1 = r1 < R;
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			qa[kk][0] = ok0 ? *(const u32 *)(q0 + kk * 16) : 0u;
+			qa[kk][1] = ok1 ? *(const u32 *)(q1 + kk * 16) : 0u;
+			qa[kk][2] = ok0 ? *(const u32 *)(q0 + kk * 16 + 8) : 0u;
+			qa[kk][3] = ok1 ? *(const u32 *)(q1 + kk * 16 + 8) : 0u;
+		}
+	}
+
+	float o[NO][4];
+#pragma unroll
+	for (int d = 0; d < NO; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+	float m[2] = {ninf, ninf}, l[2] = {0.f, 0.f}; // running max (log2 units) and sum per row
+	const float sl2 = scale * LOG2E;
+	// Row r sees keys up to its own position (causal) and below keyEnd; a
+	// tile past the warp's first row's limit needs masking.
+	const int lim0 = min(keyEnd - 1, pos0 + r0 / G), lim1 = min(keyEnd - 1, pos0 + r1 / G);
+	const int wlim = min(keyEnd - 1, pos0 + mw * 16 / G);
+
+	for (int j = 0; j < mine; j++) {
+		cp_async_wait<ST - 2>();
+		group_sync<MW, KW>(kw); // tile j landed for the group; its stage of tile j - 1 is free
+		if (j + ST - 1 < mine) load(j + ST - 1);
+		cp_async_commit();
+		if (!active) continue;
+		const T *ks = stages + (j % ST) * 2 * TILE, *vs = ks + TILE;
+		const int k0 = keyBeg + (kw + j * KW) * KT;
+
+		float s[NS][4];
+#pragma unroll
+		for (int n = 0; n < NS; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+#pragma unroll
+			for (int n = 0; n < NS; n += 2) {
+				u32 b[4];
+				ldmatrix_x4(b, smem_u32(ks + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8));
+				mma(s[n], qa[kk], b, T{});
+				mma(s[n + 1], qa[kk], b + 2, T{});
+			}
+		}
+		const bool edge = k0 + KT - 1 > wlim;
+#pragma unroll
+		for (int n = 0; n < NS; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float v = s[n][e] * sl2;
+				if (edge && k0 + n * 8 + q4 * 2 + (e & 1) > (e < 2 ? lim0 : lim1)) v = ninf;
+				s[n][e] = v;
+			}
+		// Online softmax. A row with nothing seen yet (max -inf) subtracts
+		// 0 instead, so that every exponential is of -inf (0), never NaN.
+		float mx[2] = {m[0], m[1]};
+#pragma unroll
+		for (int n = 0; n < NS; n++) {
+			mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+			mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
+		}
+		float alpha[2], mu[2];
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+			mu[i] = mx[i] == ninf ? 0.f : mx[i];
+			alpha[i] = ex2(m[i] - mu[i]);
+			m[i] = mx[i];
+		}
+		float ps[2] = {0.f, 0.f};
+#pragma unroll
+		for (int n = 0; n < NS; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				s[n][e] = ex2(s[n][e] - mu[e >> 1]);
+				ps[e >> 1] += s[n][e];
+			}
+		l[0] = l[0] * alpha[0] + ps[0];
+		l[1] = l[1] * alpha[1] + ps[1];
+#pragma unroll
+		for (int d = 0; d < NO; d++) {
+			o[d][0] *= alpha[0];
+			o[d][1] *= alpha[0];
+			o[d][2] *= alpha[1];
+			o[d][3] *= alpha[1];
+		}
+		// O += P V, 16 keys a step.
+#pragma unroll
+		for (int kk = 0; kk < KT / 16; kk++) {
+			u32 pa[4] = {pack2(s[2 * kk][0], s[2 * kk][1], T{}), pack2(s[2 * kk][2], s[2 * kk][3], T{}),
+				pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
+#pragma unroll
+			for (int d = 0; d < NO; d += 2) {
+				u32 b[4];
+				ldmatrix_x4_trans(b, smem_u32(vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + d * 8 + (lane >> 4) * 8));
+				mma(o[d], pa, b, T{});
+				mma(o[d + 1], pa, b + 2, T{});
+			}
+		}
+	}
+	cp_async_wait<0>(); // only empty groups can be left, but the stages are reused below
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+	}
+
+	const long long base = ((long long)(blockIdx.x * KV + h) * nsplit + blockIdx.z) * rowsMax;
+	if constexpr (KW == 1) {
+		// Each warp holds its rows' final (m, l, O): written straight out.
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const int r = i ? r1 : r0;
+			if (r >= R) continue;
+			if (nsplit > 1) {
+				float *p = part + (base + r) * D + q4 * 2;
+#pragma unroll
+				for (int d = 0; d < NO; d++) *(float2 *)(p + d * 8) = make_float2(o[d][2 * i], o[d][2 * i + 1]);
+				if (q4 == 0) *(float2 *)&ml[(base + r) * 2] = make_float2(m[i] * LN2, l[i]);
+			} else {
+				const int tok = r / G, jh = r - tok * G;
+				T *dst = out + (long long)(t0 + tok) * H * D + (h * G + jh) * D + q4 * 2;
+				const float inv = 1.f / l[i];
+#pragma unroll
+				for (int d = 0; d < NO; d++) *(u32 *)(dst + d * 8) = pack2(o[d][2 * i] * inv, o[d][2 * i + 1] * inv, T{});
+			}
+		}
+	} else {
+		// The key groups merge through shared memory: each warp leaves its
+		// (m, l, O) in its group's stages, then the block combines them as
+		// split partials are combined (attn_split.cuh).
+		constexpr int LDO = D + 4;           // floats per row of O
+		constexpr int MERGE = 16 * LDO + 32; // floats per warp: O, then (m, l) per row
+		constexpr int GROUP = ST * 2 * TILE * (int)sizeof(T);
+		static_assert(MW * MERGE * 4 <= GROUP, "merge area larger than the stages");
+		group_sync<MW, KW>(kw); // the group is done reading its stages
+		float *mg = (float *)(smem + kw * GROUP) + mw * MERGE;
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const int rl = g4 + 8 * i;
+#pragma unroll
+			for (int d = 0; d < NO; d++) *(float2 *)&mg[rl * LDO + d * 8 + q4 * 2] = make_float2(o[d][2 * i], o[d][2 * i + 1]);
+			if (q4 == 0) *(float2 *)&mg[16 * LDO + rl * 2] = make_float2(m[i], l[i]);
+		}
+		__syncthreads();
+		for (int i = tid; i < R * (D / 2); i += blockDim.x) {
+			const int r = i / (D / 2), d = (i - r * (D / 2)) * 2;
+			const float *src = (const float *)smem + (r >> 4) * MERGE;
+			const int rl = r & 15;
+			float mz[KW], M = ninf;
+#pragma unroll
+			for (int z = 0; z < KW; z++) {
+				mz[z] = src[z * (GROUP / 4) + 16 * LDO + rl * 2];
+				M = fmaxf(M, mz[z]);
+			}
+			float L = 0.f, O0 = 0.f, O1 = 0.f;
+			if (M != ninf) {
+#pragma unroll
+				for (int z = 0; z < KW; z++) {
+					const float *g = src + z * (GROUP / 4);
+					const float e = ex2(mz[z] - M);
+					const float2 oz = *(const float2 *)&g[rl * LDO + d];
+					L += g[16 * LDO + rl * 2 + 1] * e;
+					O0 += oz.x * e;
+					O1 += oz.y * e;
+				}
+			}
+			if (nsplit > 1) {
+				*(float2 *)&part[(base + r) * D + d] = make_float2(O0, O1);
+				if (d == 0) *(float2 *)&ml[(base + r) * 2] = make_float2(M * LN2, L);
+			} else {
+				const int tok = r / G, jh = r - tok * G;
+				const float inv = 1.f / L;
+				*(u32 *)(out + (long long)(t0 + tok) * H * D + (h * G + jh) * D + d) = pack2(O0 * inv, O1 * inv, T{});
+			}
+		}
+	}
+	if (nsplit > 1 && counters && split_last(counters + blockIdx.x * KV + h, nsplit))
+		combine_rows<T>(out, part, ml, t0, R, h, H, KV, D, rowsMax, nsplit, (long long)(blockIdx.x * KV + h) * nsplit * rowsMax);
+}
+
+// Kernel attention_tc_<T>_d<D>_m<MW>_k<KW>_t<KT>_s<ST>; the Go side
+// (attnTC in attention.go) lists the same configurations and computes the
+// dynamic shared memory, KW x ST x 2 tiles of KT x (D + 8) 16-bit values.
+// The grid is (items, KV heads, splits).
+#define ATTN_TC(T, D, MW, KW, KT, ST)                                                                           \
+	extern "C" __global__ void __launch_bounds__(MW * KW * 32) attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST( \
+		T *out, const T *qkv, const T *kc, const T *vc, const int4 *items, int H, int KV, int W, int cap,          \
+		float scale, float *part, float *ml, int nsplit, int *counters, int rowsMax) {                            \
+		attention_tc<T, D, MW, KW, KT, ST>(out, qkv, kc, vc, items, H, KV, W, cap, scale, part, ml, nsplit,      \
+			counters, rowsMax);                                                                               \
+	}
+// Decode (MW = 1) and prefill (MW = 4) configurations, as attnTCKernels
+// lists them; attnTCDefault picks among them and BenchmarkAttention times
+// them all.
+#define ATTN_TC_ALL(T)                                                                                          \
+	ATTN_TC(T, 64, 1, 4, 16, 3) ATTN_TC(T, 64, 1, 4, 16, 2) ATTN_TC(T, 64, 1, 4, 32, 2) ATTN_TC(T, 64, 1, 2, 32, 3) \
+	ATTN_TC(T, 64, 1, 8, 16, 2) ATTN_TC(T, 64, 4, 1, 64, 2) ATTN_TC(T, 64, 4, 1, 32, 3)                           \
+	ATTN_TC(T, 128, 1, 4, 16, 2) ATTN_TC(T, 128, 1, 2, 16, 3) ATTN_TC(T, 128, 4, 1, 64, 2) ATTN_TC(T, 128, 4, 1, 32, 2)
+ATTN_TC_ALL(f16)
+ATTN_TC_ALL(bf16)
