@@ -61,9 +61,6 @@ func BenchmarkGemm(b *testing.B) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						// The checks synchronize after every launch; timing must not.
-						defer func(on bool) { g.syncLaunches = on }(g.syncLaunches)
-						g.syncLaunches = false
 						var waves int
 						if _, err := fmt.Sscanf(impl, "own-waves%d", &waves); err == nil {
 							defer func(w int) { gemmWaves = w }(gemmWaves)
@@ -75,26 +72,7 @@ func BenchmarkGemm(b *testing.B) {
 							}
 							return lt.Matmul(g.Stream, dt, y, x, ws[i%len(ws)], m, sh.n, sh.k)
 						}
-						for i := range 2 * copies { // warm-up: plans, modules, clocks
-							if err := run(i); err != nil {
-								t.Fatal(err)
-							}
-						}
-						if err := g.Stream.Sync(); err != nil {
-							t.Fatal(err)
-						}
-						b.ResetTimer()
-						d, err = g.Stream.Time(func() error {
-							for i := range b.N {
-								if err := run(i); err != nil {
-									return err
-								}
-							}
-							return nil
-						})
-						if err != nil {
-							t.Fatal(err)
-						}
+						d = timeLaunches(b, t, g, 2*copies, run)
 					})
 					per := d.Seconds() / float64(b.N)
 					b.ReportMetric(per*1e6, "us/gemm")

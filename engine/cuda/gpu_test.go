@@ -91,6 +91,36 @@ func do(t testing.TB, fn func(t testing.TB, g *GPU)) {
 	}
 }
 
+// timeLaunches is a benchmark's timed loop on the GPU's thread: warm
+// launches first (modules, plans, clocks, caches), then b.N more timed with
+// device events around them. Launches are not synchronised meanwhile (the
+// checks synchronise after every launch; timing must not).
+func timeLaunches(b *testing.B, t testing.TB, g *GPU, warm int, run func(i int) error) time.Duration {
+	defer func(on bool) { g.syncLaunches = on }(g.syncLaunches)
+	g.syncLaunches = false
+	for i := range warm {
+		if err := run(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Stream.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	b.ResetTimer()
+	d, err := g.Stream.Time(func() error {
+		for i := range b.N {
+			if err := run(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // newRand is a fresh generator per test, seeded from the clock (inputs are
 // new on every run) and logged so a failure can be replayed.
 func newRand(t testing.TB) *rand.Rand {

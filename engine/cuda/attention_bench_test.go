@@ -1,0 +1,130 @@
+//go:build cgo && linux
+
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// BenchmarkAttention times the CUDA-core attention kernel against every
+// tensor-core configuration (attnTCKernels) on the launches a TinyLlama-
+// 1.1B engine makes (32 query heads over 4 KV heads of 64, fp16): decode at
+// batch 256 and 64 after 129..256 cached positions (128 in / 128 out),
+// decode at batch 1 after 256 split 8 ways, and a prefill iteration of 64
+// prompts of 128 tokens (8192 rows); plus decode at batch 256 with heads of
+// 128 (8 KV heads). The caches rotate among enough copies to exceed the L2
+// cache, so each launch streams its keys and values from HBM as one layer
+// of a forward pass does. Reported: us/launch and the K/V bytes read per
+// second (every key of every item once).
+func BenchmarkAttention(b *testing.B) {
+	type scen struct {
+		name   string
+		a      AttnShape
+		seqs   []attnSeq
+		rows   int
+		splits int
+	}
+	dev := testGPU(b)
+	const dt = F16
+	decodeSeqs := func(n, lo, hi int) []attnSeq {
+		r := rand.New(rand.NewPCG(1, 2)) // the same contexts for every kernel
+		s := make([]attnSeq, n)
+		for i := range s {
+			s[i] = attnSeq{lo - 1 + r.IntN(hi-lo+1), 1}
+		}
+		return s
+	}
+	prompts := make([]attnSeq, 64)
+	for i := range prompts {
+		prompts[i] = attnSeq{0, 128}
+	}
+	tiny := AttnShape{32, 4, 64}
+	scens := []scen{
+		{"decode/B=256", tiny, decodeSeqs(256, 129, 256), AttnRowsTiny, 1},
+		{"decode/B=64", tiny, decodeSeqs(64, 129, 256), AttnRowsTiny, 1},
+		{"decode/B=1", tiny, []attnSeq{{255, 1}}, AttnRowsTiny, AttnMaxSplits},
+		{"prefill/T=8192", tiny, prompts, AttnRowsLarge, 1},
+		{"decode-D128/B=256", AttnShape{32, 8, 128}, decodeSeqs(256, 129, 256), AttnRowsTiny, 1},
+	}
+	for _, sc := range scens {
+		a := sc.a
+		H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
+		capacity, rowsTotal, keys := 0, 0, 0
+		var items []int32
+		per := AttnItemTokens(a, sc.rows)
+		for i, s := range sc.seqs {
+			capacity = max(capacity, s.past+s.n)
+			for t0 := s.past; t0 < s.past+s.n; t0 += per {
+				n := min(per, s.past+s.n-t0)
+				items = append(items, int32(rowsTotal+t0-s.past), int32(n), int32(i+1), int32(t0))
+				keys += t0 + n
+			}
+			rowsTotal += s.n
+		}
+		cacheBytes := (len(sc.seqs) + 1) * KV * capacity * D * dt.Size()
+		copies := min(4, max(1, ceilDiv(4*dev.Info.L2Bytes, 2*cacheBytes)))
+		var caches []Buffer
+		var qkv, out, itemsB, work, cnt Buffer
+		n := len(items) / 4
+		do(b, func(t testing.TB, g *GPU) {
+			alloc := func(bytes int) Buffer {
+				buf, err := g.Alloc(bytes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return buf
+			}
+			for i := range 2 * copies {
+				c := alloc(cacheBytes)
+				if err := g.RandomFill(g.Stream, dt, c, uint64(i+1), 0, 1); err != nil {
+					t.Fatal(err)
+				}
+				caches = append(caches, c)
+			}
+			qkv, out = alloc(rowsTotal*W*dt.Size()), alloc(rowsTotal*H*D*dt.Size())
+			if err := g.RandomFill(g.Stream, dt, qkv, 99, 0, 1); err != nil {
+				t.Fatal(err)
+			}
+			itemsB = alloc(len(items) * 4)
+			if err := UploadSlice(g.Stream, itemsB, items); err != nil {
+				t.Fatal(err)
+			}
+			work = alloc(AttnWorkBytes(n*KV*sc.splits, sc.rows, D))
+			cnt = alloc(AttnCounterBytes(n * KV))
+			if err := g.Stream.Zero(cnt); err != nil {
+				t.Fatal(err)
+			}
+		})
+		kernels := []attnTC{{}}
+		for _, c := range attnTCKernels[D] {
+			if c.fits(sc.rows) {
+				kernels = append(kernels, c)
+			}
+		}
+		for _, kern := range kernels {
+			b.Run(fmt.Sprintf("%s/%s", sc.name, kern), func(b *testing.B) {
+				var d time.Duration
+				do(b, func(t testing.TB, g *GPU) {
+					l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt}
+					d = timeLaunches(b, t, g, 2*copies, func(i int) error {
+						c := i % copies
+						return g.attention(g.Stream, dt, out, qkv, caches[2*c], caches[2*c+1], capacity, a, l, kern)
+					})
+				})
+				per := d.Seconds() / float64(b.N)
+				b.ReportMetric(per*1e6, "us/launch")
+				b.ReportMetric(float64(keys*KV*D*2*dt.Size())/per/1e9, "KV-GB/s")
+			})
+		}
+		do(b, func(t testing.TB, g *GPU) {
+			for _, buf := range append(caches, qkv, out, itemsB, work, cnt) {
+				if err := g.Free(buf); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
