@@ -159,11 +159,12 @@ var attnTCKernels = map[int][]attnTC{
 // attnTCDefaults are Attention's choices per head dimension: for decode
 // launches of at most two blocks per multiprocessor, for larger decode
 // launches, and for prefill launches. BenchmarkAttention on an H200
-// (TinyLlama's 32 x 4 heads of 64, fp16): with few blocks, 8 key warps per
-// block beat 4 (batch 1 split 8 ways: 5.9 against 7.2 us; batch 64: 7.0
-// against 7.9 us); with many, 4 warps of 3 stages of 16 keys were the
-// fastest (batch 256: 19.7 us, the CUDA-core kernel 43.2 us; 8 warps 22.6);
-// prefill (8192 rows) 32-key tiles 3 deep, 51 us (64-key tiles 56 us, the
+// (TinyLlama's 32 x 4 heads of 64, fp16; two runs): with few blocks, 8 key
+// warps per block beat 4 (batch 1 split 8 ways: 5.9 against 7.2-8.0 us;
+// batch 64: 6.9-7.0 against 7.3-7.9 us); with many, 4 warps of 16-key
+// tiles were the fastest, 2 or 3 stages alike within the runs' spread
+// (batch 256: 19.7-20.6 us; 8 warps 22.6; the CUDA-core kernel 43.1);
+// prefill (8192 rows): 32-key tiles 3 deep, 51 us (64-key tiles 56 us, the
 // CUDA-core kernel 399 us).
 var attnTCDefaults = map[int][3]attnTC{
 	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}},
