@@ -65,7 +65,8 @@ type axisInfo struct {
 
 // axes lists the parameters that vary between cells: the declared axes in
 // their order first, then any other varying key in lexical order. Values
-// follow the declaration, then sort numerically or lexically.
+// follow the declaration, then sort numerically or lexically. Parameters
+// that follow another axis are left out (dropDependent).
 func axes(r *Results) []axisInfo {
 	present := map[string]map[string]any{}
 	for _, c := range r.Cells {
@@ -113,7 +114,74 @@ func axes(r *Results) []axisInfo {
 	for _, k := range slices.Sorted(maps.Keys(present)) {
 		add(k, nil)
 	}
+	return dropDependent(r, out)
+}
+
+// dropDependent leaves out the varying parameters that are functions of
+// an axis: the dataset's vocabulary and EOS id follow the model, a dense
+// model's routing mode is "-" and an MoE's "learned". Shown as axes of
+// their own they would add columns and comparisons that say nothing and
+// split the model's pivots so that no two cells pair up.
+//
+// When results.json records the matrix axes, a parameter goes when one
+// of them determines it (each of the axis's values goes with one value
+// of the parameter in every cell). Without them, a parameter goes when
+// another varying one determines it and is not determined back; of two
+// that determine each other the first in column order stays. Declared
+// axes and explicitly compared parameters always stay.
+func dropDependent(r *Results, ax []axisInfo) []axisInfo {
+	declared, compared := map[string]bool{}, map[string]bool{}
+	for _, a := range r.Axes {
+		declared[a.Name] = true
+	}
+	for _, c := range r.Compare {
+		compared[c.Axis] = true
+	}
+	var determiners []axisInfo
+	for _, a := range ax {
+		if declared[a.Name] {
+			determiners = append(determiners, a)
+		}
+	}
+	infer := len(determiners) == 0
+	if infer {
+		determiners = ax
+	}
+	cells := cellPtrs(r)
+	dependent := func(i int, p axisInfo) bool {
+		for j, a := range determiners {
+			if a.Name == p.Name || !determines(cells, a.Name, p.Name) {
+				continue
+			}
+			// Declared axes win outright; inferred ones only when strictly
+			// finer, or, tied, when compared or earlier.
+			if !infer || compared[a.Name] || j < i || !determines(cells, p.Name, a.Name) {
+				return true
+			}
+		}
+		return false
+	}
+	out := make([]axisInfo, 0, len(ax))
+	for i, p := range ax {
+		if declared[p.Name] || compared[p.Name] || !dependent(i, p) {
+			out = append(out, p)
+		}
+	}
 	return out
+}
+
+// determines reports whether every value of parameter a goes with one
+// value of parameter p across cells (a missing value counts as a value).
+func determines(cells []*Cell, a, p string) bool {
+	seen := map[string]string{}
+	for _, c := range cells {
+		av, pv := paramString(c, a), paramString(c, p)
+		if old, ok := seen[av]; ok && old != pv {
+			return false
+		}
+		seen[av] = pv
+	}
+	return true
 }
 
 const missingParam = "-"
@@ -360,11 +428,12 @@ func pivotRows(r *Results, ax []axisInfo, axis string) ([]*pivotRow, []axisInfo)
 	byKey := map[string]*pivotRow{}
 	var rows []*pivotRow
 	for _, c := range cells {
+		// Every varying parameter is an axis or a function of one, so the
+		// other axes' values name the row; the parameters that follow the
+		// compared axis (a model's vocabulary) must not split it.
 		var key strings.Builder
-		for _, k := range slices.Sorted(maps.Keys(c.Params)) {
-			if k != axis {
-				fmt.Fprintf(&key, "%s=%s\x00", k, paramString(c, k))
-			}
+		for _, o := range others {
+			fmt.Fprintf(&key, "%s=%s\x00", o.Name, paramString(c, o.Name))
 		}
 		row := byKey[key.String()]
 		if row == nil {
