@@ -43,9 +43,29 @@ func profileSections(r *Results, ax []axisInfo) []ProfileSection {
 			t.Rows = append(t.Rows, []string{f1(k.TimePct), fmt.Sprint(k.TotalNs), fmt.Sprint(k.Instances), f1(k.AvgNs), f1(k.MedNs),
 				fmt.Sprint(k.MinNs), fmt.Sprint(k.MaxNs), f1(k.StdDevNs), clip(k.Name, 100)})
 		}
-		out = append(out, ProfileSection{Cell: c.ID, Label: strings.Join(label, " "), Kernels: t, Diagnosis: p.Diagnosis})
+		diag := p.Diagnosis
+		if line := passLine(c, p); line != "" {
+			diag = append([]string{line}, diag...)
+		}
+		out = append(out, ProfileSection{Cell: c.ID, Label: strings.Join(label, " "), Kernels: t, Diagnosis: diag})
 	}
 	return out
+}
+
+// passLine sets the profiled pass's output throughput beside the timed
+// repeats' median: the cost of profiling, which the repeats never pay.
+func passLine(c *Cell, p *Profile) string {
+	const key = "system_output_throughput_tok_s"
+	pass, ok := p.PassMetrics[key]
+	if !ok {
+		return ""
+	}
+	line := "profiled pass: " + formatSig(pass, 4) + " output tok/s"
+	if s, ok := c.Summary[key]; ok && s.Median > 0 {
+		line += fmt.Sprintf(", %.3fx the timed repeats' median of %s (what profiling cost; the repeats run without the profiler)",
+			pass/s.Median, formatSig(s.Median, 4))
+	}
+	return line
 }
 
 // writeProfilesMarkdown draws the profile sections under one heading.

@@ -69,3 +69,22 @@ func TestMarkdownProfiles(t *testing.T) {
 		t.Errorf("%d profiled cells read back, want 2", profiled)
 	}
 }
+
+// TestPassLine: the profiled pass's throughput is set beside the timed
+// median, so the cost of profiling reads off the report; no line without
+// the pass's metrics (files written before they were kept).
+func TestPassLine(t *testing.T) {
+	c := &Cell{ID: "c", Summary: map[string]Summary{"system_output_throughput_tok_s": {Median: 25000}}}
+	got := passLine(c, &Profile{PassMetrics: Metrics{"system_output_throughput_tok_s": 24500}})
+	want := "profiled pass: 24500 output tok/s, 0.980x the timed repeats' median of 25000 (what profiling cost; the repeats run without the profiler)"
+	if got != want {
+		t.Errorf("passLine:\n got %q\nwant %q", got, want)
+	}
+	if got := passLine(c, &Profile{}); got != "" {
+		t.Errorf("passLine without pass metrics = %q, want none", got)
+	}
+	c.Summary = nil
+	if got := passLine(c, &Profile{PassMetrics: Metrics{"system_output_throughput_tok_s": 24500}}); got != "profiled pass: 24500 output tok/s" {
+		t.Errorf("passLine without a summary = %q", got)
+	}
+}

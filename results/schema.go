@@ -167,6 +167,10 @@ type Profile struct {
 	// Stats are the diagnosis's figures (busy_fraction,
 	// kernels_per_iteration, mean_gap_ns, achieved_bytes_per_s, ...).
 	Stats map[string]float64 `json:"stats,omitempty"`
+	// PassMetrics are the profiled pass's own metrics. The pass runs after
+	// the timed repeats and never joins them; set beside their summary it
+	// shows what profiling cost. Optional (older files lack it).
+	PassMetrics Metrics `json:"pass_metrics,omitempty"`
 }
 
 // Kernel is one row of a kernel summary.

@@ -82,9 +82,6 @@ type cellRecord struct {
 	Host     string    `json:"host"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
-	// ProfileMetrics are the profiled pass's own metrics, kept apart from
-	// the timed repeats so the cost of profiling shows.
-	ProfileMetrics results.Metrics `json:"profile_metrics,omitempty"`
 }
 
 // WorkerOptions adjust RunWorker.
@@ -257,7 +254,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		for _, f := range files {
 			w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, f))
 		}
-		w.rec.ProfileMetrics = results.Metrics(res.Metrics)
+		w.rec.Profile.PassMetrics = results.Metrics(res.Metrics)
 		w.log.Info().Int("ops", len(res.Ops)).Float64("system_output_throughput_tok_s", res.Metrics["system_output_throughput_tok_s"]).Msg("profiled pass done")
 	}
 	return nil
