@@ -74,10 +74,9 @@ type Backend struct {
 // GEMM's decode path (rows <= cuda.GemvRows()), every GEMM and RMSNorm: an
 // RMSNorm is folded into the GEMM that reads its output (the GEMM's
 // prologue), and a GEMM into the SwiGLU or residual add that reads its
-// output (the GEMM's epilogue), so that a dense layer at decode is five
-// kernels: QKV (norm in front), RoPE + cache write, attention, output
+// output (the GEMM's epilogue), so that a dense layer at decode is QKV (norm in front), RoPE + cache write, attention, output
 // projection (+ residual), gate_up (norm in front, SwiGLU behind) and down
-// (+ residual). Any other op, and every synchronising call, first queues
+// (+ residual): six kernels instead of nine. Any other op, and every synchronising call, first queues
 // the held-back op as it is.
 type pending struct {
 	kind  pendKind
@@ -979,10 +978,7 @@ func (b *Backend) release() {
 	case pendRope:
 		b.rope(p.qkv, p.table, p.h, p.lay)
 	case pendNorm:
-		o, x, w, rows, eps := p.out, p.res, p.nw, p.rows, p.eps
-		b.op(func(g *cuda.GPU) error {
-			return g.RMSNorm(g.Stream, b.dt, o.buf, x.buf, w.buf, rows, x.cols(), eps)
-		})
+		b.rmsnorm(p.out, p.res, p.nw, p.rows, p.eps)
 	case pendGemm:
 		if p.res == nil {
 			b.matmul(p.out, p.x, p.w, p.rows)
@@ -1003,6 +999,21 @@ func (b *Backend) take(kind pendKind, t *tensor, rows int) *pending {
 	b.release()
 	return nil
 }
+
+// takeGemm returns the held-back GEMM into t over rows if fits says the
+// consumer can fold it in, and releases anything else.
+func (b *Backend) takeGemm(t *tensor, rows int, fits func(*pending) bool) *pending {
+	if p := b.pend; p != nil && p.kind == pendGemm && p.out == t && p.rows == rows && fits(p) {
+		b.pend = nil
+		return p
+	}
+	b.release()
+	return nil
+}
+
+// plainGemm: a held-back GEMM without a norm prologue (one that may take
+// the residual add as its epilogue).
+func plainGemm(p *pending) bool { return p.res == nil }
 
 // gemvFusing is whether ops over rows rows are held back for the decode
 // GEMV fusions (see pending).
@@ -1060,8 +1071,12 @@ func (b *Backend) RMSNorm(out, x, w model.Tensor, rows int, eps float32) {
 		b.pend = &pending{kind: pendNorm, out: o, res: xi, nw: wi, rows: rows, eps: eps}
 		return
 	}
+	b.rmsnorm(o, xi, wi, rows, eps)
+}
+
+func (b *Backend) rmsnorm(o, x, w *tensor, rows int, eps float32) {
 	b.op(func(g *cuda.GPU) error {
-		return g.RMSNorm(g.Stream, b.dt, o.buf, xi.buf, wi.buf, rows, xi.cols(), eps)
+		return g.RMSNorm(g.Stream, b.dt, o.buf, x.buf, w.buf, rows, x.cols(), eps)
 	})
 }
 
@@ -1071,18 +1086,13 @@ func (b *Backend) AddRMSNorm(residual, delta, w, out model.Tensor, rows int, eps
 	rows = b.rows(rows)
 	// On the decode path the GEMM that produced delta adds it to the
 	// residual itself, and the norm waits for the GEMM that reads out.
-	if p := b.take(pendGemm, d, rows); p != nil {
-		if p.res != nil {
-			b.pend = p
+	if p := b.takeGemm(d, rows, plainGemm); p != nil {
+		b.gemv(p, r, cuda.GemvFusion{Residual: true})
+		b.pend = &pending{kind: pendNorm, out: o, res: r, nw: wi, rows: rows, eps: eps}
+		if !b.normFuse {
 			b.release()
-		} else {
-			b.gemv(p, r, cuda.GemvFusion{Residual: true})
-			b.pend = &pending{kind: pendNorm, out: o, res: r, nw: wi, rows: rows, eps: eps}
-			if !b.normFuse {
-				b.release()
-			}
-			return
 		}
+		return
 	}
 	b.op(func(g *cuda.GPU) error {
 		return g.AddRMSNorm(g.Stream, b.dt, o.buf, r.buf, d.buf, wi.buf, rows, r.cols(), eps)
@@ -1093,13 +1103,9 @@ func (b *Backend) AddRMSNorm(residual, delta, w, out model.Tensor, rows int, eps
 func (b *Backend) Add(dst, src model.Tensor, rows int) {
 	d, s := ft(dst), ft(src)
 	rows = b.rows(rows)
-	if p := b.take(pendGemm, s, rows); p != nil {
-		if p.res == nil {
-			b.gemv(p, d, cuda.GemvFusion{Residual: true})
-			return
-		}
-		b.pend = p
-		b.release()
+	if p := b.takeGemm(s, rows, plainGemm); p != nil {
+		b.gemv(p, d, cuda.GemvFusion{Residual: true})
+		return
 	}
 	b.op(func(g *cuda.GPU) error { return g.Add(g.Stream, b.dt, d.buf, s.buf, rows*d.cols()) })
 }
@@ -1206,13 +1212,10 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 func (b *Backend) SwiGLU(out, gateUp model.Tensor, rows int) {
 	o, gu := ft(out), ft(gateUp)
 	rows = b.rows(rows)
-	if p := b.take(pendGemm, gu, rows); p != nil {
-		if gu.cols() == 2*o.cols() && p.w.shape[0] == gu.cols() {
-			b.gemv(p, o, cuda.GemvFusion{GLU: true})
-			return
-		}
-		b.pend = p
-		b.release()
+	glu := func(p *pending) bool { return gu.cols() == 2*o.cols() && p.w.shape[0] == gu.cols() }
+	if p := b.takeGemm(gu, rows, glu); p != nil {
+		b.gemv(p, o, cuda.GemvFusion{GLU: true})
+		return
 	}
 	b.swiglu(o, gu, rows)
 }
