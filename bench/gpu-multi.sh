@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Several studies at once on one host of several GPUs, each on its own GPUs
+# (xrun run --gpus), every one stopped at a common deadline (SIGINT:
+# finished cells and repeats are kept, exit 130) and continued in a later
+# call with RESUME=1. A device call is capped at 10 minutes and a session's
+# GPU time at 30, so a 4-GPU machine does four times the work per minute.
+#
+# Here: bash bench/gpu-check.sh in a clean worktree of the commit, copy its
+# .gpu/ to .gpu-NAME/ in the checkout, then e.g.
+#   run(kind="nvidia-h200-x4", carry=[".gpu-NAME"], command="mkdir -p .gpu &&
+#     cp .gpu-NAME/* .gpu/ && STUDIES='0,1,2=experiments/profile.yaml
+#     3=bench/specs/moe-quick.yaml' bash bench/gpu-multi.sh")
+# Environment: STUDIES (space-separated GPUS=SPEC), DEADLINE (seconds for
+# the whole call, default 540), RESUME=1 (continue the results carried in as
+# .gpu/multi-results.tar.gz), TESTGPU (a GPU index: run the engine/cuda and
+# engine/cuda/backend checks there first, alongside the studies), EXTRA
+# (more xrun run flags for every study). Results come back as
+# $OUT/results.tar.gz (datasets left out) and each study's results.md as
+# $OUT/NAME.md; a short table is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+out=${OUT:-.gpu/out}
+mkdir -p "$out"
+root=$PWD
+deadline=${DEADLINE:-540}
+res=/tmp/xrun-multi
+mkdir -p "$res"
+resume=(--fresh)
+if [ "${RESUME:-0}" = 1 ] && [ -f .gpu/multi-results.tar.gz ]; then
+	tar -xzf .gpu/multi-results.tar.gz -C "$res"
+	resume=(--resume)
+fi
+nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm,power.limit \
+	--format=csv >"$out/devices.txt" 2>&1 || true
+
+tests_rc=skipped backend_rc=skipped
+if [ -n "${TESTGPU:-}" ]; then
+	(
+		export CUDA_VISIBLE_DEVICES=$TESTGPU
+		timeout 260 .gpu/cuda.test -test.v -test.timeout 255s >"$out/tests.txt" 2>&1
+		echo "cuda.test exit $?" >>"$out/tests.txt"
+		cd engine/cuda/backend && timeout 150 "$root/.gpu/backend.test" -test.v -test.timeout 145s >"$out/backend.txt" 2>&1
+		echo "backend.test exit $?" >>"$out/backend.txt"
+	) &
+	tests_pid=$!
+fi
+
+left=$((deadline - (SECONDS - start) - 30))
+pids=() names=()
+for s in ${STUDIES:-}; do
+	gpus=${s%%=*} spec=${s#*=}
+	name=$(sed -n 's/^name: *//p' "$spec" | head -1)
+	names+=("$name")
+	# shellcheck disable=SC2086
+	timeout -s INT -k 20 "$left" .gpu/xrun run "$spec" --gpus "$gpus" --out "$res/$name" "${resume[@]}" \
+		--log-format json ${EXTRA:-} >"$out/$name.log" 2>&1 &
+	pids+=($!)
+done
+rcs=()
+for p in "${pids[@]}"; do
+	wait "$p"
+	rcs+=($?)
+done
+if [ -n "${tests_pid:-}" ]; then
+	wait "$tests_pid"
+	tests_rc=$(sed -n 's/^cuda.test exit //p' "$out/tests.txt")
+	backend_rc=$(sed -n 's/^backend.test exit //p' "$out/backend.txt")
+fi
+
+for n in "${names[@]}"; do
+	rm -rf "$res/$n/datasets"
+	cp "$res/$n/results.md" "$out/$n.md" 2>/dev/null
+done
+tar -czf "$out/results.tar.gz" -C "$res" . 2>/dev/null
+
+for f in tests backend; do
+	[ -f "$out/$f.txt" ] || continue
+	echo "== $f failures (full log: $f.txt)"
+	grep -E -- '--- FAIL|^(FAIL|panic)' "$out/$f.txt" | head -20
+done
+i=0
+for n in "${names[@]}"; do
+	echo "== $n: xrun run exit ${rcs[$i]} (130: stopped at the deadline; RESUME=1 continues)"
+	ls "$res/$n/cells" 2>/dev/null | while read -r c; do
+		f="$res/$n/cells/$c/cell.json"
+		printf '  %-56s %s\n' "$c" "$(grep -o '"status": *"[a-z]*"' "$f" 2>/dev/null | head -1)"
+	done
+	i=$((i + 1))
+done
+pass=$(cat "$out"/tests.txt "$out"/backend.txt 2>/dev/null | grep -cE -- '--- PASS')
+fail=$(cat "$out"/tests.txt "$out"/backend.txt 2>/dev/null | grep -cE -- '--- FAIL')
+echo "GPU checks (cuda exit $tests_rc, backend exit $backend_rc): $pass passed, $fail failed; $((SECONDS - start)) s"
