@@ -10,12 +10,14 @@
 #   run(kind="nvidia-h200-x4", carry=[".gpu-NAME"], command="mkdir -p .gpu &&
 #     cp .gpu-NAME/* .gpu/ && STUDIES='0,1,2=experiments/profile.yaml
 #     3=bench/specs/moe-quick.yaml' bash bench/gpu-multi.sh")
-# Environment: STUDIES (space-separated GPUS=SPEC), DEADLINE (seconds for
+# Environment: STUDIES (space-separated GPUS=SPEC or GPUS=SPEC@XRUN: an
+# older xrun binary, to resume a study under the build that began it, since
+# --resume keeps cells only under the same build), DEADLINE (seconds for
 # the whole call, default 540), RESUME=1 (continue the results carried in as
 # .gpu/multi-results.tar.gz), TESTGPU (a GPU index: run the engine/cuda and
 # engine/cuda/backend checks there first, alongside the studies), EXTRA
 # (more xrun run flags for every study). Results come back as
-# $OUT/results.tar.gz (datasets left out) and each study's results.md as
+# $OUT/results.tgz.NN parts (datasets left out) and each study's results.md as
 # $OUT/NAME.md; a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +30,8 @@ res=/tmp/xrun-multi
 mkdir -p "$res"
 resume=(--fresh)
 if [ "${RESUME:-0}" = 1 ] && [ -f .gpu/multi-results.tar.gz ]; then
+	# Carry only what --resume needs (cell.json and the small files): the
+	# traces and expert loads of finished cells can stay here.
 	tar -xzf .gpu/multi-results.tar.gz -C "$res"
 	resume=(--resume)
 fi
@@ -49,11 +53,14 @@ fi
 left=$((deadline - (SECONDS - start) - 30))
 pids=() names=()
 for s in ${STUDIES:-}; do
-	gpus=${s%%=*} spec=${s#*=}
+	gpus=${s%%=*} spec=${s#*=} bin=.gpu/xrun
+	if [[ $spec == *@* ]]; then
+		bin=${spec#*@} spec=${spec%%@*}
+	fi
 	name=$(sed -n 's/^name: *//p' "$spec" | head -1)
 	names+=("$name")
 	# shellcheck disable=SC2086
-	timeout -s INT -k 20 "$left" .gpu/xrun run "$spec" --gpus "$gpus" --out "$res/$name" "${resume[@]}" \
+	timeout -s INT -k 20 "$left" "$bin" run "$spec" --gpus "$gpus" --out "$res/$name" "${resume[@]}" \
 		--log-format json ${EXTRA:-} >"$out/$name.log" 2>&1 &
 	pids+=($!)
 done
@@ -72,7 +79,9 @@ for n in "${names[@]}"; do
 	rm -rf "$res/$n/datasets"
 	cp "$res/$n/results.md" "$out/$n.md" 2>/dev/null
 done
-tar -czf "$out/results.tar.gz" -C "$res" . 2>/dev/null
+# The device returns files of at most 16 MiB: the archive comes back in
+# 15 MiB parts (cat results.tgz.* | tar -xz).
+tar -czf - -C "$res" . 2>/dev/null | split -b 15M -d - "$out/results.tgz."
 
 for f in tests backend; do
 	[ -f "$out/$f.txt" ] || continue
