@@ -37,7 +37,9 @@ type Options struct {
 	// Out is the results directory; "" means the spec's (results/<name>).
 	Out string
 	// Resume keeps the cells already complete with the same fingerprint
-	// and runs the others (missing, failed or changed).
+	// and runs the others (missing, failed or changed); of a cell whose
+	// worker stopped part-way, the repeats it recorded under the same
+	// fingerprint are kept and only the rest run.
 	Resume bool
 	// Fresh discards the results an earlier run left in Out.
 	Fresh bool
@@ -463,6 +465,13 @@ func (s *study) loadRecords() {
 		case rec.Status == results.StatusOK || !rc.selected:
 			rc.record = rec
 		}
+		if rc.todo() {
+			if kept, why := loadKeptRepeats(s.dir, rc.wc, s.plan.Repeats); len(kept) > 0 {
+				s.log.Info().Str("cell", rc.cell.ID).Int("repeats_kept", len(kept)).Int("repeats", s.plan.Repeats).Msg("repeats recorded by an earlier run are kept; the cell runs the rest")
+			} else if why != "" {
+				s.log.Debug().Str("cell", rc.cell.ID).Str("reason", why).Msg("repeats recorded by an earlier run are not kept")
+			}
+		}
 	}
 }
 
@@ -542,7 +551,12 @@ func (s *study) initResults(ctx context.Context) {
 		var c results.Cell
 		switch {
 		case rc.todo():
-			c = results.Cell{Status: results.StatusSkipped, Error: "not run yet"}
+			c = results.Cell{Status: results.StatusSkipped, Error: notRunYet}
+			if s.o.Resume {
+				if c.Repeats = keptMetrics(s.dir, rc.wc, s.plan.Repeats); len(c.Repeats) > 0 {
+					c.Error += fmt.Sprintf(" (%d of %d repeats kept from an earlier run)", len(c.Repeats), s.plan.Repeats)
+				}
+			}
 		case rc.record != nil:
 			c = rc.record.Cell
 		case rc.selected:
@@ -662,8 +676,11 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 	if notRun != "" {
 		for i := range s.res.Cells {
 			c := &s.res.Cells[i]
-			if c.Status == results.StatusSkipped && c.Error == "not run yet" {
+			if c.Status == results.StatusSkipped && strings.HasPrefix(c.Error, notRunYet) {
 				c.Error = notRun
+				if len(c.Repeats) > 0 {
+					c.Error += fmt.Sprintf("; %d of %d repeats kept", len(c.Repeats), s.plan.Repeats)
+				}
 			}
 		}
 	}
@@ -707,11 +724,20 @@ func (s *study) record(rc *runCell, o outcome) {
 	switch {
 	case o.rec != nil:
 		*c = o.rec.Cell
+		if n := len(c.Repeats); c.Status == results.StatusFailed && n > 0 {
+			c.Error += fmt.Sprintf("; %d of %d repeats kept (xrun run --resume runs the rest)", n, s.plan.Repeats)
+		}
 	case o.interrupted:
-		*c = results.Cell{Status: results.StatusSkipped, Error: "not run: interrupted while running (xrun run --resume runs it)",
-			Artifacts: existingArtifacts(s.dir, rc.cell.ID)}
+		// The repeats the worker recorded are kept, and shown.
+		kept := keptMetrics(s.dir, rc.wc, s.plan.Repeats)
+		*c = results.Cell{Status: results.StatusSkipped, Error: interruptedNote(len(kept), s.plan.Repeats, rc.wc),
+			Repeats: kept, Artifacts: existingArtifacts(s.dir, rc.cell.ID)}
 	default:
-		*c = results.Cell{Status: results.StatusFailed, Error: o.failure, Artifacts: existingArtifacts(s.dir, rc.cell.ID)}
+		kept := keptMetrics(s.dir, rc.wc, s.plan.Repeats)
+		*c = results.Cell{Status: results.StatusFailed, Error: o.failure, Repeats: kept, Artifacts: existingArtifacts(s.dir, rc.cell.ID)}
+		if len(kept) > 0 {
+			c.Error += fmt.Sprintf("; %d of %d repeats kept (xrun run --resume runs the rest)", len(kept), s.plan.Repeats)
+		}
 	}
 	// The plan's parameters are authoritative (JSON would turn the
 	// record's integers into floats), and summaries are the writer's.
@@ -730,6 +756,23 @@ func (s *study) record(rc *runCell, o outcome) {
 		s.log.Info().Str("cell", c.ID).Msg("cell interrupted")
 	}
 	s.write()
+}
+
+// notRunYet is the error of a cell waiting for its turn, until it runs or
+// the study stops.
+const notRunYet = "not run yet"
+
+// interruptedNote is the error of a cell whose worker was interrupted
+// after recording kept of its repeats.
+func interruptedNote(kept, repeats int, c *workerCell) string {
+	spans, _ := engine.ParseProfileWindow(c.Engine.ProfileWindow)
+	switch {
+	case kept == 0:
+		return "not run: interrupted while running (xrun run --resume runs it)"
+	case kept == repeats && len(spans) > 0:
+		return fmt.Sprintf("interrupted after %d of %d repeats, in the profiled pass; xrun run --resume runs the profiled pass", kept, repeats)
+	}
+	return fmt.Sprintf("interrupted after %d of %d repeats; xrun run --resume runs the rest", kept, repeats)
 }
 
 func column(reps []results.Metrics, key string) []float64 {

@@ -53,8 +53,9 @@ func (x *localExecutor) run(ctx context.Context, c *workerCell, gpus []string) o
 func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []string) outcome {
 	cdir := CellDir(x.dir, c.ID)
 	// What an earlier attempt left (cell.json above all) must not be
-	// mistaken for this attempt's.
-	if err := os.RemoveAll(cdir); err != nil {
+	// mistaken for this attempt's; the repeats it recorded stay for the
+	// worker to keep.
+	if err := clearCellDir(cdir); err != nil {
 		return outcome{failure: "cannot clear the cell's directory: " + err.Error()}
 	}
 	if err := os.MkdirAll(cdir, 0o755); err != nil {

@@ -18,6 +18,8 @@ import (
 //
 //	DIR/results.json, results.md     the study (rewritten after every cell)
 //	DIR/cells/<id>/cell.json         the cell as its worker measured it
+//	DIR/cells/<id>/repeats/          each timed repeat, recorded as it finishes,
+//	                                 until cell.json holds them (worker_repeats.go)
 //	DIR/cells/<id>/requests.jsonl    per-request records of every pass
 //	DIR/cells/<id>/iterations.csv    per-iteration records of every pass
 //	DIR/cells/<id>/log.jsonl         the worker's own log

@@ -488,8 +488,10 @@ func (x *slurmExecutor) submit(ctx context.Context, queue []*runCell) (string, e
 	}
 	for _, rc := range queue {
 		// What an earlier attempt left (cell.json above all) must not be
-		// mistaken for this attempt's.
-		if err := os.RemoveAll(CellDir(x.dir, rc.cell.ID)); err != nil {
+		// mistaken for this attempt's. The repeats it recorded stay: the
+		// task's worker keeps those of the cell's fingerprint, as a
+		// requeued task's worker keeps its own.
+		if err := clearCellDir(CellDir(x.dir, rc.cell.ID)); err != nil {
 			return "", fmt.Errorf("cannot clear the directory of cell %s: %w", rc.cell.ID, err)
 		}
 	}

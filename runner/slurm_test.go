@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -215,6 +216,11 @@ type fakeTask struct {
 	stderr              string // what the worker printed
 	hang                bool   // runs until scancel
 	late                int    // the record shows this many looks after the end
+	// real runs the cell's worker for real; with stopAt, it is
+	// interrupted at that fault point (rN, profile), as a time limit
+	// would stop it.
+	real   bool
+	stopAt string
 }
 
 // fakeSlurm plays sbatch, squeue, scontrol and scancel: each submitted
@@ -350,6 +356,15 @@ func (f *fakeSlurm) work(dir string, plan *workerPlan, id string, e fakeTask, ca
 	cdir := CellDir(dir, id)
 	os.MkdirAll(cdir, 0o755)
 	os.WriteFile(filepath.Join(cdir, StderrFile), []byte(e.stderr), 0o644)
+	if e.real {
+		if n, ok := strings.CutPrefix(e.stopAt, "r"); ok {
+			k, _ := strconv.Atoi(n)
+			interruptWorker(f.t, dir, id, e.stopAt, repeatPath(dir, id, k, repeatRecordName))
+		} else if err := RunWorker(context.Background(), dir, id, WorkerOptions{Getenv: noEnv}); err != nil {
+			f.t.Error(err)
+		}
+		return
+	}
 	if !e.record || cancelled {
 		return
 	}
@@ -459,6 +474,43 @@ func TestSlurmRunFailuresThenResume(t *testing.T) {
 	if _, err := Run(context.Background(), spec, func() Options { o := slurmOptions(dir, f); o.Resume = true; return o }()); err != nil || len(f.submitted) != n {
 		t.Errorf("complete study resumed: %v, %d submissions, want none", err, len(f.submitted)-n)
 	}
+}
+
+// TestSlurmResumesRepeats: a task Slurm stops after its worker recorded a
+// repeat is a failed cell that says so; --resume resubmits it, keeping the
+// repeat, and its worker runs only the rest.
+func TestSlurmResumesRepeats(t *testing.T) {
+	spec := slurmSpec(t, strings.Replace(fmt.Sprintf(slurmSpecYAML, ""), "repeats: 1", "repeats: 3", 1))
+	dir := filepath.Join(t.TempDir(), "out")
+	f := &fakeSlurm{t: t, ends: map[string]fakeTask{
+		"bs1_gemm-auto": {state: "TIMEOUT", reason: "TimeLimit", exit: "0:15", real: true, stopAt: "r1"},
+	}}
+	res, err := Run(context.Background(), spec, slurmOptions(dir, f))
+	if !errors.Is(err, ErrCellsFailed) {
+		t.Fatalf("err %v, want a failed cell", err)
+	}
+	id := res.Cells[0].ID
+	if c := res.Cells[0]; c.Status != results.StatusFailed || len(c.Repeats) != 1 ||
+		c.Error != "slurm: TIMEOUT (time limit 01:00:00); 1 of 3 repeats kept (xrun run --resume runs the rest)" {
+		t.Errorf("cell %s: %s %q, %d repeats", id, c.Status, c.Error, len(c.Repeats))
+	}
+
+	f.ends = map[string]fakeTask{"bs1_gemm-auto": {state: "COMPLETED", reason: "None", exit: "0:0", real: true}}
+	res, err = Run(context.Background(), spec, func() Options { o := slurmOptions(dir, f); o.Resume = true; return o }())
+	if err != nil {
+		t.Fatalf("--resume: %v", err)
+	}
+	if !slices.Equal(f.submitted[1], []string{id}) {
+		t.Errorf("--resume submitted %v", f.submitted[1])
+	}
+	if c := res.Cells[0]; c.Status != results.StatusOK || len(c.Repeats) != 3 {
+		t.Errorf("cell %s after --resume: %s %q, %d repeats", id, c.Status, c.Error, len(c.Repeats))
+	}
+	rec, _ := readCellRecord(dir, id)
+	if rec == nil {
+		t.Fatal("no record")
+	}
+	checkOrigins(t, rec, 1, false)
 }
 
 func TestSlurmRefusals(t *testing.T) {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,7 +71,10 @@ type workerDataset struct {
 
 // cellRecord is cells/<id>/cell.json: the cell's results.Cell as its worker
 // measured it, and what xrun needs to trust it later. It is written last,
-// atomically: a cell is complete exactly when its cell.json exists.
+// atomically: a cell is complete exactly when its cell.json exists. Its
+// repeats may have been measured by more than one worker process (an
+// interrupted cell resumed; see worker_repeats.go): Sessions and Passes say
+// which measured what, and the rest is the same as for a cell run in one go.
 type cellRecord struct {
 	results.Cell
 	// Fingerprint is the plan's fingerprint of the cell this record
@@ -78,10 +82,19 @@ type cellRecord struct {
 	Fingerprint string `json:"fingerprint"`
 	// Backend is the engine's backend and GEMM path, e.g.
 	// "cpu/cpu_gemm_blocked_avx2_6x16".
-	Backend  string    `json:"backend,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	// Host, Started and Finished are the worker's that recorded the cell.
 	Host     string    `json:"host"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
+	// Sessions are the worker processes that measured the cell, first to
+	// last (the one that recorded it); more than one when an interrupted
+	// or crashed cell was resumed.
+	Sessions []workerSession `json:"sessions,omitempty"`
+	// Passes say which session ran each timed repeat, in order, and then
+	// the profiled pass; earlier_session marks those kept from an earlier
+	// worker.
+	Passes []passOrigin `json:"passes,omitempty"`
 }
 
 // WorkerOptions adjust RunWorker.
@@ -92,13 +105,16 @@ type WorkerOptions struct {
 
 // RunWorker runs one cell of the study whose results directory is dir, as
 // the plan in dir/.xrun/plan.json describes it: it reads the cell's
-// dataset, creates the engine once, runs the timed repeats and then the
-// profiled pass if the cell has a profile window, and writes the cell's
-// artifacts and, last, cells/<id>/cell.json. A cell that fails (a bad model
+// dataset, creates the engine once, runs the timed repeats, recording each
+// under cells/<id>/repeats/ as it finishes, then the profiled pass if the
+// cell has a profile window, and writes the cell's artifacts and, last,
+// cells/<id>/cell.json. Repeats an earlier worker of the cell recorded
+// under the same fingerprint are kept: only the rest run (after the
+// engine's warm-up, as every pass). A cell that fails (a bad model
 // directory, a CUDA error, running out of memory) is still recorded, as
 // failed with its error, and RunWorker returns nil; it returns an error
 // only when it could not record the cell at all, or when ctx was cancelled
-// (then nothing is recorded and the cell runs again on --resume).
+// (then the cell is not recorded; its recorded repeats stay for --resume).
 func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
@@ -124,53 +140,80 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 	if err := os.Remove(filepath.Join(cdir, CellFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	logf, err := os.Create(filepath.Join(cdir, LogFile))
+	host, _ := os.Hostname()
+	sess := workerSession{Host: host, PID: os.Getpid(), Started: time.Now().UTC()}
+	kept, dropped := loadKeptRepeats(dir, cell, plan.Repeats)
+	// The log goes on where an earlier worker's, whose repeats are kept,
+	// stopped.
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if len(kept) == 0 {
+		flags |= os.O_TRUNC
+	}
+	logf, err := os.OpenFile(filepath.Join(cdir, LogFile), flags, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
 	log := zerolog.New(logf).With().Timestamp().Str("cell", id).Logger()
+	if dropped != "" {
+		log.Warn().Str("reason", dropped).Int("kept", len(kept)).Msg("repeats recorded earlier are not kept; they are measured again")
+	}
+	if err := pruneRepeats(dir, id, len(kept)); err != nil {
+		return fmt.Errorf("cell %s: clearing repeats not kept: %w", id, err)
+	}
 
-	host, _ := os.Hostname()
 	rec := &cellRecord{
 		Cell:        results.Cell{ID: id, Params: cell.Params, Status: results.StatusOK},
 		Fingerprint: cell.Fingerprint,
 		Host:        host,
-		Started:     time.Now().UTC(),
+		Started:     sess.Started,
 	}
 	log.Info().Str("fingerprint", cell.Fingerprint).Str("backend", cell.Engine.Backend).
-		Str("cuda_visible_devices", o.Getenv("CUDA_VISIBLE_DEVICES")).Int("repeats", plan.Repeats).Msg("cell started")
+		Str("cuda_visible_devices", o.Getenv("CUDA_VISIBLE_DEVICES")).Int("repeats", plan.Repeats).Int("repeats_kept", len(kept)).Msg("cell started")
 	w := &cellWorker{dir: dir, cell: cell, repeats: plan.Repeats, cacheDir: plan.CacheDir, log: log, rec: rec,
-		fault: faultFor(o.Getenv(FaultEnv), id)}
-	// GPU telemetry (NVML, every 50 ms) over the whole cell.
-	var tel *profile.Telemetry
+		fault: faultFor(o.Getenv(FaultEnv), id), session: sess, done: kept, telOrigin: sess.Started}
+	if len(kept) > 0 && !kept[0].TelemetryOrigin.IsZero() {
+		w.telOrigin = kept[0].TelemetryOrigin
+	}
+	// GPU telemetry (NVML, every 50 ms) over the whole cell, cut into a
+	// segment per repeat so that each is recorded with its repeat.
 	if cell.Engine.Backend != "cpu" {
-		tel = profile.StartTelemetry(0)
+		w.tel, w.telStart = profile.StartTelemetry(0), time.Now()
 	}
 	err = w.measure(ctx)
-	if tel != nil {
-		if sum, files, terr := tel.Finish(cdir); sum != nil && terr == nil {
-			rec.Telemetry = sum
-			w.artifacts = append(w.artifacts, cellArtifact(id, files[0]))
-		} else {
-			log.Warn().AnErr("error", terr).Str("reason", tel.Reason()).Msg("no GPU telemetry")
+	if ctx.Err() != nil {
+		if w.tel != nil {
+			w.tel.Stop()
 		}
+		log.Warn().Int("repeats_recorded", len(w.done)).Int("repeats", w.repeats).
+			Msg("interrupted; the cell is not recorded, its recorded repeats are kept, and --resume runs the rest")
+		return fmt.Errorf("cell %s: %w", id, ErrInterrupted)
 	}
 	if aerr := w.writeArtifacts(); aerr != nil && err == nil {
 		err = aerr
 	}
-	if ctx.Err() != nil {
-		log.Warn().Msg("interrupted; the cell is not recorded and runs again on --resume")
-		return fmt.Errorf("cell %s: %w", id, ErrInterrupted)
+	for _, r := range w.done {
+		rec.Repeats = append(rec.Repeats, r.Metrics)
+	}
+	if len(w.done) > 0 {
+		rec.ExpertLoad = w.done[0].ExpertLoad
 	}
 	if err != nil {
 		rec.Status, rec.Error = results.StatusFailed, err.Error()
 		log.Error().Err(err).Msg("cell failed")
 	}
 	rec.Finished = time.Now().UTC()
+	rec.Sessions, rec.Passes = w.origins()
 	rec.Artifacts = w.artifacts
 	if err := writeJSONAtomic(filepath.Join(cdir, CellFile), rec); err != nil {
 		return fmt.Errorf("cell %s: recording it: %w", id, err)
+	}
+	if rec.Status == results.StatusOK {
+		// cell.json holds all they did; a failed cell keeps them for
+		// --resume.
+		if err := os.RemoveAll(repeatsDir(dir, id)); err != nil {
+			log.Warn().Err(err).Msg("cannot remove the repeats directory")
+		}
 	}
 	log.Info().Str("status", string(rec.Status)).Str("elapsed", fmtDur(rec.Finished.Sub(rec.Started))).Msg("cell recorded")
 	return nil
@@ -201,14 +244,35 @@ type cellWorker struct {
 	log      zerolog.Logger
 	rec      *cellRecord
 	fault    string
-	// passes are the results of the passes run so far, timed repeats
-	// first, then the profiled pass.
-	passes    []*engine.Result
-	profiled  bool
-	artifacts []string
+	session  workerSession
+	// done are the timed repeats recorded so far, in order: those an
+	// earlier worker recorded first, then this one's.
+	done []repeatRecord
+	// profiledPass is the profiled pass, once run.
+	profiledPass                      *engine.Result
+	profiledStarted, profiledFinished time.Time
+	artifacts                         []string
+	// tel samples the GPUs since telStart (nil on the cpu backend); its
+	// rows' times count from telOrigin, the cell's first worker's start.
+	tel                 *profile.Telemetry
+	telStart, telOrigin time.Time
 }
 
 func (w *cellWorker) measure(ctx context.Context) error {
+	spans, _ := engine.ParseProfileWindow(w.cell.Engine.ProfileWindow)
+	profiled := len(spans) > 0
+	if len(w.done) > 0 && len(w.done) == w.repeats && !profiled {
+		// Earlier workers measured everything; only the record is missing.
+		// This worker's few samples of an idle GPU would only dilute
+		// the telemetry of the repeats.
+		if w.tel != nil {
+			w.tel.Stop()
+			w.tel = nil
+		}
+		w.rec.Backend = w.done[0].Backend
+		w.log.Info().Int("repeats_kept", len(w.done)).Msg("every repeat was recorded earlier; recording the cell")
+		return nil
+	}
 	reqs, err := w.requests()
 	if err != nil {
 		return err
@@ -221,31 +285,45 @@ func (w *cellWorker) measure(ctx context.Context) error {
 	defer e.Close()
 	w.rec.Backend = e.Backend()
 	w.log.Info().Str("backend", e.Backend()).Str("elapsed", fmtDur(time.Since(t0))).Int("requests", len(reqs)).Msg("engine ready")
-	if err := injectFault(w.fault); err != nil {
+	if len(w.done) > 0 && w.done[0].Backend != e.Backend() {
+		// Not in the fingerprint: an ablation switch in the environment,
+		// say. Repeats of two GEMM paths must not be mixed.
+		w.log.Warn().Str("recorded", w.done[0].Backend).Str("now", e.Backend()).Msg("the repeats recorded earlier ran on another backend; measuring them again")
+		w.done, w.telOrigin = nil, w.session.Started
+		if err := pruneRepeats(w.dir, w.cell.ID, 0); err != nil {
+			return fmt.Errorf("clearing repeats not kept: %w", err)
+		}
+	}
+	if err := injectFault(ctx, faultAt(w.fault, "")); err != nil {
 		return err
 	}
-	for r := range w.repeats {
+	for r := len(w.done); r < w.repeats; r++ {
+		started := time.Now().UTC()
 		res, err := e.Run(ctx, reqs, engine.RunOptions{})
 		if err != nil {
 			return fmt.Errorf("repeat %d of %d: %w", r+1, w.repeats, err)
 		}
-		w.passes = append(w.passes, res)
-		w.rec.Repeats = append(w.rec.Repeats, results.Metrics(res.Metrics))
-		if r == 0 && res.ExpertLoad != nil {
-			w.rec.ExpertLoad = expertLoad(res.ExpertLoad)
+		if err := w.recordRepeat(ctx, r+1, res, started); err != nil {
+			return fmt.Errorf("repeat %d of %d: recording it: %w", r+1, w.repeats, err)
 		}
 		w.log.Info().Int("repeat", r+1).Float64("request_throughput_req_s", res.Metrics["request_throughput_req_s"]).
 			Float64("system_output_throughput_tok_s", res.Metrics["system_output_throughput_tok_s"]).Msg("repeat done")
+		if err := injectFault(ctx, faultAt(w.fault, "r"+strconv.Itoa(r+1))); err != nil {
+			return err
+		}
 	}
-	if spans, _ := engine.ParseProfileWindow(w.cell.Engine.ProfileWindow); len(spans) > 0 {
+	if profiled {
+		if err := injectFault(ctx, faultAt(w.fault, "profile")); err != nil {
+			return err
+		}
 		// The profiled pass is extra: its timings carry the profiler's
 		// cost, so they never join the repeats.
+		started := time.Now().UTC()
 		res, err := e.Run(ctx, reqs, engine.RunOptions{Profile: true})
 		if err != nil {
 			return fmt.Errorf("profiled pass: %w", err)
 		}
-		w.passes = append(w.passes, res)
-		w.profiled = true
+		w.profiledPass, w.profiledStarted, w.profiledFinished = res, started, time.Now().UTC()
 		p, files, err := profile.WriteArtifacts(CellDir(w.dir, w.cell.ID), res, e.Model(), profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt})
 		if err != nil {
 			return fmt.Errorf("profile artifacts: %w", err)
@@ -320,29 +398,91 @@ func expertLoad(l *engine.ExpertLoad) *results.ExpertLoad {
 }
 
 // writeArtifacts writes what the passes recorded: every request (with its
-// generated token ids, like trtllm-bench's --request_json) and every engine
-// iteration. Each file is written whole and renamed into place.
+// generated token ids, like trtllm-bench's --request_json), every engine
+// iteration, a MoE cell's expert load and the GPU telemetry, from the
+// recorded repeats' files and the profiled pass. Each file is written
+// whole and renamed into place.
 func (w *cellWorker) writeArtifacts() error {
 	cdir := CellDir(w.dir, w.cell.ID)
-	// Appended to: the profile's and the telemetry's files are listed already.
+	// Appended to: the profile's files are listed already.
 	w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, LogFile))
-	if len(w.passes) == 0 {
+	if err := w.writeTelemetry(); err != nil {
+		// Telemetry describes the measurement; it never fails it.
+		w.log.Warn().Err(err).Msg("no GPU telemetry: writing " + profile.TelemetryFile)
+	}
+	if len(w.done) == 0 && w.profiledPass == nil {
 		return nil
 	}
-	if err := dsets.WriteFileAtomic(filepath.Join(cdir, RequestsFile), w.writeRequests); err != nil {
+	profiledPass := func(out io.Writer, write func(io.Writer, int, bool, *engine.Result) error) error {
+		if w.profiledPass == nil {
+			return nil
+		}
+		return write(out, len(w.done), true, w.profiledPass)
+	}
+	err := dsets.WriteFileAtomic(filepath.Join(cdir, RequestsFile), func(out io.Writer) error {
+		if err := w.copyRepeatFiles(out, RequestsFile); err != nil {
+			return err
+		}
+		return profiledPass(out, writePassRequests)
+	})
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", RequestsFile, err)
 	}
-	if err := dsets.WriteFileAtomic(filepath.Join(cdir, IterationsFile), w.writeIterations); err != nil {
+	err = dsets.WriteFileAtomic(filepath.Join(cdir, IterationsFile), func(out io.Writer) error {
+		if _, err := io.WriteString(out, iterationsHeader); err != nil {
+			return err
+		}
+		if err := w.copyRepeatFiles(out, IterationsFile); err != nil {
+			return err
+		}
+		return profiledPass(out, writePassIterations)
+	})
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", IterationsFile, err)
 	}
 	w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, RequestsFile), cellArtifact(w.cell.ID, IterationsFile))
-	if l := w.passes[0].ExpertLoad; l != nil {
-		err := dsets.WriteFileAtomic(filepath.Join(cdir, ExpertLoadFile), func(out io.Writer) error { return writeExpertLoad(out, l) })
+	if len(w.done) > 0 && w.done[0].ExpertLoad != nil {
+		err := dsets.WriteFileAtomic(filepath.Join(cdir, ExpertLoadFile), func(out io.Writer) error { return w.copyRepeatFiles(out, ExpertLoadFile) })
 		if err != nil {
 			return fmt.Errorf("writing %s: %w", ExpertLoadFile, err)
 		}
 		w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, ExpertLoadFile))
 	}
+	return nil
+}
+
+// writeTelemetry ends the telemetry and writes telemetry.csv — the
+// recorded repeats' segments and the rest of this worker's — and the
+// summary of them all for results.json.
+func (w *cellWorker) writeTelemetry() error {
+	tail, tailSum := w.cutTelemetry(false)
+	var parts []*results.Telemetry
+	for _, r := range w.done {
+		parts = append(parts, r.Telemetry)
+	}
+	w.rec.Telemetry = mergeTelemetry(append(parts, tailSum))
+	if w.rec.Telemetry == nil {
+		if w.tel != nil {
+			w.log.Warn().Str("reason", w.tel.Reason()).Msg("no GPU telemetry")
+		}
+		return nil
+	}
+	var header bytes.Buffer
+	profile.WriteTelemetryCSV(&header, nil)
+	err := dsets.WriteFileAtomic(filepath.Join(CellDir(w.dir, w.cell.ID), profile.TelemetryFile), func(out io.Writer) error {
+		if _, err := out.Write(header.Bytes()); err != nil {
+			return err
+		}
+		if err := w.copyRepeatFiles(out, profile.TelemetryFile); err != nil {
+			return err
+		}
+		_, err := out.Write(tail)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, profile.TelemetryFile))
 	return nil
 }
 
@@ -389,9 +529,6 @@ func writeExpertLoad(out io.Writer, l *engine.ExpertLoad) error {
 	return bw.Flush()
 }
 
-// isProfiled reports whether pass i is the profiled pass.
-func (w *cellWorker) isProfiled(i int) bool { return w.profiled && i == len(w.passes)-1 }
-
 // requestLine is one line of requests.jsonl. Pass counts the timed repeats
 // from 0; the profiled pass, when there is one, comes last.
 type requestLine struct {
@@ -400,41 +537,4 @@ type requestLine struct {
 	engine.RequestRecord
 }
 
-func (w *cellWorker) writeRequests(out io.Writer) error {
-	bw := bufio.NewWriterSize(out, 1<<16)
-	enc := json.NewEncoder(bw)
-	for i, res := range w.passes {
-		for _, r := range res.Requests {
-			if err := enc.Encode(requestLine{Pass: i, Profiled: w.isProfiled(i), RequestRecord: r}); err != nil {
-				return err
-			}
-		}
-	}
-	return bw.Flush()
-}
-
 const iterationsHeader = "pass,profiled,iteration,ctx_requests,ctx_tokens,gen_requests,start_ns,duration_ns,warmup,in_window\n"
-
-func (w *cellWorker) writeIterations(out io.Writer) error {
-	bw := bufio.NewWriterSize(out, 1<<16)
-	bw.WriteString(iterationsHeader)
-	var b []byte
-	for i, res := range w.passes {
-		for _, it := range res.Iterations {
-			b = strconv.AppendInt(b[:0], int64(i), 10)
-			b = append(b, ',')
-			b = strconv.AppendBool(b, w.isProfiled(i))
-			for _, v := range []int64{int64(it.Index), int64(it.CtxRequests), int64(it.CtxTokens), int64(it.GenRequests), int64(it.Start), int64(it.Duration)} {
-				b = append(b, ',')
-				b = strconv.AppendInt(b, v, 10)
-			}
-			b = append(b, ',')
-			b = strconv.AppendBool(b, it.Warmup)
-			b = append(b, ',')
-			b = strconv.AppendBool(b, it.Profiled)
-			b = append(b, '\n')
-			bw.Write(b)
-		}
-	}
-	return bw.Flush()
-}

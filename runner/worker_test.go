@@ -215,12 +215,25 @@ func TestFaultFor(t *testing.T) {
 		{"bs2:crash", "bs1-x", ""},
 		{"bs2:hang, bs1:error", "bs1-x", "error"},
 		{"malformed", "bs1-x", ""},
+		{"bs1:slow@r2", "bs1-x", "slow@r2"},
 	} {
 		if got := faultFor(c.value, c.id); got != c.want {
 			t.Errorf("faultFor(%q, %q) = %q, want %q", c.value, c.id, got, c.want)
 		}
 	}
-	if err := injectFault("explode"); err == nil || !strings.Contains(err.Error(), "unknown fault") {
+	for _, c := range []struct{ fault, point, want string }{
+		{"", "", ""},
+		{"crash", "", "crash"},
+		{"crash", "r1", ""},
+		{"slow@r2", "", ""},
+		{"slow@r2", "r2", "slow"},
+		{"kill@write-r1", "write-r1", "kill"},
+	} {
+		if got := faultAt(c.fault, c.point); got != c.want {
+			t.Errorf("faultAt(%q, %q) = %q, want %q", c.fault, c.point, got, c.want)
+		}
+	}
+	if err := injectFault(context.Background(), "explode"); err == nil || !strings.Contains(err.Error(), "unknown fault") {
 		t.Errorf("unknown fault: %v", err)
 	}
 }

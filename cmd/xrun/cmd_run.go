@@ -90,7 +90,7 @@ the cell in flight and keeps every cell measured so far; --resume continues.
 	}
 	f := c.Flags()
 	f.StringVar(&opts.out, "out", "", "results directory (default: the spec's out, else results/<name>)")
-	f.BoolVar(&opts.resume, "resume", false, "keep the cells already complete with the same fingerprint and run the others")
+	f.BoolVar(&opts.resume, "resume", false, "keep the cells, and the repeats of unfinished cells, already measured with the same fingerprint and run the rest")
 	f.BoolVar(&opts.fresh, "fresh", false, "discard the results already in the directory and start over")
 	f.StringArrayVar(&opts.only, "only", nil, "run only the cells with KEY=VALUE, keys as xrun plan shows them (repeatable, all must match)")
 	f.StringVar(&opts.gpus, "gpus", "", "GPUs to run on, as xrun devices lists them, e.g. 0,1 (default: every usable GPU)")
