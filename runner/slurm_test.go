@@ -385,9 +385,13 @@ func (f *fakeSlurm) ran(cmd string) bool {
 	return slices.ContainsFunc(f.calls, func(c string) bool { return strings.HasPrefix(c, cmd) })
 }
 
+// slurmOptions polls fast but gives a COMPLETED task's record a whole
+// second to show: with 50 ms the "seen two looks later" cell failed about
+// one run in three on a loaded 2-core machine, where two polls can be 50 ms
+// apart.
 func slurmOptions(dir string, f *fakeSlurm) Options {
 	return Options{Out: dir, CacheDir: filepath.Join(filepath.Dir(dir), "cache"), Executable: "/opt/xrun/bin/xrun", Log: zerolog.Nop(),
-		Slurm: &SlurmOptions{Commander: f, Poll: time.Millisecond, PollMax: 5 * time.Millisecond, RecordGrace: 50 * time.Millisecond}}
+		Slurm: &SlurmOptions{Commander: f, Poll: time.Millisecond, PollMax: 5 * time.Millisecond, RecordGrace: time.Second}}
 }
 
 // TestSlurmRunFailuresThenResume runs a study through a fake Slurm whose
