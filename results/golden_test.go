@@ -47,6 +47,7 @@ var fixtures = map[string]func() *Results{
 	// changed.
 	"gemm-profiled":     func() *Results { return gemmProfiledStudy(420, false) },
 	"gemm-profiled-new": func() *Results { return gemmProfiledStudy(421, true) },
+	"roofline":          rooflineStudy,
 }
 
 // TestFixtures keeps testdata/<fixture>/results.{json,md} in step with

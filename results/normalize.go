@@ -198,6 +198,13 @@ func normalizeCell(in *Cell) (Cell, error) {
 		}
 		c.ExpertLoad = &e
 	}
+	if in.Roofline != nil {
+		rf, err := normalizeRoofline(*in.Roofline, c.Summary)
+		if err != nil {
+			return c, fmt.Errorf("cell %q: roofline.%w", c.ID, err)
+		}
+		c.Roofline = &rf
+	}
 	for _, a := range in.Artifacts {
 		a = strings.ReplaceAll(a, `\`, "/")
 		if a == "" || path.IsAbs(a) || a != path.Clean(a) || strings.HasPrefix(a, "../") || a == ".." {

@@ -263,8 +263,9 @@ func presentMetrics(r *Results) map[string]bool {
 }
 
 // BuildReport lays out r as tables. It reads only repeats, parameters,
-// status, telemetry and profiles, so a hand-edited summary cannot mislead
-// it.
+// status, telemetry, expert loads, rooflines and profiles, so a
+// hand-edited summary cannot mislead it (and Render recomputes a
+// roofline's fraction from the repeats).
 func BuildReport(r *Results, opts RenderOptions) *Report {
 	rep := &Report{Title: r.Name, Description: r.Description, Environment: environmentLines(r)}
 	ax := axes(r)
@@ -298,6 +299,11 @@ func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
 	if moe {
 		t.Columns = append(t.Columns, Column{Name: "Expert load max/mean", Right: true})
 	}
+	// GPU cells show how close they came to the roofline.
+	roof := hasRoofline(cells)
+	if roof {
+		t.Columns = append(t.Columns, Column{Name: rooflineColumn, Right: true})
+	}
 	var warn []string
 	for _, c := range cells {
 		var row []string
@@ -320,8 +326,14 @@ func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
 		if moe {
 			row = append(row, formatExpertLoad(c.ExpertLoad))
 		}
+		if roof {
+			row = append(row, formatRoofline(c))
+		}
 		t.Rows = append(t.Rows, row)
 		t.Notes = append(t.Notes, cellNotes(c)...)
+	}
+	if roof {
+		t.Notes = append(t.Notes, rooflineNotes(cells)...)
 	}
 	t.Notes = append(t.Notes, dedupe(warn)...)
 	return t

@@ -8,7 +8,7 @@ import (
 
 // TestReportGolden renders every fixture in every format.
 func TestReportGolden(t *testing.T) {
-	for _, fixture := range []string{"gemm", "moe"} {
+	for _, fixture := range []string{"gemm", "moe", "roofline"} {
 		for _, format := range Formats() {
 			t.Run(fixture+"/"+format, func(t *testing.T) {
 				var buf bytes.Buffer

@@ -128,6 +128,9 @@ type Cell struct {
 	Profile    *Profile    `json:"profile,omitempty"`
 	Telemetry  *Telemetry  `json:"telemetry,omitempty"`
 	ExpertLoad *ExpertLoad `json:"expert_load,omitempty"`
+	// Roofline is the timed run against the roofline model; set for cells
+	// that ran on a GPU with known ceilings, when results are assembled.
+	Roofline *Roofline `json:"roofline,omitempty"`
 	// Artifacts are paths relative to the results directory
 	// ("cells/<id>/requests.jsonl"), sorted by the writer.
 	Artifacts []string `json:"artifacts,omitempty"`
@@ -230,4 +233,40 @@ type ExpertLoad struct {
 	// Histogram counts the tokens routed to each expert (index = expert),
 	// summed over layers.
 	Histogram []int64 `json:"histogram"`
+}
+
+// Roofline sets a cell's timed run against the roofline model of
+// ../shared/docs/gpu.md ("Rooflines"), computed from the cell's own
+// records (engine/profile.CellRoofline): each timed iteration of the
+// first repeat must at least read every matmul weight once (on MoE models
+// only the experts its tokens reached), read and write its KV cache and
+// do its FLOPs, so it takes at least max(bytes / bandwidth, FLOPs / peak),
+// and the run at least the sum over its iterations.
+type Roofline struct {
+	// FloorS is that sum: the least time the timed run could take.
+	FloorS float64 `json:"floor_s"`
+	// OutputTokS is the output throughput at the floor: the run's output
+	// tokens over FloorS.
+	OutputTokS float64 `json:"output_tok_s"`
+	// Fraction is the median measured output throughput over OutputTokS,
+	// the share of the roofline reached (equally FloorS over the measured
+	// duration). The writer computes it from the repeats; callers leave it
+	// 0.
+	Fraction float64 `json:"fraction"`
+	// MemoryBoundS is the part of FloorS from iterations whose bytes, not
+	// FLOPs, set their floor.
+	MemoryBoundS float64 `json:"memory_bound_s"`
+	// Iterations, Bytes and FLOPs are the timed iterations and their work.
+	Iterations int     `json:"iterations"`
+	Bytes      float64 `json:"bytes"`
+	FLOPs      float64 `json:"flops"`
+	// Device names the GPU whose ceilings were used: memory bandwidth
+	// (bytes read plus written per second) and arithmetic rate at the
+	// compute dtype, and PeakSource where they come from.
+	Device        string  `json:"device"`
+	PeakBytesPerS float64 `json:"peak_bytes_per_s"`
+	PeakFLOPS     float64 `json:"peak_flop_per_s"`
+	PeakSource    string  `json:"peak_source"`
+	// Basis says which records the work was computed from.
+	Basis string `json:"basis"`
 }
