@@ -90,8 +90,15 @@ func Diagnose(res *engine.Result, mc engine.ModelConfig, dev Device) *Diagnosis 
 		d.Window += b - a
 	}
 	gen := meanGenContext(res)
+	// On MoE models the router's own loads say which experts' weights
+	// each iteration read.
+	touched := TouchedExperts(res.ExpertLoad)
 	for _, it := range iters {
-		d.Work = d.Work.Add(IterationWork(mc, it, gen, dev.ElemBytes))
+		n, ok := touched[it.Index]
+		if !ok {
+			n = -1
+		}
+		d.Work = d.Work.Add(IterationWorkTouched(mc, it, gen, dev.ElemBytes, n))
 	}
 	if len(res.Ops) == 0 {
 		d.Notes = append(d.Notes, "no kernel records in the window")
@@ -399,15 +406,6 @@ func sig3(x float64) string {
 	return strconv.FormatFloat(x, 'f', dec, 64)
 }
 
-// fmtRate prints a rate with an SI prefix and three significant digits.
-func fmtRate(v float64, unit string) string {
-	for _, p := range []struct {
-		f float64
-		s string
-	}{{1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
-		if math.Abs(v) >= p.f {
-			return sig3(v/p.f) + " " + p.s + unit
-		}
-	}
-	return sig3(v) + " " + unit
-}
+// fmtRate prints a rate with an SI prefix and three significant digits,
+// as results.md's roofline note does.
+func fmtRate(v float64, unit string) string { return results.FormatRate(v, unit) }

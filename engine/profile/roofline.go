@@ -48,10 +48,24 @@ func shapeOf(mc engine.ModelConfig) shape {
 
 // IterationWork estimates one iteration's work. genContext is the mean
 // number of cached positions a decoding request attends to (the engine
-// does not record each request's position per iteration).
+// does not record each request's position per iteration). On MoE models
+// the experts reached are estimated as the expected number that
+// tokens*top_k uniform draws hit; IterationWorkTouched takes the count
+// the router actually produced.
 func IterationWork(mc engine.ModelConfig, it engine.IterationRecord, genContext float64, elemBytes int) Work {
-	s := shapeOf(mc)
-	eb := float64(elemBytes)
+	return shapeOf(mc).work(it, genContext, float64(elemBytes), -1)
+}
+
+// IterationWorkTouched is IterationWork with the experts the iteration's
+// tokens reached, summed over the MoE layers (an expert that received a
+// token in two layers counts twice): their weights are what the
+// iteration must read. Negative means unknown (estimated as in
+// IterationWork); dense models ignore it.
+func IterationWorkTouched(mc engine.ModelConfig, it engine.IterationRecord, genContext float64, elemBytes, touched int) Work {
+	return shapeOf(mc).work(it, genContext, float64(elemBytes), float64(touched))
+}
+
+func (s shape) work(it engine.IterationRecord, genContext, eb, touched float64) Work {
 	tokens := float64(it.CtxTokens + it.GenRequests)
 	if tokens == 0 {
 		return Work{}
@@ -60,15 +74,18 @@ func IterationWork(mc engine.ModelConfig, it engine.IterationRecord, genContext 
 	// per prefill chunk (the chunk that completes its prompt).
 	logitRows := float64(it.GenRequests + it.CtxRequests)
 
-	mlpWeights, mlpPerToken := s.expert, s.expert
+	// MLP weights read (all layers) and used per token (one layer).
+	mlpWeights, mlpPerToken := s.layers*s.expert, s.expert
 	if s.experts > 0 {
-		// Expected distinct experts hit by tokens*k uniform draws.
-		reached := s.experts * (1 - math.Pow(1-s.topK/s.experts, tokens))
-		mlpWeights = reached*s.expert + s.router
+		if touched < 0 {
+			// Expected distinct experts hit by tokens*k uniform draws.
+			touched = s.layers * s.experts * (1 - math.Pow(1-s.topK/s.experts, tokens))
+		}
+		mlpWeights = touched*s.expert + s.layers*s.router
 		mlpPerToken = s.topK*s.expert + s.router
 	}
 	w := Work{}
-	w.Bytes = eb * (s.layers*(s.attn+mlpWeights) + s.head)
+	w.Bytes = eb * (s.layers*s.attn + mlpWeights + s.head)
 	w.FLOPs = 2*tokens*s.layers*(s.attn+mlpPerToken) + 2*logitRows*s.head
 
 	// Attention: a decoding request attends to genContext positions; a
@@ -81,6 +98,77 @@ func IterationWork(mc engine.ModelConfig, it engine.IterationRecord, genContext 
 	}
 	w.Bytes += eb * s.kvPerToken * (float64(it.GenRequests)*genContext + tokens)
 	return w
+}
+
+// Time is the least time w takes on the device: the longer of moving its
+// bytes at the bandwidth ceiling and doing its FLOPs at the arithmetic
+// one; memoryBound says which. Zero ceilings give 0.
+func (d Device) Time(w Work) (seconds float64, memoryBound bool) {
+	if d.PeakBytesPerSec <= 0 || d.PeakFLOPs <= 0 {
+		return 0, false
+	}
+	mem, comp := w.Bytes/d.PeakBytesPerSec, w.FLOPs/d.PeakFLOPs
+	return max(mem, comp), mem >= comp
+}
+
+// Floor is the roofline's time floor of a run: every iteration takes at
+// least Device.Time of its work, and iterations follow one another, so
+// the run takes at least their sum. Summing per iteration (rather than
+// taking the whole run's bytes and FLOPs at once) keeps a memory-bound
+// decode step from hiding behind a compute-bound prefill.
+type Floor struct {
+	Seconds float64
+	// MemoryBoundSeconds is the part of Seconds from iterations whose
+	// bytes, not FLOPs, set their floor.
+	MemoryBoundSeconds float64
+	Work               Work
+	Iterations         int
+}
+
+// RunFloor sums the floor over iters. touched gives, per iteration index,
+// the experts its tokens reached summed over the MoE layers (nil, or an
+// iteration missing from it: estimated); genContext is as in
+// IterationWork; dev.ElemBytes sizes weights and KV cache.
+func RunFloor(mc engine.ModelConfig, iters []engine.IterationRecord, touched map[int]int, genContext float64, dev Device) Floor {
+	s := shapeOf(mc)
+	var f Floor
+	for _, it := range iters {
+		t := -1.0
+		if n, ok := touched[it.Index]; ok {
+			t = float64(n)
+		}
+		w := s.work(it, genContext, float64(dev.ElemBytes), t)
+		sec, mem := dev.Time(w)
+		f.Seconds += sec
+		if mem {
+			f.MemoryBoundSeconds += sec
+		}
+		f.Work = f.Work.Add(w)
+		f.Iterations++
+	}
+	return f
+}
+
+// TouchedExperts counts, per iteration index, the experts that received
+// at least one token, summed over the MoE layers: the experts whose
+// weights the iteration read.
+func TouchedExperts(l *engine.ExpertLoad) map[int]int {
+	if l == nil || l.Layers == 0 || l.Experts == 0 {
+		return nil
+	}
+	out := make(map[int]int, len(l.Iterations))
+	for i, iter := range l.Iterations {
+		n := 0
+		for layer := range l.Layers {
+			for _, c := range l.At(i, layer) {
+				if c > 0 {
+					n++
+				}
+			}
+		}
+		out[iter] = n
+	}
+	return out
 }
 
 // meanGenContext is the mean cached length a decoding request attends to

@@ -1,0 +1,357 @@
+package profile
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/results"
+)
+
+// The files of a cell's directory the roofline reads. The runner's worker
+// writes them (runner.IterationsFile, ExpertLoadFile, CellFile); the
+// runner imports this package, so the names are repeated here, and
+// cmd/xrun's tests hold the two in step.
+const (
+	IterationsFile = "iterations.csv"
+	ExpertLoadFile = "expert_load.csv"
+	CellRecordFile = "cell.json"
+)
+
+// AttachRooflines sets Roofline on every cell of r that ran on a GPU and
+// has none yet, from the records in its directory (cellDir(id)). It is
+// called where results are assembled (the runner, before it writes
+// results.json; xrun report, so that results written before rooflines
+// existed show them), never in the worker. Cells that ran on the CPU are
+// left alone: their ceilings would be those of the machine assembling the
+// results. The errors say, per GPU cell, why it got no roofline; the
+// other cells are attached regardless. Results from a host without a GPU
+// are left alone at once; a host whose GPUs have no known ceilings gives
+// one error.
+func AttachRooflines(r *results.Results, cellDir func(id string) string) []error {
+	todo := slices.ContainsFunc(r.Cells, func(c results.Cell) bool { return c.Roofline == nil && c.Status == results.StatusOK })
+	if !todo || len(r.Environment.GPUs) == 0 {
+		return nil
+	}
+	if _, err := envDevice(r.Environment); err != nil {
+		return []error{fmt.Errorf("no rooflines: %w", err)}
+	}
+	var errs []error
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		if c.Roofline != nil || c.Status != results.StatusOK {
+			continue
+		}
+		rf, err := CellRoofline(cellDir(c.ID), c, r.Environment)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cell %s: no roofline: %w", c.ID, err))
+			continue
+		}
+		c.Roofline = rf
+	}
+	return errs
+}
+
+// CellRoofline computes a cell's roofline from its directory: the
+// first timed repeat's iterations (iterations.csv: pass 0, warm-up left
+// out), on MoE models the experts each iteration's tokens reached
+// (expert_load.csv: an expert with at least one token in a layer was
+// read), the model's shapes (the cell's model parameter) and the ceilings
+// device.go holds for the GPU the environment names. It returns nil and
+// no error for a cell that did not run on a GPU.
+func CellRoofline(dir string, c *results.Cell, env results.Environment) (*results.Roofline, error) {
+	gpu, err := ranOnGPU(dir, c, env)
+	if err != nil || !gpu {
+		return nil, err
+	}
+	dev, err := envDevice(env)
+	if err != nil {
+		return nil, err
+	}
+	name, _ := c.Params["model"].(string)
+	if name == "" {
+		return nil, errors.New("the cell has no model parameter")
+	}
+	mc, err := engine.LookupModel(name)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.Repeats) == 0 {
+		return nil, errors.New("no timed repeat")
+	}
+	m := c.Repeats[0]
+	n, in, out := m["num_requests"], m["total_input_tokens"], m["total_output_tokens"]
+	if n <= 0 || out <= 0 {
+		return nil, errors.New("the first repeat lacks num_requests or total_output_tokens")
+	}
+	// The mean cached length a decoding request attends to: its prompt
+	// plus half its output (as the profile's diagnosis takes it).
+	genContext := (in + out/2) / n
+
+	iters, err := readTimedIterations(filepath.Join(dir, IterationsFile))
+	if err != nil {
+		return nil, err
+	}
+	if len(iters) == 0 {
+		return nil, fmt.Errorf("%s: no timed iteration in pass 0", filepath.Join(dir, IterationsFile))
+	}
+	basis := IterationsFile + " (first repeat, warm-up left out)"
+	var touched map[int]int
+	if mc.MoE() {
+		path := filepath.Join(dir, ExpertLoadFile)
+		touched, err = readTouchedExperts(path, mc.Layers, mc.Experts)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			basis += "; experts reached estimated (no " + ExpertLoadFile + ")"
+		case err != nil:
+			return nil, err
+		default:
+			basis += "; experts reached from " + ExpertLoadFile
+		}
+	}
+	f := RunFloor(mc, iters, touched, genContext, dev)
+	if f.Seconds <= 0 {
+		return nil, errors.New("the timed iterations hold no work")
+	}
+	return &results.Roofline{
+		FloorS: f.Seconds, OutputTokS: out / f.Seconds, MemoryBoundS: f.MemoryBoundSeconds,
+		Iterations: f.Iterations, Bytes: f.Work.Bytes, FLOPs: f.Work.FLOPs,
+		Device: dev.Name, PeakBytesPerS: dev.PeakBytesPerSec, PeakFLOPS: dev.PeakFLOPs, PeakSource: dev.PeakSource,
+		Basis: basis,
+	}, nil
+}
+
+// ranOnGPU says whether a cell ran on a GPU backend: its cell.json's
+// backend ("cuda/cublaslt"), else its engine parameter, "auto" meaning
+// the GPU when the environment lists one (as the runner resolves it).
+func ranOnGPU(dir string, c *results.Cell, env results.Environment) (bool, error) {
+	if c.Params["engine"] == "cpu" {
+		return false, nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, CellRecordFile))
+	if err == nil {
+		var rec struct {
+			Backend string `json:"backend"`
+		}
+		if json.Unmarshal(data, &rec) == nil && rec.Backend != "" {
+			return !strings.HasPrefix(rec.Backend, "cpu"), nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	if c.Params["engine"] == "cuda" {
+		return true, nil
+	}
+	return len(env.GPUs) > 0, nil
+}
+
+// envDevice is the ceilings of the environment's GPU; the runner gives a
+// cell one GPU of the host, so the GPUs must be of one kind.
+func envDevice(env results.Environment) (Device, error) {
+	var names []string
+	for _, g := range env.GPUs {
+		if !slices.Contains(names, g.Name) {
+			names = append(names, g.Name)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return Device{}, errors.New("results.json names no GPU (environment.gpus is empty)")
+	case 1:
+	default:
+		return Device{}, fmt.Errorf("the host has GPUs of several kinds (%s) and results.json does not say which ran the cell", strings.Join(names, ", "))
+	}
+	d, ok := GPUDevice(names[0])
+	if !ok {
+		return Device{}, fmt.Errorf("xrun has no measured ceilings for %s", names[0])
+	}
+	return d, nil
+}
+
+// csvLines calls fn with each line of a CSV file of plain fields (no
+// quoting: the runner writes numbers and booleans only) after the header,
+// split at commas, with its 1-based line number. The header's column
+// positions go to cols first.
+func csvLines(path string, r io.Reader, cols func(header []string) error, fn func(line int, f [][]byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	line := 0
+	var fields [][]byte
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		if line == 1 {
+			if err := cols(strings.Split(strings.TrimSpace(string(b)), ",")); err != nil {
+				return fmt.Errorf("%s:1: %w", path, err)
+			}
+			continue
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		fields = fields[:0]
+		for {
+			i := bytes.IndexByte(b, ',')
+			if i < 0 {
+				fields = append(fields, bytes.TrimSpace(b))
+				break
+			}
+			fields = append(fields, b[:i])
+			b = b[i+1:]
+		}
+		if err := fn(line, fields); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s:%d: %w", path, line+1, err)
+	}
+	if line == 0 {
+		return fmt.Errorf("%s: empty; expected a header line", path)
+	}
+	return nil
+}
+
+// columnIndex finds the named columns in a header.
+func columnIndex(header []string, names ...string) ([]int, error) {
+	idx := make([]int, len(names))
+	for i, n := range names {
+		idx[i] = slices.Index(header, n)
+		if idx[i] < 0 {
+			return nil, fmt.Errorf("header has no %s column (expected %s)", n, strings.Join(names, ", "))
+		}
+	}
+	return idx, nil
+}
+
+// intField and boolField parse field i of a row, named name in errors.
+func intField(f [][]byte, i int, name string) (int, error) {
+	if i >= len(f) {
+		return 0, fmt.Errorf("%s: missing; the row has %d fields", name, len(f))
+	}
+	v, err := strconv.Atoi(string(f[i]))
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%s: %q; expected a non-negative integer", name, f[i])
+	}
+	return v, nil
+}
+
+func boolField(f [][]byte, i int, name string) (bool, error) {
+	if i >= len(f) {
+		return false, fmt.Errorf("%s: missing; the row has %d fields", name, len(f))
+	}
+	v, err := strconv.ParseBool(string(f[i]))
+	if err != nil {
+		return false, fmt.Errorf("%s: %q; expected true or false", name, f[i])
+	}
+	return v, nil
+}
+
+// readTimedIterations reads the first timed repeat's iterations (pass 0,
+// not the profiled pass, warm-up left out) from a cell's iterations.csv.
+func readTimedIterations(path string) ([]engine.IterationRecord, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseTimedIterations(path, f)
+}
+
+func parseTimedIterations(path string, r io.Reader) ([]engine.IterationRecord, error) {
+	names := []string{"pass", "profiled", "iteration", "ctx_requests", "ctx_tokens", "gen_requests", "warmup"}
+	var idx []int
+	var out []engine.IterationRecord
+	err := csvLines(path, r, func(h []string) (err error) {
+		idx, err = columnIndex(h, names...)
+		return err
+	}, func(_ int, f [][]byte) error {
+		var v [5]int
+		for k, c := range []int{0, 2, 3, 4, 5} {
+			var err error
+			if v[k], err = intField(f, idx[c], names[c]); err != nil {
+				return err
+			}
+		}
+		profiled, err := boolField(f, idx[1], names[1])
+		if err != nil {
+			return err
+		}
+		warm, err := boolField(f, idx[6], names[6])
+		if err != nil {
+			return err
+		}
+		if v[0] != 0 || profiled || warm {
+			return nil
+		}
+		out = append(out, engine.IterationRecord{Index: v[1], CtxRequests: v[2], CtxTokens: v[3], GenRequests: v[4]})
+		return nil
+	})
+	return out, err
+}
+
+// readTouchedExperts reads a cell's expert_load.csv and counts, per
+// iteration, the experts with at least one token, summed over layers.
+func readTouchedExperts(path string, layers, experts int) (map[int]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseTouchedExperts(path, f, layers, experts)
+}
+
+func parseTouchedExperts(path string, r io.Reader, layers, experts int) (map[int]int, error) {
+	var idx []int
+	first := 0 // the column of expert_0
+	out := map[int]int{}
+	err := csvLines(path, r, func(h []string) (err error) {
+		if idx, err = columnIndex(h, "iteration", "layer", "expert_0"); err != nil {
+			return err
+		}
+		first = idx[2]
+		if n := len(h) - first; n != experts {
+			return fmt.Errorf("%d expert columns; the model has %d experts", n, experts)
+		}
+		return nil
+	}, func(_ int, f [][]byte) error {
+		iter, err := intField(f, idx[0], "iteration")
+		if err != nil {
+			return err
+		}
+		layer, err := intField(f, idx[1], "layer")
+		if err != nil {
+			return err
+		}
+		if layer >= layers {
+			return fmt.Errorf("layer: %d; the model has %d layers", layer, layers)
+		}
+		if len(f) != first+experts {
+			return fmt.Errorf("%d fields; expected %d", len(f), first+experts)
+		}
+		n := 0
+		for e := range experts {
+			c := f[first+e]
+			if len(c) == 1 && c[0] == '0' {
+				continue
+			}
+			if _, err := intField(f, first+e, "expert_"+strconv.Itoa(e)); err != nil {
+				return err
+			}
+			n++
+		}
+		out[iter] += n
+		return nil
+	})
+	return out, err
+}
