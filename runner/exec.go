@@ -634,6 +634,7 @@ func resultAxes(spec *Spec) []results.Axis {
 // logged and remembered, and the run goes on.
 func (s *study) write() {
 	s.res.Finished = time.Now()
+	s.attachRooflines()
 	if err := results.WriteDir(s.dir, s.res); err != nil {
 		s.lastErr = err
 		s.log.Error().Err(err).Str("dir", s.dir).Msg("writing results")

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/runner"
 )
 
 type reportOptions struct {
@@ -32,7 +35,9 @@ func newReportCommand(a *app) *cobra.Command {
   bench     the Go benchmark format, one line per cell and repeat, so that
             benchstat (golang.org/x/perf/cmd/benchstat) works on xrun results
 
-Nothing is rerun; the statistics are recomputed from the stored repeats.`,
+Nothing is rerun; the statistics are recomputed from the stored repeats. GPU cells
+that results.json gives no roofline (files written before xrun computed it) get
+one from their cells/<id>/ records, for the "% roofline" column.`,
 		Example: `  xrun report results/gemm-plugin
   xrun report results/gemm-plugin --format csv > gemm.csv
   xrun report results/gemm-plugin --format bench | benchstat -col /gemm_plugin -`,
@@ -49,10 +54,11 @@ func runReport(_ context.Context, a *app, opts *reportOptions, args []string) er
 	if _, err := results.OutputFor(opts.format); err != nil {
 		return usageError{fmt.Errorf("--format: %w", err)}
 	}
-	r, _, err := results.Load(args[0])
+	r, file, err := results.Load(args[0])
 	if err != nil {
 		return err
 	}
+	attachRooflines(a, filepath.Dir(file), r)
 	if err := results.CheckMetrics(opts.metrics, r); err != nil {
 		return usageError{fmt.Errorf("--metric: %w", err)}
 	}
@@ -63,4 +69,15 @@ func runReport(_ context.Context, a *app, opts *reportOptions, args []string) er
 	}
 	_, err = a.gs.Stdout.Write(buf.Bytes())
 	return err
+}
+
+// attachRooflines gives the GPU cells of results read from dir the
+// roofline that files written before xrun computed one lack, from the
+// cells' records (the runner attaches them to new results itself). A cell
+// that cannot have one (its records are gone, its GPU has no known
+// ceilings) goes without; why is logged at debug level.
+func attachRooflines(a *app, dir string, r *results.Results) {
+	for _, err := range profile.AttachRooflines(r, func(id string) string { return runner.CellDir(dir, id) }) {
+		a.log.Debug().Err(err).Msg("no roofline")
+	}
 }

@@ -8,6 +8,10 @@ import (
 	"testing"
 
 	"golang.org/x/perf/benchfmt"
+
+	"github.com/xrun-dev/xrun/engine/profile"
+	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/runner"
 )
 
 // TestReportFormats re-renders a results directory in every format.
@@ -80,5 +84,75 @@ func TestReportBadInputExits2(t *testing.T) {
 		if r.code != exitBadInput || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
 			t.Errorf("%v: exit %d, stderr %q, stdout %d bytes; want exit 2 and %q", c.args[1:], r.code, r.stderr, len(r.stdout), c.want)
 		}
+	}
+}
+
+// rooflineDir is a results directory written before xrun computed
+// rooflines: results.json has none, but its GPU cell's records are there
+// (cell.json, iterations.csv of two timed repeats and the profiled pass),
+// beside a CPU cell's.
+func rooflineDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	const iters = "pass,profiled,iteration,ctx_requests,ctx_tokens,gen_requests,start_ns,duration_ns,warmup,in_window\n" +
+		"0,false,0,1,8,0,0,1000,true,false\n0,false,1,2,16,0,1000,1000,false,false\n0,false,2,0,0,2,2000,1000,false,false\n" +
+		"1,false,0,1,8,0,0,1000,true,false\n1,false,1,2,16,0,1000,1000,false,false\n1,false,2,0,0,2,2000,1000,false,false\n"
+	reps := []results.Metrics{
+		{"num_requests": 2, "total_input_tokens": 16, "total_output_tokens": 4, "system_output_throughput_tok_s": 4.4e5, "total_latency_ms": 0.0091},
+		{"num_requests": 2, "total_input_tokens": 16, "total_output_tokens": 4, "system_output_throughput_tok_s": 4e5, "total_latency_ms": 0.01},
+	}
+	r := &results.Results{Name: "old", Environment: results.Environment{GPUs: []results.GPU{{Name: "NVIDIA H100 80GB HBM3"}}}}
+	for _, c := range []struct{ id, backend string }{{"gpu-0badc0de", "cuda/cublaslt"}, {"cpu-0badcafe", "cpu/cpu_gemm_blocked_avx2_6x16"}} {
+		cdir := runner.CellDir(dir, c.id)
+		if err := os.MkdirAll(cdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(cdir, profile.IterationsFile), []byte(iters), 0o644)
+		os.WriteFile(filepath.Join(cdir, runner.CellFile), []byte(`{"id":"`+c.id+`","backend":"`+c.backend+`"}`), 0o644)
+		r.Cells = append(r.Cells, results.Cell{ID: c.id, Status: results.StatusOK, Repeats: reps,
+			Params: results.Params{"model": "tiny-dense", "engine": strings.Split(c.backend, "/")[0]}})
+	}
+	if err := results.WriteDir(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestReportAttachesRooflines: xrun report gives an old results
+// directory's GPU cells their roofline; the CPU cell and results.md on
+// disk stay as they were.
+func TestReportAttachesRooflines(t *testing.T) {
+	dir := rooflineDir(t)
+	md, _ := os.ReadFile(filepath.Join(dir, results.MarkdownFile))
+	if strings.Contains(string(md), "roofline") {
+		t.Fatalf("the old results.md already has a roofline:\n%s", md)
+	}
+	r := runCLI(t, nil, "report", dir, "--metric", "system_output_throughput_tok_s")
+	if r.code != exitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	goldenCLI(t, "cmd_report/roofline.text", r.stdout)
+	r = runCLI(t, nil, "report", filepath.Join(dir, results.JSONFile), "--format", "json")
+	if r.code != exitOK || strings.Count(r.stdout, `"roofline"`) != 1 || !strings.Contains(r.stdout, `"device": "NVIDIA H100 80GB HBM3"`) {
+		t.Errorf("exit %d; json output wants one roofline, on the H100:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, results.MarkdownFile)); !bytes.Equal(again, md) {
+		t.Error("xrun report rewrote results.md")
+	}
+	// Without the cell's records, no roofline, and why only at debug level.
+	os.Remove(filepath.Join(runner.CellDir(dir, "gpu-0badc0de"), profile.IterationsFile))
+	r = runCLI(t, nil, "report", dir, "--log-level", "debug", "--log-format", "json")
+	if r.code != exitOK || strings.Contains(r.stdout, "roofline") || !strings.Contains(r.stderr, "cell gpu-0badc0de: no roofline") {
+		t.Errorf("exit %d without iterations.csv:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestCellFileNames: engine/profile reads the files the runner's worker
+// writes under names of its own (the runner imports it, not the other
+// way round); they must be the same.
+func TestCellFileNames(t *testing.T) {
+	if profile.IterationsFile != runner.IterationsFile || profile.ExpertLoadFile != runner.ExpertLoadFile || profile.CellRecordFile != runner.CellFile {
+		t.Errorf("engine/profile reads %s, %s, %s; the runner writes %s, %s, %s", profile.IterationsFile, profile.ExpertLoadFile, profile.CellRecordFile,
+			runner.IterationsFile, runner.ExpertLoadFile, runner.CellFile)
 	}
 }
