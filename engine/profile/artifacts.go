@@ -38,7 +38,8 @@ type Options struct {
 	Top int
 	// Notes are caveats added to the diagnosis. For a GPU backend,
 	// cupti.Notes() (CUPTI stepped aside for nsys, records dropped, layout
-	// not verified) are added first.
+	// not verified) and an NVTX tool that failed to attach are added
+	// first.
 	Notes []string
 }
 
@@ -90,6 +91,7 @@ func WriteArtifacts(cellDir string, res *engine.Result, mc engine.ModelConfig, o
 	diag := Diagnose(res, mc, o.Device)
 	if !strings.HasPrefix(res.Backend, "cpu") {
 		diag.Notes = append(diag.Notes, cupti.Notes()...)
+		diag.Notes = append(diag.Notes, nvtxNotes()...)
 	}
 	diag.Notes = append(diag.Notes, o.Notes...)
 
