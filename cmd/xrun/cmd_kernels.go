@@ -28,7 +28,8 @@ func newKernelsCommand(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "kernels DIR CELL_A CELL_B",
 		Short: "What changed in the kernels between two profiled cells",
-		Long: `Compare the kernel summaries (cells/<id>/kernels.csv) of two profiled cells of
+		Long: `Compare the kernel summaries (cells/<id>/kernels.csv, or where that file is
+gone the kernels results.json keeps per profiled cell) of two profiled cells of
 a results directory: every kernel with its time per profiled iteration in A
 and in B side by side, their ratio and launches per iteration, and the
 kernels that ran in only one of them. Kernels of one kind (GEMM, attention,
@@ -58,30 +59,21 @@ func runKernels(_ context.Context, a *app, opts *kernelsOptions, args []string) 
 	if err != nil {
 		return err
 	}
-	iters := profiledIterations(dir)
-	var cells [2]profile.CellKernels
+	profiles := recordedProfiles(dir)
+	var cells [2]results.KernelCell
 	for i, arg := range args[1:] {
 		id, err := resolveCell(dir, ids, arg)
 		if err != nil {
 			return err
 		}
-		path := filepath.Join(runner.CellDir(dir, id), profile.KernelsFile)
-		f, err := os.Open(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return usageError{fmt.Errorf("cell %s has no %s: it was not profiled (set profile_window) or its profiled pass failed", id, profile.KernelsFile)}
-		}
-		if err != nil {
+		var source string
+		if cells[i], source, err = cellKernels(dir, id, profiles(id)); err != nil {
 			return err
 		}
-		stats, err := profile.ReadKernelsCSV(f, path)
-		f.Close()
-		if err != nil {
-			return err
-		}
-		cells[i] = profile.CellKernels{ID: id, Iterations: iters(id), Stats: stats}
+		a.log.Debug().Str("cell", id).Str("source", source).Msg("kernel summary")
 	}
 	var buf bytes.Buffer
-	if err := profile.DiffKernels(cells[0], cells[1]).Render(&buf, opts.format); err != nil {
+	if err := results.DiffKernels(cells[0], cells[1]).Render(&buf, opts.format); err != nil {
 		return err
 	}
 	_, err = a.gs.Stdout.Write(buf.Bytes())
@@ -130,29 +122,61 @@ func listIDs(ids []string) string {
 	return strings.Join(ids, ", ")
 }
 
-// profiledIterations returns how many iterations a cell's profile window
-// covered, from results.json or, while a run is still going, from the
-// cell's cell.json; 0 when neither says.
-func profiledIterations(dir string) func(id string) int {
-	fromResults := map[string]int{}
+// cellKernels reads a cell's kernel summary: its kernels.csv, which lists
+// every kernel of the window, or, where that file is gone (results copied
+// without their cells' artifacts), the kernels its recorded profile keeps
+// (the top ones in full, since distinct_kernels the others by name, time
+// and launches). source says which, for the debug log.
+func cellKernels(dir, id string, p *results.Profile) (k results.KernelCell, source string, err error) {
+	iters := 0
+	if p != nil {
+		iters = p.Iterations
+	}
+	path := filepath.Join(runner.CellDir(dir, id), profile.KernelsFile)
+	f, err := os.Open(path)
+	switch {
+	case err == nil:
+		defer f.Close()
+		stats, err := profile.ReadKernelsCSV(f, path)
+		if err != nil {
+			return k, "", err
+		}
+		return profile.CellKernels{ID: id, Iterations: iters, Stats: stats}.KernelCell(), path, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return k, "", err
+	}
+	if p != nil {
+		if k, ok := results.ProfileKernels(&results.Cell{ID: id, Profile: p}, ""); ok {
+			return k, "recorded profile (" + profile.KernelsFile + " missing)", nil
+		}
+	}
+	return k, "", usageError{fmt.Errorf("cell %s has no %s and no kernels recorded in %s: it was not profiled (set profile_window) or its profiled pass failed",
+		id, profile.KernelsFile, results.JSONFile)}
+}
+
+// recordedProfiles returns a cell's recorded profile summary: from
+// results.json or, while a run is still going, from the cell's cell.json;
+// nil when neither has one.
+func recordedProfiles(dir string) func(id string) *results.Profile {
+	fromResults := map[string]*results.Profile{}
 	if r, _, err := results.Load(dir); err == nil {
 		for _, c := range r.Cells {
 			if c.Profile != nil {
-				fromResults[c.ID] = c.Profile.Iterations
+				fromResults[c.ID] = c.Profile
 			}
 		}
 	}
-	return func(id string) int {
-		if n, ok := fromResults[id]; ok {
-			return n
+	return func(id string) *results.Profile {
+		if p, ok := fromResults[id]; ok {
+			return p
 		}
 		var rec struct {
 			Profile *results.Profile `json:"profile"`
 		}
 		data, err := os.ReadFile(filepath.Join(runner.CellDir(dir, id), runner.CellFile))
-		if err != nil || json.Unmarshal(data, &rec) != nil || rec.Profile == nil {
-			return 0
+		if err != nil || json.Unmarshal(data, &rec) != nil {
+			return nil
 		}
-		return rec.Profile.Iterations
+		return rec.Profile
 	}
 }

@@ -80,6 +80,68 @@ func TestKernels(t *testing.T) {
 	}
 }
 
+// TestKernelsFromResults: where kernels.csv is gone (results copied
+// without their cells' artifacts), the kernels results.json keeps for the
+// cell serve, the top list and the others alike, and the diff is the one
+// the files give; the debug log says which source each cell came from.
+func TestKernelsFromResults(t *testing.T) {
+	dir := kernelsDir(t)
+	r, _, err := results.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		path := filepath.Join(runner.CellDir(dir, c.ID), profile.KernelsFile)
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		stats, err := profile.ReadKernelsCSV(f, path)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The worker's split: two kernels in full, the others by name,
+		// time and launches.
+		for j, s := range stats {
+			if j < 2 {
+				c.Profile.Kernels = append(c.Profile.Kernels, results.Kernel(s))
+			} else {
+				c.Profile.OtherKernels = append(c.Profile.OtherKernels, results.KernelTime{Name: s.Name, TotalNs: s.TotalNs, Instances: s.Instances})
+			}
+		}
+		c.Profile.DistinctKernels = len(stats)
+		if c.ID == "bs64-auto-e58f5eab" {
+			continue // this one keeps its kernels.csv
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := results.WriteFile(filepath.Join(dir, results.JSONFile), r); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "cmd_kernels", "gemm.text"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runCLI(t, nil, "kernels", dir, "bs64-disable", "bs64-auto", "--log-level", "debug", "--log-format", "json")
+	if res.code != 0 || res.stdout != string(want) {
+		t.Errorf("exit %d; stdout differs from testdata/cmd_kernels/gemm.text:\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	for _, l := range []string{`"cell":"bs64-disable-1a741378","source":"recorded profile (kernels.csv missing)"`,
+		`"cell":"bs64-auto-e58f5eab","source":"` + filepath.Join(runner.CellDir(dir, "bs64-auto-e58f5eab"), profile.KernelsFile) + `"`} {
+		if !strings.Contains(res.stderr, l) {
+			t.Errorf("debug log lacks %s:\n%s", l, res.stderr)
+		}
+	}
+	// At the default level the source is not mentioned.
+	if res := runCLI(t, nil, "kernels", dir, "bs64-disable", "bs64-auto"); res.code != 0 || strings.Contains(res.stderr, "source") {
+		t.Errorf("exit %d, stderr %q", res.code, res.stderr)
+	}
+}
+
 func TestKernelsErrors(t *testing.T) {
 	dir := kernelsDir(t)
 	bad := filepath.Join(runner.CellDir(dir, "bs64-auto-e58f5eab"), profile.KernelsFile)
@@ -92,7 +154,7 @@ func TestKernelsErrors(t *testing.T) {
 		{"no cells", []string{t.TempDir(), "a", "b"}, "not a results directory with a cells/ folder", nil},
 		{"unknown cell", []string{dir, "bs128", "bs64-auto"}, `no cell "bs128"; cells: bs64-auto-e58f5eab, bs64-disable-1a741378, bs64-none-00c0ffee`, nil},
 		{"ambiguous", []string{dir, "bs64", "bs64-auto"}, `"bs64" names 3 cells`, nil},
-		{"unprofiled", []string{dir, "bs64-none", "bs64-auto"}, "cell bs64-none-00c0ffee has no kernels.csv: it was not profiled", nil},
+		{"unprofiled", []string{dir, "bs64-none", "bs64-auto"}, "cell bs64-none-00c0ffee has no kernels.csv and no kernels recorded in results.json: it was not profiled", nil},
 		{"format", []string{dir, "bs64-disable", "bs64-auto", "--format", "html"}, `--format: "html"; expected text or markdown`, nil},
 		{"args", []string{dir, "bs64-disable"}, "accepts 3 arg(s)", nil},
 		{"malformed", []string{dir, "bs64-disable", "bs64-auto"}, bad + `:2: column "Total Time (ns)": "x" is not a non-negative integer`, func() {

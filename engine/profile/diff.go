@@ -16,10 +16,12 @@ type CellKernels struct {
 // holds every kernel of the window, so a kernel missing from one cell did
 // not run there.
 func DiffKernels(a, b CellKernels) *results.KernelDiff {
-	return results.DiffKernels(a.kernelCell(), b.kernelCell())
+	return results.DiffKernels(a.KernelCell(), b.KernelCell())
 }
 
-func (c CellKernels) kernelCell() results.KernelCell {
+// KernelCell is the summary as the results package's kernel diff reads
+// it: complete, since a kernels.csv lists every kernel of the window.
+func (c CellKernels) KernelCell() results.KernelCell {
 	k := make([]results.Kernel, len(c.Stats))
 	for i, s := range c.Stats {
 		k[i] = results.Kernel(s)
