@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"strconv"
 )
 
 // Routing methods of MoERoute (engine/model's Routing* names, in the same
@@ -123,36 +124,124 @@ func (sh MoEShape) check() error {
 }
 
 // moeGemmConfig mirrors one MOE_GEMM(...) instantiation of
-// kernels/moe_gemm.cu.
+// kernels/moe_gemm.cu: tiles of at most bm rows of one expert, blocks of
+// threads/32 warps that stream weightRows weight rows each, perSM blocks
+// per multiprocessor.
 type moeGemmConfig struct {
-	name        string
-	bm, threads int
-	smem        int // bytes of dynamic shared memory at 2-byte elements
+	name                           string
+	bm, threads, weightRows, perSM int
+	smem                           int // bytes of dynamic shared memory at 2-byte elements
+}
+
+// moeStages is the kernels' pipeline depth (ST) and moeBK their k tile.
+const (
+	moeStages = 4
+	moeBK     = 64
+)
+
+func newMoEGemmConfig(name string, bm, warps, perSM int) moeGemmConfig {
+	return moeGemmConfig{name: name, bm: bm, threads: 32 * warps, weightRows: 32 * warps, perSM: perSM,
+		smem: moeStages * (bm + 32*warps) * (moeBK + 8) * 2}
 }
 
 var (
-	// ST (BM + 128 weight rows) (64 + 8) elements of 2 bytes.
-	moeGemmSmall = moeGemmConfig{"s", 16, 128, 4 * (16 + 128) * 72 * 2}
-	moeGemmLarge = moeGemmConfig{"l", 64, 256, 3 * (64 + 128) * 72 * 2}
+	moeGemmSmall  = newMoEGemmConfig("s", 16, 4, 2)  // 81 KB
+	moeGemmMedium = newMoEGemmConfig("m", 64, 4, 2)  // 108 KB
+	moeGemmLarge  = newMoEGemmConfig("l", 128, 8, 1) // 216 KB
 )
 
-// moeTileEnv forces a tile configuration (XRUN_CUDA_MOE_TILE=s or l), for
-// comparisons.
+// moeStaticSmem bounds the kernels' static shared memory (arow: 8 bytes
+// per tile row).
+const moeStaticSmem = 8 * 128
+
+// moeTileEnv forces a tile configuration (XRUN_CUDA_MOE_TILE=s, m or l),
+// for comparisons.
 var moeTileEnv = os.Getenv("XRUN_CUDA_MOE_TILE")
 
-// moeConfigFor picks the row tile: 16 rows while experts average at most 16
-// of them (decode: streaming the weights is the cost), 64 above.
-func moeConfigFor(sh MoEShape) moeGemmConfig {
+// moeFlags are the L2 hints of the own kernels' weight loads (kernels/
+// moe_gemm.cu: 1 = 256-byte L2 prefetch, 2 = evict first);
+// XRUN_CUDA_MOE_HINTS=0..3 sets them for comparisons. The default is both:
+// every expert weight is read once per layer, so keeping it in L2 only
+// pushes out the activations every block rereads. Measured on an H200
+// (BenchmarkMoE, balanced routing, µs per layer, hints 0 / 1 / 2 / 3):
+// Mixtral B64 802 / 899 / 775 / 727, B256 1002 / 1001 / 986 / 1011;
+// GPT-OSS-20B B64 482 / 532 / 460 / 433, B256 523 / 571 / 511 / 501.
+var moeFlags = moeFlagsFromEnv(os.Getenv("XRUN_CUDA_MOE_HINTS"))
+
+const moeDefaultFlags = 3
+
+func moeFlagsFromEnv(v string) int {
+	if f, err := strconv.Atoi(v); err == nil && f >= 0 && f <= 3 {
+		return f
+	}
+	return moeDefaultFlags
+}
+
+// moeConfigFor picks the row tile. An expert gets at most sh.Rows rows
+// (each token picks distinct experts), so while tokens are at most 16 one
+// 16-row fragment holds any expert (s, two blocks per SM); above, the l
+// tiles of up to 128 rows hold an expert's rows at decode batches up to
+// 128, and typically (64 per expert for Mixtral at 256) beyond, so each
+// weight tile is read once per expert. GPUs with less shared memory per
+// block than l needs get m (64 rows).
+func moeConfigFor(sh MoEShape, sharedPerBlock int) moeGemmConfig {
+	fits := func(c moeGemmConfig) bool { return sharedPerBlock <= 0 || c.smem+moeStaticSmem <= sharedPerBlock }
 	switch moeTileEnv {
 	case "s":
 		return moeGemmSmall
+	case "m":
+		return moeGemmMedium
 	case "l":
 		return moeGemmLarge
 	}
-	if sh.Rows*sh.K <= 16*sh.Experts {
+	switch {
+	case sh.Rows <= 16:
 		return moeGemmSmall
+	case fits(moeGemmLarge):
+		return moeGemmLarge
+	case fits(moeGemmMedium):
+		return moeGemmMedium
 	}
-	return moeGemmLarge
+	return moeGemmSmall
+}
+
+// Split-K of the own down GEMM: its grid is (tiles, H / weightRows), which
+// at decode is about one block per multiprocessor (Mixtral: 8 experts x 16
+// slices), too few to keep HBM busy and too coarse to balance experts of
+// different sizes. K splits write float32 partials that the combine sums.
+// The partials take at most moeSplitRows rows of H floats (and at most
+// moeMaxSplits per routed pair), so the workspace stays bounded at prefill
+// sizes, where no split is needed.
+const (
+	moeSplitRows = 2048
+	moeMaxSplits = 16
+)
+
+// moeSplitsForce, when positive, sets the down GEMM's K splits (tests).
+var moeSplitsForce int
+
+// moePartialRows is how many rows of float32 partials the workspace holds
+// for n routed pairs.
+func moePartialRows(n int) int { return min(moeMaxSplits*n, moeSplitRows) }
+
+// moeDownSplits picks the down GEMM's K splits: doubling while the grid
+// (counting one tile per touched expert) is under three waves, each split
+// keeps at least 8 k tiles and the partials fit. It returns the k tiles per
+// split and the number of splits (none empty).
+func moeDownSplits(cfg moeGemmConfig, sh MoEShape, sms int) (kps, splits int) {
+	n := sh.Rows * sh.K
+	ktiles := ceilDiv(sh.FFN, moeBK)
+	s := 1
+	if moeSplitsForce > 0 {
+		s = max(1, min(moeSplitsForce, moePartialRows(n)/n, ktiles))
+	} else {
+		blocks := min(sh.Experts, n) * ceilDiv(sh.Hidden, cfg.weightRows)
+		for blocks*s < 3*sms*cfg.perSM && ktiles >= 16*s && 2*s*n <= moePartialRows(n) {
+			s *= 2
+		}
+	}
+	kps = ceilDiv(ktiles, s)
+	return kps, ceilDiv(ktiles, kps)
 }
 
 // moeLibraryChunk bounds the rows of one library GEMM: the gate_up and
@@ -186,7 +275,8 @@ type moeWork struct {
 
 // layout places the buffers for sh at base (base.Bytes == 0: only size
 // them). The library path (per-expert GEMMs) pads segments and gathers the
-// inputs; the own path reads token rows in place.
+// inputs; the own path reads token rows in place. Every size grows with
+// sh.Rows, so a workspace sized for the most rows serves fewer.
 func moeLayout(dt DType, sh MoEShape, library bool, base Buffer) moeWork {
 	es := dt.Size()
 	n, E, H, F := sh.Rows*sh.K, sh.Experts, sh.Hidden, sh.FFN
@@ -206,7 +296,11 @@ func moeLayout(dt DType, sh MoEShape, library bool, base Buffer) moeWork {
 	w.order = take(w.nmax * 4)
 	w.where = take(n * 4)
 	w.tiles = take((ceilDiv(n, moeGemmSmall.bm) + E) * 16)
-	w.ys = take(w.nmax * H * es)
+	if library {
+		w.ys = take(w.nmax * H * es)
+	} else { // rounded rows, or the down GEMM's float32 K-split partials
+		w.ys = take(max(n*H*es, moePartialRows(n)*H*4))
+	}
 	if library {
 		w.xs = take(w.nmax * H * es)
 		w.gu = take(w.chunk * 2 * F * es)
@@ -271,22 +365,35 @@ func (g *GPU) moeGroup(s *Stream, idx Buffer, w moeWork, sh MoEShape, bm int, li
 	return s.Launch(f, Dim3{X: 1}, Dim3{X: 1024}, 3*E*4, a)
 }
 
-// moeCombine queues out[t] = sum_j wts[t][j] ys[where[t k + j]].
-func (g *GPU) moeCombine(s *Stream, dt DType, out, wts Buffer, w moeWork, sh MoEShape) error {
+// moeCombine queues out[t] = sum_j wts[t][j] ys[where[t k + j]]; with
+// splits > 1, ys rows are the sums of that many float32 partials.
+func (g *GPU) moeCombine(s *Stream, dt DType, out, wts Buffer, w moeWork, sh MoEShape, splits int) error {
+	grid, block := Dim3{X: min(ceilDiv(sh.Rows*sh.Hidden/8, 256), 16*g.Info.SMs)}, Dim3{X: 256}
+	if splits > 1 {
+		f, err := g.function("moe_group", "moe_combine_split_"+dt.suffix())
+		if err != nil {
+			return err
+		}
+		a := g.argsPack().Ptr(out).Ptr(w.ys).Ptr(wts).Ptr(w.where).I32(sh.Rows).I32(sh.K).I32(sh.Hidden).I32(splits).
+			U64(uint64(sh.Rows * sh.K * sh.Hidden))
+		return s.Launch(f, grid, block, 0, a)
+	}
 	f, err := g.function("moe_group", "moe_combine_"+dt.suffix())
 	if err != nil {
 		return err
 	}
 	a := g.argsPack().Ptr(out).Ptr(w.ys).Ptr(wts).Ptr(w.where).I32(sh.Rows).I32(sh.K).I32(sh.Hidden)
-	return s.Launch(f, Dim3{X: min(ceilDiv(sh.Rows*sh.Hidden/8, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a)
+	return s.Launch(f, grid, block, 0, a)
 }
 
 // MoE queues out[t] = sum_j wts[t][j] down_e(silu(gate_e(x[t])) up_e(x[t]))
 // with e = idx[t][j] (expert -1: nothing; an id outside the experts: NaN)
 // with the engine's own kernels: grouping by expert on the device, the
-// grouped gate_up GEMM with SwiGLU fused into it, the grouped down GEMM,
-// and the combine. Nothing is read back, so it can be captured in a graph.
-// work holds MoEWorkBytes(dt, sh, false) bytes at least.
+// grouped gate_up GEMM with SwiGLU fused into it, the grouped down GEMM
+// (split over K into float32 partials when its grid is small), and the
+// combine, which sums the partials. Nothing is read back, so it can be
+// captured in a graph. work holds MoEWorkBytes(dt, sh, false) bytes at
+// least.
 func (g *GPU) MoE(s *Stream, dt DType, out, x, idx, wts, gateUp, down, work Buffer, sh MoEShape) error {
 	if err := moeCheck(dt, out, x, idx, wts, gateUp, down, work, sh, false); err != nil {
 		return err
@@ -295,11 +402,12 @@ func (g *GPU) MoE(s *Stream, dt DType, out, x, idx, wts, gateUp, down, work Buff
 		return nil
 	}
 	w := moeLayout(dt, sh, false, work)
-	cfg := moeConfigFor(sh)
+	cfg := moeConfigFor(sh, g.Info.SharedPerBlock)
 	if err := g.moeGroup(s, idx, w, sh, cfg.bm, false); err != nil {
 		return err
 	}
-	tiles := ceilDiv(sh.Rows*sh.K, cfg.bm) + sh.Experts
+	n := sh.Rows * sh.K
+	tiles := ceilDiv(n, cfg.bm) + sh.Experts // at least the tiles moe_group writes
 	fn := func(name string) (*Function, error) {
 		f, err := g.function("moe_gemm", name+"_"+cfg.name+"_"+dt.suffix())
 		if err == nil && f.smemOptIn < cfg.smem {
@@ -313,18 +421,27 @@ func (g *GPU) MoE(s *Stream, dt DType, out, x, idx, wts, gateUp, down, work Buff
 	if err != nil {
 		return err
 	}
-	a := g.argsPack().Ptr(x).Ptr(gateUp).Ptr(w.act).Ptr(w.hdr).Ptr(w.tiles).Ptr(w.order).I32(sh.K).I32(sh.FFN).I32(sh.Hidden)
-	if err := s.Launch(f, Dim3{X: tiles, Y: ceilDiv(sh.FFN, 64)}, Dim3{X: cfg.threads}, cfg.smem, a); err != nil {
+	a := g.argsPack().Ptr(x).Ptr(gateUp).Ptr(w.act).Ptr(w.hdr).Ptr(w.tiles).Ptr(w.order).I32(sh.K).I32(sh.FFN).
+		I32(sh.Hidden).I32(moeFlags)
+	grid := Dim3{X: tiles, Y: ceilDiv(sh.FFN, cfg.weightRows/2)}
+	if err := s.Launch(f, grid, Dim3{X: cfg.threads}, cfg.smem, a); err != nil {
 		return err
 	}
 	if f, err = fn("moe_down"); err != nil {
 		return err
 	}
-	a = g.argsPack().Ptr(w.act).Ptr(down).Ptr(w.ys).Ptr(w.hdr).Ptr(w.tiles).I32(sh.Hidden).I32(sh.FFN)
-	if err := s.Launch(f, Dim3{X: tiles, Y: ceilDiv(sh.Hidden, 128)}, Dim3{X: cfg.threads}, cfg.smem, a); err != nil {
+	kps, splits := moeDownSplits(cfg, sh, g.Info.SMs)
+	part := Buffer{}
+	if splits > 1 {
+		part = w.ys
+	}
+	a = g.argsPack().Ptr(w.act).Ptr(down).Ptr(w.ys).Ptr(part).Ptr(w.hdr).Ptr(w.tiles).I32(sh.Hidden).I32(sh.FFN).
+		I32(kps).U64(uint64(n * sh.Hidden)).I32(moeFlags)
+	grid = Dim3{X: tiles, Y: ceilDiv(sh.Hidden, cfg.weightRows), Z: splits}
+	if err := s.Launch(f, grid, Dim3{X: cfg.threads}, cfg.smem, a); err != nil {
 		return err
 	}
-	return g.moeCombine(s, dt, out, wts, w, sh)
+	return g.moeCombine(s, dt, out, wts, w, sh, splits)
 }
 
 // MoEBlasLt computes what MoE computes with cuBLASLt GEMMs per expert
@@ -388,5 +505,5 @@ func (g *GPU) MoEBlasLt(s *Stream, dt DType, bl *BlasLt, out, x, idx, wts, gateU
 			}
 		}
 	}
-	return g.moeCombine(s, dt, out, wts, w, sh)
+	return g.moeCombine(s, dt, out, wts, w, sh, 1)
 }

@@ -205,22 +205,30 @@ func refMoE(x []float32, idx []int32, wts, gateUp, down []float32, rows, k, H, F
 	return out
 }
 
-// moeCase is one MoE layer shape; skew routes most tokens to expert 0.
+// moeCase is one MoE layer shape; skew routes most tokens to expert 0;
+// counts, when set, gives every expert exactly that many rows (they sum to
+// rows*k, none above rows).
 type moeCase struct {
 	rows, k, E, H, F int
 	skew             bool
+	counts           []int
 }
 
 var moeCases = []moeCase{
-	{23, 2, 4, 64, 160, false},    // tiny-mixtral
-	{1, 2, 8, 1024, 512, false},   // one decode token
-	{64, 2, 8, 512, 1408, false},  // decode, 16 rows per expert: s tiles
-	{64, 2, 8, 512, 1408, true},   // imbalanced: several tiles for expert 0
-	{300, 2, 4, 128, 256, false},  // prefill-like: l tiles, partial tiles
-	{40, 8, 128, 256, 96, false},  // Qwen3-like: many experts, few rows each
-	{19, 4, 4, 2880, 2880, false}, // GPT-OSS widths (not multiples of 64 / 128)
-	{130, 4, 4, 2880, 1440, true}, // GPT-OSS hidden, skewed, l tiles
-	{5, 2, 2, 4096, 3584, false},  // Mixtral hidden
+	{23, 2, 4, 64, 160, false, nil},    // tiny-mixtral
+	{1, 2, 8, 1024, 512, false, nil},   // one decode token
+	{64, 2, 8, 512, 1408, false, nil},  // decode, 16 rows per expert: one fragment
+	{64, 2, 8, 512, 1408, true, nil},   // imbalanced: ~46 rows for expert 0
+	{300, 2, 4, 128, 256, false, nil},  // prefill-like: ~136 rows per expert, two l tiles
+	{40, 8, 128, 256, 96, false, nil},  // Qwen3-like: many experts, few rows each
+	{19, 4, 4, 2880, 2880, false, nil}, // GPT-OSS widths (not multiples of 64 / 128)
+	{130, 4, 4, 2880, 1440, true, nil}, // GPT-OSS hidden, ~119 rows per expert: 8 fragments
+	{5, 2, 2, 4096, 3584, false, nil},  // Mixtral hidden
+	// Row counts around every tile edge (16-row fragments, 64- and 128-row
+	// tiles, an expert over one l tile), an unused expert, widths that are
+	// no multiple of the block slices.
+	{rows: 350, k: 2, E: 12, H: 264, F: 520, counts: []int{0, 1, 15, 16, 17, 63, 64, 65, 128, 129, 200, 2}},
+	{rows: 213, k: 1, E: 9, H: 136, F: 2056, counts: []int{17, 0, 1, 15, 16, 63, 64, 30, 7}},
 }
 
 // moeInputs draws one case: routing with distinct experts per token (some
@@ -229,7 +237,13 @@ func moeInputs(r *rand.Rand, dt DType, c moeCase) (x []float32, idx []int32, wts
 	x = randVals(r, dt, c.rows*c.H, 1)
 	idx = make([]int32, c.rows*c.k)
 	wts = randVals(r, dt, c.rows*c.k, 1)
+	if c.counts != nil {
+		idx = countedRouting(r, c)
+	}
 	for t := range c.rows {
+		if c.counts != nil {
+			break
+		}
 		perm := r.Perm(c.E)
 		if c.skew && t%4 != 3 {
 			i := slices.Index(perm, 0)
@@ -247,6 +261,32 @@ func moeInputs(r *rand.Rand, dt DType, c moeCase) (x []float32, idx []int32, wts
 	gu = randVals(r, dt, c.E*2*c.F*c.H, float32(2/math.Sqrt(float64(c.H))))
 	dn = randVals(r, dt, c.E*c.H*c.F, float32(2/math.Sqrt(float64(c.F))))
 	return
+}
+
+// countedRouting routes c.rows tokens so that expert e gets c.counts[e]
+// pairs: the experts' runs laid end to end, token t taking positions t,
+// t + rows, ... (distinct experts, as no run is longer than rows), tokens
+// and slots shuffled.
+func countedRouting(r *rand.Rand, c moeCase) []int32 {
+	var seq []int32
+	for e, n := range c.counts {
+		if n > c.rows {
+			panic("moeCase: an expert with more rows than tokens")
+		}
+		for range n {
+			seq = append(seq, int32(e))
+		}
+	}
+	if len(seq) != c.rows*c.k {
+		panic(fmt.Sprintf("moeCase: counts sum to %d, not %d x %d", len(seq), c.rows, c.k))
+	}
+	idx := make([]int32, c.rows*c.k)
+	for i, t := range r.Perm(c.rows) {
+		for j, jj := range r.Perm(c.k) {
+			idx[t*c.k+jj] = seq[i+j*c.rows]
+		}
+	}
+	return idx
 }
 
 func (c moeCase) shape() MoEShape {
@@ -275,19 +315,30 @@ func (b moeBufs) run(g *GPU, dt DType, sh MoEShape, library bool) error {
 	return g.MoE(g.Stream, dt, b.out, b.x, b.idx, b.wts, b.gu, b.dn, b.work, sh)
 }
 
+// moePaths are the ways TestMoE runs a layer: the own kernels as planned,
+// with each tile configuration forced, with the down GEMM split three ways
+// over K (uneven splits, partials summed by the combine), and cuBLASLt.
+var moePaths = map[string]struct {
+	tile   string
+	splits int
+}{"own": {}, "own_s": {tile: "s"}, "own_m": {tile: "m"}, "own_l": {tile: "l"}, "own_k3": {splits: 3}, "cublaslt": {}}
+
 // TestMoE checks the grouped expert layer against engine/cpu.RefMoE, with
-// the own kernels (both tile heights) and with cuBLASLt per expert, on
-// poisoned outputs and workspaces.
+// the own kernels (every tile configuration, split and unsplit down GEMMs)
+// and with cuBLASLt per expert, on poisoned outputs and workspaces.
 func TestMoE(t *testing.T) {
 	for _, dt := range dtypes {
 		for _, c := range moeCases {
-			for _, path := range []string{"own", "own_s", "own_l", "cublaslt"} {
-				if (path == "own_s" || path == "own_l") && c.H*c.F > 1<<22 {
+			for _, path := range []string{"own", "own_s", "own_m", "own_l", "own_k3", "cublaslt"} {
+				if path != "own" && path != "cublaslt" && c.H*c.F > 1<<22 {
 					continue
 				}
 				name := fmt.Sprintf("%s/R%d_k%d_E%d_H%d_F%d", dt, c.rows, c.k, c.E, c.H, c.F)
 				if c.skew {
 					name += "_skewed"
+				}
+				if c.counts != nil {
+					name += "_counted"
 				}
 				t.Run(name+"/"+path, func(t *testing.T) {
 					do(t, func(t testing.TB, g *GPU) {
@@ -295,10 +346,10 @@ func TestMoE(t *testing.T) {
 						x, idx, wts, gu, dn := moeInputs(r, dt, c)
 						lib := path == "cublaslt"
 						bufs := uploadMoE(t, g, dt, c, x, idx, wts, gu, dn, lib)
-						old := moeTileEnv
-						moeTileEnv = map[string]string{"own_s": "s", "own_l": "l"}[path]
+						oldTile, oldSplits := moeTileEnv, moeSplitsForce
+						moeTileEnv, moeSplitsForce = moePaths[path].tile, moePaths[path].splits
 						err := bufs.run(g, dt, c.shape(), lib)
-						moeTileEnv = old
+						moeTileEnv, moeSplitsForce = oldTile, oldSplits
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -404,75 +455,61 @@ func TestMoECapture(t *testing.T) {
 	})
 }
 
-// BenchmarkMoE times one MoE layer of the zoo's shapes at decode batch
-// sizes with the own grouped kernels: the bytes of the experts touched over
-// the time, against the GPU's bandwidth.
-func BenchmarkMoE(b *testing.B) {
-	for _, z := range []struct {
-		name       string
-		E, k, H, F int
-	}{{"mixtral", 8, 2, 4096, 14336}, {"gpt-oss", 32, 4, 2880, 2880}, {"qwen3", 128, 8, 2048, 768}} {
-		for _, rows := range []int{1, 64, 256} {
-			b.Run(fmt.Sprintf("%s/B%d", z.name, rows), func(b *testing.B) {
-				do(b, func(t testing.TB, g *GPU) {
-					r := rand.New(rand.NewPCG(1, 2))
-					dt := BF16
-					sh := MoEShape{Rows: rows, K: z.k, Experts: z.E, Hidden: z.H, FFN: z.F}
-					idx := make([]int32, rows*z.k)
-					touched := map[int32]bool{}
-					for tk := range rows {
-						for j, e := range r.Perm(z.E)[:z.k] {
-							idx[tk*z.k+j] = int32(e)
-							touched[int32(e)] = true
-						}
+// TestMoEPlan checks the own kernels' launch plan without a GPU: the tile
+// configuration and the down GEMM's K splits at the zoo's decode shapes on
+// an H200 (132 SMs, 227 KB of shared memory per block), that splits are
+// never empty and their partials fit the workspace, and that the workspace
+// grows with the rows (the backend sizes it once for the most rows).
+func TestMoEPlan(t *testing.T) {
+	const sms, smem = 132, 232448
+	defer func(tile string) { moeTileEnv, moeSplitsForce = tile, 0 }(moeTileEnv)
+	moeTileEnv = "" // the plan, whatever XRUN_CUDA_MOE_TILE says
+	for _, c := range []struct {
+		sh         MoEShape
+		cfg        string
+		kps, split int
+	}{
+		{MoEShape{Rows: 1, K: 2, Experts: 8, Hidden: 4096, FFN: 14336}, "s", 14, 16},
+		{MoEShape{Rows: 64, K: 2, Experts: 8, Hidden: 4096, FFN: 14336}, "l", 56, 4},
+		{MoEShape{Rows: 256, K: 2, Experts: 8, Hidden: 4096, FFN: 14336}, "l", 56, 4},
+		{MoEShape{Rows: 1, K: 4, Experts: 32, Hidden: 2880, FFN: 2880}, "s", 12, 4},
+		{MoEShape{Rows: 64, K: 4, Experts: 32, Hidden: 2880, FFN: 2880}, "l", 23, 2},
+		{MoEShape{Rows: 256, K: 4, Experts: 32, Hidden: 2880, FFN: 2880}, "l", 23, 2},
+		{MoEShape{Rows: 8192, K: 2, Experts: 8, Hidden: 4096, FFN: 14336}, "l", 224, 1},
+	} {
+		cfg := moeConfigFor(c.sh, smem)
+		kps, split := moeDownSplits(cfg, c.sh, sms)
+		if cfg.name != c.cfg || kps != c.kps || split != c.split {
+			t.Errorf("%+v: config %s, %d splits of %d k tiles; want %s, %d of %d", c.sh, cfg.name, split, kps, c.cfg, c.split, c.kps)
+		}
+	}
+	if cfg := moeConfigFor(MoEShape{Rows: 256}, 166912); cfg.name != "m" {
+		t.Errorf("163 KB of shared memory per block: config %s, want m", cfg.name)
+	}
+	for _, force := range []int{0, 3} {
+		moeSplitsForce = force
+		for _, z := range []MoEShape{{K: 2, Experts: 8, Hidden: 4096, FFN: 14336}, {K: 4, Experts: 32, Hidden: 2880, FFN: 2880},
+			{K: 8, Experts: 128, Hidden: 2048, FFN: 768}, {K: 1, Experts: 9, Hidden: 136, FFN: 2056}} {
+			prev := [2]int{}
+			for rows := 1; rows <= 3000; rows += 1 + rows/8 {
+				sh := z
+				sh.Rows = rows
+				for _, cfg := range []moeGemmConfig{moeGemmSmall, moeGemmMedium, moeGemmLarge} {
+					kps, split := moeDownSplits(cfg, sh, sms)
+					ktiles := ceilDiv(sh.FFN, moeBK)
+					n := rows * sh.K
+					if split < 1 || (split-1)*kps >= ktiles || split*kps < ktiles || split > 1 && split*n > moePartialRows(n) {
+						t.Fatalf("%+v %s: %d splits of %d k tiles (%d k tiles, room for %d partial rows)", sh, cfg.name, split, kps, ktiles, moePartialRows(n))
 					}
-					alloc := func(n int) Buffer {
-						buf, err := g.Alloc(n)
-						if err != nil {
-							t.Fatal(err)
-						}
-						b.Cleanup(func() { testDev.Do(func(g *GPU) error { return g.Free(buf) }) })
-						return buf
+				}
+				for i, lib := range []bool{false, true} {
+					b := MoEWorkBytes(BF16, sh, lib)
+					if b < prev[i] {
+						t.Fatalf("%+v library %v: workspace shrinks from %d to %d bytes", sh, lib, prev[i], b)
 					}
-					es := dt.Size()
-					gu, dn := alloc(z.E*2*z.F*z.H*es), alloc(z.E*z.H*z.F*es)
-					for _, w := range []Buffer{gu, dn} {
-						if err := g.RandomFill(g.Stream, dt, w, 1, 0, 0.02); err != nil {
-							t.Fatal(err)
-						}
-					}
-					x, out := alloc(rows*z.H*es), alloc(rows*z.H*es)
-					if err := g.RandomFill(g.Stream, dt, x, 2, 0, 1); err != nil {
-						t.Fatal(err)
-					}
-					wts := alloc(rows * z.k * es)
-					if err := g.RandomFill(g.Stream, dt, wts, 3, 0, 0.5); err != nil {
-						t.Fatal(err)
-					}
-					ib := devUploadT(t, g, idx)
-					work := alloc(MoEWorkBytes(dt, sh, false))
-					run := func() error { return g.MoE(g.Stream, dt, out, x, ib, wts, gu, dn, work, sh) }
-					if err := run(); err != nil {
-						t.Fatal(err)
-					}
-					b.ResetTimer()
-					d, err := g.Stream.Time(func() error {
-						for range b.N {
-							if err := run(); err != nil {
-								return err
-							}
-						}
-						return nil
-					})
-					if err != nil {
-						t.Fatal(err)
-					}
-					per := d.Seconds() / float64(b.N)
-					bytes := float64(len(touched)) * 3 * float64(z.H*z.F*es)
-					b.ReportMetric(per*1e6, "us/layer")
-					b.ReportMetric(bytes/per/1e9, "GB/s")
-				})
-			})
+					prev[i] = b
+				}
+			}
 		}
 	}
 }

@@ -4,24 +4,45 @@
 //
 //   moe_gate_up: act[p, :] = silu(gate_e(x[t])) * up_e(x[t]) for the sorted
 //     rows p of expert e (t = order[p] / k): the A rows are gathered from the
-//     token rows while loading, and each block computes BN gate columns and
-//     the BN matching up columns (gate_up is [E][2F][H], gate rows first), so
-//     SwiGLU is applied to the float32 accumulators before the one rounding.
-//   moe_down: ys[p, :] = act[p, :] * down_e^T (down is [E][H][F]).
+//     token rows while loading, and each block computes BW/2 gate columns and
+//     the BW/2 matching up columns (gate_up is [E][2F][H], gate rows first),
+//     so SwiGLU is applied to the float32 accumulators before the one
+//     rounding.
+//   moe_down: ys[p, :] = act[p, :] * down_e^T (down is [E][H][F]); split
+//     over K (blockIdx.z) into float32 partials part[z][p][:] when the grid
+//     would otherwise be too small to fill the GPU; moe_combine_split sums
+//     them.
 //
-// Blocks: x = a row tile of one expert (tiles of one expert adjacent, so
-// blocks that read the same weight tile run together and share it in L2;
-// blocks past the tile count exit at once), y = BN output columns. Within a
-// block: fp32 accumulation on the tensor cores with mma.sync m16n8k16 (sm_80
-// and later), a ST-deep cp.async pipeline of BK-deep tiles, rows padded by
-// 16 bytes so ldmatrix reads are free of bank conflicts, edges zero-filled
-// on load and masked on store. K % 8 == 0 and N % 8 == 0.
+// Decode is bound by streaming the expert weights, so the tiling is built
+// around reading each weight tile from HBM once per expert: a block owns BW
+// weight rows (one N-slice) of one expert and ALL of that expert's rows up
+// to BM (16, 64 or 128 by configuration; tiles of one expert beyond BM are
+// adjacent blocks, which run together and share the weight tile in L2).
+// Every warp covers all of the block's rows and 32 weight rows, so a warp's
+// B fragments are loaded once per 16-deep step and reused over all row
+// fragments. The number of 16-row fragments an expert actually has is only
+// known on the device; the block picks a body compiled for MI = 1, 2, 4, 6
+// or 8 fragments (at least the rows it has), so an expert with 20 rows does
+// not pay for 128, and nothing is predicated inside the inner loop.
 //
-// Two tile heights: s (16 rows, 4 warps) for decode, where an expert sees a
-// handful of tokens and the kernel is bound by streaming its weights, and
-// l (64 rows, 8 warps) once experts average more than 16 rows.
+// Within a block: fp32 accumulation on the tensor cores with mma.sync
+// m16n8k16 (sm_80 and later), an ST-deep cp.async pipeline of 64-deep k
+// tiles (128 contiguous bytes per weight row and stage), rows padded by 16
+// bytes so ldmatrix reads are free of bank conflicts, only the rows of live
+// fragments loaded (the rest of a fragment zero-filled), weight and K edges
+// zero-filled on load and masked on store. K % 8 == 0 and N % 8 == 0.
+//
+// The weight loads carry L2 hints chosen by flags (moe.go: moeFlags; both
+// by default): MOE_PF256 asks L2 to fetch the 256 aligned
+// bytes around each 128-byte request, so every other k tile of a row is
+// already in L2 and HBM sees longer bursts; MOE_EVICT_FIRST marks the
+// streamed weights first to go, keeping the activations, which every
+// N-slice of a tile rereads, in L2.
 #include "common.cuh"
 #include "mma.cuh"
+
+#define MOE_PF256 1
+#define MOE_EVICT_FIRST 2
 
 __device__ __forceinline__ void moe_pdl_enter() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -30,108 +51,142 @@ __device__ __forceinline__ void moe_pdl_enter() {
 #endif
 }
 
-// GATED: the gate_up GEMM (A rows gathered from the tokens, 2 BN weight rows
-// per block, SwiGLU epilogue, N = F); otherwise the down GEMM (A = act rows
-// as sorted, N = H).
-template <class T, int BM, int BN, int BK, int WM, int WN, int ST, bool GATED>
-__device__ __forceinline__ void moe_gemm(const T *__restrict__ A, const T *__restrict__ W, T *__restrict__ Y,
-	const int *__restrict__ hdr, const int4 *__restrict__ tiles, const int *__restrict__ order, int topk, int N, int K) {
-	moe_pdl_enter();
-	constexpr int NT = WM * WN * 32;
-	constexpr int G = GATED ? 2 : 1;    // accumulator sets: gate and up, or one
-	constexpr int BR = G * BN;          // weight rows per stage
-	constexpr int LDS = BK + 8, CPR = BK / 8;
-	constexpr int WTM = BM / WM, WTN = BN / WN;
-	constexpr int MI = WTM / 16, NI = WTN / 8;
-	static_assert(MI >= 1 && NI >= 2 && NI % 2 == 0, "warp tile must be 16 x 16j");
-	extern __shared__ __align__(16) unsigned char smem[];
-	T *As = (T *)smem;              // [ST][BM][LDS]
-	T *Bs = As + ST * BM * LDS;     // [ST][BR][LDS]
-	__shared__ long long arow[BM];  // element offset of each A row, -1 outside the tile
+__device__ __forceinline__ u64 moe_weight_policy(int flags) {
+	u64 p;
+	if (flags & MOE_EVICT_FIRST) {
+		asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+	} else {
+		asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+	}
+	return p;
+}
 
-	if ((int)blockIdx.x >= hdr[0]) return;
-	const int4 tile = tiles[blockIdx.x];
-	const int e = tile.x, p0 = tile.y, p1 = tile.z;
-	const int n0 = blockIdx.y * BN;
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-	const int wm = warp / WN, wn = warp % WN;
-	const T *We = W + (long long)e * G * N * K; // expert e's [G N][K] weights
+// moe_cp_w is cp_async16 for weights, with the L2 policy and, with pf, the
+// 256-byte L2 prefetch.
+__device__ __forceinline__ void moe_cp_w(u32 dst, const void *src, bool ok, u64 pol, bool pf) {
+	int n = ok ? 16 : 0;
+	if (pf) {
+		asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;" ::"r"(dst), "l"(src),
+			"r"(n), "l"(pol));
+	} else {
+		asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(dst), "l"(src), "r"(n),
+			"l"(pol));
+	}
+}
 
-	for (int r = tid; r < BM; r += NT) {
+// moe_mi clamps a fragment count to what a BM-row configuration stages.
+__host__ __device__ constexpr int moe_mi(int mi, int bm) { return mi < bm / 16 ? mi : bm / 16; }
+
+// moe_tile is one block's work with MI row fragments staged: rows [p0, p1)
+// (sorted rows, or for GATED the token rows order[p] / topk; arow gets their
+// element offsets into A, -1 past p1), weight rows n0.. of We (GATED: BW/2
+// gate and BW/2 up rows), k tiles kt0 .. kt0 + nk - 1. The result goes to
+// Y (rounded) or, with P, to P as float32 partials.
+template <class T, int MI, int WN, int ST, bool GATED>
+__device__ __forceinline__ void moe_tile(const T *__restrict__ A, const T *__restrict__ We, const T *W,
+	T *__restrict__ Y, float *__restrict__ P, long long *arow, const int *__restrict__ order, int topk, int p0, int p1,
+	int n0, int N, int K, int kt0, int nk, int flags, unsigned char *smem) {
+	constexpr int NT = WN * 32, BW = WN * 32, BNH = BW / 2;
+	constexpr int BK = 64, LDS = BK + 8, CPR = BK / 8, AR = MI * 16;
+	T *As = (T *)smem;          // [ST][AR][LDS]
+	T *Bs = As + ST * AR * LDS; // [ST][BW][LDS]
+	const int tid = threadIdx.x, lane = tid & 31, wn = tid >> 5;
+	const u64 pol = moe_weight_policy(flags);
+	const bool pf = (flags & MOE_PF256) != 0;
+
+	// Thread tid copies 16-byte chunks tid, tid + NT, ...: fixed trip
+	// counts, so the loops unroll without remainders.
+	constexpr int ACH = (AR * CPR + NT - 1) / NT, BCH = BW * CPR / NT;
+	auto loadA = [&](int stage, int kt) {
+		const int k0 = kt * BK;
+#pragma unroll
+		for (int i = 0; i < ACH; i++) {
+			int c = tid + i * NT;
+			if (AR * CPR % NT != 0 && c >= AR * CPR) break;
+			int r = c / CPR, kc = (c % CPR) * 8;
+			long long off = arow[r];
+			bool ok = off >= 0 && k0 + kc < K;
+			cp_async16(smem_u32(As + (stage * AR + r) * LDS + kc), ok ? A + off + k0 + kc : A, ok);
+		}
+	};
+	auto loadB = [&](int stage, int kt) {
+		const int k0 = kt * BK;
+#pragma unroll
+		for (int i = 0; i < BCH; i++) {
+			int c = tid + i * NT;
+			int r = c / CPR, kc = (c % CPR) * 8;
+			int half = GATED ? r / BNH : 0, gn = n0 + (GATED ? r % BNH : r);
+			bool ok = gn < N && k0 + kc < K;
+			const T *src = We + ((long long)half * N + gn) * K + k0 + kc;
+			moe_cp_w(smem_u32(Bs + (stage * BW + r) * LDS + kc), ok ? src : W, ok, pol, pf);
+		}
+	};
+
+	// Fragment f of a warp: GATED, f = 0, 1 gate columns wn*16 + 8f and
+	// f = 2, 3 the matching up columns; otherwise columns wn*32 + 8f.
+	float acc[MI][4][4];
+#pragma unroll
+	for (int i = 0; i < MI; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+#pragma unroll
+			for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
+
+	// Prologue: the first stages' weights first (they depend on the tile
+	// only), then the A row offsets (for gate_up a gather through order,
+	// another dependent global read, now overlapping the weights' flight),
+	// then the first stages' A rows. All in one group, plus ST - 2 empty
+	// ones, so the main loop's group count is as if each stage had its own:
+	// its first wait takes every prologue stage at once.
+#pragma unroll 1
+	for (int s = 0; s < ST - 1; s++)
+		if (s < nk) loadB(s, kt0 + s);
+	for (int r = tid; r < AR; r += NT) {
 		int p = p0 + r;
 		long long off = -1;
 		if (p < p1) off = GATED ? (long long)(order[p] / topk) * K : (long long)p * K;
 		arow[r] = off;
 	}
 	__syncthreads();
-
-	const int ktiles = (K + BK - 1) / BK;
-	auto load = [&](int stage, int kt) {
-		const int k0 = kt * BK;
+#pragma unroll 1
+	for (int s = 0; s < ST - 1; s++)
+		if (s < nk) loadA(s, kt0 + s);
 #pragma unroll
-		for (int c = tid; c < BM * CPR; c += NT) {
-			int r = c / CPR, kc = (c % CPR) * 8;
-			long long off = arow[r];
-			bool ok = off >= 0 && k0 + kc < K;
-			cp_async16(smem_u32(As + (stage * BM + r) * LDS + kc), ok ? A + off + k0 + kc : A, ok);
-		}
-#pragma unroll
-		for (int c = tid; c < BR * CPR; c += NT) {
-			int r = c / CPR, kc = (c % CPR) * 8;
-			int half = r / BN, gn = n0 + r % BN;
-			bool ok = gn < N && k0 + kc < K;
-			const T *src = We + ((long long)half * N + gn) * K + k0 + kc;
-			cp_async16(smem_u32(Bs + (stage * BR + r) * LDS + kc), ok ? src : W, ok);
-		}
-	};
-
-	float acc[G][MI][NI][4];
-#pragma unroll
-	for (int g = 0; g < G; g++)
-#pragma unroll
-		for (int i = 0; i < MI; i++)
-#pragma unroll
-			for (int j = 0; j < NI; j++)
-#pragma unroll
-				for (int q = 0; q < 4; q++) acc[g][i][j][q] = 0.f;
-
-#pragma unroll
-	for (int s = 0; s < ST - 1; s++) {
-		if (s < ktiles) load(s, s);
-		cp_async_commit();
-	}
-	for (int i = 0; i < ktiles; i++) {
+	for (int s = 0; s < ST - 1; s++) cp_async_commit();
+	for (int i = 0; i < nk; i++) {
 		cp_async_wait<ST - 2>();
 		__syncthreads(); // tile i is in for everyone; stage (i - 1) % ST is free again
 		int nx = i + ST - 1;
-		if (nx < ktiles) load(nx % ST, nx);
+		if (nx < nk) {
+			loadA(nx % ST, kt0 + nx);
+			loadB(nx % ST, kt0 + nx);
+		}
 		cp_async_commit();
-		const int st = i % ST;
+		const T *as = As + (i % ST) * AR * LDS, *bs = Bs + (i % ST) * BW * LDS;
 #pragma unroll
 		for (int kk = 0; kk < BK; kk += 16) {
+			// Each x4 load: n rows 0-7 and 8-15 of a 16-row group, k 0-7
+			// and 8-15: fragments (2j, 2j + 1).
+			u32 b[4][2];
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				int rb = GATED ? j * BNH + wn * 16 : wn * 32 + j * 16;
+				int r = rb + (lane & 7) + ((lane >> 4) << 3);
+				u32 t[4];
+				ldmatrix_x4(t, smem_u32(bs + r * LDS + kk + ((lane >> 3) & 1) * 8));
+				b[2 * j][0] = t[0];
+				b[2 * j][1] = t[1];
+				b[2 * j + 1][0] = t[2];
+				b[2 * j + 1][1] = t[3];
+			}
 			u32 a[MI][4];
 #pragma unroll
-			for (int mi = 0; mi < MI; mi++) {
-				int r = wm * WTM + mi * 16 + (lane & 15);
-				ldmatrix_x4(a[mi], smem_u32(As + (st * BM + r) * LDS + kk + (lane >> 4) * 8));
-			}
+			for (int mi = 0; mi < MI; mi++)
+				ldmatrix_x4(a[mi], smem_u32(as + (mi * 16 + (lane & 15)) * LDS + kk + (lane >> 4) * 8));
 #pragma unroll
-			for (int g = 0; g < G; g++) {
+			for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-				for (int ni = 0; ni < NI; ni += 2) {
-					// Two n8 tiles: matrices (n 0-7, k 0-7), (n 0-7, k 8-15),
-					// (n 8-15, k 0-7), (n 8-15, k 8-15).
-					int r = g * BN + wn * WTN + ni * 8 + (lane & 7) + ((lane >> 4) << 3);
-					u32 t[4];
-					ldmatrix_x4(t, smem_u32(Bs + (st * BR + r) * LDS + kk + ((lane >> 3) & 1) * 8));
-					u32 b0[2] = {t[0], t[1]}, b1[2] = {t[2], t[3]};
-#pragma unroll
-					for (int mi = 0; mi < MI; mi++) {
-						mma(acc[g][mi][ni], a[mi], b0, T{});
-						mma(acc[g][mi][ni + 1], a[mi], b1, T{});
-					}
-				}
-			}
+				for (int f = 0; f < 4; f++) mma(acc[mi][f], a[mi], b[f], T{});
 		}
 	}
 	cp_async_wait<0>();
@@ -141,34 +196,89 @@ __device__ __forceinline__ void moe_gemm(const T *__restrict__ A, const T *__res
 #pragma unroll
 	for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-		for (int ni = 0; ni < NI; ni++)
+		for (int h = 0; h < 2; h++) {
+			int p = p0 + mi * 16 + (lane >> 2) + h * 8;
+			if (p >= p1) continue;
 #pragma unroll
-			for (int h = 0; h < 2; h++) {
-				int p = p0 + wm * WTM + mi * 16 + (lane >> 2) + h * 8;
-				int c = n0 + wn * WTN + ni * 8 + (lane & 3) * 2;
-				if (p >= p1 || c >= N) continue;
-				float v0 = acc[0][mi][ni][2 * h], v1 = acc[0][mi][ni][2 * h + 1];
+			for (int f = 0; f < (GATED ? 2 : 4); f++) {
+				int c = n0 + (GATED ? wn * 16 : wn * 32) + f * 8 + (lane & 3) * 2;
+				if (c >= N) continue;
+				float v0 = acc[mi][f][2 * h], v1 = acc[mi][f][2 * h + 1];
 				if (GATED) {
-					float u0 = acc[G - 1][mi][ni][2 * h], u1 = acc[G - 1][mi][ni][2 * h + 1];
+					float u0 = acc[mi][f + 2][2 * h], u1 = acc[mi][f + 2][2 * h + 1];
 					v0 = v0 / (1.f + __expf(-v0)) * u0;
 					v1 = v1 / (1.f + __expf(-v1)) * u1;
 				}
-				*(u32 *)(Y + (long long)p * N + c) = (u32)from_f32<T>(v0).x | ((u32)from_f32<T>(v1).x << 16);
+				long long o = (long long)p * N + c;
+				if (P) {
+					*(float2 *)(P + o) = make_float2(v0, v1);
+				} else {
+					*(u32 *)(Y + o) = (u32)from_f32<T>(v0).x | ((u32)from_f32<T>(v1).x << 16);
+				}
 			}
+		}
 }
 
-#define MOE_GEMM(cfg, T, BM, BN, BK, WM, WN, ST)                                                                       \
-	extern "C" __global__ void __launch_bounds__(WM * WN * 32) moe_gate_up_##cfg##_##T(const T *x, const T *W, T *act,  \
-		const int *hdr, const int4 *tiles, const int *order, int topk, int F, int H) {                                 \
-		moe_gemm<T, BM, BN / 2, BK, WM, WN, ST, true>(x, W, act, hdr, tiles, order, topk, F, H);                       \
-	}                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__(WM * WN * 32) moe_down_##cfg##_##T(const T *act, const T *W, T *ys,    \
-		const int *hdr, const int4 *tiles, int H, int F) {                                                             \
-		moe_gemm<T, BM, BN, BK, WM, WN, ST, false>(act, W, ys, hdr, tiles, nullptr, 1, H, F);                          \
+// moe_gemm: block (x, y, z) = row tile x (moe_group's tiles; blocks past
+// hdr[0] exit at once), N-slice y, K split z (kps k tiles each).
+template <class T, int BM, int WN, int ST, bool GATED>
+__device__ __forceinline__ void moe_gemm(const T *__restrict__ A, const T *__restrict__ W, T *__restrict__ Y,
+	float *__restrict__ P, const int *__restrict__ hdr, const int4 *__restrict__ tiles, const int *__restrict__ order,
+	int topk, int N, int K, int kps, long long pstride, int flags) {
+	moe_pdl_enter();
+	constexpr int BW = WN * 32;
+	extern __shared__ __align__(16) unsigned char smem[];
+	__shared__ long long arow[BM]; // element offset of each A row, -1 outside the tile
+
+	if ((int)blockIdx.x >= hdr[0]) return;
+	const int4 tile = tiles[blockIdx.x];
+	const int e = tile.x, p0 = tile.y, p1 = tile.z;
+	const int n0 = blockIdx.y * (GATED ? BW / 2 : BW);
+	const int ktiles = (K + 63) / 64;
+	const int kt0 = blockIdx.z * kps;
+	const int nk = min(ktiles, kt0 + kps) - kt0; // <= 0: the partials are zeros
+	const T *We = W + (long long)e * (GATED ? 2 : 1) * N * K;
+	float *Pz = P ? P + (long long)blockIdx.z * pstride : nullptr;
+
+	// The body for the fewest fragments that hold the tile's rows; the
+	// constant tests drop the bodies a configuration cannot need.
+#define MOE_BODY(mi)                                                                                                   \
+	moe_tile<T, moe_mi(mi, BM), WN, ST, GATED>(A, We, W, Y, Pz, arow, order, topk, p0, p1, n0, N, K, kt0, nk, flags,    \
+		smem)
+	const int m = (p1 - p0 + 15) / 16;
+	if (BM <= 16 || m <= 1) {
+		MOE_BODY(1);
+	} else if (BM <= 32 || m <= 2) {
+		MOE_BODY(2);
+	} else if (BM <= 64 || m <= 4) {
+		MOE_BODY(4);
+	} else if (BM <= 96 || m <= 6) {
+		MOE_BODY(6);
+	} else {
+		MOE_BODY(8);
 	}
-// Both kernels of a configuration stream BN weight rows per stage: the
-// gated one as BN/2 gate and BN/2 up rows.
-MOE_GEMM(s, f16, 16, 128, 64, 1, 4, 4)
-MOE_GEMM(s, bf16, 16, 128, 64, 1, 4, 4)
-MOE_GEMM(l, f16, 64, 128, 64, 2, 4, 3)
-MOE_GEMM(l, bf16, 64, 128, 64, 2, 4, 3)
+#undef MOE_BODY
+}
+
+// Configurations (engine/cuda/moe.go: moeGemmConfig mirrors them): BM rows
+// per tile at most, WN warps of 32 weight rows each, ST stages, MINB blocks
+// per multiprocessor the registers must allow.
+#define MOE_GEMM(cfg, T, BM, WN, ST, MINB)                                                                             \
+	extern "C" __global__ void __launch_bounds__(WN * 32, MINB) moe_gate_up_##cfg##_##T(const T *x, const T *W,        \
+		T *act, const int *hdr, const int4 *tiles, const int *order, int topk, int F, int H, int flags) {              \
+		moe_gemm<T, BM, WN, ST, true>(x, W, act, nullptr, hdr, tiles, order, topk, F, H, (H + 63) / 64, 0, flags);     \
+	}                                                                                                                  \
+	extern "C" __global__ void __launch_bounds__(WN * 32, MINB) moe_down_##cfg##_##T(const T *act, const T *W, T *ys,  \
+		float *part, const int *hdr, const int4 *tiles, int H, int F, int kps, long long pstride, int flags) {         \
+		moe_gemm<T, BM, WN, ST, false>(act, W, ys, part, hdr, tiles, nullptr, 1, H, F, kps, pstride, flags);          \
+	}
+// s: decode of at most 16 tokens (one fragment), two blocks per SM.
+MOE_GEMM(s, f16, 16, 4, 4, 2)
+MOE_GEMM(s, bf16, 16, 4, 4, 2)
+// m: up to 64 rows, 128 weight rows per block, two blocks per SM.
+MOE_GEMM(m, f16, 64, 4, 4, 2)
+MOE_GEMM(m, bf16, 64, 4, 4, 2)
+// l: up to 128 rows, 256 weight rows per block (half the activation
+// rereads of m), one block per SM with 216 KB of stages.
+MOE_GEMM(l, f16, 128, 8, 4, 1)
+MOE_GEMM(l, bf16, 128, 8, 4, 1)

@@ -111,11 +111,38 @@ __device__ __forceinline__ void moe_gather(pack8 *xs, const pack8 *x, const int 
 	}
 }
 
+// The rows the combine weighs: the down GEMM's rounded rows ys[p], or the
+// sums of its float32 K-split partials part[s][p] (pstride elements apart),
+// so the split needs no reduction kernel of its own. get writes the 8
+// values of row p, column group c.
+template <class T> struct moe_rows_rounded {
+	const pack8 *ys;
+	__device__ __forceinline__ void get(float *y, long long p, int c, int h8) const {
+		pack8 v = ys[p * h8 + c];
+#pragma unroll
+		for (int e = 0; e < 8; e++) y[e] = pack_get<T>(v, e);
+	}
+};
+struct moe_rows_split {
+	const float4 *part;
+	int splits;
+	long long ps4; // pstride / 4
+	__device__ __forceinline__ void get(float *y, long long p, int c, int h8) const {
+#pragma unroll
+		for (int e = 0; e < 8; e++) y[e] = 0.f;
+		const float4 *src = part + (p * h8 + c) * 2;
+		for (int s = 0; s < splits; s++) {
+			float4 a = src[s * ps4], b = src[s * ps4 + 1];
+			y[0] += a.x, y[1] += a.y, y[2] += a.z, y[3] += a.w;
+			y[4] += b.x, y[5] += b.y, y[6] += b.z, y[7] += b.w;
+		}
+	}
+};
+
 // out[t] = sum over j of wts[t][j] * ys[where[t*k + j]], summed in slot order
 // in float32 and rounded once (engine/cpu's combine order). H % 8 == 0.
-template <class T>
-__device__ __forceinline__ void moe_combine(pack8 *out, const pack8 *ys, const T *wts, const int *where, int rows, int k,
-	int H) {
+template <class T, class Rows>
+__device__ __forceinline__ void moe_combine(pack8 *out, Rows ys, const T *wts, const int *where, int rows, int k, int H) {
 	moe_pdl_enter();
 	const int h8 = H / 8;
 	const long long total = (long long)rows * h8;
@@ -130,10 +157,10 @@ __device__ __forceinline__ void moe_combine(pack8 *out, const pack8 *ys, const T
 				for (int e = 0; e < 8; e++) acc[e] = nan_f32();
 				continue;
 			}
-			float w = to_f32(wts[t * k + j]);
-			pack8 y = ys[(long long)p * h8 + c];
+			float w = to_f32(wts[t * k + j]), y[8];
+			ys.get(y, p, c, h8);
 #pragma unroll
-			for (int e = 0; e < 8; e++) acc[e] += w * pack_get<T>(y, e);
+			for (int e = 0; e < 8; e++) acc[e] += w * y[e];
 		}
 		pack8 o = {};
 #pragma unroll
@@ -149,7 +176,11 @@ __device__ __forceinline__ void moe_combine(pack8 *out, const pack8 *ys, const T
 	}                                                                                                                  \
 	extern "C" __global__ void moe_combine_##T(pack8 *out, const pack8 *ys, const T *wts, const int *where, int rows,  \
 		int k, int H) {                                                                                                \
-		moe_combine<T>(out, ys, wts, where, rows, k, H);                                                               \
+		moe_combine<T>(out, moe_rows_rounded<T>{ys}, wts, where, rows, k, H);                                          \
+	}                                                                                                                  \
+	extern "C" __global__ void moe_combine_split_##T(pack8 *out, const float4 *part, const T *wts, const int *where,    \
+		int rows, int k, int H, int splits, long long pstride) {                                                       \
+		moe_combine<T>(out, moe_rows_split{part, splits, pstride / 4}, wts, where, rows, k, H);                        \
 	}
 MOE_GROUP(f16)
 MOE_GROUP(bf16)
