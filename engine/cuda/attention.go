@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 )
 
 // AttnShape is the attention layout of one model: Heads query heads share
@@ -62,7 +63,34 @@ type AttnLaunch struct {
 	Rows, Splits int
 	Work         Buffer
 	Counters     Buffer
+	// ShortKeys: in a split launch merged by its last blocks (Counters
+	// set) on the tensor cores, an item of at most this many keys is done
+	// by its first block alone, unsplit (attention_tc.cu: the merge is a
+	// dependent round trip that a short context does not repay). 0 means
+	// the default (attnShortKeys, XRUN_CUDA_ATTN_SHORT), negative never.
+	ShortKeys int
+	// Rope, when set, is the float32 [positions, HeadDim] RoPE table, and
+	// the launch does RopeKV's work for its items' own tokens: it rotates
+	// their query heads (in registers: the QKV rows are left as they are)
+	// and key heads, and writes their keys and values into the cache, so
+	// no RopeKV may run before it. Each item must be all of its
+	// sequence's new tokens (the keys before an item's first position are
+	// read from the cache, before the kernel waits for the one in front
+	// of it). Decode launches (Rows <= 16) on a tensor-core kernel only:
+	// AttnFoldsRope says whether one can.
+	Rope Buffer
 }
+
+// attnShortKeys is XRUN_CUDA_ATTN_SHORT, read once: the default
+// AttnLaunch.ShortKeys (0: never). At batch 1 TinyLlama's decode launch is
+// 4 KV heads split 8 ways; 128 in / 128 out decodes at 129..256 keys,
+// 16 tiles of 16 keys for one block's 8 key warps.
+var attnShortKeys = func() int {
+	if v, err := strconv.Atoi(os.Getenv("XRUN_CUDA_ATTN_SHORT")); err == nil {
+		return v
+	}
+	return 256
+}()
 
 // AttnCounterBytes is the size of AttnLaunch.Counters for split launches
 // of at most items x KV heads blocks per split.
@@ -171,6 +199,72 @@ var attnTCDefaults = map[int][3]attnTC{
 	128: {{1, 4, 16, 2}, {1, 4, 16, 2}, {4, 1, 32, 2}},
 }
 
+// attnTCRopeKernels are the decode configurations attention_tc.cu also
+// instantiates with RoPE and the cache write folded in (AttnLaunch.Rope,
+// kernel names ending in _rope), and attnTCRopeDefaults the choices among
+// them, for launches of at most two blocks per multiprocessor and for
+// larger ones. With few blocks: 8 key warps, as without RoPE, and 3 stages,
+// so that a block of a short context (256 keys: 2 tiles a warp) has all
+// its cached keys requested before it waits for the QKV projection.
+var attnTCRopeKernels = map[int][]attnTC{
+	64:  {{1, 8, 16, 3}, {1, 8, 16, 2}, {1, 4, 16, 3}},
+	128: {{1, 4, 16, 2}, {1, 4, 16, 3}},
+}
+
+var attnTCRopeDefaults = map[int][2]attnTC{
+	64:  {{1, 8, 16, 3}, {1, 4, 16, 3}},
+	128: {{1, 4, 16, 2}, {1, 4, 16, 2}},
+}
+
+// attnTCRopeDefault is the _rope configuration for a decode launch of rows
+// query rows per block and blocks blocks, or false where there is none: a
+// prefill launch, another head dimension, XRUN_CUDA_ATTN_TC=0, or
+// XRUN_CUDA_ATTN_TC naming a configuration without a _rope kernel (which
+// then runs unfused, as asked).
+func (g *GPU) attnTCRopeDefault(headDim, rows, blocks int) (attnTC, bool) {
+	if attnTCEnv == "0" || rows > 16 {
+		return attnTC{}, false
+	}
+	for _, c := range attnTCRopeKernels[headDim] {
+		if c.String() == attnTCEnv {
+			return c, true
+		}
+	}
+	for _, c := range attnTCKernels[headDim] {
+		if c.String() == attnTCEnv && c.fits(rows) {
+			return attnTC{}, false
+		}
+	}
+	d, ok := attnTCRopeDefaults[headDim]
+	switch {
+	case !ok:
+		return attnTC{}, false
+	case blocks <= 2*g.Info.SMs:
+		return d[0], true
+	}
+	return d[1], true
+}
+
+// AttnFoldsRope reports whether Attention can take launch l with RoPE and
+// the cache write folded in (AttnLaunch.Rope); where not, RopeKV runs first.
+func (g *GPU) AttnFoldsRope(a AttnShape, l AttnLaunch) bool {
+	if a.check() != nil || l.Rows > 16 {
+		return false
+	}
+	_, ok := g.attnTCRopeDefault(a.HeadDim, l.Rows, l.N*a.KVHeads*max(1, l.Splits))
+	return ok
+}
+
+// hasRope reports whether attention_tc.cu has c's _rope kernel.
+func (c attnTC) hasRope(headDim int) bool {
+	for _, k := range attnTCRopeKernels[headDim] {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
 // attnTCDefault is the tensor-core configuration for a launch of rows query
 // rows per block and blocks blocks, or false where there is none (other
 // head dimensions) or XRUN_CUDA_ATTN_TC=0.
@@ -222,9 +316,19 @@ func (c attnTC) String() string {
 // cache k, v (laid out as KVWrite writes them): each token of an item
 // attends to positions 0..its own. out is [tokens][Heads*HeadDim]. Head
 // dimensions 64 and 128 run on the tensor cores (attention_tc.cu), the
-// others on the CUDA cores (attention.cu).
+// others on the CUDA cores (attention.cu). With l.Rope the launch first
+// does RopeKV's work for its own tokens (see AttnLaunch.Rope; an error
+// where AttnFoldsRope is false).
 func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int, a AttnShape, l AttnLaunch) error {
-	tc, _ := g.attnTCDefault(a.HeadDim, l.Rows, l.N*a.KVHeads*max(1, l.Splits))
+	blocks := l.N * a.KVHeads * max(1, l.Splits)
+	if l.Rope.Ptr != 0 {
+		tc, ok := g.attnTCRopeDefault(a.HeadDim, l.Rows, blocks)
+		if !ok {
+			return fmt.Errorf("cuda: attention of %d rows per block, head dimension %d: no kernel folds RoPE in (AttnFoldsRope)", l.Rows, a.HeadDim)
+		}
+		return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
+	}
+	tc, _ := g.attnTCDefault(a.HeadDim, l.Rows, blocks)
 	return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
 }
 
@@ -241,6 +345,10 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		return fmt.Errorf("cuda: attention items buffer too small for %d items", l.N)
 	case tc.rowWarps > 0 && l.Rows > 16*tc.rowWarps:
 		return fmt.Errorf("cuda: attention rows %d for %s (at most %d)", l.Rows, tc, 16*tc.rowWarps)
+	case l.Rope.Ptr != 0 && !tc.hasRope(a.HeadDim):
+		return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel with RoPE folded in", tc, a.HeadDim)
+	case l.Rope.Ptr != 0 && l.Rope.Bytes < a.HeadDim*4:
+		return fmt.Errorf("cuda: attention RoPE table of %d bytes", l.Rope.Bytes)
 	}
 	splits := max(1, l.Splits)
 	half := 0
@@ -255,6 +363,9 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 	if tc.rowWarps > 0 {
 		family, name = "attention_tc", tc.kernel(dt, a.HeadDim)
 		smem, threads = tc.smem(a.HeadDim), tc.threads()
+		if l.Rope.Ptr != 0 {
+			name += "_rope"
+		}
 	}
 	f, err := g.function(family, name)
 	if err != nil {
@@ -281,8 +392,17 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		U64(uint64(counters))
 	if tc.rowWarps > 0 {
 		// One decode kernel serves launches of 8 and 16 rows: the split
-		// layout's row stride is the launch's.
-		args.I32(l.Rows)
+		// layout's row stride is the launch's. Short items need the
+		// merge by the last block (with attn_combine after the launch,
+		// their unwritten partials would be merged over their output).
+		short := l.ShortKeys
+		if short == 0 {
+			short = attnShortKeys
+		}
+		if splits == 1 || counters == 0 || short < 0 {
+			short = 0
+		}
+		args.I32(l.Rows).Ptr(l.Rope).I32(short)
 	}
 	if err := s.Launch(f, Dim3{X: l.N, Y: a.KVHeads, Z: splits}, Dim3{X: threads}, smem, args); err != nil || splits == 1 || counters != 0 {
 		return err

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/xrun-dev/xrun/engine/cpu"
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // TestAttention writes whole random sequences into the cache with KVWrite,
@@ -33,25 +34,38 @@ func TestAttention(t *testing.T) {
 		for ci, c := range cases {
 			for _, rows := range []int{AttnRowsTiny, AttnRowsSmall, AttnRowsLarge} {
 				for _, splits := range []int{1, 3, -3} { // -3: three splits merged by their last block
-					t.Run(fmt.Sprintf("%s/%d_H%d_KV%d_D%d/rows%d/split%d", dt, ci, c.a.Heads, c.a.KVHeads, c.a.HeadDim, rows, splits), func(t *testing.T) {
-						if c.a.Heads/c.a.KVHeads > rows || rows == AttnRowsTiny && c.a.HeadDim < 32 {
-							t.Skip("group larger than the block's rows, or no such kernel")
-						}
-						kernels := append([]attnTC{{}}, attnTCDefaultsFor(c.a.HeadDim, rows)...)
-						do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, c.a, c.seqs, rows, splits, kernels) })
-					})
+					for _, short := range attnShorts(splits) {
+						t.Run(fmt.Sprintf("%s/%d_H%d_KV%d_D%d/rows%d/split%d/short%d", dt, ci, c.a.Heads, c.a.KVHeads, c.a.HeadDim, rows, splits, short), func(t *testing.T) {
+							if c.a.Heads/c.a.KVHeads > rows || rows == AttnRowsTiny && c.a.HeadDim < 32 {
+								t.Skip("group larger than the block's rows, or no such kernel")
+							}
+							kernels := append([]attnTC{{}}, attnTCDefaultsFor(c.a.HeadDim, rows)...)
+							do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, c.a, c.seqs, rows, splits, short, kernels) })
+						})
+					}
 				}
 			}
 		}
 	}
 }
 
+// attnShorts are the AttnLaunch.ShortKeys a check runs with: never short,
+// and, for splits merged by their last block (the only launches that take
+// short items), items of up to 256 keys done unsplit (the default).
+func attnShorts(splits int) []int {
+	if splits < -1 {
+		return []int{-1, 256}
+	}
+	return []int{-1}
+}
+
 // TestAttentionTC checks every tensor-core configuration (attnTCKernels)
 // against the reference and against the CUDA-core kernel: decode tokens after contexts
 // on both sides of the key tiles' edges (1, 63, 64, 65, 200 and 1000 keys)
-// with and without splits, and prefill chunks of 1 to 64 tokens after
-// cached ones, mostly not multiples of 16 rows; groups of 8, 4 and 1 query
-// heads per KV head; head dimensions 64 and 128.
+// with and without splits (and short items done unsplit), and prefill
+// chunks of 1 to 64 tokens after cached ones, mostly not multiples of 16
+// rows; groups of 8, 4 and 1 query heads per KV head; head dimensions 64
+// and 128.
 func TestAttentionTC(t *testing.T) {
 	var decode []attnSeq
 	for _, ctx := range []int{1, 63, 64, 65, 200, 1000} {
@@ -68,21 +82,26 @@ func TestAttentionTC(t *testing.T) {
 					splits []int
 				}
 				runs := []run{
-					{"decode", decode, AttnRowsTiny, []int{1, 3, -3, 8}},
+					{"decode", decode, AttnRowsTiny, []int{1, 3, -3, 8, -8}},
 					{"decode", decode, AttnRowsSmall, []int{1, -3}},
 					{"prefill", prefill, AttnRowsLarge, []int{1, -3}},
 				}
 				for _, rn := range runs {
 					for _, splits := range rn.splits {
-						t.Run(fmt.Sprintf("%s/D%d_G%d/%s/rows%d/split%d", dt, D, a.Heads/a.KVHeads, rn.name, rn.rows, splits), func(t *testing.T) {
-							kernels := []attnTC{{}} // the CUDA-core kernel, to agree with
-							for _, c := range attnTCKernels[D] {
-								if c.fits(rn.rows) {
-									kernels = append(kernels, c)
-								}
+						for _, short := range attnShorts(splits) {
+							if rn.name == "prefill" && short >= 0 {
+								continue
 							}
-							do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, a, rn.seqs, rn.rows, splits, kernels) })
-						})
+							t.Run(fmt.Sprintf("%s/D%d_G%d/%s/rows%d/split%d/short%d", dt, D, a.Heads/a.KVHeads, rn.name, rn.rows, splits, short), func(t *testing.T) {
+								kernels := []attnTC{{}} // the CUDA-core kernel, to agree with
+								for _, c := range attnTCKernels[D] {
+									if c.fits(rn.rows) {
+										kernels = append(kernels, c)
+									}
+								}
+								do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, a, rn.seqs, rn.rows, splits, short, kernels) })
+							})
+						}
 					}
 				}
 			}
@@ -104,24 +123,38 @@ func attnTCDefaultsFor(headDim, rows int) []attnTC {
 
 // TestAttnTCKernels checks, without a GPU, that every configuration the
 // launcher may ask for is one attention_tc.cu instantiates, and that its
-// rows fit: a name missing from the module would only fail on a GPU.
+// rows fit: a name missing from the module would only fail on a GPU. The
+// same for the decode configurations with RoPE folded in.
 func TestAttnTCKernels(t *testing.T) {
 	src, err := kernelSource("attention_tc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst := map[string]bool{}
-	for _, m := range regexp.MustCompile(`ATTN_TC\(T, (\d+), (\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(src, -1) {
-		inst[strings.Join(m[1:], ",")] = true
+	for _, fam := range []struct {
+		macro, suffix string
+		kernels       map[int][]attnTC
+	}{{"ATTN_TC", "", attnTCKernels}, {"ATTN_TC_ROPE", "_rope", attnTCRopeKernels}} {
+		inst := map[string]bool{}
+		for _, m := range regexp.MustCompile(fam.macro+`\(T, (\d+), (\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(src, -1) {
+			inst[strings.Join(m[1:], ",")] = true
+		}
+		for D, cs := range fam.kernels {
+			for _, c := range cs {
+				key := fmt.Sprintf("%d,%d,%d,%d,%d", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages)
+				if !inst[key] {
+					t.Errorf("head dimension %d: %s%s is not instantiated in attention_tc.cu", D, c, fam.suffix)
+				}
+				if fam.suffix != "" && (!c.fits(AttnRowsTiny) || !c.fits(AttnRowsSmall)) {
+					t.Errorf("head dimension %d: %s%s is not a decode configuration", D, c, fam.suffix)
+				}
+				delete(inst, key)
+			}
+		}
+		for k := range inst {
+			t.Errorf("attention_tc.cu instantiates %s(%s), which the launcher does not list", fam.macro, k)
+		}
 	}
 	for D, cs := range attnTCKernels {
-		for _, c := range cs {
-			key := fmt.Sprintf("%d,%d,%d,%d,%d", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages)
-			if !inst[key] {
-				t.Errorf("head dimension %d: %s is not instantiated in attention_tc.cu", D, c)
-			}
-			delete(inst, key)
-		}
 		for i, c := range attnTCDefaults[D] {
 			if !slices.Contains(cs, c) {
 				t.Errorf("head dimension %d: default %s is not in attnTCKernels", D, c)
@@ -131,8 +164,215 @@ func TestAttnTCKernels(t *testing.T) {
 			}
 		}
 	}
-	for k := range inst {
-		t.Errorf("attention_tc.cu instantiates (%s), which attnTCKernels does not list", k)
+	for D, ds := range attnTCRopeDefaults {
+		for _, c := range ds {
+			if !c.hasRope(D) {
+				t.Errorf("head dimension %d: RoPE default %s is not in attnTCRopeKernels", D, c)
+			}
+		}
+	}
+}
+
+// TestAttentionRope checks the decode attention with RoPE and the cache
+// write folded in (AttnLaunch.Rope; every _rope kernel) against engine/cpu
+// and against the unfused path (RopeKV, then the default kernel): the past
+// tokens' keys and values go into a poisoned cache through RopeKV, the new
+// tokens' positions stay poisoned (NaN: a kernel that read them from the
+// cache rather than from the QKV rows fails), then one launch attends the
+// new tokens. Its output must match RefRoPE + RefAttention, and the cache
+// must then hold the new tokens' rotated keys and their values. Contexts
+// on both sides of the 16-key tiles and of the 256-key short limit, one to
+// three new tokens a sequence (as many as the block's rows hold: an item
+// is a whole sequence), with and without splits (merged by the last block
+// or by attn_combine), short items on and off; TinyLlama (32 x 4 heads of
+// 64), Llama 3.2 1B (32 x 8 of 64), heads of 128 (32 x 8, 8 x 2) and one
+// query head per KV head.
+func TestAttentionRope(t *testing.T) {
+	contexts := []int{1, 15, 16, 17, 64, 200, 255, 256, 257, 1000}
+	for _, dt := range dtypes {
+		for _, a := range []AttnShape{{32, 4, 64}, {32, 8, 64}, {32, 8, 128}, {8, 2, 128}, {3, 3, 64}} {
+			G := a.Heads / a.KVHeads
+			for _, rows := range []int{AttnRowsTiny, AttnRowsSmall} {
+				if G > rows {
+					continue
+				}
+				var seqs []attnSeq
+				for i, ctx := range contexts {
+					n := min(ctx, 1+i%min(rows/G, 3))
+					seqs = append(seqs, attnSeq{ctx - n, n})
+				}
+				for _, splits := range []int{1, 3, -3, -8} {
+					for _, short := range attnShorts(splits) {
+						t.Run(fmt.Sprintf("%s/H%d_KV%d_D%d/rows%d/split%d/short%d", dt, a.Heads, a.KVHeads, a.HeadDim, rows, splits, short), func(t *testing.T) {
+							var kernels []attnTC
+							for _, c := range attnTCRopeKernels[a.HeadDim] {
+								if c.fits(rows) {
+									kernels = append(kernels, c)
+								}
+							}
+							do(t, func(t testing.TB, g *GPU) { checkAttentionRope(t, g, dt, a, seqs, rows, splits, short, kernels) })
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+func checkAttentionRope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits, short int, kernels []attnTC) {
+	r := newRand(t)
+	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
+	capacity, nPast, nNew := 0, 0, 0
+	for _, s := range seqs {
+		capacity = max(capacity, s.past+s.n)
+		nPast += s.past
+		nNew += s.n
+	}
+	slots := len(seqs) + 1 // slot 0 stays unused
+	table := model.RopeTable(model.Config{Heads: H, KVHeads: KV, HeadDim: D, RopeTheta: 10000}, capacity)
+	past := randVals(r, dt, max(1, nPast)*W, 1.5)
+	fresh := randVals(r, dt, nNew*W, 1.5)
+	posP, slotP := make([]int32, nPast), make([]int32, nPast)
+	posN, slotN := make([]int32, nNew), make([]int32, nNew)
+	var items []int32
+	ip, in := 0, 0
+	for i, s := range seqs {
+		for p := range s.past {
+			posP[ip], slotP[ip] = int32(p), int32(i+1)
+			ip++
+		}
+		items = append(items, int32(in), int32(s.n), int32(i+1), int32(s.past))
+		for j := range s.n {
+			posN[in+j], slotN[in+j] = int32(s.past+j), int32(i+1)
+		}
+		in += s.n
+	}
+
+	// The reference: queries and keys rotated, rounded as stored.
+	rotP, rotN := append([]float32(nil), past...), append([]float32(nil), fresh...)
+	cpu.RefRoPE(rotP[H*D:], posP, table, nPast, W, KV, D)
+	cpu.RefRoPE(rotN, posN, table, nNew, W, H, D)
+	cpu.RefRoPE(rotN[H*D:], posN, table, nNew, W, KV, D)
+	rotP, rotN = dt.Decode(dt.Encode(rotP)), dt.Decode(dt.Encode(rotN))
+	var ref, kRef, vRef []float32
+	ip, in = 0, 0
+	for _, s := range seqs {
+		L := s.past + s.n
+		q := make([]float32, s.n*H*D)
+		k := make([]float32, L*KV*D)
+		v := make([]float32, L*KV*D)
+		for p := range L {
+			var row, vrow []float32
+			if p < s.past {
+				row = rotP[(ip+p)*W : (ip+p+1)*W]
+				vrow = past[(ip+p)*W : (ip+p+1)*W]
+			} else {
+				row = rotN[(in+p-s.past)*W : (in+p-s.past+1)*W]
+				vrow = fresh[(in+p-s.past)*W : (in+p-s.past+1)*W]
+				copy(q[(p-s.past)*H*D:], row[:H*D])
+				kRef = append(kRef, row[H*D:(H+KV)*D]...)
+				vRef = append(vRef, vrow[(H+KV)*D:]...)
+			}
+			copy(k[p*KV*D:], row[H*D:(H+KV)*D])
+			copy(v[p*KV*D:], vrow[(H+KV)*D:])
+		}
+		o := make([]float32, s.n*H*D)
+		cpu.RefAttention(o, q, k, v, s.n, s.past, H, KV, D)
+		ref = append(ref, o...)
+		ip += s.past
+		in += s.n
+	}
+
+	tab := devUploadT(t, g, table)
+	itemsB := devUploadT(t, g, items)
+	fold := splits < 0
+	splits = max(splits, -splits)
+	// cacheWith returns a poisoned cache holding the past tokens' keys and
+	// values (and, with news, the new tokens' too), as RopeKV writes them.
+	cacheWith := func(news bool) (kc, vc Buffer) {
+		kc = devPoisoned(t, g, dt, slots*KV*capacity*D)
+		vc = devPoisoned(t, g, dt, slots*KV*capacity*D)
+		if nPast > 0 {
+			if err := g.RopeKV(g.Stream, dt, kc, vc, devUpload(t, g, dt, past), devUploadT(t, g, posP), devUploadT(t, g, slotP), tab, nPast, capacity, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if news {
+			if err := g.RopeKV(g.Stream, dt, kc, vc, devUpload(t, g, dt, fresh), devUploadT(t, g, posN), devUploadT(t, g, slotN), tab, nNew, capacity, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return kc, vc
+	}
+	launch := func(rope Buffer) AttnLaunch {
+		l := AttnLaunch{Items: itemsB, N: len(items) / 4, Rows: rows, Splits: splits, ShortKeys: short, Rope: rope}
+		if splits > 1 {
+			l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*splits, rows, D)/2)
+		}
+		if fold {
+			l.Counters = devUploadT(t, g, make([]int32, l.N*KV))
+		}
+		return l
+	}
+
+	// The unfused path, to agree with.
+	kc, vc := cacheWith(true)
+	out := devPoisoned(t, g, dt, nNew*H*D)
+	if err := g.Attention(g.Stream, dt, out, devUpload(t, g, dt, rotN), kc, vc, capacity, a, launch(Buffer{})); err != nil {
+		t.Fatal(err)
+	}
+	unfused := download(t, g, dt, out, nNew*H*D)
+	checkRel(t, "unfused (RopeKV, then attention)", unfused, ref)
+
+	for _, kern := range kernels {
+		kc, vc := cacheWith(false)
+		qkvB := devUpload(t, g, dt, fresh)
+		out := devPoisoned(t, g, dt, nNew*H*D)
+		runAttention(t, g, dt, out, qkvB, kc, vc, capacity, a, launch(tab), kern)
+		got := download(t, g, dt, out, nNew*H*D)
+		checkRel(t, fmt.Sprintf("%s_rope: attention", kern), got, ref)
+		checkRel(t, fmt.Sprintf("%s_rope against the unfused path", kern), got, unfused)
+		kAll, vAll := download(t, g, dt, kc, slots*KV*capacity*D), download(t, g, dt, vc, slots*KV*capacity*D)
+		var kGot, vGot []float32
+		for i, s := range seqs {
+			for p := s.past; p < s.past+s.n; p++ {
+				for hh := range KV {
+					at := (((i+1)*KV+hh)*capacity + p) * D
+					kGot = append(kGot, kAll[at:at+D]...)
+					vGot = append(vGot, vAll[at:at+D]...)
+				}
+			}
+		}
+		checkRel(t, fmt.Sprintf("%s_rope: cached keys", kern), kGot, kRef)
+		checkRel(t, fmt.Sprintf("%s_rope: cached values", kern), vGot, vRef)
+	}
+}
+
+// runAttention runs launch l on kern and waits for it; a launch with
+// counters runs twice, and its counters must be back at zero.
+func runAttention(t testing.TB, g *GPU, dt DType, out, qkv, kc, vc Buffer, capacity int, a AttnShape, l AttnLaunch, kern attnTC) {
+	runs := 1
+	if l.Counters.Bytes > 0 {
+		runs = 2
+	}
+	for range runs {
+		if err := g.attention(g.Stream, dt, out, qkv, kc, vc, capacity, a, l, kern); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l.Counters.Bytes > 0 {
+		cnt := make([]int32, l.Counters.Bytes/4)
+		if err := DownloadSlice(g.Stream, cnt, l.Counters); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cnt {
+			if c != 0 {
+				t.Fatalf("%s: counter %d is %d after the launch, want 0", kern, i, c)
+			}
+		}
+	}
+	if err := g.Stream.Sync(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -142,7 +382,7 @@ type attnSeq struct{ past, n int }
 // checkAttention runs one launch of the sequences' new tokens on each of
 // the kernels, on the same inputs, and checks each against the reference
 // and against the first kernel.
-func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits int, kernels []attnTC) {
+func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits, short int, kernels []attnTC) {
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
 	capacity := 0
@@ -198,33 +438,14 @@ func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 	var first []float32
 	for _, kern := range kernels {
 		out := devPoisoned(t, g, dt, total*H*D)
-		l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits}
+		l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits, ShortKeys: short}
 		if splits > 1 {
 			l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*splits, rows, D)/2)
 		}
 		if fold {
 			l.Counters = devUploadT(t, g, make([]int32, l.N*KV))
 		}
-		if err := g.attention(g.Stream, dt, out, qkvB, kc, vc, capacity, a, l, kern); err != nil {
-			t.Fatal(err)
-		}
-		if fold { // launched twice: the counters must be back to zero
-			if err := g.attention(g.Stream, dt, out, qkvB, kc, vc, capacity, a, l, kern); err != nil {
-				t.Fatal(err)
-			}
-			cnt := make([]int32, l.N*KV)
-			if err := DownloadSlice(g.Stream, cnt, l.Counters); err != nil {
-				t.Fatal(err)
-			}
-			for i, c := range cnt {
-				if c != 0 {
-					t.Fatalf("%s: counter %d is %d after the launch, want 0", kern, i, c)
-				}
-			}
-		}
-		if err := g.Stream.Sync(); err != nil {
-			t.Fatal(err)
-		}
+		runAttention(t, g, dt, out, qkvB, kc, vc, capacity, a, l, kern)
 		got := download(t, g, dt, out, total*H*D)
 		var news []float32 // the outputs of the new tokens, sequence after sequence
 		start = 0

@@ -36,6 +36,30 @@
 // split of attention.cu is kept (attn_split.cuh): with nsplit > 1 blockIdx.z
 // takes a range of whole tiles and the partial results go to part / ml in
 // the same layout, merged by attn_combine or the last block.
+//
+// Short contexts (decode, split launches): an item with at most shortKeys
+// keys is done by its first block alone (blockIdx.z = 0, every key, the
+// output written directly) and its other blocks return at once. A split
+// costs a dependent round trip through global memory (partials, fence,
+// counter, the last block's reads), more than a short context's keys do
+// when the block's key warps share them; the split count is fixed when a
+// decode graph is captured, so the choice is made here, per item.
+//
+// ROPE (the _rope decode kernels): the launch also does rope_kv's work for
+// its own tokens, so that the decode step needs no kernel between the QKV
+// projection and the attention. The keys from pos0 on are the items' own
+// tokens: each block rotates its rows of Q in registers (the A fragment of
+// column c and its rotate-half partner c + D/2 sit in the same thread,
+// qa[kk] and qa[kk + D/32]); the block whose key range holds a new key
+// fills that key's row of the K/V stage from the QKV row itself (K rotated
+// in registers) rather than from the cache, and writes it and the value
+// into the cache: exactly one block per (key, KV head), and no other block
+// reads that position. Every other key is in the cache from an earlier
+// launch, which the kernel before this one (the QKV projection) does not
+// write: its first tiles are requested before griddepcontrol.wait, so the
+// K/V stream overlaps the end of the projection. The QKV rows are not
+// rotated in place (other blocks of the launch read them): nothing reads
+// them after the attention.
 #include "common.cuh"
 #include "mma.cuh"
 #include "attn_split.cuh"
@@ -73,10 +97,14 @@ __device__ __forceinline__ void group_sync(int kw) {
 	}
 }
 
-template <class T, int D, int MW, int KW, int KT, int ST>
-__device__ __forceinline__ void attention_tc(T *out, const T *qkv, const T *kc, const T *vc, const int4 *items,
-	int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit, int *counters, int rowsMax) {
-	pdl_enter();
+template <class T, int D, int MW, int KW, int KT, int ST, bool ROPE>
+__device__ __forceinline__ void attention_tc(T *out, const T *qkv, T *kc, T *vc, const int4 *items,
+	int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit, int *counters, int rowsMax,
+	const float *table, int shortKeys) {
+	static_assert(!ROPE || MW == 1, "RoPE is folded into decode blocks only");
+	// Without ROPE the cache holds this launch's own keys, written by the
+	// kernel before: nothing may be read before it is done.
+	if constexpr (!ROPE) pdl_enter();
 	constexpr int LDS = D + 8;     // padded row: the 8 rows of an ldmatrix phase hit distinct banks
 	constexpr int CPR = D / 8;     // 16-byte chunks per row
 	constexpr int TILE = KT * LDS; // elements of one K or V tile
@@ -93,14 +121,18 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, const T *kc, 
 	const int mw = warp % MW, kw = warp / MW, gt = mw * 32 + lane;
 	T *const stages = (T *)smem + kw * ST * 2 * TILE; // this group's [ST][K tile, V tile]
 
+	// The items are the batch layout, copied in before the step's first
+	// kernel: readable before the wait.
 	const int4 it = items[blockIdx.x];
 	const int t0 = it.x, ntok = it.y, slot = it.z, pos0 = it.w;
 	const int h = blockIdx.y, G = H / KV, R = ntok * G;
-	const T *kh = kc + ((long long)slot * KV + h) * cap * D;
-	const T *vh = vc + ((long long)slot * KV + h) * cap * D;
+	T *kh = kc + ((long long)slot * KV + h) * cap * D;
+	T *vh = vc + ((long long)slot * KV + h) * cap * D;
 
 	int keyBeg = 0, keyEnd = pos0 + ntok; // keys 0..pos0+ntok-1 exist
-	if (nsplit > 1) {
+	const bool split = nsplit > 1 && keyEnd > shortKeys;
+	if (nsplit > 1 && !split && blockIdx.z != 0) return; // a short context: block 0 does it all
+	if (split) {
 		const int chunk = ((keyEnd + nsplit - 1) / nsplit + KT - 1) / KT * KT;
 		keyBeg = blockIdx.z * chunk;
 		keyEnd = min(keyEnd, keyBeg + chunk);
@@ -108,24 +140,62 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, const T *kc, 
 	const int ntiles = keyEnd > keyBeg ? (keyEnd - keyBeg + KT - 1) / KT : 0;
 	const int mine = ntiles > kw ? (ntiles - kw + KW - 1) / KW : 0; // this group's tiles
 
-	// load queues the group's j-th tile into stage j % ST.
-	auto load = [&](int j) {
+	// own fills row kr of a K/V stage with new key `key` (>= pos0, under
+	// ROPE) from its token's QKV row, and writes it to the cache: the
+	// thread of chunk ch < D/16 rotates K's chunks ch and ch + D/16 (as
+	// rope_kv: the rounded projection, rotated in fp32, rounded again), and
+	// every thread copies its chunk of V.
+	auto own = [&](int key, int kr, int ch, T *dk, T *dv) {
+		const T *src = qkv + (long long)(t0 + key - pos0) * W;
+		const pack8 v = *(const pack8 *)(src + (H + KV + h) * D + ch * 8);
+		*(pack8 *)(dv + kr * LDS + ch * 8) = v;
+		*(pack8 *)(vh + (long long)key * D + ch * 8) = v;
+		if (ch < CPR / 2) {
+			const T *ks = src + (H + h) * D + ch * 8;
+			const pack8 a = *(const pack8 *)ks, b = *(const pack8 *)(ks + D / 2);
+			const float4 *c4 = (const float4 *)(table + (long long)key * D + ch * 8);
+			const float4 *s4 = (const float4 *)(table + (long long)key * D + D / 2 + ch * 8);
+			const float4 cA = c4[0], cB = c4[1], sA = s4[0], sB = s4[1];
+			const float cs[8] = {cA.x, cA.y, cA.z, cA.w, cB.x, cB.y, cB.z, cB.w};
+			const float sn[8] = {sA.x, sA.y, sA.z, sA.w, sB.x, sB.y, sB.z, sB.w};
+			pack8 ra = {}, rb = {};
+#pragma unroll
+			for (int e = 0; e < 8; e++) {
+				const float x0 = pack_get<T>(a, e), x1 = pack_get<T>(b, e);
+				pack_set<T>(ra, e, x0 * cs[e] - x1 * sn[e]);
+				pack_set<T>(rb, e, x1 * cs[e] + x0 * sn[e]);
+			}
+			*(pack8 *)(dk + kr * LDS + ch * 8) = ra;
+			*(pack8 *)(dk + kr * LDS + D / 2 + ch * 8) = rb;
+			*(pack8 *)(kh + (long long)key * D + ch * 8) = ra;
+			*(pack8 *)(kh + (long long)key * D + D / 2 + ch * 8) = rb;
+		}
+	};
+	// load queues the group's j-th tile into stage j % ST: the cached keys
+	// (cached) through cp.async, zero-filled past the last key; under ROPE
+	// the new keys (fresh) through own, which must wait for the QKV rows.
+	auto load = [&](int j, bool cached, bool fresh) {
 		const int k0 = keyBeg + (kw + j * KW) * KT;
 		T *dk = stages + (j % ST) * 2 * TILE, *dv = dk + TILE;
 #pragma unroll
 		for (int i = 0; i < LOADS; i++) {
 			const int c = gt + i * NG, kr = c / CPR, ch = c - kr * CPR;
-			const bool ok = k0 + kr < keyEnd; // zero-filled past the last key
-			const long long off = (long long)(k0 + kr) * D + ch * 8;
-			cp_async16(smem_u32(dk + kr * LDS + ch * 8), ok ? kh + off : kh, ok);
-			cp_async16(smem_u32(dv + kr * LDS + ch * 8), ok ? vh + off : vh, ok);
+			const int key = k0 + kr;
+			const bool ok = key < keyEnd;
+			if (ROPE && ok && key >= pos0) {
+				if (fresh) own(key, kr, ch, dk, dv);
+			} else if (cached) {
+				const long long off = (long long)key * D + ch * 8;
+				cp_async16(smem_u32(dk + kr * LDS + ch * 8), ok ? kh + off : kh, ok);
+				cp_async16(smem_u32(dv + kr * LDS + ch * 8), ok ? vh + off : vh, ok);
+			}
 		}
 	};
 	// The first tiles' copies go out before the queries are read, so the
-	// two latencies overlap.
+	// two latencies overlap (under ROPE, before the wait too).
 #pragma unroll
 	for (int s = 0; s < ST - 1; s++) {
-		if (s < mine) load(s);
+		if (s < mine) load(s, true, false);
 		cp_async_commit();
 	}
 
@@ -134,6 +204,31 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, const T *kc, 
 	const int g4 = lane >> 2, q4 = lane & 3;
 	const int r0 = mw * 16 + g4, r1 = r0 + 8;
 	const bool active = mw * 16 < R; // a warp with no real rows only helps copy
+	// Under ROPE: the angles of this thread's Q elements, [row r0 / r1][16-
+	// column step kk of the first half][columns +0 / +8], cos and sin (the
+	// table is a weight: read before the wait); then the wait, then the new
+	// keys of the tiles already queued.
+	constexpr int QH = ROPE ? D / 32 : 1;
+	float2 qcos[2][QH][2], qsin[2][QH][2];
+	if constexpr (ROPE) {
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const int row = i ? r1 : r0;
+			const int p = pos0 + min(row / G, ntok - 1); // rows past R: any valid position (their Q is zero)
+			const float *tb = table + (long long)p * D + q4 * 2;
+#pragma unroll
+			for (int kk = 0; kk < QH; kk++)
+#pragma unroll
+				for (int hi = 0; hi < 2; hi++) {
+					qcos[i][kk][hi] = *(const float2 *)(tb + kk * 16 + hi * 8);
+					qsin[i][kk][hi] = *(const float2 *)(tb + D / 2 + kk * 16 + hi * 8);
+				}
+		}
+		pdl_enter();
+#pragma unroll
+		for (int s = 0; s < ST - 1; s++)
+			if (s < mine) load(s, false, true);
+	}
 	u32 qa[D / 16][4];
 	{
 		auto qrow = [&](int r) {
@@ -150,6 +245,20 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, const T *kc, 
 			qa[kk][3] = ok1 ? *(const u32 *)(q1 + kk * 16 + 8) : 0u;
 		}
 	}
+	if constexpr (ROPE) {
+		// qa[kk][j] holds row (j & 1 ? r1 : r0), columns kk * 16 + q4 * 2
+		// (+ 8 for j >= 2) and the next; its partner, D / 2 further, is
+		// qa[kk + D / 32][j]. Rotated in fp32, rounded as rope_kv stores.
+#pragma unroll
+		for (int kk = 0; kk < QH; kk++)
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				const float2 x0 = unpack2(qa[kk][j], T{}), x1 = unpack2(qa[kk + QH][j], T{});
+				const float2 c = qcos[j & 1][kk][j >> 1], sn = qsin[j & 1][kk][j >> 1];
+				qa[kk][j] = pack2(x0.x * c.x - x1.x * sn.x, x0.y * c.y - x1.y * sn.y, T{});
+				qa[kk + QH][j] = pack2(x1.x * c.x + x0.x * sn.x, x1.y * c.y + x0.y * sn.y, T{});
+			}
+	}
 
 	float o[NO][4];
 #pragma unroll
@@ -164,7 +273,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, const T *kc, 
 	for (int j = 0; j < mine; j++) {
 		cp_async_wait<ST - 2>();
 		group_sync<MW, KW>(kw); // tile j landed for the group; its stage of tile j - 1 is free
-		if (j + ST - 1 < mine) load(j + ST - 1);
+		if (j + ST - 1 < mine) load(j + ST - 1, true, true);
 		cp_async_commit();
 		if (!active) continue;
 		const T *ks = stages + (j % ST) * 2 * TILE, *vs = ks + TILE;
@@ -254,7 +363,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, const T *kc, 
 		for (int i = 0; i < 2; i++) {
 			const int r = i ? r1 : r0;
 			if (r >= R) continue;
-			if (nsplit > 1) {
+			if (split) {
 				float *p = part + (base + r) * D + q4 * 2;
 #pragma unroll
 				for (int d = 0; d < NO; d++) *(float2 *)(p + d * 8) = make_float2(o[d][2 * i], o[d][2 * i + 1]);
@@ -307,7 +416,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, const T *kc, 
 					O1 += oz.y * e;
 				}
 			}
-			if (nsplit > 1) {
+			if (split) {
 				*(float2 *)&part[(base + r) * D + d] = make_float2(O0, O1);
 				if (d == 0) *(float2 *)&ml[(base + r) * 2] = make_float2(M * LN2, L);
 			} else {
@@ -317,27 +426,35 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, const T *kc, 
 			}
 		}
 	}
-	if (nsplit > 1 && counters && split_last(counters + blockIdx.x * KV + h, nsplit))
+	if (split && counters && split_last(counters + blockIdx.x * KV + h, nsplit))
 		combine_rows<T>(out, part, ml, t0, R, h, H, KV, D, rowsMax, nsplit, (long long)(blockIdx.x * KV + h) * nsplit * rowsMax);
 }
 
-// Kernel attention_tc_<T>_d<D>_m<MW>_k<KW>_t<KT>_s<ST>; the Go side
+// Kernel attention_tc_<T>_d<D>_m<MW>_k<KW>_t<KT>_s<ST>[_rope]; the Go side
 // (attnTC in attention.go) lists the same configurations and computes the
 // dynamic shared memory, KW x ST x 2 tiles of KT x (D + 8) 16-bit values.
-// The grid is (items, KV heads, splits).
-#define ATTN_TC(T, D, MW, KW, KT, ST)                                                                           \
-	extern "C" __global__ void __launch_bounds__(MW * KW * 32) attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST( \
-		T *out, const T *qkv, const T *kc, const T *vc, const int4 *items, int H, int KV, int W, int cap,          \
-		float scale, float *part, float *ml, int nsplit, int *counters, int rowsMax) {                            \
-		attention_tc<T, D, MW, KW, KT, ST>(out, qkv, kc, vc, items, H, KV, W, cap, scale, part, ml, nsplit,      \
-			counters, rowsMax);                                                                               \
+// The grid is (items, KV heads, splits). table (the float32 [positions, D]
+// RoPE table) is read only by the _rope kernels; shortKeys only by split
+// launches (0: never short).
+#define ATTN_TC_K(T, D, MW, KW, KT, ST, ROPE, SUF)                                                              \
+	extern "C" __global__ void __launch_bounds__(MW * KW * 32)                                                  \
+		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##SUF(T *out, const T *qkv, T *kc, T *vc,      \
+			const int4 *items, int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit,  \
+			int *counters, int rowsMax, const float *table, int shortKeys) {                                  \
+		attention_tc<T, D, MW, KW, KT, ST, ROPE>(out, qkv, kc, vc, items, H, KV, W, cap, scale, part, ml, nsplit, \
+			counters, rowsMax, table, shortKeys);                                                             \
 	}
+#define ATTN_TC(T, D, MW, KW, KT, ST) ATTN_TC_K(T, D, MW, KW, KT, ST, false, )
+#define ATTN_TC_ROPE(T, D, MW, KW, KT, ST) ATTN_TC_K(T, D, MW, KW, KT, ST, true, _rope)
 // Decode (MW = 1) and prefill (MW = 4) configurations, as attnTCKernels
-// lists them; attnTCDefault picks among them and BenchmarkAttention times
-// them all.
+// lists them, and the decode ones with RoPE folded in (attnTCRopeKernels);
+// attnTCDefault / attnTCRopeDefault pick among them and BenchmarkAttention
+// times them all.
 #define ATTN_TC_ALL(T)                                                                                          \
 	ATTN_TC(T, 64, 1, 4, 16, 3) ATTN_TC(T, 64, 1, 4, 16, 2) ATTN_TC(T, 64, 1, 4, 32, 2) ATTN_TC(T, 64, 1, 2, 32, 3) \
 	ATTN_TC(T, 64, 1, 8, 16, 2) ATTN_TC(T, 64, 4, 1, 64, 2) ATTN_TC(T, 64, 4, 1, 32, 3)                           \
-	ATTN_TC(T, 128, 1, 4, 16, 2) ATTN_TC(T, 128, 1, 2, 16, 3) ATTN_TC(T, 128, 4, 1, 64, 2) ATTN_TC(T, 128, 4, 1, 32, 2)
+	ATTN_TC(T, 128, 1, 4, 16, 2) ATTN_TC(T, 128, 1, 2, 16, 3) ATTN_TC(T, 128, 4, 1, 64, 2) ATTN_TC(T, 128, 4, 1, 32, 2) \
+	ATTN_TC_ROPE(T, 64, 1, 8, 16, 3) ATTN_TC_ROPE(T, 64, 1, 8, 16, 2) ATTN_TC_ROPE(T, 64, 1, 4, 16, 3)           \
+	ATTN_TC_ROPE(T, 128, 1, 4, 16, 2) ATTN_TC_ROPE(T, 128, 1, 4, 16, 3)
 ATTN_TC_ALL(f16)
 ATTN_TC_ALL(bf16)
