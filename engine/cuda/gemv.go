@@ -2,10 +2,16 @@
 
 package cuda
 
+/*
+#include "shim.h"
+*/
+import "C"
+
 import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 )
 
 // GemvMaxM is the largest M the matrix-vector kernels (kernels/gemv.cu,
@@ -37,12 +43,18 @@ func GemvRows() int { return gemvRows }
 // gemvWarps is the warps per block of the gemv kernels (__launch_bounds__(128)).
 const gemvWarps = 4
 
-// gemvPlan picks the kernel for M = m and n outputs: mt is m rounded up to a
-// power of two; r, the outputs per warp, is the smallest that keeps all
-// warps within one wave (64 resident per multiprocessor), at least 2 from
-// M = 4 and 4 at M = 8 (each chunk of X then serves more rows of W). A GLU
-// warp reads two rows of W per output, so r stops at 2 there (4 rows).
-func gemvPlan(m, n, sms int, glu bool) (mt, r int) {
+// gemvPlanOn is XRUN_CUDA_GEMV_PLAN, read once: "0" keeps the first plan
+// (gemvPlanFixed: 8 loads per lane, rows per warp from N alone) instead of
+// choosing by the kernels' register counts (gemvChoose), for an A/B.
+var gemvPlanOn = os.Getenv("XRUN_CUDA_GEMV_PLAN") != "0"
+
+// gemvPlanFixed is the plan that assumes every warp of a launch can be
+// resident at once: mt is m rounded up to a power of two; r, the outputs per
+// warp, is the smallest that keeps the warps within 64 per multiprocessor,
+// at least 2 from M = 4 and 4 at M = 8 (each chunk of X then serves more
+// rows of W). A GLU warp reads two rows of W per output, so r stops at 2
+// there (4 rows).
+func gemvPlanFixed(m, n, sms int, glu bool) (mt, r int) {
 	mt = 1
 	for mt < m {
 		mt *= 2
@@ -51,15 +63,172 @@ func gemvPlan(m, n, sms int, glu bool) (mt, r int) {
 	if glu {
 		rmax = 2
 	}
-	r = 1
-	switch {
-	case mt >= 4:
-		r = min(rmax, mt/2)
-	}
+	r = gemvMinRows(mt, glu)
 	for r < rmax && ceilDiv(n, r) > 64*sms {
 		r *= 2
 	}
 	return mt, r
+}
+
+// gemvMinRows is the fewest outputs per warp at mt rows: at mt >= 4 each
+// chunk of X must serve at least mt / 2 rows of W (at most 2 under GLU).
+func gemvMinRows(mt int, glu bool) int {
+	if mt < 4 {
+		return 1
+	}
+	if glu {
+		return 2
+	}
+	return min(4, mt/2)
+}
+
+// gemvKernel is one gemv instantiation: mt rows of X, r outputs per warp,
+// l 16-byte loads of W in flight per lane.
+type gemvKernel struct{ mt, r, l int }
+
+// gemvHas reports whether gemv.cu instantiates k (GEMV_ROWS, GEMV_ROWS_GLU).
+func gemvHas(k gemvKernel, glu bool) bool {
+	if k.l == 16 {
+		if k.mt != 1 {
+			return false
+		}
+		if glu {
+			return k.r == 1 || k.r == 2
+		}
+		return k.r == 2 || k.r == 4
+	}
+	if k.l != 8 {
+		return false
+	}
+	if glu {
+		return k.mt <= 2 && k.r <= 2 || k.mt >= 4 && k.mt <= 8 && k.r == 2
+	}
+	return k.mt <= 2 && k.r <= 4 || k.mt == 4 && (k.r == 2 || k.r == 4) || k.mt == 8 && k.r == 4
+}
+
+// gemvBlocksPerSM is how many gemv blocks (gemvWarps warps) of regs
+// registers a thread one multiprocessor holds: 64K registers, given out
+// per warp in units of 256, and at most 64 warps.
+func gemvBlocksPerSM(regs int) int {
+	perWarp := roundUp(max(regs, 1)*32, 256)
+	return max(1, min(64/gemvWarps, 65536/(perWarp*gemvWarps)))
+}
+
+// gemvChoose picks the kernel for M = m, n outputs of k inputs on sms
+// multiprocessors; regs returns a kernel's registers per thread (false: not
+// available). The fixed plan (gemvPlanFixed) assumes all of a launch's
+// warps are resident at once. They are not when the kernel needs many
+// registers: the QKV GEMV with its norm (M = 1, N = 2560, ~120 registers,
+// 4 blocks of 4 warps a multiprocessor) had 640 blocks for 528 places, so
+// its launch took two waves, the second a whole memory latency after the
+// first, for a projection whose bytes take ~2.5 us. So where the fixed
+// plan is not a single round of loads per warp in a single wave (all of W
+// requested at once, the latency paid once), the first kernel (fewest
+// rows per warp, then fewest loads in flight) that is takes its place.
+// Where none is, the fixed plan stays: a launch of several waves or rounds
+// is a large matrix, bandwidth-bound whatever the plan.
+func gemvChoose(m, n, k, sms int, glu bool, regs func(gemvKernel) (int, bool)) gemvKernel {
+	mt, r0 := gemvPlanFixed(m, n, sms, glu)
+	fixed := gemvKernel{mt, r0, 8}
+	oneShot := func(c gemvKernel) bool {
+		rg, ok := regs(c)
+		if !ok {
+			return false
+		}
+		rr := c.r
+		if glu {
+			rr *= 2
+		}
+		u := max(1, c.l/rr) // steps of 32 chunks of K a lane loads per round
+		return 32*u*8 >= k && ceilDiv(n, gemvWarps*c.r) <= gemvBlocksPerSM(rg)*sms
+	}
+	if oneShot(fixed) {
+		return fixed
+	}
+	rmax := 4
+	if glu {
+		rmax = 2
+	}
+	for r := gemvMinRows(mt, glu); r <= rmax; r *= 2 {
+		for _, l := range []int{8, 16} {
+			if c := (gemvKernel{mt, r, l}); c != fixed && gemvHas(c, glu) && oneShot(c) {
+				return c
+			}
+		}
+	}
+	return fixed
+}
+
+// cuFuncGetAttribute attribute: registers per thread.
+const funcAttrNumRegs = 4
+
+// gemvRegs caches the registers of gemv kernels per loaded function.
+var gemvRegs = struct {
+	sync.Mutex
+	m map[*Function]int
+}{m: map[*Function]int{}}
+
+func (f *Function) numRegs() (int, error) {
+	gemvRegs.Lock()
+	defer gemvRegs.Unlock()
+	if v, ok := gemvRegs.m[f]; ok {
+		return v, nil
+	}
+	var v C.int
+	if err := cuErrf("cuFuncGetAttribute", C.xr_cuFuncGetAttribute(&v, funcAttrNumRegs, f.f), "%s: registers", f.name); err != nil {
+		return 0, err
+	}
+	gemvRegs.m[f] = int(v)
+	return int(v), nil
+}
+
+func gemvName(suffix string, dt DType, c gemvKernel) string {
+	name := fmt.Sprintf("gemv%s_%s_m%d_r%d", suffix, dt.suffix(), c.mt, c.r)
+	if c.l == 16 {
+		name += "_l16"
+	}
+	return name
+}
+
+// gemvPlans caches gemvPlan's choices per GPU and shape.
+var gemvPlans = struct {
+	sync.Mutex
+	m map[gemvPlanKey]gemvKernel
+}{m: map[gemvPlanKey]gemvKernel{}}
+
+type gemvPlanKey struct {
+	g       *GPU
+	suffix  string
+	dt      DType
+	m, n, k int
+}
+
+// gemvPlan picks the kernel of a launch (gemvChoose, or gemvPlanFixed with
+// XRUN_CUDA_GEMV_PLAN=0).
+func (g *GPU) gemvPlan(dt DType, m, n, k int, fu GemvFusion) gemvKernel {
+	if !gemvPlanOn {
+		mt, r := gemvPlanFixed(m, n, g.Info.SMs, fu.GLU)
+		return gemvKernel{mt, r, 8}
+	}
+	key := gemvPlanKey{g, fu.suffix(), dt, m, n, k}
+	gemvPlans.Lock()
+	c, ok := gemvPlans.m[key]
+	gemvPlans.Unlock()
+	if ok {
+		return c
+	}
+	c = gemvChoose(m, n, k, g.Info.SMs, fu.GLU, func(c gemvKernel) (int, bool) {
+		f, err := g.function("gemv", gemvName(fu.suffix(), dt, c))
+		if err != nil {
+			return 0, false
+		}
+		rg, err := f.numRegs()
+		return rg, err == nil
+	})
+	gemvPlans.Lock()
+	gemvPlans.m[key] = c
+	gemvPlans.Unlock()
+	return c
 }
 
 // GemvNorm is an RMSNorm in front of a decode GEMM (GemmFused): the GEMM's
@@ -94,8 +263,12 @@ func (f GemvFusion) suffix() string {
 }
 
 func (g *GPU) gemv(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu GemvFusion) error {
-	mt, r := gemvPlan(m, n, g.Info.SMs, fu.GLU)
-	f, err := g.function("gemv", fmt.Sprintf("gemv%s_%s_m%d_r%d", fu.suffix(), dt.suffix(), mt, r))
+	return g.gemvOn(s, dt, y, x, w, m, n, k, fu, g.gemvPlan(dt, m, n, k, fu))
+}
+
+// gemvOn is gemv on kernel c (c.mt >= m).
+func (g *GPU) gemvOn(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu GemvFusion, c gemvKernel) error {
+	f, err := g.function("gemv", gemvName(fu.suffix(), dt, c))
 	if err != nil {
 		return err
 	}
@@ -105,7 +278,7 @@ func (g *GPU) gemv(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu GemvFusi
 		x, nw, xo, eps = fu.Norm.Residual, fu.Norm.Weight, fu.Norm.Out, fu.Norm.Eps
 	}
 	a := g.argsPack().Ptr(x).Ptr(w).Ptr(y).Ptr(nw).Ptr(xo).I32(m).I32(n).I32(k).F32(eps)
-	return s.Launch(f, Dim3{X: ceilDiv(n, gemvWarps*r)}, Dim3{X: 32 * gemvWarps}, 0, a)
+	return s.Launch(f, Dim3{X: ceilDiv(n, gemvWarps*c.r)}, Dim3{X: 32 * gemvWarps}, 0, a)
 }
 
 // GemmFused queues a decode GEMM (m <= GemvMaxM) of the own GEMM's matrix-

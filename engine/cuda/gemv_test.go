@@ -4,6 +4,9 @@ package cuda
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/xrun-dev/xrun/engine/cpu"
@@ -15,7 +18,10 @@ import (
 // kernels store it: SwiGLU behind gate_up (GLU), RMSNorm in front (Norm,
 // with and without writing the normalised rows out), both, and the
 // residual add behind (Residual). Shapes: TinyLlama's MLP and QKV, a
-// ragged N (the last warp covers fewer outputs) and the smallest.
+// ragged N (the last warp covers fewer outputs) and the smallest. Each case
+// runs the kernel the plan picks (through GemmFused) and then every other
+// instantiation for its M (rows per warp, loads in flight), on the same
+// inputs, each output poisoned afresh.
 func TestGemmFused(t *testing.T) {
 	type fusion struct {
 		name           string
@@ -23,6 +29,7 @@ func TestGemmFused(t *testing.T) {
 		writeX         bool
 	}
 	fusions := []fusion{
+		{name: "plain"},
 		{name: "glu", glu: true},
 		{name: "norm", norm: true, writeX: true},
 		{name: "norm-noout", norm: true},
@@ -42,6 +49,23 @@ func TestGemmFused(t *testing.T) {
 	}
 }
 
+// gemvKernelsFor lists every gemv instantiation that takes m rows.
+func gemvKernelsFor(m int, glu bool) []gemvKernel {
+	mt := 1
+	for mt < m {
+		mt *= 2
+	}
+	var ks []gemvKernel
+	for _, r := range []int{1, 2, 4} {
+		for _, l := range []int{8, 16} {
+			if c := (gemvKernel{mt, r, l}); gemvHas(c, glu) {
+				ks = append(ks, c)
+			}
+		}
+	}
+	return ks
+}
+
 func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, glu, norm, res, writeX bool) {
 	r := newRand(t)
 	rowsW := n
@@ -56,13 +80,10 @@ func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, glu, norm, res,
 	}
 	fu := GemvFusion{GLU: glu, Residual: res}
 	x := devUpload(t, g, dt, xin)
-	var xo Buffer
+	wb := devUpload(t, g, dt, wv)
 	if norm {
 		nw := randVals(r, dt, k, 2)
-		if writeX {
-			xo = devPoisoned(t, g, dt, m*k)
-		}
-		fu.Norm = &GemvNorm{Residual: x, Weight: devUpload(t, g, dt, nw), Out: xo, Eps: 1e-5}
+		fu.Norm = &GemvNorm{Residual: x, Weight: devUpload(t, g, dt, nw), Eps: 1e-5}
 		normed := make([]float32, m*k)
 		cpu.RefRMSNorm(normed, xin, nw, m, k, 1e-5)
 		xin = dt.Decode(dt.Encode(normed))
@@ -74,23 +95,156 @@ func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, glu, norm, res,
 		ref = make([]float32, m*n)
 		cpu.RefSwiGLU(ref, gu, m, n)
 	}
-	var y Buffer
+	var y0 []float32
 	if res {
-		y0 := randVals(r, dt, m*n, 4)
-		y = devUpload(t, g, dt, y0)
+		y0 = randVals(r, dt, m*n, 4)
 		ref = dt.Decode(dt.Encode(ref))
 		for i := range ref {
 			ref[i] += y0[i]
 		}
-	} else {
-		y = devPoisoned(t, g, dt, m*n)
 	}
-	if err := g.GemmFused(g.Stream, dt, y, x, devUpload(t, g, dt, wv), m, n, k, fu); err != nil {
+	plan := g.gemvPlan(dt, m, n, k, fu)
+	t.Logf("plan: %s", gemvName(fu.suffix(), dt, plan))
+	kernels := []gemvKernel{{}} // the zero value: the plan's, through GemmFused
+	for _, c := range gemvKernelsFor(m, glu) {
+		if c != plan {
+			kernels = append(kernels, c)
+		}
+	}
+	for _, c := range kernels {
+		name := gemvName(fu.suffix(), dt, c)
+		if c == (gemvKernel{}) {
+			name = "plan " + gemvName(fu.suffix(), dt, plan)
+		}
+		var y, xo Buffer
+		if res {
+			y = devUpload(t, g, dt, y0)
+		} else {
+			y = devPoisoned(t, g, dt, m*n)
+		}
+		if writeX {
+			xo = devPoisoned(t, g, dt, m*k)
+			fu.Norm.Out = xo
+		}
+		var err error
+		if c == (gemvKernel{}) {
+			err = g.GemmFused(g.Stream, dt, y, x, wb, m, n, k, fu)
+		} else {
+			err = g.gemvOn(g.Stream, dt, y, x, wb, m, n, k, fu, c)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRel(t, name+": fused gemv", download(t, g, dt, y, m*n), ref)
+		if writeX {
+			checkRel(t, name+": normalised rows", download(t, g, dt, xo, m*k), xin)
+		}
+	}
+}
+
+// TestGemvKernels checks, without a GPU, that gemvHas names exactly the
+// kernels gemv.cu instantiates, and that every plan gemvChoose can return
+// is one of them: a missing name would only fail on a GPU.
+func TestGemvKernels(t *testing.T) {
+	src, err := kernelSource("gemv")
+	if err != nil {
 		t.Fatal(err)
 	}
-	checkRel(t, "fused gemv", download(t, g, dt, y, m*n), ref)
-	if writeX {
-		checkRel(t, "normalised rows", download(t, g, dt, xo, m*k), xin)
+	block := func(name string) string {
+		i := strings.Index(src, "#define "+name+"(")
+		if i < 0 {
+			t.Fatalf("gemv.cu: no %s", name)
+		}
+		rest := src[i+len("#define "):]
+		if j := strings.Index(rest, "#define "); j >= 0 {
+			rest = rest[:j]
+		}
+		return rest
+	}
+	inst := func(body string) map[gemvKernel]bool {
+		ks := map[gemvKernel]bool{}
+		for _, m := range regexp.MustCompile(`GEMVK\(T, MODE, SUF, (\d+), (\d+)\)`).FindAllStringSubmatch(body, -1) {
+			mt, _ := strconv.Atoi(m[1])
+			r, _ := strconv.Atoi(m[2])
+			ks[gemvKernel{mt, r, 8}] = true
+		}
+		for _, m := range regexp.MustCompile(`GEMVK16\(T, MODE, SUF, (\d+)\)`).FindAllStringSubmatch(body, -1) {
+			r, _ := strconv.Atoi(m[1])
+			ks[gemvKernel{1, r, 16}] = true
+		}
+		return ks
+	}
+	for _, glu := range []bool{false, true} {
+		name := "GEMV_ROWS"
+		if glu {
+			name = "GEMV_ROWS_GLU"
+		}
+		have := inst(block(name))
+		if len(have) == 0 {
+			t.Fatalf("%s: no instantiations found", name)
+		}
+		for _, mt := range []int{1, 2, 4, 8, 16} {
+			for _, r := range []int{1, 2, 4, 8} {
+				for _, l := range []int{4, 8, 16, 32} {
+					c := gemvKernel{mt, r, l}
+					if gemvHas(c, glu) != have[c] {
+						t.Errorf("%s: gemvHas(%+v) = %v, instantiated: %v", name, c, gemvHas(c, glu), have[c])
+					}
+				}
+			}
+		}
+		for m := 1; m <= GemvMaxM; m++ {
+			for _, n := range []int{8, 100, 2048, 2560, 5632, 32000, 128256} {
+				for _, regs := range []int{32, 64, 100, 128, 168, 255} {
+					c := gemvChoose(m, n, 2048, 132, glu, func(gemvKernel) (int, bool) { return regs, true })
+					if !gemvHas(c, glu) {
+						t.Errorf("%s M=%d N=%d regs %d: plan %+v is not instantiated", name, m, n, regs, c)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGemvChoose pins the plan on TinyLlama-1.1B's decode shapes at M = 1
+// with register counts as ptxas reported them (sm_80, NVRTC 11.8): only the
+// QKV projection with its norm changes (R = 1 in two waves -> R = 2 with
+// 16 loads a lane in one); the others are already one round in one wave
+// (o) or cannot be (gate_up, down, LM head: large, bandwidth-bound).
+func TestGemvChoose(t *testing.T) {
+	regs := map[string]map[gemvKernel]int{
+		"":         {{1, 1, 8}: 92, {1, 2, 8}: 62, {1, 4, 8}: 64, {1, 2, 16}: 128, {1, 4, 16}: 96},
+		"_norm":    {{1, 1, 8}: 124, {1, 2, 8}: 96, {1, 4, 8}: 72, {1, 2, 16}: 155, {1, 4, 16}: 124},
+		"_res":     {{1, 1, 8}: 92, {1, 2, 8}: 62, {1, 4, 8}: 64, {1, 2, 16}: 126, {1, 4, 16}: 96},
+		"_normglu": {{1, 1, 8}: 80, {1, 2, 8}: 70, {1, 1, 16}: 160, {1, 2, 16}: 118},
+	}
+	for _, c := range []struct {
+		name    string
+		mode    string
+		n, k    int
+		want    gemvKernel
+		wantOld gemvKernel
+	}{
+		{"qkv+norm", "_norm", 2560, 2048, gemvKernel{1, 2, 16}, gemvKernel{1, 1, 8}},
+		{"o+residual", "_res", 2048, 2048, gemvKernel{1, 1, 8}, gemvKernel{1, 1, 8}},
+		{"gate_up+norm+swiglu", "_normglu", 5632, 2048, gemvKernel{1, 1, 8}, gemvKernel{1, 1, 8}},
+		{"down+residual", "_res", 2048, 5632, gemvKernel{1, 1, 8}, gemvKernel{1, 1, 8}},
+		{"lm_head+norm", "_norm", 32000, 2048, gemvKernel{1, 4, 8}, gemvKernel{1, 4, 8}},
+		{"llama3.2-1b qkv+norm", "_norm", 3072, 2048, gemvKernel{1, 2, 16}, gemvKernel{1, 1, 8}},
+		{"qkv plain", "", 2560, 2048, gemvKernel{1, 1, 8}, gemvKernel{1, 1, 8}},
+	} {
+		glu := strings.HasSuffix(c.mode, "glu")
+		got := gemvChoose(1, c.n, c.k, 132, glu, func(k gemvKernel) (int, bool) {
+			v, ok := regs[c.mode][k]
+			return v, ok
+		})
+		if got != c.want {
+			t.Errorf("%s: plan %+v, want %+v", c.name, got, c.want)
+		}
+		mt, r := gemvPlanFixed(1, c.n, 132, glu)
+		if old := (gemvKernel{mt, r, 8}); old != c.wantOld {
+			t.Errorf("%s: fixed plan %+v, want %+v", c.name, old, c.wantOld)
+		}
 	}
 }
 

@@ -70,14 +70,16 @@ type Backend struct {
 }
 
 // pending is an op held back so the next op can do its work too: RoPE
-// (fused with the cache write at the start of Attention) and, on the own
-// GEMM's decode path (rows <= cuda.GemvRows()), every GEMM and RMSNorm: an
-// RMSNorm is folded into the GEMM that reads its output (the GEMM's
-// prologue), and a GEMM into the SwiGLU or residual add that reads its
-// output (the GEMM's epilogue), so that a dense layer at decode is QKV (norm in front), RoPE + cache write, attention, output
-// projection (+ residual), gate_up (norm in front, SwiGLU behind) and down
-// (+ residual): six kernels instead of nine. Any other op, and every synchronising call, first queues
-// the held-back op as it is.
+// (fused with the cache write at the start of Attention, or, at decode,
+// folded into the attention kernel itself) and, on the own GEMM's decode
+// path (rows <= cuda.GemvRows()), every GEMM and RMSNorm: an RMSNorm is
+// folded into the GEMM that reads its output (the GEMM's prologue), and a
+// GEMM into the SwiGLU or residual add that reads its output (the GEMM's
+// epilogue), so that a dense layer at decode is QKV (norm in front),
+// attention (RoPE and the cache write in front), output projection
+// (+ residual), gate_up (norm in front, SwiGLU behind) and down
+// (+ residual): five kernels instead of nine. Any other op, and every
+// synchronising call, first queues the held-back op as it is.
 type pending struct {
 	kind  pendKind
 	qkv   *tensor // RoPE
@@ -1176,9 +1178,19 @@ func (b *Backend) rope(q, tb *tensor, h model.HeadLayout, lay batchLayout) {
 	})
 }
 
+// ropeFoldOn is XRUN_CUDA_ATTN_ROPE, read once: "0" keeps RoPE and the
+// cache write in a kernel of their own (RopeKV) in front of the decode
+// attention, instead of folded into it (see Attention).
+var ropeFoldOn = os.Getenv("XRUN_CUDA_ATTN_ROPE") != "0"
+
 // Attention writes the batch's keys and values into the cache, then runs
 // the decode items (a few query rows per block) and the prefill items
-// (chunks of up to 64 query rows) over it.
+// (chunks of up to 64 query rows) over it. With a held-back RoPE (see
+// pending) and only decode items (every token in one, no prefill chunk),
+// the decode attention kernel does the rotation and the cache write itself
+// (cuda.AttnLaunch.Rope), with either gemm_plugin and at any batch: one
+// kernel less per layer, and the attention streams its cached keys while
+// the QKV projection finishes.
 func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer int) {
 	o, q, c := ft(out), ft(qkv), cache.(*kvCache)
 	lay := b.cur
@@ -1186,19 +1198,26 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 	b.op(func(g *cuda.GPU) error {
 		k := c.k.Slice(layer*c.layerBytes, c.layerBytes)
 		v := c.v.Slice(layer*c.layerBytes, c.layerBytes)
-		if p != nil {
-			if p.table.f32.Bytes == 0 {
-				return fmt.Errorf("rope: table %s has no float32 copy (upload it as F32)", p.table.name)
-			}
-			if err := g.RopeKV(g.Stream, b.dt, k, v, q.buf, lay.pos, lay.slot, p.table.f32, lay.nTok, c.c.Capacity, c.shape); err != nil {
-				return err
-			}
-		} else if err := g.KVWrite(g.Stream, b.dt, k, v, q.buf, lay.pos, lay.slot, lay.nTok, c.c.Capacity, c.shape); err != nil {
-			return err
-		}
 		small := cuda.AttnLaunch{Items: lay.itemsS, N: lay.nS, Rows: lay.rowsS, Splits: lay.splitsS, Work: b.attnWork}
 		if b.fuseOn {
 			small.Counters = b.attnCnt
+		}
+		if p != nil && p.table.f32.Bytes == 0 {
+			return fmt.Errorf("rope: table %s has no float32 copy (upload it as F32)", p.table.name)
+		}
+		if p != nil && ropeFoldOn && lay.nL == 0 && lay.nS > 0 && g.AttnFoldsRope(c.shape, small) {
+			small.Rope = p.table.f32
+		}
+		switch {
+		case small.Rope.Ptr != 0:
+		case p != nil:
+			if err := g.RopeKV(g.Stream, b.dt, k, v, q.buf, lay.pos, lay.slot, p.table.f32, lay.nTok, c.c.Capacity, c.shape); err != nil {
+				return err
+			}
+		default:
+			if err := g.KVWrite(g.Stream, b.dt, k, v, q.buf, lay.pos, lay.slot, lay.nTok, c.c.Capacity, c.shape); err != nil {
+				return err
+			}
 		}
 		if err := g.Attention(g.Stream, b.dt, o.buf, q.buf, k, v, c.c.Capacity, c.shape, small); err != nil {
 			return err

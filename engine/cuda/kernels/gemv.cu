@@ -8,12 +8,21 @@
 // Each warp owns R consecutive rows of W and walks K in 16-byte chunks, lane
 // l taking chunks l, l + 32, ...: a warp reads 512 contiguous bytes of each
 // of its rows per step, fully coalesced, and each lane issues the loads of
-// U steps of every row before it multiplies anything, so 8 loads per lane
-// are outstanding at once. W is loaded with L1::no_allocate (it is used
-// once) so the rows of X, which every warp re-reads, stay in L1. Products
-// accumulate in fp32, one warp reduction per output at the end. R grows
-// with N (the host keeps the warps within one wave) and with M (each chunk
-// of X read from L1 then serves R rows of W).
+// U steps of every row before it multiplies anything, so L loads per lane
+// (8, or 16 in the _l16 kernels) are outstanding at once. W is loaded with
+// L1::no_allocate (it is used once) so the rows of X, which every warp
+// re-reads, stay in L1. Products accumulate in fp32, one warp reduction
+// per output at the end. R grows with N and with M (each chunk of X read
+// from L1 then serves R rows of W).
+//
+// The host (gemvChoose) picks R and L per launch from the kernels'
+// register counts: a GEMV of a few MB is a single round of loads per warp,
+// and what decides its time is whether all its blocks are resident at
+// once. The QKV projection with its RMSNorm at M = 1 (R = 1, L = 8) has
+// ~120 registers a thread (ptxas, sm_80): 4 blocks per multiprocessor, 528
+// on 132 of them for its 640 blocks, so it ran in two waves, the second a
+// whole load latency after the first; R = 2 with L = 16 is the same single
+// round per warp in 320 blocks, which fit (3 per multiprocessor).
 //
 // The first round of W loads is issued before pdl_enter: the weights are
 // never written while a forward pass runs, so under programmatic dependent
@@ -36,10 +45,13 @@
 // warp walks all of K anyway), and the sums are scaled once at the end:
 // no extra pass over X and no barrier in front of the loop. (The unfused
 // path rounds the normalised row to the storage type first; this skips that
-// rounding.) Warp 0 of block 0 then writes the normalised rows to XO, as
-// the rmsnorm kernel rounds them, so the op it replaces has still produced
-// its output for any other reader. Saves the RMSNorm launch in front of the
-// QKV, gate_up and LM-head projections at decode.
+// rounding.) Warp 0 of every block then writes 32 chunks of the
+// normalised rows to XO, as the rmsnorm kernel rounds them (every warp
+// has every row's 1/rms, and X and NW are in its L1), so the op it
+// replaces has still produced its output for any other reader, at the cost
+// of one more chunk per lane rather than a serial pass over all of X in
+// one warp at the end of the launch. Saves the RMSNorm launch in front of
+// the QKV, gate_up and LM-head projections at decode.
 //
 // RES: Y is the residual stream and the product is added to it, Y = T(Y +
 // T(x W^T)), as the separate add rounds: the output and down projections
@@ -61,15 +73,15 @@ __device__ __forceinline__ pack8 ld_stream(const pack8 *p) {
 	return r;
 }
 
-template <class T, int MT, int R, int MODE>
+template <class T, int MT, int R, int MODE, int L>
 __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restrict__ W, T *__restrict__ Y,
 	const T *__restrict__ NW, T *__restrict__ XO, int M, int N, int K, float eps) {
 	constexpr bool GLU = MODE & GV_GLU, NORM = MODE & GV_NORM, RES = MODE & GV_RES;
 	// RR rows of W per warp (R outputs; both halves of each under GLU); U
-	// steps of K per round, so each lane has U x RR = 8 16-byte loads of W
-	// in flight: 4 KB per warp.
+	// steps of K per round, so each lane has U x RR = L 16-byte loads of W
+	// in flight: L / 2 KB per warp.
 	constexpr int RR = GLU ? 2 * R : R;
-	constexpr int U = RR >= 8 ? 1 : 8 / RR;
+	constexpr int U = RR >= L ? 1 : L / RR;
 	const int lane = threadIdx.x & 31;
 	const int n0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
 	const int K8 = K >> 3;
@@ -144,16 +156,22 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 	float inv[MT];
 #pragma unroll
 	for (int m = 0; m < MT; m++) inv[m] = NORM ? rsqrtf(warp_sum(ss[m]) / (float)K + eps) : 1.f;
-	if (NORM && XO != nullptr && blockIdx.x == 0 && threadIdx.x < 32) {
-		for (int m = 0; m < M; m++)
-			for (int c = lane; c < K8; c += 32) {
-				const pack8 xv = *(const pack8 *)(X + (long long)m * K + (long long)c * 8);
-				const pack8 nv = *(const pack8 *)(NW + (long long)c * 8);
-				pack8 o = {};
+	if (NORM && XO != nullptr && threadIdx.x < 32) {
+		// Block b's warp 0 (alive: the block's first row is < N) writes
+		// chunks 32 b + lane, ... of the M x K8 chunks of XO.
+		for (int i = blockIdx.x * 32 + lane; i < M * K8; i += gridDim.x * 32) {
+			const int m = i / K8, c = i - m * K8;
+			float im = inv[0];
 #pragma unroll
-				for (int e = 0; e < 8; e++) pack_set<T>(o, e, pack_get<T>(xv, e) * inv[m] * pack_get<T>(nv, e));
-				*(pack8 *)(XO + (long long)m * K + (long long)c * 8) = o;
-			}
+			for (int mm = 1; mm < MT; mm++)
+				if (mm == m) im = inv[mm];
+			const pack8 xv = *(const pack8 *)(X + (long long)m * K + (long long)c * 8);
+			const pack8 nv = *(const pack8 *)(NW + (long long)c * 8);
+			pack8 o = {};
+#pragma unroll
+			for (int e = 0; e < 8; e++) pack_set<T>(o, e, pack_get<T>(xv, e) * im * pack_get<T>(nv, e));
+			*(pack8 *)(XO + (long long)m * K + (long long)c * 8) = o;
+		}
 	}
 	// Every lane ends with every sum; lane r * MT + m writes output (m, n0 + r).
 #pragma unroll
@@ -173,23 +191,30 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 		}
 }
 
-// Names: gemv<mode>_<dtype>_m<MT>_r<R>, mode "" (plain), _glu, _norm,
+// Names: gemv<mode>_<dtype>_m<MT>_r<R>[_l16], mode "" (plain), _glu, _norm,
 // _normglu or _res; MT is M rounded up to a power of two (M <= MT rows are
-// computed). For GLU, N is the output width F (W has 2F rows). NW and XO
-// are read only under NORM, eps likewise.
-#define GEMVK(T, MODE, SUF, MT, R)                                                                               \
-	extern "C" __global__ void __launch_bounds__(128) gemv##SUF##_##T##_m##MT##_r##R(const T *X, const T *W, T *Y, \
+// computed); _l16: 16 loads of W in flight per lane instead of 8 (at M = 1
+// only, where the registers allow it). For GLU, N is the output width F (W
+// has 2F rows). NW and XO are read only under NORM, eps likewise.
+// The _l16 kernels are held to 3 blocks a multiprocessor (168 registers),
+// which is what lets the QKV GEMV's 320 blocks fit in one wave.
+#define GEMVKL(T, MODE, SUF, MT, R, L, LS, BOUNDS)                                                               \
+	extern "C" __global__ void BOUNDS gemv##SUF##_##T##_m##MT##_r##R##LS(const T *X, const T *W, T *Y,          \
 		const T *NW, T *XO, int M, int N, int K, float eps) {                                                     \
-		gemv<T, MT, R, MODE>(X, W, Y, NW, XO, M, N, K, eps);                                                      \
+		gemv<T, MT, R, MODE, L>(X, W, Y, NW, XO, M, N, K, eps);                                                   \
 	}
+#define GEMVK(T, MODE, SUF, MT, R) GEMVKL(T, MODE, SUF, MT, R, 8, , __launch_bounds__(128))
+#define GEMVK16(T, MODE, SUF, R) GEMVKL(T, MODE, SUF, 1, R, 16, _l16, __launch_bounds__(128, 3))
 // Outputs per warp: 1, 2 or 4 (2 rows of W each under GLU, so at most 2).
+// The _l16 kernels hold 2 to 4 rows of W a warp (16 loads of one row would
+// leave too few registers for the rest).
 #define GEMV_ROWS(T, MODE, SUF)                                                                                  \
 	GEMVK(T, MODE, SUF, 1, 1) GEMVK(T, MODE, SUF, 1, 2) GEMVK(T, MODE, SUF, 1, 4) GEMVK(T, MODE, SUF, 2, 1)     \
 	GEMVK(T, MODE, SUF, 2, 2) GEMVK(T, MODE, SUF, 2, 4) GEMVK(T, MODE, SUF, 4, 2) GEMVK(T, MODE, SUF, 4, 4)     \
-	GEMVK(T, MODE, SUF, 8, 4)
+	GEMVK(T, MODE, SUF, 8, 4) GEMVK16(T, MODE, SUF, 2) GEMVK16(T, MODE, SUF, 4)
 #define GEMV_ROWS_GLU(T, MODE, SUF)                                                                              \
 	GEMVK(T, MODE, SUF, 1, 1) GEMVK(T, MODE, SUF, 1, 2) GEMVK(T, MODE, SUF, 2, 1) GEMVK(T, MODE, SUF, 2, 2)     \
-	GEMVK(T, MODE, SUF, 4, 2) GEMVK(T, MODE, SUF, 8, 2)
+	GEMVK(T, MODE, SUF, 4, 2) GEMVK(T, MODE, SUF, 8, 2) GEMVK16(T, MODE, SUF, 1) GEMVK16(T, MODE, SUF, 2)
 #define GEMV_T(T)                                                                                                \
 	GEMV_ROWS(T, 0, ) GEMV_ROWS(T, GV_NORM, _norm) GEMV_ROWS(T, GV_RES, _res)                                 \
 	GEMV_ROWS_GLU(T, GV_GLU, _glu) GEMV_ROWS_GLU(T, GV_GLU | GV_NORM, _normglu)
