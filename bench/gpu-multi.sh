@@ -15,10 +15,12 @@
 # --resume keeps cells only under the same build), DEADLINE (seconds for
 # the whole call, default 540), RESUME=1 (continue the results carried in as
 # .gpu/multi-results.tar.gz), TESTGPU (a GPU index: run the engine/cuda and
-# engine/cuda/backend checks there first, alongside the studies), EXTRA
+# engine/cuda/backend checks there first, alongside the studies; then the
+# engine/cuda benchmarks matching BENCH, BENCHTIME default 100x), EXTRA
 # (more xrun run flags for every study). Results come back as
-# $OUT/results.tgz.NN parts (datasets left out) and each study's results.md as
-# $OUT/NAME.md; a short table is printed last.
+# $OUT/results.tgz.NN parts (datasets left out), each study's results.md as
+# $OUT/NAME.md and every log in $OUT/logs.tgz (the device returns at most 8
+# files); a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -42,10 +44,15 @@ tests_rc=skipped backend_rc=skipped
 if [ -n "${TESTGPU:-}" ]; then
 	(
 		export CUDA_VISIBLE_DEVICES=$TESTGPU
-		timeout 260 .gpu/cuda.test -test.v -test.timeout 255s >"$out/tests.txt" 2>&1
-		echo "cuda.test exit $?" >>"$out/tests.txt"
-		cd engine/cuda/backend && timeout 150 "$root/.gpu/backend.test" -test.v -test.timeout 145s >"$out/backend.txt" 2>&1
-		echo "backend.test exit $?" >>"$out/backend.txt"
+		# Each test binary runs in its package's directory: tests read their
+		# testdata/ by relative path.
+		(cd engine/cuda && timeout 280 "$root/.gpu/cuda.test" -test.v -test.timeout 275s >"$root/$out/tests.txt" 2>&1
+			echo "cuda.test exit $?" >>"$root/$out/tests.txt")
+		(cd engine/cuda/backend && timeout 150 "$root/.gpu/backend.test" -test.v -test.timeout 145s >"$root/$out/backend.txt" 2>&1
+			echo "backend.test exit $?" >>"$root/$out/backend.txt")
+		if [ -n "${BENCH:-}" ]; then
+			(cd engine/cuda && timeout 120 "$root/.gpu/cuda.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime "${BENCHTIME:-100x}" >"$root/$out/bench.txt" 2>&1)
+		fi
 	) &
 	tests_pid=$!
 fi
@@ -85,7 +92,7 @@ tar -czf - -C "$res" . 2>/dev/null | split -b 15M -d - "$out/results.tgz."
 
 for f in tests backend; do
 	[ -f "$out/$f.txt" ] || continue
-	echo "== $f failures (full log: $f.txt)"
+	echo "== $f failures (full log: $f.txt in logs.tgz)"
 	grep -E -- '--- FAIL|^(FAIL|panic)' "$out/$f.txt" | head -20
 done
 i=0
@@ -100,3 +107,7 @@ done
 pass=$(cat "$out"/tests.txt "$out"/backend.txt 2>/dev/null | grep -cE -- '--- PASS')
 fail=$(cat "$out"/tests.txt "$out"/backend.txt 2>/dev/null | grep -cE -- '--- FAIL')
 echo "GPU checks (cuda exit $tests_rc, backend exit $backend_rc): $pass passed, $fail failed; $((SECONDS - start)) s"
+# The device returns at most 8 files: the logs travel as one archive, the
+# study reports (NAME.md) and the results parts beside it.
+(cd "$out" && tar -czf logs.tgz --exclude='results.tgz.*' --exclude='*.md' --exclude=logs.tgz . &&
+	find . -maxdepth 1 -type f ! -name 'results.tgz.*' ! -name logs.tgz ! -name '*.md' -delete)
