@@ -25,7 +25,8 @@ spec=${SPEC:-experiments/profile.yaml}
 
 tests_rc=skipped backend_rc=skipped
 if [ "${SKIPTESTS:-0}" != 1 ]; then
-	timeout 260 .gpu/cuda.test -test.v -test.timeout 255s >"$out/tests.txt" 2>&1
+	# In its package directory: tests read testdata/ by relative path.
+	(cd engine/cuda && timeout 260 "$root/.gpu/cuda.test" -test.v -test.timeout 255s) >"$out/tests.txt" 2>&1
 	tests_rc=$?
 	(cd engine/cuda/backend && timeout 120 "$root/.gpu/backend.test" -test.v -test.timeout 115s) >"$out/backend.txt" 2>&1
 	backend_rc=$?

@@ -30,7 +30,8 @@ devices_rc=$?
 
 tests_rc=0 backend_rc=0
 if [ "${SKIPTESTS:-0}" != 1 ]; then
-	timeout 260 .gpu/cuda.test -test.v -test.timeout 255s ${TESTRUN:+-test.run "$TESTRUN"} >"$out/tests.txt" 2>&1
+	# In its package directory: tests read testdata/ by relative path.
+	(cd engine/cuda && timeout 260 "$root/.gpu/cuda.test" -test.v -test.timeout 255s ${TESTRUN:+-test.run "$TESTRUN"}) >"$out/tests.txt" 2>&1
 	tests_rc=$?
 	(cd engine/cuda/backend && timeout 120 "$root/.gpu/backend.test" -test.v -test.timeout 115s ${BACKENDRUN:+-test.run "$BACKENDRUN"}) >"$out/backend.txt" 2>&1
 	backend_rc=$?
@@ -38,7 +39,7 @@ fi
 
 bench_rc=0
 if [ "${BENCH:-none}" != none ]; then
-	.gpu/cuda.test -test.run '^$' -test.bench "$BENCH" -test.benchtime "${BENCHTIME:-200ms}" -test.timeout 8m >"$out/bench.txt" 2>&1
+	(cd engine/cuda && "$root/.gpu/cuda.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime "${BENCHTIME:-200ms}" -test.timeout 8m) >"$out/bench.txt" 2>&1
 	bench_rc=$?
 fi
 
