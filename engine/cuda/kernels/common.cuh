@@ -97,3 +97,44 @@ __device__ __forceinline__ void pdl_enter() {
 }
 
 __device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fc00000); }
+
+// L2 prefetch of weights a later kernel reads (the host's L2Prefetch: up
+// to three byte ranges, 16-byte aligned, sizes multiples of 16; a null
+// pointer or size 0 is an empty range). At batch 1 a decode step spends
+// much of its time in kernels that leave the HBM idle (the attention over
+// a few hundred cached keys, the ends of the projections, where the last
+// blocks drain and the next kernel's first loads have not yet left): the
+// weights of the projections after them are known and never written, so
+// asking for them then turns idle time into transfers the projection
+// would otherwise wait for. The ranges are cut into 32 KB chunks and part
+// p of P (a warp's index among the P warps sharing the work) issues
+// chunks p, p + P, ...: one cp.async.bulk.prefetch per chunk, handled by
+// the copy engine of the multiprocessor, so a few warps can ask for tens
+// of MB without stalling. Hopper (sm_90) has the instruction; below it
+// the prefetch is skipped (no GPU we measure on lacks it).
+struct l2pf {
+	const char *p[3];
+	int n[3];
+};
+
+__device__ __forceinline__ void l2_prefetch(const l2pf &pf, int part, int parts) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+	constexpr int CH = 32 << 10;
+	int c = part;
+#pragma unroll
+	for (int r = 0; r < 3; r++) {
+		const int n = pf.p[r] ? pf.n[r] : 0;
+		const int nc = (n + CH - 1) / CH;
+		for (; c < nc; c += parts) {
+			const u32 sz = (u32)min(CH, n - c * CH);
+			asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf.p[r] + (long long)c * CH), "r"(sz) : "memory");
+		}
+		c -= nc;
+	}
+#endif
+}
+
+// L2PF_PARAMS / L2PF_ARGS: the prefetch ranges as kernel parameters (the
+// host's Args.L2Prefetch appends them in this order).
+#define L2PF_PARAMS const char *pf0, const char *pf1, const char *pf2, int pfn0, int pfn1, int pfn2
+#define L2PF_ARGS l2pf{{pf0, pf1, pf2}, {pfn0, pfn1, pfn2}}
