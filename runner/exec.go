@@ -64,6 +64,15 @@ type Options struct {
 	// KillGrace is how long a worker asked to stop has before it is
 	// killed; 0 means DefaultKillGrace.
 	KillGrace time.Duration
+	// TimeLimit, when > 0, is how long the run may take from Started (zero:
+	// when Run is called): a worker's first pass, a timed repeat or the
+	// profiled pass predicted to end past it is not started, and the run
+	// stops as an interrupted one does (ErrTimeLimit); at the limit itself,
+	// steps still in flight are stopped. A local run inside a Slurm job
+	// also stops before the job's end (SLURM_JOB_END_TIME in Env). See
+	// timelimit.go.
+	TimeLimit time.Duration
+	Started   time.Time
 	// Command is the command line, recorded in the lock file so that a
 	// refused run can say who holds the directory.
 	Command  string
@@ -117,6 +126,11 @@ type study struct {
 	res     *results.Results
 	byID    map[string]int // index into res.Cells
 	lastErr error          // the last failure to write results
+	// limit is the run's time limit (nil: none); limitStops counts the
+	// cells with a step not started because of it.
+	limit      *budget
+	limitStops int
+	limitBy    string // the limit that stopped them
 }
 
 // runCell is one planned cell and what this run does with it.
@@ -126,6 +140,13 @@ type runCell struct {
 	selected bool        // --only selects it
 	record   *cellRecord // an earlier, still valid record (--resume)
 	gpus     int         // GPUs it takes; 0 for the cpu backend
+	// kept are the repeats an earlier worker recorded that the next one
+	// keeps (--resume); first is the first step its worker runs and rest
+	// the time the cell is predicted to take from them (0: unknown), for
+	// the time limit and the order of running.
+	kept  []repeatRecord
+	first step
+	rest  time.Duration
 }
 
 // Run executes a study: it locks the results directory, generates the
@@ -159,6 +180,9 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 	}
 	if s.o.CacheDir == "" {
 		return nil, errors.New("runner: Options.CacheDir is empty (see DatasetCacheDir)")
+	}
+	if err := s.timeLimit(); err != nil {
+		return nil, err
 	}
 	if o.Slurm != nil {
 		if s.slurm, err = newSlurmExecutor(o, s.dir, spec.Name, s.log); err != nil {
@@ -466,7 +490,9 @@ func (s *study) loadRecords() {
 			rc.record = rec
 		}
 		if rc.todo() {
-			if kept, why := loadKeptRepeats(s.dir, rc.wc, s.plan.Repeats); len(kept) > 0 {
+			kept, why := loadKeptRepeats(s.dir, rc.wc, s.plan.Repeats)
+			rc.kept = kept
+			if len(kept) > 0 {
 				s.log.Info().Str("cell", rc.cell.ID).Int("repeats_kept", len(kept)).Int("repeats", s.plan.Repeats).Msg("repeats recorded by an earlier run are kept; the cell runs the rest")
 			} else if why != "" {
 				s.log.Debug().Str("cell", rc.cell.ID).Str("reason", why).Msg("repeats recorded by an earlier run are not kept")
@@ -657,9 +683,16 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 		ev = ev.Int("kept", complete)
 	}
 	ev.Msg("running the study")
+	runCtx, stopAtLimit := s.limitContext(ctx, queue)
+	defer stopAtLimit()
 	s.progress.Start(total, complete, len(queue), x.parallel(queue))
-	runErr := x.runCells(ctx, queue, s)
+	runErr := x.runCells(runCtx, queue, s)
 	s.progress.Stop()
+	// The time limit itself was reached (ctx itself is intact).
+	limitRanOut := ctx.Err() == nil && runCtx.Err() != nil
+	if limitRanOut {
+		s.log.Warn().Str("limit", s.limit.limit).Msg("the time limit ran out: a step still running was stopped and is lost (nothing recorded predicted it, or it took longer than predicted)")
+	}
 
 	failed := 0
 	for _, c := range s.res.Cells {
@@ -673,6 +706,8 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 		notRun = "not run: " + runErr.Error()
 	case ctx.Err() != nil:
 		notRun = "not run: the study was interrupted (xrun run --resume runs it)"
+	case limitRanOut || s.limitStops > 0:
+		notRun = "not run: the study stopped at its time limit (xrun run --resume runs it)"
 	}
 	if notRun != "" {
 		for i := range s.res.Cells {
@@ -693,6 +728,8 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 		return s.res, runErr
 	case ctx.Err() != nil:
 		return s.res, fmt.Errorf("stopped; the cells measured so far are in %s: %w", s.dir, ErrInterrupted)
+	case limitRanOut || s.limitStops > 0:
+		return s.res, s.limitError(queue)
 	case s.lastErr != nil:
 		return s.res, fmt.Errorf("writing results: %w", s.lastErr)
 	case failed > 0:
@@ -713,10 +750,13 @@ func (s *study) executor() (executor, error) {
 	}
 	x := s.exec
 	if x == nil {
-		x = &localExecutor{exe: s.o.Executable, env: s.o.Env, dir: absDir, grace: s.o.KillGrace}
-		x = s.busyCheck(x)
+		lx := &localExecutor{exe: s.o.Executable, env: s.o.Env, dir: absDir, grace: s.o.KillGrace}
+		if s.limit != nil {
+			lx.deadline = s.limit.deadline
+		}
+		x = s.busyCheck(lx)
 	}
-	return &gpuScheduler{gpus: s.gpus, cell: x}, nil
+	return &gpuScheduler{gpus: s.gpus, cell: x, limit: s.limit}, nil
 }
 
 // record merges one cell's outcome into the results and writes them.
@@ -731,7 +771,14 @@ func (s *study) record(rc *runCell, o outcome) {
 	case o.interrupted:
 		// The repeats the worker recorded are kept, and shown.
 		kept := keptMetrics(s.dir, rc.wc, s.plan.Repeats)
-		*c = results.Cell{Status: results.StatusSkipped, Error: interruptedNote(len(kept), s.plan.Repeats, rc.wc),
+		note := interruptedNote(len(kept), s.plan.Repeats, rc.wc)
+		if o.timeLimit != nil {
+			note = stoppedNote(len(kept), s.plan.Repeats, rc.wc)
+			s.limitStopped(o.timeLimit)
+			s.log.Warn().Str("cell", rc.cell.ID).Fields(o.timeLimit.fields()).Int("repeats_kept", len(kept)).
+				Msg("not started: it would not finish before the time limit (xrun run --resume runs it)")
+		}
+		*c = results.Cell{Status: results.StatusSkipped, Error: note,
 			Repeats: kept, Artifacts: existingArtifacts(s.dir, rc.cell.ID)}
 	default:
 		kept := keptMetrics(s.dir, rc.wc, s.plan.Repeats)
@@ -753,6 +800,12 @@ func (s *study) record(rc *runCell, o outcome) {
 		ev.Msg("cell ok")
 	case results.StatusFailed:
 		s.log.Warn().Str("cell", c.ID).Str("elapsed", fmtDur(o.elapsed)).Str("error", c.Error).Msg("cell failed")
+	case results.StatusSkipped:
+		if o.timeLimit != nil {
+			s.log.Info().Str("cell", c.ID).Msg("cell stopped at the time limit")
+			break
+		}
+		fallthrough
 	default:
 		s.log.Info().Str("cell", c.ID).Msg("cell interrupted")
 	}

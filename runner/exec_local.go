@@ -24,7 +24,10 @@ type outcome struct {
 	// interrupted is set when the run was stopped (SIGINT/SIGTERM) before
 	// the cell was recorded; it runs again on --resume.
 	interrupted bool
-	elapsed     time.Duration
+	// timeLimit is set, with interrupted, when the worker stopped because
+	// its next step would not have finished before the time limit.
+	timeLimit *timeLimitNote
+	elapsed   time.Duration
 }
 
 // cellExecutor runs one cell on the GPUs given (their UUIDs; none for a
@@ -41,6 +44,9 @@ type localExecutor struct {
 	env   []string
 	dir   string // absolute, so the worker does not depend on our working directory
 	grace time.Duration
+	// deadline is the run's time limit, passed on to each worker
+	// (deadlineEnv); zero for none.
+	deadline time.Time
 }
 
 func (x *localExecutor) run(ctx context.Context, c *workerCell, gpus []string) outcome {
@@ -69,7 +75,10 @@ func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []st
 	defer errf.Close()
 
 	cmd := exec.Command(x.exe, "worker", "--dir", x.dir, "--cell", c.ID)
-	cmd.Env = slices.Clone(x.env)
+	cmd.Env = slices.DeleteFunc(slices.Clone(x.env), func(kv string) bool { return strings.HasPrefix(kv, deadlineEnv+"=") })
+	if !x.deadline.IsZero() {
+		cmd.Env = append(cmd.Env, deadlineEnv+"="+x.deadline.Format(time.RFC3339Nano))
+	}
 	if len(gpus) > 0 {
 		// UUIDs, not indices: they name the same GPUs whatever
 		// CUDA_VISIBLE_DEVICES this process itself was given.
@@ -109,6 +118,9 @@ func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []st
 
 	if o, ok := finishedCell(x.dir, c); ok {
 		return o
+	}
+	if n := readTimeLimitNote(x.dir, c.ID); n != nil {
+		return outcome{interrupted: true, timeLimit: n}
 	}
 	if stopped {
 		return outcome{interrupted: true}

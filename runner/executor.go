@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"time"
 )
 
 // executor runs the cells a study has to run. The study loop around it is
@@ -29,6 +30,9 @@ type reporter interface {
 	// task and its node), for the debug log.
 	cellStarted(rc *runCell, on string)
 	cellFinished(rc *runCell, o outcome)
+	// cellHeld says a cell is not started: its first step would not
+	// finish in the time left (left) before the time limit.
+	cellHeld(rc *runCell, left time.Duration)
 }
 
 // cellStarted implements reporter.

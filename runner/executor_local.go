@@ -9,12 +9,16 @@ import (
 )
 
 // gpuScheduler is the local executor: it runs cells on this host through a
-// cellExecutor (worker processes), in plan order, a cell on the cpu
-// backend alone (others would distort its timings, and it would distort
-// theirs), cells on GPUs side by side, each on GPUs no other cell holds.
+// cellExecutor (worker processes), in plan order — on several GPUs, cells
+// predicted to run longest first (lptOrder) — a cell on the cpu backend
+// alone (others would distort its timings, and it would distort theirs),
+// cells on GPUs side by side, each on GPUs no other cell holds. Under a time
+// limit, a cell whose first step would not finish in the time left when its
+// turn comes is not started, and the next one that fits takes its place.
 type gpuScheduler struct {
-	gpus []cuda.DeviceInfo // the GPUs cells may use
-	cell cellExecutor
+	gpus  []cuda.DeviceInfo // the GPUs cells may use
+	cell  cellExecutor
+	limit *budget // nil: no time limit
 }
 
 func (g *gpuScheduler) parallel(queue []*runCell) int {
@@ -36,6 +40,9 @@ func (g *gpuScheduler) runCells(ctx context.Context, queue []*runCell, r reporte
 	}
 	done := make(chan finished)
 	running, cpuBusy := 0, false
+	if g.parallel(queue) > 1 {
+		queue = lptOrder(queue)
+	}
 	canStart := func(rc *runCell) ([]int, bool) {
 		if rc.gpus == 0 {
 			return nil, running == 0
@@ -52,6 +59,15 @@ func (g *gpuScheduler) runCells(ctx context.Context, queue []*runCell, r reporte
 		return slots, len(slots) == rc.gpus
 	}
 	for len(queue) > 0 || running > 0 {
+		// Time only runs out: a cell that does not fit now never will.
+		for ctx.Err() == nil && len(queue) > 0 {
+			ok, left := g.limit.allows(queue[0].first)
+			if ok {
+				break
+			}
+			r.cellHeld(queue[0], left)
+			queue = queue[1:]
+		}
 		if ctx.Err() == nil && len(queue) > 0 {
 			if slots, ok := canStart(queue[0]); ok {
 				rc := queue[0]

@@ -548,7 +548,14 @@ func (x *slurmExecutor) follow(ctx context.Context, jobID string, queue []*runCe
 		// Listing the directory makes an NFS client look again for files
 		// another node created (it may cache their absence).
 		os.ReadDir(CellDir(x.dir, rc.cell.ID))
+		os.ReadDir(repeatsDir(x.dir, rc.cell.ID))
 		o, ok := finishedCell(x.dir, rc.wc)
+		var stopped *timeLimitNote
+		if !ok {
+			// The worker stopped before a step that would not have
+			// finished within the task's time limit.
+			stopped = readTimeLimitNote(x.dir, rc.cell.ID)
+		}
 		if !ok && t.State == "COMPLETED" && !cancelled {
 			if st[i].awaiting.IsZero() {
 				st[i].awaiting = time.Now()
@@ -564,6 +571,8 @@ func (x *slurmExecutor) follow(ctx context.Context, jobID string, queue []*runCe
 		left--
 		switch {
 		case ok:
+		case stopped != nil:
+			o = outcome{interrupted: true, timeLimit: stopped}
 		case cancelled && (t.State == "CANCELLED" || gone):
 			o = outcome{interrupted: true}
 		default:

@@ -99,8 +99,12 @@ type cellRecord struct {
 
 // WorkerOptions adjust RunWorker.
 type WorkerOptions struct {
-	// Getenv reads the environment (XRUN_TEST_FAULT); nil means os.Getenv.
+	// Getenv reads the environment (XRUN_TEST_FAULT, the time limit);
+	// nil means os.Getenv.
 	Getenv func(string) string
+	// Now is the clock the time limit and the repeats' records read; nil
+	// means time.Now.
+	Now func() time.Time
 }
 
 // RunWorker runs one cell of the study whose results directory is dir, as
@@ -115,9 +119,15 @@ type WorkerOptions struct {
 // failed with its error, and RunWorker returns nil; it returns an error
 // only when it could not record the cell at all, or when ctx was cancelled
 // (then the cell is not recorded; its recorded repeats stay for --resume).
+// Under a time limit (the run's, passed in XRUN_DEADLINE, or the Slurm
+// job's end) it does not start a pass predicted to end past it: it stops as
+// when interrupted, leaves a note saying so, and returns ErrTimeLimit.
 func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	plan, err := readWorkerPlan(dir)
 	if err != nil {
@@ -171,7 +181,11 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 	log.Info().Str("fingerprint", cell.Fingerprint).Str("backend", cell.Engine.Backend).
 		Str("cuda_visible_devices", o.Getenv("CUDA_VISIBLE_DEVICES")).Int("repeats", plan.Repeats).Int("repeats_kept", len(kept)).Msg("cell started")
 	w := &cellWorker{dir: dir, cell: cell, repeats: plan.Repeats, cacheDir: plan.CacheDir, log: log, rec: rec,
-		fault: faultFor(o.Getenv(FaultEnv), id), session: sess, done: kept, telOrigin: sess.Started}
+		fault: faultFor(o.Getenv(FaultEnv), id), session: sess, done: kept, telOrigin: sess.Started, now: o.Now}
+	w.took, w.fault = passTimeFault(w.fault)
+	if w.limit, err = workerBudget(o.Getenv, w.clock); err != nil {
+		return err
+	}
 	if len(kept) > 0 && !kept[0].TelemetryOrigin.IsZero() {
 		w.telOrigin = kept[0].TelemetryOrigin
 	}
@@ -188,6 +202,9 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 		log.Warn().Int("repeats_recorded", len(w.done)).Int("repeats", w.repeats).
 			Msg("interrupted; the cell is not recorded, its recorded repeats are kept, and --resume runs the rest")
 		return fmt.Errorf("cell %s: %w", id, ErrInterrupted)
+	}
+	if w.stopped != nil {
+		return w.stopAtLimit()
 	}
 	if aerr := w.writeArtifacts(); aerr != nil && err == nil {
 		err = aerr
@@ -256,7 +273,20 @@ type cellWorker struct {
 	// rows' times count from telOrigin, the cell's first worker's start.
 	tel                 *profile.Telemetry
 	telStart, telOrigin time.Time
+	// now is the clock; skew is added to it, took more after every pass
+	// (a test fault: passes that take minutes without taking them).
+	now        func() time.Time
+	skew, took time.Duration
+	// limit is the time limit (nil: none); setup how long this worker took
+	// to get ready for its first pass; stopped says which step the limit
+	// left unstarted.
+	limit   *budget
+	setup   time.Duration
+	stopped *timeLimitNote
 }
+
+// clock is the worker's time.
+func (w *cellWorker) clock() time.Time { return w.now().Add(w.skew) }
 
 func (w *cellWorker) measure(ctx context.Context) error {
 	spans, _ := engine.ParseProfileWindow(w.cell.Engine.ProfileWindow)
@@ -273,6 +303,12 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		w.log.Info().Int("repeats_kept", len(w.done)).Msg("every repeat was recorded earlier; recording the cell")
 		return nil
 	}
+	// The engine is not even created for a first pass that would not
+	// finish in time.
+	if err := w.mayStart(nextStep(w.done, w.repeats, profiled, true)); err != nil {
+		return err
+	}
+	ready := w.clock()
 	reqs, err := w.requests()
 	if err != nil {
 		return err
@@ -283,6 +319,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		return fmt.Errorf("creating the engine: %w", err)
 	}
 	defer e.Close()
+	w.setup = w.clock().Sub(ready)
 	w.rec.Backend = e.Backend()
 	w.log.Info().Str("backend", e.Backend()).Str("elapsed", fmtDur(time.Since(t0))).Int("requests", len(reqs)).Msg("engine ready")
 	if len(w.done) > 0 && w.done[0].Backend != e.Backend() {
@@ -298,8 +335,12 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		return err
 	}
 	for r := len(w.done); r < w.repeats; r++ {
-		started := time.Now().UTC()
+		if err := w.mayStart(nextStep(w.done, w.repeats, profiled, false)); err != nil {
+			return err
+		}
+		started := w.clock().UTC()
 		res, err := e.Run(ctx, reqs, engine.RunOptions{})
+		w.skew += w.took
 		if err != nil {
 			return fmt.Errorf("repeat %d of %d: %w", r+1, w.repeats, err)
 		}
@@ -313,17 +354,21 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		}
 	}
 	if profiled {
+		if err := w.mayStart(nextStep(w.done, w.repeats, profiled, false)); err != nil {
+			return err
+		}
 		if err := injectFault(ctx, faultAt(w.fault, "profile")); err != nil {
 			return err
 		}
 		// The profiled pass is extra: its timings carry the profiler's
 		// cost, so they never join the repeats.
-		started := time.Now().UTC()
+		started := w.clock().UTC()
 		res, err := e.Run(ctx, reqs, engine.RunOptions{Profile: true})
+		w.skew += w.took
 		if err != nil {
 			return fmt.Errorf("profiled pass: %w", err)
 		}
-		w.profiledPass, w.profiledStarted, w.profiledFinished = res, started, time.Now().UTC()
+		w.profiledPass, w.profiledStarted, w.profiledFinished = res, started, w.clock().UTC()
 		p, files, err := profile.WriteArtifacts(CellDir(w.dir, w.cell.ID), res, e.Model(), profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt})
 		if err != nil {
 			return fmt.Errorf("profile artifacts: %w", err)

@@ -21,6 +21,8 @@ import (
 //	kill   SIGKILL itself, as the kernel's out-of-memory killer would
 //	slow   go on until interrupted, as a long repeat does (SIGTERM or a
 //	       cancelled context stops it, and the worker with it)
+//	took=DUR  (no POINT) every pass takes DUR longer on the worker's
+//	       clock, which the time limit and the repeats' records read
 //
 // POINT is when: absent once the engine is ready; rN once repeat N (from
 // 1) is recorded; profile before the profiled pass; write-rN half-way

@@ -60,6 +60,12 @@ type repeatRecord struct {
 	Started  time.Time       `json:"started"`
 	Finished time.Time       `json:"finished"`
 	Metrics  results.Metrics `json:"metrics"`
+	// Setup is how long the worker that ran the repeat took to get ready
+	// before its first pass (reading the dataset, creating the engine).
+	// With the pass's own time (Finished - Started, the engine's warm-up
+	// requests included) it predicts the cell's next worker under a time
+	// limit (see timelimit.go); records written before it have none.
+	Setup time.Duration `json:"setup_ns,omitempty"`
 	// ExpertLoad is repeat 1's routing summary (MoE cells).
 	ExpertLoad *results.ExpertLoad `json:"expert_load,omitempty"`
 	// TelemetryOrigin is when the cell's telemetry began (its first
@@ -211,6 +217,11 @@ func clearCellDir(cdir string) error {
 			return err
 		}
 	}
+	// An earlier worker's stop at the time limit must not be taken for the
+	// next one's either.
+	if err := os.Remove(filepath.Join(cdir, RepeatsDir, timeLimitFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	return nil
 }
 
@@ -235,7 +246,7 @@ func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result
 	}
 	r := repeatRecord{
 		Cell: id, Repeat: n, Fingerprint: w.cell.Fingerprint, Backend: w.rec.Backend, Session: w.session,
-		Started: started, Finished: time.Now().UTC(), Metrics: results.Metrics(res.Metrics),
+		Started: started, Finished: w.clock().UTC(), Setup: w.setup, Metrics: results.Metrics(res.Metrics),
 		TelemetryOrigin: w.telOrigin, Files: map[string]int64{},
 	}
 	write := func(name string, fn func(io.Writer) error) error {

@@ -23,6 +23,9 @@ type runOptions struct {
 	maxCells  int
 	killGrace time.Duration
 	gpuBusy   string
+	timeLimit string
+	// started is when the command started: --time-limit counts from it.
+	started time.Time
 	// --executor slurm and its flags.
 	executor                       string
 	partition, gres, time, account string
@@ -76,10 +79,24 @@ build, backend and GPU or CPU model - and run the rest) or --fresh (discard
 them). Two runs never share a directory: the second is refused. Ctrl-C stops
 the cell in flight and keeps every cell measured so far; --resume continues.
 
+--time-limit 9m makes the run end within 9 minutes of its start (for a batch
+job's time limit, a CI timeout, a capped remote command): a cell's first pass
+(with the engine's creation), a timed repeat or the profiled pass predicted to
+end past the limit is not started, and the run stops as an interrupted one
+does (exit status 130): every repeat finished is kept and --resume runs the
+rest. A pass is predicted from the cell's last recorded repeat (also those an
+earlier run recorded; the profiled pass x1.2) with a margin of 5 % + 5s; a
+cell with nothing recorded starts while 30s are left, and a pass still running
+at the limit is stopped and lost. On several GPUs, cells predicted to take
+longest start first. Inside a Slurm job that sets SLURM_JOB_END_TIME (recent
+Slurm) the job's end is a time limit too; with --executor slurm, each task's
+(--time-limit is for local runs).
+
 "xrun FILE" is short for "xrun run FILE".`,
 		Example: `  xrun experiments/quickstart.yaml
   xrun run experiments/gemm.yaml --gpus 0,1 --out results/gemm-h200
   xrun run experiments/gemm.yaml --resume --only batch_size=64
+  xrun run experiments/gemm.yaml --resume --time-limit 9m
   xrun run experiments/nightly.yaml --fresh --set repeats=3 --log-format json
   xrun run experiments/gemm.yaml --executor slurm --partition gpu --gres gpu:1 --time 1:00:00
   xrun run experiments/gemm.yaml --executor slurm --resume --sbatch-arg=--qos=high`,
@@ -98,6 +115,7 @@ the cell in flight and keeps every cell measured so far; --resume continues.
 	f.IntVar(&opts.maxCells, "max-cells", runner.DefaultMaxCells, "refuse studies with more cells than this")
 	f.DurationVar(&opts.killGrace, "kill-grace", runner.DefaultKillGrace, "how long a worker asked to stop may take before it is killed")
 	_ = f.MarkHidden("kill-grace")
+	f.StringVar(&opts.timeLimit, "time-limit", "", "end the run within `DURATION` of its start (e.g. 9m, 540s): passes predicted to end past it are not started; --resume continues")
 	f.StringVar(&opts.gpuBusy, "gpu-busy", string(runner.BusyWait), "when another process uses a cell's GPU (NVML): wait until it is free, ignore it and run, or fail the cell")
 	f.StringVar(&opts.executor, "executor", "local", "where cells run: local (worker processes on this host) or slurm (one task per cell of a Slurm job array)")
 	f.StringVar(&opts.partition, "partition", "", "slurm: the partition the tasks run in (default: the cluster's)")
@@ -131,6 +149,7 @@ func (o *runOptions) slurmOptions(cmd *cobra.Command) (*runner.SlurmOptions, err
 // log flags (the run rebuilds the logger on top of its status line) and
 // which executor flags were given.
 func (o *runOptions) withFlags(cmd *cobra.Command) *runOptions {
+	o.started = time.Now()
 	o.slurm, o.slurmErr = o.slurmOptions(cmd)
 	o.logLevel, o.logFormat = "info", "auto"
 	if fl := cmd.Flag("log-level"); fl != nil {
@@ -148,6 +167,14 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 	}
 	if opts.slurmErr != nil {
 		return opts.slurmErr
+	}
+	var timeLimit time.Duration
+	if opts.timeLimit != "" {
+		d, err := time.ParseDuration(opts.timeLimit)
+		if err != nil || d <= 0 {
+			return usageError{fmt.Errorf("--time-limit: %q: expected a duration greater than 0, such as 9m, 540s or 1h30m", opts.timeLimit)}
+		}
+		timeLimit = d
 	}
 	busy, err := runner.ParseBusyGPUPolicy(opts.gpuBusy)
 	if err != nil {
@@ -189,6 +216,7 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 	res, runErr := runner.Run(ctx, spec, runner.Options{
 		Out: opts.out, Resume: opts.resume, Fresh: opts.fresh, Only: opts.only, GPUs: gpus, BusyGPUs: busy, Slurm: opts.slurm,
 		Executable: a.gs.Executable, Env: a.gs.Environ(), CacheDir: cacheDir, KillGrace: opts.killGrace,
+		TimeLimit: timeLimit, Started: opts.started,
 		Command: "xrun run " + args[0], Log: log, Progress: progress,
 	})
 	if res != nil {

@@ -1,0 +1,432 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/results"
+)
+
+// GPU time often comes in slices that end on their own: a batch job's time
+// limit, a CI job's timeout, a remote command that may run ten minutes. A
+// repeat of a long cell takes minutes, and the one in flight when the slice
+// ends is lost. With a time limit (xrun run --time-limit, or a worker inside
+// a Slurm job that has an end time) the runner does not start a step — a
+// worker's first pass with the engine's creation, a timed repeat, the
+// profiled pass — that it predicts would end past the limit. It stops
+// instead, as an interrupted run does: what is finished is kept, and
+// xrun run --resume runs the rest.
+//
+// A step is predicted from the cell's own recorded repeats (those of this
+// worker and of earlier ones, read back on --resume): a timed repeat takes
+// what the last one took (the engine's warm-up requests run at the start of
+// every pass, so they are part of it); the profiled pass that times
+// profileOverhead; a worker's first step adds the time the last worker took
+// to get its engine ready. A step with nothing recorded to predict it from
+// starts while at least timeLimitFloor is left: there is no better guess,
+// and the time would otherwise go unused.
+
+const (
+	// timeLimitMargin is the share of a prediction kept in hand: repeats
+	// of one cell vary by a few percent.
+	timeLimitMargin = 0.05
+	// timeLimitSlack is kept in hand on top of every prediction, for
+	// writing the step's records and results.json.
+	timeLimitSlack = 5 * time.Second
+	// timeLimitFloor is the least time left in which a step with nothing
+	// recorded to predict it from still starts.
+	timeLimitFloor = 30 * time.Second
+	// profileOverhead is how much longer the profiled pass is taken to run
+	// than a timed repeat: the profiler's own cost.
+	profileOverhead = 1.2
+)
+
+// ErrTimeLimit is returned (wrapped) when a run or a worker stopped because
+// its next step would not have finished before the time limit. It is an
+// interruption (errors.Is(err, ErrInterrupted) holds, exit status 130):
+// everything finished is kept, and xrun run --resume continues.
+var ErrTimeLimit error = timeLimitError{}
+
+type timeLimitError struct{}
+
+func (timeLimitError) Error() string        { return "stopped at the time limit" }
+func (timeLimitError) Is(target error) bool { return target == ErrInterrupted }
+
+// deadlineEnv carries a run's time limit to its workers: the deadline, as
+// RFC 3339 with nanoseconds. The local executor sets it for each worker it
+// starts, and removes one inherited from elsewhere.
+const deadlineEnv = "XRUN_DEADLINE"
+
+// slurmEndEnv is the end of the Slurm job a process runs in, in seconds
+// since the Unix epoch. Recent Slurm releases set it (22.05, on this
+// project's test cluster, does not: there nothing changes). A worker, or a
+// local run inside a batch job, stops before a step that would end past it:
+// Slurm kills the job then.
+const slurmEndEnv = "SLURM_JOB_END_TIME"
+
+// budget is a time limit: when the run (or worker) must be done, and what
+// set it, for the log.
+type budget struct {
+	deadline time.Time
+	limit    string // "--time-limit 9m0s", "the Slurm job's end (SLURM_JOB_END_TIME)"
+	now      func() time.Time
+}
+
+// tighter returns the budget of the earlier deadline; either may be nil.
+func tighter(a, b *budget) *budget {
+	switch {
+	case a == nil:
+		return b
+	case b == nil || a.deadline.Before(b.deadline):
+		return a
+	}
+	return b
+}
+
+// slurmBudget is the end of the Slurm job the environment says this process
+// runs in, or nil.
+func slurmBudget(getenv func(string) string, now func() time.Time) *budget {
+	v := strings.TrimSpace(getenv(slurmEndEnv))
+	sec, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || sec <= 0 {
+		return nil
+	}
+	return &budget{deadline: time.Unix(sec, 0), limit: "the Slurm job's end (" + slurmEndEnv + ")", now: now}
+}
+
+// workerBudget is a worker's time limit: the run's (deadlineEnv) or the
+// Slurm job's end, whichever comes first; nil when there is neither.
+func workerBudget(getenv func(string) string, now func() time.Time) (*budget, error) {
+	var b *budget
+	if v := getenv(deadlineEnv); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: expected an RFC 3339 time: %w", deadlineEnv, v, err)
+		}
+		b = &budget{deadline: t, limit: "--time-limit", now: now}
+	}
+	return tighter(b, slurmBudget(getenv, now)), nil
+}
+
+// step is what a cell's worker runs next: a timed repeat or the profiled
+// pass, preceded by the engine's creation when it is the worker's first.
+type step struct {
+	// name is "repeat 2 of 3" or "the profiled pass"; "" when nothing is
+	// left but writing the cell's record.
+	name string
+	// predicted is how long the step is expected to take; 0 when nothing
+	// recorded predicts it.
+	predicted time.Duration
+}
+
+// need is the time a step must have left to start.
+func (s step) need() time.Duration {
+	return s.predicted + time.Duration(float64(s.predicted)*timeLimitMargin) + timeLimitSlack
+}
+
+// allows reports whether step s may start now, and how much time is left.
+// A nil budget allows everything.
+func (b *budget) allows(s step) (ok bool, left time.Duration) {
+	if b == nil || s.name == "" {
+		return true, 0
+	}
+	left = b.deadline.Sub(b.now())
+	if s.predicted <= 0 {
+		return left >= timeLimitFloor, left
+	}
+	return s.need() <= left, left
+}
+
+// repeatDuration is how long a recorded repeat's pass took (warm-up
+// included); 0 when its record does not say.
+func repeatDuration(r *repeatRecord) time.Duration {
+	return max(r.Finished.Sub(r.Started), 0)
+}
+
+// lastRepeat is the duration of the last recorded repeat that has one, and
+// the time its worker took to get ready.
+func lastRepeat(done []repeatRecord) (pass, setup time.Duration) {
+	for i := len(done) - 1; i >= 0; i-- {
+		if d := repeatDuration(&done[i]); d > 0 {
+			return d, done[i].Setup
+		}
+	}
+	return 0, 0
+}
+
+// nextStep is the step a worker of a cell of repeats timed repeats, done of
+// them recorded, runs next; first adds the engine's creation to it.
+func nextStep(done []repeatRecord, repeats int, profiled, first bool) step {
+	pass, setup := lastRepeat(done)
+	var s step
+	switch {
+	case len(done) < repeats:
+		s = step{name: fmt.Sprintf("repeat %d of %d", len(done)+1, repeats), predicted: pass}
+	case profiled:
+		s = step{name: "the profiled pass", predicted: time.Duration(float64(pass) * profileOverhead)}
+	default:
+		return step{}
+	}
+	if first && s.predicted > 0 {
+		s.predicted += setup
+	}
+	return s
+}
+
+// remainingTime is how long the rest of a cell is predicted to take: the
+// engine's creation, the repeats not recorded and the profiled pass; 0 when
+// nothing recorded predicts it.
+func remainingTime(done []repeatRecord, repeats int, profiled bool) time.Duration {
+	pass, setup := lastRepeat(done)
+	if pass <= 0 {
+		return 0
+	}
+	d := setup + time.Duration(max(repeats-len(done), 0))*pass
+	if profiled {
+		d += time.Duration(float64(pass) * profileOverhead)
+	}
+	return d
+}
+
+// profiledCell reports whether a cell runs a profiled pass.
+func profiledCell(c *workerCell) bool {
+	spans, _ := engine.ParseProfileWindow(c.Engine.ProfileWindow)
+	return len(spans) > 0
+}
+
+// timeLimitNote is cells/<id>/repeats/time-limit.json: written by a worker
+// that stopped because its next step would not have finished in time, so
+// that the executor (local, or Slurm on another host) tells that stop from
+// a failure. The executors remove it before they start the cell's next
+// worker (clearCellDir), which would also remove it with the repeats' other
+// leftovers (pruneRepeats).
+type timeLimitNote struct {
+	Step      string        `json:"step"`
+	Predicted time.Duration `json:"predicted_ns"` // 0: nothing recorded predicted it
+	Left      time.Duration `json:"left_ns"`
+	Limit     string        `json:"limit"`
+	Deadline  time.Time     `json:"deadline"`
+}
+
+const timeLimitFile = "time-limit.json"
+
+func timeLimitPath(dir, id string) string {
+	return filepath.Join(repeatsDir(dir, id), timeLimitFile)
+}
+
+// readTimeLimitNote returns the note a cell's worker left when it stopped
+// at the time limit, or nil.
+func readTimeLimitNote(dir, id string) *timeLimitNote {
+	b, err := os.ReadFile(timeLimitPath(dir, id))
+	if err != nil {
+		return nil
+	}
+	var n timeLimitNote
+	if json.Unmarshal(b, &n) != nil {
+		return nil
+	}
+	return &n
+}
+
+// fields say, for the log, which step of a cell is not started and why.
+func (n *timeLimitNote) fields() map[string]any {
+	m := map[string]any{"step": n.Step, "left": fmtDur(n.Left), "limit": n.Limit}
+	if n.Predicted > 0 {
+		m["predicted"] = fmtDur(n.Predicted)
+	} else {
+		m["predicted"] = "unknown (nothing recorded)"
+	}
+	return m
+}
+
+// stoppedNote is the error of a cell whose worker stopped at the time limit
+// after recording kept of its repeats.
+func stoppedNote(kept, repeats int, c *workerCell) string {
+	switch {
+	case kept == 0:
+		return "not run: stopped at the time limit (xrun run --resume runs it)"
+	case kept == repeats && profiledCell(c):
+		return fmt.Sprintf("stopped at the time limit after %d of %d repeats, before the profiled pass; xrun run --resume runs the profiled pass", kept, repeats)
+	}
+	return fmt.Sprintf("stopped at the time limit after %d of %d repeats; xrun run --resume runs the rest", kept, repeats)
+}
+
+// lptOrder orders the cells that run on GPUs longest first (the longest
+// processing time rule, which keeps GPUs from idling at the end while one of
+// them finishes a long cell), where the repeats recorded by earlier runs
+// predict them. Cells with nothing recorded come before those: they have all
+// of their repeats ahead of them, and under a time limit work that cannot be
+// predicted is best started early, while work that can fills the end.
+// Among themselves they keep the plan's order, as do cells on the cpu
+// backend, which keep their places. results.json keeps the plan's order
+// whatever the order of running.
+func lptOrder(queue []*runCell) []*runCell {
+	var at []int
+	var gpu []*runCell
+	for i, rc := range queue {
+		if rc.gpus > 0 {
+			at = append(at, i)
+			gpu = append(gpu, rc)
+		}
+	}
+	slices.SortStableFunc(gpu, func(a, b *runCell) int {
+		if (a.rest == 0) != (b.rest == 0) {
+			if a.rest == 0 {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(b.rest, a.rest)
+	})
+	out := slices.Clone(queue)
+	for k, i := range at {
+		out[i] = gpu[k]
+	}
+	return out
+}
+
+// timeLimit sets the run's time limit from the options: --time-limit from
+// Options.Started, and for a local run inside a Slurm job the job's end,
+// whichever comes first.
+func (s *study) timeLimit() error {
+	o := s.o
+	switch {
+	case o.TimeLimit < 0:
+		return &OptionError{"--time-limit", fmt.Sprintf("%s: expected a duration greater than 0, e.g. 9m or 540s", o.TimeLimit)}
+	case o.TimeLimit > 0 && o.Slurm != nil:
+		return &OptionError{"--time-limit", "has no effect with --executor slurm: each task's worker stops by itself before a step that would not finish within the task's time limit (--time)"}
+	}
+	if o.TimeLimit > 0 {
+		start := o.Started
+		if start.IsZero() {
+			start = time.Now()
+		}
+		s.limit = &budget{deadline: start.Add(o.TimeLimit), limit: "--time-limit " + o.TimeLimit.String(), now: time.Now}
+	}
+	if o.Slurm == nil {
+		s.limit = tighter(s.limit, slurmBudget(envLookup(o.Env), time.Now))
+	}
+	return nil
+}
+
+// envLookup reads a variable from an environment list (KEY=VALUE, the last
+// one counting, as for a process).
+func envLookup(env []string) func(string) string {
+	return func(key string) string {
+		v := ""
+		for _, kv := range env {
+			if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+				v = val
+			}
+		}
+		return v
+	}
+}
+
+// limitContext predicts the queued cells from the repeats kept (their first
+// step, for the time limit; their rest, for the order of running) and, under
+// a time limit, returns a context that ends at it: steps still in flight
+// then are stopped as on an interrupt.
+func (s *study) limitContext(ctx context.Context, queue []*runCell) (context.Context, context.CancelFunc) {
+	for _, rc := range queue {
+		profiled := profiledCell(rc.wc)
+		rc.first = nextStep(rc.kept, s.plan.Repeats, profiled, true)
+		rc.rest = remainingTime(rc.kept, s.plan.Repeats, profiled)
+	}
+	if s.limit == nil {
+		return ctx, func() {}
+	}
+	s.log.Info().Str("limit", s.limit.limit).Time("deadline", s.limit.deadline).Str("left", fmtDur(s.limit.deadline.Sub(s.limit.now()))).
+		Msg("time limit: a step predicted to end past it is not started")
+	return context.WithDeadlineCause(ctx, s.limit.deadline, ErrTimeLimit)
+}
+
+// cellHeld implements reporter.
+func (s *study) cellHeld(rc *runCell, left time.Duration) {
+	n := &timeLimitNote{Step: rc.first.name, Predicted: rc.first.predicted, Left: left, Limit: s.limit.limit, Deadline: s.limit.deadline}
+	s.limitStopped(n)
+	s.log.Warn().Str("cell", rc.cell.ID).Fields(n.fields()).Int("repeats_kept", len(rc.kept)).
+		Msg("not started: it would not finish before the time limit (xrun run --resume runs it)")
+}
+
+// limitStopped counts a cell with a step not started because of the time
+// limit n names; a worker that stopped at the run's own limit names it as
+// the run does.
+func (s *study) limitStopped(n *timeLimitNote) {
+	if s.limit != nil && n.Deadline.Equal(s.limit.deadline) {
+		n.Limit = s.limit.limit
+	}
+	s.limitStops++
+	s.limitBy = n.Limit
+}
+
+// limitError is what a run that stopped at its time limit returns.
+func (s *study) limitError(queue []*runCell) error {
+	unfinished := 0
+	for _, rc := range queue {
+		if s.res.Cells[s.byID[rc.cell.ID]].Status == results.StatusSkipped {
+			unfinished++
+		}
+	}
+	by := s.limitBy
+	if by == "" && s.limit != nil {
+		by = s.limit.limit
+	}
+	s.log.Warn().Str("limit", by).Int("cells_unfinished", unfinished).Msg("stopped at the time limit: xrun run --resume continues")
+	return fmt.Errorf("%w (%s): %d of the %d cells to run did not finish; the cells measured so far are in %s, and xrun run --resume continues",
+		ErrTimeLimit, by, unfinished, len(queue), s.dir)
+}
+
+// mayStart returns ErrTimeLimit, noting the step, when s would not finish
+// before the worker's time limit.
+func (w *cellWorker) mayStart(s step) error {
+	ok, left := w.limit.allows(s)
+	if ok {
+		return nil
+	}
+	w.stopped = &timeLimitNote{Step: s.name, Predicted: s.predicted, Left: left, Limit: w.limit.limit, Deadline: w.limit.deadline}
+	return ErrTimeLimit
+}
+
+// stopAtLimit ends a worker whose next step would not finish in time as an
+// interrupted one ends — the cell not recorded, its recorded repeats kept —
+// and leaves the note that tells its executor why.
+func (w *cellWorker) stopAtLimit() error {
+	if w.tel != nil {
+		w.tel.Stop()
+	}
+	if err := os.MkdirAll(repeatsDir(w.dir, w.cell.ID), 0o755); err != nil {
+		return err
+	}
+	if err := writeJSONAtomic(timeLimitPath(w.dir, w.cell.ID), w.stopped); err != nil {
+		return fmt.Errorf("cell %s: noting the stop at the time limit: %w", w.cell.ID, err)
+	}
+	w.log.Warn().Fields(w.stopped.fields()).Int("repeats_recorded", len(w.done)).Int("repeats", w.repeats).
+		Msg("not started: it would not finish before the time limit; the cell is not recorded, its recorded repeats are kept, and --resume runs the rest")
+	return fmt.Errorf("cell %s: %w", w.cell.ID, ErrTimeLimit)
+}
+
+// passTimeFault reads the test fault took=DUR (see FaultEnv) from a cell's
+// fault: every pass then takes DUR longer on the worker's clock, so that a
+// test sees minutes-long repeats without waiting for them. It returns DUR
+// and the fault with it taken out.
+func passTimeFault(fault string) (time.Duration, string) {
+	v, ok := strings.CutPrefix(fault, "took=")
+	if !ok {
+		return 0, fault
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fault // injectFault says it is unknown
+	}
+	return d, ""
+}

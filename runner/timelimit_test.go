@@ -1,0 +1,507 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/xrun-dev/xrun/engine/cuda"
+	"github.com/xrun-dev/xrun/results"
+)
+
+// reps makes recorded repeats that took the durations given, the last one's
+// worker having taken setup to get ready.
+func reps(setup time.Duration, passes ...time.Duration) []repeatRecord {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var out []repeatRecord
+	for i, d := range passes {
+		out = append(out, repeatRecord{Repeat: i + 1, Started: t0, Finished: t0.Add(d), Setup: setup})
+		t0 = t0.Add(d)
+	}
+	return out
+}
+
+func TestNextStep(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		done            []repeatRecord
+		profiled, first bool
+		want            step
+		rest            time.Duration
+	}{
+		{"nothing recorded", nil, true, true, step{"repeat 1 of 3", 0}, 0},
+		{"the last repeat predicts the next", reps(0, 2*time.Minute, 3*time.Minute), false, false, step{"repeat 3 of 3", 3 * time.Minute}, 3 * time.Minute},
+		{"a worker's first step adds the engine's creation", reps(20*time.Second, time.Minute), false, true, step{"repeat 2 of 3", 80 * time.Second}, 20*time.Second + 2*time.Minute},
+		{"the profiled pass costs 1.2 repeats", reps(0, time.Minute, time.Minute, time.Minute), true, false, step{"the profiled pass", 72 * time.Second}, 72 * time.Second},
+		{"nothing left but the record", reps(0, time.Minute, time.Minute, time.Minute), false, true, step{}, 0},
+		// A record without its times (never written so, but read back).
+		{"a record with no duration", []repeatRecord{{Repeat: 1}}, false, false, step{"repeat 2 of 3", 0}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextStep(tc.done, 3, tc.profiled, tc.first); got != tc.want {
+				t.Errorf("nextStep = %+v, want %+v", got, tc.want)
+			}
+			if got := remainingTime(tc.done, 3, tc.profiled); got != tc.rest {
+				t.Errorf("remainingTime = %s, want %s", got, tc.rest)
+			}
+		})
+	}
+}
+
+func TestBudgetAllows(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	b := &budget{deadline: now.Add(10 * time.Minute), now: func() time.Time { return now }}
+	for _, tc := range []struct {
+		name string
+		b    *budget
+		s    step
+		left time.Duration
+		ok   bool
+	}{
+		{"no limit", nil, step{"repeat 1 of 3", time.Hour}, 0, true},
+		{"nothing left to run", b, step{}, 0, true},
+		// 9m + 5 % + 5s = 9m32s.
+		{"fits with its margin", b, step{"repeat 2 of 3", 9 * time.Minute}, 10 * time.Minute, true},
+		{"the margin does not fit", b, step{"repeat 2 of 3", 9*time.Minute + 30*time.Second}, 10 * time.Minute, false},
+		{"unknown, time left", b, step{"repeat 1 of 3", 0}, 10 * time.Minute, true},
+		{"unknown, under the floor", &budget{deadline: now.Add(29 * time.Second), now: b.now}, step{"repeat 1 of 3", 0}, 29 * time.Second, false},
+		{"past the deadline", &budget{deadline: now.Add(-time.Second), now: b.now}, step{"repeat 1 of 3", time.Millisecond}, -time.Second, false},
+	} {
+		ok, left := tc.b.allows(tc.s)
+		if ok != tc.ok || left != tc.left {
+			t.Errorf("%s: allows = %t, %s; want %t, %s", tc.name, ok, left, tc.ok, tc.left)
+		}
+	}
+}
+
+func TestErrTimeLimit(t *testing.T) {
+	err := fmt.Errorf("cell x: %w", ErrTimeLimit)
+	if !errors.Is(err, ErrTimeLimit) || !errors.Is(err, ErrInterrupted) || errors.Is(fmt.Errorf("x: %w", ErrInterrupted), ErrTimeLimit) {
+		t.Error("ErrTimeLimit is not an interruption of its own kind")
+	}
+	if err.Error() != "cell x: stopped at the time limit" {
+		t.Errorf("message %q", err)
+	}
+}
+
+// limitEnv is a worker's environment with a deadline and a fault.
+func limitEnv(deadline time.Time, fault string) func(string) string {
+	return func(k string) string {
+		switch k {
+		case deadlineEnv:
+			return deadline.Format(time.RFC3339Nano)
+		case FaultEnv:
+			return fault
+		}
+		return ""
+	}
+}
+
+// TestWorkerTimeLimit runs workers whose passes take minutes on a frozen
+// clock (the fault took=DUR): a worker stops before a pass that would end
+// past its deadline, leaving its repeats and a note; a later worker
+// predicts from the repeats an earlier one recorded.
+func TestWorkerTimeLimit(t *testing.T) {
+	s, dir := plannedStudyOf(t, resumeStudy)
+	recordedStudy(t, s)
+	plain, profiled := s.spec.Plan.Cells[0].ID, s.spec.Plan.Cells[1].ID
+	base := time.Now()
+	frozen := func() time.Time { return base }
+	run := func(id string, limit time.Duration, fault string) error {
+		return RunWorker(context.Background(), dir, id, WorkerOptions{Getenv: limitEnv(base.Add(limit), fault), Now: frozen})
+	}
+	stoppedAt := func(id, step string, predicted time.Duration, kept int) {
+		t.Helper()
+		if rec, _ := readCellRecord(dir, id); rec != nil {
+			t.Fatalf("a worker stopped at the time limit recorded the cell: %+v", rec)
+		}
+		n := readTimeLimitNote(dir, id)
+		if n == nil || n.Step != step || n.Predicted != predicted {
+			t.Fatalf("note %+v, want step %q predicted %s", n, step, predicted)
+		}
+		if k, why := loadKeptRepeats(dir, cellNamed(t, s, id).wc, 3); len(k) != kept || why != "" {
+			t.Fatalf("%d repeats kept (%s), want %d", len(k), why, kept)
+		}
+	}
+
+	// 9 minutes, passes of 6: repeat 1 runs (nothing predicts it), repeat
+	// 2 would end at 12m (+5 % +5s).
+	err := run(plain, 9*time.Minute, plain+":took=6m")
+	if !errors.Is(err, ErrTimeLimit) || !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("worker: %v, want ErrTimeLimit", err)
+	}
+	stoppedAt(plain, "repeat 2 of 3", 6*time.Minute, 1)
+	kept, _ := loadKeptRepeats(dir, cellNamed(t, s, plain).wc, 3)
+	if d := repeatDuration(&kept[0]); d != 6*time.Minute || kept[0].Setup != 0 {
+		t.Errorf("repeat 1 recorded as %s, setup %s; want 6m0s, 0s", d, kept[0].Setup)
+	}
+	if logCount(t, dir, plain, "not started: it would not finish before the time limit; the cell is not recorded, its recorded repeats are kept, and --resume runs the rest") != 1 {
+		t.Error("the worker's log does not say which step it did not start")
+	}
+	// What results.json says of it.
+	rc := cellNamed(t, s, plain)
+	s.record(rc, outcome{id: plain, interrupted: true, timeLimit: readTimeLimitNote(dir, plain)})
+	if c := s.res.Cells[s.byID[plain]]; c.Status != results.StatusSkipped || len(c.Repeats) != 1 ||
+		c.Error != "stopped at the time limit after 1 of 3 repeats; xrun run --resume runs the rest" {
+		t.Errorf("results.json: %s %q, %d repeats", c.Status, c.Error, len(c.Repeats))
+	}
+
+	// The next worker, with 5 minutes, predicts repeat 2 from repeat 1 of
+	// the earlier worker: it does not even create the engine.
+	engines := logCount(t, dir, plain, "engine ready")
+	if err := run(plain, 5*time.Minute, ""); !errors.Is(err, ErrTimeLimit) {
+		t.Fatalf("second worker: %v, want ErrTimeLimit", err)
+	}
+	stoppedAt(plain, "repeat 2 of 3", 6*time.Minute, 1)
+	if n := logCount(t, dir, plain, "engine ready"); n != engines {
+		t.Errorf("the engine was created for a pass that did not fit (%d, was %d)", n, engines)
+	}
+	// With 7 it runs repeat 2 (6m23s needed), which predicts repeat 3.
+	if err := run(plain, 7*time.Minute, ""); err != nil {
+		t.Fatalf("third worker: %v", err)
+	}
+	if rec, _ := readCellRecord(dir, plain); rec == nil || rec.Status != results.StatusOK || len(rec.Repeats) != 3 {
+		t.Fatalf("record after the third worker: %+v", rec)
+	}
+	checkOrigins(t, mustRecord(t, dir, plain), 1, false)
+
+	// Passes of 2 minutes in 8m30s: three repeats end at 6m; the profiled
+	// pass would take 2m24s (+5 % +5s = 2m36s), 2m30s are left.
+	if err := run(profiled, 8*time.Minute+30*time.Second, profiled+":took=2m"); !errors.Is(err, ErrTimeLimit) {
+		t.Fatalf("profiled cell: %v, want ErrTimeLimit", err)
+	}
+	stoppedAt(profiled, "the profiled pass", 144*time.Second, 3)
+	s.record(cellNamed(t, s, profiled), outcome{id: profiled, interrupted: true, timeLimit: readTimeLimitNote(dir, profiled)})
+	if c := s.res.Cells[s.byID[profiled]]; c.Error != "stopped at the time limit after 3 of 3 repeats, before the profiled pass; xrun run --resume runs the profiled pass" {
+		t.Errorf("results.json: %q", c.Error)
+	}
+	if err := run(profiled, time.Hour, ""); err != nil {
+		t.Fatal(err)
+	}
+	checkOrigins(t, mustRecord(t, dir, profiled), 3, true)
+}
+
+func mustRecord(t *testing.T, dir, id string) *cellRecord {
+	t.Helper()
+	rec, err := readCellRecord(dir, id)
+	if err != nil || rec == nil {
+		t.Fatalf("cell %s: no record (%v)", id, err)
+	}
+	return rec
+}
+
+// TestWorkerSlurmEnd: a worker inside a Slurm job takes the job's end as
+// its time limit when it comes before the run's.
+func TestWorkerSlurmEnd(t *testing.T) {
+	base := time.Unix(1_800_000_000, 0)
+	now := func() time.Time { return base }
+	env := map[string]string{slurmEndEnv: strconv.FormatInt(base.Add(time.Hour).Unix(), 10)}
+	getenv := func(k string) string { return env[k] }
+	b, err := workerBudget(getenv, now)
+	if err != nil || b == nil || !b.deadline.Equal(base.Add(time.Hour)) || !strings.Contains(b.limit, slurmEndEnv) {
+		t.Fatalf("budget %+v, %v; want the job's end", b, err)
+	}
+	env[deadlineEnv] = base.Add(time.Minute).Format(time.RFC3339Nano)
+	if b, _ := workerBudget(getenv, now); b == nil || !b.deadline.Equal(base.Add(time.Minute)) {
+		t.Errorf("budget %+v; want the run's earlier deadline", b)
+	}
+	env[slurmEndEnv], env[deadlineEnv] = "unlimited", "soon"
+	if _, err := workerBudget(getenv, now); err == nil || !strings.Contains(err.Error(), deadlineEnv) {
+		t.Errorf("a bad %s: %v", deadlineEnv, err)
+	}
+	delete(env, deadlineEnv)
+	if b, err := workerBudget(getenv, now); b != nil || err != nil {
+		t.Errorf("no limit: %+v, %v", b, err)
+	}
+}
+
+// fakeClock is a run's clock that the cells' fake workers move on.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// timedCells stands in for worker processes: running cell i takes took[i]
+// on the clock, and every cell finishes ok.
+type timedCells struct {
+	clock *fakeClock
+	took  map[string]time.Duration
+	mu    sync.Mutex
+	ran   []string
+}
+
+func (f *timedCells) run(_ context.Context, c *workerCell, _ []string) outcome {
+	f.mu.Lock()
+	f.ran = append(f.ran, c.ID)
+	f.mu.Unlock()
+	f.clock.advance(f.took[c.ID])
+	rec := &cellRecord{Cell: results.Cell{ID: c.ID, Status: results.StatusOK, Repeats: []results.Metrics{{"request_throughput_req_s": 1}}}}
+	return outcome{id: c.ID, rec: rec}
+}
+
+// startOrder is a Progress that lists the cells in the order they start.
+type startOrder struct {
+	noProgress
+	mu  sync.Mutex
+	ids []string
+}
+
+func (p *startOrder) CellStarted(id string) {
+	p.mu.Lock()
+	p.ids = append(p.ids, id)
+	p.mu.Unlock()
+}
+
+// gpuStudy plans a study of cuda cells (batch sizes 1..n) on made-up GPUs
+// and records, for the cells of passes, one repeat of that duration, as an
+// earlier run would have left it; the study is resumed (--resume).
+func gpuStudy(t *testing.T, gpus, n int, passes map[int]time.Duration) (*study, *startOrder) {
+	t.Helper()
+	var sizes []string
+	for i := range n {
+		sizes = append(sizes, strconv.Itoa(1<<i))
+	}
+	spec, err := ParseSpec("lpt.yaml", []byte(`schema_version: 1
+name: lpt
+params:
+  engine: cuda
+  model: tiny-llama
+  dataset: {num_requests: 2, input_mean: 4, output_mean: 2}
+matrix:
+  batch_size: [`+strings.Join(sizes, ", ")+`]
+repeats: 2
+`), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := &startOrder{}
+	s := &study{spec: spec, dir: dir, log: zerolog.Nop(), progress: p, o: Options{CacheDir: dir, Resume: true}}
+	for i := range gpus {
+		s.gpus = append(s.gpus, cuda.DeviceInfo{Index: i, Name: "G", UUID: fmt.Sprintf("GPU-%d", i)})
+	}
+	sel, _ := selectCells(spec.Plan, nil)
+	if err := s.buildPlan(sel); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range passes {
+		wc := s.cells[i].wc
+		r := reps(0, d)[0]
+		r.Cell, r.Fingerprint, r.Files = wc.ID, wc.Fingerprint, map[string]int64{}
+		os.MkdirAll(repeatsDir(dir, wc.ID), 0o755)
+		if err := writeJSONAtomic(repeatPath(dir, wc.ID, 1, repeatRecordName), &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.loadRecords()
+	s.initResults(context.Background())
+	return s, p
+}
+
+func ids(s *study, idx ...int) []string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, s.cells[i].cell.ID)
+	}
+	return out
+}
+
+// TestScheduleLongestFirst: on several GPUs, cells with nothing recorded
+// start first in plan order, then the others longest first; on one GPU the
+// plan's order stays. results.json keeps the plan's order either way.
+func TestScheduleLongestFirst(t *testing.T) {
+	passes := map[int]time.Duration{1: time.Minute, 3: 8 * time.Minute, 4: 3 * time.Minute}
+	for _, tc := range []struct {
+		gpus int
+		want []int
+	}{
+		{2, []int{0, 2, 3, 4, 1}},
+		{1, []int{0, 1, 2, 3, 4}},
+	} {
+		t.Run(strconv.Itoa(tc.gpus)+" GPUs", func(t *testing.T) {
+			s, order := gpuStudy(t, tc.gpus, 5, passes)
+			s.exec = &timedCells{clock: &fakeClock{t: time.Now()}}
+			res, err := s.execute(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Cells start in dispatch order on one goroutine.
+			if want := ids(s, tc.want...); !slices.Equal(order.ids, want) {
+				t.Errorf("started %v, want %v", order.ids, want)
+			}
+			if got, want := cellIDs(res), ids(s, 0, 1, 2, 3, 4); !slices.Equal(got, want) {
+				t.Errorf("results.json lists %v, want the plan's order %v", got, want)
+			}
+		})
+	}
+}
+
+func cellIDs(res *results.Results) []string {
+	var out []string
+	for _, c := range res.Cells {
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+func TestLPTOrderKeepsCPUCells(t *testing.T) {
+	c := func(id string, gpus int, rest time.Duration) *runCell {
+		return &runCell{cell: &Cell{ID: id}, gpus: gpus, rest: rest}
+	}
+	q := []*runCell{c("a", 1, time.Minute), c("cpu", 0, time.Hour), c("b", 1, 0), c("c", 1, 5*time.Minute)}
+	var got []string
+	for _, rc := range lptOrder(q) {
+		got = append(got, rc.cell.ID)
+	}
+	if want := []string{"b", "cpu", "c", "a"}; !slices.Equal(got, want) {
+		t.Errorf("lptOrder = %v, want %v", got, want)
+	}
+}
+
+// TestScheduleTimeLimit: a GPU whose next cell would not finish in the time
+// left takes the next cell that would; the run stops as interrupted, at the
+// time limit, the cell not started kept as it was.
+func TestScheduleTimeLimit(t *testing.T) {
+	// One GPU, 6 minutes: cell 0 (nothing recorded) takes 4; cell 1
+	// (5m recorded) then does not fit in 2, cell 2 (1m) does.
+	s, order := gpuStudy(t, 1, 3, map[int]time.Duration{1: 5 * time.Minute, 2: time.Minute})
+	clock := &fakeClock{t: time.Now()}
+	s.limit = &budget{deadline: clock.now().Add(6 * time.Minute), limit: "--time-limit 6m0s", now: clock.now}
+	fake := &timedCells{clock: clock, took: map[string]time.Duration{s.cells[0].cell.ID: 4 * time.Minute}}
+	s.exec = fake
+	res, err := s.execute(context.Background())
+	if !errors.Is(err, ErrTimeLimit) || !errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "xrun run --resume continues") {
+		t.Fatalf("err %v, want the time limit's", err)
+	}
+	if want := ids(s, 0, 2); !slices.Equal(fake.ran, want) || !slices.Equal(order.ids, want) {
+		t.Errorf("ran %v (started %v), want %v", fake.ran, order.ids, want)
+	}
+	held := res.Cells[1]
+	if held.Status != results.StatusSkipped || len(held.Repeats) != 1 ||
+		held.Error != "not run: the study stopped at its time limit (xrun run --resume runs it); 1 of 2 repeats kept" {
+		t.Errorf("held cell: %s %q, %d repeats", held.Status, held.Error, len(held.Repeats))
+	}
+	for _, i := range []int{0, 2} {
+		if c := res.Cells[i]; c.Status != results.StatusOK {
+			t.Errorf("cell %s: %s %q", c.ID, c.Status, c.Error)
+		}
+	}
+	// results.json on disk says the same.
+	disk, err := results.ReadFile(filepath.Join(s.dir, results.JSONFile))
+	if err != nil || disk.Cells[1].Error != held.Error {
+		t.Errorf("results.json: %v", err)
+	}
+}
+
+// TestRunTimeLimitOptions: the options a time limit cannot go with are bad
+// input.
+func TestRunTimeLimitOptions(t *testing.T) {
+	spec := slurmSpec(t, fmt.Sprintf(slurmSpecYAML, ""))
+	var bi interface{ BadInput() bool }
+	o := slurmOptions(filepath.Join(t.TempDir(), "out"), &fakeSlurm{t: t})
+	o.TimeLimit = time.Minute
+	if _, err := Run(context.Background(), spec, o); !errors.As(err, &bi) || !strings.HasPrefix(err.Error(), "--time-limit: ") {
+		t.Errorf("--time-limit with slurm: %v", err)
+	}
+	o = Options{Out: filepath.Join(t.TempDir(), "out"), CacheDir: t.TempDir(), TimeLimit: -time.Second, Log: zerolog.Nop()}
+	if _, err := Run(context.Background(), spec, o); !errors.As(err, &bi) || !strings.HasPrefix(err.Error(), "--time-limit: ") {
+		t.Errorf("a negative --time-limit: %v", err)
+	}
+}
+
+// TestSlurmTaskStopsAtJobEnd: a Slurm task's worker stops before a repeat
+// that would outlast the job (SLURM_JOB_END_TIME); the cell is unfinished,
+// not failed, and --resume completes it.
+func TestSlurmTaskStopsAtJobEnd(t *testing.T) {
+	spec := slurmSpec(t, strings.Replace(fmt.Sprintf(slurmSpecYAML, ""), "repeats: 1", "repeats: 3", 1))
+	dir := filepath.Join(t.TempDir(), "out")
+	end := strconv.FormatInt(time.Now().Add(9*time.Minute).Unix(), 10)
+	env := func(k string) string {
+		switch k {
+		case slurmEndEnv:
+			return end
+		case FaultEnv:
+			return "bs1_gemm-auto:took=6m"
+		}
+		return ""
+	}
+	f := &fakeSlurm{t: t, ends: map[string]fakeTask{
+		"bs1_gemm-auto": {state: "FAILED", reason: "NonZeroExitCode", exit: "130:0", real: true, getenv: env},
+	}}
+	res, err := Run(context.Background(), spec, slurmOptions(dir, f))
+	if !errors.Is(err, ErrTimeLimit) || !strings.Contains(err.Error(), slurmEndEnv) {
+		t.Fatalf("err %v, want the time limit's", err)
+	}
+	id := res.Cells[0].ID
+	if c := res.Cells[0]; c.Status != results.StatusSkipped || len(c.Repeats) != 1 ||
+		c.Error != "stopped at the time limit after 1 of 3 repeats; xrun run --resume runs the rest" {
+		t.Errorf("cell %s: %s %q, %d repeats", id, c.Status, c.Error, len(c.Repeats))
+	}
+	for _, c := range res.Cells[1:] {
+		if c.Status != results.StatusOK {
+			t.Errorf("cell %s: %s %q", c.ID, c.Status, c.Error)
+		}
+	}
+
+	f.ends = map[string]fakeTask{"bs1_gemm-auto": {state: "COMPLETED", reason: "None", exit: "0:0", real: true}}
+	res, err = Run(context.Background(), spec, func() Options { o := slurmOptions(dir, f); o.Resume = true; return o }())
+	if err != nil {
+		t.Fatalf("--resume: %v", err)
+	}
+	if c := res.Cells[0]; c.Status != results.StatusOK || len(c.Repeats) != 3 {
+		t.Errorf("cell %s after --resume: %s %q, %d repeats", id, c.Status, c.Error, len(c.Repeats))
+	}
+	checkOrigins(t, mustRecord(t, dir, id), 1, false)
+}
+
+// blockingCells stand in for workers that run until stopped.
+type blockingCells struct{}
+
+func (blockingCells) run(ctx context.Context, c *workerCell, _ []string) outcome {
+	<-ctx.Done()
+	return outcome{id: c.ID, interrupted: true}
+}
+
+// TestTimeLimitRunsOut: a step still running at the time limit (one that
+// nothing predicted, or that ran longer than predicted) is stopped there,
+// and the run ends as stopped at the time limit.
+func TestTimeLimitRunsOut(t *testing.T) {
+	s, _ := gpuStudy(t, 1, 2, nil)
+	// The scheduler's clock says an hour is left, so the first cell
+	// starts; the limit itself is 50ms away.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	s.limit = &budget{deadline: deadline, limit: "--time-limit 50ms", now: func() time.Time { return deadline.Add(-time.Hour) }}
+	s.exec = blockingCells{}
+	res, err := s.execute(context.Background())
+	if !errors.Is(err, ErrTimeLimit) {
+		t.Fatalf("err %v, want the time limit's", err)
+	}
+	want := []string{"not run: interrupted while running (xrun run --resume runs it)", "not run: the study stopped at its time limit (xrun run --resume runs it)"}
+	for i, c := range res.Cells {
+		if c.Status != results.StatusSkipped || c.Error != want[i] {
+			t.Errorf("cell %s: %s %q; want %q", c.ID, c.Status, c.Error, want[i])
+		}
+	}
+}
