@@ -79,10 +79,6 @@ type AttnLaunch struct {
 	// of it). Decode launches (Rows <= 16) on a tensor-core kernel only:
 	// AttnFoldsRope says whether one can.
 	Rope Buffer
-	// Prefetch: weights the kernels after this launch read, asked into L2
-	// before the launch waits for the one in front of it (L2Prefetch;
-	// tensor-core kernels only).
-	Prefetch L2Prefetch
 }
 
 // attnShortKeys is XRUN_CUDA_ATTN_SHORT, read once: the default
@@ -406,7 +402,7 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		if splits == 1 || counters == 0 || short < 0 {
 			short = 0
 		}
-		args.I32(l.Rows).Ptr(l.Rope).I32(short).L2Prefetch(l.Prefetch)
+		args.I32(l.Rows).Ptr(l.Rope).I32(short)
 	}
 	if err := s.Launch(f, Dim3{X: l.N, Y: a.KVHeads, Z: splits}, Dim3{X: threads}, smem, args); err != nil || splits == 1 || counters != 0 {
 		return err

@@ -305,8 +305,7 @@ func checkAttentionRope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attn
 		return kc, vc
 	}
 	launch := func(rope Buffer) AttnLaunch {
-		l := AttnLaunch{Items: itemsB, N: len(items) / 4, Rows: rows, Splits: splits, ShortKeys: short, Rope: rope,
-			Prefetch: L2Prefetch{tab, Buffer{}, itemsB}}
+		l := AttnLaunch{Items: itemsB, N: len(items) / 4, Rows: rows, Splits: splits, ShortKeys: short, Rope: rope}
 		if splits > 1 {
 			l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*splits, rows, D)/2)
 		}
@@ -439,11 +438,7 @@ func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 	var first []float32
 	for _, kern := range kernels {
 		out := devPoisoned(t, g, dt, total*H*D)
-		l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits, ShortKeys: short,
-			// Prefetches of memory the launch reads anyway, one not
-			// 16-byte aligned at either end: a hint that must change
-			// nothing.
-			Prefetch: L2Prefetch{kc, qkvB.Slice(2, qkvB.Bytes-4)}}
+		l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits, ShortKeys: short}
 		if splits > 1 {
 			l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*splits, rows, D)/2)
 		}

@@ -246,9 +246,6 @@ type GemvFusion struct {
 	Norm     *GemvNorm
 	GLU      bool
 	Residual bool
-	// Prefetch: the next projection's weights, asked into L2 by a launch
-	// of several rounds of loads once its last round is out (L2Prefetch).
-	Prefetch L2Prefetch
 }
 
 func (f GemvFusion) suffix() string {
@@ -280,7 +277,7 @@ func (g *GPU) gemvOn(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu GemvFu
 	if fu.Norm != nil {
 		x, nw, xo, eps = fu.Norm.Residual, fu.Norm.Weight, fu.Norm.Out, fu.Norm.Eps
 	}
-	a := g.argsPack().Ptr(x).Ptr(w).Ptr(y).Ptr(nw).Ptr(xo).I32(m).I32(n).I32(k).F32(eps).L2Prefetch(fu.Prefetch)
+	a := g.argsPack().Ptr(x).Ptr(w).Ptr(y).Ptr(nw).Ptr(xo).I32(m).I32(n).I32(k).F32(eps)
 	return s.Launch(f, Dim3{X: ceilDiv(n, gemvWarps*c.r)}, Dim3{X: 32 * gemvWarps}, 0, a)
 }
 

@@ -64,10 +64,6 @@ type Backend struct {
 	bucket   *graphState
 	ops      int // ops seen this iteration (checked against the graph)
 	capOps   []func(*cuda.GPU) error
-	// wseq is this forward pass's GEMM weights in call order, wprev the
-	// last pass's: the layers' order never changes, so the last pass says
-	// which weights come next (prefetch.go).
-	wseq, wprev []*tensor
 
 	memWeights, memActs int64
 	tmp                 []int32 // host layout scratch
@@ -96,7 +92,6 @@ type pending struct {
 	res   *tensor // norm, or a GEMM's norm prologue (then x is the norm's out)
 	nw    *tensor
 	eps   float32
-	seq   int // GEMM: its index in the forward pass (wseq)
 }
 
 type pendKind int
@@ -772,9 +767,6 @@ func bucketFor(n int) int {
 // here on and replays the graph at Argmax.
 func (b *Backend) SetBatch(bt *model.Batch) error {
 	b.release()
-	if len(b.wseq) > 0 {
-		b.wprev, b.wseq = b.wseq, b.wprev[:0]
-	}
 	// Without a KV cache (ops checked on their own) the batch has no
 	// attention items and no graphs.
 	c := b.cache
@@ -1034,9 +1026,6 @@ func (b *Backend) gemvFusing(rows int) bool {
 // gemv queues the held-back GEMM p, with its norm prologue if it has one
 // and the epilogue fu, into y.
 func (b *Backend) gemv(p *pending, y *tensor, fu cuda.GemvFusion) {
-	if l2pfGemv {
-		fu.Prefetch = b.prefetchAhead(p.seq+1, 1)
-	}
 	b.op(func(g *cuda.GPU) error {
 		n, k := p.w.shape[0], p.w.shape[1]
 		if fu.GLU {
@@ -1129,9 +1118,8 @@ func (b *Backend) Add(dst, src model.Tensor, rows int) {
 func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
 	o, xi, wt := ft(out), ft(x), ft(w)
 	rows = b.rows(rows)
-	seq := b.noteWeight(wt)
 	if b.gemvFusing(rows) {
-		p := &pending{kind: pendGemm, out: o, x: xi, w: wt, rows: rows, seq: seq}
+		p := &pending{kind: pendGemm, out: o, x: xi, w: wt, rows: rows}
 		if n := b.take(pendNorm, xi, rows); n != nil {
 			p.res, p.nw, p.eps = n.res, n.nw, n.eps
 		}
@@ -1207,17 +1195,10 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 	o, q, c := ft(out), ft(qkv), cache.(*kvCache)
 	lay := b.cur
 	p := b.take(pendRope, q, 0)
-	var pf cuda.L2Prefetch
-	if l2pfAttn && lay.nL == 0 && lay.nTok <= cuda.GemvMaxM {
-		// At decode of a few rows: the output projection and the MLP's
-		// first projection, whose weights the HBM could be streaming
-		// while the attention runs.
-		pf = b.prefetchAhead(len(b.wseq), 2)
-	}
 	b.op(func(g *cuda.GPU) error {
 		k := c.k.Slice(layer*c.layerBytes, c.layerBytes)
 		v := c.v.Slice(layer*c.layerBytes, c.layerBytes)
-		small := cuda.AttnLaunch{Items: lay.itemsS, N: lay.nS, Rows: lay.rowsS, Splits: lay.splitsS, Work: b.attnWork, Prefetch: pf}
+		small := cuda.AttnLaunch{Items: lay.itemsS, N: lay.nS, Rows: lay.rowsS, Splits: lay.splitsS, Work: b.attnWork}
 		if b.fuseOn {
 			small.Counters = b.attnCnt
 		}

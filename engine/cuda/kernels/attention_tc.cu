@@ -100,15 +100,8 @@ __device__ __forceinline__ void group_sync(int kw) {
 template <class T, int D, int MW, int KW, int KT, int ST, bool ROPE>
 __device__ __forceinline__ void attention_tc(T *out, const T *qkv, T *kc, T *vc, const int4 *items,
 	int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit, int *counters, int rowsMax,
-	const float *table, int shortKeys, const l2pf &pf) {
+	const float *table, int shortKeys) {
 	static_assert(!ROPE || MW == 1, "RoPE is folded into decode blocks only");
-	// The weights of the projections after the attention (pf: the output
-	// projection's, the start of the MLP's) go into L2 now, before the
-	// wait: a decode attention over a short context moves a few hundred
-	// KB and leaves the HBM idle for microseconds (common.cuh, l2pf).
-	if ((threadIdx.x & 31) == 0)
-		l2_prefetch(pf, ((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * (MW * KW) + (threadIdx.x >> 5),
-			gridDim.x * gridDim.y * gridDim.z * (MW * KW));
 	// Without ROPE the cache holds this launch's own keys, written by the
 	// kernel before: nothing may be read before it is done.
 	if constexpr (!ROPE) pdl_enter();
@@ -442,15 +435,14 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, T *kc, T *vc,
 // dynamic shared memory, KW x ST x 2 tiles of KT x (D + 8) 16-bit values.
 // The grid is (items, KV heads, splits). table (the float32 [positions, D]
 // RoPE table) is read only by the _rope kernels; shortKeys only by split
-// launches (0: never short). The last six are the L2 prefetch ranges
-// (common.cuh, l2pf).
+// launches (0: never short).
 #define ATTN_TC_K(T, D, MW, KW, KT, ST, ROPE, SUF)                                                              \
 	extern "C" __global__ void __launch_bounds__(MW * KW * 32)                                                  \
 		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##SUF(T *out, const T *qkv, T *kc, T *vc,      \
 			const int4 *items, int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit,  \
-			int *counters, int rowsMax, const float *table, int shortKeys, L2PF_PARAMS) {                     \
+			int *counters, int rowsMax, const float *table, int shortKeys) {                                  \
 		attention_tc<T, D, MW, KW, KT, ST, ROPE>(out, qkv, kc, vc, items, H, KV, W, cap, scale, part, ml, nsplit, \
-			counters, rowsMax, table, shortKeys, L2PF_ARGS);                                                  \
+			counters, rowsMax, table, shortKeys);                                                             \
 	}
 #define ATTN_TC(T, D, MW, KW, KT, ST) ATTN_TC_K(T, D, MW, KW, KT, ST, false, )
 #define ATTN_TC_ROPE(T, D, MW, KW, KT, ST) ATTN_TC_K(T, D, MW, KW, KT, ST, true, _rope)

@@ -75,7 +75,7 @@ __device__ __forceinline__ pack8 ld_stream(const pack8 *p) {
 
 template <class T, int MT, int R, int MODE, int L>
 __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restrict__ W, T *__restrict__ Y,
-	const T *__restrict__ NW, T *__restrict__ XO, int M, int N, int K, float eps, const l2pf &pf) {
+	const T *__restrict__ NW, T *__restrict__ XO, int M, int N, int K, float eps) {
 	constexpr bool GLU = MODE & GV_GLU, NORM = MODE & GV_NORM, RES = MODE & GV_RES;
 	// RR rows of W per warp (R outputs; both halves of each under GLU); U
 	// steps of K per round, so each lane has U x RR = L 16-byte loads of W
@@ -101,15 +101,6 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 				for (int r = 0; r < RR; r++) w[u][r] = ld_stream(wr[r] + c);
 			}
 		}
-	};
-	// A launch of several rounds (a large projection, bandwidth-bound)
-	// prefetches the next projection's weights (pf) into L2 once its last
-	// round of loads has gone out, so that the HBM stays busy while its
-	// blocks drain and the next kernel's start: warp n0 / R of the
-	// ceil(N / R) that have rows asks for its share.
-	const bool multi = K8 > 32 * U;
-	auto prefetchNext = [&]() {
-		if (lane == 0) l2_prefetch(pf, n0 / R, (N + R - 1) / R);
 	};
 	if (n0 < N) loadW(lane);
 	pdl_enter(); // X may be the previous kernel's output: read it only now
@@ -160,10 +151,7 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 			}
 		}
 		// The next round's loads go out once this round's are consumed.
-		if (c0 + 32 * U < K8) {
-			loadW(c0 + 32 * U);
-			if (multi && c0 + 64 * U >= K8) prefetchNext();
-		}
+		if (c0 + 32 * U < K8) loadW(c0 + 32 * U);
 	}
 	float inv[MT];
 #pragma unroll
@@ -207,15 +195,13 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 // _normglu or _res; MT is M rounded up to a power of two (M <= MT rows are
 // computed); _l16: 16 loads of W in flight per lane instead of 8 (at M = 1
 // only, where the registers allow it). For GLU, N is the output width F (W
-// has 2F rows). NW and XO are read only under NORM, eps likewise. The
-// last six parameters are the L2 prefetch ranges (common.cuh, l2pf), used
-// by launches of more than one round of loads.
+// has 2F rows). NW and XO are read only under NORM, eps likewise.
 // The _l16 kernels are held to 3 blocks a multiprocessor (168 registers),
 // which is what lets the QKV GEMV's 320 blocks fit in one wave.
 #define GEMVKL(T, MODE, SUF, MT, R, L, LS, BOUNDS)                                                               \
 	extern "C" __global__ void BOUNDS gemv##SUF##_##T##_m##MT##_r##R##LS(const T *X, const T *W, T *Y,          \
-		const T *NW, T *XO, int M, int N, int K, float eps, L2PF_PARAMS) {                                        \
-		gemv<T, MT, R, MODE, L>(X, W, Y, NW, XO, M, N, K, eps, L2PF_ARGS);                                        \
+		const T *NW, T *XO, int M, int N, int K, float eps) {                                                     \
+		gemv<T, MT, R, MODE, L>(X, W, Y, NW, XO, M, N, K, eps);                                                   \
 	}
 #define GEMVK(T, MODE, SUF, MT, R) GEMVKL(T, MODE, SUF, MT, R, 8, , __launch_bounds__(128))
 #define GEMVK16(T, MODE, SUF, R) GEMVKL(T, MODE, SUF, 1, R, 16, _l16, __launch_bounds__(128, 3))
