@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	"github.com/xrun-dev/xrun/datasets"
@@ -22,6 +23,22 @@ import (
 // EOS ignored).
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x7872756e)) }
+
+// Overlap: where the backend can (model.Pipeliner), iteration i+1 is
+// queued before iteration i's tokens are read back. The schedule never
+// depends on token values (every request generates exactly its
+// output_tokens), so the host knows at queue time which requests finish,
+// which slots free up and who is admitted next; only the next decode
+// token of each request sampled in iteration i is unknown, and the
+// backend feeds it to iteration i+1 on the device (model.Batch.Fed). The
+// device then goes from one iteration to the next without waiting for the
+// host's read-back, bookkeeping and launch, which at batch 1 on a GPU is
+// about a tenth of the step; TensorRT-LLM's PyTorch flow does the same
+// (its overlap scheduler). Token ids, the schedule and the outputs are
+// exactly those of the synchronous loop. Iterations run synchronously
+// inside a profile window (records are attributed to iterations by time),
+// around a window's edges, on MoE models (the expert counts are read every
+// iteration) and with XRUN_OVERLAP=0.
 
 // runState is one Run's bookkeeping across its warm-up and timed phases.
 type runState struct {
@@ -42,6 +59,10 @@ type runState struct {
 
 	load   *ExpertLoad
 	counts []int32
+
+	flights  [2]flight     // the iteration being queued and the one in flight
+	waited   []int32       // the ids of the iteration in flight, once read
+	lastDone time.Duration // when the last iteration's tokens reached the host
 }
 
 // inflight is a request being served.
@@ -50,12 +71,26 @@ type inflight struct {
 	index     int // in records; -1 in the warm-up
 	slot      int
 	prefilled int
-	out       []int32
+	gen       int     // tokens scheduled: sampled by a queued iteration
+	out       []int32 // tokens read back (gen of them, or gen-1 while one is in flight)
+	lastIter  int     // the iteration that sampled its latest token
+	pick      int     // its row among that iteration's picks
 	start     time.Duration
 	first     time.Duration
 }
 
-func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup bool) error {
+// flight is a queued iteration whose tokens the host has not read yet.
+type flight struct {
+	rec     IterationRecord
+	sampled []*inflight
+	ticket  int
+	queued  time.Duration
+}
+
+// overlapOff is XRUN_OVERLAP=0: every iteration synchronous, for an A/B.
+var overlapOff = os.Getenv("XRUN_OVERLAP") == "0"
+
+func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup bool) (err error) {
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -69,17 +104,34 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 	if !warmup {
 		st.done = make([]bool, len(reqs))
 	}
+	pipe := !overlapOff && st.load == nil && st.e.m.Pipelined()
+	var pend *flight // queued, tokens not read yet
+	defer func() {
+		// An early return leaves nothing outstanding on the backend.
+		if pend != nil {
+			if e := st.complete(pend); err == nil {
+				err = e
+			}
+		}
+	}()
 	submitted := time.Since(st.t0)
 	var act []*inflight
-	var sampled []*inflight
 	queue := 0
 	for queue < len(reqs) || len(act) > 0 {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("engine stopped at iteration %d: %w", st.iter, err)
 		}
+		if pend != nil && st.windowEdge() {
+			// Windows open and close on an idle device.
+			f := pend
+			pend = nil
+			if err := st.complete(f); err != nil {
+				return err
+			}
+		}
 		st.checkWindow()
 		for len(act) < st.e.cfg.BatchSize && queue < len(reqs) && len(free) > 0 {
-			a := &inflight{req: &reqs[queue], index: -1, slot: free[len(free)-1], start: submitted}
+			a := &inflight{req: &reqs[queue], index: -1, slot: free[len(free)-1], start: submitted, lastIter: -1}
 			if !warmup {
 				a.index = queue
 			}
@@ -90,16 +142,24 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 
 		b := st.batch
 		b.Reset()
-		sampled = sampled[:0]
-		rec := IterationRecord{Index: st.iter, Warmup: warmup, Profiled: st.winActive}
+		f := &st.flights[st.iter%2]
+		f.sampled = f.sampled[:0]
+		f.rec = IterationRecord{Index: st.iter, Warmup: warmup, Profiled: st.winActive}
+		rec := &f.rec
 		budget := min(st.e.cfg.MaxNumTokens, capa.MaxTokens)
 		for _, a := range act {
-			if p := len(a.req.InputIDs); a.prefilled == p && budget > 0 {
-				b.Add(a.slot, p+len(a.out)-1, a.out[len(a.out)-1:], true)
-				budget--
-				rec.GenRequests++
-				sampled = append(sampled, a)
+			p := len(a.req.InputIDs)
+			if a.prefilled != p || budget == 0 {
+				continue
 			}
+			if pend != nil && a.lastIter == pend.rec.Index {
+				b.AddFed(a.slot, p+a.gen-1, a.pick)
+			} else {
+				b.Add(a.slot, p+a.gen-1, a.out[a.gen-1:a.gen], true)
+			}
+			budget--
+			rec.GenRequests++
+			f.sampled = append(f.sampled, a)
 		}
 		for _, a := range act {
 			p := len(a.req.InputIDs)
@@ -114,7 +174,7 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 			rec.CtxRequests++
 			rec.CtxTokens += n
 			if last {
-				sampled = append(sampled, a)
+				f.sampled = append(f.sampled, a)
 			}
 		}
 
@@ -128,50 +188,59 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 		if st.opts.Hooks.IterationStart != nil {
 			st.opts.Hooks.IterationStart(rec.Index, name)
 		}
-		start := time.Since(st.t0)
+		f.queued = time.Since(st.t0)
+		sync := !pipe || st.winActive
 		err := st.e.m.Forward(b)
 		if err == nil {
-			err = st.e.m.Argmax(st.next)
+			if sync {
+				err = st.e.m.Argmax(st.next)
+			} else {
+				f.ticket, err = st.e.m.ArgmaxStart()
+			}
 		}
 		if err == nil && st.load != nil {
 			err = st.e.m.ExpertCounts(st.counts)
 			st.load.add(st.iter, warmup, st.counts)
 		}
-		now := time.Since(st.t0)
 		if err != nil {
 			return fmt.Errorf("iteration %d: %w", st.iter, err)
 		}
-		rec.Start, rec.Duration = start, now-start
 		if st.opts.Profile {
+			// The NVTX range closes once the iteration is queued, so that
+			// ranges never nest when the next one is queued before this
+			// one's tokens are back.
 			st.e.be.IterationEnd(rec.Index)
 		}
 
-		for i, a := range sampled {
-			a.out = append(a.out, st.next[i])
-			if len(a.out) == 1 {
-				a.first = now
-			}
-			if len(a.out) == a.req.OutputTokens {
+		// What the schedule needs is known now: who finishes with this
+		// iteration, and so which slots the next one may fill.
+		for i, a := range f.sampled {
+			a.gen++
+			a.lastIter, a.pick = rec.Index, i
+			if a.gen == a.req.OutputTokens {
 				free = append(free, a.slot)
-				if a.index >= 0 {
-					st.records[a.index] = RequestRecord{TaskID: a.req.TaskID, Start: a.start, FirstToken: a.first, End: now,
-						InputTokens: len(a.req.InputIDs), OutputTokens: len(a.out), OutputIDs: a.out}
-					st.done[a.index] = true
-				}
 			}
 		}
 		kept := act[:0]
 		for _, a := range act {
-			if len(a.out) < a.req.OutputTokens {
+			if a.gen < a.req.OutputTokens {
 				kept = append(kept, a)
 			}
 		}
 		clear(act[len(kept):])
 		act = kept
 
-		st.iters = append(st.iters, rec)
-		if st.opts.Hooks.IterationEnd != nil {
-			st.opts.Hooks.IterationEnd(rec)
+		if pend != nil {
+			old := pend
+			pend = nil
+			if err := st.complete(old); err != nil {
+				return err
+			}
+		}
+		if sync {
+			st.finish(f, st.next)
+		} else {
+			pend = f
 		}
 		st.iter++
 		if st.opts.StopAfterWindow && len(st.windows) > 0 && st.iter > st.windows[len(st.windows)-1].Last {
@@ -179,6 +248,57 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 		}
 	}
 	return nil
+}
+
+// complete waits for a queued iteration's tokens and records them.
+func (st *runState) complete(f *flight) error {
+	if cap(st.waited) < len(f.sampled) {
+		st.waited = make([]int32, len(st.next))
+	}
+	ids := st.waited[:len(f.sampled)]
+	if err := st.e.m.ArgmaxWait(f.ticket, ids); err != nil {
+		return fmt.Errorf("iteration %d: %w", f.rec.Index, err)
+	}
+	st.finish(f, ids)
+	return nil
+}
+
+// finish records an iteration whose tokens (ids, one per sampled request)
+// are on the host. Its span starts when it was queued or, if later, when
+// the iteration before it finished: with overlap the device starts it
+// then, and consecutive spans do not overlap.
+func (st *runState) finish(f *flight, ids []int32) {
+	now := time.Since(st.t0)
+	rec := f.rec
+	rec.Start = max(f.queued, st.lastDone)
+	rec.Duration = now - rec.Start
+	st.lastDone = now
+	for i, a := range f.sampled {
+		a.out = append(a.out, ids[i])
+		if len(a.out) == 1 {
+			a.first = now
+		}
+		if len(a.out) == a.req.OutputTokens && a.index >= 0 {
+			st.records[a.index] = RequestRecord{TaskID: a.req.TaskID, Start: a.start, FirstToken: a.first, End: now,
+				InputTokens: len(a.req.InputIDs), OutputTokens: len(a.out), OutputIDs: a.out}
+			st.done[a.index] = true
+		}
+	}
+	st.iters = append(st.iters, rec)
+	if st.opts.Hooks.IterationEnd != nil {
+		st.opts.Hooks.IterationEnd(rec)
+	}
+}
+
+// windowEdge reports whether the iteration about to be queued opens or
+// closes a profile window (checkWindow's conditions).
+func (st *runState) windowEdge() bool {
+	for _, s := range st.windows {
+		if st.winActive && s.Last == st.iter-1 || !st.winActive && s.First == st.iter {
+			return true
+		}
+	}
+	return false
 }
 
 // checkWindow is TensorRT-LLM's check at the top of every iteration: stop

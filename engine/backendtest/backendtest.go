@@ -114,7 +114,7 @@ func Check(t *testing.T, candidate NewBackend, tol float64) {
 	}{
 		{"matmul", checkMatMul}, {"norms", checkNorms}, {"embed_gather", checkGather},
 		{"swiglu", checkSwiGLU}, {"rope_qknorm", checkRoPE}, {"attention", checkAttention},
-		{"route_moe", checkMoE}, {"argmax", checkArgmax}, {"random", checkRandom},
+		{"route_moe", checkMoE}, {"argmax", checkArgmax}, {"random", checkRandom}, {"pipeline", checkPipeline},
 	}
 	for _, op := range ops {
 		t.Run(op.name, func(t *testing.T) { op.run(start(t, candidate, tol, seed)) })
@@ -359,6 +359,62 @@ func checkArgmax(p *pair) {
 			p.t.Errorf("argmax row %d: %d, want %d", r, got[r], want[r])
 		}
 	}
+}
+
+// checkPipeline is model.Pipeliner: picks started but not waited for feed
+// the next batch's tokens on the device (Batch.Fed), and must embed
+// exactly as the same ids given by the host; the picks then read back
+// right, tickets in order, at most two outstanding.
+func checkPipeline(p *pair) {
+	pl, ok := p.got.(model.Pipeliner)
+	if !ok {
+		p.t.Skip("the backend does not pipeline iterations")
+	}
+	const rows, V, H = 5, 300, 40
+	v := p.rand(rows*V, 1)
+	want := make([]int32, rows)
+	for r := range rows {
+		want[r] = int32(p.r.IntN(V))
+		v[r*V+int(want[r])] = 50
+	}
+	l := p.input(v, rows, V)
+	table := p.weight(model.Table, p.rand(V*H, 1), V, H)
+	first := mixedBatch(p.tokens(V))
+	p.must(p.got.SetBatch(first))
+	t0, err := pl.ArgmaxStart(l.got, rows)
+	p.must(err)
+
+	// Slot 0 decodes pick 3, slot 1 reads a prompt, slot 2 decodes pick 0.
+	var fed, host model.Batch
+	fed.AddFed(0, 5, 3)
+	fed.Add(1, 0, []int32{7, 8}, true)
+	fed.AddFed(2, 9, 0)
+	host.Add(0, 5, want[3:4], true)
+	host.Add(1, 0, []int32{7, 8}, true)
+	host.Add(2, 9, want[0:1], true)
+	p.must(p.got.SetBatch(&fed))
+	p.must(p.ref.SetBatch(&host))
+	x := p.alloc(model.Float, 4, H)
+	p.got.Embed(x.got, table.got)
+	p.ref.Embed(x.ref, table.ref)
+	t1, err := pl.ArgmaxStart(l.got, rows)
+	p.must(err)
+	if _, err := pl.ArgmaxStart(l.got, rows); err == nil {
+		p.t.Error("a third outstanding ArgmaxStart was accepted")
+	}
+	if err := pl.ArgmaxWait(t1, make([]int32, rows)); err == nil {
+		p.t.Error("waiting for the newer ticket first was accepted")
+	}
+	for _, tk := range []int{t0, t1} {
+		got := make([]int32, rows)
+		p.must(pl.ArgmaxWait(tk, got))
+		for r := range rows {
+			if got[r] != want[r] {
+				p.t.Errorf("ticket %d pick %d: %d, want %d", tk, r, got[r], want[r])
+			}
+		}
+	}
+	p.compare("embed with fed tokens", x, 4, H)
 }
 
 // checkRandom reads a random weight back through MatMul with identity

@@ -34,6 +34,20 @@ type Backend struct {
 
 	prof profiler
 	err  error // first failure of an op, reported at the next sync
+
+	pipe pipeline
+}
+
+// pipeline is the Pipeliner's state. The CPU runs every op when it is
+// called, so a started pick is already made; keeping its tickets and fed
+// tokens anyway lets the engine's overlapped schedule run (and be tested)
+// on this backend exactly as on the GPU.
+type pipeline struct {
+	picks   [2][]int32 // ticket t's picks in picks[t%2]
+	started int        // tickets handed out
+	waited  int        // tickets waited for (the oldest outstanding is this one)
+	fed     model.Batch
+	tok     []int32 // fed.Tokens: the batch's ids with the fed ones filled in
 }
 
 // Option names of the GEMM paths.
@@ -316,6 +330,23 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 
 // SetBatch records the iteration's layout and plans the attention work.
 func (b *Backend) SetBatch(bt *model.Batch) error {
+	if len(bt.Fed) > 0 {
+		p := &b.pipe
+		if p.started == 0 {
+			return fmt.Errorf("batch: %d fed tokens, but no ArgmaxStart before it", len(bt.Fed))
+		}
+		last := p.picks[(p.started-1)%2]
+		p.tok = append(p.tok[:0], bt.Tokens...)
+		p.fed = *bt
+		p.fed.Tokens = p.tok
+		for _, f := range bt.Fed {
+			if f.Row < 0 || int(f.Row) >= len(bt.Tokens) || f.Pick < 0 || int(f.Pick) >= len(last) {
+				return fmt.Errorf("batch: fed token at row %d from pick %d (%d tokens, %d picks)", f.Row, f.Pick, len(bt.Tokens), len(last))
+			}
+			p.fed.Tokens[f.Row] = last[f.Pick]
+		}
+		bt = &p.fed
+	}
 	b.batch = bt
 	b.tokSlot = b.tokSlot[:0]
 	for _, s := range bt.Seqs {

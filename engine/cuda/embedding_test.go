@@ -38,6 +38,23 @@ func TestEmbedding(t *testing.T) {
 					if e := cpu.RelErr(got, refEmbedding(table, ids, c.hidden)); e != 0 {
 						t.Errorf("a gather must be exact; relative error %g", e)
 					}
+
+					// The same ids with every other one fed from a device
+					// array of picks (-1 - j stands for picks[j]).
+					picks := make([]int32, 0, c.tokens)
+					coded := append([]int32(nil), ids...)
+					for i := 0; i < c.tokens; i += 2 {
+						coded[i] = -1 - int32(len(picks))
+						picks = append(picks, ids[i])
+					}
+					picks = append(picks, 0) // one pick more than fed: unused
+					out = devPoisoned(t, g, dt, c.tokens*c.hidden)
+					if err := g.EmbeddingFed(g.Stream, dt, out, devUpload(t, g, dt, table), devUploadT(t, g, coded), devUploadT(t, g, picks), c.tokens, c.hidden, c.vocab); err != nil {
+						t.Fatal(err)
+					}
+					if e := cpu.RelErr(download(t, g, dt, out, c.tokens*c.hidden), refEmbedding(table, ids, c.hidden)); e != 0 {
+						t.Errorf("fed ids: a gather must be exact; relative error %g", e)
+					}
 				})
 			})
 		}

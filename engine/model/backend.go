@@ -192,6 +192,26 @@ type Backend interface {
 	Close() error
 }
 
+// Pipeliner is implemented by backends that can queue an iteration while
+// the one before it still runs (both of ours). With Argmax every
+// iteration ends in a synchronisation, and the device idles while the
+// host reads the tokens back, schedules and queues the next iteration:
+// at batch 1 on a GPU that is a tenth of the step. The engine instead
+// starts iteration i's picks, queues iteration i+1 with the picks fed to
+// it on the device (Batch.Fed), and only then waits for iteration i's
+// tokens, as TensorRT-LLM's overlap scheduler does.
+type Pipeliner interface {
+	// ArgmaxStart queues Argmax's work (each of rows logit rows' greedy
+	// pick, copied towards the host) and returns without waiting: a
+	// ticket for ArgmaxWait. The next SetBatch may feed these picks. At
+	// most two tickets may be outstanding; the oldest is waited for first.
+	ArgmaxStart(logits Tensor, rows int) (int, error)
+	// ArgmaxWait waits for ticket's picks and copies them to dst (len(dst)
+	// of them, at most its rows). It reports any failure of the ops before
+	// them, as Argmax does.
+	ArgmaxWait(ticket int, dst []int32) error
+}
+
 // KVBudget is implemented by backends whose KV-cache memory is bounded
 // (both of ours): MaxKVSlots is how many slots of c's shape (c.Slots
 // ignored) fit the budget (BackendOptions.KVCacheBytes, or on CUDA

@@ -12,7 +12,16 @@ type Batch struct {
 	// the last token of each sequence that samples this iteration
 	// (ascending). Tests ask for every row.
 	LogitRows []int32
+	// Fed are the rows of Tokens whose ids are picks of the previous
+	// iteration's ArgmaxStart that have not reached the host yet (a
+	// Pipeliner's batch only): Tokens holds 0 there and the backend reads
+	// the id on the device instead. This is what lets the engine queue an
+	// iteration before the previous one's tokens are back.
+	Fed []Fed
 }
+
+// Fed is a batch token whose id is the previous iteration's Pick-th pick.
+type Fed struct{ Row, Pick int32 }
 
 // Seq is one sequence's share of a Batch.
 type Seq struct {
@@ -28,6 +37,7 @@ func (b *Batch) Reset() {
 	b.Positions = b.Positions[:0]
 	b.Seqs = b.Seqs[:0]
 	b.LogitRows = b.LogitRows[:0]
+	b.Fed = b.Fed[:0]
 }
 
 // Add appends a sequence's new tokens, which follow past cached tokens in
@@ -48,3 +58,12 @@ func (b *Batch) Add(slot, past int, tokens []int32, logits bool) int {
 
 // NumTokens is the number of tokens in the batch.
 func (b *Batch) NumTokens() int { return len(b.Tokens) }
+
+// AddFed appends one decode token of the sequence in KV slot slot, after
+// past cached tokens, whose id is pick pick of the previous iteration (see
+// Batch.Fed); its logits are wanted. It returns the token's row.
+func (b *Batch) AddFed(slot, past, pick int) int {
+	row := b.Add(slot, past, []int32{0}, true)
+	b.Fed = append(b.Fed, Fed{Row: int32(row), Pick: int32(pick)})
+	return row
+}

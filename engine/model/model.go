@@ -387,6 +387,9 @@ func (m *Model) Forward(b *Batch) error {
 			return fmt.Errorf("%w: slot %d (max %d), length %d (max %d)", ErrCapacity, s.Slot, m.capa.Slots, s.Past+s.Len, m.capa.MaxLen)
 		}
 	}
+	if len(b.Fed) > 0 && !m.Pipelined() {
+		return fmt.Errorf("batch feeds %d tokens from the last picks, but backend %s cannot pipeline iterations", len(b.Fed), m.be.Name())
+	}
 	cfg, be := m.cfg, m.be
 	eps := float32(cfg.RMSEps)
 	hl := cfg.HeadLayout()
@@ -436,6 +439,32 @@ func (m *Model) Forward(b *Batch) error {
 // Forward into dst (len >= rows).
 func (m *Model) Argmax(dst []int32) error {
 	return m.be.Argmax(dst[:m.lastLogitRows], m.logits, m.lastLogitRows)
+}
+
+// Pipelined reports whether the backend can queue an iteration before the
+// previous one's tokens reach the host (ArgmaxStart, Batch.Fed).
+func (m *Model) Pipelined() bool {
+	_, ok := m.be.(Pipeliner)
+	return ok
+}
+
+// ArgmaxStart queues the greedy picks of the last Forward's logit rows
+// without waiting for them (Pipeliner; Pipelined must be true).
+func (m *Model) ArgmaxStart() (int, error) {
+	p, ok := m.be.(Pipeliner)
+	if !ok {
+		return 0, fmt.Errorf("backend %s cannot pipeline iterations", m.be.Name())
+	}
+	return p.ArgmaxStart(m.logits, m.lastLogitRows)
+}
+
+// ArgmaxWait waits for ticket's picks and copies them into dst.
+func (m *Model) ArgmaxWait(ticket int, dst []int32) error {
+	p, ok := m.be.(Pipeliner)
+	if !ok {
+		return fmt.Errorf("backend %s cannot pipeline iterations", m.be.Name())
+	}
+	return p.ArgmaxWait(ticket, dst)
 }
 
 // ReadLogits copies the last Forward's logits ([rows, vocab]) to dst.

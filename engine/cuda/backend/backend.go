@@ -47,6 +47,7 @@ type Backend struct {
 	ids      cuda.Buffer
 	idsHost  cuda.HostBuffer
 	cur      batchLayout
+	pipe     pipeState
 
 	graphsOn bool
 	splitOn  bool
@@ -221,7 +222,15 @@ func New(o model.BackendOptions) (model.Backend, error) {
 		}
 		ev, err := g.NewEvent()
 		b.layEvent = ev
-		return err
+		if err != nil {
+			return err
+		}
+		for i := range b.pipe.done {
+			if b.pipe.done[i], err = g.NewEvent(); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		dev.Close()
@@ -250,6 +259,11 @@ func (b *Backend) Close() error {
 			errs = append(errs, g.FreeHost(h))
 		}
 		errs = append(errs, b.layEvent.Close())
+		for _, ev := range b.pipe.done {
+			if ev != nil {
+				errs = append(errs, ev.Close())
+			}
+		}
 		b.owned, b.hosts = nil, nil
 		return errors.Join(errs...)
 	})
@@ -538,13 +552,17 @@ func (b *Backend) ensureLayout(g *cuda.GPU, rows int) error {
 	if b.lay.Bytes >= n {
 		return nil
 	}
+	if b.pipe.started > b.pipe.waited {
+		// The picks in flight live in b.ids and the pinned pick buffers.
+		return fmt.Errorf("batch layout grows to %d rows while %d picks are outstanding", rows, b.pipe.started-b.pipe.waited)
+	}
 	if err := g.Stream.Sync(); err != nil {
 		return err
 	}
 	b.dropGraphs()
 	b.freeOwned(g, b.lay, b.ids)
 	for i, h := range b.hosts {
-		if h == b.layHost || h == b.idsHost {
+		if h == b.layHost || h == b.idsHost || h == b.pipe.host[0] || h == b.pipe.host[1] {
 			g.FreeHost(h)
 			b.hosts[i] = cuda.HostBuffer{}
 		}
@@ -559,8 +577,15 @@ func (b *Backend) ensureLayout(g *cuda.GPU, rows int) error {
 	if b.layHost, err = b.allocHost(g, n); err != nil {
 		return err
 	}
-	b.idsHost, err = b.allocHost(g, rows*4)
-	return err
+	if b.idsHost, err = b.allocHost(g, rows*4); err != nil {
+		return err
+	}
+	for i := range b.pipe.host {
+		if b.pipe.host[i], err = b.allocHost(g, rows*4); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (b *Backend) dropGraphs() {
@@ -827,6 +852,24 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	smallRows := 0
 	lay := b.tmp[:0]
 	lay = append(lay, bt.Tokens...)
+	for i, id := range bt.Tokens {
+		if id < 0 {
+			return fmt.Errorf("batch: token id %d at row %d", id, i)
+		}
+	}
+	if len(bt.Fed) > 0 {
+		p := &b.pipe
+		if p.started == 0 {
+			return fmt.Errorf("batch: %d fed tokens, but no ArgmaxStart before it", len(bt.Fed))
+		}
+		picks := p.rows[(p.started-1)%2]
+		for _, f := range bt.Fed {
+			if f.Row < 0 || int(f.Row) >= T || f.Pick < 0 || int(f.Pick) >= picks {
+				return fmt.Errorf("batch: fed token at row %d from pick %d (%d tokens, %d picks)", f.Row, f.Pick, T, picks)
+			}
+			lay[f.Row] = -1 - f.Pick
+		}
+	}
 	for range rows - T {
 		lay = append(lay, 0)
 	}
@@ -1058,7 +1101,10 @@ func (b *Backend) Embed(out, table model.Tensor) {
 	o, tb := ft(out), ft(table)
 	lay := b.cur
 	b.op(func(g *cuda.GPU) error {
-		return g.Embedding(g.Stream, b.dt, o.buf, tb.buf, lay.tokens, lay.nTok, tb.cols(), tb.rows())
+		// Fed tokens (-1 - j) read pick j of the last ArgmaxStart from
+		// b.ids: captured graphs keep the pointer, which only changes
+		// when the layout grows (and drops them).
+		return g.EmbeddingFed(g.Stream, b.dt, o.buf, tb.buf, lay.tokens, b.ids, lay.nTok, tb.cols(), tb.rows())
 	})
 }
 
@@ -1348,9 +1394,11 @@ func (b *Backend) IterationStart(i int, name string) {
 	}
 }
 
-// IterationEnd closes the iteration's NVTX range (after the iteration's
-// synchronising Argmax); CUPTI needs nothing: the next mark ends the
-// iteration.
+// IterationEnd closes the iteration's NVTX range once the iteration is
+// queued (with overlap the next one is queued before this one's tokens
+// are back, and ranges must not nest); CUPTI needs nothing: the next
+// mark ends the iteration, and inside a window iterations run
+// synchronously.
 func (b *Backend) IterationEnd(int) {
 	if cuda.NVTXEnabled() {
 		b.dev.Post(func(*cuda.GPU) { cuda.RangePop() }, func(error) {})

@@ -2,13 +2,17 @@
 // thread per step, so one kernel serves both 16-bit types.
 #include "common.cuh"
 
-// An id outside the table writes NaN (nan = the dtype's NaN bits): ids are
+// A negative id -1 - j is fed: the id is fed[j], the previous iteration's
+// j-th greedy pick, which the host has not read back yet (the engine
+// queues the next iteration before it does; nfed picks exist). An id
+// outside the table writes NaN (nan = the dtype's NaN bits): ids are
 // validated on the host, and a bad one must not pass silently.
 extern "C" __global__ void embedding(pack8 *out, const pack8 *table, const int *ids,
-	int hidden8, int vocab, u32 nan) {
+	int hidden8, int vocab, u32 nan, const int *fed, int nfed) {
 	pdl_enter();
 	int t = blockIdx.x;
 	int id = ids[t];
+	if (id < 0 && -1 - id < nfed) id = fed[-1 - id];
 	pack8 *dst = out + (long long)t * hidden8;
 	if (id < 0 || id >= vocab) {
 		pack8 p;
