@@ -9,7 +9,8 @@
 #   command="mkdir -p .gpu && cp .gpu-NAME/* .gpu/ && bash bench/gpu-b1.sh").
 # Environment: VARIANTS2, VARIANTS3 (';'-separated "ENV=V ...|xrunbench
 # flags" runs for GPU 2 and 3; defaults below), NOTESTS=1 (skip the checks
-# and use GPUs 0 and 1 for VARIANTS0 / VARIANTS1 as well), NOTRACE=1.
+# and use GPUs 0 and 1 for VARIANTS0 / VARIANTS1 as well), NOTRACE=1,
+# TESTTIMEOUT (seconds for the engine/cuda checks, default 300).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -18,8 +19,9 @@ mkdir -p "$out"
 log=/tmp/xrun-b1
 mkdir -p "$log"
 b1='-batch 1 -gemm disable -requests 64 -repeats 3'
-: "${VARIANTS2:=XRUN_CUDA_L2PF=0|$b1;|$b1;XRUN_CUDA_L2PF=attn|$b1;XRUN_CUDA_L2PF=gemv|$b1;XRUN_CUDA_L2PF_MB=8|$b1;XRUN_CUDA_L2PF_MB=32|$b1}"
-: "${VARIANTS3:=XRUN_CUDA_L2PF=0|-batch 1 -gemm auto -requests 64 -repeats 3;|-batch 1 -gemm auto -requests 64 -repeats 3;XRUN_CUDA_L2PF=0|-batch 2,4 -gemm disable,auto -requests 128 -repeats 3;|-batch 2,4 -gemm disable,auto -requests 128 -repeats 3}"
+b1a='-batch 1 -gemm auto -requests 64 -repeats 3'
+: "${VARIANTS2:=XRUN_OVERLAP=0|$b1;|$b1;XRUN_OVERLAP=0|$b1a;|$b1a}"
+: "${VARIANTS3:=|-batch 64,256 -gemm auto,disable -requests 3000 -repeats 3;XRUN_OVERLAP=0|-batch 64 -gemm auto -requests 3000 -repeats 3;|-batch 2,4,8 -gemm disable,auto -requests 128 -repeats 3}"
 
 # variants GPU LIST: each "ENV...|FLAGS" entry is one xrunbench run.
 variants() {
@@ -37,7 +39,8 @@ if [ "${NOTESTS:-0}" = 1 ]; then
 	[ -n "${VARIANTS0:-}" ] && variants 0 "$VARIANTS0" &
 	[ -n "${VARIANTS1:-}" ] && variants 1 "$VARIANTS1" &
 else
-	(cd engine/cuda && CUDA_VISIBLE_DEVICES=0 timeout 300 "$root/.gpu/cuda.test" -test.v -test.timeout 295s >"$log/tests.txt" 2>&1; echo "cuda.test exit $?" >>"$log/tests.txt") &
+	tt=${TESTTIMEOUT:-300}
+	(cd engine/cuda && CUDA_VISIBLE_DEVICES=0 timeout "$tt" "$root/.gpu/cuda.test" -test.v -test.timeout "$((tt - 5))s" >"$log/tests.txt" 2>&1; echo "cuda.test exit $?" >>"$log/tests.txt") &
 	(
 		cd engine/cuda/backend && CUDA_VISIBLE_DEVICES=1 timeout 200 "$root/.gpu/backend.test" -test.v -test.timeout 195s >"$log/backend.txt" 2>&1
 		echo "backend.test exit $?" >>"$log/backend.txt"
