@@ -17,10 +17,13 @@
 # .gpu/multi-results.tar.gz), TESTGPU (a GPU index: run the engine/cuda and
 # engine/cuda/backend checks there first, alongside the studies; then the
 # engine/cuda benchmarks matching BENCH, BENCHTIME default 100x), EXTRA
-# (more xrun run flags for every study). Results come back as
-# $OUT/results.tgz.NN parts (datasets left out), each study's results.md as
-# $OUT/NAME.md and every log in $OUT/logs.tgz (the device returns at most 8
-# files); a short table is printed last.
+# (more xrun run flags for every study, e.g. --time-limit 535s). Results
+# come back as $OUT/results-core.tgz and $OUT/results-data.tgz.NN (see
+# the packing below; datasets left out), each study's results.md as
+# $OUT/NAME.md and every log in $OUT/logs.tgz (the device returns at most
+# 8 files); a short table is printed last. bench/gpu-resume-pack.sh
+# merges what came back here and packs the next call's
+# multi-results.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
@@ -86,9 +89,17 @@ for n in "${names[@]}"; do
 	rm -rf "$res/$n/datasets"
 	cp "$res/$n/results.md" "$out/$n.md" 2>/dev/null
 done
-# The device returns files of at most 16 MiB: the archive comes back in
-# 15 MiB parts (cat results.tgz.* | tar -xz).
-tar -czf - -C "$res" . 2>/dev/null | split -b 15M -d - "$out/results.tgz."
+# The device returns at most 8 files of 16 MiB, about 60 MB in all, and
+# drops the last ones beyond that. So the results come back in two
+# archives: results-core.tgz, everything --resume and the tables need
+# (results.json/md, each cell's cell.json and log, the repeats of
+# unfinished cells), then results-data.tgz.NN, the finished cells' data
+# files (requests.jsonl, iterations.csv, telemetry.csv: batch 1 writes
+# ~19 MB of iterations a repeat) in 15 MiB parts, the only thing lost
+# when a call returns too much (cat results-data.tgz.* | tar -xz).
+data=(-path '*/cells/*' '(' -name requests.jsonl -o -name iterations.csv -o -name telemetry.csv ')')
+(cd "$res" && find . -type f ! '(' "${data[@]}" ')' -print0 | tar -czf - --null -T -) >"$out/results-core.tgz" 2>/dev/null
+(cd "$res" && find . -type f "${data[@]}" -print0 | tar -czf - --null -T -) 2>/dev/null | split -b 15M -d - "$out/results-data.tgz."
 
 for f in tests backend; do
 	[ -f "$out/$f.txt" ] || continue
@@ -109,5 +120,5 @@ fail=$(cat "$out"/tests.txt "$out"/backend.txt 2>/dev/null | grep -cE -- '--- FA
 echo "GPU checks (cuda exit $tests_rc, backend exit $backend_rc): $pass passed, $fail failed; $((SECONDS - start)) s"
 # The device returns at most 8 files: the logs travel as one archive, the
 # study reports (NAME.md) and the results parts beside it.
-(cd "$out" && tar -czf logs.tgz --exclude='results.tgz.*' --exclude='*.md' --exclude=logs.tgz . &&
-	find . -maxdepth 1 -type f ! -name 'results.tgz.*' ! -name logs.tgz ! -name '*.md' -delete)
+(cd "$out" && tar -czf logs.tgz --exclude='results-*' --exclude='*.md' --exclude=logs.tgz . &&
+	find . -maxdepth 1 -type f ! -name 'results-*' ! -name logs.tgz ! -name '*.md' -delete)
