@@ -43,11 +43,10 @@ type Backend struct {
 // tokens anyway lets the engine's overlapped schedule run (and be tested)
 // on this backend exactly as on the GPU.
 type pipeline struct {
-	picks   [2][]int32 // ticket t's picks in picks[t%2]
-	started int        // tickets handed out
-	waited  int        // tickets waited for (the oldest outstanding is this one)
-	fed     model.Batch
-	tok     []int32 // fed.Tokens: the batch's ids with the fed ones filled in
+	model.PickTickets
+	picks [2][]int32 // ticket t's picks in picks[t%2]
+	fed   model.Batch
+	tok   []int32 // fed.Tokens: the batch's ids with the fed ones filled in
 }
 
 // Option names of the GEMM paths.
@@ -332,10 +331,11 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 func (b *Backend) SetBatch(bt *model.Batch) error {
 	if len(bt.Fed) > 0 {
 		p := &b.pipe
-		if p.started == 0 {
-			return fmt.Errorf("batch: %d fed tokens, but no ArgmaxStart before it", len(bt.Fed))
+		slot, n, err := p.Last()
+		if err != nil {
+			return fmt.Errorf("batch: %d fed tokens: %w", len(bt.Fed), err)
 		}
-		last := p.picks[(p.started-1)%2]
+		last := p.picks[slot][:n]
 		p.tok = append(p.tok[:0], bt.Tokens...)
 		p.fed = *bt
 		p.fed.Tokens = p.tok

@@ -389,10 +389,10 @@ func (b *Backend) Argmax(dst []int32, logits model.Tensor, rows int) error {
 // for ArgmaxWait and for the next batch's fed tokens (model.Pipeliner).
 func (b *Backend) ArgmaxStart(logits model.Tensor, rows int) (int, error) {
 	p := &b.pipe
-	if p.started-p.waited >= 2 {
-		return 0, fmt.Errorf("argmax: two picks already outstanding (tickets %d and %d)", p.waited, p.waited+1)
+	t, err := p.Next()
+	if err != nil {
+		return 0, err
 	}
-	t := p.started
 	buf := p.picks[t%2]
 	if cap(buf) < rows {
 		buf = make([]int32, rows)
@@ -402,22 +402,17 @@ func (b *Backend) ArgmaxStart(logits model.Tensor, rows int) (int, error) {
 		return 0, err
 	}
 	p.picks[t%2] = buf
-	p.started++
+	p.Started(rows)
 	return t, nil
 }
 
 // ArgmaxWait copies ticket's picks, the oldest outstanding, into dst.
 func (b *Backend) ArgmaxWait(ticket int, dst []int32) error {
-	p := &b.pipe
-	if ticket != p.waited || ticket >= p.started {
-		return fmt.Errorf("argmax: wait for ticket %d, the oldest outstanding is %d of %d", ticket, p.waited, p.started)
+	slot, err := b.pipe.Wait(ticket, len(dst))
+	if err != nil {
+		return err
 	}
-	got := p.picks[ticket%2]
-	if len(dst) > len(got) {
-		return fmt.Errorf("argmax: %d ids wanted, ticket %d has %d", len(dst), ticket, len(got))
-	}
-	copy(dst, got)
-	p.waited++
+	copy(dst, b.pipe.picks[slot])
 	return nil
 }
 

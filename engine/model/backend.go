@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -302,3 +303,53 @@ type BackendOptions struct {
 	// device memory the KV cache may take (CUDA; 0: 0.9).
 	KVCacheFraction float64
 }
+
+// PickTickets is a Pipeliner's ticket bookkeeping, shared by the
+// backends: ticket t uses buffer slot t%2, at most two are outstanding,
+// and they are waited for in order. Rows is each slot's pick count.
+type PickTickets struct {
+	Rows    [2]int
+	started int // tickets handed out
+	waited  int // tickets waited for: the oldest outstanding is this one
+}
+
+// Next is the ticket the next ArgmaxStart takes, or an error while two
+// are outstanding. The ticket counts once Started is called.
+func (p *PickTickets) Next() (int, error) {
+	if p.started-p.waited >= 2 {
+		return 0, fmt.Errorf("argmax: two picks already outstanding (tickets %d and %d)", p.waited, p.waited+1)
+	}
+	return p.started, nil
+}
+
+// Started records ticket Next() of rows picks as handed out.
+func (p *PickTickets) Started(rows int) {
+	p.Rows[p.started%2] = rows
+	p.started++
+}
+
+// Wait checks that ticket is the oldest outstanding and that it has at
+// least want picks, and counts it as waited for; it returns its slot.
+func (p *PickTickets) Wait(ticket, want int) (int, error) {
+	if ticket != p.waited || ticket >= p.started {
+		return 0, fmt.Errorf("argmax: wait for ticket %d, the oldest outstanding is %d of %d", ticket, p.waited, p.started)
+	}
+	if want > p.Rows[ticket%2] {
+		return 0, fmt.Errorf("argmax: %d ids wanted, ticket %d has %d", want, ticket, p.Rows[ticket%2])
+	}
+	p.waited++
+	return ticket % 2, nil
+}
+
+// Last is the slot and pick count of the latest ticket handed out (the
+// picks a batch's Fed rows read), or an error before the first.
+func (p *PickTickets) Last() (slot, rows int, err error) {
+	if p.started == 0 {
+		return 0, 0, errors.New("no ArgmaxStart before it")
+	}
+	s := (p.started - 1) % 2
+	return s, p.Rows[s], nil
+}
+
+// Outstanding is how many tickets are handed out and not waited for.
+func (p *PickTickets) Outstanding() int { return p.started - p.waited }

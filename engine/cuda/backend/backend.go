@@ -552,9 +552,9 @@ func (b *Backend) ensureLayout(g *cuda.GPU, rows int) error {
 	if b.lay.Bytes >= n {
 		return nil
 	}
-	if b.pipe.started > b.pipe.waited {
+	if n := b.pipe.Outstanding(); n > 0 {
 		// The picks in flight live in b.ids and the pinned pick buffers.
-		return fmt.Errorf("batch layout grows to %d rows while %d picks are outstanding", rows, b.pipe.started-b.pipe.waited)
+		return fmt.Errorf("batch layout grows to %d rows while %d picks are outstanding", rows, n)
 	}
 	if err := g.Stream.Sync(); err != nil {
 		return err
@@ -858,11 +858,10 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 		}
 	}
 	if len(bt.Fed) > 0 {
-		p := &b.pipe
-		if p.started == 0 {
-			return fmt.Errorf("batch: %d fed tokens, but no ArgmaxStart before it", len(bt.Fed))
+		_, picks, err := b.pipe.Last()
+		if err != nil {
+			return fmt.Errorf("batch: %d fed tokens: %w", len(bt.Fed), err)
 		}
-		picks := p.rows[(p.started-1)%2]
 		for _, f := range bt.Fed {
 			if f.Row < 0 || int(f.Row) >= T || f.Pick < 0 || int(f.Pick) >= picks {
 				return fmt.Errorf("batch: fed token at row %d from pick %d (%d tokens, %d picks)", f.Row, f.Pick, T, picks)

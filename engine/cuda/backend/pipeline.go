@@ -16,11 +16,9 @@ import (
 // that read before its own Argmax overwrites b.ids, and the copy to the
 // host before both.
 type pipeState struct {
-	host    [2]cuda.HostBuffer
-	done    [2]*cuda.Event
-	rows    [2]int // picks of ticket t%2
-	started int    // tickets handed out
-	waited  int    // tickets waited for: the oldest outstanding is this one
+	model.PickTickets
+	host [2]cuda.HostBuffer
+	done [2]*cuda.Event
 }
 
 var _ model.Pipeliner = (*Backend)(nil)
@@ -31,12 +29,12 @@ var _ model.Pipeliner = (*Backend)(nil)
 func (b *Backend) ArgmaxStart(logits model.Tensor, rows int) (int, error) {
 	l := ft(logits)
 	p := &b.pipe
-	if p.started-p.waited >= 2 {
-		return 0, fmt.Errorf("argmax: two picks already outstanding (tickets %d and %d)", p.waited, p.waited+1)
+	t, err := p.Next()
+	if err != nil {
+		return 0, err
 	}
 	b.release()
-	t := p.started
-	err := b.dev.Do(func(g *cuda.GPU) error {
+	err = b.dev.Do(func(g *cuda.GPU) error {
 		if err := b.flush(g); err != nil {
 			return err
 		}
@@ -60,8 +58,7 @@ func (b *Backend) ArgmaxStart(logits model.Tensor, rows int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	p.rows[t%2] = rows
-	p.started++
+	p.Started(rows)
 	return t, nil
 }
 
@@ -69,22 +66,18 @@ func (b *Backend) ArgmaxStart(logits model.Tensor, rows int) (int, error) {
 // iteration queued after it) and decodes its picks.
 func (b *Backend) ArgmaxWait(ticket int, dst []int32) error {
 	p := &b.pipe
-	if ticket != p.waited || ticket >= p.started {
-		return fmt.Errorf("argmax: wait for ticket %d, the oldest outstanding is %d of %d", ticket, p.waited, p.started)
+	slot, err := p.Wait(ticket, len(dst))
+	if err != nil {
+		return err
 	}
-	if len(dst) > p.rows[ticket%2] {
-		return fmt.Errorf("argmax: %d ids wanted, ticket %d has %d", len(dst), ticket, p.rows[ticket%2])
-	}
-	err := b.dev.Do(func(g *cuda.GPU) error {
-		if err := p.done[ticket%2].Sync(); err != nil {
+	return b.dev.Do(func(g *cuda.GPU) error {
+		if err := p.done[slot].Sync(); err != nil {
 			return err
 		}
-		src := p.host[ticket%2].Bytes()
+		src := p.host[slot].Bytes()
 		for i := range dst {
 			dst[i] = int32(uint32(src[4*i]) | uint32(src[4*i+1])<<8 | uint32(src[4*i+2])<<16 | uint32(src[4*i+3])<<24)
 		}
 		return nil
 	})
-	p.waited++
-	return err
 }
