@@ -81,6 +81,9 @@ type CellDiff struct {
 	Error     string       `json:"error,omitempty"` // the new run's error
 	Throttled string       `json:"throttled,omitempty"`
 	Metrics   []MetricDiff `json:"metrics,omitempty"`
+	// Roofline is the share of the roofline reached, old and new, when
+	// either side has a roofline; informational, never a regression.
+	Roofline *RooflineDiff `json:"roofline,omitempty"`
 	// KernelChanges say what changed in the kernels, old to new, when
 	// both runs profiled the cell (KernelDiff.Changes). They never make
 	// a regression: one profiled pass a side is no statistical test.
@@ -197,6 +200,7 @@ func Diff(old, new *Results, opts DiffOptions) *DiffReport {
 			cd.Change = CellNotCompared
 		}
 		if cd.Change == CellCompared {
+			cd.Roofline = diffRoofline(oc, nc)
 			a, okA := ProfileKernels(oc, "old")
 			b, okB := ProfileKernels(nc, "new")
 			if okA && okB {
@@ -448,6 +452,11 @@ func (d *DiffReport) WriteText(w io.Writer) error {
 			b.WriteString("  " + d.unchangedKernels(len(cells)) + "\n")
 		}
 	}
+	if t := d.rooflines(); len(t.Rows) > 0 {
+		b.WriteString("\n")
+		t.Title = rooflineColumn + ", old → new (" + rooflineDiffNote + ")"
+		t.WriteText(&b)
+	}
 	if len(d.Cells) > 0 && d.Counts.Compared > 0 {
 		b.WriteString("\n")
 		t := d.all(true)
@@ -497,6 +506,10 @@ func (d *DiffReport) WriteMarkdown(w io.Writer) error {
 		if d.KernelsUnchanged > 0 {
 			b.WriteString("\n" + mdEscape(d.unchangedKernels(len(cells))) + ".\n")
 		}
+	}
+	if t := d.rooflines(); len(t.Rows) > 0 {
+		b.WriteString("\n### " + mdEscape(rooflineColumn) + "\n\nOld → new, " + rooflineDiffNote + ".\n\n")
+		t.WriteMarkdown(&b, 0)
 	}
 	if d.Counts.Compared > 0 {
 		fmt.Fprintf(&b, "\n<details><summary>All compared metrics (%s, median ±95%% CI)</summary>\n\n", plural(d.Counts.Compared, "cell"))

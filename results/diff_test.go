@@ -142,6 +142,7 @@ func TestDiffGolden(t *testing.T) {
 	for _, pair := range []struct{ name, old, new string }{
 		{"slow", "nightly-base", "nightly-slow"},
 		{"same", "nightly-base", "nightly-same"},
+		{"roofline", "roofline", "roofline-new"},
 	} {
 		d := diffFixtures(t, pair.old, pair.new, DiffOptions{})
 		for _, f := range []struct {

@@ -48,6 +48,9 @@ var fixtures = map[string]func() *Results{
 	"gemm-profiled":     func() *Results { return gemmProfiledStudy(420, false) },
 	"gemm-profiled-new": func() *Results { return gemmProfiledStudy(421, true) },
 	"roofline":          rooflineStudy,
+	// roofline-new is the roofline study after a change: xrun diff shows
+	// the share of the roofline reached, old and new.
+	"roofline-new": rooflineNewStudy,
 }
 
 // TestFixtures keeps testdata/<fixture>/results.{json,md} in step with

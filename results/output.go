@@ -184,6 +184,12 @@ func (csvOutput) Render(w io.Writer, r *Results, opts RenderOptions) error {
 	}
 	cells := cellPtrs(r)
 	sortCells(cells, ax)
+	// As in the tables, the roofline columns come only where some cell
+	// has a roofline, so CPU-only studies keep their columns.
+	roofline := hasRoofline(cells)
+	if roofline {
+		t.Columns = append(t.Columns, Column{Name: csvRooflineTokS}, Column{Name: csvRooflineFraction})
+	}
 	for _, c := range cells {
 		row := []string{c.ID, string(c.Status)}
 		for _, k := range keys {
@@ -200,9 +206,29 @@ func (csvOutput) Render(w io.Writer, r *Results, opts RenderOptions) error {
 			s := Summarize(vals)
 			row = append(row, formatFloat(s.Median), formatBound(s.CILow), formatBound(s.CIHigh))
 		}
+		if roofline {
+			row = append(row, csvRoofline(c)...)
+		}
 		t.Rows = append(t.Rows, row)
 	}
 	return t.WriteCSV(w)
+}
+
+// The CSV's roofline columns, named like the metric columns: the
+// roofline's output throughput and Roofline.Fraction, the share of it
+// reached (0.473, where the tables print "47.3% of 2964").
+const (
+	csvRooflineTokS     = "Roofline Output Throughput (tokens/sec)"
+	csvRooflineFraction = "Roofline Fraction"
+)
+
+// csvRoofline is a cell's two roofline columns, empty where the tables
+// show "-" (no roofline, or no throughput to set against it).
+func csvRoofline(c *Cell) []string {
+	if formatRoofline(c) == "-" {
+		return []string{"", ""}
+	}
+	return []string{formatFloat(c.Roofline.OutputTokS), formatFloat(c.Roofline.Fraction)}
 }
 
 func formatBound(p *float64) string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // rooflineMetric is the measured throughput a roofline is read against:
@@ -41,7 +42,19 @@ func formatRoofline(c *Cell) string {
 	if c.Status != StatusOK || rf == nil || rf.OutputTokS <= 0 || rf.Fraction <= 0 {
 		return "-"
 	}
-	return strconv.FormatFloat(100*rf.Fraction, 'f', 1, 64) + "% of " + formatNumber(rf.OutputTokS)
+	return formatShare(rf.Fraction, rf.OutputTokS)
+}
+
+// formatShare prints a share of a roofline and the roofline's output
+// throughput: "47.3% of 2964".
+func formatShare(fraction, outputTokS float64) string {
+	return formatPercent(fraction) + "% of " + formatNumber(outputTokS)
+}
+
+// formatPercent prints a fraction as a percentage with one decimal,
+// without the sign: "47.3".
+func formatPercent(fraction float64) string {
+	return strconv.FormatFloat(100*fraction, 'f', 1, 64)
 }
 
 // hasRoofline reports whether any cell of the table can fill the column.
@@ -71,14 +84,139 @@ func rooflineNotes(cells []*Cell) []string {
 
 // FormatRate prints a rate with an SI prefix and three significant
 // digits: "4.30 TB/s", "790 TFLOP/s".
-func FormatRate(v float64, unit string) string {
+func FormatRate(v float64, unit string) string { return formatRateSig(v, unit, 3) }
+
+// formatRateSig is FormatRate to the given number of significant digits.
+func formatRateSig(v float64, unit string, digits int) string {
 	for _, p := range []struct {
 		f float64
 		s string
 	}{{1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
 		if math.Abs(v) >= p.f {
-			return formatSig(v/p.f, 3) + " " + p.s + unit
+			return formatSig(v/p.f, digits) + " " + p.s + unit
 		}
 	}
-	return formatSig(v, 3) + " " + unit
+	return formatSig(v, digits) + " " + unit
+}
+
+// RooflineDiff is a compared cell's share of its roofline reached
+// (Roofline.Fraction), old and new. It is context for the metrics, not a
+// finding: the fraction moves with the measured output throughput, which
+// the U test already judges, so it never makes a regression.
+type RooflineDiff struct {
+	// OldFraction and NewFraction are the two sides' Roofline.Fraction,
+	// OldOutputTokS and NewOutputTokS their rooflines' output throughput;
+	// null on a side without a roofline.
+	OldFraction   *float64 `json:"old_fraction"`
+	NewFraction   *float64 `json:"new_fraction"`
+	OldOutputTokS *float64 `json:"old_output_tok_s"`
+	NewOutputTokS *float64 `json:"new_output_tok_s"`
+	// Delta is NewFraction - OldFraction (0.037 is 3.7 points of the
+	// roofline); null unless both sides have a roofline against the same
+	// ceilings, the only case where the two fractions are like for like.
+	Delta *float64 `json:"delta"`
+	// Note says why Delta is null: "only new has a roofline", or which
+	// ceilings differ.
+	Note string `json:"note,omitempty"`
+}
+
+// diffRoofline compares two ok cells' rooflines; nil when neither side
+// has one to show.
+func diffRoofline(oc, nc *Cell) *RooflineDiff {
+	oldOK, newOK := formatRoofline(oc) != "-", formatRoofline(nc) != "-"
+	if !oldOK && !newOK {
+		return nil
+	}
+	// Copies, so that the report does not alias the results it came from.
+	ptr := func(v float64) *float64 { return &v }
+	d := &RooflineDiff{}
+	if oldOK {
+		d.OldFraction, d.OldOutputTokS = ptr(oc.Roofline.Fraction), ptr(oc.Roofline.OutputTokS)
+	}
+	if newOK {
+		d.NewFraction, d.NewOutputTokS = ptr(nc.Roofline.Fraction), ptr(nc.Roofline.OutputTokS)
+	}
+	switch {
+	case !oldOK:
+		d.Note = "only new has a roofline"
+	case !newOK:
+		d.Note = "only old has a roofline"
+	case !sameCeilings(oc.Roofline, nc.Roofline):
+		o, n := ceilings(oc.Roofline, 3), ceilings(nc.Roofline, 3)
+		if o == n { // they differ below three digits
+			o, n = ceilings(oc.Roofline, 6), ceilings(nc.Roofline, 6)
+		}
+		d.Note = "ceilings differ: " + o + " -> " + n + "; the fractions are not like for like"
+	default:
+		delta := roundValue(nc.Roofline.Fraction - oc.Roofline.Fraction)
+		d.Delta = &delta
+	}
+	return d
+}
+
+// sameCeilings reports whether two rooflines were drawn against the same
+// GPU and ceilings, the fields that set a roofline's scale. The work
+// (bytes, FLOPs) is the cell's own on each side and may differ.
+func sameCeilings(a, b *Roofline) bool {
+	return a.Device == b.Device && a.PeakBytesPerS == b.PeakBytesPerS && a.PeakFLOPS == b.PeakFLOPS
+}
+
+// ceilings names a roofline's GPU and ceilings: "NVIDIA H200 (4.30 TB/s,
+// 790 TFLOP/s)".
+func ceilings(rf *Roofline, digits int) string {
+	return fmt.Sprintf("%s (%s, %s)", rf.Device, formatRateSig(rf.PeakBytesPerS, "B/s", digits), formatRateSig(rf.PeakFLOPS, "FLOP/s", digits))
+}
+
+// rooflineDiffNote qualifies the roofline section of a diff.
+const rooflineDiffNote = "the share of the roofline reached, median output throughput over the roofline's; informational, never a regression"
+
+// rooflines tabulates the compared cells' RooflineDiffs; the ceilings
+// that differ are noted once under the table, not once per cell.
+func (d *DiffReport) rooflines() *Table {
+	t := &Table{Columns: []Column{{Name: "cell"}, {Name: "old", Right: true}, {Name: "new", Right: true}, {Name: "change", Right: true}}}
+	side := func(f, tokS *float64) string {
+		if f == nil {
+			return "-"
+		}
+		return formatShare(*f, *tokS)
+	}
+	for _, c := range d.Cells {
+		rd := c.Roofline
+		if rd == nil {
+			continue
+		}
+		var change string
+		switch {
+		case rd.Delta != nil:
+			change = formatPoints(*rd.OldFraction, *rd.NewFraction)
+		case rd.OldFraction == nil:
+			change = "n/a (old has none)"
+		case rd.NewFraction == nil:
+			change = "n/a (new has none)"
+		default:
+			change = "n/a (ceilings differ)"
+			t.Notes = append(t.Notes, rd.Note)
+		}
+		t.Rows = append(t.Rows, []string{diffCellName(c), side(rd.OldFraction, rd.OldOutputTokS), side(rd.NewFraction, rd.NewOutputTokS), change})
+	}
+	t.Notes = dedupe(t.Notes)
+	return t
+}
+
+// formatPoints prints the change between two fractions in percentage
+// points, from the rounded percentages the table shows so that the three
+// numbers agree: 0.473 -> 0.510 is "+3.7 pts".
+func formatPoints(old, new float64) string {
+	pct := func(f float64) float64 {
+		v, _ := strconv.ParseFloat(formatPercent(f), 64)
+		return v
+	}
+	s := strconv.FormatFloat(pct(new)-pct(old), 'f', 1, 64)
+	if s == "-0.0" {
+		s = "0.0"
+	}
+	if !strings.HasPrefix(s, "-") {
+		s = "+" + s
+	}
+	return s + " pts"
 }

@@ -2,8 +2,10 @@ package results
 
 import (
 	"bytes"
+	"encoding/csv"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -22,9 +24,20 @@ func h200Environment() Environment {
 // 186k, Mixtral at batch 64 near 1,402 against 2,676 (the floors
 // engine/profile computes for those runs on an H200), and one cell
 // without a roofline (it ran before rooflines existed, or on the CPU).
-func rooflineStudy() *Results {
+func rooflineStudy() *Results { return rooflineSynth(false) }
+
+// rooflineNewStudy is rooflineStudy after a change, the new side of xrun
+// diff's roofline case: TinyLlama 6 % faster against the same roofline,
+// Mixtral's roofline drawn against other ceilings (the datasheet's rather
+// than the measured ones), and Llama-3.2-1B with a roofline it lacked.
+func rooflineNewStudy() *Results { return rooflineSynth(true) }
+
+func rooflineSynth(changed bool) *Results {
 	s := synthStudy{name: "roofline", description: "output throughput against the roofline on an H200",
 		slugKeys: []string{"model", "batch_size"}, repeats: 3, noise: 0.005, seed: 9, env: h200Environment()}
+	if changed {
+		s.seed = 10
+	}
 	rf := map[string]*Roofline{}
 	for _, c := range []struct {
 		model string
@@ -32,17 +45,24 @@ func rooflineStudy() *Results {
 		tokS  float64 // measured output tok/s
 		roof  *Roofline
 	}{
-		{"tinyllama-1.1b", 256, 88929, &Roofline{FloorS: 2.06419, OutputTokS: 186029, MemoryBoundS: 1.08634, Iterations: 1538,
+		{"tinyllama-1.1b", 256, pick(changed, 94265.0, 88929), &Roofline{FloorS: 2.06419, OutputTokS: 186029, MemoryBoundS: 1.08634, Iterations: 1538,
 			Bytes: 4.67127e12, FLOPs: 1.57046e15, Basis: "iterations.csv (first repeat, warm-up left out)"}},
 		{"mixtral-8x7b", 64, 1402, &Roofline{FloorS: 143.498, OutputTokS: 2676.0, MemoryBoundS: 131.207, Iterations: 6016,
 			Bytes: 5.64188e14, FLOPs: 1.94552e16, Basis: "iterations.csv (first repeat, warm-up left out); experts reached from expert_load.csv"}},
-		{"llama-3.2-1b", 64, 25420, nil},
+		{"llama-3.2-1b", 64, 25420, pick(changed, &Roofline{FloorS: 4.91, OutputTokS: 78208, MemoryBoundS: 4.2, Iterations: 6047,
+			Bytes: 1.57e13, FLOPs: 1.21e15, Basis: "iterations.csv (first repeat, warm-up left out)"}, nil)},
 	} {
 		sc := synthCell{params: Params{"model": c.model, "batch_size": c.bs, "dtype": "float16"}, reqPerSec: c.tokS / 128, moe: c.model == "mixtral-8x7b"}
 		s.cells = append(s.cells, sc)
 		if c.roof != nil {
 			c.roof.Device, c.roof.PeakBytesPerS, c.roof.PeakFLOPS = "NVIDIA H200", 4.3e12, 790e12
 			c.roof.PeakSource = "measured on an H200: device-to-device copy and bf16 GEMM"
+			if changed && c.model == "mixtral-8x7b" {
+				// The datasheet's 4.8 TB/s and 989 TFLOP/s lower the floor.
+				c.roof.FloorS, c.roof.OutputTokS, c.roof.MemoryBoundS = 127.357, 3015.13, 117.540
+				c.roof.PeakBytesPerS, c.roof.PeakFLOPS = 4.8e12, 989e12
+				c.roof.PeakSource = "H200 datasheet: HBM3e bandwidth and dense bf16 tensor rate"
+			}
 			c.roof.Fraction = 0.99 // the writer's to compute: ignored
 			rf[c.model] = c.roof
 		}
@@ -112,5 +132,176 @@ func TestRooflineRefusesNonFinite(t *testing.T) {
 	r.Cells[0].Roofline.FloorS = math.Inf(1)
 	if _, err := Marshal(r); err == nil || !strings.Contains(err.Error(), "roofline.floor_s: +Inf cannot be stored") {
 		t.Errorf("err %v; want roofline.floor_s refused", err)
+	}
+}
+
+// TestDiffRoofline: xrun diff sets the share of the roofline reached side
+// by side where both rooflines share their ceilings, says why not where
+// they differ or only one side has a roofline, and copies the fractions.
+func TestDiffRoofline(t *testing.T) {
+	d := diffFixtures(t, "roofline", "roofline-new", DiffOptions{})
+	old, new := loadFixture(t, "roofline"), loadFixture(t, "roofline-new")
+	fraction := func(r *Results, id string) float64 {
+		for _, c := range r.Cells {
+			if c.ID == id && c.Roofline != nil {
+				return c.Roofline.Fraction
+			}
+		}
+		t.Fatalf("%s: no roofline", id)
+		return 0
+	}
+	seen := 0
+	for _, c := range d.Cells {
+		rd := c.Roofline
+		if rd == nil {
+			t.Fatalf("%s: no roofline diff", c.ID)
+		}
+		seen++
+		switch model, _, _ := strings.Cut(c.ID, "-bs"); model {
+		case "tinyllama-1.1b": // same ceilings, 6 % faster
+			o, n := fraction(old, c.ID), fraction(new, c.ID)
+			if rd.Delta == nil || math.Abs(*rd.Delta-(n-o)) > 1e-6 || *rd.OldFraction != o || *rd.NewFraction != n || rd.Note != "" {
+				t.Errorf("%s: %+v; want old %g, new %g and their difference", c.ID, rd, o, n)
+			}
+			if *rd.Delta < 0.02 || *rd.Delta > 0.04 {
+				t.Errorf("%s: delta %g; want about 6 %% of 48 %%", c.ID, *rd.Delta)
+			}
+		case "mixtral-8x7b": // other ceilings
+			want := "ceilings differ: NVIDIA H200 (4.30 TB/s, 790 TFLOP/s) -> NVIDIA H200 (4.80 TB/s, 989 TFLOP/s); the fractions are not like for like"
+			if rd.Delta != nil || rd.Note != want || rd.OldFraction == nil || rd.NewFraction == nil {
+				t.Errorf("%s: %+v; want both fractions, no delta and %q", c.ID, rd, want)
+			}
+		case "llama-3.2-1b": // a roofline only in new
+			if rd.Delta != nil || rd.OldFraction != nil || rd.OldOutputTokS != nil || rd.NewFraction == nil || rd.Note != "only new has a roofline" {
+				t.Errorf("%s: %+v; want the new fraction only", c.ID, rd)
+			}
+		default:
+			t.Errorf("unexpected cell %s", c.ID)
+		}
+	}
+	if seen != 3 {
+		t.Errorf("%d cells with a roofline diff; want 3", seen)
+	}
+	// The other way round, the roofline is only in old.
+	back := diffFixtures(t, "roofline-new", "roofline", DiffOptions{})
+	for _, c := range back.Cells {
+		if strings.HasPrefix(c.ID, "llama-3.2-1b") && (c.Roofline == nil || c.Roofline.Note != "only old has a roofline" || c.Roofline.NewFraction != nil) {
+			t.Errorf("%s reversed: %+v", c.ID, c.Roofline)
+		}
+	}
+	// Ceilings that differ below the three digits FormatRate shows are
+	// named at full precision.
+	a, b := &Cell{Status: StatusOK, Roofline: &Roofline{OutputTokS: 100, Fraction: 0.5, Device: "NVIDIA H200", PeakBytesPerS: 4.3e12, PeakFLOPS: 790e12}}, &Cell{}
+	*b = *a
+	b.Roofline = &Roofline{OutputTokS: 100, Fraction: 0.5, Device: "NVIDIA H200", PeakBytesPerS: 4.301e12, PeakFLOPS: 790e12}
+	if rd := diffRoofline(a, b); rd.Delta != nil || !strings.Contains(rd.Note, "NVIDIA H200 (4.30000 TB/s, 790.000 TFLOP/s) -> NVIDIA H200 (4.30100 TB/s, 790.000 TFLOP/s)") {
+		t.Errorf("ceilings 4.3 vs 4.301 TB/s: %+v", rd)
+	}
+	// Neither side: no roofline diff, and none in the JSON.
+	var buf bytes.Buffer
+	if err := diffFixtures(t, "nightly-base", "nightly-same", DiffOptions{}).WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "roofline") {
+		t.Errorf("a diff without rooflines mentions them:\n%s", buf.String())
+	}
+}
+
+// TestDiffRooflineNeverJudged: the roofline changes nothing in the
+// verdict. Halving the new side's share of the roofline (a roofline twice
+// as high) leaves the counts, the metrics and the exit status as they are
+// without rooflines at all.
+func TestDiffRooflineNeverJudged(t *testing.T) {
+	strip := func(r *Results) *Results {
+		for i := range r.Cells {
+			r.Cells[i].Roofline = nil
+		}
+		return r
+	}
+	for _, pair := range []struct {
+		name     string
+		old, new func() *Results
+	}{
+		{"changed", rooflineStudy, rooflineNewStudy},
+		{"roofline doubled", rooflineStudy, func() *Results {
+			r := rooflineStudy()
+			for i := range r.Cells {
+				if rf := r.Cells[i].Roofline; rf != nil {
+					rf.FloorS, rf.OutputTokS = rf.FloorS/2, rf.OutputTokS*2
+				}
+			}
+			return r
+		}},
+	} {
+		opts := DiffOptions{Threshold: DefaultThreshold}
+		with := Diff(mustNormalize(t, pair.old()), mustNormalize(t, pair.new()), opts)
+		without := Diff(mustNormalize(t, strip(pair.old())), mustNormalize(t, strip(pair.new())), opts)
+		if with.Regression != without.Regression || with.Counts != without.Counts || (with.Err() == nil) != (without.Err() == nil) {
+			t.Errorf("%s: verdict %v %+v with rooflines, %v %+v without", pair.name, with.Regression, with.Counts, without.Regression, without.Counts)
+		}
+		for i := range with.Cells {
+			if !reflect.DeepEqual(with.Cells[i].Metrics, without.Cells[i].Metrics) {
+				t.Errorf("%s: %s: metrics differ with rooflines", pair.name, with.Cells[i].ID)
+			}
+		}
+		if pair.name == "roofline doubled" {
+			for _, c := range with.Cells {
+				if rd := c.Roofline; rd != nil && (rd.Delta == nil || *rd.Delta > -0.2) {
+					t.Errorf("%s: %+v; want about half the share, not judged", c.ID, rd)
+				}
+			}
+		}
+	}
+}
+
+func TestFormatPoints(t *testing.T) {
+	for _, c := range []struct {
+		old, new float64
+		want     string
+	}{
+		{0.473, 0.510, "+3.7 pts"},
+		{0.510, 0.473, "-3.7 pts"},
+		{0.5, 0.5, "+0.0 pts"},
+		{0.47341, 0.47349, "+0.0 pts"}, // both 47.3 %
+		{0.47349, 0.47351, "+0.1 pts"}, // 47.3 % -> 47.4 %, as printed
+		{0.05, 1.2, "+115.0 pts"},
+	} {
+		if got := formatPoints(c.old, c.new); got != c.want {
+			t.Errorf("formatPoints(%g, %g) = %q; want %q", c.old, c.new, got, c.want)
+		}
+	}
+}
+
+// TestCSVRoofline: the CSV carries the roofline's output throughput and
+// the fraction reached as numbers, empty for a cell without a roofline,
+// and no roofline columns where no cell has one.
+func TestCSVRoofline(t *testing.T) {
+	rows := func(fixture string) [][]string {
+		var buf bytes.Buffer
+		if err := Render(&buf, "csv", loadFixture(t, fixture), RenderOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := csv.NewReader(&buf).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	r := rows("roofline")
+	n := len(r[0])
+	if got := r[0][n-2:]; !slices.Equal(got, []string{"Roofline Output Throughput (tokens/sec)", "Roofline Fraction"}) {
+		t.Fatalf("last columns %q", got)
+	}
+	want := map[string][]string{"llama-3.2-1b": {"", ""}, "mixtral-8x7b": {"2676", "0.522653"}, "tinyllama-1.1b": {"186029", "0.479884"}}
+	for _, row := range r[1:] {
+		model := row[2]
+		if !slices.Equal(row[n-2:], want[model]) {
+			t.Errorf("%s: roofline columns %q; want %q", model, row[n-2:], want[model])
+		}
+	}
+	for _, h := range rows("gemm")[0] {
+		if strings.Contains(h, "Roofline") {
+			t.Errorf("a study without rooflines has the column %q", h)
+		}
 	}
 }

@@ -91,20 +91,47 @@ func TestDiffKernelChanges(t *testing.T) {
 		if r.code != exitOK {
 			t.Fatalf("%s: exit %d, want 0; stderr %q", format, r.code, r.stderr)
 		}
-		want, err := os.ReadFile(filepath.Join(resultsTestdata, "diff-kernels."+format+".golden"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := pick(format == "text", "Kernel changes, old → new", "### Kernel changes")
-		end := pick(format == "text", "\n", "<details>")
-		got, exp := section(r.stdout, start, end), section(string(want), start, end)
-		if got == "" || got != exp {
-			t.Errorf("%s: kernel changes\n%s\nwant (results/testdata/diff-kernels.%s.golden)\n%s", format, got, format, exp)
-		}
+		got := goldenSection(t, r.stdout, "diff-kernels."+format+".golden", pick(format == "text", "Kernel changes, old → new", "### Kernel changes"),
+			pick(format == "text", "\n", "<details>"))
 		if !strings.Contains(r.stdout, "bs16-auto-d68f18e2: new (hw_slowdown)") || !strings.Contains(got, "bs16-auto-d68f18e2 (throttled)") {
 			t.Errorf("%s: the throttled cell is not flagged:\n%s", format, r.stdout)
 		}
 	}
+}
+
+// TestDiffRoofline: where the cells have rooflines, the diff shows the
+// share of the roofline reached, old and new, exactly as package results
+// renders it, and still exits 0: it is never a regression.
+func TestDiffRoofline(t *testing.T) {
+	for _, format := range []string{"text", "markdown", "json"} {
+		r := runCLI(t, nil, "diff", fixture("roofline"), fixture("roofline-new"), "--format", format)
+		if r.code != exitOK {
+			t.Fatalf("%s: exit %d, want 0; stderr %q", format, r.code, r.stderr)
+		}
+		if format == "json" {
+			if !strings.Contains(r.stdout, `"old_fraction": 0.479884,`) || !strings.Contains(r.stdout, `"delta": 0.030978`) {
+				t.Errorf("json: no roofline fractions:\n%s", r.stdout)
+			}
+			continue
+		}
+		goldenSection(t, r.stdout, "diff-roofline."+format+".golden", pick(format == "text", "% roofline, old → new", "### % roofline"),
+			pick(format == "text", "\n", "<details>"))
+	}
+}
+
+// goldenSection checks that the command printed the section from start to
+// end exactly as package results' golden file has it, and returns it.
+func goldenSection(t *testing.T, stdout, golden, start, end string) string {
+	t.Helper()
+	want, err := os.ReadFile(filepath.Join(resultsTestdata, golden))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, exp := section(stdout, start, end), section(string(want), start, end)
+	if got == "" || got != exp {
+		t.Errorf("section %q\n%s\nwant (results/testdata/%s)\n%s", start, got, golden, exp)
+	}
+	return got
 }
 
 // TestDiffThreshold: a threshold above the slowdown turns the exit status
