@@ -43,7 +43,9 @@ When both runs profiled a cell, its kernel changes follow: all kernel time
 per profiled iteration, old and new, and the largest changes by kernel
 (kernels that ran in only one run, paired by kind: "attention: x (new only)
 replaced y (old only)"). They come from one profiled pass a side and never
-count as a regression.
+count as a regression. GPU cells then show the share of their roofline
+reached, old and new, in points; where the two sides' ceilings differ (another
+GPU, other peak figures) the fractions are not compared. Also informational.
 
 --format markdown prints a pull-request comment.`,
 		Example: `  xrun diff results/nightly-2026-03-01 results/nightly
