@@ -30,6 +30,12 @@ func roundValue(v float64) float64 {
 	return f
 }
 
+// Normalized is normalized for callers that change results after reading
+// them (xrun report and xrun diff attach rooflines to results written
+// before xrun computed them): the fractions and summaries are then
+// computed as for results read from disk.
+func Normalized(r *Results) (*Results, error) { return normalized(r) }
+
 // normalized returns a deep copy of r in canonical form: schema version
 // set, cells sorted by id, parameters as canonical scalars, every number
 // rounded, summaries recomputed from the repeats, artifacts sorted. It

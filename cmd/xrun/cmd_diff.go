@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,12 +70,23 @@ func runDiff(_ context.Context, a *app, opts *diffOptions, args []string) error 
 	if !slices.Contains(results.DiffFormats, opts.format) {
 		return usageError{fmt.Errorf("--format: %q is not a diff format; expected text, markdown or json", opts.format)}
 	}
-	old, _, err := results.Load(args[0])
+	old, oldFile, err := results.Load(args[0])
 	if err != nil {
 		return err
 	}
-	new, _, err := results.Load(args[1])
+	new, newFile, err := results.Load(args[1])
 	if err != nil {
+		return err
+	}
+	// Results written before xrun computed rooflines get them from their
+	// cells' records, as xrun report does, so that a diff against an older
+	// run compares fractions instead of listing every cell as "old has none".
+	attachRooflines(a, filepath.Dir(oldFile), old)
+	attachRooflines(a, filepath.Dir(newFile), new)
+	if old, err = results.Normalized(old); err != nil {
+		return err
+	}
+	if new, err = results.Normalized(new); err != nil {
 		return err
 	}
 	if err := results.CheckMetrics(opts.metrics, old, new); err != nil {

@@ -147,6 +147,20 @@ func TestReportAttachesRooflines(t *testing.T) {
 	}
 }
 
+// TestDiffAttachesRooflines: xrun diff against results written before
+// xrun computed rooflines gives their GPU cells one from the cells'
+// records too, so the % roofline table compares fractions.
+func TestDiffAttachesRooflines(t *testing.T) {
+	dir := rooflineDir(t)
+	r := runCLI(t, nil, "diff", dir, dir, "--format", "json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, `"old_fraction"`) || strings.Contains(r.stdout, `"old_fraction": null`) || !strings.Contains(r.stdout, `"delta": 0`) {
+		t.Errorf("a diff of old results with itself wants the roofline on both sides, delta 0:\n%s", r.stdout)
+	}
+}
+
 // TestCellFileNames: engine/profile reads the files the runner's worker
 // writes under names of its own (the runner imports it, not the other
 // way round); they must be the same.
