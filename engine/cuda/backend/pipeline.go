@@ -3,8 +3,6 @@
 package backend
 
 import (
-	"fmt"
-
 	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/engine/model"
 )
@@ -38,20 +36,8 @@ func (b *Backend) ArgmaxStart(logits model.Tensor, rows int) (int, error) {
 		if err := b.flush(g); err != nil {
 			return err
 		}
-		n := rows
-		if b.cur.pad && rows == b.cur.realLogit {
-			n = b.cur.nLogit // the padded rows exist too; computing them costs nothing
-		}
-		if n*4 > b.ids.Bytes || rows*4 > p.host[t%2].Len() {
-			return fmt.Errorf("argmax: %d rows, room for %d", n, min(b.ids.Bytes, p.host[t%2].Len())/4)
-		}
-		if n > 0 {
-			if err := g.Argmax(g.Stream, b.dt, b.ids, l.buf, n, l.cols()); err != nil {
-				return err
-			}
-			if err := g.Stream.DownloadAsync(p.host[t%2], b.ids, rows*4); err != nil {
-				return err
-			}
+		if err := b.queuePicks(g, l, rows, p.host[t%2]); err != nil {
+			return err
 		}
 		return p.done[t%2].Record(g.Stream)
 	})
@@ -74,10 +60,7 @@ func (b *Backend) ArgmaxWait(ticket int, dst []int32) error {
 		if err := p.done[slot].Sync(); err != nil {
 			return err
 		}
-		src := p.host[slot].Bytes()
-		for i := range dst {
-			dst[i] = int32(uint32(src[4*i]) | uint32(src[4*i+1])<<8 | uint32(src[4*i+2])<<16 | uint32(src[4*i+3])<<24)
-		}
+		decodeIDs(dst, p.host[slot])
 		return nil
 	})
 }
