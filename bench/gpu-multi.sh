@@ -15,10 +15,11 @@
 # --resume keeps cells only under the same build), DEADLINE (seconds for
 # the whole call, default 540), RESUME=1 (continue the results carried in as
 # .gpu/multi-results.tar.gz), TESTGPU (a GPU index: run the engine/cuda and
-# engine/cuda/backend checks there first, alongside the studies; then the
+# engine/cuda/backend checks there first, alongside the studies, the first
+# with a TESTTIMEOUT of seconds, default 430; then the
 # engine/cuda benchmarks matching BENCH, BENCHTIME default 100x), EXTRA
 # (more xrun run flags for every study, e.g. --time-limit 535s). Results
-# come back as $OUT/results-core.tgz and $OUT/results-data.tgz.NN (see
+# come back as $OUT/results-core.tgz.NN and $OUT/results-data.tgz.NN (see
 # the packing below; datasets left out), each study's results.md as
 # $OUT/NAME.md and every log in $OUT/logs.tgz (the device returns at most
 # 8 files); a short table is printed last. bench/gpu-resume-pack.sh
@@ -29,6 +30,7 @@ cd "$(dirname "$0")/.."
 start=$SECONDS
 out=${OUT:-.gpu/out}
 mkdir -p "$out"
+out=$(cd "$out" && pwd) # the checks below write it from other folders
 root=$PWD
 deadline=${DEADLINE:-540}
 res=/tmp/xrun-multi
@@ -47,14 +49,17 @@ tests_rc=skipped backend_rc=skipped
 if [ -n "${TESTGPU:-}" ]; then
 	(
 		export CUDA_VISIBLE_DEVICES=$TESTGPU
+		# engine/cuda took 278 s of test time on an H200 (95 s of it NVRTC
+		# compiling every kernel: a fresh machine has no kernel cache).
+		tt=${TESTTIMEOUT:-430}
 		# Each test binary runs in its package's directory: tests read their
 		# testdata/ by relative path.
-		(cd engine/cuda && timeout 280 "$root/.gpu/cuda.test" -test.v -test.timeout 275s >"$root/$out/tests.txt" 2>&1
-			echo "cuda.test exit $?" >>"$root/$out/tests.txt")
-		(cd engine/cuda/backend && timeout 150 "$root/.gpu/backend.test" -test.v -test.timeout 145s >"$root/$out/backend.txt" 2>&1
-			echo "backend.test exit $?" >>"$root/$out/backend.txt")
+		(cd engine/cuda && timeout "$tt" "$root/.gpu/cuda.test" -test.v -test.timeout "$((tt - 5))s" >"$out/tests.txt" 2>&1
+			echo "cuda.test exit $?" >>"$out/tests.txt")
+		(cd engine/cuda/backend && timeout 150 "$root/.gpu/backend.test" -test.v -test.timeout 145s >"$out/backend.txt" 2>&1
+			echo "backend.test exit $?" >>"$out/backend.txt")
 		if [ -n "${BENCH:-}" ]; then
-			(cd engine/cuda && timeout 120 "$root/.gpu/cuda.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime "${BENCHTIME:-100x}" >"$root/$out/bench.txt" 2>&1)
+			(cd engine/cuda && timeout 120 "$root/.gpu/cuda.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime "${BENCHTIME:-100x}" >"$out/bench.txt" 2>&1)
 		fi
 	) &
 	tests_pid=$!
@@ -98,7 +103,9 @@ done
 # ~19 MB of iterations a repeat) in 15 MiB parts, the only thing lost
 # when a call returns too much (cat results-data.tgz.* | tar -xz).
 data=(-path '*/cells/*' '(' -name requests.jsonl -o -name iterations.csv -o -name telemetry.csv ')')
-(cd "$res" && find . -type f ! '(' "${data[@]}" ')' -print0 | tar -czf - --null -T -) >"$out/results-core.tgz" 2>/dev/null
+# The core too can pass 16 MiB (an unfinished batch-1 cell keeps ~20 MB of
+# iterations a repeat), so it comes in parts as well: results-core.tgz.NN.
+(cd "$res" && find . -type f ! '(' "${data[@]}" ')' -print0 | tar -czf - --null -T -) 2>/dev/null | split -b 15M -d - "$out/results-core.tgz."
 (cd "$res" && find . -type f "${data[@]}" -print0 | tar -czf - --null -T -) 2>/dev/null | split -b 15M -d - "$out/results-data.tgz."
 
 for f in tests backend; do
@@ -120,5 +127,9 @@ fail=$(cat "$out"/tests.txt "$out"/backend.txt 2>/dev/null | grep -cE -- '--- FA
 echo "GPU checks (cuda exit $tests_rc, backend exit $backend_rc): $pass passed, $fail failed; $((SECONDS - start)) s"
 # The device returns at most 8 files: the logs travel as one archive, the
 # study reports (NAME.md) and the results parts beside it.
-(cd "$out" && tar -czf logs.tgz --exclude='results-*' --exclude='*.md' --exclude=logs.tgz . &&
-	find . -maxdepth 1 -type f ! -name 'results-*' ! -name logs.tgz ! -name '*.md' -delete)
+# The archive is written outside $out (tar reading a folder it writes into
+# complains "file changed as we read it" and fails) and the loose files go
+# even if tar does: left there, they push results parts past the eighth.
+tar -czf /tmp/xrun-multi-logs.tgz -C "$out" --exclude='results-*' --exclude='*.md' --exclude=logs.tgz .
+(cd "$out" && find . -maxdepth 1 -type f ! -name 'results-*' ! -name '*.md' -delete)
+mv /tmp/xrun-multi-logs.tgz "$out/logs.tgz"

@@ -4,7 +4,7 @@
 #
 #   bash bench/gpu-resume-pack.sh FILES_AT TREE CARRY_DIR
 #
-# FILES_AT: the folder the device returned (results-core.tgz,
+# FILES_AT: the folder the device returned (results-core.tgz.NN,
 # results-data.tgz.NN). TREE: the merged results, one folder per study
 # (created; files already there and not returned, such as the data files
 # of cells finished in earlier calls, stay). CARRY_DIR: the folder carried
@@ -16,7 +16,8 @@
 set -euo pipefail
 at=$1 tree=$2 carry=$3
 mkdir -p "$tree" "$carry"
-tar -xzf "$at/results-core.tgz" -C "$tree"
+# The core comes whole: without every part nothing is merged.
+cat "$at"/results-core.tgz* | tar -xzf - -C "$tree"
 if compgen -G "$at/results-data.tgz.*" >/dev/null; then
 	# A part the device left out truncates the stream: the files before it
 	# are whole, the one it cut is removed rather than kept half-written.
@@ -26,6 +27,11 @@ if compgen -G "$at/results-data.tgz.*" >/dev/null; then
 		echo "results-data came back incomplete (a part was left out); removed the cut file: ${cut:-none}" >&2
 	fi
 fi
+# A cell the device finished (cell.json written) had its repeats/ merged
+# and removed there; the copy here from an earlier call is stale.
+for c in "$tree"/*/cells/*/; do
+	[ -f "$c/cell.json" ] && rm -rf "$c/repeats"
+done
 (cd "$tree" && find . -type f ! '(' -path '*/cells/*' '(' -name requests.jsonl -o -name iterations.csv -o -name telemetry.csv ')' ')' -print0 |
 	tar -czf - --null -T -) >"$carry/multi-results.tar.gz"
 ls -l "$carry/multi-results.tar.gz"
