@@ -223,6 +223,31 @@ func normalizeCell(in *Cell) (Cell, error) {
 	return c, nil
 }
 
+// SameRepeats reports whether a and b are the same repeats as results.json
+// stores them, every value to its 6 significant digits: a cell's record
+// (cells/<id>/cell.json) holds full precision, its entry in results.json
+// the rounded values.
+func SameRepeats(a, b []Metrics) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if len(a[i]) != len(b[i]) {
+			return false
+		}
+		for k, x := range a[i] {
+			y, ok := b[i][k]
+			if !ok {
+				return false
+			}
+			if x, y := roundValue(x), roundValue(y); x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // summarizeRepeats summarises every metric that occurs in any repeat.
 func summarizeRepeats(reps []Metrics) map[string]Summary {
 	out := map[string]Summary{}

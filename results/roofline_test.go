@@ -305,3 +305,27 @@ func TestCSVRoofline(t *testing.T) {
 		}
 	}
 }
+
+func TestSameRepeats(t *testing.T) {
+	a := []Metrics{{"x": 1217.83749123, "n": 3000}}
+	for _, tc := range []struct {
+		name string
+		b    []Metrics
+		want bool
+	}{
+		{"rounded as results.json stores it", []Metrics{{"x": 1217.84, "n": 3000}}, true},
+		{"another value", []Metrics{{"x": 1217.85, "n": 3000}}, false},
+		{"a metric missing", []Metrics{{"x": 1217.84}}, false},
+		{"another metric", []Metrics{{"x": 1217.84, "m": 3000}}, false},
+		{"another repeat count", []Metrics{{"x": 1217.84, "n": 3000}, {"x": 1217.84, "n": 3000}}, false},
+		{"none", nil, false},
+	} {
+		if got := SameRepeats(a, tc.b); got != tc.want {
+			t.Errorf("%s: SameRepeats = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	nan := []Metrics{{"x": math.NaN()}}
+	if !SameRepeats(nan, nan) {
+		t.Error("NaN against NaN: want the same repeats")
+	}
+}

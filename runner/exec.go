@@ -126,6 +126,10 @@ type study struct {
 	res     *results.Results
 	byID    map[string]int // index into res.Cells
 	lastErr error          // the last failure to write results
+	// priorRooflines are the rooflines the previous results.json gave
+	// cells this run keeps unchanged (--resume), for when their records
+	// no longer hold the iterations to compute one from.
+	priorRooflines map[string]*results.Roofline
 	// limit is the run's time limit (nil: none); limitStops counts the
 	// cells with a step not started because of it.
 	limit      *budget
@@ -568,8 +572,11 @@ func (s *study) initResults(ctx context.Context) {
 	}
 	if s.o.Resume {
 		// The study began with the first run of it.
-		if old, err := results.ReadFile(filepath.Join(s.dir, results.JSONFile)); err == nil && old.Started.Before(s.res.Started) && !old.Started.IsZero() {
-			s.res.Started = old.Started
+		if old, err := results.ReadFile(filepath.Join(s.dir, results.JSONFile)); err == nil {
+			if old.Started.Before(s.res.Started) && !old.Started.IsZero() {
+				s.res.Started = old.Started
+			}
+			s.priorRooflines = keptRooflines(old, s.cells)
 		}
 	}
 	s.byID = map[string]int{}
