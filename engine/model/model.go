@@ -427,12 +427,30 @@ func (m *Model) Forward(b *Batch) error {
 	// Only the sampled rows go through the final norm and the LM head.
 	if S > 0 {
 		be.Add(m.x, m.delta, T)
-		be.GatherRows(m.g, m.x)
-		be.RMSNorm(m.g, m.g, m.finalNorm, S, eps)
+		if identityRows(b.LogitRows) {
+			// Every row sampled in order (decode): the norm reads the
+			// residual itself. Out of place, the GPU's decode GEMV takes
+			// it into the LM head's prologue, a gather and a norm kernel
+			// fewer per step.
+			be.RMSNorm(m.g, m.x, m.finalNorm, S, eps)
+		} else {
+			be.GatherRows(m.g, m.x)
+			be.RMSNorm(m.g, m.g, m.finalNorm, S, eps)
+		}
 		be.MatMul(m.logits, m.g, m.lmHead, S)
 	}
 	m.lastRows, m.lastLogitRows = T, S
 	return nil
+}
+
+// identityRows reports whether logit row j is token row j for every j.
+func identityRows(rows []int32) bool {
+	for j, r := range rows {
+		if r != int32(j) {
+			return false
+		}
+	}
+	return true
 }
 
 // Argmax returns the greedy next token of each logit row of the last
