@@ -10,7 +10,10 @@
 # Environment: VARIANTS2, VARIANTS3 (';'-separated "ENV=V ...|xrunbench
 # flags" runs for GPU 2 and 3; defaults below), NOTESTS=1 (skip the checks
 # and use GPUs 0 and 1 for VARIANTS0 / VARIANTS1 as well), NOTRACE=1,
-# TESTTIMEOUT (seconds for the engine/cuda checks, default 300).
+# TESTTIMEOUT (seconds for the engine/cuda checks, default 300), TESTRUN
+# (their -test.run pattern). An entry whose ENV holds XRUNBENCH=PATH runs
+# that xrunbench (e.g. the parent commit's, for an A/B on one GPU); each
+# GPU's runs append to xrun-GPU.jsonl in b1-logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -29,9 +32,13 @@ variants() {
 	IFS=';' read -ra runs <<<"$list"
 	for r in "${runs[@]}"; do
 		local envs=${r%%|*} flags=${r#*|}
+		local bin=.gpu/xrunbench e
+		for e in $envs; do
+			[[ $e == XRUNBENCH=* ]] && bin=${e#XRUNBENCH=}
+		done
 		echo "== GPU $gpu: ${envs:-defaults} | $flags"
 		# shellcheck disable=SC2086
-		env CUDA_VISIBLE_DEVICES="$gpu" $envs timeout 200 .gpu/xrunbench $flags -json "$log/xrun.jsonl" 2>>"$log/xrun-$gpu.log"
+		env CUDA_VISIBLE_DEVICES="$gpu" $envs timeout 200 "$bin" $flags -json "$log/xrun-$gpu.jsonl" 2>>"$log/xrun-$gpu.log"
 	done >"$log/xrun-$gpu.txt" 2>&1
 }
 
@@ -40,7 +47,7 @@ if [ "${NOTESTS:-0}" = 1 ]; then
 	[ -n "${VARIANTS1:-}" ] && variants 1 "$VARIANTS1" &
 else
 	tt=${TESTTIMEOUT:-300}
-	(cd engine/cuda && CUDA_VISIBLE_DEVICES=0 timeout "$tt" "$root/.gpu/cuda.test" -test.v -test.timeout "$((tt - 5))s" >"$log/tests.txt" 2>&1; echo "cuda.test exit $?" >>"$log/tests.txt") &
+	(cd engine/cuda && CUDA_VISIBLE_DEVICES=0 timeout "$tt" "$root/.gpu/cuda.test" -test.v -test.timeout "$((tt - 5))s" -test.run "${TESTRUN:-.}" >"$log/tests.txt" 2>&1; echo "cuda.test exit $?" >>"$log/tests.txt") &
 	(
 		cd engine/cuda/backend && CUDA_VISIBLE_DEVICES=1 timeout 200 "$root/.gpu/backend.test" -test.v -test.timeout 195s >"$log/backend.txt" 2>&1
 		echo "backend.test exit $?" >>"$log/backend.txt"

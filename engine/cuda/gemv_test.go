@@ -38,8 +38,13 @@ func TestGemmFused(t *testing.T) {
 	}
 	for _, dt := range dtypes {
 		for _, fz := range fusions {
-			for _, c := range []struct{ n, k int }{{5632, 2048}, {2560, 2048}, {100, 40}, {8, 8}} {
+			// 32000 x 2048: TinyLlama's LM head, which takes the final
+			// norm into its prologue at decode.
+			for _, c := range []struct{ n, k int }{{32000, 2048}, {5632, 2048}, {2560, 2048}, {100, 40}, {8, 8}} {
 				for _, m := range []int{1, 2, 3, 4, 8} {
+					if c.n == 32000 && (!fz.norm || fz.glu) {
+						continue
+					}
 					t.Run(fmt.Sprintf("%s/%s/M%d_N%d_K%d", dt, fz.name, m, c.n, c.k), func(t *testing.T) {
 						do(t, func(t testing.TB, g *GPU) { checkGemmFused(t, g, dt, m, c.n, c.k, fz.glu, fz.norm, fz.res, fz.writeX) })
 					})
