@@ -91,6 +91,9 @@ type cellRecord struct {
 	// last (the one that recorded it); more than one when an interrupted
 	// or crashed cell was resumed.
 	Sessions []workerSession `json:"sessions,omitempty"`
+	// Ceilings are the roofline's ceilings the GPU backend measured, on a
+	// GPU xrun knows none for (engine/profile reads them from here).
+	Ceilings *engine.Ceilings `json:"ceilings,omitempty"`
 	// Passes say which session ran each timed repeat, in order, and then
 	// the profiled pass; earlier_session marks those kept from an earlier
 	// worker.
@@ -321,6 +324,13 @@ func (w *cellWorker) measure(ctx context.Context) error {
 	defer e.Close()
 	w.setup = w.clock().Sub(ready)
 	w.rec.Backend = e.Backend()
+	if cr, ok := e.(engine.CeilingsReporter); ok {
+		if c := cr.Ceilings(); c != nil {
+			w.rec.Ceilings = c
+			w.log.Info().Float64("bytes_per_s", c.BytesPerSec).Float64("flop_per_s", c.FLOPs).Str("source", c.Source).
+				Msg("no known roofline ceilings for this GPU: measured")
+		}
+	}
 	w.log.Info().Str("backend", e.Backend()).Str("elapsed", fmtDur(time.Since(t0))).Int("requests", len(reqs)).Msg("engine ready")
 	if len(w.done) > 0 && w.done[0].Backend != e.Backend() {
 		// Not in the fingerprint: an ablation switch in the environment,

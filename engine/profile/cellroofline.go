@@ -43,7 +43,7 @@ func AttachRooflines(r *results.Results, cellDir func(id string) string) []error
 	if !todo || len(r.Environment.GPUs) == 0 {
 		return nil
 	}
-	if _, err := envDevice(r.Environment); err != nil {
+	if _, err := envGPUName(r.Environment); err != nil {
 		return []error{fmt.Errorf("no rooflines: %w", err)}
 	}
 	var errs []error
@@ -74,7 +74,7 @@ func CellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	if err != nil || !gpu {
 		return nil, err
 	}
-	dev, err := envDevice(env)
+	dev, err := cellDevice(dir, env)
 	if err != nil {
 		return nil, err
 	}
@@ -155,9 +155,9 @@ func ranOnGPU(dir string, c *results.Cell, env results.Environment) (bool, error
 	return len(env.GPUs) > 0, nil
 }
 
-// envDevice is the ceilings of the environment's GPU; the runner gives a
+// envGPUName is the name of the environment's GPU; the runner gives a
 // cell one GPU of the host, so the GPUs must be of one kind.
-func envDevice(env results.Environment) (Device, error) {
+func envGPUName(env results.Environment) (string, error) {
 	var names []string
 	for _, g := range env.GPUs {
 		if !slices.Contains(names, g.Name) {
@@ -166,16 +166,44 @@ func envDevice(env results.Environment) (Device, error) {
 	}
 	switch len(names) {
 	case 0:
-		return Device{}, errors.New("results.json names no GPU (environment.gpus is empty)")
+		return "", errors.New("results.json names no GPU (environment.gpus is empty)")
 	case 1:
-	default:
-		return Device{}, fmt.Errorf("the host has GPUs of several kinds (%s) and results.json does not say which ran the cell", strings.Join(names, ", "))
+		return names[0], nil
 	}
-	d, ok := GPUDevice(names[0])
-	if !ok {
-		return Device{}, fmt.Errorf("xrun has no measured ceilings for %s", names[0])
+	return "", fmt.Errorf("the host has GPUs of several kinds (%s) and results.json does not say which ran the cell", strings.Join(names, ", "))
+}
+
+// cellDevice is the ceilings for the cell in dir: those measured on the
+// project's machines for the environment's GPU (GPUDevice), else those
+// the CUDA backend measured and the cell's record keeps.
+func cellDevice(dir string, env results.Environment) (Device, error) {
+	name, err := envGPUName(env)
+	if err != nil {
+		return Device{}, err
 	}
-	return d, nil
+	if d, ok := GPUDevice(name); ok {
+		return d, nil
+	}
+	none := fmt.Errorf("xrun has no measured ceilings for %s, and the cell's record has none", name)
+	path := filepath.Join(dir, CellRecordFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return Device{}, none
+	case err != nil:
+		return Device{}, err
+	}
+	var rec struct {
+		Ceilings *engine.Ceilings `json:"ceilings"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return Device{}, fmt.Errorf("%s: %w", path, err)
+	}
+	c := rec.Ceilings
+	if c == nil || !(c.BytesPerSec > 0 && c.FLOPs > 0) {
+		return Device{}, none
+	}
+	return Device{Name: name, PeakBytesPerSec: c.BytesPerSec, PeakFLOPs: c.FLOPs, PeakSource: c.Source, ElemBytes: 2}, nil
 }
 
 // csvLines calls fn with each line of a CSV file of plain fields (no

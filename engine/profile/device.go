@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/xrun-dev/xrun/engine/cuda"
 )
 
 // Device is what the diagnosis compares a pass against: the roofline's
@@ -28,33 +30,19 @@ type Device struct {
 	ElemBytes int
 }
 
-// gpuPeaks are ceilings measured on the project's machines (see
-// ../shared/docs/gpu.md, "Measured ceilings"): device-to-device copy
-// bandwidth and a bf16 8192^3 GEMM. Datasheet numbers would overstate
-// what any kernel reaches.
-var gpuPeaks = []struct {
-	match     string
-	bytes     float64
-	flops     float64
-	elemBytes int
-}{
-	{"H200", 4.3e12, 790e12, 2},
-	{"H100", 3.0e12, 798e12, 2},
-}
-
-// GPUDevice returns the ceilings for a GPU by its name; ok is false for a
-// GPU xrun has no measured ceilings for (the diagnosis then skips the
-// roofline).
+// GPUDevice returns the ceilings for a GPU by its name, those measured on
+// the project's machines (cuda.KnownCeilings); ok is false for a GPU xrun
+// has none for (a cell's record may then carry the ones the CUDA backend
+// measured: RecordedDevice).
 func GPUDevice(name string) (d Device, ok bool) {
 	d = Device{Name: name, ElemBytes: 2}
-	for _, p := range gpuPeaks {
-		if strings.Contains(name, p.match) {
-			d.PeakBytesPerSec, d.PeakFLOPs, d.ElemBytes = p.bytes, p.flops, p.elemBytes
-			d.PeakSource = "measured on an " + p.match + ": device-to-device copy and bf16 GEMM"
-			return d, true
-		}
+	c, kind, ok := cuda.KnownCeilings(name)
+	if !ok {
+		return d, false
 	}
-	return d, false
+	d.PeakBytesPerSec, d.PeakFLOPs = c.BytesPerSec, c.FLOPs
+	d.PeakSource = "measured on an " + kind + ": device-to-device copy and bf16 GEMM"
+	return d, true
 }
 
 var (

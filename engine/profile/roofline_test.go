@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -183,8 +184,8 @@ func TestAttachRooflines(t *testing.T) {
 }
 
 // TestAttachRooflinesHost: results from a host without a GPU are left
-// alone at once; a GPU without known ceilings is one error, not one per
-// cell.
+// alone at once; on a GPU without known ceilings each GPU cell needs the
+// ones its record keeps, and these fixtures keep none.
 func TestAttachRooflinesHost(t *testing.T) {
 	r := rooflineFixture()
 	r.Environment.GPUs = nil
@@ -192,9 +193,62 @@ func TestAttachRooflinesHost(t *testing.T) {
 		t.Errorf("no GPU: %v", errs)
 	}
 	r.Environment.GPUs = []results.GPU{{Name: "NVIDIA A10"}}
-	errs := AttachRooflines(r, func(string) string { t.Error("read a cell"); return "" })
-	if len(errs) != 1 || errs[0].Error() != "no rooflines: xrun has no measured ceilings for NVIDIA A10" {
-		t.Errorf("A10: %v", errs)
+	errs := AttachRooflines(r, fixtureCellDir)
+	if len(errs) != 4 {
+		t.Errorf("A10: %d errors, want one per GPU cell (4): %v", len(errs), errs)
+	}
+	for _, err := range errs {
+		if !strings.Contains(err.Error(), "no measured ceilings for NVIDIA A10, and the cell's record has none") {
+			t.Errorf("A10: %v", err)
+		}
+	}
+}
+
+// TestCellRooflineRecordedCeilings: on a GPU xrun knows no ceilings for,
+// the ones the CUDA backend measured and the cell's record keeps make the
+// roofline; the same record on a known GPU does not override its ceilings.
+func TestCellRooflineRecordedCeilings(t *testing.T) {
+	dir := t.TempDir()
+	src := fixtureCellDir("dense-gpu")
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const source = "measured by xrun on this GPU (GPU-1234) on 2026-11-21: device-to-device copy and float16 GEMM"
+	rec := `{"backend": "cuda/cublaslt", "ceilings": {"bytes_per_s": 1.6e12, "flop_per_s": 290e12, "device": "NVIDIA A100-SXM4-80GB", "dtype": "float16", "source": "` + source + `"}}`
+	if err := os.WriteFile(filepath.Join(dir, CellRecordFile), []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := rooflineFixture()
+	c := r.Cells[0] // dense-gpu
+	a100 := results.Environment{GPUs: []results.GPU{{Name: "NVIDIA A100-SXM4-80GB"}}}
+	rf, err := CellRoofline(dir, &c, a100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rf.PeakBytesPerS != 1.6e12 || rf.PeakFLOPS != 290e12 || rf.PeakSource != source || rf.Device != "NVIDIA A100-SXM4-80GB" {
+		t.Errorf("A100 roofline %+v: want the recorded ceilings", rf)
+	}
+	// The fixture's iterations are memory bound: the floor scales with
+	// the bandwidth.
+	h200, err := CellRoofline(dir, &c, r.Environment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h200.PeakBytesPerS != 4.3e12 {
+		t.Errorf("H200 with a record of measured ceilings: %g B/s, want the known 4.3e12", h200.PeakBytesPerS)
+	}
+	if got, want := rf.FloorS/h200.FloorS, 4.3/1.6; math.Abs(got-want) > 1e-6*want {
+		t.Errorf("floor A100 / H200 = %g, want %g (bandwidth bound)", got, want)
 	}
 }
 

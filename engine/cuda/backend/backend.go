@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/engine/model"
 	"github.com/xrun-dev/xrun/engine/profile/cupti"
@@ -30,6 +31,7 @@ type Backend struct {
 	gemm string // "auto" (cuBLASLt) or "disable" (own GEMM)
 	opt  model.BackendOptions
 	blas *cuda.BlasLt
+	ceil *engine.Ceilings // measured at New for a GPU without known ones
 
 	// Touched only on the GPU's thread.
 	err   error
@@ -213,6 +215,13 @@ func New(o model.BackendOptions) (model.Backend, error) {
 		if err := g.LoadKernels(); err != nil {
 			return err
 		}
+		// Before weights and KV cache take the memory the measurement
+		// borrows.
+		c, err := ceilingsFor(g, dt)
+		if err != nil {
+			return err
+		}
+		b.ceil = c
 		if gemm == "auto" {
 			bl, err := g.BlasLt()
 			if err != nil {

@@ -1,0 +1,43 @@
+//go:build cgo && linux
+
+package backend
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/cuda"
+)
+
+// measureCeilingsEnv set to 1 measures the ceilings of every GPU, known
+// ones too, replacing the kept measurement: to check a known GPU's
+// figures, or after a GPU's clocks or power limit changed.
+const measureCeilingsEnv = "XRUN_MEASURE_CEILINGS"
+
+// ceilingsFor returns the ceilings the roofline needs from g when xrun
+// has none for it (cuda.KnownCeilings), else nil: measured on g once and
+// kept (cuda.CachedCeilings).
+func ceilingsFor(g *cuda.GPU, dt cuda.DType) (*engine.Ceilings, error) {
+	force := os.Getenv(measureCeilingsEnv) == "1"
+	if _, _, known := cuda.KnownCeilings(g.Info.Name); known && !force {
+		return nil, nil
+	}
+	s, err := g.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	m, err := g.CachedCeilings(s, dt, force)
+	if err != nil {
+		return nil, fmt.Errorf("measuring the roofline's ceilings: %w", err)
+	}
+	return &engine.Ceilings{BytesPerSec: m.BytesPerSec, FLOPs: m.FLOPs, Device: m.Device, DType: m.DType,
+		Source: fmt.Sprintf("measured by xrun on this GPU (%s) on %s: device-to-device copy and %s GEMM",
+			m.UUID, m.Measured.Format(time.DateOnly), m.DType)}, nil
+}
+
+// Ceilings are those ceilingsFor measured when the backend opened its GPU
+// (engine.CeilingsReporter); nil for a GPU with known ones.
+func (b *Backend) Ceilings() *engine.Ceilings { return b.ceil }
