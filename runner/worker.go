@@ -379,7 +379,8 @@ func (w *cellWorker) measure(ctx context.Context) error {
 			return fmt.Errorf("profiled pass: %w", err)
 		}
 		w.profiledPass, w.profiledStarted, w.profiledFinished = res, started, w.clock().UTC()
-		p, files, err := profile.WriteArtifacts(CellDir(w.dir, w.cell.ID), res, e.Model(), profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt})
+		p, files, err := profile.WriteArtifacts(CellDir(w.dir, w.cell.ID), res, e.Model(),
+			profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt, Device: profile.MeasuredDevice(w.rec.Ceilings)})
 		if err != nil {
 			return fmt.Errorf("profile artifacts: %w", err)
 		}

@@ -173,37 +173,46 @@ func envGPUName(env results.Environment) (string, error) {
 	return "", fmt.Errorf("the host has GPUs of several kinds (%s) and results.json does not say which ran the cell", strings.Join(names, ", "))
 }
 
-// cellDevice is the ceilings for the cell in dir: those measured on the
-// project's machines for the environment's GPU (GPUDevice), else those
-// the CUDA backend measured and the cell's record keeps.
+// cellDevice is the ceilings for the cell in dir: those the CUDA backend
+// measured and the cell's record keeps (on a GPU xrun knows none for, or
+// with XRUN_MEASURE_CEILINGS=1), else those measured on the project's
+// machines for the environment's GPU (GPUDevice).
 func cellDevice(dir string, env results.Environment) (Device, error) {
 	name, err := envGPUName(env)
 	if err != nil {
 		return Device{}, err
 	}
-	if d, ok := GPUDevice(name); ok {
-		return d, nil
-	}
-	none := fmt.Errorf("xrun has no measured ceilings for %s, and the cell's record has none", name)
 	path := filepath.Join(dir, CellRecordFile)
 	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return Device{}, none
-	case err != nil:
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return Device{}, err
 	}
 	var rec struct {
 		Ceilings *engine.Ceilings `json:"ceilings"`
 	}
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return Device{}, fmt.Errorf("%s: %w", path, err)
+	if err == nil {
+		if err := json.Unmarshal(data, &rec); err != nil {
+			return Device{}, fmt.Errorf("%s: %w", path, err)
+		}
 	}
-	c := rec.Ceilings
-	if c == nil || !(c.BytesPerSec > 0 && c.FLOPs > 0) {
-		return Device{}, none
+	if c := rec.Ceilings; c != nil && c.BytesPerSec > 0 && c.FLOPs > 0 {
+		d := MeasuredDevice(c)
+		d.Name = name
+		return d, nil
 	}
-	return Device{Name: name, PeakBytesPerSec: c.BytesPerSec, PeakFLOPs: c.FLOPs, PeakSource: c.Source, ElemBytes: 2}, nil
+	if d, ok := GPUDevice(name); ok {
+		return d, nil
+	}
+	return Device{}, fmt.Errorf("xrun has no measured ceilings for %s, and the cell's record has none", name)
+}
+
+// MeasuredDevice is the Device of ceilings the CUDA backend measured; the
+// zero Device (the caller's default) for nil.
+func MeasuredDevice(c *engine.Ceilings) Device {
+	if c == nil {
+		return Device{}
+	}
+	return Device{Name: c.Device, PeakBytesPerSec: c.BytesPerSec, PeakFLOPs: c.FLOPs, PeakSource: c.Source, ElemBytes: 2}
 }
 
 // csvLines calls fn with each line of a CSV file of plain fields (no

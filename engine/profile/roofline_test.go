@@ -206,7 +206,7 @@ func TestAttachRooflinesHost(t *testing.T) {
 
 // TestCellRooflineRecordedCeilings: on a GPU xrun knows no ceilings for,
 // the ones the CUDA backend measured and the cell's record keeps make the
-// roofline; the same record on a known GPU does not override its ceilings.
+// roofline, and on a known GPU too (they were measured on request).
 func TestCellRooflineRecordedCeilings(t *testing.T) {
 	dir := t.TempDir()
 	src := fixtureCellDir("dense-gpu")
@@ -239,13 +239,20 @@ func TestCellRooflineRecordedCeilings(t *testing.T) {
 		t.Errorf("A100 roofline %+v: want the recorded ceilings", rf)
 	}
 	// The fixture's iterations are memory bound: the floor scales with
-	// the bandwidth.
-	h200, err := CellRoofline(dir, &c, r.Environment)
+	// the bandwidth. (The fixture's own record has no ceilings: an H200
+	// cell uses the known ones.)
+	h200, err := CellRoofline(fixtureCellDir("dense-gpu"), &c, r.Environment)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if h200.PeakBytesPerS != 4.3e12 {
-		t.Errorf("H200 with a record of measured ceilings: %g B/s, want the known 4.3e12", h200.PeakBytesPerS)
+		t.Errorf("H200: %g B/s, want the known 4.3e12", h200.PeakBytesPerS)
+	}
+	// Ceilings measured on a known GPU (XRUN_MEASURE_CEILINGS=1) are the
+	// ones asked for: they win over the table, as in the diagnosis.
+	forced, err := CellRoofline(dir, &c, r.Environment)
+	if err != nil || forced.PeakBytesPerS != 1.6e12 || forced.Device != "NVIDIA H200" {
+		t.Errorf("H200 with measured ceilings recorded: %+v, %v; want those, under the environment's name", forced, err)
 	}
 	if got, want := rf.FloorS/h200.FloorS, 4.3/1.6; math.Abs(got-want) > 1e-6*want {
 		t.Errorf("floor A100 / H200 = %g, want %g (bandwidth bound)", got, want)
