@@ -763,7 +763,7 @@ func (s *study) executor() (executor, error) {
 		}
 		x = s.busyCheck(lx)
 	}
-	return &gpuScheduler{gpus: s.gpus, cell: x, limit: s.limit}, nil
+	return &gpuScheduler{gpus: s.gpus, cell: x, limit: s.limit, paces: s.paces()}, nil
 }
 
 // record merges one cell's outcome into the results and writes them.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/xrun-dev/xrun/engine/cuda"
+	"github.com/xrun-dev/xrun/results"
 )
 
 // gpuScheduler is the local executor: it runs cells on this host through a
@@ -19,6 +20,9 @@ type gpuScheduler struct {
 	gpus  []cuda.DeviceInfo // the GPUs cells may use
 	cell  cellExecutor
 	limit *budget // nil: no time limit
+	// paces are the cells' recorded speeds, joined by each cell this run
+	// completes: they estimate cells with nothing recorded (estimateFirst).
+	paces []pace
 }
 
 func (g *gpuScheduler) parallel(queue []*runCell) int {
@@ -61,10 +65,15 @@ func (g *gpuScheduler) runCells(ctx context.Context, queue []*runCell, r reporte
 	for len(queue) > 0 || running > 0 {
 		// Time only runs out: a cell that does not fit now never will.
 		for ctx.Err() == nil && len(queue) > 0 {
-			ok, left := g.limit.allows(queue[0].first)
+			first := queue[0].first
+			if g.limit != nil {
+				first = estimateFirst(queue[0], g.paces)
+			}
+			ok, left := g.limit.allows(first)
 			if ok {
 				break
 			}
+			queue[0].first = first
 			r.cellHeld(queue[0], left)
 			queue = queue[1:]
 		}
@@ -98,6 +107,11 @@ func (g *gpuScheduler) runCells(ctx context.Context, queue []*runCell, r reporte
 		}
 		if f.rc.gpus == 0 {
 			cpuBusy = false
+		}
+		if rec := f.o.rec; rec != nil && rec.Status == results.StatusOK {
+			if p, ok := paceOf(f.rc, rec); ok {
+				g.paces = append(g.paces, p)
+			}
 		}
 		r.cellFinished(f.rc, f.o)
 	}

@@ -31,7 +31,9 @@ import (
 // what the last one took (the engine's warm-up requests run at the start of
 // every pass, so they are part of it); the profiled pass that times
 // profileOverhead; a worker's first step adds the time the last worker took
-// to get its engine ready. A step with nothing recorded to predict it from
+// to get its engine ready. A cell with nothing recorded is estimated from
+// the cells most like it that have a repeat recorded (estimateFirst): their
+// time scaled by the work of a repeat. With nothing at all to go by, a step
 // starts while at least timeLimitFloor is left: there is no better guess,
 // and the time would otherwise go unused.
 
@@ -79,6 +81,8 @@ type budget struct {
 	deadline time.Time
 	limit    string // "--time-limit 9m0s", "the Slurm job's end (SLURM_JOB_END_TIME)"
 	now      func() time.Time
+	// span is the whole limit, from the run's start (0: unknown).
+	span time.Duration
 }
 
 // tighter returns the budget of the earlier deadline; either may be nil.
@@ -100,7 +104,8 @@ func slurmBudget(getenv func(string) string, now func() time.Time) *budget {
 	if err != nil || sec <= 0 {
 		return nil
 	}
-	return &budget{deadline: time.Unix(sec, 0), limit: "the Slurm job's end (" + slurmEndEnv + ")", now: now}
+	end := time.Unix(sec, 0)
+	return &budget{deadline: end, limit: "the Slurm job's end (" + slurmEndEnv + ")", now: now, span: end.Sub(now())}
 }
 
 // workerBudget is a worker's time limit: the run's (deadlineEnv) or the
@@ -126,6 +131,9 @@ type step struct {
 	// predicted is how long the step is expected to take; 0 when nothing
 	// recorded predicts it.
 	predicted time.Duration
+	// basis is empty when the cell's own repeats predict the step, else
+	// how it was estimated from other cells (estimateFirst).
+	basis string
 }
 
 // need is the time a step must have left to start.
@@ -140,7 +148,10 @@ func (b *budget) allows(s step) (ok bool, left time.Duration) {
 		return true, 0
 	}
 	left = b.deadline.Sub(b.now())
-	if s.predicted <= 0 {
+	// An estimate longer than the whole limit would hold its cell back in
+	// every run under it: such a cell is tried, as one with nothing to go
+	// by is (it may be quicker than its neighbours).
+	if s.predicted <= 0 || s.basis != "" && b.span > 0 && s.need() > b.span {
 		return left >= timeLimitFloor, left
 	}
 	return s.need() <= left, left
@@ -211,7 +222,8 @@ func profiledCell(c *workerCell) bool {
 // leftovers (pruneRepeats).
 type timeLimitNote struct {
 	Step      string        `json:"step"`
-	Predicted time.Duration `json:"predicted_ns"` // 0: nothing recorded predicted it
+	Predicted time.Duration `json:"predicted_ns"`    // 0: nothing recorded predicted it
+	Basis     string        `json:"basis,omitempty"` // an estimate's, from other cells
 	Left      time.Duration `json:"left_ns"`
 	Limit     string        `json:"limit"`
 	Deadline  time.Time     `json:"deadline"`
@@ -242,6 +254,9 @@ func (n *timeLimitNote) fields() map[string]any {
 	m := map[string]any{"step": n.Step, "left": fmtDur(n.Left), "limit": n.Limit}
 	if n.Predicted > 0 {
 		m["predicted"] = fmtDur(n.Predicted)
+		if n.Basis != "" {
+			m["predicted_by"] = n.Basis
+		}
 	} else {
 		m["predicted"] = "unknown (nothing recorded)"
 	}
@@ -310,7 +325,7 @@ func (s *study) timeLimit() error {
 		if start.IsZero() {
 			start = time.Now()
 		}
-		s.limit = &budget{deadline: start.Add(o.TimeLimit), limit: "--time-limit " + o.TimeLimit.String(), now: time.Now}
+		s.limit = &budget{deadline: start.Add(o.TimeLimit), limit: "--time-limit " + o.TimeLimit.String(), now: time.Now, span: o.TimeLimit}
 	}
 	if o.Slurm == nil {
 		s.limit = tighter(s.limit, slurmBudget(envLookup(o.Env), time.Now))
@@ -352,7 +367,7 @@ func (s *study) limitContext(ctx context.Context, queue []*runCell) (context.Con
 
 // cellHeld implements reporter.
 func (s *study) cellHeld(rc *runCell, left time.Duration) {
-	n := &timeLimitNote{Step: rc.first.name, Predicted: rc.first.predicted, Left: left, Limit: s.limit.limit, Deadline: s.limit.deadline}
+	n := &timeLimitNote{Step: rc.first.name, Predicted: rc.first.predicted, Basis: rc.first.basis, Left: left, Limit: s.limit.limit, Deadline: s.limit.deadline}
 	s.limitStopped(n)
 	s.log.Warn().Str("cell", rc.cell.ID).Fields(n.fields()).Int("repeats_kept", len(rc.kept)).
 		Msg("not started: it would not finish before the time limit (xrun run --resume runs it)")
@@ -429,4 +444,125 @@ func passTimeFault(fault string) (time.Duration, string) {
 		return 0, fault // injectFault says it is unknown
 	}
 	return d, ""
+}
+
+// pace is a cell's recorded speed: how long its last timed repeat took,
+// how long its worker took to get ready, and the work of one repeat
+// (repeatWork; 0 when unknown).
+type pace struct {
+	id     string
+	params results.Params
+	pass   time.Duration
+	setup  time.Duration
+	work   float64
+}
+
+// paceOf is a cell's pace from its record when it is complete, else from
+// the repeats kept for it; ok is false when neither says.
+func paceOf(rc *runCell, rec *cellRecord) (p pace, ok bool) {
+	p = pace{id: rc.cell.ID, params: rc.wc.Params, work: repeatWork(rc.wc.Params)}
+	if rec != nil {
+		for i := len(rec.Passes) - 1; i >= 0; i-- {
+			if q := rec.Passes[i]; !q.Profiled && q.Finished.After(q.Started) {
+				p.pass = q.Finished.Sub(q.Started)
+				break
+			}
+		}
+		if len(rec.Passes) > 0 && rec.Passes[0].Session < len(rec.Sessions) {
+			p.setup = max(rec.Passes[0].Started.Sub(rec.Sessions[rec.Passes[0].Session].Started), 0)
+		}
+	} else {
+		p.pass, p.setup = lastRepeat(rc.kept)
+	}
+	return p, p.pass > 0
+}
+
+// repeatWork is the tokens a repeat of a cell with these parameters
+// processes, prompts and outputs (0 when the dataset's size is not a
+// parameter, e.g. a dataset file).
+func repeatWork(p results.Params) float64 {
+	num := func(k string) float64 {
+		switch v := p[k].(type) {
+		case int:
+			return float64(v)
+		case int64:
+			return float64(v)
+		case float64:
+			return v
+		}
+		return 0
+	}
+	n, in, out := num(workParams[0]), num(workParams[1]), num(workParams[2])
+	if n <= 0 || in+out <= 0 {
+		return 0
+	}
+	return n * (in + out)
+}
+
+// estimateFirst predicts the first step of a cell with nothing recorded
+// (its own prediction otherwise stands) from paces: of the recorded cells
+// whose parameters differ from its in the fewest places, the slowest, its
+// repeat scaled by the work of one. Cells of one study mostly differ in one
+// axis, and the slowest neighbour errs towards holding a cell back rather
+// than starting one that is then cut off and lost.
+func estimateFirst(rc *runCell, paces []pace) step {
+	s := rc.first
+	if s.name == "" || s.predicted > 0 {
+		return s
+	}
+	work := repeatWork(rc.wc.Params)
+	best, from := -1, ""
+	var pred time.Duration
+	for _, p := range paces {
+		if p.id == rc.cell.ID {
+			continue
+		}
+		d := paramDistance(rc.wc.Params, p.params)
+		t := p.pass
+		if work > 0 && p.work > 0 {
+			t = time.Duration(float64(t) * work / p.work)
+		}
+		t += p.setup
+		if best < 0 || d < best || d == best && t > pred {
+			best, pred, from = d, t, p.id
+		}
+	}
+	if best < 0 {
+		return s
+	}
+	s.predicted = pred
+	s.basis = fmt.Sprintf("estimated from cell %s (%d parameters differ)", from, best)
+	return s
+}
+
+// workParams are the parameters repeatWork scales by: a difference in
+// them is accounted for, not a distance.
+var workParams = []string{"dataset.num_requests", "dataset.input_mean", "dataset.output_mean"}
+
+// paramDistance is in how many parameters a and b differ, those of
+// workParams left out.
+func paramDistance(a, b results.Params) int {
+	d := 0
+	for k, v := range a {
+		if w, ok := b[k]; (!ok || formatValue(v) != formatValue(w)) && !slices.Contains(workParams, k) {
+			d++
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok && !slices.Contains(workParams, k) {
+			d++
+		}
+	}
+	return d
+}
+
+// paces are the recorded paces of the study's cells, for estimateFirst.
+func (s *study) paces() []pace {
+	var out []pace
+	for _, rc := range s.cells {
+		if p, ok := paceOf(rc, rc.record); ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }

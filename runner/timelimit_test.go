@@ -39,13 +39,13 @@ func TestNextStep(t *testing.T) {
 		want            step
 		rest            time.Duration
 	}{
-		{"nothing recorded", nil, true, true, step{"repeat 1 of 3", 0}, 0},
-		{"the last repeat predicts the next", reps(0, 2*time.Minute, 3*time.Minute), false, false, step{"repeat 3 of 3", 3 * time.Minute}, 3 * time.Minute},
-		{"a worker's first step adds the engine's creation", reps(20*time.Second, time.Minute), false, true, step{"repeat 2 of 3", 80 * time.Second}, 20*time.Second + 2*time.Minute},
-		{"the profiled pass costs 1.2 repeats", reps(0, time.Minute, time.Minute, time.Minute), true, false, step{"the profiled pass", 72 * time.Second}, 72 * time.Second},
+		{"nothing recorded", nil, true, true, step{name: "repeat 1 of 3", predicted: 0}, 0},
+		{"the last repeat predicts the next", reps(0, 2*time.Minute, 3*time.Minute), false, false, step{name: "repeat 3 of 3", predicted: 3 * time.Minute}, 3 * time.Minute},
+		{"a worker's first step adds the engine's creation", reps(20*time.Second, time.Minute), false, true, step{name: "repeat 2 of 3", predicted: 80 * time.Second}, 20*time.Second + 2*time.Minute},
+		{"the profiled pass costs 1.2 repeats", reps(0, time.Minute, time.Minute, time.Minute), true, false, step{name: "the profiled pass", predicted: 72 * time.Second}, 72 * time.Second},
 		{"nothing left but the record", reps(0, time.Minute, time.Minute, time.Minute), false, true, step{}, 0},
 		// A record without its times (never written so, but read back).
-		{"a record with no duration", []repeatRecord{{Repeat: 1}}, false, false, step{"repeat 2 of 3", 0}, 0},
+		{"a record with no duration", []repeatRecord{{Repeat: 1}}, false, false, step{name: "repeat 2 of 3", predicted: 0}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := nextStep(tc.done, 3, tc.profiled, tc.first); got != tc.want {
@@ -68,14 +68,14 @@ func TestBudgetAllows(t *testing.T) {
 		left time.Duration
 		ok   bool
 	}{
-		{"no limit", nil, step{"repeat 1 of 3", time.Hour}, 0, true},
+		{"no limit", nil, step{name: "repeat 1 of 3", predicted: time.Hour}, 0, true},
 		{"nothing left to run", b, step{}, 0, true},
 		// 9m + 5 % + 5s = 9m32s.
-		{"fits with its margin", b, step{"repeat 2 of 3", 9 * time.Minute}, 10 * time.Minute, true},
-		{"the margin does not fit", b, step{"repeat 2 of 3", 9*time.Minute + 30*time.Second}, 10 * time.Minute, false},
-		{"unknown, time left", b, step{"repeat 1 of 3", 0}, 10 * time.Minute, true},
-		{"unknown, under the floor", &budget{deadline: now.Add(29 * time.Second), now: b.now}, step{"repeat 1 of 3", 0}, 29 * time.Second, false},
-		{"past the deadline", &budget{deadline: now.Add(-time.Second), now: b.now}, step{"repeat 1 of 3", time.Millisecond}, -time.Second, false},
+		{"fits with its margin", b, step{name: "repeat 2 of 3", predicted: 9 * time.Minute}, 10 * time.Minute, true},
+		{"the margin does not fit", b, step{name: "repeat 2 of 3", predicted: 9*time.Minute + 30*time.Second}, 10 * time.Minute, false},
+		{"unknown, time left", b, step{name: "repeat 1 of 3", predicted: 0}, 10 * time.Minute, true},
+		{"unknown, under the floor", &budget{deadline: now.Add(29 * time.Second), now: b.now}, step{name: "repeat 1 of 3", predicted: 0}, 29 * time.Second, false},
+		{"past the deadline", &budget{deadline: now.Add(-time.Second), now: b.now}, step{name: "repeat 1 of 3", predicted: time.Millisecond}, -time.Second, false},
 	} {
 		ok, left := tc.b.allows(tc.s)
 		if ok != tc.ok || left != tc.left {
@@ -503,5 +503,118 @@ func TestTimeLimitRunsOut(t *testing.T) {
 		if c.Status != results.StatusSkipped || c.Error != want[i] {
 			t.Errorf("cell %s: %s %q; want %q", c.ID, c.Status, c.Error, want[i])
 		}
+	}
+}
+
+// TestEstimateFirst: a cell with nothing recorded is predicted from the
+// recorded cells that differ from it in the fewest parameters, the slowest
+// of them, scaled by the tokens of a repeat; a cell's own prediction, or no
+// recorded cell at all, leaves the step as it was.
+func TestEstimateFirst(t *testing.T) {
+	params := func(bs, n int, gemm string) results.Params {
+		return results.Params{"batch_size": bs, "gemm_plugin": gemm, "dataset.num_requests": n, "dataset.input_mean": 128, "dataset.output_mean": 128}
+	}
+	cell := func(id string, p results.Params) *runCell {
+		return &runCell{cell: &Cell{ID: id}, wc: &workerCell{ID: id, Params: p}, first: step{name: "repeat 1 of 3"}}
+	}
+	paces := []pace{
+		{id: "b1-disable", params: params(1, 3000, "disable"), pass: 315 * time.Second, setup: 5 * time.Second, work: 3000 * 256},
+		{id: "b2-auto", params: params(2, 3000, "auto"), pass: 200 * time.Second, setup: 5 * time.Second, work: 3000 * 256},
+		{id: "b64-auto", params: params(64, 1000, "auto"), pass: 3 * time.Second, work: 1000 * 256},
+	}
+	for _, tc := range []struct {
+		name  string
+		rc    *runCell
+		want  time.Duration
+		basis string
+	}{
+		// b1-disable and b2-auto both differ in one parameter: the slower.
+		{"the slowest nearest", cell("b1-auto", params(1, 3000, "auto")), 320 * time.Second, "estimated from cell b1-disable (1 parameters differ)"},
+		// b64-auto differs in the dataset's size only, which the work
+		// scales for (3x) rather than counts.
+		{"scaled by the work", cell("b64-auto-3000", params(64, 3000, "auto")), 9 * time.Second, "estimated from cell b64-auto (0 parameters differ)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := estimateFirst(tc.rc, paces)
+			if got.predicted != tc.want || got.basis != tc.basis || got.name != "repeat 1 of 3" {
+				t.Errorf("estimateFirst = %+v, want %s %q", got, tc.want, tc.basis)
+			}
+		})
+	}
+	own := cell("b1-auto", params(1, 3000, "auto"))
+	own.first.predicted = time.Minute
+	if got := estimateFirst(own, paces); got != own.first {
+		t.Errorf("a cell's own prediction: %+v, want it kept (%+v)", got, own.first)
+	}
+	if got := estimateFirst(cell("x", params(1, 1, "auto")), nil); got.predicted != 0 || got.basis != "" {
+		t.Errorf("nothing recorded anywhere: %+v, want no prediction", got)
+	}
+}
+
+// TestScheduleEstimatesUnrecorded: under a time limit, a cell with nothing
+// recorded is held when a recorded neighbour says it would not finish
+// (before, it started whenever 30 s were left, and was cut off), but an
+// estimate longer than the whole limit does not hold it back forever.
+func TestScheduleEstimatesUnrecorded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit time.Duration
+		ran   []int
+	}{
+		// Cell 0 (4m recorded) takes 4 of 6 minutes; cells 1 and 2 are
+		// estimated at 4m from it and held.
+		{"held", 6 * time.Minute, []int{0}},
+		// Under a 3-minute limit the 4-minute estimate could never fit:
+		// cells 1 and 2 are tried as with nothing to go by (cell 0 itself
+		// is held by its own recorded repeat).
+		{"estimate past the whole limit", 3 * time.Minute, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, order := gpuStudy(t, 1, 3, map[int]time.Duration{0: 4 * time.Minute})
+			clock := &fakeClock{t: time.Now()}
+			s.limit = &budget{deadline: clock.now().Add(tc.limit), limit: "--time-limit", now: clock.now, span: tc.limit}
+			fake := &timedCells{clock: clock, took: map[string]time.Duration{s.cells[0].cell.ID: 4 * time.Minute,
+				s.cells[1].cell.ID: 30 * time.Second, s.cells[2].cell.ID: 30 * time.Second}}
+			s.exec = fake
+			res, err := s.execute(context.Background())
+			if !errors.Is(err, ErrTimeLimit) {
+				t.Fatalf("err %v, want the time limit's", err)
+			}
+			if want := ids(s, tc.ran...); !slices.Equal(fake.ran, want) || !slices.Equal(order.ids, want) {
+				t.Errorf("ran %v (started %v), want %v", fake.ran, order.ids, want)
+			}
+			if tc.name == "held" {
+				for _, i := range []int{1, 2} {
+					if c := res.Cells[i]; c.Status != results.StatusSkipped || !strings.Contains(c.Error, "stopped at its time limit") {
+						t.Errorf("cell %s: %s %q, want held at the time limit", c.ID, c.Status, c.Error)
+					}
+					if b := s.cells[i].first.basis; !strings.Contains(b, "estimated from cell "+s.cells[0].cell.ID) {
+						t.Errorf("cell %d held on %q, want the estimate from cell 0", i, b)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestPaceOfRecord: a complete cell's pace is its last timed pass (not the
+// profiled one) and the time its first pass's worker took to get ready.
+func TestPaceOfRecord(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 15, 0, 0, 0, time.UTC)
+	rec := &cellRecord{
+		Sessions: []workerSession{{Host: "h", PID: 1, Started: t0}},
+		Passes: []passOrigin{
+			{Repeat: 1, Started: t0.Add(10 * time.Second), Finished: t0.Add(70 * time.Second)},
+			{Repeat: 2, Started: t0.Add(70 * time.Second), Finished: t0.Add(125 * time.Second)},
+			{Profiled: true, Started: t0.Add(125 * time.Second), Finished: t0.Add(200 * time.Second)},
+		},
+	}
+	rc := &runCell{cell: &Cell{ID: "c"}, wc: &workerCell{ID: "c", Params: results.Params{"dataset.num_requests": 10, "dataset.input_mean": 3, "dataset.output_mean": 1}}}
+	p, ok := paceOf(rc, rec)
+	if !ok || p.pass != 55*time.Second || p.setup != 10*time.Second || p.work != 40 {
+		t.Errorf("paceOf = %+v, %v; want a 55s pass, 10s setup, 40 tokens", p, ok)
+	}
+	if _, ok := paceOf(rc, &cellRecord{}); ok {
+		t.Error("a record without passes has a pace")
 	}
 }
