@@ -26,9 +26,9 @@ const (
 	ceilRuns = 10
 )
 
-// MeasureCeilings measures g's ceilings (see Ceilings) at dt on s (about half a second,
-// 2 GiB of device memory, freed before it returns). Run it before the
-// engine allocates its weights and KV cache.
+// MeasureCeilings measures g's ceilings (see Ceilings) at dt on s: about
+// half a second and 2 GiB of device memory, freed before it returns. Run
+// it before the engine allocates its weights and KV cache.
 func (g *GPU) MeasureCeilings(s *Stream, dt DType) (Ceilings, error) {
 	var c Ceilings
 	bl, err := g.BlasLt()

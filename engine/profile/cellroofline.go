@@ -67,14 +67,17 @@ func AttachRooflines(r *results.Results, cellDir func(id string) string) []error
 // out), on MoE models the experts each iteration's tokens reached
 // (expert_load.csv: an expert with at least one token in a layer was
 // read), the model's shapes (the cell's model parameter) and the ceilings
-// device.go holds for the GPU the environment names. It returns nil and
-// no error for a cell that did not run on a GPU.
+// (cellDevice). It returns nil and no error for a cell that did not run
+// on a GPU.
 func CellRoofline(dir string, c *results.Cell, env results.Environment) (*results.Roofline, error) {
-	gpu, err := ranOnGPU(dir, c, env)
-	if err != nil || !gpu {
+	rec, err := readRecordSummary(dir)
+	if err != nil {
 		return nil, err
 	}
-	dev, err := cellDevice(dir, env)
+	if !ranOnGPU(rec, c, env) {
+		return nil, nil
+	}
+	dev, err := cellDevice(rec, env)
 	if err != nil {
 		return nil, err
 	}
@@ -131,28 +134,44 @@ func CellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	}, nil
 }
 
-// ranOnGPU says whether a cell ran on a GPU backend: its cell.json's
-// backend ("cuda/cublaslt"), else its engine parameter, "auto" meaning
-// the GPU when the environment lists one (as the runner resolves it).
-func ranOnGPU(dir string, c *results.Cell, env results.Environment) (bool, error) {
-	if c.Params["engine"] == "cpu" {
-		return false, nil
+// recordSummary is what the roofline reads from a cell's record
+// (cell.json): its backend and the ceilings the CUDA backend measured.
+type recordSummary struct {
+	Backend  string           `json:"backend"`
+	Ceilings *engine.Ceilings `json:"ceilings"`
+}
+
+// readRecordSummary reads dir's cell.json; a cell without one (results
+// copied without their cells/) reads as an empty record.
+func readRecordSummary(dir string) (recordSummary, error) {
+	var rec recordSummary
+	path := filepath.Join(dir, CellRecordFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return rec, nil
+	case err != nil:
+		return rec, err
 	}
-	data, err := os.ReadFile(filepath.Join(dir, CellRecordFile))
-	if err == nil {
-		var rec struct {
-			Backend string `json:"backend"`
-		}
-		if json.Unmarshal(data, &rec) == nil && rec.Backend != "" {
-			return !strings.HasPrefix(rec.Backend, "cpu"), nil
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return false, err
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return rec, fmt.Errorf("%s: %w", path, err)
 	}
-	if c.Params["engine"] == "cuda" {
-		return true, nil
+	return rec, nil
+}
+
+// ranOnGPU says whether a cell ran on a GPU backend: its record's backend
+// ("cuda/cublaslt"), else its engine parameter, "auto" meaning the GPU
+// when the environment lists one (as the runner resolves it).
+func ranOnGPU(rec recordSummary, c *results.Cell, env results.Environment) bool {
+	switch {
+	case c.Params["engine"] == "cpu":
+		return false
+	case rec.Backend != "":
+		return !strings.HasPrefix(rec.Backend, "cpu")
+	case c.Params["engine"] == "cuda":
+		return true
 	}
-	return len(env.GPUs) > 0, nil
+	return len(env.GPUs) > 0
 }
 
 // envGPUName is the name of the environment's GPU; the runner gives a
@@ -173,27 +192,14 @@ func envGPUName(env results.Environment) (string, error) {
 	return "", fmt.Errorf("the host has GPUs of several kinds (%s) and results.json does not say which ran the cell", strings.Join(names, ", "))
 }
 
-// cellDevice is the ceilings for the cell in dir: those the CUDA backend
-// measured and the cell's record keeps (on a GPU xrun knows none for, or
-// with XRUN_MEASURE_CEILINGS=1), else those measured on the project's
-// machines for the environment's GPU (GPUDevice).
-func cellDevice(dir string, env results.Environment) (Device, error) {
+// cellDevice is the ceilings for a cell: those the CUDA backend measured
+// and its record keeps (on a GPU xrun knows none for, or with
+// XRUN_MEASURE_CEILINGS=1), else those measured on the project's machines
+// for the environment's GPU (GPUDevice).
+func cellDevice(rec recordSummary, env results.Environment) (Device, error) {
 	name, err := envGPUName(env)
 	if err != nil {
 		return Device{}, err
-	}
-	path := filepath.Join(dir, CellRecordFile)
-	data, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Device{}, err
-	}
-	var rec struct {
-		Ceilings *engine.Ceilings `json:"ceilings"`
-	}
-	if err == nil {
-		if err := json.Unmarshal(data, &rec); err != nil {
-			return Device{}, fmt.Errorf("%s: %w", path, err)
-		}
 	}
 	if c := rec.Ceilings; c != nil && c.BytesPerSec > 0 && c.FLOPs > 0 {
 		d := MeasuredDevice(c)
