@@ -693,6 +693,13 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 	runCtx, stopAtLimit := s.limitContext(ctx, queue)
 	defer stopAtLimit()
 	s.progress.Start(total, complete, len(queue), x.parallel(queue))
+	if p, ok := s.progress.(Predictor); ok {
+		rest := map[string]time.Duration{}
+		for _, rc := range queue {
+			rest[rc.cell.ID] = rc.rest
+		}
+		p.Predicted(rest)
+	}
 	runErr := x.runCells(runCtx, queue, s)
 	s.progress.Stop()
 	// The time limit itself was reached (ctx itself is intact).

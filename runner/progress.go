@@ -23,6 +23,14 @@ type Progress interface {
 	Stop()
 }
 
+// Predictor is a Progress that also takes how long queued cells are
+// predicted to take, from the repeats earlier runs recorded (--resume),
+// for its estimate of the time left. Run calls Predicted once, after
+// Start, with the cells it can predict.
+type Predictor interface {
+	Predicted(rest map[string]time.Duration)
+}
+
 type noProgress struct{}
 
 func (noProgress) Start(int, int, int, int)                           {}
@@ -51,11 +59,14 @@ type StatusLine struct {
 	measured                                time.Duration // sum of the finished cells' times
 	measuredN                               int
 	start                                   time.Time
+	// pred are the predictions of the cells not started yet (Predictor).
+	pred map[string]time.Duration
 }
 
 type runningCell struct {
 	id    string
 	since time.Time
+	pred  time.Duration // 0: none
 }
 
 // NewStatusLine draws on out, a terminal width columns wide (lines longer
@@ -104,10 +115,24 @@ func (s *StatusLine) tick(stop, done chan struct{}) {
 	}
 }
 
+// Predicted implements Predictor.
+func (s *StatusLine) Predicted(rest map[string]time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pred = map[string]time.Duration{}
+	for id, d := range rest {
+		if d > 0 {
+			s.pred[id] = d
+		}
+	}
+	s.drawLocked()
+}
+
 func (s *StatusLine) CellStarted(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.running = append(s.running, runningCell{id, s.now()})
+	s.running = append(s.running, runningCell{id, s.now(), s.pred[id]})
+	delete(s.pred, id)
 	s.drawLocked()
 }
 
@@ -120,6 +145,7 @@ func (s *StatusLine) CellFinished(id string, status results.Status, elapsed time
 			break
 		}
 	}
+	delete(s.pred, id) // never started: held at the time limit
 	s.finished++
 	s.todo--
 	if status == results.StatusFailed {
@@ -187,18 +213,32 @@ func (s *StatusLine) render(now time.Time) string {
 }
 
 // eta estimates the time left: every cell not finished is taken to cost
-// the mean of the cells measured so far, running ones minus their time
-// spent, spread over the cells that run at once.
+// its prediction (Predictor) or else the mean of the cells measured so
+// far, running ones minus their time spent, spread over the cells that run
+// at once. Without a measured cell, only a run whose every cell is
+// predicted has an estimate.
 func (s *StatusLine) eta(now time.Time) (time.Duration, bool) {
-	if s.measuredN == 0 {
+	var mean time.Duration
+	if s.measuredN > 0 {
+		mean = s.measured / time.Duration(s.measuredN)
+	}
+	var left time.Duration
+	for _, d := range s.pred {
+		left += d
+	}
+	unknown := max(s.todo-len(s.running)-len(s.pred), 0)
+	for _, r := range s.running {
+		d := r.pred
+		if d == 0 {
+			d = mean
+			unknown++
+		}
+		left += max(d-now.Sub(r.since), 0)
+	}
+	if unknown > 0 && s.measuredN == 0 {
 		return 0, false
 	}
-	mean := s.measured / time.Duration(s.measuredN)
-	queued := s.todo - len(s.running)
-	left := time.Duration(max(queued, 0)) * mean
-	for _, r := range s.running {
-		left += max(mean-now.Sub(r.since), 0)
-	}
+	left += time.Duration(max(s.todo-len(s.running)-len(s.pred), 0)) * mean
 	return left / time.Duration(s.parallel), true
 }
 

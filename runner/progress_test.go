@@ -56,7 +56,7 @@ func TestStatusLineFitsTheTerminal(t *testing.T) {
 	now := time.Now()
 	s.start = now
 	s.total = 3
-	s.running = []runningCell{{strings.Repeat("x", 80), now}, {"y", now}}
+	s.running = []runningCell{{id: strings.Repeat("x", 80), since: now}, {id: "y", since: now}}
 	got := []rune(s.render(now))
 	if len(got) != 39 || got[38] != '…' {
 		t.Errorf("%q (%d runes), want 39 ending in …", string(got), len(got))
@@ -70,5 +70,44 @@ func TestClock(t *testing.T) {
 		if got := clock(d); got != want {
 			t.Errorf("clock(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestStatusLinePredicted: cells predicted from the repeats an earlier run
+// recorded count their prediction, the others the mean of the cells
+// measured; with every cell predicted there is an estimate from the start.
+func TestStatusLinePredicted(t *testing.T) {
+	now := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	s := NewStatusLine(&bytes.Buffer{}, 120)
+	s.now = func() time.Time { return now }
+	s.Start(3, 0, 3, 1)
+	s.Predicted(map[string]time.Duration{"a": 20 * time.Minute, "b": 10 * time.Second, "c": 0})
+	if _, ok := s.eta(now); ok {
+		t.Error("cell c unpredicted and nothing measured: an estimate anyway")
+	}
+	s.CellStarted("a")
+	now = now.Add(5 * time.Minute)
+	// a: 15 minutes left of 20; b: 10 s; c: nothing to go by yet.
+	if _, ok := s.eta(now); ok {
+		t.Error("cell c still unpredicted: an estimate anyway")
+	}
+	now = now.Add(15 * time.Minute)
+	s.CellFinished("a", results.StatusOK, 20*time.Minute)
+	// b 10 s as predicted, c the mean of what was measured (20 min).
+	if eta, ok := s.eta(now); !ok || eta != 20*time.Minute+10*time.Second {
+		t.Errorf("eta %v, %v; want 20m10s", eta, ok)
+	}
+	s.CellStarted("b")
+	now = now.Add(4 * time.Second)
+	if eta, _ := s.eta(now); eta != 20*time.Minute+6*time.Second {
+		t.Errorf("b under way: eta %v, want 20m6s", eta)
+	}
+
+	all := NewStatusLine(&bytes.Buffer{}, 120)
+	all.now = func() time.Time { return now }
+	all.Start(2, 0, 2, 2)
+	all.Predicted(map[string]time.Duration{"a": time.Minute, "b": 3 * time.Minute})
+	if eta, ok := all.eta(now); !ok || eta != 2*time.Minute {
+		t.Errorf("every cell predicted, 2 at once: eta %v, %v; want 2m", eta, ok)
 	}
 }
