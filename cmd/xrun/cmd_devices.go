@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,7 +26,11 @@ func newDevicesCommand(a *app) *cobra.Command {
 		Short: "List the GPUs xrun can run on, or say exactly why none is usable",
 		Long: `List the NVIDIA GPUs the CUDA backend can use: index, name, UUID, memory,
 compute capability and kernel architecture, with the driver and CUDA versions
-and the libraries loaded (libcuda, cuBLASLt, NVRTC, all opened at run time).
+and the libraries loaded (libcuda, cuBLASLt, NVRTC, all opened at run time),
+and the ceilings each GPU's rooflines divide by: those measured for its kind
+on the project's H100 and H200, or those the CUDA backend measured on it and
+kept in the kernel cache (a GPU of another kind gets them when a cell first
+runs on it).
 
 When no GPU is usable it says why: no NVIDIA driver (libcuda.so.1 not found,
 with every path tried), a CUDA library not found, the driver too old, or the
@@ -66,7 +71,7 @@ func runDevices(ctx context.Context, a *app, opts *devicesOptions) error {
 			return err
 		}
 	} else {
-		printDevices(w, d, ng)
+		printDevices(w, d, ng, cuda.DefaultKernelCacheDir())
 	}
 	if ng != nil {
 		return errNoUsableGPU
@@ -74,7 +79,9 @@ func runDevices(ctx context.Context, a *app, opts *devicesOptions) error {
 	return nil
 }
 
-func printDevices(w interface{ Write([]byte) (int, error) }, d cuda.Devices, ng *cuda.NoGPUError) {
+// printDevices writes the listing; cacheDir is the kernel cache, where the
+// CUDA backend keeps the roofline ceilings it measured (cuda.KeptCeilings).
+func printDevices(w interface{ Write([]byte) (int, error) }, d cuda.Devices, ng *cuda.NoGPUError, cacheDir string) {
 	if d.DriverVersion != "" || d.CUDAVersion != "" {
 		fmt.Fprintf(w, "driver %s, CUDA %s (entry points at API %s)\n", d.DriverVersion, d.CUDAVersion, d.APIVersion)
 	}
@@ -88,14 +95,14 @@ func printDevices(w interface{ Write([]byte) (int, error) }, d cuda.Devices, ng 
 	if len(d.GPUs) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "GPU\tNAME\tUUID\tMEMORY\tCC\tSMS\tARCH\tNOTE")
+		fmt.Fprintln(tw, "GPU\tNAME\tUUID\tMEMORY\tCC\tSMS\tARCH\tNOTE\tROOFLINE CEILINGS")
 		for _, g := range d.GPUs {
 			note := g.Unusable
 			if note == "" {
 				note = "usable"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%.1f GiB\t%d.%d\t%d\t%s\t%s\n", g.Index, g.Name, g.UUID,
-				float64(g.MemoryBytes)/(1<<30), g.Major, g.Minor, g.SMs, g.Arch(), note)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.1f GiB\t%d.%d\t%d\t%s\t%s\t%s\n", g.Index, g.Name, g.UUID,
+				float64(g.MemoryBytes)/(1<<30), g.Major, g.Minor, g.SMs, g.Arch(), note, ceilingsNote(g, cacheDir))
 		}
 		tw.Flush()
 	}
@@ -105,4 +112,32 @@ func printDevices(w interface{ Write([]byte) (int, error) }, d cuda.Devices, ng 
 		}
 		fmt.Fprintln(w, ng.Error())
 	}
+}
+
+// ceilingsNote says which ceilings the roofline of a cell on g divides by:
+// the ones measured on the project's machines for its kind, the ones the
+// CUDA backend measured on it and kept, or that they will be measured.
+func ceilingsNote(g cuda.DeviceInfo, cacheDir string) string {
+	rate := func(c cuda.Ceilings) string {
+		return fmt.Sprintf("%.2f TB/s, %.0f TFLOP/s", c.BytesPerSec/1e12, c.FLOPs/1e12)
+	}
+	var kept []cuda.Measured
+	if cacheDir != "" {
+		kept = cuda.KeptCeilings(cacheDir, g.UUID)
+	}
+	if c, kind, ok := cuda.KnownCeilings(g.Name); ok {
+		note := rate(c) + " (measured on an " + kind + ")"
+		if len(kept) > 0 {
+			note += "; XRUN_MEASURE_CEILINGS=1 measured " + rate(kept[0].Ceilings)
+		}
+		return note
+	}
+	if len(kept) == 0 {
+		return "none known: measured when a cell first runs here"
+	}
+	var parts []string
+	for _, m := range kept {
+		parts = append(parts, fmt.Sprintf("%s (%s, measured here %s)", rate(m.Ceilings), m.DType, m.Measured.Format(time.DateOnly)))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -79,5 +80,33 @@ func TestDevicesHelpDocumentsExit(t *testing.T) {
 	}
 	if !strings.Contains(c.Long, "Exits 0 when at least one GPU is usable and 1 when none is") {
 		t.Errorf("devices help does not document its exit status:\n%s", c.Long)
+	}
+}
+
+// TestDevicesRooflineColumn: the listing says which ceilings each GPU's
+// rooflines divide by: the table's for a known kind, those the CUDA
+// backend measured and kept for another, or that they will be measured.
+func TestDevicesRooflineColumn(t *testing.T) {
+	dir := t.TempDir()
+	kept := `{"bytes_per_s": 1.6e12, "flop_per_s": 2.9e14, "device": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a", "dtype": "float16", "measured": "2026-11-21T16:11:43Z"}`
+	if err := os.WriteFile(filepath.Join(dir, "ceilings-GPU-a-float16.json"), []byte(kept), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := cuda.Devices{DriverVersion: "580.1", GPUs: []cuda.DeviceInfo{
+		{Index: 0, Name: "NVIDIA A100-SXM4-80GB", UUID: "GPU-a", Major: 8},
+		{Index: 1, Name: "NVIDIA L40S", UUID: "GPU-b", Major: 8, Minor: 9},
+		{Index: 2, Name: "NVIDIA H200", UUID: "GPU-c", Major: 9},
+	}}
+	var out strings.Builder
+	printDevices(&out, d, nil, dir)
+	for _, want := range []string{
+		"ROOFLINE CEILINGS",
+		"1.60 TB/s, 290 TFLOP/s (float16, measured here 2026-11-21)",
+		"none known: measured when a cell first runs here",
+		"4.30 TB/s, 790 TFLOP/s (measured on an H200)",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("listing lacks %q:\n%s", want, out.String())
+		}
 	}
 }

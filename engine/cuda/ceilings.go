@@ -5,9 +5,6 @@ package cuda
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
 	"time"
 )
 
@@ -93,16 +90,6 @@ func (g *GPU) MeasureCeilings(s *Stream, dt DType) (Ceilings, error) {
 	return c, nil
 }
 
-// Measured are ceilings MeasureCeilings took, as CachedCeilings keeps
-// them: for which GPU and dtype, and when.
-type Measured struct {
-	Ceilings
-	Device   string    `json:"device"`
-	UUID     string    `json:"uuid"`
-	DType    string    `json:"dtype"`
-	Measured time.Time `json:"measured"`
-}
-
 // CachedCeilings returns g's ceilings at dt, measured once and kept in
 // the kernel cache directory per GPU (UUID) and dtype, so that every cell
 // of a study, and the next study on the same GPU, divides by the same
@@ -112,7 +99,7 @@ type Measured struct {
 func (g *GPU) CachedCeilings(s *Stream, dt DType, remeasure bool) (Measured, error) {
 	path := ""
 	if g.cacheDir != "" && g.Info.UUID != "" {
-		path = filepath.Join(g.cacheDir, fmt.Sprintf("ceilings-%s-%s.json", unsafeFileChars.ReplaceAllString(g.Info.UUID, "_"), dt))
+		path = ceilingsPath(g.cacheDir, g.Info.UUID, dt.String())
 	}
 	if path != "" && !remeasure {
 		if m, err := readMeasured(path); err == nil && m.Device == g.Info.Name && m.DType == dt.String() {
@@ -129,23 +116,6 @@ func (g *GPU) CachedCeilings(s *Stream, dt DType, remeasure bool) (Measured, err
 			// A cache that cannot be written costs a measurement next time.
 			_ = writeAtomic(path, append(b, '\n'))
 		}
-	}
-	return m, nil
-}
-
-var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
-
-func readMeasured(path string) (Measured, error) {
-	var m Measured
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return m, err
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("%s: %w", path, err)
-	}
-	if !(m.BytesPerSec > 0 && m.FLOPs > 0) {
-		return m, fmt.Errorf("%s: ceilings of %g B/s and %g FLOP/s", path, m.BytesPerSec, m.FLOPs)
 	}
 	return m, nil
 }

@@ -1,6 +1,14 @@
 package cuda
 
-import "strings"
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
 
 // Ceilings are a GPU's roofline ceilings as the best kernels reach them:
 // the rate of a device-to-device copy far larger than L2 (bytes read plus
@@ -33,4 +41,50 @@ func KnownCeilings(name string) (c Ceilings, kind string, ok bool) {
 		}
 	}
 	return Ceilings{}, "", false
+}
+
+// Measured are ceilings MeasureCeilings took, as CachedCeilings keeps
+// them: for which GPU and dtype, and when.
+type Measured struct {
+	Ceilings
+	Device   string    `json:"device"`
+	UUID     string    `json:"uuid"`
+	DType    string    `json:"dtype"`
+	Measured time.Time `json:"measured"`
+}
+
+// ceilingsPath is where CachedCeilings keeps a GPU's measurement at a
+// dtype, in the kernel cache directory dir.
+func ceilingsPath(dir, uuid, dtype string) string {
+	return filepath.Join(dir, fmt.Sprintf("ceilings-%s-%s.json", unsafeFileChars.ReplaceAllString(uuid, "_"), dtype))
+}
+
+// KeptCeilings are the measurements kept for the GPU uuid in the kernel
+// cache directory dir (DefaultKernelCacheDir), one per dtype measured, for
+// xrun devices to show.
+func KeptCeilings(dir, uuid string) []Measured {
+	var out []Measured
+	for _, dt := range []string{"float16", "bfloat16"} {
+		if m, err := readMeasured(ceilingsPath(dir, uuid, dt)); err == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+func readMeasured(path string) (Measured, error) {
+	var m Measured
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("%s: %w", path, err)
+	}
+	if !(m.BytesPerSec > 0 && m.FLOPs > 0) {
+		return m, fmt.Errorf("%s: ceilings of %g B/s and %g FLOP/s", path, m.BytesPerSec, m.FLOPs)
+	}
+	return m, nil
 }
