@@ -126,10 +126,6 @@ type study struct {
 	res     *results.Results
 	byID    map[string]int // index into res.Cells
 	lastErr error          // the last failure to write results
-	// priorRooflines are the rooflines the previous results.json gave
-	// cells this run keeps unchanged (--resume), for when their records
-	// no longer hold the iterations to compute one from.
-	priorRooflines map[string]*results.Roofline
 	// limit is the run's time limit (nil: none); limitStops counts the
 	// cells with a step not started because of it.
 	limit      *budget
@@ -570,13 +566,14 @@ func (s *study) initResults(ctx context.Context) {
 	for _, c := range s.spec.Compare {
 		s.res.Compare = append(s.res.Compare, results.CompareSpec{Axis: c.Axis, Baseline: c.Baseline})
 	}
+	var prior map[string]*results.Roofline
 	if s.o.Resume {
 		// The study began with the first run of it.
 		if old, err := results.ReadFile(filepath.Join(s.dir, results.JSONFile)); err == nil {
 			if old.Started.Before(s.res.Started) && !old.Started.IsZero() {
 				s.res.Started = old.Started
 			}
-			s.priorRooflines = keptRooflines(old, s.cells)
+			prior = keptRooflines(old, s.cells)
 		}
 	}
 	s.byID = map[string]int{}
@@ -592,6 +589,11 @@ func (s *study) initResults(ctx context.Context) {
 			}
 		case rc.record != nil:
 			c = rc.record.Cell
+			// The previous results.json's roofline (keptRooflines): a
+			// record is kept only under the same build, so its records
+			// would give the same one, and they may be gone. Without it,
+			// attachRooflines computes one.
+			c.Roofline = prior[rc.cell.ID]
 		case rc.selected:
 			c = results.Cell{Status: results.StatusSkipped, Error: "not run"}
 		default:

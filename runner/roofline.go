@@ -15,17 +15,11 @@ func (s *study) attachRooflines() {
 	for _, err := range profile.AttachRooflines(s.res, func(id string) string { return CellDir(s.dir, id) }) {
 		s.log.Debug().Err(err).Msg("no roofline")
 	}
-	for i := range s.res.Cells {
-		c := &s.res.Cells[i]
-		if rf := s.priorRooflines[c.ID]; c.Roofline == nil && rf != nil {
-			c.Roofline = rf
-		}
-	}
 }
 
 // keptRooflines are the rooflines old (the results.json a resumed run
-// found) gave the cells whose records this run keeps: the fallback for a
-// cell whose iterations.csv is gone, as when the finished cells' data
+// found) gave the cells whose records this run keeps: needed for a cell
+// whose iterations.csv is gone, as when the finished cells' data
 // files stayed behind on the machine that measured them (bench/gpu-multi.sh
 // carries only what --resume needs) — without it the rewritten results
 // would drop the roofline of every cell an earlier run finished. Only an
