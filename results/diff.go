@@ -58,6 +58,9 @@ type DiffReport struct {
 	KernelsUnchanged int `json:"kernels_unchanged,omitempty"`
 	// Warnings are statistical caveats, deduplicated.
 	Warnings []string `json:"warnings"`
+	// untestable is the sample sizes ("3+3") of the first inconclusive
+	// metric, for the headline.
+	untestable string
 }
 
 // DiffCounts tally the report for its headline.
@@ -70,6 +73,8 @@ type DiffCounts struct {
 	NewlyFailed  int `json:"newly_failed"`
 	Fixed        int `json:"fixed"`
 	Throttled    int `json:"throttled"`
+	// Inconclusive counts the metrics marked so (MetricDiff).
+	Inconclusive int `json:"inconclusive,omitempty"`
 }
 
 // CellDiff is one cell id's comparison.
@@ -103,6 +108,10 @@ type MetricDiff struct {
 	Verdict     Verdict  `json:"verdict"`
 	Regression  bool     `json:"regression"`
 	Improvement bool     `json:"improvement"`
+	// Inconclusive marks a metric worse by more than the threshold whose
+	// samples are too small for the test ever to find it significant
+	// (Testable): not a regression, but not an all-clear either.
+	Inconclusive bool `json:"inconclusive,omitempty"`
 }
 
 // Diff compares two results cell by cell (matched by id). A metric is a
@@ -194,6 +203,13 @@ func Diff(old, new *Results, opts DiffOptions) *DiffReport {
 				if md.Improvement {
 					d.Counts.Improvements++
 				}
+				if beyond && !Testable(c.Base.N, c.New.N) && worse(m, *md.Delta) {
+					md.Inconclusive = true
+					d.Counts.Inconclusive++
+					if d.untestable == "" {
+						d.untestable = fmt.Sprintf("%d+%d", c.Base.N, c.New.N)
+					}
+				}
 				cd.Metrics = append(cd.Metrics, md)
 			}
 		default:
@@ -274,6 +290,29 @@ func formatThreshold(t float64) string {
 	return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.2f", 100*t), "0"), ".0") + "%"
 }
 
+// label is the verdict's first word: REGRESSION, INCONCLUSIVE (metrics
+// worse beyond the threshold that the repeats cannot test) or OK.
+func (d *DiffReport) label() string {
+	switch {
+	case d.Regression:
+		return "REGRESSION"
+	case d.Counts.Inconclusive > 0:
+		return "INCONCLUSIVE"
+	}
+	return "OK"
+}
+
+// worse reports whether a change delta of metric is for the worse.
+func worse(metric string, delta float64) bool {
+	switch MetricFor(metric).Better {
+	case HigherIsBetter:
+		return delta < 0
+	case LowerIsBetter:
+		return delta > 0
+	}
+	return false
+}
+
 // headline is the one-line verdict.
 func (d *DiffReport) headline() string {
 	var parts []string
@@ -285,6 +324,10 @@ func (d *DiffReport) headline() string {
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "no significant regression beyond "+formatThreshold(d.Threshold))
+		if d.Counts.Inconclusive > 0 {
+			parts[0] += fmt.Sprintf(", but %s worse by more than %s with too few repeats to test (%s can never reach p < %g; 4+4 can)",
+				plural(d.Counts.Inconclusive, "metric"), formatThreshold(d.Threshold), d.untestable, d.Alpha)
+		}
 	}
 	if d.Counts.Improvements > 0 {
 		parts = append(parts, plural(d.Counts.Improvements, "significant improvement"))
@@ -341,6 +384,9 @@ func diffRow(c CellDiff, m MetricDiff, mark bool) []string {
 	}
 	if mark && m.Improvement {
 		v += " improvement"
+	}
+	if mark && m.Inconclusive {
+		v += " too few repeats"
 	}
 	return []string{diffCellName(c), m.Name, formatSummary(m.Old), formatSummary(m.New), delta, v}
 }
@@ -414,7 +460,7 @@ func (d *DiffReport) cellLists() (lists []struct {
 func (d *DiffReport) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "xrun diff %s -> %s\n", d.Old, d.New)
-	fmt.Fprintf(&b, "%s: %s\n", pick(d.Regression, "REGRESSION", "OK"), d.headline())
+	fmt.Fprintf(&b, "%s: %s\n", d.label(), d.headline())
 	fmt.Fprintf(&b, "%s\n", d.scope())
 	if len(d.Environment) > 0 {
 		b.WriteString("\nEnvironment differs (numbers may reflect it):\n")

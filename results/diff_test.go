@@ -185,3 +185,58 @@ func TestDiffEnvironment(t *testing.T) {
 		}
 	}
 }
+
+func TestTestable(t *testing.T) {
+	for _, tc := range []struct {
+		n1, n2 int
+		want   bool
+	}{{3, 3, false}, {3, 4, false}, {4, 4, true}, {2, 7, false}, {2, 8, true}, {1, 40, true}, {1, 38, false}, {0, 5, false}, {6, 6, true}} {
+		if got := Testable(tc.n1, tc.n2); got != tc.want {
+			t.Errorf("Testable(%d, %d) = %v, want %v", tc.n1, tc.n2, got, tc.want)
+		}
+	}
+}
+
+// TestDiffInconclusive: a 30 % drop over 3 repeats a side cannot be
+// significant (the U test's smallest p is 0.1), so it is no regression;
+// but the verdict must not read OK. With 4 a side it is a regression; a
+// 30 % gain over 3+3 is not inconclusive.
+func TestDiffInconclusive(t *testing.T) {
+	run := func(scale float64, n int) *Results {
+		r := &Results{Name: "x"}
+		var reps []Metrics
+		for i := range n {
+			v := scale * (1000 + float64(i))
+			reps = append(reps, Metrics{"system_output_throughput_tok_s": v})
+		}
+		r.Cells = []Cell{{ID: "bs1", Status: StatusOK, Params: Params{"batch_size": 1}, Repeats: reps}}
+		n2, err := Normalized(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n2
+	}
+	opts := DiffOptions{Threshold: DefaultThreshold, Metrics: []string{"system_output_throughput_tok_s"}, OldName: "old", NewName: "new"}
+	d := Diff(run(1, 3), run(0.7, 3), opts)
+	if d.Regression || d.Err() != nil || d.Counts.Inconclusive != 1 || !d.Cells[0].Metrics[0].Inconclusive {
+		t.Fatalf("3+3, -30%%: regression %v, counts %+v", d.Regression, d.Counts)
+	}
+	var text bytes.Buffer
+	if err := d.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"INCONCLUSIVE: no significant regression beyond 3%, but 1 metric worse by more than 3% with too few repeats to test (3+3 can never reach p < 0.05; 4+4 can)",
+		"too few repeats",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if d := Diff(run(1, 4), run(0.7, 4), opts); !d.Regression || d.Counts.Inconclusive != 0 {
+		t.Errorf("4+4, -30%%: regression %v, counts %+v; want a regression", d.Regression, d.Counts)
+	}
+	if d := Diff(run(1, 3), run(1.3, 3), opts); d.Counts.Inconclusive != 0 || d.label() != "OK" {
+		t.Errorf("3+3, +30%%: counts %+v, label %s; want OK", d.Counts, d.label())
+	}
+}

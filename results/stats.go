@@ -126,6 +126,25 @@ func CompareSamples(metric string, base, cand []float64) Comparison {
 	return c
 }
 
+// Testable reports whether the U test can find a difference at Alpha
+// between samples of n1 and n2 values at all: its smallest two-sided
+// p-value, when every value of one sample lies beyond every value of the
+// other, is 2 / C(n1+n2, n1) (0.1 at 3+3, 0.029 at 4+4).
+func Testable(n1, n2 int) bool {
+	if n1 <= 0 || n2 <= 0 {
+		return false
+	}
+	// C(n1+n2, n1) > 2/Alpha, computed incrementally (it grows fast).
+	c := 1.0
+	for i := 1; i <= n1; i++ {
+		c = c * float64(n2+i) / float64(i)
+		if 2/c < Alpha {
+			return true
+		}
+	}
+	return 2/c < Alpha
+}
+
 // testString formats the test the way benchstat does: "p=0.002 n=6+6".
 func (c Comparison) testString() string {
 	if c.Verdict == NoVerdict {

@@ -36,7 +36,10 @@ throttled cells, and added, removed and newly failed cells come first.
 A regression is a metric that got significantly worse by more than
 --threshold, or a cell that failed in NEW but not in OLD. A change that is
 not significant, or smaller than the threshold, never is: two runs of the
-same code do not fail the check. By default the headline metrics are judged
+same code do not fail the check. A metric worse by more than --threshold
+over too few repeats for the test ever to be significant (3+3 cannot reach
+p < 0.05; 4+4 can) makes the verdict INCONCLUSIVE instead of OK (still exit
+0): more repeats are needed to say. By default the headline metrics are judged
 (request and output throughput, per-user throughput, total and average
 latency); --metric chooses others.
 
