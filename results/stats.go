@@ -126,24 +126,24 @@ func CompareSamples(metric string, base, cand []float64) Comparison {
 	return c
 }
 
-// Testable reports whether the U test can find a difference at Alpha
-// between samples of n1 and n2 values at all: its smallest two-sided
-// p-value, when every value of one sample lies beyond every value of the
-// other, is 2 / C(n1+n2, n1) (0.1 at 3+3, 0.029 at 4+4).
-func Testable(n1, n2 int) bool {
+// MinP is the U test's smallest two-sided p-value for samples of n1 and
+// n2 values, reached when every value of one lies beyond every value of
+// the other: 2 / C(n1+n2, n1) (0.1 at 3+3, 0.029 at 4+4); 1 when either
+// is empty.
+func MinP(n1, n2 int) float64 {
 	if n1 <= 0 || n2 <= 0 {
-		return false
+		return 1
 	}
-	// C(n1+n2, n1) > 2/Alpha, computed incrementally (it grows fast).
-	c := 1.0
+	c := 1.0 // C(n1+n2, n1), built up factor by factor
 	for i := 1; i <= n1; i++ {
 		c = c * float64(n2+i) / float64(i)
-		if 2/c < Alpha {
-			return true
-		}
 	}
-	return 2/c < Alpha
+	return min(2/c, 1)
 }
+
+// Testable reports whether the U test can find a difference at Alpha
+// between samples of n1 and n2 values at all.
+func Testable(n1, n2 int) bool { return MinP(n1, n2) < Alpha }
 
 // testString formats the test the way benchstat does: "p=0.002 n=6+6".
 func (c Comparison) testString() string {

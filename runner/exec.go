@@ -692,6 +692,9 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 		ev = ev.Int("kept", complete)
 	}
 	ev.Msg("running the study")
+	if note := untestableNote(s.spec); note != "" {
+		s.log.Warn().Msg(note)
+	}
 	runCtx, stopAtLimit := s.limitContext(ctx, queue)
 	defer stopAtLimit()
 	s.progress.Start(total, complete, len(queue), x.parallel(queue))

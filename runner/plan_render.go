@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/xrun-dev/xrun/results"
 )
 
 // WriteText writes the plan for people: the cells and the parameters that
@@ -26,6 +28,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 	}
 	for _, c := range s.Compare {
 		fmt.Fprintf(bw, "compare %s against baseline %s\n", c.Axis, formatValue(c.Baseline))
+	}
+	if note := untestableNote(s); note != "" {
+		fmt.Fprintf(bw, "warning: %s\n", note)
 	}
 	bw.WriteByte('\n')
 
@@ -342,4 +347,19 @@ func jsonValues(rows [][]any) [][]any {
 		}
 	}
 	return out
+}
+
+// untestableNote says why a spec's comparisons can never come out
+// significant, when they cannot: too few repeats for the U test. Empty
+// when the spec compares nothing or has repeats enough.
+func untestableNote(s *Spec) string {
+	if len(s.Compare) == 0 || results.Testable(s.Repeats, s.Repeats) {
+		return ""
+	}
+	n := s.Repeats
+	for !results.Testable(n, n) {
+		n++
+	}
+	return fmt.Sprintf("with %s a side no comparison can come out significant (the U test's smallest p is %.3f, alpha %g): use repeats: %d or more",
+		plural(s.Repeats, "repeat"), results.MinP(s.Repeats, s.Repeats), results.Alpha, n)
 }
