@@ -18,6 +18,10 @@
 // numbered from the first warm-up iteration, as TensorRT-LLM counts them,
 // which is what ProfileWindow spans refer to.
 //
+// A backend may report the roofline ceilings it measured on its device
+// (CeilingsReporter: the CUDA backend does for a GPU without known ones);
+// the runner keeps them in the cell's record.
+//
 // Result holds per-request records (the runner's requests.jsonl),
 // per-iteration records (iterations.csv), Metrics (exactly MetricKeys,
 // ComputeMetrics: a pure function of the request records), the expert load

@@ -7,8 +7,10 @@
 // check against engine/cpu's reference ops), compiled by NVRTC for the
 // device's architecture and cached on disk by content hash; cuBLASLt
 // matmul plans (gemm_plugin auto) beside the own tensor-core GEMM
-// (gemm_plugin disable); and the device probe behind `xrun devices`, run in
-// a re-executed child so that a hung driver cannot hang xrun.
+// (gemm_plugin disable); the roofline's ceilings (the table measured on the
+// H100 and H200, and MeasureCeilings for any other GPU, kept beside the
+// kernel cache); and the device probe behind `xrun devices`, run in a
+// re-executed child so that a hung driver cannot hang xrun.
 //
 // It knows tensors only as Buffers and shapes: the model, batching and
 // scheduling live in engine and engine/model, which this package must not

@@ -3,7 +3,10 @@
 // exactly the columns of Nsight Systems' "CUDA GPU Kernel Summary"), a
 // timeline in the Chrome trace event format (trace.json, for Perfetto and
 // chrome://tracing), a diagnosis computed from the numbers against a
-// roofline, and the kernel diff between two cells. It also samples GPU
+// roofline, and the kernel diff between two cells. It computes each GPU
+// cell's roofline from its records (AttachRooflines), against the ceilings
+// engine/cuda knows for the GPU or those the cell's record keeps from the
+// CUDA backend's measurement (MeasuredDevice). It also samples GPU
 // telemetry through NVML on its own goroutine (telemetry.csv and the
 // per-cell summary).
 //
