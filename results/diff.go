@@ -325,8 +325,9 @@ func (d *DiffReport) headline() string {
 	if len(parts) == 0 {
 		parts = append(parts, "no significant regression beyond "+formatThreshold(d.Threshold))
 		if d.Counts.Inconclusive > 0 {
-			parts[0] += fmt.Sprintf(", but %s worse by more than %s with too few repeats to test (%s can never reach p < %g; 4+4 can)",
-				plural(d.Counts.Inconclusive, "metric"), formatThreshold(d.Threshold), d.untestable, d.Alpha)
+			n := TestableRepeats()
+			parts[0] += fmt.Sprintf(", but %s worse by more than %s with too few repeats to test (%s can never reach p < %g; %d+%d can)",
+				plural(d.Counts.Inconclusive, "metric"), formatThreshold(d.Threshold), d.untestable, d.Alpha, n, n)
 		}
 	}
 	if d.Counts.Improvements > 0 {

@@ -145,6 +145,16 @@ func MinP(n1, n2 int) float64 {
 // between samples of n1 and n2 values at all.
 func Testable(n1, n2 int) bool { return MinP(n1, n2) < Alpha }
 
+// TestableRepeats is the fewest repeats a side with which a comparison
+// can come out significant at all (4: 3+3 never can).
+func TestableRepeats() int {
+	n := 1
+	for !Testable(n, n) {
+		n++
+	}
+	return n
+}
+
 // testString formats the test the way benchstat does: "p=0.002 n=6+6".
 func (c Comparison) testString() string {
 	if c.Verdict == NoVerdict {

@@ -356,10 +356,6 @@ func untestableNote(s *Spec) string {
 	if len(s.Compare) == 0 || results.Testable(s.Repeats, s.Repeats) {
 		return ""
 	}
-	n := s.Repeats
-	for !results.Testable(n, n) {
-		n++
-	}
 	return fmt.Sprintf("with %s a side no comparison can come out significant (the U test's smallest p is %.3f, alpha %g): use repeats: %d or more",
-		plural(s.Repeats, "repeat"), results.MinP(s.Repeats, s.Repeats), results.Alpha, n)
+		plural(s.Repeats, "repeat"), results.MinP(s.Repeats, s.Repeats), results.Alpha, results.TestableRepeats())
 }

@@ -222,11 +222,12 @@ func (s *StatusLine) eta(now time.Time) (time.Duration, bool) {
 	if s.measuredN > 0 {
 		mean = s.measured / time.Duration(s.measuredN)
 	}
-	var left time.Duration
+	queued := max(s.todo-len(s.running)-len(s.pred), 0) // not started, unpredicted
+	left := time.Duration(queued) * mean
 	for _, d := range s.pred {
 		left += d
 	}
-	unknown := max(s.todo-len(s.running)-len(s.pred), 0)
+	unknown := queued
 	for _, r := range s.running {
 		d := r.pred
 		if d == 0 {
@@ -238,7 +239,6 @@ func (s *StatusLine) eta(now time.Time) (time.Duration, bool) {
 	if unknown > 0 && s.measuredN == 0 {
 		return 0, false
 	}
-	left += time.Duration(max(s.todo-len(s.running)-len(s.pred), 0)) * mean
 	return left / time.Duration(s.parallel), true
 }
 

@@ -328,7 +328,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		if c := cr.Ceilings(); c != nil {
 			w.rec.Ceilings = c
 			w.log.Info().Float64("bytes_per_s", c.BytesPerSec).Float64("flop_per_s", c.FLOPs).Str("source", c.Source).
-				Msg("no known roofline ceilings for this GPU: measured")
+				Msg("roofline ceilings measured on this GPU (none known for it, or XRUN_MEASURE_CEILINGS=1)")
 		}
 	}
 	w.log.Info().Str("backend", e.Backend()).Str("elapsed", fmtDur(time.Since(t0))).Int("requests", len(reqs)).Msg("engine ready")

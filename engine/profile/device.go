@@ -33,7 +33,7 @@ type Device struct {
 // GPUDevice returns the ceilings for a GPU by its name, those measured on
 // the project's machines (cuda.KnownCeilings); ok is false for a GPU xrun
 // has none for (a cell's record may then carry the ones the CUDA backend
-// measured: RecordedDevice).
+// measured: MeasuredDevice).
 func GPUDevice(name string) (d Device, ok bool) {
 	d = Device{Name: name, ElemBytes: 2}
 	c, kind, ok := cuda.KnownCeilings(name)
