@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // The runner's side: fill Results as cells finish and write the directory.
@@ -44,7 +45,7 @@ func ExampleWriteDir() {
 		fmt.Println(err)
 		return
 	}
-	back, _ := results.ReadFile(filepath.Join(dir, results.JSONFile))
+	back, _ := results.ReadFile(filepath.Join(dir, layout.JSONFile))
 	s := back.Cells[0].Summary["request_throughput_req_s"]
 	fmt.Printf("%s: median %v, 95%% CI [%v, %v], n=%d\n", back.Cells[0].ID, s.Median, *s.CILow, *s.CIHigh, s.N)
 	// Output:

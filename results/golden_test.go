@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and fixtures under testdata/")
@@ -62,7 +64,7 @@ func TestFixtures(t *testing.T) {
 			if err := WriteDir(dir, build()); err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range []string{JSONFile, MarkdownFile} {
+			for _, f := range []string{layout.JSONFile, layout.MarkdownFile} {
 				got, err := os.ReadFile(filepath.Join(dir, f))
 				if err != nil {
 					t.Fatal(err)

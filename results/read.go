@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // FileError is a problem with a results file: malformed JSON, an unknown
@@ -59,9 +61,9 @@ func Load(path string) (*Results, string, error) {
 		return nil, path, &FileError{File: path, Msg: "cannot read: " + describeOSError(err), Err: err}
 	}
 	if st.IsDir() {
-		file := filepath.Join(path, JSONFile)
+		file := filepath.Join(path, layout.JSONFile)
 		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-			return nil, file, &FileError{File: path, Msg: "is a directory without " + JSONFile + "; expected a results directory or a results.json file", Err: err}
+			return nil, file, &FileError{File: path, Msg: "is a directory without " + layout.JSONFile + "; expected a results directory or a results.json file", Err: err}
 		}
 		path = file
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // TestWriteTwiceIdentical: the same data gives the same bytes, whatever
@@ -45,7 +47,7 @@ func TestWriteTwiceIdentical(t *testing.T) {
 // byte, and the reader returns canonical parameters.
 func TestRoundTrip(t *testing.T) {
 	for name := range fixtures {
-		path := filepath.Join("testdata", name, JSONFile)
+		path := filepath.Join("testdata", name, layout.JSONFile)
 		r, err := ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-)
 
-// File names inside a results directory.
-const (
-	JSONFile     = "results.json"
-	MarkdownFile = "results.md"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // Marshal encodes r as results.json bytes in canonical form (see
@@ -55,7 +51,7 @@ func WriteFile(path string, r *Results) error {
 func WriteDir(dir string, r *Results) error {
 	n, err := normalized(r)
 	if err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(dir, JSONFile), err)
+		return fmt.Errorf("%s: %w", filepath.Join(dir, layout.JSONFile), err)
 	}
 	data, err := encode(n)
 	if err != nil {
@@ -68,10 +64,10 @@ func WriteDir(dir string, r *Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, MarkdownFile), md.Bytes()); err != nil {
+	if err := writeAtomic(filepath.Join(dir, layout.MarkdownFile), md.Bytes()); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, JSONFile), data)
+	return writeAtomic(filepath.Join(dir, layout.JSONFile), data)
 }
 
 // writeAtomic writes data to a temporary file beside path, syncs it and

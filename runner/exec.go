@@ -18,6 +18,7 @@ import (
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // DefaultCellTimeout bounds a cell whose spec sets no timeout (none): long
@@ -196,7 +197,7 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 	// Until the plan is written, a failure leaves the directory as it was.
 	_, statErr := os.Stat(s.dir)
 	createdDir := errors.Is(statErr, os.ErrNotExist)
-	_, statErr = os.Stat(filepath.Join(s.dir, StateDir))
+	_, statErr = os.Stat(filepath.Join(s.dir, layout.StateDir))
 	createdState := errors.Is(statErr, os.ErrNotExist)
 	lock, err := lockDir(s.dir, o.Command)
 	if err != nil {
@@ -212,7 +213,7 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 		case createdDir:
 			os.RemoveAll(s.dir)
 		case createdState:
-			os.RemoveAll(filepath.Join(s.dir, StateDir))
+			os.RemoveAll(filepath.Join(s.dir, layout.StateDir))
 		}
 	}()
 	if held, found := holdsResults(s.dir); held && !o.Resume && !o.Fresh {
@@ -241,7 +242,7 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 			return nil, err
 		}
 	}
-	if err := writeJSONAtomic(filepath.Join(s.dir, StateDir, PlanFile), s.plan); err != nil {
+	if err := writeJSONAtomic(filepath.Join(s.dir, layout.StateDir, layout.PlanFile), s.plan); err != nil {
 		return nil, fmt.Errorf("writing the plan: %w", err)
 	}
 	committed = true
@@ -569,7 +570,7 @@ func (s *study) initResults(ctx context.Context) {
 	var prior map[string]*results.Roofline
 	if s.o.Resume {
 		// The study began with the first run of it.
-		if old, err := results.ReadFile(filepath.Join(s.dir, results.JSONFile)); err == nil {
+		if old, err := results.ReadFile(filepath.Join(s.dir, layout.JSONFile)); err == nil {
 			if old.Started.Before(s.res.Started) && !old.Started.IsZero() {
 				s.res.Started = old.Started
 			}
@@ -740,8 +741,8 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 		}
 	}
 	s.write()
-	s.log.Info().Str("results", filepath.Join(s.dir, results.JSONFile)).Str("table", filepath.Join(s.dir, results.MarkdownFile)).
-		Str("cells", filepath.Join(s.dir, CellsDir)).Msg("results written")
+	s.log.Info().Str("results", filepath.Join(s.dir, layout.JSONFile)).Str("table", filepath.Join(s.dir, layout.MarkdownFile)).
+		Str("cells", filepath.Join(s.dir, layout.CellsDir)).Msg("results written")
 	switch {
 	case runErr != nil:
 		return s.res, runErr
@@ -752,7 +753,7 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 	case s.lastErr != nil:
 		return s.res, fmt.Errorf("writing results: %w", s.lastErr)
 	case failed > 0:
-		return s.res, fmt.Errorf("%d of %d cells failed (their errors are in %s): %w", failed, total, filepath.Join(s.dir, results.MarkdownFile), ErrCellsFailed)
+		return s.res, fmt.Errorf("%d of %d cells failed (their errors are in %s): %w", failed, total, filepath.Join(s.dir, layout.MarkdownFile), ErrCellsFailed)
 	}
 	return s.res, nil
 }

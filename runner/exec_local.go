@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // outcome is what running one cell produced.
@@ -57,7 +59,7 @@ func (x *localExecutor) run(ctx context.Context, c *workerCell, gpus []string) o
 }
 
 func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []string) outcome {
-	cdir := CellDir(x.dir, c.ID)
+	cdir := layout.CellDir(x.dir, c.ID)
 	// What an earlier attempt left (cell.json above all) must not be
 	// mistaken for this attempt's; the repeats it recorded stay for the
 	// worker to keep.
@@ -67,10 +69,10 @@ func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []st
 	if err := os.MkdirAll(cdir, 0o755); err != nil {
 		return outcome{failure: "cannot create the cell's directory: " + err.Error()}
 	}
-	stderrPath := filepath.Join(cdir, StderrFile)
+	stderrPath := filepath.Join(cdir, layout.StderrFile)
 	errf, err := os.Create(stderrPath)
 	if err != nil {
-		return outcome{failure: "cannot create " + StderrFile + ": " + err.Error()}
+		return outcome{failure: "cannot create " + layout.StderrFile + ": " + err.Error()}
 	}
 	defer errf.Close()
 
@@ -142,7 +144,7 @@ func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []st
 // when there is a record that cannot be trusted. ok is false when there is
 // no record at all; the caller knows why and says so.
 func finishedCell(dir string, c *workerCell) (o outcome, ok bool) {
-	stderrPath := filepath.Join(CellDir(dir, c.ID), StderrFile)
+	stderrPath := filepath.Join(layout.CellDir(dir, c.ID), layout.StderrFile)
 	// An empty stderr.log says nothing; do not leave it lying around.
 	if st, err := os.Stat(stderrPath); err == nil && st.Size() == 0 {
 		os.Remove(stderrPath)
@@ -151,7 +153,7 @@ func finishedCell(dir string, c *workerCell) (o outcome, ok bool) {
 	switch {
 	case rec != nil && rec.Fingerprint == c.Fingerprint:
 		if _, err := os.Stat(stderrPath); err == nil {
-			rec.Artifacts = append(rec.Artifacts, cellArtifact(c.ID, StderrFile))
+			rec.Artifacts = append(rec.Artifacts, layout.CellArtifact(c.ID, layout.StderrFile))
 		}
 		return outcome{rec: rec}, true
 	case rec != nil:
@@ -166,9 +168,9 @@ func finishedCell(dir string, c *workerCell) (o outcome, ok bool) {
 // stderr.log: the line that says what went wrong, and where to read the
 // rest (" (see cells/<id>/stderr.log)"); both empty when it printed nothing.
 func stderrNote(dir, id string) (detail, see string) {
-	path := filepath.Join(CellDir(dir, id), StderrFile)
+	path := filepath.Join(layout.CellDir(dir, id), layout.StderrFile)
 	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
-		see = " (see " + cellArtifact(id, StderrFile) + ")"
+		see = " (see " + layout.CellArtifact(id, layout.StderrFile) + ")"
 	}
 	return stderrSummary(path), see
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // lockHolder is written into the lock file by the run that holds it, so a
@@ -47,11 +49,11 @@ type dirLock struct {
 
 // lockDir creates dir/.xrun and takes dir/.xrun/lock without waiting.
 func lockDir(dir, command string) (*dirLock, error) {
-	state := filepath.Join(dir, StateDir)
+	state := filepath.Join(dir, layout.StateDir)
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(state, LockFile)
+	path := filepath.Join(state, layout.LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err

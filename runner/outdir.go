@@ -10,42 +10,10 @@ import (
 	"path/filepath"
 
 	dsets "github.com/xrun-dev/xrun/datasets"
-	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
-// The layout of a results directory. Everything a person reads is at the
-// top or under cells/; what only xrun reads is under .xrun/.
-//
-//	DIR/results.json, results.md     the study (rewritten after every cell)
-//	DIR/cells/<id>/cell.json         the cell as its worker measured it
-//	DIR/cells/<id>/repeats/          each timed repeat, recorded as it finishes,
-//	                                 until cell.json holds them (worker_repeats.go)
-//	DIR/cells/<id>/requests.jsonl    per-request records of every pass
-//	DIR/cells/<id>/iterations.csv    per-iteration records of every pass
-//	DIR/cells/<id>/log.jsonl         the worker's own log
-//	DIR/cells/<id>/stderr.log        whatever the worker process printed
-//	DIR/.xrun/lock                   held (flock) for the whole run
-//	DIR/.xrun/plan.json              the cells as the workers read them
-const (
-	CellsDir       = "cells"
-	StateDir       = ".xrun"
-	LockFile       = "lock"
-	PlanFile       = "plan.json"
-	CellFile       = "cell.json"
-	RequestsFile   = "requests.jsonl"
-	IterationsFile = "iterations.csv"
-	ExpertLoadFile = "expert_load.csv"
-	LogFile        = "log.jsonl"
-	StderrFile     = "stderr.log"
-	ProfileFile    = "profile.json"
-)
-
-// CellDir is where a cell's artifacts live.
-func CellDir(dir, id string) string { return filepath.Join(dir, CellsDir, id) }
-
-// cellArtifact is an artifact's path as results.json lists it: relative
-// to the results directory, with forward slashes.
-func cellArtifact(id, name string) string { return CellsDir + "/" + id + "/" + name }
+// The layout of a results directory is package results/layout's.
 
 // writeJSONAtomic writes v as indented JSON through a temporary file and a
 // rename, so a reader (or a resumed run after kill -9) sees the old file or
@@ -65,12 +33,12 @@ func writeJSONAtomic(path string, v any) error {
 // holdsResults reports whether dir already holds a study's results, and
 // which file says so.
 func holdsResults(dir string) (bool, string) {
-	if _, err := os.Stat(filepath.Join(dir, results.JSONFile)); err == nil {
-		return true, filepath.Join(dir, results.JSONFile)
+	if _, err := os.Stat(filepath.Join(dir, layout.JSONFile)); err == nil {
+		return true, filepath.Join(dir, layout.JSONFile)
 	}
-	entries, err := os.ReadDir(filepath.Join(dir, CellsDir))
+	entries, err := os.ReadDir(filepath.Join(dir, layout.CellsDir))
 	if err == nil && len(entries) > 0 {
-		return true, filepath.Join(dir, CellsDir)
+		return true, filepath.Join(dir, layout.CellsDir)
 	}
 	return false, ""
 }
@@ -79,10 +47,10 @@ func holdsResults(dir string) (bool, string) {
 // nothing else: dir may be a directory the user keeps other files in.
 func clearResults(dir string) error {
 	for _, p := range []string{
-		filepath.Join(dir, results.JSONFile),
-		filepath.Join(dir, results.MarkdownFile),
-		filepath.Join(dir, CellsDir),
-		filepath.Join(dir, StateDir, PlanFile),
+		filepath.Join(dir, layout.JSONFile),
+		filepath.Join(dir, layout.MarkdownFile),
+		filepath.Join(dir, layout.CellsDir),
+		filepath.Join(dir, layout.StateDir, layout.PlanFile),
 	} {
 		if err := os.RemoveAll(p); err != nil {
 			return fmt.Errorf("--fresh: %w", err)
@@ -93,7 +61,7 @@ func clearResults(dir string) error {
 
 // readCellRecord reads a cell's cell.json; a missing file is (nil, nil).
 func readCellRecord(dir, id string) (*cellRecord, error) {
-	path := filepath.Join(CellDir(dir, id), CellFile)
+	path := filepath.Join(layout.CellDir(dir, id), layout.CellFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -114,14 +82,14 @@ func readCellRecord(dir, id string) (*cellRecord, error) {
 // existingArtifacts lists the files of a cell directory as results.json
 // artifacts, for a cell whose worker left no cell.json behind.
 func existingArtifacts(dir, id string) []string {
-	entries, err := os.ReadDir(CellDir(dir, id))
+	entries, err := os.ReadDir(layout.CellDir(dir, id))
 	if err != nil {
 		return nil
 	}
 	var out []string
 	for _, e := range entries {
 		if info, err := e.Info(); err == nil && e.Type().IsRegular() && info.Size() > 0 {
-			out = append(out, cellArtifact(id, e.Name()))
+			out = append(out, layout.CellArtifact(id, e.Name()))
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package runner
 import (
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // attachRooflines gives the study's GPU cells their roofline before
@@ -12,7 +13,7 @@ import (
 // computes it the same way for results written before it existed. A cell
 // that cannot have one goes without; why is logged at debug level.
 func (s *study) attachRooflines() {
-	for _, err := range profile.AttachRooflines(s.res, func(id string) string { return CellDir(s.dir, id) }) {
+	for _, err := range profile.AttachRooflines(s.res, func(id string) string { return layout.CellDir(s.dir, id) }) {
 		s.log.Debug().Err(err).Msg("no roofline")
 	}
 }

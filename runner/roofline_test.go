@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // TestResumeKeepsPriorRoofline: a resumed study whose finished cells'
@@ -61,7 +62,7 @@ repeats: 1
 	if s.lastErr != nil {
 		t.Fatal(s.lastErr)
 	}
-	got, err := results.ReadFile(filepath.Join(dir, results.JSONFile))
+	got, err := results.ReadFile(filepath.Join(dir, layout.JSONFile))
 	if err != nil {
 		t.Fatal(err)
 	}

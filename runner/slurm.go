@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	dsets "github.com/xrun-dev/xrun/datasets"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // What the Slurm executor keeps in a results directory, under .xrun/:
@@ -282,7 +283,7 @@ func shQuote(s string) string {
 // line i+1 of slurm-cells.txt (see cellList).
 func (x *slurmExecutor) script(queue []*runCell) string {
 	var b strings.Builder
-	state := filepath.Join(x.dir, StateDir)
+	state := filepath.Join(x.dir, layout.StateDir)
 	fmt.Fprintf(&b, `#!/bin/bash
 # xrun study %q: %d cells, one per task of this Slurm job array.
 # Written by xrun run --executor slurm, which submits it, follows its tasks
@@ -331,8 +332,8 @@ mkdir -p "$dir/%s/$id"
 # The cell's timeout (the spec's timeout:) holds here as in a local run:
 # SIGTERM, then SIGKILL %s later; timeout(1) then exits 124 (or 137).
 timeout --kill-after=%s "$limit" "$xrun" worker --dir "$dir" --cell "$id" >"$dir/%s/$id/%s" 2>&1
-`, shQuote(x.dir), shQuote(x.exe), StateDir, SlurmCellsFile, StateDir, SlurmCellsFile, CellsDir,
-		fmtDur(x.grace), slurmSeconds(x.grace), CellsDir, StderrFile)
+`, shQuote(x.dir), shQuote(x.exe), layout.StateDir, SlurmCellsFile, layout.StateDir, SlurmCellsFile, layout.CellsDir,
+		fmtDur(x.grace), slurmSeconds(x.grace), layout.CellsDir, layout.StderrFile)
 	return b.String()
 }
 
@@ -361,7 +362,7 @@ type slurmJob struct {
 }
 
 func (x *slurmExecutor) statePath(name string) string {
-	return filepath.Join(x.dir, StateDir, name)
+	return filepath.Join(x.dir, layout.StateDir, name)
 }
 
 // dryRun prints the script the queue would be submitted with.
@@ -491,7 +492,7 @@ func (x *slurmExecutor) submit(ctx context.Context, queue []*runCell) (string, e
 		// mistaken for this attempt's. The repeats it recorded stay: the
 		// task's worker keeps those of the cell's fingerprint, as a
 		// requeued task's worker keeps its own.
-		if err := clearCellDir(CellDir(x.dir, rc.cell.ID)); err != nil {
+		if err := clearCellDir(layout.CellDir(x.dir, rc.cell.ID)); err != nil {
 			return "", fmt.Errorf("cannot clear the directory of cell %s: %w", rc.cell.ID, err)
 		}
 	}
@@ -547,7 +548,7 @@ func (x *slurmExecutor) follow(ctx context.Context, jobID string, queue []*runCe
 		rc := queue[i]
 		// Listing the directory makes an NFS client look again for files
 		// another node created (it may cache their absence).
-		os.ReadDir(CellDir(x.dir, rc.cell.ID))
+		os.ReadDir(layout.CellDir(x.dir, rc.cell.ID))
 		os.ReadDir(repeatsDir(x.dir, rc.cell.ID))
 		o, ok := finishedCell(x.dir, rc.wc)
 		var stopped *timeLimitNote
@@ -719,9 +720,9 @@ func (x *slurmExecutor) failure(jobID string, i int, rc *runCell, t slurmTask, g
 	var msg string
 	switch {
 	case gone || t.State == "":
-		msg = "slurm: the task's record is gone (scontrol keeps it only MinJobAge after its end) and it left no " + CellFile
+		msg = "slurm: the task's record is gone (scontrol keeps it only MinJobAge after its end) and it left no " + layout.CellFile
 	case t.State == "COMPLETED":
-		msg = "slurm: COMPLETED, but the worker left no " + CellFile
+		msg = "slurm: COMPLETED, but the worker left no " + layout.CellFile
 	default:
 		msg = t.describe()
 	}
@@ -740,7 +741,7 @@ func (x *slurmExecutor) failure(jobID string, i int, rc *runCell, t slurmTask, g
 	}
 	if see == "" {
 		if st, err := os.Stat(taskErr); err == nil && st.Size() > 0 {
-			see = " (see " + StateDir + "/" + SlurmLogDir + "/" + filepath.Base(taskErr) + ")"
+			see = " (see " + layout.StateDir + "/" + SlurmLogDir + "/" + filepath.Base(taskErr) + ")"
 		}
 	}
 	return msg + see
@@ -754,7 +755,7 @@ func orUnknown(s string) string {
 }
 
 func (x *slurmExecutor) taskLog(jobID string, i int, ext string) string {
-	return filepath.Join(x.dir, StateDir, SlurmLogDir, fmt.Sprintf("%s_%d%s", jobID, i, ext))
+	return filepath.Join(x.dir, layout.StateDir, SlurmLogDir, fmt.Sprintf("%s_%d%s", jobID, i, ext))
 }
 
 // tidyTaskLogs removes a task's empty .out and .err: Slurm creates both

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 func TestParseScontrolJobs(t *testing.T) {
@@ -363,9 +364,9 @@ func (f *fakeSlurm) show(job string) ([]byte, error) {
 
 // work does what the cell's worker would have done.
 func (f *fakeSlurm) work(dir string, plan *workerPlan, id string, e fakeTask, cancelled bool) {
-	cdir := CellDir(dir, id)
+	cdir := layout.CellDir(dir, id)
 	os.MkdirAll(cdir, 0o755)
-	os.WriteFile(filepath.Join(cdir, StderrFile), []byte(e.stderr), 0o644)
+	os.WriteFile(filepath.Join(cdir, layout.StderrFile), []byte(e.stderr), 0o644)
 	if e.real {
 		if n, ok := strings.CutPrefix(e.stopAt, "r"); ok {
 			k, _ := strconv.Atoi(n)
@@ -382,7 +383,7 @@ func (f *fakeSlurm) work(dir string, plan *workerPlan, id string, e fakeTask, ca
 		if c.ID == id {
 			rec := &cellRecord{Cell: results.Cell{ID: id, Status: results.StatusOK, Repeats: []results.Metrics{{"request_throughput_req_s": 2}}},
 				Fingerprint: c.Fingerprint, Host: "n1"}
-			if err := writeJSONAtomic(filepath.Join(cdir, CellFile), rec); err != nil {
+			if err := writeJSONAtomic(filepath.Join(cdir, layout.CellFile), rec); err != nil {
 				f.t.Fatal(err)
 			}
 		}
@@ -453,7 +454,7 @@ func TestSlurmRunFailuresThenResume(t *testing.T) {
 	}
 	check(res, want)
 	// results.json on disk is the merged study, as a local run leaves it.
-	onDisk, err := results.ReadFile(filepath.Join(dir, results.JSONFile))
+	onDisk, err := results.ReadFile(filepath.Join(dir, layout.JSONFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +462,7 @@ func TestSlurmRunFailuresThenResume(t *testing.T) {
 	if !strings.Contains(f.script, "#SBATCH --array=0-5") {
 		t.Errorf("script:\n%s", f.script)
 	}
-	if _, err := os.Stat(filepath.Join(dir, StateDir, SlurmJobFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, layout.StateDir, SlurmJobFile)); err != nil {
 		t.Error(err)
 	}
 
@@ -567,7 +568,7 @@ func TestSlurmRefusals(t *testing.T) {
 	f = &fakeSlurm{t: t, squeue: "101_2 RUNNING\n"}
 	o = slurmOptions(dir, f)
 	o.Fresh = true
-	os.WriteFile(filepath.Join(dir, StateDir, SlurmJobFile), []byte(`{"job_id":"101"}`), 0o644)
+	os.WriteFile(filepath.Join(dir, layout.StateDir, SlurmJobFile), []byte(`{"job_id":"101"}`), 0o644)
 	_, err = Run(context.Background(), spec, o)
 	if !errors.As(err, &bi) || !strings.Contains(err.Error(), "scancel 101") || f.ran("sbatch") {
 		t.Errorf("earlier job still running: %v (sbatch run: %t)", err, f.ran("sbatch"))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // reps makes recorded repeats that took the durations given, the last one's
@@ -409,7 +410,7 @@ func TestScheduleTimeLimit(t *testing.T) {
 		}
 	}
 	// results.json on disk says the same.
-	disk, err := results.ReadFile(filepath.Join(s.dir, results.JSONFile))
+	disk, err := results.ReadFile(filepath.Join(s.dir, layout.JSONFile))
 	if err != nil || disk.Cells[1].Error != held.Error {
 		t.Errorf("results.json: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // workerPlanVersion is the version of DIR/.xrun/plan.json. The worker
@@ -143,14 +144,14 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 		}
 	}
 	if cell == nil {
-		return fmt.Errorf("%s: no cell %q in the plan", filepath.Join(dir, StateDir, PlanFile), id)
+		return fmt.Errorf("%s: no cell %q in the plan", filepath.Join(dir, layout.StateDir, layout.PlanFile), id)
 	}
-	cdir := CellDir(dir, id)
+	cdir := layout.CellDir(dir, id)
 	if err := os.MkdirAll(cdir, 0o755); err != nil {
 		return err
 	}
 	// A record left by an earlier attempt must not pass for this one.
-	if err := os.Remove(filepath.Join(cdir, CellFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(cdir, layout.CellFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	host, _ := os.Hostname()
@@ -162,7 +163,7 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 	if len(kept) == 0 {
 		flags |= os.O_TRUNC
 	}
-	logf, err := os.OpenFile(filepath.Join(cdir, LogFile), flags, 0o644)
+	logf, err := os.OpenFile(filepath.Join(cdir, layout.LogFile), flags, 0o644)
 	if err != nil {
 		return err
 	}
@@ -225,7 +226,7 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 	rec.Finished = time.Now().UTC()
 	rec.Sessions, rec.Passes = w.origins()
 	rec.Artifacts = w.artifacts
-	if err := writeJSONAtomic(filepath.Join(cdir, CellFile), rec); err != nil {
+	if err := writeJSONAtomic(filepath.Join(cdir, layout.CellFile), rec); err != nil {
 		return fmt.Errorf("cell %s: recording it: %w", id, err)
 	}
 	if rec.Status == results.StatusOK {
@@ -240,7 +241,7 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 }
 
 func readWorkerPlan(dir string) (*workerPlan, error) {
-	path := filepath.Join(dir, StateDir, PlanFile)
+	path := filepath.Join(dir, layout.StateDir, layout.PlanFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the plan: %w", err)
@@ -379,14 +380,14 @@ func (w *cellWorker) measure(ctx context.Context) error {
 			return fmt.Errorf("profiled pass: %w", err)
 		}
 		w.profiledPass, w.profiledStarted, w.profiledFinished = res, started, w.clock().UTC()
-		p, files, err := profile.WriteArtifacts(CellDir(w.dir, w.cell.ID), res, e.Model(),
+		p, files, err := profile.WriteArtifacts(layout.CellDir(w.dir, w.cell.ID), res, e.Model(),
 			profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt, Device: profile.MeasuredDevice(w.rec.Ceilings)})
 		if err != nil {
 			return fmt.Errorf("profile artifacts: %w", err)
 		}
 		w.rec.Profile = topKernels(p, profile.DefaultTopKernels)
 		for _, f := range files {
-			w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, f))
+			w.artifacts = append(w.artifacts, layout.CellArtifact(w.cell.ID, f))
 		}
 		w.rec.Profile.PassMetrics = results.Metrics(res.Metrics)
 		w.log.Info().Int("ops", len(res.Ops)).Float64("system_output_throughput_tok_s", res.Metrics["system_output_throughput_tok_s"]).Msg("profiled pass done")
@@ -459,12 +460,12 @@ func expertLoad(l *engine.ExpertLoad) *results.ExpertLoad {
 // recorded repeats' files and the profiled pass. Each file is written
 // whole and renamed into place.
 func (w *cellWorker) writeArtifacts() error {
-	cdir := CellDir(w.dir, w.cell.ID)
+	cdir := layout.CellDir(w.dir, w.cell.ID)
 	// Appended to: the profile's files are listed already.
-	w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, LogFile))
+	w.artifacts = append(w.artifacts, layout.CellArtifact(w.cell.ID, layout.LogFile))
 	if err := w.writeTelemetry(); err != nil {
 		// Telemetry describes the measurement; it never fails it.
-		w.log.Warn().Err(err).Msg("no GPU telemetry: writing " + profile.TelemetryFile)
+		w.log.Warn().Err(err).Msg("no GPU telemetry: writing " + layout.TelemetryFile)
 	}
 	if len(w.done) == 0 && w.profiledPass == nil {
 		return nil
@@ -475,34 +476,34 @@ func (w *cellWorker) writeArtifacts() error {
 		}
 		return write(out, len(w.done), true, w.profiledPass)
 	}
-	err := dsets.WriteFileAtomic(filepath.Join(cdir, RequestsFile), func(out io.Writer) error {
-		if err := w.copyRepeatFiles(out, RequestsFile); err != nil {
+	err := dsets.WriteFileAtomic(filepath.Join(cdir, layout.RequestsFile), func(out io.Writer) error {
+		if err := w.copyRepeatFiles(out, layout.RequestsFile); err != nil {
 			return err
 		}
 		return profiledPass(out, writePassRequests)
 	})
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", RequestsFile, err)
+		return fmt.Errorf("writing %s: %w", layout.RequestsFile, err)
 	}
-	err = dsets.WriteFileAtomic(filepath.Join(cdir, IterationsFile), func(out io.Writer) error {
+	err = dsets.WriteFileAtomic(filepath.Join(cdir, layout.IterationsFile), func(out io.Writer) error {
 		if _, err := io.WriteString(out, iterationsHeader); err != nil {
 			return err
 		}
-		if err := w.copyRepeatFiles(out, IterationsFile); err != nil {
+		if err := w.copyRepeatFiles(out, layout.IterationsFile); err != nil {
 			return err
 		}
 		return profiledPass(out, writePassIterations)
 	})
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", IterationsFile, err)
+		return fmt.Errorf("writing %s: %w", layout.IterationsFile, err)
 	}
-	w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, RequestsFile), cellArtifact(w.cell.ID, IterationsFile))
+	w.artifacts = append(w.artifacts, layout.CellArtifact(w.cell.ID, layout.RequestsFile), layout.CellArtifact(w.cell.ID, layout.IterationsFile))
 	if len(w.done) > 0 && w.done[0].ExpertLoad != nil {
-		err := dsets.WriteFileAtomic(filepath.Join(cdir, ExpertLoadFile), func(out io.Writer) error { return w.copyRepeatFiles(out, ExpertLoadFile) })
+		err := dsets.WriteFileAtomic(filepath.Join(cdir, layout.ExpertLoadFile), func(out io.Writer) error { return w.copyRepeatFiles(out, layout.ExpertLoadFile) })
 		if err != nil {
-			return fmt.Errorf("writing %s: %w", ExpertLoadFile, err)
+			return fmt.Errorf("writing %s: %w", layout.ExpertLoadFile, err)
 		}
-		w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, ExpertLoadFile))
+		w.artifacts = append(w.artifacts, layout.CellArtifact(w.cell.ID, layout.ExpertLoadFile))
 	}
 	return nil
 }
@@ -525,11 +526,11 @@ func (w *cellWorker) writeTelemetry() error {
 	}
 	var header bytes.Buffer
 	profile.WriteTelemetryCSV(&header, nil)
-	err := dsets.WriteFileAtomic(filepath.Join(CellDir(w.dir, w.cell.ID), profile.TelemetryFile), func(out io.Writer) error {
+	err := dsets.WriteFileAtomic(filepath.Join(layout.CellDir(w.dir, w.cell.ID), layout.TelemetryFile), func(out io.Writer) error {
 		if _, err := out.Write(header.Bytes()); err != nil {
 			return err
 		}
-		if err := w.copyRepeatFiles(out, profile.TelemetryFile); err != nil {
+		if err := w.copyRepeatFiles(out, layout.TelemetryFile); err != nil {
 			return err
 		}
 		_, err := out.Write(tail)
@@ -538,7 +539,7 @@ func (w *cellWorker) writeTelemetry() error {
 	if err != nil {
 		return err
 	}
-	w.artifacts = append(w.artifacts, cellArtifact(w.cell.ID, profile.TelemetryFile))
+	w.artifacts = append(w.artifacts, layout.CellArtifact(w.cell.ID, layout.TelemetryFile))
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // A cell's worker records every timed repeat as soon as it is done, under
@@ -74,7 +75,7 @@ type repeatRecord struct {
 	// the previous repeat's end to this one's.
 	TelemetryOrigin time.Time          `json:"telemetry_origin,omitzero"`
 	Telemetry       *results.Telemetry `json:"telemetry,omitempty"`
-	// Files are the repeat's data files (RequestsFile, ...) and their
+	// Files are the repeat's data files (layout.RequestsFile, ...) and their
 	// sizes, checked before the repeat is kept.
 	Files map[string]int64 `json:"files"`
 }
@@ -103,13 +104,11 @@ type passOrigin struct {
 	Finished       time.Time `json:"finished"`
 }
 
-// RepeatsDir is the directory under a cell's directory where its worker
-// records each timed repeat as it finishes.
-const RepeatsDir = "repeats"
+func repeatsDir(dir, id string) string {
+	return filepath.Join(layout.CellDir(dir, id), layout.RepeatsDir)
+}
 
-func repeatsDir(dir, id string) string { return filepath.Join(CellDir(dir, id), RepeatsDir) }
-
-// repeatPath is repeat n's file name (RequestsFile, ..., or "json" for its
+// repeatPath is repeat n's file name (layout.RequestsFile, ..., or "json" for its
 // record).
 func repeatPath(dir, id string, n int, name string) string {
 	return filepath.Join(repeatsDir(dir, id), strconv.Itoa(n)+"."+name)
@@ -210,7 +209,7 @@ func clearCellDir(cdir string) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.Name() == RepeatsDir || e.Name() == LogFile {
+		if e.Name() == layout.RepeatsDir || e.Name() == layout.LogFile {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(cdir, e.Name())); err != nil {
@@ -219,7 +218,7 @@ func clearCellDir(cdir string) error {
 	}
 	// An earlier worker's stop at the time limit must not be taken for the
 	// next one's either.
-	if err := os.Remove(filepath.Join(cdir, RepeatsDir, timeLimitFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(cdir, layout.RepeatsDir, timeLimitFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil
@@ -262,23 +261,23 @@ func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result
 		return nil
 	}
 	pass := n - 1
-	if err := write(RequestsFile, func(out io.Writer) error { return writePassRequests(out, pass, false, res) }); err != nil {
+	if err := write(layout.RequestsFile, func(out io.Writer) error { return writePassRequests(out, pass, false, res) }); err != nil {
 		return err
 	}
-	if err := write(IterationsFile, func(out io.Writer) error { return writePassIterations(out, pass, false, res) }); err != nil {
+	if err := write(layout.IterationsFile, func(out io.Writer) error { return writePassIterations(out, pass, false, res) }); err != nil {
 		return err
 	}
 	if n == 1 && res.ExpertLoad != nil {
 		// Routing is seeded: every repeat routes alike, so the first one
 		// stands for all.
 		r.ExpertLoad = expertLoad(res.ExpertLoad)
-		if err := write(ExpertLoadFile, func(out io.Writer) error { return writeExpertLoad(out, res.ExpertLoad) }); err != nil {
+		if err := write(layout.ExpertLoadFile, func(out io.Writer) error { return writeExpertLoad(out, res.ExpertLoad) }); err != nil {
 			return err
 		}
 	}
 	if rows, sum := w.cutTelemetry(true); len(rows) > 0 {
 		r.Telemetry = sum
-		if err := write(profile.TelemetryFile, func(out io.Writer) error { _, err := out.Write(rows); return err }); err != nil {
+		if err := write(layout.TelemetryFile, func(out io.Writer) error { _, err := out.Write(rows); return err }); err != nil {
 			return err
 		}
 	}

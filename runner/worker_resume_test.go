@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // resumeStudy has one plain cell and one profiled cell of three repeats.
@@ -77,7 +78,7 @@ func interruptWorker(t *testing.T, dir, id, point, path string) {
 // logCount counts the worker log's lines with message msg.
 func logCount(t *testing.T, dir, id, msg string) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(CellDir(dir, id), LogFile))
+	b, err := os.ReadFile(filepath.Join(layout.CellDir(dir, id), layout.LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestResumeRepeats(t *testing.T) {
 			// results.json says how many repeats were kept, and shows them.
 			rc := cellNamed(t, s, tc.id)
 			s.record(rc, outcome{id: tc.id, interrupted: true})
-			r, err := results.ReadFile(filepath.Join(dir, results.JSONFile))
+			r, err := results.ReadFile(filepath.Join(dir, layout.JSONFile))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +156,7 @@ func TestResumeRepeats(t *testing.T) {
 					t.Errorf("interrupted cell in results.json: %s %q, %d repeats; want skipped %q, %d", c.Status, c.Error, len(c.Repeats), tc.note, tc.kept)
 				}
 			}
-			md, _ := os.ReadFile(filepath.Join(dir, results.MarkdownFile))
+			md, _ := os.ReadFile(filepath.Join(dir, layout.MarkdownFile))
 			if !strings.Contains(string(md), tc.note) {
 				t.Errorf("results.md does not say %q:\n%s", tc.note, md)
 			}
@@ -248,8 +249,8 @@ func sameShape(t *testing.T, dir, refDir, id string, got, want *cellRecord) {
 	if !slices.Equal(got.Artifacts, want.Artifacts) {
 		t.Errorf("artifacts %v, want %v", got.Artifacts, want.Artifacts)
 	}
-	for _, name := range []string{RequestsFile, IterationsFile} {
-		g, w := passColumn(t, filepath.Join(CellDir(dir, id), name)), passColumn(t, filepath.Join(CellDir(refDir, id), name))
+	for _, name := range []string{layout.RequestsFile, layout.IterationsFile} {
+		g, w := passColumn(t, filepath.Join(layout.CellDir(dir, id), name)), passColumn(t, filepath.Join(layout.CellDir(refDir, id), name))
 		if !slices.Equal(g, w) {
 			t.Errorf("%s: passes %v, want %v", name, g, w)
 		}
@@ -324,7 +325,7 @@ func TestResumeDiscards(t *testing.T) {
 		{"nothing", func(*testing.T, *study, string, string) {}, 2, false},
 		{"fingerprint", func(t *testing.T, s *study, dir, id string) {
 			s.plan.Cells[0].Fingerprint = "0123456789abcdef"
-			if err := writeJSONAtomic(filepath.Join(dir, StateDir, PlanFile), s.plan); err != nil {
+			if err := writeJSONAtomic(filepath.Join(dir, layout.StateDir, layout.PlanFile), s.plan); err != nil {
 				t.Fatal(err)
 			}
 		}, 0, true},
@@ -333,7 +334,7 @@ func TestResumeDiscards(t *testing.T) {
 			editRepeat(t, dir, id, 2, func(r *repeatRecord) { r.Backend = "cpu/another_gemm" })
 		}, 0, false},
 		{"torn data file", func(t *testing.T, _ *study, dir, id string) {
-			os.WriteFile(repeatPath(dir, id, 2, RequestsFile), []byte(`{"pass":1`), 0o644)
+			os.WriteFile(repeatPath(dir, id, 2, layout.RequestsFile), []byte(`{"pass":1`), 0o644)
 		}, 1, false},
 		{"unreadable record", func(t *testing.T, _ *study, dir, id string) {
 			os.WriteFile(repeatPath(dir, id, 1, repeatRecordName), []byte(`{"cell":`), 0o644)
@@ -342,7 +343,7 @@ func TestResumeDiscards(t *testing.T) {
 			// What kill -9 in the middle of recording repeat 3 leaves: its
 			// data files, half a temporary record; and a record past a gap.
 			rdir := repeatsDir(dir, id)
-			os.WriteFile(repeatPath(dir, id, 3, RequestsFile), []byte("{}\n"), 0o644)
+			os.WriteFile(repeatPath(dir, id, 3, layout.RequestsFile), []byte("{}\n"), 0o644)
 			os.WriteFile(filepath.Join(rdir, ".3.json.tmp-123"), []byte(`{"cell": "x", "rep`), 0o644)
 			b, _ := os.ReadFile(repeatPath(dir, id, 2, repeatRecordName))
 			os.WriteFile(repeatPath(dir, id, 5, repeatRecordName), b, 0o644)
@@ -406,7 +407,7 @@ func TestFailedCellKeepsRepeats(t *testing.T) {
 		t.Errorf("failed cell's error: %q", c.Error)
 	}
 	// As the executor does before the next attempt.
-	if err := clearCellDir(CellDir(dir, id)); err != nil {
+	if err := clearCellDir(layout.CellDir(dir, id)); err != nil {
 		t.Fatal(err)
 	}
 	if err := RunWorker(context.Background(), dir, id, WorkerOptions{Getenv: noEnv}); err != nil {
@@ -445,8 +446,8 @@ func TestClearCellDir(t *testing.T) {
 	if err := clearCellDir(cdir); err != nil {
 		t.Errorf("missing directory: %v", err)
 	}
-	os.MkdirAll(filepath.Join(cdir, RepeatsDir), 0o755)
-	for _, f := range []string{CellFile, LogFile, RequestsFile, StderrFile, filepath.Join(RepeatsDir, "1.json")} {
+	os.MkdirAll(filepath.Join(cdir, layout.RepeatsDir), 0o755)
+	for _, f := range []string{layout.CellFile, layout.LogFile, layout.RequestsFile, layout.StderrFile, filepath.Join(layout.RepeatsDir, "1.json")} {
 		os.WriteFile(filepath.Join(cdir, f), []byte("x"), 0o644)
 	}
 	if err := clearCellDir(cdir); err != nil {
@@ -460,7 +461,7 @@ func TestClearCellDir(t *testing.T) {
 		}
 		return nil
 	})
-	if want := []string{LogFile, RepeatsDir + "/1.json"}; !slices.Equal(left, want) {
+	if want := []string{layout.LogFile, layout.RepeatsDir + "/1.json"}; !slices.Equal(left, want) {
 		t.Errorf("left %v, want %v", left, want)
 	}
 }

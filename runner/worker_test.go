@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // tinyStudy is a study small enough to run in-process in a unit test.
@@ -52,8 +53,8 @@ func plannedStudyOf(t *testing.T, specText string) (*study, string) {
 	if err := s.prepareDatasets(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(filepath.Join(dir, StateDir), 0o755)
-	if err := writeJSONAtomic(filepath.Join(dir, StateDir, PlanFile), s.plan); err != nil {
+	os.MkdirAll(filepath.Join(dir, layout.StateDir), 0o755)
+	if err := writeJSONAtomic(filepath.Join(dir, layout.StateDir, layout.PlanFile), s.plan); err != nil {
 		t.Fatal(err)
 	}
 	return s, dir
@@ -83,11 +84,11 @@ func TestRunWorker(t *testing.T) {
 		if profiled {
 			want = 9
 		}
-		if n := countLines(t, filepath.Join(CellDir(dir, c.ID), RequestsFile)); n != want {
+		if n := countLines(t, filepath.Join(layout.CellDir(dir, c.ID), layout.RequestsFile)); n != want {
 			t.Errorf("%s: %d request lines, want %d", c.ID, n, want)
 		}
-		if n := countLines(t, filepath.Join(CellDir(dir, c.ID), IterationsFile)); n < 2 {
-			t.Errorf("%s: %d lines in %s", c.ID, n, IterationsFile)
+		if n := countLines(t, filepath.Join(layout.CellDir(dir, c.ID), layout.IterationsFile)); n < 2 {
+			t.Errorf("%s: %d lines in %s", c.ID, n, layout.IterationsFile)
 		}
 		for _, a := range rec.Artifacts {
 			if _, err := os.Stat(filepath.Join(dir, a)); err != nil {
@@ -119,10 +120,10 @@ repeats: 1
 		if err != nil || rec.ExpertLoad == nil || len(rec.ExpertLoad.Histogram) != model.Experts {
 			t.Fatalf("%s: expert load %+v (%v)", c.ID, rec.ExpertLoad, err)
 		}
-		if !slices.Contains(rec.Artifacts, cellArtifact(c.ID, ExpertLoadFile)) {
-			t.Errorf("%s: %s not among the artifacts %v", c.ID, ExpertLoadFile, rec.Artifacts)
+		if !slices.Contains(rec.Artifacts, layout.CellArtifact(c.ID, layout.ExpertLoadFile)) {
+			t.Errorf("%s: %s not among the artifacts %v", c.ID, layout.ExpertLoadFile, rec.Artifacts)
 		}
-		b, err := os.ReadFile(filepath.Join(CellDir(dir, c.ID), ExpertLoadFile))
+		b, err := os.ReadFile(filepath.Join(layout.CellDir(dir, c.ID), layout.ExpertLoadFile))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +202,7 @@ func TestRunWorkerRecordsFailures(t *testing.T) {
 	if err := RunWorker(context.Background(), dir, "no-such-cell", WorkerOptions{}); err == nil || !strings.Contains(err.Error(), "no cell") {
 		t.Errorf("unknown cell: %v", err)
 	}
-	os.WriteFile(filepath.Join(dir, StateDir, PlanFile), []byte(`{"version": 99}`), 0o644)
+	os.WriteFile(filepath.Join(dir, layout.StateDir, layout.PlanFile), []byte(`{"version": 99}`), 0o644)
 	if err := RunWorker(context.Background(), dir, id, WorkerOptions{}); err == nil || !strings.Contains(err.Error(), "plan version 99") {
 		t.Errorf("plan of another version: %v", err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
-	"github.com/xrun-dev/xrun/runner"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 type kernelsOptions struct {
@@ -82,9 +82,9 @@ func runKernels(_ context.Context, a *app, opts *kernelsOptions, args []string) 
 
 // cellIDs lists the cells of a results directory.
 func cellIDs(dir string) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(dir, runner.CellsDir))
+	entries, err := os.ReadDir(filepath.Join(dir, layout.CellsDir))
 	if err != nil {
-		return nil, usageError{fmt.Errorf("%s: not a results directory with a %s/ folder: %w", dir, runner.CellsDir, err)}
+		return nil, usageError{fmt.Errorf("%s: not a results directory with a %s/ folder: %w", dir, layout.CellsDir, err)}
 	}
 	var ids []string
 	for _, e := range entries {
@@ -132,7 +132,7 @@ func cellKernels(dir, id string, p *results.Profile) (k results.KernelCell, sour
 	if p != nil {
 		iters = p.Iterations
 	}
-	path := filepath.Join(runner.CellDir(dir, id), profile.KernelsFile)
+	path := filepath.Join(layout.CellDir(dir, id), layout.KernelsFile)
 	f, err := os.Open(path)
 	switch {
 	case err == nil:
@@ -147,11 +147,11 @@ func cellKernels(dir, id string, p *results.Profile) (k results.KernelCell, sour
 	}
 	if p != nil {
 		if k, ok := results.ProfileKernels(&results.Cell{ID: id, Profile: p}, ""); ok {
-			return k, "recorded profile (" + profile.KernelsFile + " missing)", nil
+			return k, "recorded profile (" + layout.KernelsFile + " missing)", nil
 		}
 	}
 	return k, "", usageError{fmt.Errorf("cell %s has no %s and no kernels recorded in %s: it was not profiled (set profile_window) or its profiled pass failed",
-		id, profile.KernelsFile, results.JSONFile)}
+		id, layout.KernelsFile, layout.JSONFile)}
 }
 
 // recordedProfiles returns a cell's recorded profile summary: from
@@ -173,7 +173,7 @@ func recordedProfiles(dir string) func(id string) *results.Profile {
 		var rec struct {
 			Profile *results.Profile `json:"profile"`
 		}
-		data, err := os.ReadFile(filepath.Join(runner.CellDir(dir, id), runner.CellFile))
+		data, err := os.ReadFile(filepath.Join(layout.CellDir(dir, id), layout.CellFile))
 		if err != nil || json.Unmarshal(data, &rec) != nil {
 			return nil
 		}

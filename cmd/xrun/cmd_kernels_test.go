@@ -12,7 +12,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
-	"github.com/xrun-dev/xrun/runner"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // kernelsDir builds a results directory with two profiled cells (gemm
@@ -22,14 +22,14 @@ func kernelsDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(id string, stats []profile.KernelStat) {
-		cdir := runner.CellDir(dir, id)
+		cdir := layout.CellDir(dir, id)
 		if err := os.MkdirAll(cdir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if stats == nil {
 			return
 		}
-		f, err := os.Create(filepath.Join(cdir, profile.KernelsFile))
+		f, err := os.Create(filepath.Join(cdir, layout.KernelsFile))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func kernelsDir(t *testing.T) string {
 		{ID: "bs64-auto-e58f5eab", Status: results.StatusOK, Profile: &results.Profile{Window: "40-49", Iterations: 10}},
 		{ID: "bs64-none-00c0ffee", Status: results.StatusOK},
 	}}
-	if err := results.WriteFile(filepath.Join(dir, results.JSONFile), r); err != nil {
+	if err := results.WriteFile(filepath.Join(dir, layout.JSONFile), r); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -71,8 +71,8 @@ func TestKernels(t *testing.T) {
 	}
 	// Without results.json (a run still going) the cells' cell.json say
 	// how many iterations; without either, totals are compared.
-	os.Remove(filepath.Join(dir, results.JSONFile))
-	os.WriteFile(filepath.Join(runner.CellDir(dir, "bs64-auto-e58f5eab"), runner.CellFile), []byte(`{"id":"bs64-auto-e58f5eab","profile":{"window":"40-49","iterations":10}}`), 0o644)
+	os.Remove(filepath.Join(dir, layout.JSONFile))
+	os.WriteFile(filepath.Join(layout.CellDir(dir, "bs64-auto-e58f5eab"), layout.CellFile), []byte(`{"id":"bs64-auto-e58f5eab","profile":{"window":"40-49","iterations":10}}`), 0o644)
 	r := runCLI(t, nil, "kernels", dir, "bs64-d", "bs64-a")
 	if r.code != 0 || !strings.Contains(r.stdout, "A = bs64-disable-1a741378 (iterations unknown) vs B = bs64-auto-e58f5eab (10 iterations)") ||
 		!strings.Contains(r.stdout, "window totals") {
@@ -92,7 +92,7 @@ func TestKernelsFromResults(t *testing.T) {
 	}
 	for i := range r.Cells {
 		c := &r.Cells[i]
-		path := filepath.Join(runner.CellDir(dir, c.ID), profile.KernelsFile)
+		path := filepath.Join(layout.CellDir(dir, c.ID), layout.KernelsFile)
 		f, err := os.Open(path)
 		if err != nil {
 			continue
@@ -119,7 +119,7 @@ func TestKernelsFromResults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := results.WriteFile(filepath.Join(dir, results.JSONFile), r); err != nil {
+	if err := results.WriteFile(filepath.Join(dir, layout.JSONFile), r); err != nil {
 		t.Fatal(err)
 	}
 	want, err := os.ReadFile(filepath.Join("testdata", "cmd_kernels", "gemm.text"))
@@ -131,7 +131,7 @@ func TestKernelsFromResults(t *testing.T) {
 		t.Errorf("exit %d; stdout differs from testdata/cmd_kernels/gemm.text:\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	for _, l := range []string{`"cell":"bs64-disable-1a741378","source":"recorded profile (kernels.csv missing)"`,
-		`"cell":"bs64-auto-e58f5eab","source":"` + filepath.Join(runner.CellDir(dir, "bs64-auto-e58f5eab"), profile.KernelsFile) + `"`} {
+		`"cell":"bs64-auto-e58f5eab","source":"` + filepath.Join(layout.CellDir(dir, "bs64-auto-e58f5eab"), layout.KernelsFile) + `"`} {
 		if !strings.Contains(res.stderr, l) {
 			t.Errorf("debug log lacks %s:\n%s", l, res.stderr)
 		}
@@ -144,7 +144,7 @@ func TestKernelsFromResults(t *testing.T) {
 
 func TestKernelsErrors(t *testing.T) {
 	dir := kernelsDir(t)
-	bad := filepath.Join(runner.CellDir(dir, "bs64-auto-e58f5eab"), profile.KernelsFile)
+	bad := filepath.Join(layout.CellDir(dir, "bs64-auto-e58f5eab"), layout.KernelsFile)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -283,7 +283,7 @@ func TestKernelChangesCPU(t *testing.T) {
 	}
 
 	normaliseKernels(t, dir)
-	md, err := os.ReadFile(filepath.Join(dir, results.MarkdownFile))
+	md, err := os.ReadFile(filepath.Join(dir, layout.MarkdownFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
-	"github.com/xrun-dev/xrun/runner"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 type reportOptions struct {
@@ -77,7 +77,7 @@ func runReport(_ context.Context, a *app, opts *reportOptions, args []string) er
 // that cannot have one (its records are gone, its GPU has no known
 // ceilings) goes without; why is logged at debug level.
 func attachRooflines(a *app, dir string, r *results.Results) {
-	for _, err := range profile.AttachRooflines(r, func(id string) string { return runner.CellDir(dir, id) }) {
+	for _, err := range profile.AttachRooflines(r, func(id string) string { return layout.CellDir(dir, id) }) {
 		a.log.Debug().Err(err).Msg("no roofline")
 	}
 }

@@ -9,9 +9,8 @@ import (
 
 	"golang.org/x/perf/benchfmt"
 
-	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
-	"github.com/xrun-dev/xrun/runner"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // TestReportFormats re-renders a results directory in every format.
@@ -103,12 +102,12 @@ func rooflineDir(t *testing.T) string {
 	}
 	r := &results.Results{Name: "old", Environment: results.Environment{GPUs: []results.GPU{{Name: "NVIDIA H100 80GB HBM3"}}}}
 	for _, c := range []struct{ id, backend string }{{"gpu-0badc0de", "cuda/cublaslt"}, {"cpu-0badcafe", "cpu/cpu_gemm_blocked_avx2_6x16"}} {
-		cdir := runner.CellDir(dir, c.id)
+		cdir := layout.CellDir(dir, c.id)
 		if err := os.MkdirAll(cdir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		os.WriteFile(filepath.Join(cdir, profile.IterationsFile), []byte(iters), 0o644)
-		os.WriteFile(filepath.Join(cdir, runner.CellFile), []byte(`{"id":"`+c.id+`","backend":"`+c.backend+`"}`), 0o644)
+		os.WriteFile(filepath.Join(cdir, layout.IterationsFile), []byte(iters), 0o644)
+		os.WriteFile(filepath.Join(cdir, layout.CellFile), []byte(`{"id":"`+c.id+`","backend":"`+c.backend+`"}`), 0o644)
 		r.Cells = append(r.Cells, results.Cell{ID: c.id, Status: results.StatusOK, Repeats: reps,
 			Params: results.Params{"model": "tiny-dense", "engine": strings.Split(c.backend, "/")[0]}})
 	}
@@ -123,7 +122,7 @@ func rooflineDir(t *testing.T) string {
 // disk stay as they were.
 func TestReportAttachesRooflines(t *testing.T) {
 	dir := rooflineDir(t)
-	md, _ := os.ReadFile(filepath.Join(dir, results.MarkdownFile))
+	md, _ := os.ReadFile(filepath.Join(dir, layout.MarkdownFile))
 	if strings.Contains(string(md), "roofline") {
 		t.Fatalf("the old results.md already has a roofline:\n%s", md)
 	}
@@ -132,15 +131,15 @@ func TestReportAttachesRooflines(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	goldenCLI(t, "cmd_report/roofline.text", r.stdout)
-	r = runCLI(t, nil, "report", filepath.Join(dir, results.JSONFile), "--format", "json")
+	r = runCLI(t, nil, "report", filepath.Join(dir, layout.JSONFile), "--format", "json")
 	if r.code != exitOK || strings.Count(r.stdout, `"roofline"`) != 1 || !strings.Contains(r.stdout, `"device": "NVIDIA H100 80GB HBM3"`) {
 		t.Errorf("exit %d; json output wants one roofline, on the H100:\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if again, _ := os.ReadFile(filepath.Join(dir, results.MarkdownFile)); !bytes.Equal(again, md) {
+	if again, _ := os.ReadFile(filepath.Join(dir, layout.MarkdownFile)); !bytes.Equal(again, md) {
 		t.Error("xrun report rewrote results.md")
 	}
 	// Without the cell's records, no roofline, and why only at debug level.
-	os.Remove(filepath.Join(runner.CellDir(dir, "gpu-0badc0de"), profile.IterationsFile))
+	os.Remove(filepath.Join(layout.CellDir(dir, "gpu-0badc0de"), layout.IterationsFile))
 	r = runCLI(t, nil, "report", dir, "--log-level", "debug", "--log-format", "json")
 	if r.code != exitOK || strings.Contains(r.stdout, "roofline") || !strings.Contains(r.stderr, "cell gpu-0badc0de: no roofline") {
 		t.Errorf("exit %d without iterations.csv:\n%s%s", r.code, r.stdout, r.stderr)
@@ -165,8 +164,8 @@ func TestDiffAttachesRooflines(t *testing.T) {
 // writes under names of its own (the runner imports it, not the other
 // way round); they must be the same.
 func TestCellFileNames(t *testing.T) {
-	if profile.IterationsFile != runner.IterationsFile || profile.ExpertLoadFile != runner.ExpertLoadFile || profile.CellRecordFile != runner.CellFile {
-		t.Errorf("engine/profile reads %s, %s, %s; the runner writes %s, %s, %s", profile.IterationsFile, profile.ExpertLoadFile, profile.CellRecordFile,
-			runner.IterationsFile, runner.ExpertLoadFile, runner.CellFile)
+	if layout.IterationsFile != layout.IterationsFile || layout.ExpertLoadFile != layout.ExpertLoadFile || layout.CellFile != layout.CellFile {
+		t.Errorf("engine/profile reads %s, %s, %s; the runner writes %s, %s, %s", layout.IterationsFile, layout.ExpertLoadFile, layout.CellFile,
+			layout.IterationsFile, layout.ExpertLoadFile, layout.CellFile)
 	}
 }

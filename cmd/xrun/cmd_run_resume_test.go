@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 	"github.com/xrun-dev/xrun/runner"
 )
 
@@ -32,7 +33,7 @@ type cellOrigins struct {
 
 func readOrigins(t *testing.T, dir, id string) cellOrigins {
 	t.Helper()
-	b, err := os.ReadFile(cellFile(dir, id, runner.CellFile))
+	b, err := os.ReadFile(cellFile(dir, id, layout.CellFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func checkResumed(t *testing.T, dir, id string, kept, repeats int) {
 			t.Errorf("cell %s, pass %d: %+v; want earlier_session %t", id, i, p, i < kept)
 		}
 	}
-	if _, err := os.Stat(cellFile(dir, id, runner.RepeatsDir)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(cellFile(dir, id, layout.RepeatsDir)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("cell %s: the repeats outlived its record (%v)", id, err)
 	}
 }
@@ -72,14 +73,14 @@ func interruptAfterRepeat1(t *testing.T, dir string) {
 	t.Helper()
 	cmd, stderr := startStudy(t, studyEnv(t, runner.FaultEnv+"="+partialCell+":slow@r1"),
 		"--log-format", "json", "run", tinySpec, "--out", dir, "--set", "repeats=3", "--kill-grace", "5s")
-	waitFor(t, filepath.Join(dir, "cells", partialCell, runner.RepeatsDir, "1.json"))
+	waitFor(t, filepath.Join(dir, "cells", partialCell, layout.RepeatsDir, "1.json"))
 	interruptStudy(t, cmd, stderr)
 	const note = "interrupted after 1 of 3 repeats; xrun run --resume runs the rest"
 	_, cells := loadResults(t, dir)
 	if c := cells[partialCell]; c.Status != results.StatusSkipped || c.Error != note || len(c.Repeats) != 1 {
 		t.Errorf("interrupted cell: %s %q, %d repeats; want skipped %q, 1", c.Status, c.Error, len(c.Repeats), note)
 	}
-	if md, _ := os.ReadFile(filepath.Join(dir, results.MarkdownFile)); !strings.Contains(string(md), note) {
+	if md, _ := os.ReadFile(filepath.Join(dir, layout.MarkdownFile)); !strings.Contains(string(md), note) {
 		t.Errorf("results.md does not say %q:\n%s", note, md)
 	}
 }
@@ -133,7 +134,7 @@ func TestRunKilledMidWrite(t *testing.T) {
 		!strings.HasSuffix(c.Error, "; 1 of 3 repeats kept (xrun run --resume runs the rest)") || len(c.Repeats) != 1 {
 		t.Errorf("killed cell: %s %q, %d repeats", c.Status, c.Error, len(c.Repeats))
 	}
-	rdir := filepath.Join(dir, "cells", partialCell, runner.RepeatsDir)
+	rdir := filepath.Join(dir, "cells", partialCell, layout.RepeatsDir)
 	entries, err := os.ReadDir(rdir)
 	if err != nil {
 		t.Fatal(err)

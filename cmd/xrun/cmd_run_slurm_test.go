@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 	"github.com/xrun-dev/xrun/runner"
 )
 
@@ -80,7 +81,7 @@ func TestRunSlurm(t *testing.T) {
 	}()
 	job := waitForJob(t, dir)
 	task := slices.IndexFunc(job.Cells, func(id string) bool { return strings.HasPrefix(id, hang) })
-	waitForGlob(t, filepath.Join(dir, "cells", hang+"-*", runner.LogFile))
+	waitForGlob(t, filepath.Join(dir, "cells", hang+"-*", layout.LogFile))
 	if out, err := exec.Command("scancel", job.JobID+"_"+strconv.Itoa(task)).CombinedOutput(); err != nil {
 		t.Fatalf("scancel: %v: %s", err, out)
 	}
@@ -107,7 +108,7 @@ func TestRunSlurm(t *testing.T) {
 				t.Errorf("cell %s: %s %q", id, c.Status, c.Error)
 			}
 			// Slurm gave the task a GPU of its own.
-			if b, err := os.ReadFile(cellFile(dir, id, runner.LogFile)); err != nil || !strings.Contains(string(b), `"cuda_visible_devices":"`) || strings.Contains(string(b), `"cuda_visible_devices":""`) {
+			if b, err := os.ReadFile(cellFile(dir, id, layout.LogFile)); err != nil || !strings.Contains(string(b), `"cuda_visible_devices":"`) || strings.Contains(string(b), `"cuda_visible_devices":""`) {
 				t.Errorf("cell %s ran without CUDA_VISIBLE_DEVICES from gres: %v\n%s", id, err, b)
 			}
 		}
@@ -139,10 +140,10 @@ func TestRunSlurm(t *testing.T) {
 	job = waitForJob(t, intr)
 	for _, id := range job.Cells {
 		if !strings.HasPrefix(id, hang) {
-			waitFor(t, cellFile(intr, id, runner.CellFile))
+			waitFor(t, cellFile(intr, id, layout.CellFile))
 		}
 	}
-	waitForGlob(t, filepath.Join(intr, "cells", hang+"-*", runner.LogFile))
+	waitForGlob(t, filepath.Join(intr, "cells", hang+"-*", layout.LogFile))
 	interruptStudy(t, cmd, stderr)
 	if out, _ := exec.Command("squeue", "-h", "-j", job.JobID, "-t", "PD,R").Output(); strings.TrimSpace(string(out)) != "" {
 		t.Errorf("tasks still queued or running after Ctrl-C:\n%s", out)
@@ -161,7 +162,7 @@ func waitForJob(t *testing.T, dir string) (job struct {
 	Cells []string `json:"cells"`
 }) {
 	t.Helper()
-	path := filepath.Join(dir, runner.StateDir, runner.SlurmJobFile)
+	path := filepath.Join(dir, layout.StateDir, runner.SlurmJobFile)
 	waitFor(t, path)
 	b, err := os.ReadFile(path)
 	if err == nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 	"github.com/xrun-dev/xrun/runner"
 )
 
@@ -166,7 +167,7 @@ type cellSnap struct {
 
 func snap(t *testing.T, dir, id string) cellSnap {
 	t.Helper()
-	p := cellFile(dir, id, runner.CellFile)
+	p := cellFile(dir, id, layout.CellFile)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +196,7 @@ func TestRunQuickstart(t *testing.T) {
 		if c.Status != results.StatusOK || len(c.Repeats) != repeats || c.Summary["request_throughput_req_s"].Median <= 0 {
 			t.Errorf("cell %s: status %s, %d repeats, error %q", id, c.Status, len(c.Repeats), c.Error)
 		}
-		for _, name := range []string{runner.CellFile, runner.RequestsFile, runner.IterationsFile, runner.LogFile} {
+		for _, name := range []string{layout.CellFile, layout.RequestsFile, layout.IterationsFile, layout.LogFile} {
 			if _, err := os.Stat(cellFile(dir, id, name)); err != nil {
 				t.Errorf("cell %s: %v", id, err)
 			}
@@ -212,11 +213,11 @@ func TestRunQuickstart(t *testing.T) {
 	if len(res.Axes) != 2 || res.Axes[0].Name != "batch_size" {
 		t.Errorf("axes %+v, want batch_size and gemm_plugin", res.Axes)
 	}
-	if _, err := os.Stat(filepath.Join(dir, results.MarkdownFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, layout.MarkdownFile)); err != nil {
 		t.Error(err)
 	}
 	// Every timed request of every repeat, with its generated tokens.
-	b, err := os.ReadFile(cellFile(dir, "bs8_gemm-auto-1a895b33", runner.RequestsFile))
+	b, err := os.ReadFile(cellFile(dir, "bs8_gemm-auto-1a895b33", layout.RequestsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,10 +294,10 @@ func TestRunFailingCellsAreIsolated(t *testing.T) {
 			t.Errorf("cell %s: status %s (%q), %d repeats; want ok", id, c.Status, c.Error, len(c.Repeats))
 		}
 	}
-	if _, err := os.Stat(cellFile(dir, "bs1_gemm-disable-9c114581", runner.StderrFile)); err != nil {
+	if _, err := os.Stat(cellFile(dir, "bs1_gemm-disable-9c114581", layout.StderrFile)); err != nil {
 		t.Errorf("the crash's stack is not kept: %v", err)
 	}
-	md, _ := os.ReadFile(filepath.Join(dir, results.MarkdownFile))
+	md, _ := os.ReadFile(filepath.Join(dir, layout.MarkdownFile))
 	if !strings.Contains(string(md), "injected crash") {
 		t.Errorf("results.md does not report the failure:\n%s", md)
 	}
@@ -335,8 +336,8 @@ func TestRunKilledThenResumed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	// The third cell hangs, so the parent is surely killed mid-study.
 	cmd, _ := startStudy(t, studyEnv(t, runner.FaultEnv+"=bs2_gemm-auto:hang"), "run", tinySpec, "--out", dir)
-	waitFor(t, cellFile(dir, tinyCells[0], runner.CellFile), cellFile(dir, tinyCells[1], runner.CellFile),
-		cellFile(dir, tinyCells[2], runner.LogFile))
+	waitFor(t, cellFile(dir, tinyCells[0], layout.CellFile), cellFile(dir, tinyCells[1], layout.CellFile),
+		cellFile(dir, tinyCells[2], layout.LogFile))
 	done := []cellSnap{snap(t, dir, tinyCells[0]), snap(t, dir, tinyCells[1])}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -395,7 +396,7 @@ func TestRunInterruptedAndLocked(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	cmd, stderr := startStudy(t, studyEnv(t, runner.FaultEnv+"=bs1_gemm-disable:hang"),
 		"--log-format", "json", "run", tinySpec, "--out", dir, "--kill-grace", "200ms")
-	waitFor(t, cellFile(dir, tinyCells[0], runner.CellFile), cellFile(dir, tinyCells[1], runner.LogFile))
+	waitFor(t, cellFile(dir, tinyCells[0], layout.CellFile), cellFile(dir, tinyCells[1], layout.LogFile))
 
 	// A second run on the same directory is refused, naming the holder.
 	second := runStudy(t, studyEnv(t), "run", tinySpec, "--out", dir, "--resume")
@@ -471,7 +472,7 @@ func TestRunOptions(t *testing.T) {
 	if _, cells := loadResults(t, dir); cells["bs4_gemm-auto-ac06953f"].Status != results.StatusSkipped || cells["bs1_gemm-auto-6971ba97"].Status != results.StatusOK {
 		t.Errorf("--fresh kept earlier results: %+v", cells)
 	}
-	if _, err := os.Stat(cellFile(dir, "bs4_gemm-auto-ac06953f", runner.CellFile)); err == nil {
+	if _, err := os.Stat(cellFile(dir, "bs4_gemm-auto-ac06953f", layout.CellFile)); err == nil {
 		t.Error("--fresh left an earlier cell's record")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 	"github.com/xrun-dev/xrun/runner"
 )
 
@@ -42,7 +43,7 @@ func TestRunTimeLimit(t *testing.T) {
 			t.Errorf("cell %s: %s %q, %d repeats", id, c.Status, c.Error, len(c.Repeats))
 		}
 	}
-	if md, _ := os.ReadFile(filepath.Join(dir, results.MarkdownFile)); !strings.Contains(string(md), note) {
+	if md, _ := os.ReadFile(filepath.Join(dir, layout.MarkdownFile)); !strings.Contains(string(md), note) {
 		t.Errorf("results.md does not say %q:\n%s", note, md)
 	}
 

@@ -12,12 +12,7 @@ import (
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/profile/cupti"
 	"github.com/xrun-dev/xrun/results"
-)
-
-// Artifact file names inside a cell's directory.
-const (
-	KernelsFile = "kernels.csv"
-	TraceFile   = "trace.json"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // DefaultTopKernels is how many kernels results.json keeps per cell.
@@ -95,10 +90,10 @@ func WriteArtifacts(cellDir string, res *engine.Result, mc engine.ModelConfig, o
 	}
 	diag.Notes = append(diag.Notes, o.Notes...)
 
-	if err := writeFileAtomic(filepath.Join(cellDir, KernelsFile), kcsv.Bytes()); err != nil {
+	if err := writeFileAtomic(filepath.Join(cellDir, layout.KernelsFile), kcsv.Bytes()); err != nil {
 		return nil, nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(cellDir, TraceFile), trace.Bytes()); err != nil {
+	if err := writeFileAtomic(filepath.Join(cellDir, layout.TraceFile), trace.Bytes()); err != nil {
 		return nil, nil, err
 	}
 	p := &results.Profile{Window: o.Window, Iterations: diag.Iterations, Diagnosis: diag.Lines(), Stats: finite(diag.Stats())}
@@ -106,7 +101,7 @@ func WriteArtifacts(cellDir string, res *engine.Result, mc engine.ModelConfig, o
 		p.Kernels = append(p.Kernels, results.Kernel{Name: s.Name, TimePct: s.TimePct, TotalNs: s.TotalNs, Instances: s.Instances,
 			AvgNs: s.AvgNs, MedNs: s.MedNs, MinNs: s.MinNs, MaxNs: s.MaxNs, StdDevNs: s.StdDevNs})
 	}
-	return p, []string{KernelsFile, TraceFile}, nil
+	return p, []string{layout.KernelsFile, layout.TraceFile}, nil
 }
 
 // writeFileAtomic replaces path with data: a reader sees the old file or

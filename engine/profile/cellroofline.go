@@ -16,16 +16,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/results"
-)
-
-// The files of a cell's directory the roofline reads. The runner's worker
-// writes them (runner.IterationsFile, ExpertLoadFile, CellFile); the
-// runner imports this package, so the names are repeated here, and
-// cmd/xrun's tests hold the two in step.
-const (
-	IterationsFile = "iterations.csv"
-	ExpertLoadFile = "expert_load.csv"
-	CellRecordFile = "cell.json"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // AttachRooflines sets Roofline on every cell of r that ran on a GPU and
@@ -101,25 +92,25 @@ func CellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	// plus half its output (as the profile's diagnosis takes it).
 	genContext := (in + out/2) / n
 
-	iters, err := readTimedIterations(filepath.Join(dir, IterationsFile))
+	iters, err := readTimedIterations(filepath.Join(dir, layout.IterationsFile))
 	if err != nil {
 		return nil, err
 	}
 	if len(iters) == 0 {
-		return nil, fmt.Errorf("%s: no timed iteration in pass 0", filepath.Join(dir, IterationsFile))
+		return nil, fmt.Errorf("%s: no timed iteration in pass 0", filepath.Join(dir, layout.IterationsFile))
 	}
-	basis := IterationsFile + " (first repeat, warm-up left out)"
+	basis := layout.IterationsFile + " (first repeat, warm-up left out)"
 	var touched map[int]int
 	if mc.MoE() {
-		path := filepath.Join(dir, ExpertLoadFile)
+		path := filepath.Join(dir, layout.ExpertLoadFile)
 		touched, err = readTouchedExperts(path, mc.Layers, mc.Experts)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			basis += "; experts reached estimated (no " + ExpertLoadFile + ")"
+			basis += "; experts reached estimated (no " + layout.ExpertLoadFile + ")"
 		case err != nil:
 			return nil, err
 		default:
-			basis += "; experts reached from " + ExpertLoadFile
+			basis += "; experts reached from " + layout.ExpertLoadFile
 		}
 	}
 	f := RunFloor(mc, iters, touched, genContext, dev)
@@ -145,7 +136,7 @@ type recordSummary struct {
 // copied without their cells/) reads as an empty record.
 func readRecordSummary(dir string) (recordSummary, error) {
 	var rec recordSummary
-	path := filepath.Join(dir, CellRecordFile)
+	path := filepath.Join(dir, layout.CellFile)
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -18,6 +18,7 @@ import (
 	"github.com/xrun-dev/xrun/engine/cuda"
 	_ "github.com/xrun-dev/xrun/engine/cuda/backend" // registers the "cuda" backend
 	"github.com/xrun-dev/xrun/engine/profile/cupti"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // selfTest opens CUPTI (after the timed passes, as the worker would) and
@@ -110,9 +111,9 @@ func TestGPUProfiledPass(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, _ := os.ReadFile(filepath.Join(dir, TraceFile))
+		data, _ := os.ReadFile(filepath.Join(dir, layout.TraceFile))
 		validateTrace(t, data)
-		kcsv, _ := os.ReadFile(filepath.Join(dir, KernelsFile))
+		kcsv, _ := os.ReadFile(filepath.Join(dir, layout.KernelsFile))
 		checkTotals(t, kcsv, data)
 
 		win := func(r *engine.Result) (d time.Duration) {
@@ -126,7 +127,7 @@ func TestGPUProfiledPass(t *testing.T) {
 		fmt.Printf("PROFILE gemm=%s backend=%s records=%d window_iter_us_timed=%.1f window_iter_us_profiled=%.1f window_overhead_pct=%.1f out_tok_s_timed=%.0f out_tok_s_profiled_pass=%.0f\n",
 			gemm, prof.Backend, len(prof.Ops), float64(win(timed))/1e3, float64(win(prof))/1e3, 100*(float64(win(prof))/float64(win(timed))-1),
 			timed.Metrics["system_output_throughput_tok_s"], prof.Metrics["system_output_throughput_tok_s"])
-		fmt.Printf("== gemm_plugin=%s: top kernels (%s)\n", gemm, KernelsFile)
+		fmt.Printf("== gemm_plugin=%s: top kernels (%s)\n", gemm, layout.KernelsFile)
 		for _, k := range p.Kernels[:min(6, len(p.Kernels))] {
 			fmt.Printf("  %5.1f%% %10d ns %5d x  %s\n", k.TimePct, k.TotalNs, k.Instances, k.Name)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/model"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 func renderKernels(t *testing.T, ops []model.OpRecord) []byte {
@@ -361,7 +362,7 @@ func TestWriteArtifacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(files, []string{KernelsFile, TraceFile}) {
+	if !slices.Equal(files, []string{layout.KernelsFile, layout.TraceFile}) {
 		t.Errorf("artifacts %v", files)
 	}
 	for _, f := range files {

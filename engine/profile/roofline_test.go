@@ -11,6 +11,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // rooflineFixture is testdata/roofline as results.json would list it: an
@@ -112,7 +113,7 @@ func TestRooflineByHand(t *testing.T) {
 	// compute side: 1 MB/s and 4 MFLOP/s. Iteration 2 takes
 	// 1,515,520/4e6 = 0.37888 s (compute bound), iteration 3
 	// 240,640/1e6 = 0.24064 s (memory bound).
-	iters, err := readTimedIterations(filepath.Join(fixtureCellDir("dense-gpu"), IterationsFile))
+	iters, err := readTimedIterations(filepath.Join(fixtureCellDir("dense-gpu"), layout.IterationsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestRooflineByHand(t *testing.T) {
 
 	// The experts counted from expert_load.csv, warm-up included (the
 	// floor asks only for the timed ones).
-	touched, err := readTouchedExperts(filepath.Join(fixtureCellDir("moe-gpu"), ExpertLoadFile), 2, 8)
+	touched, err := readTouchedExperts(filepath.Join(fixtureCellDir("moe-gpu"), layout.ExpertLoadFile), 2, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestCellRooflineRecordedCeilings(t *testing.T) {
 	}
 	const source = "measured by xrun on this GPU (GPU-1234) on 2026-11-21: device-to-device copy and float16 GEMM"
 	rec := `{"backend": "cuda/cublaslt", "ceilings": {"bytes_per_s": 1.6e12, "flop_per_s": 290e12, "device": "NVIDIA A100-SXM4-80GB", "dtype": "float16", "source": "` + source + `"}}`
-	if err := os.WriteFile(filepath.Join(dir, CellRecordFile), []byte(rec), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, layout.CellFile), []byte(rec), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := rooflineFixture()

@@ -14,13 +14,11 @@ import (
 	"time"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // DefaultTelemetryPeriod is how often the sampler reads the GPUs.
 const DefaultTelemetryPeriod = 50 * time.Millisecond
-
-// TelemetryFile is the per-cell telemetry artifact.
-const TelemetryFile = "telemetry.csv"
 
 // Sample is one reading of one GPU. A value the GPU or driver does not
 // report is NaN (an empty field in telemetry.csv).
@@ -187,10 +185,10 @@ func (t *Telemetry) Finish(cellDir string) (*results.Telemetry, []string, error)
 	if err := WriteTelemetryCSV(&b, s); err != nil {
 		return nil, nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(cellDir, TelemetryFile), b.Bytes()); err != nil {
+	if err := writeFileAtomic(filepath.Join(cellDir, layout.TelemetryFile), b.Bytes()); err != nil {
 		return nil, nil, err
 	}
-	return SummarizeTelemetry(s), []string{TelemetryFile}, nil
+	return SummarizeTelemetry(s), []string{layout.TelemetryFile}, nil
 }
 
 var telemetryHeader = "time_ms,gpu,sm_clock_mhz,mem_clock_mhz,gpu_util_pct,mem_util_pct,power_w,energy_j,temp_c,mem_used_bytes,throttle_reasons\n"

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // fakeGPUs stands in for NVML: two GPUs whose readings change with every
@@ -96,10 +98,10 @@ func TestTelemetrySampler(t *testing.T) {
 		tel = StartTelemetryFrom(&fakeGPUs{}, 10*time.Millisecond)
 		time.Sleep(35 * time.Millisecond)
 		s, files, err := tel.Finish(dir)
-		if err != nil || s == nil || s.Samples != 10 || !slices.Equal(files, []string{TelemetryFile}) {
+		if err != nil || s == nil || s.Samples != 10 || !slices.Equal(files, []string{layout.TelemetryFile}) {
 			t.Fatalf("Finish = %+v, %v, %v", s, files, err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, TelemetryFile)); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, layout.TelemetryFile)); err != nil {
 			t.Error(err)
 		}
 	})
