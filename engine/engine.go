@@ -106,6 +106,14 @@ type Result struct {
 	// MaxInFlight is the most requests the run could hold at once:
 	// batch_size, or fewer when the KV cache could not hold that many.
 	MaxInFlight int
+
+	// What an external engine's profiled pass left (engine/driver): the
+	// window's kernel summary as a kernels.csv file in the cell's
+	// directory (Ops are empty then), other files it left there (an Nsight
+	// Systems report, a trace), by name, and caveats for the diagnosis.
+	KernelSummary string
+	Files         []string
+	Notes         []string
 }
 
 // backends builds model backends by name. "cpu" is built in; others (the

@@ -126,3 +126,29 @@ func LookupModel(nameOrPath string) (ModelConfig, error) {
 	}
 	return c, nil
 }
+
+// hfNames are the Hugging Face names of the zoo's published models: what
+// external engines (TensorRT-LLM, a command's {hf_model}) load for them.
+// The tiny test shapes have none.
+var hfNames = map[string]string{
+	"tinyllama-1.1b": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+	"llama-3.2-1b":   "meta-llama/Llama-3.2-1B",
+	"llama-3.1-8b":   "meta-llama/Llama-3.1-8B",
+	"mixtral-8x7b":   "mistralai/Mixtral-8x7B-v0.1",
+	"gpt-oss-20b":    "openai/gpt-oss-20b",
+	"qwen3-30b-a3b":  "Qwen/Qwen3-30B-A3B",
+}
+
+// HFName is a zoo model's Hugging Face name; "" for a test shape or a
+// name outside the zoo.
+func HFName(zooName string) string { return hfNames[zooName] }
+
+// HFModels lists the zoo models that have a Hugging Face name, sorted.
+func HFModels() []string {
+	out := make([]string, 0, len(hfNames))
+	for n := range hfNames {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

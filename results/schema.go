@@ -62,6 +62,18 @@ type Environment struct {
 	// Repo is the git state of the repository holding the study file;
 	// nil when it is not in one.
 	Repo *Repo `json:"repo,omitempty"`
+	// Engines are the external engines' tools the study ran (engine
+	// trtllm, engine command), with the versions they reported.
+	Engines []EngineTool `json:"engines,omitempty"`
+}
+
+// EngineTool is an external engine's tool as the run found it.
+type EngineTool struct {
+	Engine  string `json:"engine"`            // the engine parameter: trtllm, command
+	Tool    string `json:"tool"`              // TensorRT-LLM, or the command's program
+	Version string `json:"version,omitempty"` // as the tool reported it
+	// Error says why the tool could not be asked (not installed, ...).
+	Error string `json:"error,omitempty"`
 }
 
 // Build identifies the xrun binary that produced the file.

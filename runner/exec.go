@@ -132,6 +132,8 @@ type study struct {
 	limit      *budget
 	limitStops int
 	limitBy    string // the limit that stopped them
+	// tools are the external engines' tools, by engine (probeEngines).
+	tools map[string]results.EngineTool
 }
 
 // runCell is one planned cell and what this run does with it.
@@ -222,6 +224,10 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 
 	if err := s.resolveDevices(ctx); err != nil {
 		return nil, err
+	}
+	s.probeEngines(ctx)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("asking the engines' tools their versions: %w", ErrInterrupted)
 	}
 	if err := s.buildPlan(sel); err != nil {
 		return nil, err
@@ -318,6 +324,7 @@ func (s *study) buildPlan(sel []bool) error {
 		return err
 	}
 	s.plan = &workerPlan{Version: workerPlanVersion, Name: s.spec.Name, Spec: s.spec.File, Repeats: s.spec.Repeats, CacheDir: abs,
+		Command: s.spec.Command, Trtllm: s.spec.Trtllm,
 		// Allocated whole, so the runCells may point into it.
 		Cells: make([]workerCell, 0, len(s.spec.Plan.Cells))}
 	build := Build()
@@ -332,7 +339,7 @@ func (s *study) buildPlan(sel []bool) error {
 		slices.Sort(names)
 		gpuDevice = strings.Join(names, "+") + " driver " + s.devs.DriverVersion
 	}
-	loggedAuto := false
+	loggedAuto, loggedNoGPU := false, false
 	for i := range s.spec.Plan.Cells {
 		c := &s.spec.Plan.Cells[i]
 		p := &c.Params
@@ -363,10 +370,18 @@ func (s *study) buildPlan(sel []bool) error {
 		}
 		rc := &runCell{cell: c, selected: sel[i]}
 		device := hostDevice()
+		external := !builtinEngine(backend)
 		if s.slurm != nil {
 			// Checked against the tasks' GPUs once the plan is built.
 			device = s.slurm.device()
-		} else if backend == "cuda" {
+		} else if external && len(s.gpus) == 0 {
+			// An external engine's tool says for itself whether it needs a
+			// GPU; its cells run one at a time, as CPU cells do.
+			if !loggedNoGPU {
+				s.log.Warn().Str("engine", backend).Str("why", s.noGPU).Msg("no usable GPU: cells of external engines run without one")
+				loggedNoGPU = true
+			}
+		} else if backend == "cuda" || external {
 			if len(s.gpus) == 0 {
 				return fmt.Errorf("cell %s: engine cuda, but no GPU is usable: %s", c.ID, s.noGPU)
 			}
@@ -382,7 +397,7 @@ func (s *study) buildPlan(sel []bool) error {
 		}
 		s.plan.Cells = append(s.plan.Cells, workerCell{
 			ID: c.ID, Hash: c.Hash,
-			Fingerprint: fingerprint(c, s.spec.Repeats, build, backend, device),
+			Fingerprint: fingerprint(c, s.spec.Repeats, build, s.engineIdentity(backend), device),
 			Params:      c.Flat(),
 			Engine: engine.Config{
 				Model: absModel(c.ModelRef), Backend: backend, Dtype: p.Dtype,
@@ -393,6 +408,9 @@ func (s *study) buildPlan(sel []bool) error {
 			Dataset: workerDatasetFor(c),
 			Timeout: timeout,
 		})
+		if external {
+			s.plan.Cells[len(s.plan.Cells)-1].Driver = s.driverParams(c)
+		}
 		rc.wc = &s.plan.Cells[len(s.plan.Cells)-1]
 		s.cells = append(s.cells, rc)
 	}
@@ -403,7 +421,7 @@ func (s *study) buildPlan(sel []bool) error {
 		// The fingerprints name the GPUs the tasks ask for, known only
 		// now.
 		for _, rc := range s.cells {
-			rc.wc.Fingerprint = fingerprint(rc.cell, s.spec.Repeats, build, rc.wc.Engine.Backend, s.slurm.device())
+			rc.wc.Fingerprint = fingerprint(rc.cell, s.spec.Repeats, build, s.engineIdentity(rc.wc.Engine.Backend), s.slurm.device())
 		}
 	}
 	return nil
@@ -564,6 +582,7 @@ func (s *study) initResults(ctx context.Context) {
 		Started:     time.Now(),
 		Cells:       make([]results.Cell, 0, len(s.cells)),
 	}
+	s.res.Environment.Engines = s.engineTools()
 	for _, c := range s.spec.Compare {
 		s.res.Compare = append(s.res.Compare, results.CompareSpec{Axis: c.Axis, Baseline: c.Baseline})
 	}

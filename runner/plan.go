@@ -8,10 +8,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/command"
+	"github.com/xrun-dev/xrun/engine/driver"
+	"github.com/xrun-dev/xrun/engine/trtllm"
 )
 
 // Plan is a study expanded into cells, with what was excluded or
@@ -75,7 +79,7 @@ type Cell struct {
 	DatasetFile string
 	Dataset     *Dataset
 
-	na   uint32  // bit i set: params[i] does not apply to this cell
+	na   uint64  // bit i set: params[i] does not apply to this cell
 	vals []int32 // the matrix value ids that made the cell (see mxCombo)
 }
 
@@ -100,7 +104,7 @@ type Dataset struct {
 	Exact        bool
 	Known        bool
 
-	na uint32 // the dataset parameters that do not apply (as Cell.na)
+	na uint64 // the dataset parameters that do not apply (as Cell.na)
 }
 
 // Totals add up one pass over every cell's dataset (repeats multiply it).
@@ -144,14 +148,25 @@ func (c *Cell) NotApplicable() []string {
 	return out
 }
 
-// notApplicable returns the parameters that cannot matter for p, as a bit set.
-func notApplicable(p *Params, m *engine.ModelConfig) uint32 {
-	var na uint32
+// builtinEngine reports whether an engine value runs xrun's own engine.
+func builtinEngine(e string) bool { return e == "auto" || e == "cuda" || e == "cpu" }
+
+// externalOnly are the parameters only external engines take.
+const externalOnly = 1<<pTrtllmBackend | 1<<pTP | 1<<pPP | 1<<pEP | 1<<pExtraOptions
+
+// notApplicable returns the parameters that cannot matter for p, as a bit
+// set, and for an external engine the reasons its driver gives (nil for
+// the built-in engine, whose reasons whyNotApplicable writes).
+func notApplicable(p *Params, m *engine.ModelConfig, pl driver.Planner) (uint64, map[int]string) {
+	var na uint64
 	if !m.MoE() {
 		na |= 1 << pRoutingMode
 	}
 	if p.Engine == "cpu" {
 		na |= 1<<pDtype | 1<<pKVFraction
+	}
+	if builtinEngine(p.Engine) {
+		na |= externalOnly
 	}
 	switch p.Dataset.Kind() {
 	case GenNorm:
@@ -163,7 +178,33 @@ func notApplicable(p *Params, m *engine.ModelConfig) uint32 {
 			1<<pInputMin | 1<<pInputMax | 1<<pOutputMin | 1<<pOutputMax |
 			1<<pDatasetSeed | 1<<pVocabSize | 1<<pEOSID | 1<<pRandTaskID
 	}
-	return na
+	if pl == nil {
+		return na, nil
+	}
+	if p.Engine != "trtllm" {
+		na |= 1 << pTrtllmBackend
+	}
+	why := map[int]string{}
+	for path, reason := range pl.Ignored(driverParams(p), m) {
+		if pi, ok := paramIndex[path]; ok && na&(1<<pi) == 0 {
+			na |= 1 << pi
+			why[pi] = reason
+		}
+	}
+	return na, why
+}
+
+// driverParams are p by path, as drivers read them.
+func driverParams(p *Params) driver.Params {
+	out := make(driver.Params, numParams)
+	for _, pm := range params {
+		v := pm.get(p)
+		if d, ok := v.(time.Duration); ok {
+			v = formatValue(d)
+		}
+		out[pm.path] = v
+	}
+	return out
 }
 
 // whyNotApplicable explains, for the plan, why parameter pi cannot matter.
@@ -175,6 +216,12 @@ func whyNotApplicable(pi int, p *Params) string {
 		return "dtype has no effect on the cpu engine (it computes in float32)"
 	case pKVFraction:
 		return "kv_cache_free_gpu_mem_fraction has no effect on the cpu engine"
+	case pTrtllmBackend:
+		return fmt.Sprintf("trtllm_backend has no effect on engine %s (it is engine trtllm's)", p.Engine)
+	case pTP, pPP, pEP, pExtraOptions:
+		if builtinEngine(p.Engine) {
+			return fmt.Sprintf("%s has no effect on engine %s (it is for engine trtllm or command)", params[pi].path, p.Engine)
+		}
 	}
 	if p.Dataset.Kind() == GenFile {
 		return fmt.Sprintf("%s has no effect on a dataset file", params[pi].path)
@@ -198,7 +245,7 @@ const canonicalVersion = "xrun-cell/1\n"
 // appendCanonical writes the canonical encoding of the parameters that
 // identify a cell: a version line, then "path=value" lines in path order.
 // Changing it changes every id, so it is versioned.
-func appendCanonical(b []byte, p *Params, na uint32, prefix string) []byte {
+func appendCanonical(b []byte, p *Params, na uint64, prefix string) []byte {
 	b = append(b, canonicalVersion...)
 	for _, pi := range hashOrder {
 		pm := params[pi]
@@ -304,7 +351,8 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 		vals []int32
 		into int
 		p    Params
-		na   uint32
+		na   uint64
+		why  map[int]string
 	}
 	var collapsed []collapsedAt
 	cells := make([]Cell, 0, len(res.combos))
@@ -334,14 +382,25 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 		if !explicit[pEOSID] {
 			p.Dataset.EOSID = model.EOS
 		}
-		na := notApplicable(&p, model)
+		pl, err := d.planner(&p, c.vals)
+		if err != nil {
+			return nil, err
+		}
+		if pl != nil && !explicit[pGPUsPerCell] && p.Engine == trtllm.Name {
+			// As trtllm-bench does: tp x pp GPUs unless told otherwise.
+			p.GPUsPerCell = max(p.GPUsPerCell, p.TP*p.PP)
+		}
+		na, why := notApplicable(&p, model, pl)
 		if err := d.crossCheck(&p, na, c.vals); err != nil {
+			return nil, err
+		}
+		if err := d.engineCheck(&p, model, pl, c.vals); err != nil {
 			return nil, err
 		}
 		buf = enc.appendCell(buf[:0], &p, na, c.vals)
 		sum := sha256.Sum256(buf)
 		if j, dup := seen[sum]; dup {
-			collapsed = append(collapsed, collapsedAt{vals: c.vals, into: j, p: p, na: na})
+			collapsed = append(collapsed, collapsedAt{vals: c.vals, into: j, p: p, na: na, why: why})
 			continue
 		}
 		if len(cells) == maxCells {
@@ -365,7 +424,11 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 		var reasons []string
 		for _, k := range declared {
 			if c.vals[k] >= 0 && c.na&(1<<k) != 0 {
-				reasons = append(reasons, whyNotApplicable(k, &c.p))
+				if r, ok := c.why[k]; ok {
+					reasons = append(reasons, r)
+				} else {
+					reasons = append(reasons, whyNotApplicable(k, &c.p))
+				}
 			}
 		}
 		reason := strings.Join(reasons, "; ")
@@ -378,10 +441,63 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 	return plan, nil
 }
 
+// planner is the driver of an external engine's cell (nil for the
+// built-in engine).
+func (d *decoder) planner(p *Params, vals []int32) (driver.Planner, error) {
+	switch p.Engine {
+	case command.Name:
+		if d.spec.Command == nil {
+			n, f := d.source(vals, pEngine)
+			return nil, d.errAt(n, f, "engine command needs a command block saying what to run, e.g. command: {argv: [python3, bench.py, --dataset, \"{dataset}\", --records, \"{records}\"]}")
+		}
+		return command.Planner{Def: d.spec.Command}, nil
+	case trtllm.Name:
+		if d.spec.Trtllm == nil {
+			d.spec.Trtllm = &trtllm.Options{}
+		}
+		return trtllm.Planner{Opt: d.spec.Trtllm.WithDefaults()}, nil
+	}
+	return nil, nil
+}
+
+// engineCheck refuses what the cell's engine cannot run: parallel sizes
+// on the built-in engine, and what an external engine's driver names.
+func (d *decoder) engineCheck(p *Params, m *engine.ModelConfig, pl driver.Planner, vals []int32) error {
+	blame := func(pi int, msg string) error {
+		n, f := d.source(vals, pi)
+		if n == nil {
+			n, f = d.source(vals, pEngine)
+		}
+		if n == nil {
+			n, f = d.rootNode, params[pi].path
+		}
+		return d.errAt(n, f, "%s", msg)
+	}
+	if pl == nil {
+		for _, pi := range []int{pTP, pPP, pEP} {
+			if v := *params[pi].intp(p); v != 1 {
+				return blame(pi, fmt.Sprintf("%s %d: engine %s runs a cell on one GPU; tp, pp and ep are for engine trtllm or command", params[pi].path, v, p.Engine))
+			}
+		}
+		return nil
+	}
+	if m.Path == "" && engine.HFName(p.Model) == "" && p.Engine == trtllm.Name {
+		return blame(pModel, fmt.Sprintf("%s is a test shape with no published checkpoint; engine trtllm needs a Hugging Face model: a zoo model with a published checkpoint (%s) or a model directory", p.Model, strings.Join(engine.HFModels(), ", ")))
+	}
+	if prob := pl.Check(driverParams(p), m); prob != nil {
+		pi, ok := paramIndex[prob.Param]
+		if !ok {
+			pi = pEngine
+		}
+		return blame(pi, fmt.Sprintf("%s (engine %s)", prob.Msg, p.Engine))
+	}
+	return nil
+}
+
 // crossCheck validates what no single value can: min <= max. (eos_id may
 // be >= vocab_size: Llama 3's EOS is an added token outside the base
 // vocabulary that datasets draw from, so the EOS scrub never fires.)
-func (d *decoder) crossCheck(p *Params, na uint32, vals []int32) error {
+func (d *decoder) crossCheck(p *Params, na uint64, vals []int32) error {
 	// Blame the value the matrix gave this cell, if either is one: it is
 	// what makes this cell differ from the others.
 	pair := func(lo, hi int, loV, hiV int) error {
@@ -468,7 +584,7 @@ func appendLine(b []byte, pi int, p *Params) []byte {
 
 // appendCell is appendCanonical(b, p, na, "") for a cell whose matrix
 // values are vals, from the caches.
-func (e *cellEncoder) appendCell(b []byte, p *Params, na uint32, vals []int32) []byte {
+func (e *cellEncoder) appendCell(b []byte, p *Params, na uint64, vals []int32) []byte {
 	b = append(b, canonicalVersion...)
 	for _, pi := range e.identity {
 		switch vi := vals[pi]; {
@@ -588,7 +704,7 @@ func datasets(cells []Cell, repeats int) ([]*Dataset, Totals) {
 
 // clearNotApplicable zeroes the dataset parameters that do not apply, so
 // that cells differing only in those share a dataset.
-func clearNotApplicable(d *DatasetParams, na uint32) {
+func clearNotApplicable(d *DatasetParams, na uint64) {
 	var p Params
 	p.Dataset = *d
 	for pi := pGenerator; pi <= pRandTaskID; pi++ {

@@ -15,6 +15,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/command"
+	"github.com/xrun-dev/xrun/engine/trtllm"
 )
 
 // SchemaVersion is the version of the spec format this xrun reads.
@@ -100,6 +102,10 @@ type Spec struct {
 	Effective []byte
 	// Plan is the expanded list of cells.
 	Plan *Plan
+	// Command is the command block (engine: command); Trtllm the trtllm
+	// block's settings (engine: trtllm), defaults when the spec has none.
+	Command *command.Definition
+	Trtllm  *trtllm.Options
 }
 
 // Axis is one dimension of the matrix: a plain axis has one key, a named
@@ -223,6 +229,8 @@ type decoder struct {
 	models map[string]*engine.ModelConfig
 
 	rootNode   *yaml.Node
+	commandKey *yaml.Node
+	trtllmKey  *yaml.Node
 	paramsKey  *yaml.Node
 	matrixKey  *yaml.Node
 	paramNode  [numParams]*yaml.Node // where params: set each parameter
@@ -362,7 +370,7 @@ func join(field, key string) string {
 
 func index(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
 
-var topKeys = []string{"schema_version", "name", "description", "params", "matrix", "repeats", "compare", "out"}
+var topKeys = []string{"schema_version", "name", "description", "params", "matrix", "repeats", "compare", "out", "command", "trtllm"}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
@@ -420,6 +428,14 @@ func (d *decoder) top(root *yaml.Node) error {
 			}
 		case "compare":
 			if err := d.compareEntries(kv.vn); err != nil {
+				return err
+			}
+		case "command":
+			if err := d.commandBlock(kv.kn, kv.vn); err != nil {
+				return err
+			}
+		case "trtllm":
+			if err := d.trtllmBlock(kv.kn, kv.vn); err != nil {
 				return err
 			}
 		default:
@@ -521,6 +537,13 @@ func (d *decoder) value(pi int, n *yaml.Node, field string) (any, error) {
 			st, err := os.Stat(p)
 			if err != nil || !st.Mode().IsRegular() {
 				return nil, d.errAt(n, field, "%q: no such dataset file (relative paths start at the spec's directory)", s)
+			}
+		}
+	case pExtraOptions:
+		if s := v.(string); s != "none" {
+			st, err := os.Stat(d.resolvePath(s))
+			if err != nil || !st.Mode().IsRegular() {
+				return nil, d.errAt(n, field, "%q: no such file of LLM API options (relative paths start at the spec's directory)", s)
 			}
 		}
 	}

@@ -17,7 +17,7 @@ import (
 // overlaid with the spec's params, overlaid with the cell's matrix values.
 // Values are canonical (profile_window "100-150", routing_mode "zipf:1.5").
 type Params struct {
-	Engine        string // auto | cuda | cpu
+	Engine        string // auto | cuda | cpu | trtllm | command
 	Model         string // zoo name, or a model directory as written in the spec
 	Dtype         string // float16 | bfloat16 | float32
 	BatchSize     int    // most requests in flight (trtllm-bench --max_batch_size)
@@ -30,6 +30,15 @@ type Params struct {
 	GPUsPerCell   int
 	// KVCacheFreeGPUMemFraction is the share of free GPU memory the KV cache may take.
 	KVCacheFreeGPUMemFraction float64
+	// TrtllmBackend is trtllm-bench's --backend (engine trtllm).
+	TrtllmBackend string
+	// TP, PP and EP are the tensor-, pipeline- and expert-parallel sizes
+	// (trtllm-bench --tp/--pp/--ep); 1 on the built-in engine.
+	TP, PP, EP int
+	// ExtraLLMAPIOptions is a YAML file of LLM API options
+	// (trtllm-bench --extra_llm_api_options), as written in the spec, or
+	// none.
+	ExtraLLMAPIOptions string
 	// Timeout bounds one cell (all its repeats); 0 means no limit. It is an
 	// execution limit, not something measured, so it is in neither the
 	// cell id nor Flat.
@@ -241,6 +250,11 @@ const (
 	pWarmup
 	pGPUsPerCell
 	pKVFraction
+	pTrtllmBackend
+	pTP
+	pPP
+	pEP
+	pExtraOptions
 	pTimeout
 	pGenerator
 	pNumRequests
@@ -261,7 +275,7 @@ const (
 
 // params is the registry, in the canonical order of Flat, the hash and the docs.
 var params = [numParams]*param{
-	pEngine: enumParam("engine", "auto", []string{"auto", "cuda", "cpu"}, func(p *Params) *string { return &p.Engine },
+	pEngine: enumParam("engine", "auto", []string{"auto", "cuda", "cpu", "trtllm", "command"}, func(p *Params) *string { return &p.Engine },
 		map[string]string{"auto": "eng-auto"}),
 	pModel: {path: "model", kind: kindString, identity: true,
 		doc:   "a zoo model name or a directory with config.json",
@@ -293,6 +307,17 @@ var params = [numParams]*param{
 	pKVFraction: {path: "kv_cache_free_gpu_mem_fraction", kind: kindFloat, def: 0.9, identity: true,
 		doc: "a number in (0, 1]", parse: parseFraction, fltp: func(p *Params) *float64 { return &p.KVCacheFreeGPUMemFraction },
 		slug: func(v any) string { return "kv" + formatValue(v) }},
+	pTrtllmBackend: enumParam("trtllm_backend", "pytorch", []string{"pytorch", "tensorrt"}, func(p *Params) *string { return &p.TrtllmBackend },
+		map[string]string{"pytorch": "trt-pytorch", "tensorrt": "trt-engine"}),
+	pTP: intParam("tp", 1, 1, 1024, "tp", func(p *Params) *int { return &p.TP }),
+	pPP: intParam("pp", 1, 1, 1024, "pp", func(p *Params) *int { return &p.PP }),
+	pEP: intParam("ep", 1, 1, 1024, "ep", func(p *Params) *int { return &p.EP }),
+	pExtraOptions: {path: "extra_llm_api_options", kind: kindString, def: "none", identity: true,
+		doc:   "a path to a YAML file of LLM API options, or none",
+		parse: parseOptionalPath, strp: func(p *Params) *string { return &p.ExtraLLMAPIOptions },
+		slug: func(v any) string {
+			return "opts-" + strings.TrimSuffix(strings.TrimSuffix(baseName(v.(string)), ".yaml"), ".yml")
+		}},
 	pTimeout: {path: "timeout", kind: kindDuration, def: time.Duration(0), noAxis: true,
 		doc: `a duration such as "90s", "45m" or "2h", or none`, parse: parseTimeout,
 		durp: func(p *Params) *time.Duration { return &p.Timeout }},
@@ -529,6 +554,17 @@ func parseTimeout(n *yaml.Node) (any, string) {
 		return nil, fmt.Sprintf("%q: expected a positive duration, or none", s)
 	}
 	return d, ""
+}
+
+func parseOptionalPath(n *yaml.Node) (any, string) {
+	s, ok := scalarString(n)
+	if !ok || strings.TrimSpace(s) == "" {
+		return nil, "expected a path to a YAML file, or none, got " + describe(n)
+	}
+	if s == "none" {
+		return s, ""
+	}
+	return cleanPath(s), ""
 }
 
 func parseGenerator(n *yaml.Node) (any, string) {

@@ -18,7 +18,10 @@ import (
 
 	dsets "github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/command"
+	"github.com/xrun-dev/xrun/engine/driver"
 	"github.com/xrun-dev/xrun/engine/profile"
+	"github.com/xrun-dev/xrun/engine/trtllm"
 	"github.com/xrun-dev/xrun/results"
 	"github.com/xrun-dev/xrun/results/layout"
 )
@@ -41,6 +44,9 @@ type workerPlan struct {
 	// them generates them there again (the cache verifies every file).
 	CacheDir string       `json:"cache_dir"`
 	Cells    []workerCell `json:"cells"`
+	// Command and Trtllm are the spec's blocks for external engines.
+	Command *command.Definition `json:"command,omitempty"`
+	Trtllm  *trtllm.Options     `json:"trtllm,omitempty"`
 }
 
 // workerCell is one cell as its worker runs it.
@@ -58,6 +64,9 @@ type workerCell struct {
 	Dataset workerDataset `json:"dataset"`
 	// Timeout bounds the whole cell; the executor enforces it.
 	Timeout time.Duration `json:"timeout_ns"`
+	// Driver are an external engine's cell's parameters, all of them,
+	// paths absolute (nil for the built-in engine).
+	Driver driver.Params `json:"driver,omitempty"`
 }
 
 // workerDataset says where a cell's requests come from: a generator's
@@ -95,6 +104,12 @@ type cellRecord struct {
 	// Ceilings are the roofline's ceilings the GPU backend measured, on a
 	// GPU xrun knows none for (engine/profile reads them from here).
 	Ceilings *engine.Ceilings `json:"ceilings,omitempty"`
+	// Tool, Build and Commands describe an external engine's cell: its
+	// tool and version, what its engine was built with, and the distinct
+	// commands it ran (commands.jsonl has every one).
+	Tool     *driver.Tool      `json:"tool,omitempty"`
+	Build    map[string]string `json:"build,omitempty"`
+	Commands []driver.Command  `json:"commands,omitempty"`
 	// Passes say which session ran each timed repeat, in order, and then
 	// the profiled pass; earlier_session marks those kept from an earlier
 	// worker.
@@ -184,7 +199,7 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 	}
 	log.Info().Str("fingerprint", cell.Fingerprint).Str("backend", cell.Engine.Backend).
 		Str("cuda_visible_devices", o.Getenv("CUDA_VISIBLE_DEVICES")).Int("repeats", plan.Repeats).Int("repeats_kept", len(kept)).Msg("cell started")
-	w := &cellWorker{dir: dir, cell: cell, repeats: plan.Repeats, cacheDir: plan.CacheDir, log: log, rec: rec,
+	w := &cellWorker{dir: dir, cell: cell, plan: plan, getenv: o.Getenv, repeats: plan.Repeats, cacheDir: plan.CacheDir, log: log, rec: rec,
 		fault: faultFor(o.Getenv(FaultEnv), id), session: sess, done: kept, telOrigin: sess.Started, now: o.Now}
 	w.took, w.fault = passTimeFault(w.fault)
 	if w.limit, err = workerBudget(o.Getenv, w.clock); err != nil {
@@ -260,6 +275,8 @@ func readWorkerPlan(dir string) (*workerPlan, error) {
 type cellWorker struct {
 	dir      string
 	cell     *workerCell
+	plan     *workerPlan
+	getenv   func(string) string
 	repeats  int
 	cacheDir string
 	log      zerolog.Logger
@@ -277,6 +294,8 @@ type cellWorker struct {
 	// rows' times count from telOrigin, the cell's first worker's start.
 	tel                 *profile.Telemetry
 	telStart, telOrigin time.Time
+	// external is the cell's external engine, if it has one.
+	external driver.External
 	// now is the clock; skew is added to it, took more after every pass
 	// (a test fault: passes that take minutes without taking them).
 	now        func() time.Time
@@ -313,16 +332,21 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		return err
 	}
 	ready := w.clock()
-	reqs, err := w.requests()
+	reqs, path, err := w.requests()
 	if err != nil {
 		return err
 	}
 	t0 := time.Now()
-	e, err := engine.New(ctx, w.cell.Engine)
+	e, err := w.openEngine(ctx, w.plan, path, reqs)
 	if err != nil {
 		return fmt.Errorf("creating the engine: %w", err)
 	}
 	defer e.Close()
+	if x, ok := e.(driver.External); ok {
+		// Recorded as the engine runs: a failed pass still says what ran.
+		w.external = x
+		defer w.recordExternal()
+	}
 	w.setup = w.clock().Sub(ready)
 	w.rec.Backend = e.Backend()
 	if cr, ok := e.(engine.CeilingsReporter); ok {
@@ -380,8 +404,15 @@ func (w *cellWorker) measure(ctx context.Context) error {
 			return fmt.Errorf("profiled pass: %w", err)
 		}
 		w.profiledPass, w.profiledStarted, w.profiledFinished = res, started, w.clock().UTC()
-		p, files, err := profile.WriteArtifacts(layout.CellDir(w.dir, w.cell.ID), res, e.Model(),
-			profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt, Device: profile.MeasuredDevice(w.rec.Ceilings)})
+		popt := profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt, Device: profile.MeasuredDevice(w.rec.Ceilings)}
+		var p *results.Profile
+		var files []string
+		if w.external != nil {
+			// An external profiler's kernel summary, not per-kernel records.
+			p, files, err = profile.SummaryArtifacts(res, e.Model(), popt)
+		} else {
+			p, files, err = profile.WriteArtifacts(layout.CellDir(w.dir, w.cell.ID), res, e.Model(), popt)
+		}
 		if err != nil {
 			return fmt.Errorf("profile artifacts: %w", err)
 		}
@@ -411,13 +442,13 @@ func topKernels(p *results.Profile, n int) *results.Profile {
 // requests loads the cell's dataset: a generated one through the cache
 // (which verifies it, and generates it again where it is missing), or the
 // user's file, checked against the model's vocabulary.
-func (w *cellWorker) requests() ([]dsets.Request, error) {
+func (w *cellWorker) requests() ([]dsets.Request, string, error) {
 	d := w.cell.Dataset
 	path := d.File
 	if d.Generate != nil {
 		e, err := dsets.Cache{Dir: w.cacheDir}.Ensure(*d.Generate)
 		if err != nil {
-			return nil, fmt.Errorf("dataset %s: %w", d.ID, err)
+			return nil, "", fmt.Errorf("dataset %s: %w", d.ID, err)
 		}
 		if e.Generated {
 			w.log.Info().Str("path", e.Path).Str("reason", e.Reason).Msg("dataset generated")
@@ -426,14 +457,14 @@ func (w *cellWorker) requests() ([]dsets.Request, error) {
 	}
 	reqs, err := dsets.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", d.ID, err)
+		return nil, "", fmt.Errorf("dataset %s: %w", d.ID, err)
 	}
 	if d.Vocab > 0 {
 		if err := dsets.CheckVocab(reqs, d.Vocab); err != nil {
-			return nil, fmt.Errorf("dataset %s: %w", d.ID, err)
+			return nil, "", fmt.Errorf("dataset %s: %w", d.ID, err)
 		}
 	}
-	return reqs, nil
+	return reqs, path, nil
 }
 
 // expertLoad summarises a MoE cell's routing for results.json: the mean
@@ -595,3 +626,13 @@ type requestLine struct {
 }
 
 const iterationsHeader = "pass,profiled,iteration,ctx_requests,ctx_tokens,gen_requests,start_ns,duration_ns,warmup,in_window\n"
+
+// recordExternal puts what an external engine ran into the cell's record.
+func (w *cellWorker) recordExternal() {
+	x := w.external
+	t := x.Tool()
+	w.rec.Tool, w.rec.Build, w.rec.Commands = &t, x.Build(), x.Commands()
+	if _, err := os.Stat(filepath.Join(layout.CellDir(w.dir, w.cell.ID), layout.CommandsFile)); err == nil {
+		w.artifacts = append(w.artifacts, layout.CellArtifact(w.cell.ID, layout.CommandsFile))
+	}
+}

@@ -290,9 +290,10 @@ func (d *Diagnosis) moeBreakdown(stats []KernelStat) {
 // kernel diff's categories use too.
 func IsGEMM(name string) bool { return results.IsGEMMKernel(name) }
 
-func (d *Diagnosis) gemmAndTop(ops []model.OpRecord) {
-	stats := Summarize(ops)
-	if len(stats) == 0 || d.KernelTime <= 0 {
+func (d *Diagnosis) gemmAndTop(ops []model.OpRecord) { d.gemmAndTopStats(Summarize(ops)) }
+
+func (d *Diagnosis) gemmAndTopStats(stats []KernelStat) {
+	if len(stats) == 0 || d.KernelTime <= 0 || d.Iterations == 0 {
 		return
 	}
 	var gemm []string

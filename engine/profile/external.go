@@ -1,0 +1,132 @@
+package profile
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/results"
+)
+
+// PatternCommunication names the share of a window's kernel time that is
+// collective communication (NCCL) rather than compute.
+const PatternCommunication = "communication"
+
+var ncclKernel = regexp.MustCompile(`(?i)nccl|allreduce|all_reduce|allgather|reducescatter|alltoall|moe_comm`)
+
+// IsCommunication reports whether a kernel is a collective (NCCL, or a
+// custom all-reduce).
+func IsCommunication(name string) bool { return ncclKernel.MatchString(name) }
+
+// DiagnoseSummary is Diagnose for a pass that has a kernel summary but no
+// per-kernel records (an external engine profiled by Nsight Systems): the
+// window's time comes from the iterations the engine logged inside it,
+// and what needs kernel timings (busy time, gaps between kernels) is
+// estimated from the summed kernel time or left out.
+func DiagnoseSummary(stats []KernelStat, res *engine.Result, mc engine.ModelConfig, dev Device) *Diagnosis {
+	d := &Diagnosis{Device: dev}
+	for _, s := range stats {
+		d.Kernels += int(s.Instances)
+		d.KernelTime += time.Duration(s.TotalNs)
+	}
+	iters := profiledIterations(res)
+	d.Iterations = len(iters)
+	if len(iters) == 0 {
+		d.Notes = append(d.Notes, "the engine logged no iteration inside the profile window: the kernel table stands alone, without figures per iteration or a roofline")
+		return d
+	}
+	for _, it := range iters {
+		d.Window += it.Duration
+	}
+	gen := meanGenContext(res)
+	for _, it := range iters {
+		d.Work = d.Work.Add(IterationWorkTouched(mc, it, gen, dev.ElemBytes, -1))
+	}
+	if len(stats) == 0 {
+		d.Notes = append(d.Notes, "no kernel records in the window")
+		return d
+	}
+	if win := d.Window.Seconds(); win > 0 {
+		if share := d.KernelTime.Seconds() / win; share < lowBusy {
+			d.add(PatternLowUtilization, fmt.Sprintf("kernels ran %.1f%% of the %s the engine's profiled iterations took (summed kernel time; kernels on concurrent streams count twice, so the GPU was idle at least the rest)",
+				100*share, fmtDur(float64(d.Window))),
+				map[string]float64{"kernel_time_fraction": share, "window_ns": float64(d.Window)})
+		}
+	}
+	d.roofline()
+	d.communication(stats)
+	d.gemmAndTopStats(stats)
+	return d
+}
+
+// communication reports the collectives' share of kernel time.
+func (d *Diagnosis) communication(stats []KernelStat) {
+	var comm int64
+	for _, s := range stats {
+		if IsCommunication(s.Name) {
+			comm += s.TotalNs
+		}
+	}
+	if comm == 0 || d.KernelTime <= 0 {
+		return
+	}
+	share := float64(comm) / float64(d.KernelTime)
+	d.add(PatternCommunication, fmt.Sprintf("collectives take %.1f%% of kernel time (%s per iteration); the rest is compute",
+		100*share, fmtDur(float64(comm)/float64(max(d.Iterations, 1)))),
+		map[string]float64{"communication_share": share, "communication_ns_per_iteration": float64(comm) / float64(max(d.Iterations, 1))})
+}
+
+// SummaryArtifacts is WriteArtifacts for an external engine's profiled
+// pass: its kernel summary (res.KernelSummary, a kernels.csv the driver
+// wrote into the cell's directory) and the files its tools left there
+// become the cell's profile, with DiagnoseSummary's diagnosis and the
+// driver's notes.
+func SummaryArtifacts(res *engine.Result, mc engine.ModelConfig, o Options) (*results.Profile, []string, error) {
+	if o.Device == (Device{}) {
+		o.Device = DeviceFor(res.Backend)
+	}
+	if o.Top <= 0 {
+		o.Top = DefaultTopKernels
+	}
+	var stats []KernelStat
+	files := append([]string(nil), res.Files...)
+	if res.KernelSummary != "" {
+		f, err := os.Open(res.KernelSummary)
+		if err != nil {
+			return nil, nil, err
+		}
+		stats, err = ReadKernelsCSV(f, res.KernelSummary)
+		f.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	diag := DiagnoseSummary(stats, res, mc, o.Device)
+	diag.Notes = append(diag.Notes, res.Notes...)
+	diag.Notes = append(diag.Notes, o.Notes...)
+	window := o.Window
+	if window == "" {
+		window = FormatWindows(res.Windows)
+	}
+	p := &results.Profile{Window: window, Iterations: diag.Iterations, Diagnosis: diag.Lines(), Stats: finite(diag.Stats())}
+	for _, s := range stats[:min(o.Top, len(stats))] {
+		p.Kernels = append(p.Kernels, results.Kernel{Name: s.Name, TimePct: s.TimePct, TotalNs: s.TotalNs, Instances: s.Instances,
+			AvgNs: s.AvgNs, MedNs: s.MedNs, MinNs: s.MinNs, MaxNs: s.MaxNs, StdDevNs: s.StdDevNs})
+	}
+	return p, dedupe(files), nil
+}
+
+func dedupe(files []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range files {
+		if !seen[f] && strings.TrimSpace(f) != "" {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
