@@ -32,6 +32,12 @@ type Entry struct {
 	Reason    string
 }
 
+// FilePath is where p's dataset file is (or will be) kept; unlike Path it
+// neither checks nor generates it.
+func (c Cache) FilePath(p Params) string {
+	return filepath.Join(c.Dir, p.Slug()+"-"+p.Key()+".jsonl")
+}
+
 // Path returns the path of p's dataset file, generating it if needed.
 func (c Cache) Path(p Params) (string, error) {
 	e, err := c.Ensure(p)
@@ -46,8 +52,7 @@ func (c Cache) Ensure(p Params) (Entry, error) {
 	if c.Dir == "" {
 		return Entry{}, fmt.Errorf("dataset cache: no directory given")
 	}
-	name := p.Slug() + "-" + p.Key() + ".jsonl"
-	e := Entry{Path: filepath.Join(c.Dir, name)}
+	e := Entry{Path: c.FilePath(p)}
 	sumPath := e.Path + ".sha256"
 
 	sum, reason := verify(e.Path, sumPath)
@@ -68,7 +73,7 @@ func (c Cache) Ensure(p Params) (Entry, error) {
 	}
 	e.SHA256 = hex.EncodeToString(h.Sum(nil))
 	err = WriteFileAtomic(sumPath, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "%s  %s\n", e.SHA256, name)
+		_, err := fmt.Fprintf(w, "%s  %s\n", e.SHA256, filepath.Base(e.Path))
 		return err
 	})
 	if err != nil {

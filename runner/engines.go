@@ -114,12 +114,12 @@ func (s *study) engineIdentity(backend string) string {
 	return backend + " version=" + s.tools[backend].Version + " block=" + hex.EncodeToString(sum[:8])
 }
 
-// driverParams are every parameter of an external engine's cell as its
-// driver reads them, with paths made absolute.
-func (s *study) driverParams(c *Cell) driver.Params {
+// cellDriverParams are every parameter of an external engine's cell as
+// its driver reads them, with paths made absolute.
+func cellDriverParams(spec *Spec, c *Cell) driver.Params {
 	p := driverParams(&c.Params)
 	if x := c.Params.ExtraLLMAPIOptions; x != "" && x != "none" {
-		p["extra_llm_api_options"] = absPath(filepath.Join(s.spec.Dir, x), x)
+		p["extra_llm_api_options"] = absPath(filepath.Join(spec.Dir, x), x)
 	}
 	p["model"] = absModel(c.ModelRef)
 	return p

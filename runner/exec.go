@@ -399,17 +399,12 @@ func (s *study) buildPlan(sel []bool) error {
 			ID: c.ID, Hash: c.Hash,
 			Fingerprint: fingerprint(c, s.spec.Repeats, build, s.engineIdentity(backend), device),
 			Params:      c.Flat(),
-			Engine: engine.Config{
-				Model: absModel(c.ModelRef), Backend: backend, Dtype: p.Dtype,
-				BatchSize: p.BatchSize, MaxNumTokens: p.MaxNumTokens, GemmPlugin: p.GemmPlugin,
-				RoutingMode: p.RoutingMode, ProfileWindow: p.ProfileWindow, Seed: p.Seed, Warmup: p.Warmup,
-				NumGPUs: p.GPUsPerCell, KVCacheFreeGPUMemFraction: p.KVCacheFreeGPUMemFraction,
-			},
+			Engine:  engineConfig(c, backend),
 			Dataset: workerDatasetFor(c),
 			Timeout: timeout,
 		})
 		if external {
-			s.plan.Cells[len(s.plan.Cells)-1].Driver = s.driverParams(c)
+			s.plan.Cells[len(s.plan.Cells)-1].Driver = cellDriverParams(s.spec, c)
 		}
 		rc.wc = &s.plan.Cells[len(s.plan.Cells)-1]
 		s.cells = append(s.cells, rc)
@@ -451,6 +446,17 @@ func (s *study) slurmDryRun(sel []bool) error {
 		s.loadRecords()
 	}
 	return s.slurm.dryRun(s.queue())
+}
+
+// engineConfig is a cell's engine configuration on backend.
+func engineConfig(c *Cell, backend string) engine.Config {
+	p := &c.Params
+	return engine.Config{
+		Model: absModel(c.ModelRef), Backend: backend, Dtype: p.Dtype,
+		BatchSize: p.BatchSize, MaxNumTokens: p.MaxNumTokens, GemmPlugin: p.GemmPlugin,
+		RoutingMode: p.RoutingMode, ProfileWindow: p.ProfileWindow, Seed: p.Seed, Warmup: p.Warmup,
+		NumGPUs: p.GPUsPerCell, KVCacheFreeGPUMemFraction: p.KVCacheFreeGPUMemFraction,
+	}
 }
 
 // absModel makes a model directory absolute, so a worker in another

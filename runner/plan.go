@@ -489,7 +489,7 @@ func (d *decoder) engineCheck(p *Params, m *engine.ModelConfig, pl driver.Planne
 		if !ok {
 			pi = pEngine
 		}
-		return blame(pi, fmt.Sprintf("%s (engine %s)", prob.Msg, p.Engine))
+		return blame(pi, prob.Msg)
 	}
 	return nil
 }

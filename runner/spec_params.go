@@ -437,6 +437,7 @@ var aliases = map[string]string{
 	"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32",
 	"enable": "auto", "enabled": "auto", "on": "auto", "off": "disable", "disabled": "disable",
 	"gpu": "cuda", "norm": GenNorm, "unif": GenUnif, "uniform": GenUnif,
+	"tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt-llm": "trtllm", "torch": "pytorch", "trt": "tensorrt",
 }
 
 func parseModelName(n *yaml.Node) (any, string) {

@@ -107,7 +107,7 @@ func (Planner) Check(p driver.Params, m *engine.ModelConfig) *driver.Problem {
 		}
 	}
 	if g := p.Int("gpus_per_cell"); tp*pp > g {
-		return &driver.Problem{Param: "gpus_per_cell", Msg: fmt.Sprintf("%d, but tp %d x pp %d needs %d GPUs", g, tp, pp, tp*pp)}
+		return &driver.Problem{Param: "gpus_per_cell", Msg: fmt.Sprintf("%d, but tp %d x pp %d needs %d GPUs on engine trtllm", g, tp, pp, tp*pp)}
 	}
 	if m != nil && m.MoE() && ep > 1 && tp%ep != 0 {
 		return &driver.Problem{Param: "ep", Msg: fmt.Sprintf("%d must divide tp %d (TensorRT-LLM splits each MoE layer's tp ranks into ep expert groups)", ep, tp)}
