@@ -399,9 +399,9 @@ func (s *study) buildPlan(sel []bool) error {
 			ID: c.ID, Hash: c.Hash,
 			Fingerprint: fingerprint(c, s.spec.Repeats, build, s.engineIdentity(backend), device),
 			Params:      c.Flat(),
-			Engine:  engineConfig(c, backend),
-			Dataset: workerDatasetFor(c),
-			Timeout: timeout,
+			Engine:      engineConfig(c, backend),
+			Dataset:     workerDatasetFor(c),
+			Timeout:     timeout,
 		})
 		if external {
 			s.plan.Cells[len(s.plan.Cells)-1].Driver = cellDriverParams(s.spec, c)
