@@ -220,11 +220,15 @@ func ParseKernelSummary(r io.Reader, file string) ([]profile.KernelStat, error) 
 		if err == io.EOF {
 			break
 		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, bad(pe.Line+start, "%v", pe.Err)
+			}
+			return nil, bad(0, "%v", err)
+		}
 		line, _ := cr.FieldPos(0)
 		line += start
-		if err != nil {
-			return nil, bad(line, "%v", err)
-		}
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue
 		}
