@@ -134,7 +134,7 @@ func TestParseRequestJSON(t *testing.T) {
 
 func TestFeatures(t *testing.T) {
 	for _, tc := range []struct {
-		v                              string
+		v                               string
 		pytorch, flag, tensorrt, perReq bool
 		refuse                          string // backend refused
 	}{
