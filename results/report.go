@@ -679,6 +679,16 @@ func environmentLines(r *Results) []string {
 		lines = append(lines, fmt.Sprintf("GPU %d: %s, %s, driver %s, CUDA %s, sm_%s, %d/%d MHz SM/mem, %gW limit",
 			g.Index, g.Name, formatBytes(g.MemoryBytes), g.Driver, g.CUDAVersion, strings.ReplaceAll(g.ComputeCapability, ".", ""), g.SMClockMHz, g.MemClockMHz, g.PowerLimitW))
 	}
+	for _, t := range e.Engines {
+		l := "engine " + t.Engine + ": " + t.Tool
+		switch {
+		case t.Version != "":
+			l += " " + t.Version
+		case t.Error != "":
+			l += " (not found: " + t.Error + ")"
+		}
+		lines = append(lines, l)
+	}
 	if e.Repo != nil {
 		lines = append(lines, "experiments at "+shortHash(e.Repo.Commit)+pick(e.Repo.Dirty, " (dirty)", ""))
 	}

@@ -97,6 +97,11 @@ func CellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 		return nil, err
 	}
 	if len(iters) == 0 {
+		if strings.HasPrefix(rec.Backend, "command/") {
+			// A benchmark program's records have no iterations to
+			// schedule the work by; the cell simply has no roofline.
+			return nil, nil
+		}
 		return nil, fmt.Errorf("%s: no timed iteration in pass 0", filepath.Join(dir, layout.IterationsFile))
 	}
 	basis := layout.IterationsFile + " (first repeat, warm-up left out)"
