@@ -108,7 +108,8 @@ func Exec(ctx context.Context, c Command, o ExecOptions) error {
 	if o.Grace <= 0 {
 		o.Grace = DefaultGrace
 	}
-	path, err := lookPath(c.Argv[0], c.Dir)
+	env := append(append([]string(nil), o.Env...), c.Env...)
+	path, err := lookPath(c.Argv[0], c.Dir, env)
 	if err != nil {
 		e := &ToolError{Command: c, Status: -1, Reason: "not found", Err: err}
 		o.Audit.record(c, o.Pass, time.Now(), 0, e)
@@ -117,7 +118,7 @@ func Exec(ctx context.Context, c Command, o ExecOptions) error {
 	cmd := exec.Command(path, c.Argv[1:]...)
 	cmd.Args[0] = c.Argv[0]
 	cmd.Dir = c.Dir
-	cmd.Env = append(append([]string(nil), o.Env...), c.Env...)
+	cmd.Env = env
 	tail := &tailBuffer{max: 64 << 10}
 	var logw io.Writer = tail
 	if o.Log != nil {
@@ -177,24 +178,48 @@ func Exec(ctx context.Context, c Command, o ExecOptions) error {
 	return e
 }
 
-// lookPath finds a program as exec.Command would, relative names against
-// dir.
-func lookPath(name, dir string) (string, error) {
+// lookPath finds a program as the shell would in the tool's own
+// environment (its PATH, which a spec's env may set), names with a slash
+// relative to dir.
+func lookPath(name, dir string, env []string) (string, error) {
+	isExe := func(p string) error {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if st.IsDir() || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("%s is not an executable file", p)
+		}
+		return nil
+	}
 	if strings.Contains(name, "/") {
 		p := name
 		if !filepath.IsAbs(p) && dir != "" {
 			p = filepath.Join(dir, p)
 		}
-		st, err := os.Stat(p)
-		if err != nil {
+		if err := isExe(p); err != nil {
 			return "", err
-		}
-		if st.IsDir() || st.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("%s is not an executable file", p)
 		}
 		return p, nil
 	}
-	return exec.LookPath(name)
+	path, found := "", false
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path, found = v, true
+		}
+	}
+	if !found {
+		return exec.LookPath(name)
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		if p := filepath.Join(d, name); isExe(p) == nil {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
 }
 
 var (

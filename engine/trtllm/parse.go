@@ -181,9 +181,11 @@ const iterationTimeLayout = "01-02-2006 15:04:05.999999"
 // line, as Python's str(dict) writes them (or JSON). The iterations become
 // xrun's iteration records: context requests and tokens and generation
 // requests from inflightBatchingStats, the duration from iterLatencyMS,
-// the start from the timestamp (or the durations summed). The leading
-// iterations until the warmup-th request completed are warm-up ones.
-// A missing file gives no iterations.
+// the start from the timestamp (or the durations summed). When the log
+// starts at the executor's first iteration (iter 0), the leading
+// iterations until the warmup-th request completed are the warm-up's;
+// a log that starts later began after the warm-up. A missing file gives
+// no iterations.
 func ReadIterationLog(path string, warmup int) ([]engine.IterationRecord, error) {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
@@ -253,6 +255,9 @@ func ParseIterationLog(r io.Reader, path string, warmup int) ([]engine.Iteration
 			rec.Start = clock
 		}
 		clock = rec.Start + rec.Duration
+		if len(out) == 0 && rec.Index > 0 {
+			warmDone = true // the log began after the warm-up
+		}
 		if !warmDone {
 			rec.Warmup = true
 			if n, ok := num("numCompletedRequests"); ok {

@@ -66,6 +66,12 @@ func TestParseIterationLog(t *testing.T) {
 			t.Errorf("iteration %d: %+v, want %+v", i, it, w)
 		}
 	}
+	// A log that begins after the warm-up marks none of it.
+	late := strings.ReplaceAll(iterationLog, "'iter': ", "'iter': 10")
+	iters, err = ParseIterationLog(strings.NewReader(late), "iterations.log", 2)
+	if err != nil || iters[0].Index != 100 || iters[0].Warmup || iters[1].Warmup {
+		t.Errorf("late log: %v %+v", err, iters)
+	}
 	if _, err := ParseIterationLog(strings.NewReader("{'iter': 1}\n"), "iterations.log", 0); err == nil || !strings.Contains(err.Error(), "iterations.log:1: iterLatencyMS") {
 		t.Errorf("got %v", err)
 	}

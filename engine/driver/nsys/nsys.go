@@ -97,11 +97,23 @@ func Collect(ctx context.Context, o CollectOptions) (*Profile, error) {
 		return nil, err
 	}
 	defer logf.Close()
+	report := KernelReport
 	err = driver.Exec(ctx, st, driver.ExecOptions{Env: o.Env, Log: logf, LogPath: logPath, Stdout: &out, Audit: o.Audit, Pass: -1})
+	var te *driver.ToolError
+	if errors.As(err, &te) && te.Reason != "stopped" && te.Reason != "not found" {
+		// Releases before 2023 name the summary gpukernsum.
+		old := st
+		old.Argv = slices.Clone(st.Argv)
+		old.Argv[slices.Index(old.Argv, KernelReport)] = OldKernelReport
+		out.Reset()
+		if oerr := driver.Exec(ctx, old, driver.ExecOptions{Env: o.Env, Log: logf, LogPath: logPath, Stdout: &out, Audit: o.Audit, Pass: -1}); oerr == nil {
+			err, report = nil, OldKernelReport
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	csvPath := prefix + "_" + KernelReport + ".csv"
+	csvPath := prefix + "_" + report + ".csv"
 	data, err := os.ReadFile(csvPath)
 	if errors.Is(err, os.ErrNotExist) {
 		// Some releases print the report instead of writing it.
