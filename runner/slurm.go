@@ -242,11 +242,12 @@ func (x *slurmExecutor) device() string {
 }
 
 // planGPUs settles how many GPUs each task asks for, once the plan knows
-// which cells run on cuda and how many GPUs each needs (gpus_per_cell).
+// which cells run on cuda or an external engine (TensorRT-LLM, a command:
+// GPU programs) and how many GPUs each needs (gpus_per_cell).
 func (x *slurmExecutor) planGPUs(cells []*runCell) error {
 	most, cuda := 0, false
 	for _, rc := range cells {
-		if rc.selected && rc.wc.Engine.Backend == "cuda" {
+		if rc.selected && (rc.wc.Engine.Backend == "cuda" || !builtinEngine(rc.wc.Engine.Backend)) {
 			cuda = true
 			most = max(most, rc.wc.Engine.NumGPUs)
 		}

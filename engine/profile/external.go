@@ -35,7 +35,8 @@ func DiagnoseSummary(stats []KernelStat, res *engine.Result, mc engine.ModelConf
 	iters := profiledIterations(res)
 	d.Iterations = len(iters)
 	if len(iters) == 0 {
-		d.Notes = append(d.Notes, "the engine logged no iteration inside the profile window: the kernel table stands alone, without figures per iteration or a roofline")
+		d.Notes = append(d.Notes, "the engine logged no iteration inside the profile window: no figures per iteration and no roofline")
+		d.windowShares(stats)
 		return d
 	}
 	for _, it := range iters {
@@ -60,6 +61,39 @@ func DiagnoseSummary(stats []KernelStat, res *engine.Result, mc engine.ModelConf
 	d.communication(stats)
 	d.gemmAndTopStats(stats)
 	return d
+}
+
+// windowShares says, for a window without iterations, what share of its
+// kernel time went to GEMMs, collectives and the top kernel.
+func (d *Diagnosis) windowShares(stats []KernelStat) {
+	if len(stats) == 0 || d.KernelTime <= 0 {
+		return
+	}
+	var gemm, comm int64
+	var names []string
+	for _, s := range stats {
+		switch {
+		case IsGEMM(s.Name):
+			gemm += s.TotalNs
+			names = append(names, s.Name)
+		case IsCommunication(s.Name):
+			comm += s.TotalNs
+		}
+	}
+	all := float64(d.KernelTime)
+	if gemm > 0 {
+		d.add(PatternGEMM, fmt.Sprintf("GEMMs take %.1f%% of kernel time in the window (%s) in %d kernel%s: %s",
+			100*float64(gemm)/all, fmtDur(float64(gemm)), len(names), plural(len(names)), strings.Join(shorten(names, 3), ", ")),
+			map[string]float64{"gemm_share": float64(gemm) / all, "gemm_kernels": float64(len(names))})
+	}
+	if comm > 0 {
+		d.add(PatternCommunication, fmt.Sprintf("collectives take %.1f%% of kernel time in the window (%s)", 100*float64(comm)/all, fmtDur(float64(comm))),
+			map[string]float64{"communication_share": float64(comm) / all})
+	}
+	top := stats[0]
+	d.add(PatternTopKernel, fmt.Sprintf("%s: %.1f%% of kernel time, %s launches of mean %s",
+		ShortName(top.Name), top.TimePct, sig3(float64(top.Instances)), fmtDur(top.AvgNs)),
+		map[string]float64{"time_pct": top.TimePct})
 }
 
 // communication reports the collectives' share of kernel time.
