@@ -39,4 +39,12 @@
 // and engine/cuda (fp16/bf16 on NVIDIA GPUs). Nothing in engine knows about
 // YAML, results files or the runner; the only files it reads are a model
 // directory's config.json and checkpoints.
+//
+// Engines that are programs of their own implement Engine too, one pass
+// per Run: engine/driver holds their contract with the runner and what
+// they share (running a tool in its process group, records checked against
+// the dataset, Nsight Systems), engine/trtllm drives TensorRT-LLM and
+// engine/command any benchmark program. They are the engine packages that
+// run processes and read the files those write; their profiled passes
+// hand over a kernel summary (Result.KernelSummary) instead of Ops.
 package engine

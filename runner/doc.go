@@ -5,4 +5,13 @@
 // fingerprint. It is the only package that knows about YAML; it hands
 // datasets to package datasets, cells to package engine and measurements to
 // package results.
+//
+// A cell's engine is xrun's own (engine.New) or an external engine's
+// driver (engines.go): the spec's command and trtllm blocks are decoded
+// here into the drivers' types, the drivers' Planners decide at plan time
+// which parameters a cell ignores (collapsed, with the reason) and which
+// values it cannot run (spec errors), and the worker opens the driver's
+// engine where it would open its own; everything around a pass is the
+// same for every engine. The results directory's file names come from
+// results/layout.
 package runner
