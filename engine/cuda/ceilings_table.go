@@ -88,3 +88,14 @@ func readMeasured(path string) (Measured, error) {
 	}
 	return m, nil
 }
+
+// DefaultKernelCacheDir is os.UserCacheDir()/xrun/kernels, or "" (no disk
+// cache) when the user has no cache directory. It is here, on the
+// cgo-free side, because xrun devices names it in every build.
+func DefaultKernelCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "xrun", "kernels")
+}

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -51,16 +50,6 @@ func WithKernelCacheDir(dir string) Option { return func(o *options) { o.cacheDi
 // rather than at the next synchronization. For checks and debugging; the
 // environment variable XRUN_CUDA_SYNC=1 turns it on too.
 func WithSyncLaunches(on bool) Option { return func(o *options) { o.syncLaunches = on } }
-
-// DefaultKernelCacheDir is os.UserCacheDir()/xrun/kernels, or "" (no disk
-// cache) when the user has no cache directory.
-func DefaultKernelCacheDir() string {
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(dir, "xrun", "kernels")
-}
 
 // Open starts the thread for GPU index (as the driver numbers them, after
 // CUDA_VISIBLE_DEVICES), retains its primary context and creates its main
