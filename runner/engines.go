@@ -71,19 +71,11 @@ func (s *study) probeEngines(ctx context.Context) {
 			tool.Error = err.Error()
 			s.log.Warn().Str("engine", name).Err(err).Msg("could not ask the engine's tool its version; its cells will say why they fail")
 		} else {
-			tool.Version = lastLine(out.String())
+			tool.Version = driver.LastLine(out.String())
 			s.log.Info().Str("engine", name).Str("tool", tool.Tool).Str("version", tool.Version).Msg("external engine")
 		}
 		s.tools[name] = tool
 	}
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	return strings.TrimSpace(s)
 }
 
 // engineTools lists the probed tools for the environment, by engine.

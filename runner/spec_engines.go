@@ -111,6 +111,11 @@ func (d *decoder) commandBlock(kn, n *yaml.Node) error {
 			if def.Version, err = d.templates(kv.vn, f, "a list of words printing the program's version"); err != nil {
 				return err
 			}
+			for i, t := range def.Version {
+				if len(t.Names()) > 0 {
+					return d.errAt(resolve(resolve(kv.vn).Content[i]), index(f, i), "takes no placeholders ({%s}): the version is asked once per study, not per cell", t.Names()[0])
+				}
+			}
 		case "env":
 			ekvs, err := d.envMapping(kv.vn, f)
 			if err != nil {

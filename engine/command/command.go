@@ -73,7 +73,8 @@ type Definition struct {
 	Profiler string
 	Wrap     []driver.Template
 	// Version, when set, is a command printing the program's version
-	// (its first line of output is recorded).
+	// (its last line of output is recorded). It takes no placeholders:
+	// it is asked once per study.
 	Version []driver.Template
 	// NsysPath is the nsys executable (default "nsys").
 	NsysPath string
@@ -193,15 +194,9 @@ func Open(ctx context.Context, def *Definition, c *driver.Cell) (*Engine, error)
 			return nil, fmt.Errorf("asking the program's version: %w", err)
 		}
 		e.Remember(cmd)
-		e.tool.Version = strings.TrimSpace(firstLine(out.String()))
+		e.tool.Version = driver.LastLine(out.String())
 	}
 	return e, nil
-}
-
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	l, _, _ := strings.Cut(s, "\n")
-	return l
 }
 
 func (e *Engine) versionCommand() driver.Command {

@@ -1,10 +1,10 @@
 package driver
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/xrun-dev/xrun/engine"
 )
@@ -126,8 +126,15 @@ type External interface {
 	Commands() []Command
 }
 
-// Opener opens a cell's engine in its worker.
-type Opener func(ctx context.Context, c *Cell) (External, error)
+// LastLine is a tool's last line of output, trimmed: where a version
+// probe's answer is (banners and warnings come first).
+func LastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return strings.TrimSpace(s)
+}
 
 // SortedKeys lists a map's keys in order.
 func SortedKeys[V any](m map[string]V) []string {

@@ -130,8 +130,7 @@ func (e *Engine) ensureEngine(ctx context.Context) error {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
 	}
-	probe := e.buildPlan(root)
-	final := filepath.Join(root, probe.key)
+	final := filepath.Join(root, buildKey(e.buildParams()))
 	unlock, err := driver.Lock(ctx, final+".lock")
 	if err != nil {
 		return fmt.Errorf("waiting for the engine build lock: %w", err)

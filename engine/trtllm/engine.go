@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
@@ -44,7 +43,7 @@ func Open(ctx context.Context, opt Options, c *driver.Cell) (*Engine, error) {
 		return nil, fmt.Errorf("is TensorRT-LLM installed for %s? %w", e.opt.Python, err)
 	}
 	e.Remember(vc)
-	raw := strings.TrimSpace(lastLine(out.String()))
+	raw := driver.LastLine(out.String())
 	e.version = ParseVersion(raw)
 	e.features = FeaturesOf(e.version)
 	e.tool = driver.Tool{Name: "TensorRT-LLM", Version: raw, Path: e.opt.Bench}
@@ -57,14 +56,6 @@ func Open(ctx context.Context, opt Options, c *driver.Cell) (*Engine, error) {
 		}
 	}
 	return e, nil
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }
 
 func (e *Engine) backend() string {
