@@ -129,14 +129,14 @@ func absPath(p, fallback string) string {
 
 // openEngine opens a worker's engine: the built-in one, or an external
 // engine's driver for the cell.
-func (w *cellWorker) openEngine(ctx context.Context, plan *workerPlan, path string, reqs []dsets.Request) (engine.Engine, error) {
-	c := w.cell
+func (w *cellWorker) openEngine(ctx context.Context, path string, reqs []dsets.Request) (engine.Engine, error) {
+	c, plan := w.cell, w.plan
 	switch c.Engine.Backend {
 	case trtllm.Name, command.Name:
 	default:
 		return engine.New(ctx, c.Engine)
 	}
-	dc, err := w.driverCell(plan, path, reqs)
+	dc, err := w.driverCell(path, reqs)
 	if err != nil {
 		return nil, err
 	}
@@ -154,8 +154,8 @@ func (w *cellWorker) openEngine(ctx context.Context, plan *workerPlan, path stri
 }
 
 // driverCell is the cell as its driver runs it.
-func (w *cellWorker) driverCell(plan *workerPlan, path string, reqs []dsets.Request) (*driver.Cell, error) {
-	c := w.cell
+func (w *cellWorker) driverCell(path string, reqs []dsets.Request) (*driver.Cell, error) {
+	c, plan := w.cell, w.plan
 	mc, err := engine.LookupModel(c.Engine.Model)
 	if err != nil {
 		return nil, err

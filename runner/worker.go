@@ -337,7 +337,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		return err
 	}
 	t0 := time.Now()
-	e, err := w.openEngine(ctx, w.plan, path, reqs)
+	e, err := w.openEngine(ctx, path, reqs)
 	if err != nil {
 		return fmt.Errorf("creating the engine: %w", err)
 	}
