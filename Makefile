@@ -36,10 +36,15 @@ fuzz:
 	  done; \
 	done
 
+# The README promises that cgo-free builds plan, report and diff: build and
+# vet the whole module (tests included) that way too, so breaking it fails
+# make test.
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	CGO_ENABLED=0 $(GO) build ./...
+	CGO_ENABLED=0 $(GO) vet ./...
 
 clean:
 	rm -rf bin .gpu
@@ -52,3 +57,12 @@ benchstat-check:
 	@tmp=$$(mktemp) && trap 'rm -f "$$tmp"' EXIT && \
 	  $(GO) run ./cmd/xrun report --format bench results/testdata/gemm > "$$tmp" && \
 	  $(GO) run golang.org/x/perf/cmd/benchstat -col '/gemm_plugin@(disable auto)' "$$tmp"
+
+# A/A pairs: the study run twice back to back, diffed, AA_PAIRS times;
+# every regression xrun diff reports is a false one (bench/aa).
+AA_PAIRS ?= 20
+AA_SPEC  ?= experiments/quickstart.yaml
+AA_SETS  ?= --set repeats=6
+.PHONY: aa
+aa: build
+	$(GO) run ./bench/aa -pairs $(AA_PAIRS) -spec $(AA_SPEC) $(AA_SETS) -json bin/aa.json

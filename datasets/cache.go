@@ -3,6 +3,7 @@ package datasets
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -46,13 +47,21 @@ func (c Cache) Path(p Params) (string, error) {
 
 // Ensure makes sure p's dataset is in the cache and intact, and describes it.
 func (c Cache) Ensure(p Params) (Entry, error) {
+	return c.EnsureContext(context.Background(), p)
+}
+
+// EnsureContext is Ensure, stopped when ctx ends: it then returns ctx's
+// error (context.Canceled on an interrupt) promptly, even part-way through
+// a large dataset. A generation that fails or is stopped leaves nothing in
+// the cache: no partial file, no hash, and not the directories it created.
+func (c Cache) EnsureContext(ctx context.Context, p Params) (e Entry, err error) {
 	if err := p.Validate(); err != nil {
 		return Entry{}, err
 	}
 	if c.Dir == "" {
 		return Entry{}, fmt.Errorf("dataset cache: no directory given")
 	}
-	e := Entry{Path: c.FilePath(p)}
+	e = Entry{Path: c.FilePath(p)}
 	sumPath := e.Path + ".sha256"
 
 	sum, reason := verify(e.Path, sumPath)
@@ -61,12 +70,26 @@ func (c Cache) Ensure(p Params) (Entry, error) {
 		return e, nil
 	}
 	e.Generated, e.Reason = true, reason
+	if err := ctx.Err(); err != nil {
+		return e, err
+	}
+	created := firstMissing(c.Dir)
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return e, fmt.Errorf("dataset cache: %w", err)
 	}
+	if created != "" {
+		defer func() {
+			if err != nil {
+				// Only what this call created, and only if nothing else
+				// was put there meanwhile (Remove fails on a non-empty
+				// directory): the cache may be shared.
+				removeEmptyUpTo(c.Dir, created)
+			}
+		}()
+	}
 	h := sha256.New()
-	err := WriteFileAtomic(e.Path, func(w io.Writer) error {
-		return Write(io.MultiWriter(w, h), p)
+	err = WriteFileAtomic(e.Path, func(w io.Writer) error {
+		return WriteContext(ctx, io.MultiWriter(w, h), p)
 	})
 	if err != nil {
 		return e, fmt.Errorf("dataset cache: writing %s: %w", e.Path, err)
@@ -77,9 +100,36 @@ func (c Cache) Ensure(p Params) (Entry, error) {
 		return err
 	})
 	if err != nil {
+		os.Remove(e.Path) // a file without its hash is not in the cache
 		return e, fmt.Errorf("dataset cache: writing %s: %w", sumPath, err)
 	}
 	return e, nil
+}
+
+// firstMissing is the outermost directory of dir (dir itself or one of its
+// parents) that does not exist yet, which os.MkdirAll(dir) would create;
+// "" when dir exists.
+func firstMissing(dir string) string {
+	missing := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || !os.IsNotExist(err) {
+			return missing
+		}
+		missing = d
+		if parent := filepath.Dir(d); parent == d {
+			return missing
+		}
+	}
+}
+
+// removeEmptyUpTo removes dir and its parents up to and including top (one
+// of them, as firstMissing returned it), as long as they are empty.
+func removeEmptyUpTo(dir, top string) {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if os.Remove(d) != nil || d == top || filepath.Dir(d) == d {
+			return
+		}
+	}
 }
 
 // verify hashes path and compares it with the sum recorded in sumPath. It

@@ -136,7 +136,7 @@ func TestParamsValidate(t *testing.T) {
 		{norm(func(p *Params) { p.Seed = 1 << 32 }), "random_seed"},
 		{norm(func(p *Params) { p.Seed = -1 }), "random_seed"},
 		{norm(func(p *Params) { p.VocabSize = 0 }), "vocab_size"},
-		{norm(func(p *Params) { p.EOSID = 100 }), "eos_id"},
+		{norm(func(p *Params) { p.EOSID = 100; p.FullVocabSize = 100 }), "eos_id"},
 		{norm(func(p *Params) { p.EOSID = -1 }), "eos_id"},
 		{norm(func(p *Params) { p.VocabSize = 1; p.EOSID = 0 }), "vocab_size"},
 		{norm(func(p *Params) { p.LoRA = &LoRAParams{Rand: &[2]int{3, 2}} }), "rand_task_id"},

@@ -11,6 +11,9 @@
 // Files use trtllm-bench's line format (one compact JSON object per request);
 // the older {"metadata": ..., "samples": [...]} file is read too. Cache keeps
 // generated datasets content addressed under a directory the runner chooses.
+// Generation honours a context (WriteContext, Cache.EnsureContext): an
+// interrupt stops even a dataset of millions of requests within
+// milliseconds, and the cache keeps no part of it.
 //
 // The package knows nothing about models, engines or the runner: callers
 // pass the vocabulary size and EOS id they resolved.

@@ -1,6 +1,7 @@
 package datasets
 
 import (
+	"context"
 	"io"
 	"math"
 	"runtime"
@@ -30,6 +31,17 @@ type Generator struct {
 
 // NewGenerator validates p and prepares the generator.
 func NewGenerator(p Params) (*Generator, error) {
+	return newGenerator(context.Background(), p)
+}
+
+// cancelTokens is how many token ids a generation draws between two looks
+// at its context: a few milliseconds of work, so that an interrupt is
+// honoured at once however large the dataset, at no measurable cost.
+const cancelTokens = 1 << 16
+
+// newGenerator is NewGenerator, stopping with ctx's error when ctx ends
+// while it draws (--rand-task-id draws the whole dataset once up front).
+func newGenerator(ctx context.Context, p Params) (*Generator, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -40,8 +52,15 @@ func NewGenerator(p Params) (*Generator, error) {
 		// all token ids, from the same stream. Running the token draws once
 		// without output gives that stream's position, so the ids can be
 		// drawn lazily, one per request, in constant memory.
+		drawn := 0
 		for i := 0; i < p.NumRequests; i++ {
 			g.draw()
+			if drawn += len(g.req.InputIDs); drawn >= cancelTokens {
+				drawn = 0
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
 		}
 		g.taskRNG = g.tokens.r
 		g.reset()
@@ -131,6 +150,24 @@ func (g *Generator) draw() {
 	g.req.OutputTokens = out
 }
 
+// LongestRequest finds p's request with the most input plus output tokens
+// from the length draws alone (the token ids, the costly part, are never
+// drawn): its line in the generated file (1-based) and its lengths.
+func LongestRequest(p Params) (Longest, error) {
+	if err := p.Validate(); err != nil {
+		return Longest{}, err
+	}
+	g := &Generator{p: p}
+	g.reset()
+	var l Longest
+	for i := range p.NumRequests {
+		if in, out := g.lengths(); in+out > l.Input+l.Output {
+			l = Longest{Line: i + 1, Input: in, Output: out}
+		}
+	}
+	return l, nil
+}
+
 // Generate calls fn for every request of the dataset, in order; the request
 // is reused after fn returns.
 func Generate(p Params, fn func(*Request) error) error {
@@ -169,7 +206,18 @@ func GenerateAll(p Params) ([]Request, error) {
 // the same, so with two or more CPUs they run in two goroutines connected
 // by a small ring of batches.
 func Write(w io.Writer, p Params) error {
-	g, err := NewGenerator(p)
+	return WriteContext(context.Background(), w, p)
+}
+
+// WriteContext is Write, stopped when ctx ends: it then returns ctx's error
+// (context.Canceled on an interrupt) within a few milliseconds, whatever
+// the size of the dataset, having written part of it to w. Callers that
+// write a file write it through WriteFileAtomic, which removes the part.
+func WriteContext(ctx context.Context, w io.Writer, p Params) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	g, err := newGenerator(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -178,14 +226,21 @@ func Write(w io.Writer, p Params) error {
 		jw.LoRADir = p.LoRA.Dir
 	}
 	if runtime.GOMAXPROCS(0) < 2 {
+		drawn := 0
 		for r := g.Next(); r != nil; r = g.Next() {
+			if drawn += len(r.InputIDs); drawn >= cancelTokens {
+				drawn = 0
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
 			if err := jw.Write(r); err != nil {
 				return err
 			}
 		}
 		return jw.Flush()
 	}
-	return writePipelined(g, jw)
+	return writePipelined(ctx, g, jw)
 }
 
 // batchTokens is how many token ids a batch collects before it is handed
@@ -204,7 +259,7 @@ type batchReq struct {
 	hasLoRA                 bool
 }
 
-func writePipelined(g *Generator, jw *Writer) error {
+func writePipelined(ctx context.Context, g *Generator, jw *Writer) error {
 	const nBatches = 4
 	free := make(chan *batch, nBatches)
 	full := make(chan *batch, nBatches)
@@ -212,6 +267,9 @@ func writePipelined(g *Generator, jw *Writer) error {
 	for range nBatches {
 		free <- &batch{ids: make([]int32, 0, batchTokens)}
 	}
+	// complete is set when the generator handed over every request; read
+	// once full is closed (the close orders it).
+	complete := false
 	go func() {
 		defer close(full)
 		b := <-free
@@ -229,10 +287,14 @@ func writePipelined(g *Generator, jw *Writer) error {
 			case full <- b:
 			case <-done:
 				return
+			case <-ctx.Done():
+				return
 			}
 			select {
 			case b = <-free:
 			case <-done:
+				return
+			case <-ctx.Done():
 				return
 			}
 			b.ids, b.reqs = b.ids[:0], b.reqs[:0]
@@ -241,8 +303,12 @@ func writePipelined(g *Generator, jw *Writer) error {
 			select {
 			case full <- b:
 			case <-done:
+				return
+			case <-ctx.Done():
+				return
 			}
 		}
+		complete = true
 	}()
 	var (
 		err    error
@@ -250,6 +316,13 @@ func writePipelined(g *Generator, jw *Writer) error {
 		loraID int
 	)
 	for b := range full {
+		if err == nil {
+			// A batch is batchTokens (= cancelTokens) ids: a look at ctx
+			// per batch stops the formatter, and the generator, promptly.
+			if err = ctx.Err(); err != nil {
+				close(done)
+			}
+		}
 		if err == nil {
 			off := 0
 			for _, m := range b.reqs {
@@ -266,6 +339,10 @@ func writePipelined(g *Generator, jw *Writer) error {
 			}
 		}
 		free <- b
+	}
+	if err == nil && !complete {
+		// The generator stopped for ctx after the formatter's last look.
+		err = ctx.Err()
 	}
 	if err != nil {
 		return err

@@ -49,13 +49,15 @@ type Params struct {
 	// DefaultSeed for prepare_dataset.py's default.
 	Seed int64
 	// VocabSize is the tokenizer's base vocabulary (token ids are drawn from
-	// [0, VocabSize)); EOSID is scrubbed from every request.
+	// [0, VocabSize)); EOSID is scrubbed from every request. An EOSID at or
+	// beyond VocabSize (Llama-3's 128001 with 128000 base ids) is valid, as
+	// in prepare_dataset.py: it is never drawn, so the scrub never fires.
 	VocabSize int
 	EOSID     int
-	// FullVocabSize is the tokenizer's size with its added special tokens
-	// (128256 for Llama-3, whose EOS 128001 lies beyond the 128000 base
-	// ids and so never needs scrubbing). It only widens the range EOSID is
-	// checked against; 0 means VocabSize. It does not change the dataset.
+	// FullVocabSize, when known (a model's tokenizer with its added special
+	// tokens: 128256 for Llama-3), bounds EOSID: an id the tokenizer does
+	// not have is a mistake. 0 means unknown, and EOSID is bounded only by
+	// int32. It does not change the dataset.
 	FullVocabSize int
 
 	// LoRA, when set, adds a lora_request to requests as prepare_dataset.py
@@ -125,9 +127,13 @@ func (p *Params) Validate() error {
 	if p.VocabSize < 1 || p.VocabSize > math.MaxInt32 {
 		return paramErr("vocab_size", "must be in [1, %d], got %d", math.MaxInt32, p.VocabSize)
 	}
-	limit := max(p.VocabSize, p.FullVocabSize)
-	if p.EOSID < 0 || p.EOSID >= limit {
-		return paramErr("eos_id", "must be a token id in [0, %d), got %d", limit, p.EOSID)
+	if p.FullVocabSize > 0 {
+		limit := max(p.VocabSize, p.FullVocabSize)
+		if p.EOSID < 0 || p.EOSID >= limit {
+			return paramErr("eos_id", "must be a token id in [0, %d), got %d", limit, p.EOSID)
+		}
+	} else if p.EOSID < 0 || p.EOSID > math.MaxInt32 {
+		return paramErr("eos_id", "must be a token id in [0, %d], got %d", math.MaxInt32, p.EOSID)
 	}
 	if p.VocabSize == 1 && p.EOSID == 0 {
 		// TensorRT-LLM would loop forever replacing the only token (EOS).

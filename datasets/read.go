@@ -173,6 +173,15 @@ type Stats struct {
 	Requests                  int
 	InputTokens, OutputTokens int64
 	MaxInput, MaxOutput       int
+	// Longest is the request with the most input plus output tokens:
+	// its line in the file (0 in the legacy single-object format) and
+	// lengths, what a model's positions must hold.
+	Longest Longest
+}
+
+// Longest locates a dataset's longest request.
+type Longest struct {
+	Line, Input, Output int
 }
 
 // CheckFile reads a dataset file through, checking every line (and, when
@@ -201,6 +210,12 @@ func CheckFile(path string, vocab int) (Stats, error) {
 		st.OutputTokens += int64(req.OutputTokens)
 		st.MaxInput = max(st.MaxInput, len(req.InputIDs))
 		st.MaxOutput = max(st.MaxOutput, req.OutputTokens)
+		if n := len(req.InputIDs) + req.OutputTokens; n > st.Longest.Input+st.Longest.Output {
+			st.Longest = Longest{Line: r.line, Input: len(req.InputIDs), Output: req.OutputTokens}
+			if r.legacy != nil {
+				st.Longest.Line = 0
+			}
+		}
 	}
 	if st.Requests == 0 {
 		return st, &Error{File: path, Msg: "dataset has no requests"}

@@ -28,6 +28,12 @@
 // of MoE models, and per-op timings of profiled passes (on the CPU these
 // are the profile's "kernels").
 //
+// Switches is the one table of the environment variables that change how
+// the engine runs (XRUN_OVERLAP, XRUN_CUDA_GRAPHS, ...: ablations and
+// debugging aids), their defaults and meanings; code reads them only
+// through it, so that the runner can record those not at their defaults
+// (NonDefaultSwitches) and --resume never mixes two settings.
+//
 // Profiling: with RunOptions.Profile the backend's Profiler hooks are
 // called at the top of every iteration as TLLM_PROFILE_START_STOP does
 // (stop if the previous iteration ended a span, then start if this one

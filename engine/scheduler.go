@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"time"
 
 	"github.com/xrun-dev/xrun/datasets"
@@ -88,7 +87,7 @@ type flight struct {
 }
 
 // overlapOff is XRUN_OVERLAP=0: every iteration synchronous, for an A/B.
-var overlapOff = os.Getenv("XRUN_OVERLAP") == "0"
+var overlapOff = !Switches.Overlap.On()
 
 func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup bool) (err error) {
 	if len(reqs) == 0 {

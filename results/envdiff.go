@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // EnvChange is one environment field that differs between two results.
@@ -20,12 +21,19 @@ type EnvChange struct {
 // DiffEnvironment lists every field of the fingerprint that differs,
 // in field order. go-cmp walks the structs; a custom reporter collects
 // the leaves, because cmp.Diff's own text is deliberately unstable and
-// speaks Go, not results.json.
+// speaks Go, not results.json. Only stable facts are compared: the SM and
+// memory clocks read at start (GPU.SMClockMHz, MemClockMHz) are whatever
+// the idle GPU happened to run at (345 MHz, then 1980 MHz a minute
+// later), so they are left out; the clocks during the timed repeats are
+// compared per cell (CellDiff.Clock).
 func DiffEnvironment(old, new Environment) []EnvChange {
 	var rep envReporter
-	cmp.Equal(old, new, cmp.Reporter(&rep))
+	cmp.Equal(old, new, cmp.Reporter(&rep), unstableEnvironment)
 	return rep.changes
 }
+
+// unstableEnvironment are the environment fields DiffEnvironment ignores.
+var unstableEnvironment = cmpopts.IgnoreFields(GPU{}, "SMClockMHz", "MemClockMHz")
 
 type envReporter struct {
 	path    cmp.Path
@@ -72,6 +80,8 @@ func jsonPath(p cmp.Path) string {
 				k = max(kx, ky)
 			}
 			fmt.Fprintf(&b, "[%d]", k)
+		case cmp.MapIndex: // switches
+			fmt.Fprintf(&b, ".%v", s.Key())
 		}
 	}
 	return b.String()
@@ -80,7 +90,7 @@ func jsonPath(p cmp.Path) string {
 // envValue prints one side of a change; "(none)" for a side that lacks
 // the field (a GPU that is gone, a repo that is not recorded).
 func envValue(v reflect.Value) string {
-	if !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+	if !v.IsValid() || ((v.Kind() == reflect.Pointer || v.Kind() == reflect.Map) && v.IsNil()) {
 		return "(none)"
 	}
 	if v.Kind() == reflect.String {

@@ -49,6 +49,7 @@ func normalized(r *Results) (*Results, error) {
 		Environment:   normalizeEnvironment(r.Environment),
 		Started:       normalizeTime(r.Started),
 		Finished:      normalizeTime(r.Finished),
+		OrderSeed:     r.OrderSeed,
 	}
 	spec, err := canonicalSpec(r.Spec)
 	if err != nil {
@@ -150,12 +151,15 @@ func normalizeCell(in *Cell) (Cell, error) {
 		}
 		c.Params[k] = cv
 	}
+	if c.Status == StatusOK && len(in.Repeats) == 0 {
+		return c, fmt.Errorf("cell %q: status ok with no repeats; an ok cell has at least one timed repeat", c.ID)
+	}
 	c.Repeats = make([]Metrics, len(in.Repeats))
 	for i, rep := range in.Repeats {
 		m := make(Metrics, len(rep))
 		for k, v := range rep {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return c, fmt.Errorf("cell %q: repeats[%d].%s: %v cannot be stored; a metric must be finite", c.ID, i, k, v)
+			if msg := checkMetricValue(v); msg != "" {
+				return c, fmt.Errorf("cell %q: repeats[%d].%s: cannot be stored: %s", c.ID, i, k, msg)
 			}
 			m[k] = roundValue(v)
 		}
@@ -188,8 +192,12 @@ func normalizeCell(in *Cell) (Cell, error) {
 	if in.Telemetry != nil {
 		t := *in.Telemetry
 		for _, f := range []*float64{&t.SMClockMHzMean, &t.SMClockMHzMax, &t.MemClockMHzMean, &t.MemClockMHzMax, &t.PowerWMean, &t.PowerWMax,
-			&t.GPUUtilPctMean, &t.MemUtilPctMean, &t.TempCMax, &t.EnergyJ} {
+			&t.GPUUtilPctMean, &t.MemUtilPctMean, &t.TempCMax, &t.EnergyJ, &t.SMClockMHzMin, &t.MaxSMClockMHz, &t.ThrottleThreshold, &t.PowerCappedS} {
 			*f = roundValue(*f)
+		}
+		if t.BelowThresholdShare != nil {
+			v := roundValue(*t.BelowThresholdShare)
+			t.BelowThresholdShare = &v
 		}
 		t.ThrottleReasons = slices.Sorted(slices.Values(t.ThrottleReasons))
 		c.Telemetry = &t
@@ -220,6 +228,17 @@ func normalizeCell(in *Cell) (Cell, error) {
 	}
 	slices.Sort(c.Artifacts)
 	c.Artifacts = slices.Compact(c.Artifacts)
+	// What the reader refuses as impossible, the writer does not write.
+	if c.Profile != nil {
+		if k, msg := checkMetrics(c.Profile.PassMetrics); msg != "" {
+			return c, fmt.Errorf("cell %q: profile.pass_metrics.%s: cannot be stored: %s", c.ID, k, msg)
+		}
+	}
+	if c.Telemetry != nil {
+		if k, msg := checkTelemetry(c.Telemetry); msg != "" {
+			return c, fmt.Errorf("cell %q: telemetry.%s: cannot be stored: %s", c.ID, k, msg)
+		}
+	}
 	return c, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -73,11 +74,73 @@ func Load(path string) (*Results, string, error) {
 
 // ReadFile reads and strictly checks one results.json.
 func ReadFile(path string) (*Results, error) {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, maxFileBytes)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path)
+}
+
+// maxFileBytes bounds what ReadFile reads, so that a mistaken argument (a
+// dataset, a disk image, a pipe that never ends) fails at once instead of
+// filling memory. A results file takes about 10-25 KB a cell (6-10
+// repeats of some 40 metrics, their summaries, telemetry and a profile's
+// top kernels), so 256 MiB holds the runner's default limit of 10,000
+// cells at 10 repeats with room to spare, and parsing it still fits in a
+// few GiB of memory.
+const maxFileBytes = 256 << 20
+
+// readBounded reads at most limit bytes of a regular file or a pipe
+// (xrun diff <(git show main:results.json) new). Anything else is refused
+// before reading: a device such as /dev/zero never ends, a terminal
+// waits for typing.
+func readBounded(path string, limit int64) ([]byte, error) {
+	st, err := os.Stat(path)
 	if err != nil {
 		return nil, &FileError{File: path, Msg: "cannot read: " + describeOSError(err), Err: err}
 	}
-	return Parse(data, path)
+	tooLarge := func(what string) error {
+		return &FileError{File: path, Msg: fmt.Sprintf("%s the %d MiB a results file may have; is this a results.json?", what, limit>>20)}
+	}
+	switch mode := st.Mode(); {
+	case mode.IsRegular():
+		if st.Size() > limit {
+			return nil, tooLarge(fmt.Sprintf("is %d MiB, more than", st.Size()>>20))
+		}
+	case mode&fs.ModeNamedPipe != 0:
+	default:
+		return nil, &FileError{File: path, Msg: fmt.Sprintf("is %s, not a file; expected a results.json file or a results directory", describeMode(mode))}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &FileError{File: path, Msg: "cannot read: " + describeOSError(err), Err: err}
+	}
+	defer f.Close()
+	// A regular file may still grow, or be one of /proc's, whose size
+	// says 0: the limit holds for what is read, not what Stat said.
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, &FileError{File: path, Msg: "cannot read: " + describeOSError(err), Err: err}
+	}
+	if int64(len(data)) > limit {
+		return nil, tooLarge("has more than")
+	}
+	return data, nil
+}
+
+// describeMode names a file type that is not a regular file or a pipe.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeIrregular != 0:
+		return "an irregular file"
+	}
+	return "a special file"
 }
 
 func describeOSError(err error) string {
@@ -212,6 +275,9 @@ func validate(r *Results) (path, msg string) {
 		}
 		if msg := checkDistinctKernels(c.Profile); msg != "" {
 			return p + ".profile.distinct_kernels", msg
+		}
+		if path, msg := checkMeasurements(c); msg != "" {
+			return p + path, msg
 		}
 		for j, a := range c.Artifacts {
 			if a == "" || filepath.IsAbs(a) || strings.HasPrefix(a, "/") || strings.HasPrefix(a, "../") || a == ".." {

@@ -304,6 +304,11 @@ func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
 	if roof {
 		t.Columns = append(t.Columns, Column{Name: rooflineColumn, Right: true})
 	}
+	// GPU cells show the clock their numbers were measured at.
+	clock := slices.ContainsFunc(cells, func(c *Cell) bool { return formatClock(c) != "-" })
+	if clock {
+		t.Columns = append(t.Columns, Column{Name: clockColumn, Right: true})
+	}
 	var warn []string
 	for _, c := range cells {
 		var row []string
@@ -329,9 +334,13 @@ func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
 		if roof {
 			row = append(row, formatRoofline(c))
 		}
+		if clock {
+			row = append(row, formatClock(c))
+		}
 		t.Rows = append(t.Rows, row)
 		t.Notes = append(t.Notes, cellNotes(c)...)
 	}
+	t.Notes = append(t.Notes, legacyThrottleNote(cells)...)
 	if roof {
 		t.Notes = append(t.Notes, rooflineNotes(cells)...)
 	}
@@ -367,10 +376,76 @@ func cellNotes(c *Cell) []string {
 			n = append(n, fmt.Sprintf("cell %s skipped: %s", c.ID, c.Error))
 		}
 	}
-	if c.Telemetry != nil && c.Telemetry.Throttled {
-		n = append(n, fmt.Sprintf("cell %s: GPU throttled%s; its numbers may not be comparable", c.ID, reasons(c.Telemetry)))
+	if note := throttleNote(c.Telemetry); note != "" {
+		n = append(n, fmt.Sprintf("cell %s: %s", c.ID, note))
 	}
 	return n
+}
+
+// clockColumn is the summary table's column for Telemetry.SMClockMHzMean.
+const clockColumn = "SM clock MHz (mean)"
+
+// formatClock is a cell's mean SM clock over its timed repeats; "-" for
+// cells without GPU telemetry.
+func formatClock(c *Cell) string {
+	if c.Status != StatusOK || c.Telemetry == nil || c.Telemetry.SMClockMHzMean <= 0 {
+		return "-"
+	}
+	return formatClockMHz(c.Telemetry.SMClockMHzMean)
+}
+
+// throttleNote says why a cell counts as throttled, with the figures of
+// the throttle rule; "" when it does not, or when its file is from before
+// the rule (see legacyThrottleNote).
+func throttleNote(t *Telemetry) string {
+	if t == nil || !t.Throttled || t.ThrottleThreshold <= 0 || t.BelowThresholdShare == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "GPU throttled: %s%% of its timed samples ran below %s%% of the maximum SM clock (%s MHz); SM clock mean %s MHz, min %s MHz",
+		formatPercent(*t.BelowThresholdShare), strconv.FormatFloat(100*t.ThrottleThreshold, 'g', 4, 64), formatClockMHz(t.MaxSMClockMHz),
+		formatClockMHz(t.SMClockMHzMean), formatClockMHz(t.SMClockMHzMin))
+	if t.PowerCappedS > 0 {
+		fmt.Fprintf(&b, "; power-capped %s s", formatSig(t.PowerCappedS, 3))
+	}
+	if len(t.ThrottleReasons) > 0 {
+		fmt.Fprintf(&b, "; NVML reasons: %s", strings.Join(t.ThrottleReasons, ", "))
+	}
+	b.WriteString("; its numbers may not be comparable")
+	return b.String()
+}
+
+func formatClockMHz(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+
+// legacyThrottleNote names, in one note, the cells of a file written
+// before the throttle rule that are marked throttled: then any reason but
+// idle marked a cell, and a loaded GPU at its full clock reports
+// sw_power_cap all the time, so the mark says little and is not repeated
+// cell by cell as a throttled cell's note is.
+func legacyThrottleNote(cells []*Cell) []string {
+	var ids, why []string
+	for _, c := range cells {
+		t := c.Telemetry
+		if t == nil || !t.Throttled || t.ThrottleThreshold > 0 {
+			continue
+		}
+		ids = append(ids, c.ID)
+		for _, r := range t.ThrottleReasons {
+			if !slices.Contains(why, r) {
+				why = append(why, r)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(why)
+	said := ""
+	if len(why) > 0 {
+		said = " (" + strings.Join(why, ", ") + ")"
+	}
+	return []string{fmt.Sprintf("%s %s: the GPU reported throttle reasons%s; this file was written before xrun judged throttling by the SM clock, so whether the clock dropped is not known (the table shows the mean SM clock)",
+		pick(len(ids) == 1, "cell", "cells"), strings.Join(ids, ", "), said)}
 }
 
 func reasons(t *Telemetry) string {
@@ -676,8 +751,14 @@ func environmentLines(r *Results) []string {
 		lines = append(lines, "no GPU")
 	}
 	for _, g := range e.GPUs {
-		lines = append(lines, fmt.Sprintf("GPU %d: %s, %s, driver %s, CUDA %s, sm_%s, %d/%d MHz SM/mem, %gW limit",
-			g.Index, g.Name, formatBytes(g.MemoryBytes), g.Driver, g.CUDAVersion, strings.ReplaceAll(g.ComputeCapability, ".", ""), g.SMClockMHz, g.MemClockMHz, g.PowerLimitW))
+		// The clocks the GPU can run at are a fact of it; those read at
+		// start depend on whether it was idle (older files have only those).
+		clocks := fmt.Sprintf("%d/%d MHz SM/mem at start", g.SMClockMHz, g.MemClockMHz)
+		if g.MaxSMClockMHz > 0 {
+			clocks = fmt.Sprintf("max %d/%d MHz SM/mem", g.MaxSMClockMHz, g.MaxMemClockMHz)
+		}
+		lines = append(lines, fmt.Sprintf("GPU %d: %s, %s, driver %s, CUDA %s, sm_%s, %s, %gW limit",
+			g.Index, g.Name, formatBytes(g.MemoryBytes), g.Driver, g.CUDAVersion, strings.ReplaceAll(g.ComputeCapability, ".", ""), clocks, g.PowerLimitW))
 	}
 	for _, t := range e.Engines {
 		l := "engine " + t.Engine + ": " + t.Tool
@@ -689,6 +770,13 @@ func environmentLines(r *Results) []string {
 		}
 		lines = append(lines, l)
 	}
+	if len(e.Switches) > 0 {
+		var sw []string
+		for _, k := range slices.Sorted(maps.Keys(e.Switches)) {
+			sw = append(sw, k+"="+e.Switches[k])
+		}
+		lines = append(lines, "engine switches: "+strings.Join(sw, ", "))
+	}
 	if e.Repo != nil {
 		lines = append(lines, "experiments at "+shortHash(e.Repo.Commit)+pick(e.Repo.Dirty, " (dirty)", ""))
 	}
@@ -698,6 +786,9 @@ func environmentLines(r *Results) []string {
 			s += ", took " + r.Finished.Sub(r.Started).Round(time.Second).String()
 		}
 		lines = append(lines, s)
+	}
+	if r.OrderSeed != 0 {
+		lines = append(lines, fmt.Sprintf("cells in random order, seed %d (xrun run --order-seed %d repeats it)", r.OrderSeed, r.OrderSeed))
 	}
 	return lines
 }

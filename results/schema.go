@@ -32,7 +32,11 @@ type Results struct {
 	// Started and Finished are the only wall-clock times in the file.
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
-	Cells    []Cell    `json:"cells"`
+	// OrderSeed is the seed the last run shuffled the order of running
+	// its cells with (xrun run --order-seed repeats it); absent when they
+	// ran in the plan's order.
+	OrderSeed int64  `json:"order_seed,omitempty"`
+	Cells     []Cell `json:"cells"`
 }
 
 // Axis is one matrix axis: a dotted parameter key and its values.
@@ -65,6 +69,9 @@ type Environment struct {
 	// Engines are the external engines' tools the study ran (engine
 	// trtllm, engine command), with the versions they reported.
 	Engines []EngineTool `json:"engines,omitempty"`
+	// Switches are the engine switches (XRUN_CUDA_GRAPHS, ...) the run
+	// had set to other than their defaults, name -> value in effect.
+	Switches map[string]string `json:"switches,omitempty"`
 }
 
 // EngineTool is an external engine's tool as the run found it.
@@ -96,6 +103,12 @@ type GPU struct {
 	SMClockMHz        int     `json:"sm_clock_mhz"`       // at start
 	MemClockMHz       int     `json:"mem_clock_mhz"`      // at start
 	PowerLimitW       float64 `json:"power_limit_w"`
+	// MaxSMClockMHz and MaxMemClockMHz are the most the clocks can run at
+	// (NVML's max clocks): facts of the GPU, unlike the clocks at start,
+	// which are whatever an idle GPU ran at then. Optional (NVML only,
+	// and older files lack them).
+	MaxSMClockMHz  int `json:"max_sm_clock_mhz,omitempty"`
+	MaxMemClockMHz int `json:"max_mem_clock_mhz,omitempty"`
 }
 
 // Repo is the experiment repository's git state.
@@ -210,7 +223,9 @@ type KernelTime struct {
 }
 
 // Telemetry summarises GPU telemetry sampled during the cell's timed
-// repeats.
+// repeats: from the first request's submission to the last one's end of
+// each, without the engine's creation, its warm-up or the profiled pass
+// (files written before the throttle rule summarise the whole cell).
 type Telemetry struct {
 	SMClockMHzMean  float64 `json:"sm_clock_mhz_mean"`
 	SMClockMHzMax   float64 `json:"sm_clock_mhz_max"`
@@ -218,9 +233,15 @@ type Telemetry struct {
 	MemClockMHzMax  float64 `json:"mem_clock_mhz_max"`
 	PowerWMean      float64 `json:"power_w_mean"`
 	PowerWMax       float64 `json:"power_w_max"`
-	// Throttled is true when any sample saw a throttle reason other than
-	// idle; its numbers may not be comparable with an unthrottled run.
-	Throttled       bool     `json:"throttled"`
+	// Throttled is the throttle rule's verdict: more than 5 % of the
+	// judged samples (ClockSamples) ran below ThrottleThreshold times the
+	// GPU's maximum SM clock; the cell's numbers may not be comparable
+	// with an unthrottled run's. In files without ThrottleThreshold
+	// (written before the rule) it is true when any sample saw a throttle
+	// reason other than idle, whatever the clock.
+	Throttled bool `json:"throttled"`
+	// ThrottleReasons are NVML's clock event reasons seen in any sample,
+	// but gpu_idle: facts, which decide nothing by themselves.
 	ThrottleReasons []string `json:"throttle_reasons,omitempty"`
 	// Optional since the NVML sampler (profile.StartTelemetry): utilization
 	// in %, temperature, energy over the cell, memory used and how many
@@ -231,6 +252,22 @@ type Telemetry struct {
 	EnergyJ         float64 `json:"energy_j,omitempty"`
 	MemUsedBytesMax uint64  `json:"mem_used_bytes_max,omitempty"`
 	Samples         int     `json:"samples,omitempty"`
+	// Optional since the throttle rule, and only where NVML told the
+	// GPU's maximum SM clock: the least SM clock sampled; MaxSMClockMHz,
+	// that maximum (the highest of the cell's GPUs'), which the rule
+	// judges against; ThrottleThreshold, the rule's fraction of it (xrun
+	// run --throttle-threshold, nvbench's default 0.75); ClockSamples, how
+	// many samples the rule judged (those with a clock and without the
+	// gpu_idle reason); BelowThresholdShare, the share of them below
+	// (absent when none was judged). PowerCappedS is the time some GPU
+	// reported sw_power_cap, hw_slowdown or hw_power_brake_slowdown
+	// (samples times the sampling period; absent when none did).
+	SMClockMHzMin       float64  `json:"sm_clock_mhz_min,omitempty"`
+	MaxSMClockMHz       float64  `json:"max_sm_clock_mhz,omitempty"`
+	ThrottleThreshold   float64  `json:"throttle_threshold,omitempty"`
+	ClockSamples        int      `json:"clock_samples,omitempty"`
+	BelowThresholdShare *float64 `json:"below_threshold_share,omitempty"`
+	PowerCappedS        float64  `json:"power_capped_s,omitempty"`
 }
 
 // ExpertLoad describes how evenly a MoE router spread tokens.

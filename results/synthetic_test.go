@@ -90,10 +90,13 @@ func (s synthStudy) build() *Results {
 				c.Repeats = append(c.Repeats, synthRepeat(rng, sc, s.noise))
 			}
 			c.Artifacts = []string{"cells/" + c.ID + "/requests.jsonl", "cells/" + c.ID + "/iterations.csv"}
-			tel := &Telemetry{SMClockMHzMean: 1975.4, SMClockMHzMax: 1980, MemClockMHzMean: 2619, MemClockMHzMax: 2619, PowerWMean: 512.31, PowerWMax: 688.2}
+			none, some := 0.0, 0.3125
+			tel := &Telemetry{SMClockMHzMean: 1975.4, SMClockMHzMax: 1980, MemClockMHzMean: 2619, MemClockMHzMax: 2619, PowerWMean: 512.31, PowerWMax: 688.2,
+				SMClockMHzMin: 1950, MaxSMClockMHz: 1980, ThrottleThreshold: 0.75, Samples: 256, ClockSamples: 240, BelowThresholdShare: &none}
 			if sc.throttled != nil {
+				// A third of the timed samples at half the clock: the rule flags it.
 				tel.Throttled, tel.ThrottleReasons = true, sc.throttled
-				tel.SMClockMHzMean = 1602.7
+				tel.SMClockMHzMean, tel.SMClockMHzMin, tel.BelowThresholdShare, tel.PowerCappedS = 1602.7, 990, &some, 4.2
 			}
 			c.Telemetry = tel
 			if sc.moe {

@@ -254,13 +254,16 @@ func (w *walker) errAtOff(off int, msg string) error {
 	return newFileError(w.name, w.s.data, int64(off), w.pathString(), msg, nil)
 }
 
-// errAt reports msg at a path recorded in pos.
+// errAt reports msg at a path recorded in pos, or where its nearest
+// enclosing value starts when the path itself is absent from the file (a
+// missing "summary" is reported at its cell).
 func (w *walker) errAt(path, msg string) error {
-	off, ok := w.pos[path]
-	if !ok {
-		return &FileError{File: w.name, Field: path, Msg: msg}
+	for at := path; at != ""; at = at[:max(strings.LastIndexAny(at, ".["), 0)] {
+		if off, ok := w.pos[at]; ok {
+			return newFileError(w.name, w.s.data, off, path, msg, nil)
+		}
 	}
-	return newFileError(w.name, w.s.data, off, path, msg, nil)
+	return &FileError{File: w.name, Field: path, Msg: msg}
 }
 
 // kindAt describes the value at off for "expected X, got Y".

@@ -18,7 +18,8 @@ import (
 // Environment is the fingerprint of this machine and this xrun as
 // results.json records it: the build, host, OS, kernel, CPU and memory; for
 // each GPU the run uses its name, UUID, driver, CUDA version, memory and,
-// where NVML can be loaded, the clocks at start and the power limit; and
+// where NVML can be loaded, the clocks at start, the max clocks and the
+// power limit; and
 // the git state of the repository holding the study file (specDir).
 // Nothing in it fails: a fact that cannot be had is left empty.
 func Environment(ctx context.Context, specDir string, devs cuda.Devices, gpus []cuda.DeviceInfo) results.Environment {
@@ -45,18 +46,23 @@ func Environment(ctx context.Context, specDir string, devs cuda.Devices, gpus []
 		uuids = append(uuids, g.UUID)
 	}
 	if len(uuids) > 0 {
-		info := nvmlQuery(uuids)
-		for i := range env.GPUs {
-			g := &env.GPUs[i]
-			if n, ok := info.gpus[g.UUID]; ok {
-				g.SMClockMHz, g.MemClockMHz, g.PowerLimitW = n.smClock, n.memClock, n.powerLimitW
-			}
-			if g.Driver == "" {
-				g.Driver = info.driver
-			}
-		}
+		nvmlQuery(uuids).apply(env.GPUs)
 	}
 	return env
+}
+
+// apply adds what NVML said to the probe's GPUs.
+func (info nvmlInfo) apply(gpus []results.GPU) {
+	for i := range gpus {
+		g := &gpus[i]
+		if n, ok := info.gpus[g.UUID]; ok {
+			g.SMClockMHz, g.MemClockMHz, g.PowerLimitW = n.smClock, n.memClock, n.powerLimitW
+			g.MaxSMClockMHz, g.MaxMemClockMHz = n.maxSMClock, n.maxMemClock
+		}
+		if g.Driver == "" {
+			g.Driver = info.driver
+		}
+	}
 }
 
 // nvmlInfo is what NVML adds to the probe's view of the GPUs.
@@ -66,8 +72,9 @@ type nvmlInfo struct {
 }
 
 type nvmlGPU struct {
-	smClock, memClock int
-	powerLimitW       float64
+	smClock, memClock       int
+	maxSMClock, maxMemClock int
+	powerLimitW             float64
 }
 
 // nvmlQuery asks NVML about the GPUs, giving up after a while: a broken

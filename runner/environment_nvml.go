@@ -6,8 +6,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
-// nvmlGPUs reads the driver version, the clocks at this moment and the
-// power limit of each GPU through NVML, loaded at run time. Without
+// nvmlGPUs reads the driver version, the clocks at this moment, the max
+// clocks and the power limit of each GPU through NVML, loaded at run time. Without
 // libnvidia-ml (no driver, as on CI machines) it returns nothing.
 func nvmlGPUs(uuids []string) (info nvmlInfo) {
 	defer func() {
@@ -35,6 +35,12 @@ func nvmlGPUs(uuids []string) (info nvmlInfo) {
 		}
 		if c, ret := dev.GetClockInfo(nvml.CLOCK_MEM); ret == nvml.SUCCESS {
 			g.memClock = int(c)
+		}
+		if c, ret := dev.GetMaxClockInfo(nvml.CLOCK_SM); ret == nvml.SUCCESS {
+			g.maxSMClock = int(c)
+		}
+		if c, ret := dev.GetMaxClockInfo(nvml.CLOCK_MEM); ret == nvml.SUCCESS {
+			g.maxMemClock = int(c)
 		}
 		if mw, ret := dev.GetPowerManagementLimit(); ret == nvml.SUCCESS {
 			g.powerLimitW = float64(mw) / 1000

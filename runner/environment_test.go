@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"testing"
 
 	"github.com/xrun-dev/xrun/engine/cuda"
+	"github.com/xrun-dev/xrun/results"
 )
 
 func TestEnvironment(t *testing.T) {
@@ -28,6 +30,20 @@ func TestEnvironment(t *testing.T) {
 	}
 	if env.Repo != nil {
 		t.Errorf("a temporary directory is in a git repository? %+v", env.Repo)
+	}
+}
+
+// TestNVMLFacts: what NVML says of a GPU goes into its entry, the max
+// clocks among it; a GPU NVML does not know keeps the probe's facts.
+func TestNVMLFacts(t *testing.T) {
+	gpus := []results.GPU{{Index: 0, UUID: "GPU-a", Driver: "580.1"}, {Index: 1, UUID: "GPU-b"}}
+	nvmlInfo{driver: "580.2", gpus: map[string]nvmlGPU{"GPU-a": {smClock: 345, memClock: 2619, maxSMClock: 1980, maxMemClock: 2619, powerLimitW: 700}}}.apply(gpus)
+	want := []results.GPU{
+		{Index: 0, UUID: "GPU-a", Driver: "580.1", SMClockMHz: 345, MemClockMHz: 2619, MaxSMClockMHz: 1980, MaxMemClockMHz: 2619, PowerLimitW: 700},
+		{Index: 1, UUID: "GPU-b", Driver: "580.2"},
+	}
+	if !reflect.DeepEqual(gpus, want) {
+		t.Errorf("GPUs %+v\nwant %+v", gpus, want)
 	}
 }
 

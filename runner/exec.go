@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -74,6 +75,17 @@ type Options struct {
 	// timelimit.go.
 	TimeLimit time.Duration
 	Started   time.Time
+	// Order is the order in which cells run (results.json lists them in
+	// the plan's order whatever it is): OrderPlan, or OrderRandom, shuffled
+	// with OrderSeed (0: one drawn at random), the seed recorded in
+	// results.json and the log. The zero value is the plan's order, or
+	// OrderRandom when OrderSeed is set; xrun run's default is OrderRandom.
+	Order     CellOrder
+	OrderSeed int64
+	// ThrottleThreshold is the throttle rule's fraction of a GPU's maximum
+	// SM clock (see profile.SummarizeTelemetry); 0 means the default,
+	// profile.DefaultThrottleThreshold.
+	ThrottleThreshold float64
 	// Command is the command line, recorded in the lock file so that a
 	// refused run can say who holds the directory.
 	Command  string
@@ -101,7 +113,7 @@ type ExistingResultsError struct {
 }
 
 func (e *ExistingResultsError) Error() string {
-	return fmt.Sprintf("%s already holds results (%s): run with --resume to complete them (cells already measured are kept), or --fresh to discard them and start over", e.Dir, e.Found)
+	return fmt.Sprintf("%s already holds results (%s): run with --resume to complete them (cells already measured are kept), --fresh to discard them and start over, or --out to write elsewhere", e.Dir, e.Found)
 }
 
 func (e *ExistingResultsError) BadInput() bool { return true }
@@ -127,6 +139,14 @@ type study struct {
 	res     *results.Results
 	byID    map[string]int // index into res.Cells
 	lastErr error          // the last failure to write results
+	// writeResults writes results.json and results.md: results.WriteDir,
+	// or a failing one in tests (WriteFaultEnv); nil means WriteDir.
+	writeResults func(dir string, r *results.Results) error
+	// halt, once set, is why no more cells start: results (or a cell's
+	// record) could not be written, most often because the disk is full.
+	halt error
+	// seed shuffles the order in which cells run; 0: the plan's order.
+	seed int64
 	// limit is the run's time limit (nil: none); limitStops counts the
 	// cells with a step not started because of it.
 	limit      *budget
@@ -187,6 +207,12 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 	if err := s.timeLimit(); err != nil {
 		return nil, err
 	}
+	if s.seed, err = s.orderSeed(); err != nil {
+		return nil, err
+	}
+	if s.writeResults, err = resultsWriter(envLookup(o.Env)); err != nil {
+		return nil, err
+	}
 	if o.Slurm != nil {
 		if s.slurm, err = newSlurmExecutor(o, s.dir, spec.Name, s.log); err != nil {
 			return nil, err
@@ -196,30 +222,40 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 		}
 	}
 
-	// Until the plan is written, a failure leaves the directory as it was.
-	_, statErr := os.Stat(s.dir)
-	createdDir := errors.Is(statErr, os.ErrNotExist)
-	_, statErr = os.Stat(filepath.Join(s.dir, layout.StateDir))
+	// Until the plan is written, a failure leaves the directory as it was
+	// (and its parents: --out a/b/c may create a and a/b).
+	created := firstMissing(s.dir)
+	_, statErr := os.Stat(filepath.Join(s.dir, layout.StateDir))
 	createdState := errors.Is(statErr, os.ErrNotExist)
 	lock, err := lockDir(s.dir, o.Command)
 	if err != nil {
-		// Nothing is removed: a run that started at the same moment may
-		// have created the directory and hold it now.
-		return nil, err
+		var le *LockedError
+		if errors.As(err, &le) {
+			// Nothing is removed: a run that started at the same moment
+			// may have created the directory and hold it now.
+			return nil, err
+		}
+		// No run holds what a failed lockDir created (only empty
+		// directories, which removeCreated leaves if another put files in).
+		removeCreated(s.dir, created)
+		return nil, s.outDirError(err)
 	}
 	committed := false
 	defer func() {
 		lock.release()
 		switch {
 		case committed:
-		case createdDir:
-			os.RemoveAll(s.dir)
+		case created != "":
+			removeCreated(s.dir, created)
 		case createdState:
 			os.RemoveAll(filepath.Join(s.dir, layout.StateDir))
 		}
 	}()
-	if held, found := holdsResults(s.dir); held && !o.Resume && !o.Fresh {
-		return nil, &ExistingResultsError{Dir: s.dir, Found: found}
+	if err := s.checkHeld(); err != nil {
+		return nil, err
+	}
+	if err := probeWritable(s.dir); err != nil {
+		return nil, s.outDirError(err)
 	}
 
 	if err := s.resolveDevices(ctx); err != nil {
@@ -245,19 +281,44 @@ func Run(ctx context.Context, spec *Spec, o Options) (*results.Results, error) {
 	}
 	if o.Fresh {
 		if err := clearResults(s.dir); err != nil {
-			return nil, err
+			return nil, s.outDirError(err)
 		}
 	}
 	if err := writeJSONAtomic(filepath.Join(s.dir, layout.StateDir, layout.PlanFile), s.plan); err != nil {
-		return nil, fmt.Errorf("writing the plan: %w", err)
+		return nil, s.outDirError(fmt.Errorf("writing the plan: %w", err))
 	}
 	committed = true
 	s.initResults(ctx)
 	s.write()
 	if err := s.lastErr; err != nil {
-		return nil, fmt.Errorf("writing results: %w", err)
+		return nil, writeFailure("writing results", err)
 	}
 	return s.execute(ctx)
+}
+
+// checkHeld refuses a directory that holds results this run was not told
+// what to do with, or another study's, which even --resume would replace.
+func (s *study) checkHeld() error {
+	held, found := holdsResults(s.dir)
+	if !held || s.o.Fresh {
+		return nil
+	}
+	if e := s.otherStudy(); e != nil {
+		return e
+	}
+	if !s.o.Resume {
+		return &ExistingResultsError{Dir: s.dir, Found: found}
+	}
+	return nil
+}
+
+// writeFailure is the error of a run that could not write what (its
+// results, a cell's record); a full disk says so.
+func writeFailure(what string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("the disk is full: %s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // resolveDevices probes the GPUs when a cell may use one and decides which
@@ -324,7 +385,7 @@ func (s *study) buildPlan(sel []bool) error {
 		return err
 	}
 	s.plan = &workerPlan{Version: workerPlanVersion, Name: s.spec.Name, Spec: s.spec.File, Repeats: s.spec.Repeats, CacheDir: abs,
-		Command: s.spec.Command, Trtllm: s.spec.Trtllm,
+		Command: s.spec.Command, Trtllm: s.spec.Trtllm, ThrottleThreshold: s.o.ThrottleThreshold,
 		// Allocated whole, so the runCells may point into it.
 		Cells: make([]workerCell, 0, len(s.spec.Plan.Cells))}
 	build := Build()
@@ -368,6 +429,12 @@ func (s *study) buildPlan(sel []bool) error {
 				loggedAuto = true
 			}
 		}
+		if sel[i] {
+			// engine auto became cuda only now: float32 is refused there.
+			if err := c.CheckBackend(backend); err != nil {
+				return err
+			}
+		}
 		rc := &runCell{cell: c, selected: sel[i]}
 		device := hostDevice()
 		external := !builtinEngine(backend)
@@ -397,7 +464,7 @@ func (s *study) buildPlan(sel []bool) error {
 		}
 		s.plan.Cells = append(s.plan.Cells, workerCell{
 			ID: c.ID, Hash: c.Hash,
-			Fingerprint: fingerprint(c, s.spec.Repeats, build, s.engineIdentity(backend), device),
+			Fingerprint: fingerprint(c, s.spec.Repeats, build, s.engineIdentity(backend), device, s.switches()),
 			Params:      c.Flat(),
 			Engine:      engineConfig(c, backend),
 			Dataset:     workerDatasetFor(c),
@@ -416,7 +483,7 @@ func (s *study) buildPlan(sel []bool) error {
 		// The fingerprints name the GPUs the tasks ask for, known only
 		// now.
 		for _, rc := range s.cells {
-			rc.wc.Fingerprint = fingerprint(rc.cell, s.spec.Repeats, build, s.engineIdentity(rc.wc.Engine.Backend), s.slurm.device())
+			rc.wc.Fingerprint = fingerprint(rc.cell, s.spec.Repeats, build, s.engineIdentity(rc.wc.Engine.Backend), s.slurm.device(), s.switches())
 		}
 	}
 	return nil
@@ -436,8 +503,8 @@ func (s *study) queue() []*runCell {
 // slurmDryRun prints the job-array script a Slurm run would submit, and
 // touches nothing: no lock, no plan, no datasets.
 func (s *study) slurmDryRun(sel []bool) error {
-	if held, found := holdsResults(s.dir); held && !s.o.Resume && !s.o.Fresh {
-		return &ExistingResultsError{Dir: s.dir, Found: found}
+	if err := s.checkHeld(); err != nil {
+		return err
 	}
 	if err := s.buildPlan(sel); err != nil {
 		return err
@@ -533,34 +600,18 @@ func (rc *runCell) todo() bool {
 
 // prepareDatasets generates (or verifies) every dataset the cells to run
 // need, and checks dataset files, before any cell starts: a bad dataset is
-// reported once, as bad input, not once per cell.
+// reported once, as bad input, not once per cell. Files are checked first,
+// so that a bad one costs no generation and leaves nothing in the cache; a
+// generation stops at an interrupt, leaving no part of its file behind.
 func (s *study) prepareDatasets(ctx context.Context) error {
 	done := map[string]bool{}
 	for _, rc := range s.cells {
-		if !rc.todo() {
+		d := rc.wc.Dataset
+		if !rc.todo() || d.Generate != nil {
 			continue
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("preparing datasets: %w", ErrInterrupted)
-		}
-		d := rc.wc.Dataset
-		if d.Generate != nil {
-			key := d.Generate.Key()
-			if done[key] {
-				continue
-			}
-			done[key] = true
-			t0 := time.Now()
-			e, err := dsets.Cache{Dir: s.plan.CacheDir}.Ensure(*d.Generate)
-			if err != nil {
-				return fmt.Errorf("dataset %s: %w", d.ID, err)
-			}
-			ev := s.log.Debug()
-			if e.Generated {
-				ev = s.log.Info().Str("reason", e.Reason).Str("elapsed", fmtDur(time.Since(t0)))
-			}
-			ev.Str("dataset", d.ID).Str("path", e.Path).Int("requests", d.Generate.NumRequests).Msg("dataset ready")
-			continue
 		}
 		key := fmt.Sprintf("%s\x00%d", d.File, d.Vocab)
 		if done[key] {
@@ -571,7 +622,61 @@ func (s *study) prepareDatasets(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("dataset %s: %w", d.ID, err)
 		}
+		if err := s.checkLongest(d.ID, d.File, st.Longest); err != nil {
+			return err
+		}
 		s.log.Info().Str("dataset", d.ID).Str("path", d.File).Int("requests", st.Requests).Msg("dataset file checked")
+	}
+	for _, rc := range s.cells {
+		d := rc.wc.Dataset
+		if !rc.todo() || d.Generate == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("preparing datasets: %w", ErrInterrupted)
+		}
+		key := d.Generate.Key()
+		if done[key] {
+			continue
+		}
+		done[key] = true
+		// The lengths are drawn before the costly token ids, so a request
+		// longer than a model's positions stops the study before anything
+		// is generated or run.
+		longest, err := dsets.LongestRequest(*d.Generate)
+		if err != nil {
+			return fmt.Errorf("dataset %s: %w", d.ID, err)
+		}
+		if err := s.checkLongest(d.ID, dsets.Cache{Dir: s.plan.CacheDir}.FilePath(*d.Generate), longest); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		e, err := dsets.Cache{Dir: s.plan.CacheDir}.EnsureContext(ctx, *d.Generate)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("dataset %s: generation stopped, nothing kept: %w", d.ID, ErrInterrupted)
+			}
+			return fmt.Errorf("dataset %s: %w", d.ID, err)
+		}
+		ev := s.log.Debug()
+		if e.Generated {
+			ev = s.log.Info().Str("reason", e.Reason).Str("elapsed", fmtDur(time.Since(t0)))
+		}
+		ev.Str("dataset", d.ID).Str("path", e.Path).Int("requests", d.Generate.NumRequests).Msg("dataset ready")
+	}
+	return nil
+}
+
+// checkLongest refuses a dataset whose longest request does not fit the
+// positions of a model that a cell to run serves it with (checkLengths:
+// xrun's own engine; external engines size themselves to the dataset).
+func (s *study) checkLongest(id, file string, l dsets.Longest) error {
+	for _, rc := range s.cells {
+		if rc.todo() && rc.wc.Dataset.ID == id {
+			if err := checkLengths(rc.cell, file, l.Line, l.Input, l.Output); err != nil {
+				return fmt.Errorf("dataset %s, cell %s: %w", id, rc.cell.ID, err)
+			}
+		}
 	}
 	return nil
 }
@@ -586,9 +691,11 @@ func (s *study) initResults(ctx context.Context) {
 		Environment: Environment(ctx, s.spec.Dir, s.devs, s.gpus),
 		Axes:        resultAxes(s.spec),
 		Started:     time.Now(),
+		OrderSeed:   s.seed,
 		Cells:       make([]results.Cell, 0, len(s.cells)),
 	}
 	s.res.Environment.Engines = s.engineTools()
+	s.res.Environment.Switches = s.switches()
 	for _, c := range s.spec.Compare {
 		s.res.Compare = append(s.res.Compare, results.CompareSpec{Axis: c.Axis, Baseline: c.Baseline})
 	}
@@ -692,17 +799,35 @@ func resultAxes(spec *Spec) []results.Axis {
 }
 
 // write rewrites results.json and results.md (atomically); a failure is
-// logged and remembered, and the run goes on.
+// logged and remembered. Once a write has failed no more cells start (see
+// halted): what they measured could not be recorded.
 func (s *study) write() {
 	s.res.Finished = time.Now()
 	s.attachRooflines()
-	if err := results.WriteDir(s.dir, s.res); err != nil {
+	write := s.writeResults
+	if write == nil {
+		write = results.WriteDir
+	}
+	if err := write(s.dir, s.res); err != nil {
 		s.lastErr = err
 		s.log.Error().Err(err).Str("dir", s.dir).Msg("writing results")
+		s.stop(writeFailure("writing results", err))
 		return
 	}
 	s.lastErr = nil
 }
+
+// stop makes err the reason no more cells start, unless one already is.
+func (s *study) stop(err error) {
+	if s.halt != nil {
+		return
+	}
+	s.halt = err
+	s.log.Error().Err(err).Msg("the study stops: no more cells start; the cells not run yet are marked so, and xrun run --resume runs them once the cause is fixed")
+}
+
+// halted implements reporter.
+func (s *study) halted() bool { return s.halt != nil }
 
 // execute hands the cells to run to the executor and merges each outcome
 // into the results as it comes.
@@ -717,7 +842,16 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 	if complete > 0 {
 		ev = ev.Int("kept", complete)
 	}
+	if s.seed != 0 {
+		queue = shuffled(queue, s.seed)
+		ev = ev.Str("order", string(OrderRandom)).Int64("order_seed", s.seed)
+	} else {
+		ev = ev.Str("order", string(OrderPlan))
+	}
 	ev.Msg("running the study")
+	if s.seed != 0 {
+		s.log.Debug().Int64("order_seed", s.seed).Msgf("cells run in random order: --order-seed %d repeats it, --order plan keeps the plan's", s.seed)
+	}
 	if note := untestableNote(s.spec); note != "" {
 		s.log.Warn().Msg(note)
 	}
@@ -751,6 +885,8 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 		notRun = "not run: " + runErr.Error()
 	case ctx.Err() != nil:
 		notRun = "not run: the study was interrupted (xrun run --resume runs it)"
+	case s.halt != nil:
+		notRun = "not run: the study stopped: " + s.halt.Error() + " (xrun run --resume runs it)"
 	case limitRanOut || s.limitStops > 0:
 		notRun = "not run: the study stopped at its time limit (xrun run --resume runs it)"
 	}
@@ -766,17 +902,32 @@ func (s *study) execute(ctx context.Context) (*results.Results, error) {
 		}
 	}
 	s.write()
-	s.log.Info().Str("results", filepath.Join(s.dir, layout.JSONFile)).Str("table", filepath.Join(s.dir, layout.MarkdownFile)).
-		Str("cells", filepath.Join(s.dir, layout.CellsDir)).Msg("results written")
+	if s.lastErr == nil {
+		s.log.Info().Str("results", filepath.Join(s.dir, layout.JSONFile)).Str("table", filepath.Join(s.dir, layout.MarkdownFile)).
+			Str("cells", filepath.Join(s.dir, layout.CellsDir)).Msg("results written")
+	} else {
+		s.log.Error().Str("results", filepath.Join(s.dir, layout.JSONFile)).
+			Msg("results not written: results.json and results.md are as the last write that succeeded left them")
+	}
 	switch {
 	case runErr != nil:
 		return s.res, runErr
 	case ctx.Err() != nil:
 		return s.res, fmt.Errorf("stopped; the cells measured so far are in %s: %w", s.dir, ErrInterrupted)
+	case s.halt != nil:
+		// A failed write halts the study (write), this last one included.
+		notRun := 0
+		for _, rc := range queue {
+			if s.res.Cells[s.byID[rc.cell.ID]].Status == results.StatusSkipped {
+				notRun++
+			}
+		}
+		if notRun == 0 {
+			return s.res, s.halt
+		}
+		return s.res, fmt.Errorf("%w; %d of the %d cells to run were not run (xrun run --resume runs them once it is fixed)", s.halt, notRun, len(queue))
 	case limitRanOut || s.limitStops > 0:
 		return s.res, s.limitError(queue)
-	case s.lastErr != nil:
-		return s.res, fmt.Errorf("writing results: %w", s.lastErr)
 	case failed > 0:
 		return s.res, fmt.Errorf("%d of %d cells failed (their errors are in %s): %w", failed, total, filepath.Join(s.dir, layout.MarkdownFile), ErrCellsFailed)
 	}
@@ -835,6 +986,13 @@ func (s *study) record(rc *runCell, o outcome) {
 	// The plan's parameters are authoritative (JSON would turn the
 	// record's integers into floats), and summaries are the writer's.
 	c.ID, c.Params, c.Summary = rc.cell.ID, rc.wc.Params, nil
+	switch {
+	case o.writeErr != nil:
+		s.stop(writeFailure("cell "+rc.cell.ID, o.writeErr))
+	case c.Status == results.StatusFailed && strings.Contains(c.Error, syscall.ENOSPC.Error()):
+		// The worker's own failure to write its records comes as text.
+		s.stop(fmt.Errorf("the disk is full: cell %s could not record what it measured: %w", rc.cell.ID, syscall.ENOSPC))
+	}
 	s.progress.CellFinished(rc.cell.ID, c.Status, o.elapsed)
 	switch c.Status {
 	case results.StatusOK:

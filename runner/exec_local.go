@@ -29,7 +29,10 @@ type outcome struct {
 	// timeLimit is set, with interrupted, when the worker stopped because
 	// its next step would not have finished before the time limit.
 	timeLimit *timeLimitNote
-	elapsed   time.Duration
+	// writeErr is set, with failure, when the cell's directory could not
+	// be prepared (a full disk): the study stops.
+	writeErr error
+	elapsed  time.Duration
 }
 
 // cellExecutor runs one cell on the GPUs given (their UUIDs; none for a
@@ -64,15 +67,15 @@ func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []st
 	// mistaken for this attempt's; the repeats it recorded stay for the
 	// worker to keep.
 	if err := clearCellDir(cdir); err != nil {
-		return outcome{failure: "cannot clear the cell's directory: " + err.Error()}
+		return outcome{failure: "cannot clear the cell's directory: " + err.Error(), writeErr: err}
 	}
 	if err := os.MkdirAll(cdir, 0o755); err != nil {
-		return outcome{failure: "cannot create the cell's directory: " + err.Error()}
+		return outcome{failure: "cannot create the cell's directory: " + err.Error(), writeErr: err}
 	}
 	stderrPath := filepath.Join(cdir, layout.StderrFile)
 	errf, err := os.Create(stderrPath)
 	if err != nil {
-		return outcome{failure: "cannot create " + layout.StderrFile + ": " + err.Error()}
+		return outcome{failure: "cannot create " + layout.StderrFile + ": " + err.Error(), writeErr: err}
 	}
 	defer errf.Close()
 

@@ -33,6 +33,9 @@ type reporter interface {
 	// cellHeld says a cell is not started: its first step would not
 	// finish in the time left (left) before the time limit.
 	cellHeld(rc *runCell, left time.Duration)
+	// halted says no more cells are to start (their results could not be
+	// written); those running finish.
+	halted() bool
 }
 
 // cellStarted implements reporter.

@@ -10,12 +10,14 @@ import (
 )
 
 // gpuScheduler is the local executor: it runs cells on this host through a
-// cellExecutor (worker processes), in plan order — on several GPUs, cells
+// cellExecutor (worker processes), in the queue's order (the plan's, or
+// shuffled: see CellOrder) — on several GPUs, cells
 // predicted to run longest first (lptOrder) — a cell on the cpu backend
 // alone (others would distort its timings, and it would distort theirs),
 // cells on GPUs side by side, each on GPUs no other cell holds. Under a time
 // limit, a cell whose first step would not finish in the time left when its
 // turn comes is not started, and the next one that fits takes its place.
+// Once the study halts (its results could not be written) no cell starts.
 type gpuScheduler struct {
 	gpus  []cuda.DeviceInfo // the GPUs cells may use
 	cell  cellExecutor
@@ -64,7 +66,7 @@ func (g *gpuScheduler) runCells(ctx context.Context, queue []*runCell, r reporte
 	}
 	for len(queue) > 0 || running > 0 {
 		// Time only runs out: a cell that does not fit now never will.
-		for ctx.Err() == nil && len(queue) > 0 {
+		for ctx.Err() == nil && !r.halted() && len(queue) > 0 {
 			first := queue[0].first
 			if g.limit != nil {
 				first = estimateFirst(queue[0], g.paces)
@@ -77,7 +79,7 @@ func (g *gpuScheduler) runCells(ctx context.Context, queue []*runCell, r reporte
 			r.cellHeld(queue[0], left)
 			queue = queue[1:]
 		}
-		if ctx.Err() == nil && len(queue) > 0 {
+		if ctx.Err() == nil && !r.halted() && len(queue) > 0 {
 			if slots, ok := canStart(queue[0]); ok {
 				rc := queue[0]
 				queue = queue[1:]
@@ -98,7 +100,7 @@ func (g *gpuScheduler) runCells(ctx context.Context, queue []*runCell, r reporte
 			}
 		}
 		if running == 0 {
-			break // interrupted with nothing in flight
+			break // interrupted or halted with nothing in flight
 		}
 		f := <-done
 		running--

@@ -81,6 +81,9 @@ type Cell struct {
 
 	na   uint64  // bit i set: params[i] does not apply to this cell
 	vals []int32 // the matrix value ids that made the cell (see mxCombo)
+	// autoCuda is what CheckBackend returns should engine auto resolve to
+	// cuda: nil unless the cell cannot run there.
+	autoCuda *SpecError
 }
 
 // Dataset is one distinct set of requests that cells need. Cells whose
@@ -355,6 +358,13 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 		why  map[int]string
 	}
 	var collapsed []collapsedAt
+	warned := map[string]bool{}
+	warn := func(msg string) {
+		if !warned[msg] {
+			warned[msg] = true
+			plan.Warnings = append(plan.Warnings, msg)
+		}
+	}
 	cells := make([]Cell, 0, len(res.combos))
 	seen := make(map[[sha256.Size]byte]int, len(res.combos))
 	buf := make([]byte, 0, 1024)
@@ -397,6 +407,9 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 		if err := d.engineCheck(&p, model, pl, c.vals); err != nil {
 			return nil, err
 		}
+		if err := d.cellChecks(&p, model, na, c.vals, warn); err != nil {
+			return nil, err
+		}
 		buf = enc.appendCell(buf[:0], &p, na, c.vals)
 		sum := sha256.Sum256(buf)
 		if j, dup := seen[sum]; dup {
@@ -407,7 +420,8 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 			return nil, d.errAt(d.matrixKey, "matrix", "more than %d cells (--max-cells); narrow the matrix or raise --max-cells", maxCells)
 		}
 		seen[sum] = len(cells)
-		cell := Cell{Index: len(cells), Hash: hex.EncodeToString(sum[:]), Params: p, Model: model, na: na, vals: c.vals}
+		cell := Cell{Index: len(cells), Hash: hex.EncodeToString(sum[:]), Params: p, Model: model, na: na, vals: c.vals,
+			autoCuda: d.autoCudaError(&p, na, c.vals)}
 		cell.ModelRef = p.Model
 		if model.Path != "" {
 			cell.ModelRef = d.resolvePath(p.Model)

@@ -4,24 +4,46 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/xrun-dev/xrun/engine"
 )
 
 // fingerprint identifies everything a cell's numbers depend on: the cell's
 // resolved parameters (its hash), how many repeats it runs, the xrun build
-// (version, commit, modified flag, Go version), the backend it runs on, and
-// the device: the GPUs' names and driver for cuda, the CPU model and count
-// for cpu. --resume reuses a cell's record only while its fingerprint is
-// unchanged, so a new parameter value, a new xrun build, another driver or
-// another kind of machine measures the cell again. Hosts with the same
-// hardware share fingerprints: a study may resume on a sister machine.
-func fingerprint(c *Cell, repeats int, b BuildInfo, backend, device string) string {
+// (version, commit, modified flag, Go version), the backend it runs on, the
+// device (the GPUs' names and driver for cuda, the CPU model and count for
+// cpu), and the engine switches not at their defaults in the workers'
+// environment (study.switches). --resume reuses a cell's record only while
+// its fingerprint is unchanged, so a new parameter value, a new xrun build,
+// another driver, another kind of machine or another switch setting
+// measures the cell again. Hosts with the same hardware share
+// fingerprints: a study may resume on a sister machine.
+func fingerprint(c *Cell, repeats int, b BuildInfo, backend, device string, switches map[string]string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "xrun-fingerprint/1\ncell=%s\nrepeats=%d\nxrun=%s commit=%s modified=%t go=%s\nbackend=%s\ndevice=%s\n",
 		c.Hash, repeats, b.Version, b.Commit, b.Modified, b.GoVersion, backend, device)
+	// Only when there are any: without, fingerprints stay those of the
+	// results recorded before switches were, which stay resumable.
+	if len(switches) > 0 {
+		fmt.Fprintf(h, "switches=%s\n", engine.FormatSwitches(switches, ","))
+	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// switches are the engine switches not at their defaults in the
+// environment the workers get (Options.Env, else this process's): those
+// the workers record in cell.json, which go into the fingerprints and
+// results.json's environment.
+func (s *study) switches() map[string]string {
+	getenv := os.Getenv
+	if s.o.Env != nil {
+		getenv = envLookup(s.o.Env)
+	}
+	return engine.NonDefaultSwitches(getenv)
 }
 
 // OptionError is a bad run option (--only, --gpus, --resume with --fresh,

@@ -14,8 +14,8 @@ func TestFingerprint(t *testing.T) {
 	}
 	c0, c1 := &spec.Plan.Cells[0], &spec.Plan.Cells[1]
 	b := BuildInfo{Version: "v1.0.0", Commit: "abc", GoVersion: "go1.26"}
-	base := fingerprint(c0, 3, b, "cpu", "cpu X")
-	if again := fingerprint(c0, 3, b, "cpu", "cpu X"); again != base {
+	base := fingerprint(c0, 3, b, "cpu", "cpu X", nil)
+	if again := fingerprint(c0, 3, b, "cpu", "cpu X", nil); again != base {
 		t.Fatalf("fingerprint is not stable: %s, %s", base, again)
 	}
 	modified := b
@@ -25,13 +25,13 @@ func TestFingerprint(t *testing.T) {
 	otherGo := b
 	otherGo.GoVersion = "go1.27"
 	for name, fp := range map[string]string{
-		"another cell":    fingerprint(c1, 3, b, "cpu", "cpu X"),
-		"more repeats":    fingerprint(c0, 5, b, "cpu", "cpu X"),
-		"modified build":  fingerprint(c0, 3, modified, "cpu", "cpu X"),
-		"another commit":  fingerprint(c0, 3, newer, "cpu", "cpu X"),
-		"another Go":      fingerprint(c0, 3, otherGo, "cpu", "cpu X"),
-		"another backend": fingerprint(c0, 3, b, "cuda", "cpu X"),
-		"another device":  fingerprint(c0, 3, b, "cpu", "cpu Y"),
+		"another cell":    fingerprint(c1, 3, b, "cpu", "cpu X", nil),
+		"more repeats":    fingerprint(c0, 5, b, "cpu", "cpu X", nil),
+		"modified build":  fingerprint(c0, 3, modified, "cpu", "cpu X", nil),
+		"another commit":  fingerprint(c0, 3, newer, "cpu", "cpu X", nil),
+		"another Go":      fingerprint(c0, 3, otherGo, "cpu", "cpu X", nil),
+		"another backend": fingerprint(c0, 3, b, "cuda", "cpu X", nil),
+		"another device":  fingerprint(c0, 3, b, "cpu", "cpu Y", nil),
 	} {
 		if fp == base {
 			t.Errorf("%s does not change the fingerprint", name)

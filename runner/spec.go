@@ -16,6 +16,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/command"
+	"github.com/xrun-dev/xrun/engine/safetensors"
 	"github.com/xrun-dev/xrun/engine/trtllm"
 )
 
@@ -88,8 +89,10 @@ type Spec struct {
 	Name          string
 	Description   string
 	// Out is the results directory (default results/<name>), relative to
-	// the working directory.
+	// the working directory; OutAt is where the spec set it, as errors
+	// name it ("FILE:LINE:COL", "--set out=DIR"), "" for the default.
 	Out     string
+	OutAt   string
 	Repeats int
 	// Params are the defaults overlaid with the spec's params; vocab_size
 	// and eos_id stay 0 unless given (each cell takes them from its model).
@@ -410,6 +413,11 @@ func (d *decoder) top(root *yaml.Node) error {
 				return d.errAt(resolve(kv.vn), kv.key, "expected a directory path, got %s", describe(kv.vn))
 			}
 			s.Out, outSet = filepath.Clean(v), true
+			if e := d.errAt(resolve(kv.vn), kv.key, ""); e.Set != "" {
+				s.OutAt = "--set " + e.Set
+			} else {
+				s.OutAt = fmt.Sprintf("%s:%d:%d", e.File, e.Line, e.Column)
+			}
 		case "repeats":
 			v, ok := scalarInt(kv.vn)
 			if !ok || v < 1 || v > 1000 {
@@ -582,6 +590,12 @@ func (d *decoder) lookupModel(name string, n *yaml.Node, field string) error {
 		if errors.As(err, &ce) {
 			return d.errAt(n, field, "model directory %q: %s", name, ce.Error())
 		}
+		return d.errAt(n, field, "model directory %q: %v", name, err)
+	}
+	// A truncated or malformed checkpoint fails every engine; headers and
+	// file sizes tell, without reading a tensor. A directory without one
+	// is left to the engines (trtllm takes pytorch_model.bin).
+	if err := safetensors.Validate(dir); err != nil && !errors.Is(err, safetensors.ErrNoCheckpoint) {
 		return d.errAt(n, field, "model directory %q: %v", name, err)
 	}
 	d.models[name] = &c

@@ -47,6 +47,9 @@ type workerPlan struct {
 	// Command and Trtllm are the spec's blocks for external engines.
 	Command *command.Definition `json:"command,omitempty"`
 	Trtllm  *trtllm.Options     `json:"trtllm,omitempty"`
+	// ThrottleThreshold is the throttle rule's fraction of the GPU's
+	// maximum SM clock (xrun run --throttle-threshold; 0: the default).
+	ThrottleThreshold float64 `json:"throttle_threshold,omitempty"`
 }
 
 // workerCell is one cell as its worker runs it.
@@ -104,6 +107,9 @@ type cellRecord struct {
 	// Ceilings are the roofline's ceilings the GPU backend measured, on a
 	// GPU xrun knows none for (engine/profile reads them from here).
 	Ceilings *engine.Ceilings `json:"ceilings,omitempty"`
+	// Switches are the engine switches not at their defaults in the
+	// worker's environment (engine.NonDefaultSwitches), name -> value.
+	Switches map[string]string `json:"switches,omitempty"`
 	// Tool, Build and Commands describe an external engine's cell: its
 	// tool and version, what its engine was built with, and the distinct
 	// commands it ran (commands.jsonl has every one).
@@ -196,6 +202,7 @@ func RunWorker(ctx context.Context, dir, id string, o WorkerOptions) error {
 		Fingerprint: cell.Fingerprint,
 		Host:        host,
 		Started:     sess.Started,
+		Switches:    engine.NonDefaultSwitches(o.Getenv),
 	}
 	log.Info().Str("fingerprint", cell.Fingerprint).Str("backend", cell.Engine.Backend).
 		Str("cuda_visible_devices", o.Getenv("CUDA_VISIBLE_DEVICES")).Int("repeats", plan.Repeats).Int("repeats_kept", len(kept)).Msg("cell started")
@@ -332,7 +339,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		return err
 	}
 	ready := w.clock()
-	reqs, path, err := w.requests()
+	reqs, path, err := w.requests(ctx)
 	if err != nil {
 		return err
 	}
@@ -358,7 +365,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 	}
 	w.log.Info().Str("backend", e.Backend()).Str("elapsed", fmtDur(time.Since(t0))).Int("requests", len(reqs)).Msg("engine ready")
 	if len(w.done) > 0 && w.done[0].Backend != e.Backend() {
-		// Not in the fingerprint: an ablation switch in the environment,
+		// Not in the fingerprint: a path the backend chose on this host,
 		// say. Repeats of two GEMM paths must not be mixed.
 		w.log.Warn().Str("recorded", w.done[0].Backend).Str("now", e.Backend()).Msg("the repeats recorded earlier ran on another backend; measuring them again")
 		w.done, w.telOrigin = nil, w.session.Started
@@ -373,13 +380,13 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		if err := w.mayStart(nextStep(w.done, w.repeats, profiled, false)); err != nil {
 			return err
 		}
-		started := w.clock().UTC()
+		started, passStart := w.clock().UTC(), time.Now()
 		res, err := e.Run(ctx, reqs, engine.RunOptions{})
 		w.skew += w.took
 		if err != nil {
 			return fmt.Errorf("repeat %d of %d: %w", r+1, w.repeats, err)
 		}
-		if err := w.recordRepeat(ctx, r+1, res, started); err != nil {
+		if err := w.recordRepeat(ctx, r+1, res, started, passStart); err != nil {
 			return fmt.Errorf("repeat %d of %d: recording it: %w", r+1, w.repeats, err)
 		}
 		w.log.Info().Int("repeat", r+1).Float64("request_throughput_req_s", res.Metrics["request_throughput_req_s"]).
@@ -442,11 +449,13 @@ func topKernels(p *results.Profile, n int) *results.Profile {
 // requests loads the cell's dataset: a generated one through the cache
 // (which verifies it, and generates it again where it is missing), or the
 // user's file, checked against the model's vocabulary.
-func (w *cellWorker) requests() ([]dsets.Request, string, error) {
+func (w *cellWorker) requests(ctx context.Context) ([]dsets.Request, string, error) {
 	d := w.cell.Dataset
 	path := d.File
 	if d.Generate != nil {
-		e, err := dsets.Cache{Dir: w.cacheDir}.Ensure(*d.Generate)
+		// A worker on another host (Slurm) may have to generate it again;
+		// an interrupt stops that too.
+		e, err := dsets.Cache{Dir: w.cacheDir}.EnsureContext(ctx, *d.Generate)
 		if err != nil {
 			return nil, "", fmt.Errorf("dataset %s: %w", d.ID, err)
 		}
@@ -540,16 +549,16 @@ func (w *cellWorker) writeArtifacts() error {
 }
 
 // writeTelemetry ends the telemetry and writes telemetry.csv — the
-// recorded repeats' segments and the rest of this worker's — and the
-// summary of them all for results.json.
+// recorded repeats' segments and the rest of this worker's (the profiled
+// pass) — and, for results.json, the summary of the timed repeats.
 func (w *cellWorker) writeTelemetry() error {
-	tail, tailSum := w.cutTelemetry(false)
+	tail := w.cutTelemetry(false).rows
 	var parts []*results.Telemetry
 	for _, r := range w.done {
 		parts = append(parts, r.Telemetry)
 	}
-	w.rec.Telemetry = mergeTelemetry(append(parts, tailSum))
-	if w.rec.Telemetry == nil {
+	w.rec.Telemetry = mergeTelemetry(parts, w.plan.ThrottleThreshold)
+	if w.rec.Telemetry == nil && len(tail) == 0 {
 		if w.tel != nil {
 			w.log.Warn().Str("reason", w.tel.Reason()).Msg("no GPU telemetry")
 		}

@@ -235,10 +235,12 @@ func keptMetrics(dir string, c *workerCell, repeats int) []results.Metrics {
 	return out
 }
 
-// recordRepeat records timed repeat n (from 1), which started at started,
+// recordRepeat records timed repeat n (from 1), which started at started
+// (the worker's clock; passStart is the wall clock's, for the telemetry),
 // under the cell's repeats directory: its data files first, its record
 // last.
-func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result, started time.Time) error {
+func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result, started, passStart time.Time) error {
+	passEnd := time.Now()
 	id := w.cell.ID
 	if err := os.MkdirAll(repeatsDir(w.dir, id), 0o755); err != nil {
 		return err
@@ -275,9 +277,13 @@ func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result
 			return err
 		}
 	}
-	if rows, sum := w.cutTelemetry(true); len(rows) > 0 {
-		r.Telemetry = sum
-		if err := write(layout.TelemetryFile, func(out io.Writer) error { _, err := out.Write(rows); return err }); err != nil {
+	if seg := w.cutTelemetry(true); len(seg.rows) > 0 {
+		// The segment's rows all go to telemetry.csv; the summary is the
+		// timed part's only.
+		from, to := timedWindow(res, passStart.Sub(seg.start), passEnd.Sub(seg.start))
+		r.Telemetry = profile.SummarizeTelemetry(profile.TimedSamples(seg.samples, from, to),
+			profile.SummaryOptions{Period: seg.period, Threshold: w.plan.ThrottleThreshold})
+		if err := write(layout.TelemetryFile, func(out io.Writer) error { _, err := out.Write(seg.rows); return err }); err != nil {
 			return err
 		}
 	}
@@ -364,46 +370,95 @@ func (w *cellWorker) copyRepeatFiles(out io.Writer, name string) error {
 	return nil
 }
 
-// cutTelemetry ends the telemetry segment in progress and returns its
-// rows of telemetry.csv (time_ms from the cell's telemetry origin) and its
-// summary; with restart, a new segment begins. Both are nil when nothing
-// was sampled (the cpu backend, no NVML).
-func (w *cellWorker) cutTelemetry(restart bool) ([]byte, *results.Telemetry) {
-	if w.tel == nil || w.tel.Reason() != "" {
-		return nil, nil
+// timedWindow is when a pass's timed requests ran, from the first one's
+// submission (after the engine's warm-up) to the last one's end, as times
+// of a telemetry segment in which the pass ran from passStart to passEnd.
+// The requests' times count from the pass's start; an external engine's
+// that fall outside the pass are clamped to it.
+func timedWindow(res *engine.Result, passStart, passEnd time.Duration) (from, to time.Duration) {
+	if len(res.Requests) == 0 {
+		return passStart, passEnd
 	}
-	samples := w.tel.Stop()
-	start := w.telStart
+	first, last := res.Requests[0].Start, res.Requests[0].End
+	for _, q := range res.Requests {
+		first, last = min(first, q.Start), max(last, q.End)
+	}
+	from = min(max(passStart+first, passStart), passEnd)
+	to = min(max(passStart+last, from), passEnd)
+	return from, to
+}
+
+// telemetrySegment is the telemetry from one cut to the next.
+type telemetrySegment struct {
+	// rows are its rows of telemetry.csv, time_ms from the cell's
+	// telemetry origin.
+	rows []byte
+	// samples are as sampled: times since start.
+	samples []profile.Sample
+	start   time.Time
+	period  time.Duration
+}
+
+// cutTelemetry ends the telemetry segment in progress and returns it; with
+// restart, a new segment begins. It is empty when nothing was sampled (the
+// cpu backend, no NVML).
+func (w *cellWorker) cutTelemetry(restart bool) telemetrySegment {
+	if w.tel == nil || w.tel.Reason() != "" {
+		return telemetrySegment{}
+	}
+	seg := telemetrySegment{samples: w.tel.Stop(), start: w.telStart, period: w.tel.Period()}
 	if restart {
 		w.tel, w.telStart = profile.StartTelemetry(0), time.Now()
 	}
-	if len(samples) == 0 {
-		return nil, nil
+	if len(seg.samples) == 0 {
+		return telemetrySegment{}
 	}
-	shifted := slices.Clone(samples)
-	off := start.Sub(w.telOrigin)
+	shifted := slices.Clone(seg.samples)
+	off := seg.start.Sub(w.telOrigin)
 	for i := range shifted {
 		shifted[i].T += off
 	}
 	var b bytes.Buffer
 	if err := profile.WriteTelemetryCSV(&b, shifted); err != nil {
-		return nil, nil
+		return telemetrySegment{}
 	}
-	rows := b.Bytes()
-	if i := bytes.IndexByte(rows, '\n'); i >= 0 {
-		rows = rows[i+1:] // the header is written once, in telemetry.csv
+	seg.rows = b.Bytes()
+	if i := bytes.IndexByte(seg.rows, '\n'); i >= 0 {
+		seg.rows = seg.rows[i+1:] // the header is written once, in telemetry.csv
 	}
-	return rows, profile.SummarizeTelemetry(samples)
+	return seg
 }
 
-// mergeTelemetry sums up the summaries of consecutive telemetry segments
-// as one: means weighted by their samples, maxima, energy summed,
-// throttling if any segment throttled. nil when no segment has samples.
-func mergeTelemetry(parts []*results.Telemetry) *results.Telemetry {
+// mergeTelemetry sums up the summaries of the timed repeats as one: means
+// weighted by their samples, maxima, minima, energy and power-capped time
+// summed, the throttle reasons of all. The throttle rule is judged again
+// over the parts judged at threshold (the plan's; 0: the default), their
+// judged samples pooled: a part summarised at another threshold (a
+// resumed cell's run with another --throttle-threshold) or before the rule
+// existed adds no judged samples. Where no part was judged at threshold,
+// the cell is throttled as the records of earlier builds say (by the
+// reasons), and has no rule's figures. nil when no part has samples.
+func mergeTelemetry(parts []*results.Telemetry, threshold float64) *results.Telemetry {
+	if threshold <= 0 {
+		threshold = profile.DefaultThrottleThreshold
+	}
 	var out *results.Telemetry
+	var judged int
+	var below float64
+	ruled, byReasons := false, false
 	for _, p := range parts {
 		if p == nil || p.Samples <= 0 {
 			continue
+		}
+		switch p.ThrottleThreshold {
+		case threshold:
+			ruled = true
+			if p.BelowThresholdShare != nil {
+				judged += p.ClockSamples
+				below += *p.BelowThresholdShare * float64(p.ClockSamples)
+			}
+		case 0:
+			byReasons = byReasons || p.Throttled
 		}
 		if out == nil {
 			c := *p
@@ -423,8 +478,12 @@ func mergeTelemetry(parts []*results.Telemetry) *results.Telemetry {
 		out.PowerWMax = max(out.PowerWMax, p.PowerWMax)
 		out.TempCMax = max(out.TempCMax, p.TempCMax)
 		out.MemUsedBytesMax = max(out.MemUsedBytesMax, p.MemUsedBytesMax)
+		out.MaxSMClockMHz = max(out.MaxSMClockMHz, p.MaxSMClockMHz)
+		if p.SMClockMHzMin > 0 && (out.SMClockMHzMin == 0 || p.SMClockMHzMin < out.SMClockMHzMin) {
+			out.SMClockMHzMin = p.SMClockMHzMin // 0: a record of an earlier build, which has none
+		}
 		out.EnergyJ += p.EnergyJ
-		out.Throttled = out.Throttled || p.Throttled
+		out.PowerCappedS += p.PowerCappedS
 		for _, r := range p.ThrottleReasons {
 			if !slices.Contains(out.ThrottleReasons, r) {
 				out.ThrottleReasons = append(out.ThrottleReasons, r)
@@ -432,6 +491,17 @@ func mergeTelemetry(parts []*results.Telemetry) *results.Telemetry {
 		}
 		slices.Sort(out.ThrottleReasons)
 		out.Samples += p.Samples
+	}
+	if out == nil {
+		return nil
+	}
+	out.ThrottleThreshold, out.ClockSamples, out.BelowThresholdShare, out.Throttled = 0, 0, nil, byReasons
+	if ruled {
+		out.ThrottleThreshold, out.ClockSamples, out.Throttled = threshold, judged, false
+		if judged > 0 {
+			share := below / float64(judged)
+			out.BelowThresholdShare, out.Throttled = &share, profile.Throttled(share)
+		}
 	}
 	return out
 }

@@ -466,25 +466,6 @@ func TestClearCellDir(t *testing.T) {
 	}
 }
 
-func TestMergeTelemetry(t *testing.T) {
-	a := &results.Telemetry{SMClockMHzMean: 1000, SMClockMHzMax: 1200, PowerWMean: 300, PowerWMax: 400, TempCMax: 60,
-		EnergyJ: 10, MemUsedBytesMax: 5, Samples: 10}
-	b := &results.Telemetry{SMClockMHzMean: 1600, SMClockMHzMax: 1700, PowerWMean: 600, PowerWMax: 700, TempCMax: 70,
-		EnergyJ: 20, MemUsedBytesMax: 3, Samples: 30, Throttled: true, ThrottleReasons: []string{"sw_thermal", "hw_slowdown"}}
-	got := mergeTelemetry([]*results.Telemetry{a, nil, b, {}})
-	want := &results.Telemetry{SMClockMHzMean: 1450, SMClockMHzMax: 1700, PowerWMean: 525, PowerWMax: 700, TempCMax: 70,
-		EnergyJ: 30, MemUsedBytesMax: 5, Samples: 40, Throttled: true, ThrottleReasons: []string{"hw_slowdown", "sw_thermal"}}
-	if !jsonEqual(got, want) {
-		t.Errorf("merged %+v\nwant %+v", got, want)
-	}
-	if one := mergeTelemetry([]*results.Telemetry{nil, a}); !jsonEqual(one, a) || one == a {
-		t.Errorf("one segment: %+v, want a copy of %+v", one, a)
-	}
-	if none := mergeTelemetry([]*results.Telemetry{nil}); none != nil {
-		t.Errorf("no segment: %+v", none)
-	}
-}
-
 func jsonEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)

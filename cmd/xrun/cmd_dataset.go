@@ -77,8 +77,11 @@ time and memory.
 
 The tokenizer only ever supplied the vocabulary size and the EOS id: give
 --model (a zoo model or a Hugging Face directory) to take them from the
-model, or --vocab-size and --eos-id. Output goes to stdout, or atomically to
---output FILE (nothing is written when anything fails).`
+model, or --vocab-size and --eos-id. An EOS id at or beyond the vocabulary
+size (Llama-3's tokenizer: --vocab-size 128000 --eos-id 128001) is taken as
+TensorRT-LLM takes it: ids are drawn below the vocabulary size, so it never
+occurs. Output goes to stdout, or atomically to --output FILE (nothing is
+written when anything fails).`
 
 func newDatasetCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
@@ -158,7 +161,7 @@ func addDatasetCommonFlags(cmd *cobra.Command, opts *datasetOptions) {
 	f := cmd.Flags()
 	f.Int64Var(&opts.seed, "random-seed", datasets.DefaultSeed, "seed of the lengths and token ids")
 	f.Var(&opts.vocabSize, "vocab-size", "tokenizer base vocabulary size: ids are drawn from [0, N) (default: --model's)")
-	f.Var(&opts.eosID, "eos-id", "EOS token id, scrubbed from the prompts (default: --model's)")
+	f.Var(&opts.eosID, "eos-id", "EOS token id, scrubbed from the prompts; one at or beyond --vocab-size (Llama-3's 128001) never occurs (default: --model's)")
 	f.StringVar(&opts.model, "model", "", "zoo model or Hugging Face directory supplying --vocab-size and --eos-id")
 	f.IntVar(&opts.taskID, "task-id", -1, "LoRA task id of every request (-1: none); needs --lora-dir")
 	f.StringVar(&opts.randTaskID, "rand-task-id", "", "MIN,MAX: draw each request's LoRA task id uniformly from [MIN, MAX]; needs --lora-dir")
@@ -177,13 +180,13 @@ func runDataset(ctx context.Context, a *app, opts *datasetOptions, _ []string) e
 		return err
 	}
 	if opts.output == "" {
-		return datasets.Write(ctxWriter{ctx, a.gs.Stdout}, p)
+		return datasets.WriteContext(ctx, ctxWriter{ctx, a.gs.Stdout}, p)
 	}
 	if st, err := os.Stat(filepath.Dir(opts.output)); err != nil || !st.IsDir() {
 		return flagError("output", "directory %s does not exist", filepath.Dir(opts.output))
 	}
 	err = datasets.WriteFileAtomic(opts.output, func(w io.Writer) error {
-		return datasets.Write(ctxWriter{ctx, w}, p)
+		return datasets.WriteContext(ctx, ctxWriter{ctx, w}, p)
 	})
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", opts.output, err)

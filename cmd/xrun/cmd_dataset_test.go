@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xrun-dev/xrun/datasets"
 )
 
 // The reference files are TensorRT-LLM's own prepare_dataset.py output,
@@ -89,6 +91,42 @@ func TestDatasetModelDefaults(t *testing.T) {
 	}
 }
 
+// Llama-3's tokenizer pair (--vocab-size 128000 --eos-id 128001), which
+// TensorRT-LLM's generator takes: the EOS is never drawn, so the scrub never
+// fires and the output is the generator's, the same as --model gives.
+func TestDatasetEOSBeyondVocab(t *testing.T) {
+	lengths := []string{"--num-requests", "20", "--input-mean", "64", "--input-stdev", "8", "--output-mean", "5", "--output-stdev", "1"}
+	r := runCLI(t, nil, slices.Concat([]string{"dataset", "token-norm-dist"}, lengths, []string{"--vocab-size", "128000", "--eos-id", "128001"})...)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	var want bytes.Buffer
+	p := datasets.Params{Dist: datasets.NormDist, NumRequests: 20, InputMean: 64, InputStdev: 8, OutputMean: 5, OutputStdev: 1,
+		Seed: datasets.DefaultSeed, VocabSize: 128000, EOSID: 128001}
+	if err := datasets.Write(&want, p); err != nil {
+		t.Fatal(err)
+	}
+	if r.stdout != want.String() {
+		t.Error("output differs from the generator's")
+	}
+	withModel := runCLI(t, nil, slices.Concat([]string{"dataset", "token-norm-dist"}, lengths, []string{"--model", "llama-3.1-8b"})...)
+	if withModel.code != 0 || withModel.stdout != r.stdout {
+		t.Errorf("--model llama-3.1-8b (the same pair) gave other bytes: exit %d, stderr %q", withModel.code, withModel.stderr)
+	}
+	// On a TensorRT-LLM reference file whose draws hold neither the EOS 2
+	// nor its replacement 3, an EOS past the vocabulary gives its bytes.
+	ref := datasetReferenceCLI[0]
+	args := slices.Concat([]string{"dataset"}, ref.args[:len(ref.args)-2], []string{"--eos-id", "32001"})
+	if r := runCLI(t, nil, args...); r.code != 0 || r.stdout != string(readDatasetRef(t, ref.file)) {
+		t.Errorf("--vocab-size 32000 --eos-id 32001: exit %d, stderr %q, output differs from %s", r.code, r.stderr, ref.file)
+	}
+	// A model's tokenizer still bounds the EOS: tinyllama has no id 32000.
+	r = runCLI(t, nil, slices.Concat([]string{"dataset", "token-norm-dist"}, lengths, []string{"--model", "tinyllama-1.1b", "--eos-id", "32000"})...)
+	if r.code != exitBadInput || !strings.Contains(r.stderr, "--eos-id: must be a token id in [0, 32000)") {
+		t.Errorf("--model tinyllama-1.1b --eos-id 32000: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 func TestDatasetLoRA(t *testing.T) {
 	args := append([]string{"dataset"}, datasetReferenceCLI[0].args...)
 	r := runCLI(t, nil, append(args, "--rand-task-id", "0,2", "--lora-dir", "loras")...)
@@ -134,7 +172,7 @@ func TestDatasetBadInput(t *testing.T) {
 		{"input min > max", unif("--input-min", "21"), "--input-min: 21 is greater than input_max 20"},
 		{"output min > max", unif("--output-min", "10"), "--output-min: 10 is greater than output_max 9"},
 		{"zero vocab", norm("--vocab-size", "0"), "--vocab-size: must be in [1,"},
-		{"eos outside vocab", norm("--eos-id", "100"), "--eos-id: must be a token id in [0, 100), got 100"},
+		{"eos beyond int32", norm("--eos-id", "2147483648"), "--eos-id: must be a token id in [0, 2147483647], got 2147483648"},
 		{"negative eos", norm("--eos-id", "-1"), "--eos-id: must be a token id"},
 		{"eos outside model vocab", norm("--model", "tinyllama-1.1b", "--eos-id", "32000"), "--eos-id: must be a token id in [0, 32000)"},
 		{"unknown model", norm("--model", "no-such-model"), `--model: model "no-such-model" is neither a zoo model`},

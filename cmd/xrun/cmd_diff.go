@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,9 +16,12 @@ import (
 )
 
 type diffOptions struct {
-	threshold string
-	metrics   []string
-	format    string
+	threshold   string
+	noiseFactor float64
+	missing     string
+	anyStudy    bool
+	metrics     []string
+	format      string
 }
 
 func newDiffCommand(a *app) *cobra.Command {
@@ -27,21 +31,43 @@ func newDiffCommand(a *app) *cobra.Command {
 		Short: "Compare two results: what moved, whether it is real, and whether it is a regression",
 		Long: `Compare two results (results.json files or results directories) cell by cell,
 matched by cell id. Per cell and metric it prints the old and new medians with
-their 95% confidence intervals, the change, the Mann-Whitney U test's p-value
-(alpha 0.05, golang.org/x/perf/benchmath) and the verdict: faster, slower or ~
-(no significant difference), knowing for each metric whether higher or lower
-is better. Environment differences (GPU, driver, CUDA, xrun commit, clocks),
-throttled cells, and added, removed and newly failed cells come first.
+their 95% confidence intervals, the change, the noise band, the Mann-Whitney U
+test's p-value and its q-value (p adjusted for all the diff's comparisons) and
+the verdict: faster, slower or ~ (no significant difference), knowing for each
+metric whether higher or lower is better. The verdict line says how many cells
+and cell x metric comparisons it rests on. Environment differences (GPU, driver,
+power limit, CUDA, xrun commit; not the idle clocks read at start), throttled
+cells, cells whose mean SM clock differs, and newly failed, missing, fixed,
+added and removed cells come first.
 
-A regression is a metric that got significantly worse by more than
---threshold, or a cell that failed in NEW but not in OLD. A change that is
-not significant, or smaller than the threshold, never is: two runs of the
-same code do not fail the check. A metric worse by more than --threshold
-over too few repeats for the test ever to be significant (3+3 cannot reach
-p < 0.05; 4+4 can) makes the verdict INCONCLUSIVE instead of OK (still exit
-0): more repeats are needed to say. By default the headline metrics are judged
-(request and output throughput, per-user throughput, total and average
-latency); --metric chooses others.
+A regression is a metric that got worse by more than --threshold AND by more
+than --noise-factor times the spread of its cell's repeats (the median
+absolute deviation scaled to a standard deviation, pooled over both sides)
+AND significantly so: the U test at alpha 0.05 after the Benjamini-Hochberg
+correction over every cell x metric compared, so that judging many metrics
+does not find regressions by chance (the diff says how many comparisons it
+made and how many false positives alpha alone would give). A cell that failed
+in NEW but was ok in OLD is a regression too. Two runs of the same code do
+not fail the check. A metric worse by more than --threshold that the repeats
+cannot judge makes the verdict INCONCLUSIVE instead of OK (still exit 0): too
+few repeats for the test ever to be significant (3+3 cannot reach p < 0.05;
+4+4 can), or a significant change within the noise. By default the headline
+metrics are judged (request and output throughput, per-user throughput, total
+and average latency); --metric chooses others.
+
+A diff never says OK about what it did not compare. It exits 4 when NEW has
+no cells, no cell id matches (another model, dataset or matrix value makes
+other ids), no cell is ok on both sides, or the results are of studies with
+different names (--any-study compares a renamed study). Cells ok in OLD but
+missing or skipped in NEW (an interrupted nightly, a time limit) exit 4 too
+with --missing fail, the default, unless a regression already exits 3; with
+--missing warn they are listed and the rest is judged (a pull request that
+removes cells).
+
+Where a cell's mean SM clock during the timed repeats differs by more than 1%
+between OLD and NEW, the diff says so and adds a "per clock" column: the
+change in throughput per clock cycle, or latency in cycles. A regression that
+is none per cycle is marked "explained by the SM clock" (still exit 3).
 
 When both runs profiled a cell, its kernel changes follow: all kernel time
 per profiled iteration, old and new, and the largest changes by kernel
@@ -54,12 +80,15 @@ GPU, other peak figures) the fractions are not compared. Also informational.
 --format markdown prints a pull-request comment.`,
 		Example: `  xrun diff results/nightly-2026-03-01 results/nightly
   xrun diff old/results.json new/results.json --threshold 5% --metric ttft_p99_ms
-  xrun diff main/results.json pr/results.json --format markdown > comment.md`,
+  xrun diff main/results.json pr/results.json --missing warn --format markdown > comment.md`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error { return runDiff(cmd.Context(), a, opts, args) },
 	}
 	f := c.Flags()
 	f.StringVar(&opts.threshold, "threshold", "3%", "smallest relative change that counts as a regression, e.g. 3% or 0.03")
+	f.Float64Var(&opts.noiseFactor, "noise-factor", results.DefaultNoiseFactor, "a regression must also exceed this many times the spread of its cell's repeats; 0 turns the rule off")
+	f.StringVar(&opts.missing, "missing", string(results.MissingFail), "cells ok in OLD but missing or skipped in NEW: fail (exit 4) or warn (list them, judge the rest)")
+	f.BoolVar(&opts.anyStudy, "any-study", false, "compare results whose studies have different names (a renamed study); cell ids must still match")
 	f.StringSliceVar(&opts.metrics, "metric", nil, "metric key to judge (repeatable or comma-separated; default: the headline metrics)")
 	f.StringVar(&opts.format, "format", "text", "output format: text, markdown or json")
 	return c
@@ -69,6 +98,13 @@ func runDiff(_ context.Context, a *app, opts *diffOptions, args []string) error 
 	threshold, err := parseThreshold(opts.threshold)
 	if err != nil {
 		return usageError{fmt.Errorf("--threshold: %w", err)}
+	}
+	if k := opts.noiseFactor; k < 0 || math.IsNaN(k) || math.IsInf(k, 0) {
+		return usageError{fmt.Errorf("--noise-factor: %v; expected a number from 0 (rule off) up, e.g. %g", k, results.DefaultNoiseFactor)}
+	}
+	missing := results.MissingPolicy(opts.missing)
+	if !slices.Contains(results.MissingPolicies, missing) {
+		return usageError{fmt.Errorf("--missing: %q; expected fail or warn", opts.missing)}
 	}
 	if !slices.Contains(results.DiffFormats, opts.format) {
 		return usageError{fmt.Errorf("--format: %q is not a diff format; expected text, markdown or json", opts.format)}
@@ -95,7 +131,8 @@ func runDiff(_ context.Context, a *app, opts *diffOptions, args []string) error 
 	if err := results.CheckMetrics(opts.metrics, old, new); err != nil {
 		return usageError{fmt.Errorf("--metric: %w", err)}
 	}
-	d := results.Diff(old, new, results.DiffOptions{Threshold: threshold, Metrics: opts.metrics, OldName: args[0], NewName: args[1]})
+	d := results.Diff(old, new, results.DiffOptions{Threshold: threshold, NoiseFactor: opts.noiseFactor, Missing: missing, AnyStudy: opts.anyStudy,
+		Metrics: opts.metrics, OldName: args[0], NewName: args[1]})
 	var buf bytes.Buffer
 	if err := d.Render(&buf, opts.format); err != nil {
 		return err

@@ -49,10 +49,11 @@ func kernelsDir(t *testing.T) string {
 		k("void cublasLt::splitKreduce_kernel<32, 16, int, float, __half, float, __half, false, float, __half, __half, true, false, false, false>(cublasLt::cublasSplitKParams<float>, float const*)", 494000, 220),
 		k("add_rmsnorm_f16", 1018986, 430)})
 	write("bs64-none-00c0ffee", nil)
+	rep := []results.Metrics{{"num_requests": 64}} // an ok cell has a timed repeat
 	r := &results.Results{Name: "gemm", Cells: []results.Cell{
-		{ID: "bs64-disable-1a741378", Status: results.StatusOK, Profile: &results.Profile{Window: "40-49", Iterations: 10}},
-		{ID: "bs64-auto-e58f5eab", Status: results.StatusOK, Profile: &results.Profile{Window: "40-49", Iterations: 10}},
-		{ID: "bs64-none-00c0ffee", Status: results.StatusOK},
+		{ID: "bs64-disable-1a741378", Status: results.StatusOK, Repeats: rep, Profile: &results.Profile{Window: "40-49", Iterations: 10}},
+		{ID: "bs64-auto-e58f5eab", Status: results.StatusOK, Repeats: rep, Profile: &results.Profile{Window: "40-49", Iterations: 10}},
+		{ID: "bs64-none-00c0ffee", Status: results.StatusOK, Repeats: rep},
 	}}
 	if err := results.WriteFile(filepath.Join(dir, layout.JSONFile), r); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
 	"github.com/xrun-dev/xrun/runner"
 )
@@ -24,6 +25,14 @@ type runOptions struct {
 	killGrace time.Duration
 	gpuBusy   string
 	timeLimit string
+	// order and orderSeed are --order and --order-seed (orderSeedSet:
+	// given, 0 included).
+	order        string
+	orderSeed    int64
+	orderSeedSet bool
+	// throttleThreshold is the throttle rule's fraction of a GPU's
+	// maximum SM clock.
+	throttleThreshold float64
 	// started is when the command started: --time-limit counts from it.
 	started time.Time
 	// --executor slurm and its flags.
@@ -92,6 +101,25 @@ longest start first. Inside a Slurm job that sets SLURM_JOB_END_TIME (recent
 Slurm) the job's end is a time limit too; with --executor slurm, each task's
 (--time-limit is for local runs).
 
+GPU cells record NVML telemetry every 50 ms. A cell is flagged as throttled
+(under results.md's table and in xrun diff) when more than 5 % of the samples
+of its timed repeats ran below --throttle-threshold (default 0.75, nvbench's
+75 %) of the GPU's maximum SM clock; the throttle reasons NVML gives, such as
+sw_power_cap on a loaded H100 at full clock, are recorded but flag nothing.
+
+Cells run in random order (--order random, the default), so that a machine
+that drifts - warming up, throttling, a neighbour's load - does not line up
+with the cells; the seed is drawn for each run, logged and recorded in
+results.json and results.md, and --order-seed N repeats an order (for the same
+cells to run). --order plan runs them in the plan's order. results.json lists
+the cells in the plan's order either way. A directory that holds another
+study's results is refused, even with --resume.
+
+Output-directory problems (read-only, a file in the way) and bad datasets are
+bad input (exit status 2) and leave nothing behind. When results cannot be
+written (a full disk) no further cell starts: the cells not run are marked so,
+and the run exits with status 1, saying why.
+
 "xrun FILE" is short for "xrun run FILE".`,
 		Example: `  xrun experiments/quickstart.yaml
   xrun run experiments/gemm.yaml --gpus 0,1 --out results/gemm-h200
@@ -116,6 +144,9 @@ Slurm) the job's end is a time limit too; with --executor slurm, each task's
 	f.DurationVar(&opts.killGrace, "kill-grace", runner.DefaultKillGrace, "how long a worker asked to stop may take before it is killed")
 	_ = f.MarkHidden("kill-grace")
 	f.StringVar(&opts.timeLimit, "time-limit", "", "end the run within `DURATION` of its start (e.g. 9m, 540s): passes predicted to end past it are not started; --resume continues")
+	f.Float64Var(&opts.throttleThreshold, "throttle-threshold", profile.DefaultThrottleThreshold, "flag a GPU cell as throttled when more than 5% of its timed telemetry samples ran below this `FRACTION` of the GPU's maximum SM clock (nvbench's rule; its --throttle-threshold 75 is 0.75 here)")
+	f.StringVar(&opts.order, "order", string(runner.OrderRandom), "the order cells run in: random (shuffled with a seed, recorded in results.json) or plan")
+	f.Int64Var(&opts.orderSeed, "order-seed", 0, "shuffle the cells with this `SEED` (results.json's order_seed) to repeat a run's order (default: a new seed each run)")
 	f.StringVar(&opts.gpuBusy, "gpu-busy", string(runner.BusyWait), "when another process uses a cell's GPU (NVML): wait until it is free, ignore it and run, or fail the cell")
 	f.StringVar(&opts.executor, "executor", "local", "where cells run: local (worker processes on this host) or slurm (one task per cell of a Slurm job array)")
 	f.StringVar(&opts.partition, "partition", "", "slurm: the partition the tasks run in (default: the cluster's)")
@@ -150,6 +181,7 @@ func (o *runOptions) slurmOptions(cmd *cobra.Command) (*runner.SlurmOptions, err
 // which executor flags were given.
 func (o *runOptions) withFlags(cmd *cobra.Command) *runOptions {
 	o.started = time.Now()
+	o.orderSeedSet = cmd.Flags().Changed("order-seed")
 	o.slurm, o.slurmErr = o.slurmOptions(cmd)
 	o.logLevel, o.logFormat = "info", "auto"
 	if fl := cmd.Flag("log-level"); fl != nil {
@@ -168,6 +200,9 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 	if opts.slurmErr != nil {
 		return opts.slurmErr
 	}
+	if !(opts.throttleThreshold > 0 && opts.throttleThreshold <= 1) {
+		return usageError{fmt.Errorf("--throttle-threshold: %v: expected a fraction of the GPU's maximum SM clock, greater than 0 and at most 1, such as 0.75 (nvbench's --throttle-threshold 75)", opts.throttleThreshold)}
+	}
 	var timeLimit time.Duration
 	if opts.timeLimit != "" {
 		d, err := time.ParseDuration(opts.timeLimit)
@@ -179,6 +214,13 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 	busy, err := runner.ParseBusyGPUPolicy(opts.gpuBusy)
 	if err != nil {
 		return err
+	}
+	order, err := runner.ParseCellOrder(opts.order)
+	if err != nil {
+		return err
+	}
+	if opts.orderSeed < 0 || opts.orderSeedSet && opts.orderSeed == 0 {
+		return usageError{fmt.Errorf("--order-seed: %d: expected an integer >= 1 (results.json's order_seed)", opts.orderSeed)}
 	}
 	var gpus []int
 	if opts.gpus != "" {
@@ -216,7 +258,7 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 	res, runErr := runner.Run(ctx, spec, runner.Options{
 		Out: opts.out, Resume: opts.resume, Fresh: opts.fresh, Only: opts.only, GPUs: gpus, BusyGPUs: busy, Slurm: opts.slurm,
 		Executable: a.gs.Executable, Env: a.gs.Environ(), CacheDir: cacheDir, KillGrace: opts.killGrace,
-		TimeLimit: timeLimit, Started: opts.started,
+		TimeLimit: timeLimit, Started: opts.started, Order: order, OrderSeed: opts.orderSeed, ThrottleThreshold: opts.throttleThreshold,
 		Command: "xrun run " + args[0], Log: log, Progress: progress,
 	})
 	if res != nil {

@@ -338,7 +338,7 @@ func workersOf(dir string) []string {
 func TestRunKilledThenResumed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	// The third cell hangs, so the parent is surely killed mid-study.
-	cmd, _ := startStudy(t, studyEnv(t, runner.FaultEnv+"=bs2_gemm-auto:hang"), "run", tinySpec, "--out", dir)
+	cmd, _ := startStudy(t, studyEnv(t, runner.FaultEnv+"=bs2_gemm-auto:hang"), "run", tinySpec, "--out", dir, "--order", "plan")
 	waitFor(t, cellFile(dir, tinyCells[0], layout.CellFile), cellFile(dir, tinyCells[1], layout.CellFile),
 		cellFile(dir, tinyCells[2], layout.LogFile))
 	done := []cellSnap{snap(t, dir, tinyCells[0]), snap(t, dir, tinyCells[1])}
@@ -398,7 +398,7 @@ func TestRunKilledThenResumed(t *testing.T) {
 func TestRunInterruptedAndLocked(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "out")
 	cmd, stderr := startStudy(t, studyEnv(t, runner.FaultEnv+"=bs1_gemm-disable:hang"),
-		"--log-format", "json", "run", tinySpec, "--out", dir, "--kill-grace", "200ms")
+		"--log-format", "json", "run", tinySpec, "--out", dir, "--kill-grace", "200ms", "--order", "plan")
 	waitFor(t, cellFile(dir, tinyCells[0], layout.CellFile), cellFile(dir, tinyCells[1], layout.LogFile))
 
 	// A second run on the same directory is refused, naming the holder.

@@ -14,6 +14,7 @@ const (
 	exitCellsFailed = 1 // also any other runtime failure
 	exitBadInput    = 2
 	exitRegression  = 3
+	exitNotCompared = 4
 	exitInterrupted = 130
 )
 
@@ -41,6 +42,8 @@ func exitCode(err error) int {
 		return exitBadInput
 	case errors.Is(err, results.ErrRegression):
 		return exitRegression
+	case errors.Is(err, results.ErrNotCompared):
+		return exitNotCompared
 	default:
 		return exitCellsFailed
 	}
@@ -53,5 +56,7 @@ EXIT STATUS
   1    some cells failed (or another runtime failure)
   2    bad usage, bad spec, bad dataset or results file; nothing was written
   3    diff found a significant regression beyond the threshold
+  4    diff compared nothing, or the two results cannot be compared (different
+       studies), or cells ok in OLD are missing or skipped in NEW (--missing fail)
   130  interrupted (SIGINT/SIGTERM); everything measured so far is kept
 `

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -55,6 +57,9 @@ results file that diffs cleanly in pull requests.
 	root.PersistentFlags().StringVar(&opts.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	root.PersistentFlags().StringVar(&opts.logFormat, "log-format", "auto", "log format: auto (console on a terminal, else JSON lines), console, json")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// What mistypedCommand suggests from (cobra's default, set here
+	// because SuggestionsFor is called before cobra would set it).
+	root.SuggestionsMinimumDistance = 2
 	root.SetIn(gs.Stdin)
 	root.SetOut(gs.Stdout)
 	root.SetErr(gs.Stderr)
@@ -99,6 +104,10 @@ func decorate(parent *cobra.Command, a *app) {
 // in-process entry point the tests use.
 func run(ctx context.Context, gs *globalState, args []string) int {
 	root, a := newRootCommand(gs)
+	if err := mistypedCommand(root, args); err != nil {
+		report(gs, err)
+		return exitCode(err)
+	}
 	root.SetArgs(implicitRun(root, args))
 	err := root.ExecuteContext(ctx)
 	if err != nil && !a.started {
@@ -128,11 +137,23 @@ func report(gs *globalState, err error) {
 // implicitRun turns "xrun [global flags] FILE ..." into "xrun ... run FILE ...":
 // the first positional argument that is not a command name is a study file.
 func implicitRun(root *cobra.Command, args []string) []string {
+	i := firstPositional(args)
+	if i < 0 || isCommand(root, args[i]) {
+		return args
+	}
+	out := append([]string{}, args[:i]...)
+	out = append(out, "run")
+	return append(out, args[i:]...)
+}
+
+// firstPositional is the index of the first argument that is neither a
+// global flag nor a flag's value; -1 when there is none before "--".
+func firstPositional(args []string) int {
 	valueFlags := map[string]bool{"--log-level": true, "--log-format": true}
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		if arg == "--" {
-			return args
+			return -1
 		}
 		if strings.HasPrefix(arg, "-") {
 			if valueFlags[arg] {
@@ -140,17 +161,49 @@ func implicitRun(root *cobra.Command, args []string) []string {
 			}
 			continue
 		}
-		if arg == "help" {
-			return args
-		}
-		for _, c := range root.Commands() {
-			if c.Name() == arg || c.HasAlias(arg) {
-				return args
-			}
-		}
-		out := append([]string{}, args[:i]...)
-		out = append(out, "run")
-		return append(out, args[i:]...)
+		return i
 	}
-	return args
+	return -1
+}
+
+func isCommand(root *cobra.Command, arg string) bool {
+	if arg == "help" {
+		return true
+	}
+	for _, c := range root.Commands() {
+		if c.Name() == arg || c.HasAlias(arg) {
+			return true
+		}
+	}
+	return false
+}
+
+// mistypedCommand catches "xrun plna FILE": implicitRun would take "plna"
+// for a study file and the run would complain about its arguments. A first
+// argument that is no command, no existing file and close to a command's
+// name is refused with the command it was probably meant to be.
+func mistypedCommand(root *cobra.Command, args []string) error {
+	i := firstPositional(args)
+	if i < 0 {
+		return nil
+	}
+	arg := args[i]
+	if arg == "" || isCommand(root, arg) || strings.ContainsAny(arg, `/\`) {
+		return nil
+	}
+	if _, err := os.Stat(arg); err == nil {
+		return nil
+	}
+	cands := root.SuggestionsFor(arg)
+	if len(cands) == 0 {
+		return nil
+	}
+	for i, c := range cands {
+		cands[i] = strconv.Quote(c)
+	}
+	mean := cands[0]
+	if n := len(cands); n > 1 {
+		mean = strings.Join(cands[:n-1], ", ") + " or " + cands[n-1]
+	}
+	return usageError{fmt.Errorf("unknown command %q; did you mean %s?", arg, mean)}
 }

@@ -5,8 +5,8 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"os"
-	"strconv"
+
+	"github.com/xrun-dev/xrun/engine"
 )
 
 // AttnShape is the attention layout of one model: Heads query heads share
@@ -85,12 +85,7 @@ type AttnLaunch struct {
 // AttnLaunch.ShortKeys (0: never). At batch 1 TinyLlama's decode launch is
 // 4 KV heads split 8 ways; 128 in / 128 out decodes at 129..256 keys,
 // 16 tiles of 16 keys for one block's 8 key warps.
-var attnShortKeys = func() int {
-	if v, err := strconv.Atoi(os.Getenv("XRUN_CUDA_ATTN_SHORT")); err == nil {
-		return v
-	}
-	return 256
-}()
+var attnShortKeys = engine.Switches.CUDAAttnShort.Int()
 
 // AttnCounterBytes is the size of AttnLaunch.Counters for split launches
 // of at most items x KV heads blocks per split.
@@ -167,7 +162,7 @@ func attnSmem(headDim, rows int) int {
 // (attnTC.String, e.g. tc-m1-k4-t16-s3) puts the launches it can serve on
 // it (to time configurations in a whole run); anything else, or nothing,
 // is the default choice.
-var attnTCEnv = os.Getenv("XRUN_CUDA_ATTN_TC")
+var attnTCEnv = engine.Switches.CUDAAttnTC.Get()
 
 // attnTC is one configuration of the tensor-core attention kernel
 // (kernels/attention_tc.cu): warps of 16 query rows, rowWarps of them

@@ -13,6 +13,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/xrun-dev/xrun/engine"
 )
 
 // Values from cublasLt.h, cublas_api.h and library_types.h.
@@ -34,7 +36,7 @@ const (
 // turns timing off.
 const ltTuneMaxM = 256
 
-var ltTuneOn = os.Getenv("XRUN_CUDA_LT_TUNE") != "0"
+var ltTuneOn = engine.Switches.CUDALtTune.On()
 
 // BlasLtWorkspaceBytes is the workspace cuBLASLt may use: on Hopper the
 // fastest kernels want tens of megabytes, and an explicit workspace is what
@@ -351,7 +353,7 @@ func (b *BlasLt) tune(s *Stream, p *ltPlan, y, x, w Buffer) error {
 		p.algo = p.cands[best]
 		p.tuneLog = fmt.Sprintf("%d candidates, #%d chosen (swapped form %v): %.2f us (heuristic's first %.2f us)", len(p.cands), best,
 			p.algo.form.swapped, float64(bestT.Nanoseconds())/1e3, float64(firstT.Nanoseconds())/1e3)
-		if os.Getenv("XRUN_CUDA_LT_LOG") == "1" {
+		if engine.Switches.CUDALtLog.On() {
 			fmt.Fprintf(os.Stderr, "cuBLASLt M=%d N=%d K=%d: %s\n", p.m, p.n, p.k, p.tuneLog)
 		}
 	}

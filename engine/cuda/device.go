@@ -10,10 +10,11 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
+
+	"github.com/xrun-dev/xrun/engine"
 )
 
 // ErrClosed is returned by Do after Close.
@@ -56,7 +57,7 @@ func WithSyncLaunches(on bool) Option { return func(o *options) { o.syncLaunches
 // stream. Primary contexts are what cuBLASLt's runtime uses too, so both
 // share allocations and streams.
 func Open(index int, opts ...Option) (*Device, error) {
-	o := options{cacheDir: DefaultKernelCacheDir(), syncLaunches: os.Getenv("XRUN_CUDA_SYNC") == "1"}
+	o := options{cacheDir: DefaultKernelCacheDir(), syncLaunches: engine.Switches.CUDASync.On()}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -200,7 +201,7 @@ func openGPU(index int, o options) (*GPU, error) {
 		return nil, fmt.Errorf("GPU %d (%s): %s", index, info.Name, info.Unusable)
 	}
 	g := &GPU{Info: info, cacheDir: o.cacheDir, syncLaunches: o.syncLaunches,
-		pdl:     info.Major >= 9 && os.Getenv("XRUN_CUDA_PDL") != "0" && C.xr_has_launch_ex() != 0,
+		pdl:     info.Major >= 9 && engine.Switches.CUDAPDL.On() && C.xr_has_launch_ex() != 0,
 		modules: map[string]*module{}, funcs: map[string]*Function{}}
 	if err := cuErrf("cuDeviceGet", C.xr_cuDeviceGet(&g.dev, C.int(index)), "ordinal %d", index); err != nil {
 		return nil, err

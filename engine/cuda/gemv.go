@@ -9,9 +9,9 @@ import "C"
 
 import (
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
+
+	"github.com/xrun-dev/xrun/engine"
 )
 
 // GemvMaxM is the largest M the matrix-vector kernels (kernels/gemv.cu,
@@ -27,13 +27,12 @@ const (
 )
 
 var gemvRows = func() int {
-	if os.Getenv("XRUN_CUDA_GEMV") == "0" {
+	if !engine.Switches.CUDAGemv.On() {
 		return 0
 	}
-	if v, err := strconv.Atoi(os.Getenv("XRUN_CUDA_GEMV_MAXM")); err == nil && v >= 0 && v <= GemvMaxM {
-		return v
-	}
-	return gemvRowsDefault
+	// The table's range and default are GemvMaxM's and gemvRowsDefault
+	// (TestSwitchesMatchKernels).
+	return engine.Switches.CUDAGemvMaxM.Int()
 }()
 
 // GemvRows is the largest M the own GEMM serves with the matrix-vector
@@ -46,7 +45,7 @@ const gemvWarps = 4
 // gemvPlanOn is XRUN_CUDA_GEMV_PLAN, read once: "0" keeps the first plan
 // (gemvPlanFixed: 8 loads per lane, rows per warp from N alone) instead of
 // choosing by the kernels' register counts (gemvChoose), for an A/B.
-var gemvPlanOn = os.Getenv("XRUN_CUDA_GEMV_PLAN") != "0"
+var gemvPlanOn = engine.Switches.CUDAGemvPlan.On()
 
 // gemvPlanFixed is the plan that assumes every warp of a launch can be
 // resident at once: mt is m rounded up to a power of two; r, the outputs per

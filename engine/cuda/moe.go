@@ -4,8 +4,8 @@ package cuda
 
 import (
 	"fmt"
-	"os"
-	"strconv"
+
+	"github.com/xrun-dev/xrun/engine"
 )
 
 // Routing methods of MoERoute (engine/model's Routing* names, in the same
@@ -156,7 +156,7 @@ const moeStaticSmem = 8 * 128
 
 // moeTileEnv forces a tile configuration (XRUN_CUDA_MOE_TILE=s, m or l),
 // for comparisons.
-var moeTileEnv = os.Getenv("XRUN_CUDA_MOE_TILE")
+var moeTileEnv = engine.Switches.CUDAMoETile.Get()
 
 // moeFlags are the L2 hints of the own kernels' weight loads (kernels/
 // moe_gemm.cu: 1 = 256-byte L2 prefetch, 2 = evict first);
@@ -166,16 +166,10 @@ var moeTileEnv = os.Getenv("XRUN_CUDA_MOE_TILE")
 // (BenchmarkMoE, balanced routing, µs per layer, hints 0 / 1 / 2 / 3):
 // Mixtral B64 802 / 899 / 775 / 727, B256 1002 / 1001 / 986 / 1011;
 // GPT-OSS-20B B64 482 / 532 / 460 / 433, B256 523 / 571 / 511 / 501.
-var moeFlags = moeFlagsFromEnv(os.Getenv("XRUN_CUDA_MOE_HINTS"))
+var moeFlags = engine.Switches.CUDAMoEHints.Int()
 
+// moeDefaultFlags is the table's default (TestSwitchesMatchKernels).
 const moeDefaultFlags = 3
-
-func moeFlagsFromEnv(v string) int {
-	if f, err := strconv.Atoi(v); err == nil && f >= 0 && f <= 3 {
-		return f
-	}
-	return moeDefaultFlags
-}
 
 // moeConfigFor picks the row tile. An expert gets at most sh.Rows rows
 // (each token picks distinct experts), so while tokens are at most 16 one

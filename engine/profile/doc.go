@@ -8,10 +8,12 @@
 // engine/cuda knows for the GPU or those the cell's record keeps from the
 // CUDA backend's measurement (MeasuredDevice). It also samples GPU
 // telemetry through NVML on its own goroutine (telemetry.csv and the
-// per-cell summary).
+// per-cell summary, with the throttle rule: a cell is throttled when its
+// SM clock ran below a fraction of the GPU's maximum, as nvbench's
+// --throttle-threshold judges, not when NVML merely reports a reason).
 //
 // It owns the formats of kernels.csv, trace.json and telemetry.csv, and
-// the thresholds of the diagnosis. It does not run the engine, decide
+// the thresholds of the diagnosis and of the throttle rule. It does not run the engine, decide
 // which cells are profiled or where a cell's directory is: the runner's
 // worker calls WriteArtifacts after the profiled pass and brackets the
 // whole cell with StartTelemetry / Telemetry.Stop. Per-kernel records on

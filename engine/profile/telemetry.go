@@ -38,12 +38,17 @@ type Sample struct {
 	MemUsedBytes float64
 	// Throttle is NVML's clock event reasons bit mask (ClocksEventReason*).
 	Throttle uint64
+	// MaxSMClockMHz is the most the GPU's SM clock can run at (NVML's max
+	// clock, read once per GPU): the throttle threshold is a fraction of
+	// it.
+	MaxSMClockMHz float64
 }
 
 // missing starts every field as "not reported".
 func missing(t time.Duration, gpu int) Sample {
 	n := math.NaN()
-	return Sample{T: t, GPU: gpu, SMClockMHz: n, MemClockMHz: n, GPUUtilPct: n, MemUtilPct: n, PowerW: n, EnergyJ: n, TempC: n, MemUsedBytes: n}
+	return Sample{T: t, GPU: gpu, SMClockMHz: n, MemClockMHz: n, GPUUtilPct: n, MemUtilPct: n, PowerW: n, EnergyJ: n, TempC: n, MemUsedBytes: n,
+		MaxSMClockMHz: n}
 }
 
 // throttleNames name NVML's clock event reason bits, lowest bit first.
@@ -68,6 +73,31 @@ func ThrottleNames(mask uint64) []string {
 // idleReason is the only reason that is not throttling: an idle GPU
 // lowers its clocks.
 const idleReason = 1
+
+// cappedReasons are the reasons counted as power-capped time: the
+// software power cap (sw_power_cap), hardware slowdown (hw_slowdown) and
+// the power brake (hw_power_brake_slowdown). A loaded H100 reports
+// sw_power_cap nearly all the time while its SM clock stays near the
+// maximum, so this is a fact about the run, not a verdict.
+const cappedReasons = 1<<2 | 1<<3 | 1<<7
+
+// DefaultThrottleThreshold is the default throttle threshold: a sample
+// whose SM clock is below this fraction of its GPU's maximum SM clock ran
+// throttled. It is nvbench's --throttle-threshold default (75 % of the
+// device's clock rate).
+const DefaultThrottleThreshold = 0.75
+
+// ThrottledShare is how much of a cell's judged samples may fall below the
+// throttle threshold before the cell is flagged as throttled. nvbench
+// judges each timed kernel launch and discards those below the threshold;
+// xrun's samples are readings every 50 ms beside a pass, and a reading
+// taken as the clock ramps is no throttled run, so the cell is flagged
+// only when more than 5 % of them are below.
+const ThrottledShare = 0.05
+
+// Throttled is the rule's verdict on a share of judged samples below the
+// threshold.
+func Throttled(belowShare float64) bool { return belowShare > ThrottledShare }
 
 // Source reads GPUs; NVML in production, a fake in tests.
 type Source interface {
@@ -157,6 +187,9 @@ func (t *Telemetry) loop() {
 // Reason says why there is no telemetry; empty when sampling.
 func (t *Telemetry) Reason() string { return t.reason }
 
+// Period is the sampling period (0 without telemetry).
+func (t *Telemetry) Period() time.Duration { return t.period }
+
 // Stop ends sampling (once; later calls return the same samples) and
 // returns every sample, in time order.
 func (t *Telemetry) Stop() []Sample {
@@ -188,7 +221,7 @@ func (t *Telemetry) Finish(cellDir string) (*results.Telemetry, []string, error)
 	if err := writeFileAtomic(filepath.Join(cellDir, layout.TelemetryFile), b.Bytes()); err != nil {
 		return nil, nil, err
 	}
-	return SummarizeTelemetry(s), []string{layout.TelemetryFile}, nil
+	return SummarizeTelemetry(s, SummaryOptions{Period: t.period}), []string{layout.TelemetryFile}, nil
 }
 
 var telemetryHeader = "time_ms,gpu,sm_clock_mhz,mem_clock_mhz,gpu_util_pct,mem_util_pct,power_w,energy_j,temp_c,mem_used_bytes,throttle_reasons\n"
@@ -225,13 +258,39 @@ func WriteTelemetryCSV(w interface{ Write([]byte) (int, error) }, samples []Samp
 	return err
 }
 
-// SummarizeTelemetry is the per-cell summary: means and maxima over all
-// samples of all GPUs, the energy used (counter difference, summed over
-// GPUs), and throttling: any reason but idle in any sample.
-func SummarizeTelemetry(samples []Sample) *results.Telemetry {
+// SummaryOptions say how SummarizeTelemetry judges its samples.
+type SummaryOptions struct {
+	// Period is the sampling period, the time each sample stands for in
+	// the power-capped time (0: DefaultTelemetryPeriod).
+	Period time.Duration
+	// Threshold is the throttle threshold, a fraction of each GPU's
+	// maximum SM clock (0: DefaultThrottleThreshold).
+	Threshold float64
+}
+
+// SummarizeTelemetry is the summary of samples for results.json: means,
+// maxima and the least SM clock over all samples of all GPUs, the energy
+// used (counter difference, summed over GPUs), the throttle reasons seen,
+// the time power-capped, and the throttle rule's verdict.
+//
+// The rule judges each sample that has an SM clock, its GPU's maximum and
+// no gpu_idle reason (an idle GPU lowers its clocks without being
+// throttled): below the threshold or not. The cell is throttled when more
+// than ThrottledShare of the judged samples are below. Throttle reasons
+// are recorded but decide nothing: a loaded GPU at its maximum clock
+// reports sw_power_cap all the same. Power-capped time is the number of
+// sampling instants at which some GPU reported a capping reason
+// (cappedReasons) times the period.
+func SummarizeTelemetry(samples []Sample, o SummaryOptions) *results.Telemetry {
+	if o.Period <= 0 {
+		o.Period = DefaultTelemetryPeriod
+	}
+	if o.Threshold <= 0 {
+		o.Threshold = DefaultThrottleThreshold
+	}
 	type acc struct {
-		sum, max float64
-		n        int
+		sum, max, min float64
+		n             int
 	}
 	var sm, mc, pw, gu, mu, tc, used acc
 	add := func(a *acc, v float64) {
@@ -243,9 +302,15 @@ func SummarizeTelemetry(samples []Sample) *results.Telemetry {
 		if a.n == 1 || v > a.max {
 			a.max = v
 		}
+		if a.n == 1 || v < a.min {
+			a.min = v
+		}
 	}
 	first, last := map[int]float64{}, map[int]float64{}
+	capped := map[time.Duration]bool{}
 	var reasons uint64
+	var maxSM float64
+	var judged, below int
 	for _, s := range samples {
 		add(&sm, s.SMClockMHz)
 		add(&mc, s.MemClockMHz)
@@ -261,6 +326,20 @@ func SummarizeTelemetry(samples []Sample) *results.Telemetry {
 			last[s.GPU] = s.EnergyJ
 		}
 		reasons |= s.Throttle
+		if s.Throttle&cappedReasons != 0 {
+			capped[s.T] = true
+		}
+		if !(s.MaxSMClockMHz > 0) { // NaN too: a GPU that does not say
+			continue
+		}
+		maxSM = max(maxSM, s.MaxSMClockMHz)
+		if math.IsNaN(s.SMClockMHz) || s.Throttle&idleReason != 0 {
+			continue
+		}
+		judged++
+		if s.SMClockMHz < o.Threshold*s.MaxSMClockMHz {
+			below++
+		}
 	}
 	mean := func(a acc) float64 {
 		if a.n == 0 {
@@ -269,16 +348,63 @@ func SummarizeTelemetry(samples []Sample) *results.Telemetry {
 		return a.sum / float64(a.n)
 	}
 	t := &results.Telemetry{
-		SMClockMHzMean: mean(sm), SMClockMHzMax: sm.max, MemClockMHzMean: mean(mc), MemClockMHzMax: mc.max,
+		SMClockMHzMean: mean(sm), SMClockMHzMax: sm.max, SMClockMHzMin: sm.min, MemClockMHzMean: mean(mc), MemClockMHzMax: mc.max,
 		PowerWMean: mean(pw), PowerWMax: pw.max, GPUUtilPctMean: mean(gu), MemUtilPctMean: mean(mu),
 		TempCMax: tc.max, MemUsedBytesMax: uint64(used.max), Samples: len(samples),
+		PowerCappedS: float64(len(capped)) * o.Period.Seconds(),
 	}
 	for g, e := range last {
 		t.EnergyJ += max(0, e-first[g])
 	}
 	if th := reasons &^ idleReason; th != 0 {
-		t.Throttled, t.ThrottleReasons = true, ThrottleNames(th)
+		t.ThrottleReasons = ThrottleNames(th)
 		slices.Sort(t.ThrottleReasons)
 	}
+	if maxSM > 0 {
+		// Without the GPU's maximum there is nothing to judge against:
+		// no verdict, rather than one from the reasons.
+		t.MaxSMClockMHz, t.ThrottleThreshold, t.ClockSamples = maxSM, o.Threshold, judged
+		if judged > 0 {
+			share := float64(below) / float64(judged)
+			t.BelowThresholdShare = &share
+			t.Throttled = Throttled(share)
+		}
+	}
 	return t
+}
+
+// TimedSamples are the samples taken from..to (times as Sample.T): those
+// of a timed pass, without the engine's creation, its warm-up or the
+// profiled pass. A pass shorter than the sampling period may hold none:
+// then it is the one sample nearest to it, so that the pass still says
+// what the GPU ran at.
+func TimedSamples(samples []Sample, from, to time.Duration) []Sample {
+	var out []Sample
+	for _, s := range samples {
+		if s.T >= from && s.T <= to {
+			out = append(out, s)
+		}
+	}
+	if len(out) > 0 || len(samples) == 0 {
+		return out
+	}
+	dist := func(t time.Duration) time.Duration {
+		if t < from {
+			return from - t
+		}
+		return t - to
+	}
+	best := samples[0].T
+	for _, s := range samples {
+		if dist(s.T) < dist(best) {
+			best = s.T
+		}
+	}
+	// Every GPU's reading at that instant.
+	for _, s := range samples {
+		if s.T == best {
+			out = append(out, s)
+		}
+	}
+	return out
 }

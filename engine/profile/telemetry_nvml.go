@@ -4,6 +4,7 @@ package profile
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +17,9 @@ import (
 type nvmlSource struct {
 	idx  []int
 	devs []nvml.Device
+	// maxSM is each GPU's max SM clock, read once: it does not change
+	// while the GPU runs (NaN where NVML does not say).
+	maxSM []float64
 }
 
 // OpenNVML opens NVML for the GPUs named by uuids, or when uuids is nil
@@ -45,6 +49,7 @@ func OpenNVML(uuids []string) (src Source, err error) {
 			i = len(s.devs)
 		}
 		s.devs, s.idx = append(s.devs, d), append(s.idx, i)
+		s.maxSM = append(s.maxSM, maxClock(d, nvml.CLOCK_SM))
 	}
 	byUUID := func(u string) bool {
 		d, ret := nvml.DeviceGetHandleByUUID(u)
@@ -94,11 +99,21 @@ func OpenNVML(uuids []string) (src Source, err error) {
 	return s, nil
 }
 
+// maxClock is the most clock c of d can run at, in MHz; NaN when NVML
+// does not say.
+func maxClock(d nvml.Device, c nvml.ClockType) float64 {
+	if v, ret := d.GetMaxClockInfo(c); ret == nvml.SUCCESS && v > 0 {
+		return float64(v)
+	}
+	return math.NaN()
+}
+
 func (s *nvmlSource) GPUs() []int { return s.idx }
 
 func (s *nvmlSource) Read(dst []Sample) error {
 	for i, d := range s.devs {
 		x := &dst[i]
+		x.MaxSMClockMHz = s.maxSM[i]
 		if v, ret := d.GetClockInfo(nvml.CLOCK_SM); ret == nvml.SUCCESS {
 			x.SMClockMHz = float64(v)
 		}

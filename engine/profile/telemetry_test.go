@@ -2,6 +2,7 @@ package profile
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"math"
 	"os"
@@ -35,6 +36,7 @@ func (f *fakeGPUs) Read(dst []Sample) error {
 		if s.GPU == 0 {
 			s.TempC = 60 + k
 		}
+		s.MaxSMClockMHz = 1980
 		s.Throttle = idleReason
 		if f.reads == 3 {
 			s.Throttle |= 4 // sw_power_cap
@@ -75,7 +77,7 @@ func TestTelemetrySampler(t *testing.T) {
 		}
 		golden(t, "telemetry.csv", b.Bytes())
 
-		sum := SummarizeTelemetry(samples)
+		sum := SummarizeTelemetry(samples, SummaryOptions{})
 		near := func(name string, got, want float64) {
 			if math.Abs(got-want) > 1e-9 {
 				t.Errorf("%s = %v, want %v", name, got, want)
@@ -90,9 +92,15 @@ func TestTelemetrySampler(t *testing.T) {
 		if sum.Samples != 12 || sum.MemUsedBytesMax != 75e9 {
 			t.Errorf("samples %d, memory max %d", sum.Samples, sum.MemUsedBytesMax)
 		}
-		if !sum.Throttled || !slices.Equal(sum.ThrottleReasons, []string{"sw_power_cap"}) {
-			t.Errorf("throttled %v %v; want sw_power_cap only (idle is not throttling)", sum.Throttled, sum.ThrottleReasons)
+		// sw_power_cap is a fact, not a verdict; every sample is idle, so
+		// the rule judges none.
+		if sum.Throttled || !slices.Equal(sum.ThrottleReasons, []string{"sw_power_cap"}) || sum.ClockSamples != 0 || sum.BelowThresholdShare != nil {
+			t.Errorf("throttled %v %v, judged %d; want sw_power_cap only (idle is not throttling), nothing judged", sum.Throttled, sum.ThrottleReasons, sum.ClockSamples)
 		}
+		near("sm min", sum.SMClockMHzMin, 1980-50-1)
+		near("power capped", sum.PowerCappedS, 0.05) // one instant, both GPUs
+		near("max sm", sum.MaxSMClockMHz, 1980)
+		near("threshold", sum.ThrottleThreshold, DefaultThrottleThreshold)
 
 		dir := t.TempDir()
 		tel = StartTelemetryFrom(&fakeGPUs{}, 10*time.Millisecond)
@@ -130,5 +138,129 @@ func TestTelemetryUnavailable(t *testing.T) {
 func TestThrottleNames(t *testing.T) {
 	if got := ThrottleNames(1 | 4 | 64 | 1<<12); !slices.Equal(got, []string{"gpu_idle", "sw_power_cap", "hw_thermal_slowdown", "bit_12"}) {
 		t.Errorf("ThrottleNames = %v", got)
+	}
+}
+
+// loaded is n samples of one GPU 50 ms apart, at clock MHz of a 1980 MHz
+// GPU, with throttle reasons mask.
+func loaded(n int, clock float64, mask uint64) []Sample {
+	var out []Sample
+	for i := range n {
+		s := missing(time.Duration(i)*50*time.Millisecond, 0)
+		s.SMClockMHz, s.MaxSMClockMHz, s.Throttle = clock, 1980, mask
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestThrottleRule: a cell is throttled when more than 5 % of its judged
+// samples ran below the threshold of the maximum SM clock, whatever NVML's
+// reasons say.
+func TestThrottleRule(t *testing.T) {
+	const swPowerCap, hwSlowdown = 4, 8
+	// cat puts parts one after the other, 50 ms apart.
+	cat := func(parts ...[]Sample) []Sample {
+		out := slices.Concat(parts...)
+		for i := range out {
+			out[i].T = time.Duration(i) * 50 * time.Millisecond
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		samples   []Sample
+		threshold float64
+		throttled bool
+		share     float64 // -1: none judged
+		mean, min float64
+		cappedS   float64
+	}{
+		// An H100 under load: the power cap reported all the time, the
+		// clock at its maximum or close to it.
+		{name: "max clock, sw_power_cap", samples: cat(loaded(60, 1980, swPowerCap), loaded(40, 1620, swPowerCap)),
+			share: 0, mean: 1836, min: 1620, cappedS: 5},
+		{name: "30% at half clock", samples: cat(loaded(70, 1980, 0), loaded(30, 990, hwSlowdown)),
+			throttled: true, share: 0.3, mean: 1683, min: 990, cappedS: 1.5},
+		{name: "5% below is not flagged", samples: cat(loaded(95, 1980, 0), loaded(5, 990, 0)),
+			share: 0.05, mean: 1930.5, min: 990},
+		{name: "6% below is", samples: cat(loaded(94, 1980, 0), loaded(6, 990, 0)),
+			throttled: true, share: 0.06, mean: 1920.6, min: 990},
+		// 1620 MHz is 82 % of 1980: below a threshold of 0.9, not of 0.75.
+		{name: "threshold 0.9", samples: cat(loaded(60, 1980, 0), loaded(40, 1620, swPowerCap)), threshold: 0.9,
+			throttled: true, share: 0.4, mean: 1836, min: 1620, cappedS: 2},
+		// Idle samples are not judged: a GPU waiting for work lowers its
+		// clock without being throttled.
+		{name: "idle samples not judged", samples: cat(loaded(10, 1980, 0), loaded(30, 345, idleReason)),
+			share: 0, mean: (10*1980 + 30*345) / 40.0, min: 345},
+		// Without the GPU's maximum there is no verdict.
+		{name: "max clock unknown", samples: func() []Sample {
+			s := loaded(10, 500, hwSlowdown)
+			for i := range s {
+				s[i].MaxSMClockMHz = math.NaN()
+			}
+			return s
+		}(), share: -1, mean: 500, min: 500, cappedS: 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := SummarizeTelemetry(tc.samples, SummaryOptions{Threshold: tc.threshold})
+			if got.Throttled != tc.throttled {
+				t.Errorf("throttled = %v, want %v", got.Throttled, tc.throttled)
+			}
+			switch {
+			case tc.share < 0 && got.BelowThresholdShare != nil:
+				t.Errorf("share below = %v, want none (nothing to judge against)", *got.BelowThresholdShare)
+			case tc.share >= 0 && (got.BelowThresholdShare == nil || math.Abs(*got.BelowThresholdShare-tc.share) > 1e-12):
+				t.Errorf("share below = %v, want %v", got.BelowThresholdShare, tc.share)
+			}
+			if math.Abs(got.SMClockMHzMean-tc.mean) > 1e-9 || got.SMClockMHzMin != tc.min || math.Abs(got.PowerCappedS-tc.cappedS) > 1e-9 {
+				t.Errorf("sm mean %v min %v, capped %v s; want %v, %v, %v", got.SMClockMHzMean, got.SMClockMHzMin, got.PowerCappedS, tc.mean, tc.min, tc.cappedS)
+			}
+			wantTh := cmp.Or(tc.threshold, DefaultThrottleThreshold)
+			if tc.share < 0 {
+				wantTh = 0
+			}
+			if got.ThrottleThreshold != wantTh {
+				t.Errorf("threshold recorded %v, want %v", got.ThrottleThreshold, wantTh)
+			}
+		})
+	}
+}
+
+func TestTimedSamples(t *testing.T) {
+	ms := time.Millisecond
+	two := func(at ...time.Duration) []Sample {
+		var out []Sample
+		for _, a := range at {
+			out = append(out, missing(a, 0), missing(a, 1))
+		}
+		return out
+	}
+	all := two(0, 50*ms, 100*ms, 150*ms, 200*ms)
+	times := func(s []Sample) []time.Duration {
+		var out []time.Duration
+		for _, x := range s {
+			if x.GPU == 0 {
+				out = append(out, x.T)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		from, to time.Duration
+		want     []time.Duration
+	}{
+		{40 * ms, 160 * ms, []time.Duration{50 * ms, 100 * ms, 150 * ms}},
+		{50 * ms, 100 * ms, []time.Duration{50 * ms, 100 * ms}},
+		// Shorter than the period: the nearest instant, every GPU's.
+		{110 * ms, 120 * ms, []time.Duration{100 * ms}},
+		{300 * ms, 400 * ms, []time.Duration{200 * ms}},
+	} {
+		got := TimedSamples(all, tc.from, tc.to)
+		if !slices.Equal(times(got), tc.want) || len(got) != 2*len(tc.want) {
+			t.Errorf("TimedSamples(%v, %v) = %v (%d samples); want %v for both GPUs", tc.from, tc.to, times(got), len(got), tc.want)
+		}
+	}
+	if got := TimedSamples(nil, 0, time.Second); got != nil {
+		t.Errorf("no samples: %v", got)
 	}
 }

@@ -72,11 +72,15 @@ func OpenDir(dir string) (*Dir, error) {
 		}
 		return d, nil
 	case exists(single):
-		return d, d.add(single)
+		if err := d.add(single); err != nil {
+			d.Close()
+			return nil, err
+		}
+		return d, nil
 	}
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 	if len(paths) == 0 {
-		return nil, &FormatError{File: dir, Msg: "no model.safetensors, " + IndexName + " or *.safetensors file"}
+		return nil, &FormatError{File: dir, Msg: ErrNoCheckpoint.Error(), err: ErrNoCheckpoint}
 	}
 	for _, p := range paths {
 		if err := d.add(p); err != nil {
@@ -85,6 +89,23 @@ func OpenDir(dir string) (*Dir, error) {
 		}
 	}
 	return d, nil
+}
+
+// ErrNoCheckpoint is a model directory without any safetensors file (one
+// holding only pytorch_model.bin, say); OpenDir and Validate wrap it.
+var ErrNoCheckpoint = errors.New("no model.safetensors, " + IndexName + " or *.safetensors file")
+
+// Validate checks a model directory's checkpoint as OpenDir does, reading
+// only the index, each file's header and its size: every header parses,
+// every tensor's bytes lie within its file (a truncated download fails
+// here), the shards the index names exist and hold their tensors. No
+// tensor is read, so it is cheap enough to run when planning a study.
+func Validate(dir string) error {
+	d, err := OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	return d.Close()
 }
 
 func exists(p string) bool {

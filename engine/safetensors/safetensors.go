@@ -16,10 +16,12 @@ import (
 type FormatError struct {
 	File string
 	Msg  string
+	err  error // a sentinel the problem is an instance of (ErrNoCheckpoint)
 }
 
 func (e *FormatError) Error() string  { return e.File + ": " + e.Msg }
 func (e *FormatError) BadInput() bool { return true }
+func (e *FormatError) Unwrap() error  { return e.err }
 
 // MaxHeader bounds the JSON header (the format's reference reader uses the
 // same 100 MB limit), so a corrupt length cannot make us allocate the disk.
@@ -68,6 +70,10 @@ func Open(path string) (*File, error) {
 		return nil, &FormatError{File: path, Msg: fmt.Sprintf("%d bytes is too short for a safetensors file (8-byte header length missing)", st.Size())}
 	}
 	n := binary.LittleEndian.Uint64(lenBuf[:])
+	if string(lenBuf[:]) == "version " && isLFSPointer(f) {
+		f.Close()
+		return nil, &FormatError{File: path, Msg: "a Git LFS pointer, not the tensors (fetch them: git lfs pull)"}
+	}
 	if n > MaxHeader || int64(n) > st.Size()-8 {
 		f.Close()
 		return nil, &FormatError{File: path, Msg: fmt.Sprintf("header length %d does not fit the file (%d bytes, limit %d)", n, st.Size(), MaxHeader)}
@@ -88,6 +94,16 @@ func Open(path string) (*File, error) {
 		file.tensors[name] = info
 	}
 	return file, nil
+}
+
+// isLFSPointer reports whether f, read past its first 8 bytes
+// ("version "), goes on as a Git LFS pointer file does: a checkout made
+// without git-lfs leaves these in place of the weights.
+func isLFSPointer(f *os.File) bool {
+	const rest = "https://git-lfs.github.com/spec/"
+	var b [len(rest)]byte
+	_, err := io.ReadFull(f, b[:])
+	return err == nil && string(b[:]) == rest
 }
 
 type rawInfo struct {
@@ -147,6 +163,11 @@ func Parse(path string, header []byte, dataSize int64) (*File, error) {
 		}
 		off := *r.Offsets
 		if len(off) != 2 || off[0] < 0 || off[1] < off[0] || off[1] > dataSize {
+			if len(off) == 2 && off[0] >= 0 && off[1] >= off[0] {
+				// Well formed but past the end: the file is shorter than
+				// its header says, the usual mark of a cut-off download.
+				return bad("tensor %q: data_offsets %v outside the %d-byte data section (is the file truncated?)", name, off, dataSize)
+			}
 			return bad("tensor %q: data_offsets %v outside the %d-byte data section", name, off, dataSize)
 		}
 		if off[1]-off[0] != numel*int64(size) {

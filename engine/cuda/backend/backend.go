@@ -209,8 +209,8 @@ func New(o model.BackendOptions) (model.Backend, error) {
 		return nil, err
 	}
 	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[int]*graphState{},
-		graphsOn: os.Getenv("XRUN_CUDA_GRAPHS") != "0", splitOn: os.Getenv("XRUN_CUDA_ATTN_SPLIT") != "0",
-		fuseOn: os.Getenv("XRUN_CUDA_FUSE") != "0", normFuse: os.Getenv("XRUN_CUDA_FUSE_NORM") != "0"}
+		graphsOn: engine.Switches.CUDAGraphs.On(), splitOn: engine.Switches.CUDAAttnSplit.On(),
+		fuseOn: engine.Switches.CUDAFuse.On(), normFuse: engine.Switches.CUDAFuseNorm.On()}
 	err = dev.Do(func(g *cuda.GPU) error {
 		if err := g.LoadKernels(); err != nil {
 			return err
@@ -1257,7 +1257,7 @@ func (b *Backend) rope(q, tb *tensor, h model.HeadLayout, lay batchLayout) {
 // ropeFoldOn is XRUN_CUDA_ATTN_ROPE, read once: "0" keeps RoPE and the
 // cache write in a kernel of their own (RopeKV) in front of the decode
 // attention, instead of folded into it (see Attention).
-var ropeFoldOn = os.Getenv("XRUN_CUDA_ATTN_ROPE") != "0"
+var ropeFoldOn = engine.Switches.CUDAAttnRope.On()
 
 // Attention writes the batch's keys and values into the cache, then runs
 // the decode items (a few query rows per block) and the prefill items

@@ -4,23 +4,20 @@ package backend
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/cuda"
 )
 
-// measureCeilingsEnv set to 1 measures the ceilings of every GPU, known
-// ones too, replacing the kept measurement: to check a known GPU's
-// figures, or after a GPU's clocks or power limit changed.
-const measureCeilingsEnv = "XRUN_MEASURE_CEILINGS"
-
 // ceilingsFor returns the ceilings the roofline needs from g when xrun
 // has none for it (cuda.KnownCeilings), else nil: measured on g once and
 // kept (cuda.CachedCeilings).
 func ceilingsFor(g *cuda.GPU, dt cuda.DType) (*engine.Ceilings, error) {
-	force := os.Getenv(measureCeilingsEnv) == "1"
+	// XRUN_MEASURE_CEILINGS=1 measures known GPUs too, replacing the kept
+	// measurement: to check a known GPU's figures, or after a GPU's
+	// clocks or power limit changed.
+	force := engine.Switches.MeasureCeilings.On()
 	if _, _, known := cuda.KnownCeilings(g.Info.Name); known && !force {
 		return nil, nil
 	}

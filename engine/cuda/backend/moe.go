@@ -4,9 +4,9 @@ package backend
 
 import (
 	"fmt"
-	"os"
 	"sync"
 
+	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/engine/model"
 )
@@ -41,7 +41,7 @@ const moeDriftCells = 1024
 
 // moeLibraryOn: XRUN_CUDA_MOE_LT=0 keeps gemm_plugin auto's expert GEMMs on
 // the own grouped kernels in eager iterations too (for comparisons).
-var moeLibraryOn = os.Getenv("XRUN_CUDA_MOE_LT") != "0"
+var moeLibraryOn = engine.Switches.CUDAMoELibrary.On()
 
 var moeMethods = map[string]int{
 	model.RoutingSoftmaxTopKRenorm: cuda.MoESoftmaxTopKRenorm,

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Switch is an environment variable that changes how the built-in engine
+// runs: ablations for A/B comparisons and debugging aids. Every one is an
+// entry of Switches, which is their documentation too (the README's table
+// is generated from it), and code reads them only through it, so that a
+// run can tell which are not at their defaults and record them.
+type Switch struct {
+	Name string
+	// Default is the value in effect when the variable is unset, or set to
+	// anything Values does not allow (the engine then ignores it).
+	Default string
+	// Values are what the variable may be set to, for people.
+	Values  string
+	Meaning string
+	// Recorded says the switch changes what is measured: a run records
+	// it, when not at its default, in every cell.json, in results.json's
+	// environment and in the cells' fingerprints, so that --resume never
+	// mixes repeats measured under two settings.
+	Recorded bool
+	// effective maps the variable's text to the value in effect.
+	effective func(raw string) string
+}
+
+// Value is the switch's value in effect in the environment getenv reads:
+// Default unless the variable holds an allowed value, which is then given
+// in one canonical spelling ("08" is "8"), so that two settings with the
+// same effect compare equal.
+func (s *Switch) Value(getenv func(string) string) string { return s.effective(getenv(s.Name)) }
+
+// FlagSwitch is a switch that is on or off ("1" or "0"); only the value
+// that is not its default changes anything.
+type FlagSwitch struct{ Switch }
+
+func flagSwitch(name string, on bool, recorded bool, meaning string) FlagSwitch {
+	def, flip := "0", "1"
+	if on {
+		def, flip = "1", "0"
+	}
+	return FlagSwitch{Switch{Name: name, Default: def, Values: "`" + flip + "`", Meaning: meaning, Recorded: recorded,
+		effective: func(raw string) string {
+			if raw == flip {
+				return flip
+			}
+			return def
+		}}}
+}
+
+// On reads the flag from the process's environment.
+func (f *FlagSwitch) On() bool { return f.Value(os.Getenv) == "1" }
+
+// IntSwitch is a switch holding an integer from Min to Max.
+type IntSwitch struct {
+	Switch
+	Min, Max int
+}
+
+func intSwitch(name string, def, lo, hi int, values, meaning string) IntSwitch {
+	d := strconv.Itoa(def)
+	return IntSwitch{Switch: Switch{Name: name, Default: d, Values: values, Meaning: meaning, Recorded: true,
+		effective: func(raw string) string {
+			if v, err := strconv.Atoi(raw); err == nil && v >= lo && v <= hi {
+				return strconv.Itoa(v)
+			}
+			return d
+		}}, Min: lo, Max: hi}
+}
+
+// Int reads the switch from the process's environment.
+func (s *IntSwitch) Int() int {
+	v, _ := strconv.Atoi(s.Value(os.Getenv))
+	return v
+}
+
+// ChoiceSwitch is a switch holding one of a set of names.
+type ChoiceSwitch struct{ Switch }
+
+func choiceSwitch(name, def string, allowed func(string) bool, values, meaning string) ChoiceSwitch {
+	return ChoiceSwitch{Switch{Name: name, Default: def, Values: values, Meaning: meaning, Recorded: true,
+		effective: func(raw string) string {
+			if allowed(raw) {
+				return raw
+			}
+			return def
+		}}}
+}
+
+// Get reads the switch from the process's environment.
+func (c *ChoiceSwitch) Get() string { return c.Value(os.Getenv) }
+
+// attnTCName is what attnTC.String (engine/cuda) names a tensor-core
+// attention configuration.
+var attnTCName = regexp.MustCompile(`^tc-m[1-9][0-9]*-k[1-9][0-9]*-t[1-9][0-9]*-s[1-9][0-9]*$`)
+
+// SwitchTable is the type of Switches: a field per switch, so that each is
+// read with its own type.
+type SwitchTable struct {
+	Overlap         FlagSwitch
+	CUDAGraphs      FlagSwitch
+	CUDAPDL         FlagSwitch
+	CUDAFuse        FlagSwitch
+	CUDAFuseNorm    FlagSwitch
+	CUDAGemv        FlagSwitch
+	CUDAGemvMaxM    IntSwitch
+	CUDAGemvPlan    FlagSwitch
+	CUDAAttnTC      ChoiceSwitch
+	CUDAAttnSplit   FlagSwitch
+	CUDAAttnRope    FlagSwitch
+	CUDAAttnShort   IntSwitch
+	CUDAMoETile     ChoiceSwitch
+	CUDAMoEHints    IntSwitch
+	CUDAMoELibrary  FlagSwitch
+	CUDALtTune      FlagSwitch
+	CUDASync        FlagSwitch
+	CUDALtLog       FlagSwitch
+	MeasureCeilings FlagSwitch
+}
+
+// Switches are all of the engine's switches. Most are read once per
+// process (at start, or when a backend opens); tests that set one see it
+// only where its reader reads it again.
+var Switches = SwitchTable{
+	Overlap: flagSwitch("XRUN_OVERLAP", true, true,
+		"the overlap scheduler: each iteration is queued before the previous one's tokens are read back; `0` runs every iteration synchronously"),
+	CUDAGraphs: flagSwitch("XRUN_CUDA_GRAPHS", true, true, "CUDA graphs for decode; `0` launches decode eagerly too"),
+	CUDAPDL:    flagSwitch("XRUN_CUDA_PDL", true, true, "programmatic dependent launch (Hopper and newer); `0` launches without it"),
+	CUDAFuse:   flagSwitch("XRUN_CUDA_FUSE", true, true, "ops held back and fused into the op that consumes them (RoPE into attention, the decode GEMVs' epilogues); `0` runs each in a kernel of its own"),
+	CUDAFuseNorm: flagSwitch("XRUN_CUDA_FUSE_NORM", true, true,
+		"RMSNorm folded into the decode GEMVs' prologue; `0` keeps it in a kernel of its own"),
+	CUDAGemv: flagSwitch("XRUN_CUDA_GEMV", true, true,
+		"the own GEMM's CUDA-core GEMV for small M; `0` puts every M on the tensor-core tiles (as `XRUN_CUDA_GEMV_MAXM=0`)"),
+	CUDAGemvMaxM: intSwitch("XRUN_CUDA_GEMV_MAXM", 4, 0, 8, "`0`..`8`",
+		"the largest M the own GEMM serves with the CUDA-core GEMV; larger M runs on the tensor-core tiles"),
+	CUDAGemvPlan: flagSwitch("XRUN_CUDA_GEMV_PLAN", true, true,
+		"the GEMV's launch plan chosen by the kernels' register counts; `0` keeps the older plan, blind to them"),
+	CUDAAttnTC: choiceSwitch("XRUN_CUDA_ATTN_TC", "auto", func(v string) bool { return v == "0" || attnTCName.MatchString(v) },
+		"`0`, a configuration (`tc-m1-k4-t16-s3`)",
+		"the tensor-core attention kernel, its configuration chosen per launch; `0` puts every attention launch on the CUDA-core kernel, a configuration's name puts the launches it can serve on it"),
+	CUDAAttnSplit: flagSwitch("XRUN_CUDA_ATTN_SPLIT", true, true, "split-K decode attention (an item's keys over several blocks); `0` never splits"),
+	CUDAAttnRope: flagSwitch("XRUN_CUDA_ATTN_ROPE", true, true,
+		"RoPE and the KV cache write folded into decode attention; `0` runs them in a kernel of their own before it"),
+	CUDAAttnShort: intSwitch("XRUN_CUDA_ATTN_SHORT", 256, math.MinInt, math.MaxInt, "an integer",
+		"decode items of at most this many keys are done in one pass, unsplit; `0` or less: never"),
+	CUDAMoETile: choiceSwitch("XRUN_CUDA_MOE_TILE", "auto", func(v string) bool { return v == "s" || v == "m" || v == "l" },
+		"`s`, `m`, `l`", "the expert GEMMs' row tile, chosen per launch; a size forces it"),
+	CUDAMoEHints: intSwitch("XRUN_CUDA_MOE_HINTS", 3, 0, 3, "`0`..`3`",
+		"the L2 hints of the expert GEMMs' weight loads: 1 prefetch, 2 evict-first, 3 both"),
+	CUDAMoELibrary: flagSwitch("XRUN_CUDA_MOE_LT", true, true,
+		"`gemm_plugin: auto` runs the expert GEMMs of eager iterations on cuBLASLt; `0` keeps them on the own grouped kernels there too"),
+	CUDALtTune: flagSwitch("XRUN_CUDA_LT_TUNE", true, true,
+		"cuBLASLt's algorithm for M up to 256 chosen by timing the heuristic's candidates; `0` takes its first choice"),
+	CUDASync: flagSwitch("XRUN_CUDA_SYNC", false, true,
+		"`1` synchronises after every kernel launch outside graph capture, so that a fault names its kernel (debugging; slow)"),
+	// Printing changes no number.
+	CUDALtLog: flagSwitch("XRUN_CUDA_LT_LOG", false, false, "`1` prints each cuBLASLt choice made by timing on stderr"),
+	// The cell's record already names where its ceilings came from, and
+	// they are no repeat's: nothing to mix under --resume.
+	MeasureCeilings: flagSwitch("XRUN_MEASURE_CEILINGS", false, false,
+		"`1` measures the roofline's ceilings on a GPU xrun knows them for too, replacing a kept measurement (cell.json's `ceilings` say so)"),
+}
+
+// All lists the switches in the table's order.
+func (t *SwitchTable) All() []*Switch {
+	v := reflect.ValueOf(t).Elem()
+	out := make([]*Switch, 0, v.NumField())
+	for i := range v.NumField() {
+		out = append(out, v.Field(i).FieldByName("Switch").Addr().Interface().(*Switch))
+	}
+	return out
+}
+
+// Lookup returns the switch named name, or nil.
+func (t *SwitchTable) Lookup(name string) *Switch {
+	for _, s := range t.All() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// NonDefaultSwitches returns the recorded switches whose values in effect
+// in getenv's environment are not their defaults, name -> value; nil when
+// there are none.
+func NonDefaultSwitches(getenv func(string) string) map[string]string {
+	var m map[string]string
+	for _, s := range Switches.All() {
+		if v := s.Value(getenv); s.Recorded && v != s.Default {
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[s.Name] = v
+		}
+	}
+	return m
+}
+
+// FormatSwitches writes switches as NAME=VALUE, sorted by name, joined
+// by sep.
+func FormatSwitches(switches map[string]string, sep string) string {
+	names := make([]string, 0, len(switches))
+	for k := range switches {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for i, k := range names {
+		names[i] = k + "=" + switches[k]
+	}
+	return strings.Join(names, sep)
+}
+
+// SwitchesMarkdown is the README's table of the switches.
+func SwitchesMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| variable | default | set to | what it does | recorded |\n|---|---|---|---|---|\n")
+	for _, s := range Switches.All() {
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", s.Name, s.Default, s.Values, s.Meaning, map[bool]string{true: "yes", false: "no"}[s.Recorded])
+	}
+	return b.String()
+}

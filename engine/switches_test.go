@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"bytes"
+	"flag"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the README's table of switches")
+
+// notSwitches are variables of the switches' spelling that are not
+// switches: xrun sets them for its own child processes.
+var notSwitches = map[string]string{
+	"XRUN_CUDA_PROBE_WORKER": "marks the child process that probes the GPUs (engine/cuda/probe.go)",
+}
+
+var (
+	switchToken   = regexp.MustCompile(`XRUN_(?:CUDA_[A-Z0-9_]+|OVERLAP|MEASURE_CEILINGS)\b`)
+	switchLiteral = regexp.MustCompile("[\"`](" + switchToken.String() + ")[\"`]")
+)
+
+// TestSwitchesComplete: every switch the module's code names is in the
+// table, and only the table spells one as a string of its own (what
+// os.Getenv would take), so that no code reads one around the table.
+func TestSwitchesComplete(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("the module's root: %v", err)
+	}
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		rel, _ := filepath.Rel(root, path)
+		for _, name := range switchToken.FindAllString(string(b), -1) {
+			if _, not := notSwitches[name]; !not && Switches.Lookup(name) == nil {
+				t.Errorf("%s names %s, which is not in engine.Switches: add it to the table", rel, name)
+			}
+		}
+		if rel == filepath.Join("engine", "switches.go") {
+			return nil
+		}
+		for _, m := range switchLiteral.FindAllStringSubmatch(string(b), -1) {
+			if _, not := notSwitches[m[1]]; !not {
+				t.Errorf("%s spells %s as a string: read it through engine.Switches", rel, m[0])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("only %d Go files under %s", files, root)
+	}
+	// The walk must find the table itself.
+	if b, _ := os.ReadFile("switches.go"); len(switchLiteral.FindAll(b, -1)) != len(Switches.All()) {
+		t.Errorf("switches.go spells %d switch names, the table has %d", len(switchLiteral.FindAll(b, -1)), len(Switches.All()))
+	}
+}
+
+// TestSwitchDefaults pins every switch's name, default and whether runs
+// record it: changing one changes what unset means for every committed
+// result.
+func TestSwitchDefaults(t *testing.T) {
+	type entry struct {
+		def      string
+		recorded bool
+	}
+	want := map[string]entry{
+		"XRUN_OVERLAP":          {"1", true},
+		"XRUN_CUDA_GRAPHS":      {"1", true},
+		"XRUN_CUDA_PDL":         {"1", true},
+		"XRUN_CUDA_FUSE":        {"1", true},
+		"XRUN_CUDA_FUSE_NORM":   {"1", true},
+		"XRUN_CUDA_GEMV":        {"1", true},
+		"XRUN_CUDA_GEMV_MAXM":   {"4", true},
+		"XRUN_CUDA_GEMV_PLAN":   {"1", true},
+		"XRUN_CUDA_ATTN_TC":     {"auto", true},
+		"XRUN_CUDA_ATTN_SPLIT":  {"1", true},
+		"XRUN_CUDA_ATTN_ROPE":   {"1", true},
+		"XRUN_CUDA_ATTN_SHORT":  {"256", true},
+		"XRUN_CUDA_MOE_TILE":    {"auto", true},
+		"XRUN_CUDA_MOE_HINTS":   {"3", true},
+		"XRUN_CUDA_MOE_LT":      {"1", true},
+		"XRUN_CUDA_LT_TUNE":     {"1", true},
+		"XRUN_CUDA_SYNC":        {"0", true},
+		"XRUN_CUDA_LT_LOG":      {"0", false},
+		"XRUN_MEASURE_CEILINGS": {"0", false},
+	}
+	got := map[string]entry{}
+	for _, s := range Switches.All() {
+		if _, dup := got[s.Name]; dup {
+			t.Errorf("%s is in the table twice", s.Name)
+		}
+		got[s.Name] = entry{s.Default, s.Recorded}
+		if s.Values == "" || s.Meaning == "" {
+			t.Errorf("%s: values %q, meaning %q; the table is the documentation", s.Name, s.Values, s.Meaning)
+		}
+		if v := s.Value(func(string) string { return "" }); v != s.Default {
+			t.Errorf("%s unset: %q, want its default %q", s.Name, v, s.Default)
+		}
+		if v := s.Value(func(string) string { return s.Default }); v != s.Default {
+			t.Errorf("%s=%s (its default): %q", s.Name, s.Default, v)
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("switches (name: default, recorded):\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestSwitchValues: the value in effect of each kind of switch, for the
+// texts its reader used to take apart itself.
+func TestSwitchValues(t *testing.T) {
+	for _, c := range []struct {
+		sw        *Switch
+		raw, want string
+	}{
+		{&Switches.CUDAGraphs.Switch, "0", "0"},
+		{&Switches.CUDAGraphs.Switch, "1", "1"},
+		{&Switches.CUDAGraphs.Switch, "false", "1"}, // only "0" turned it off
+		{&Switches.CUDAGraphs.Switch, "00", "1"},
+		{&Switches.Overlap.Switch, "0", "0"},
+		{&Switches.CUDASync.Switch, "1", "1"},
+		{&Switches.CUDASync.Switch, "true", "0"}, // only "1" turned it on
+		{&Switches.CUDAGemvMaxM.Switch, "0", "0"},
+		{&Switches.CUDAGemvMaxM.Switch, "8", "8"},
+		{&Switches.CUDAGemvMaxM.Switch, "08", "8"},
+		{&Switches.CUDAGemvMaxM.Switch, "9", "4"},
+		{&Switches.CUDAGemvMaxM.Switch, "-1", "4"},
+		{&Switches.CUDAGemvMaxM.Switch, "two", "4"},
+		{&Switches.CUDAAttnShort.Switch, "-1", "-1"},
+		{&Switches.CUDAAttnShort.Switch, "0", "0"},
+		{&Switches.CUDAAttnShort.Switch, "+512", "512"},
+		{&Switches.CUDAAttnShort.Switch, "1e3", "256"},
+		{&Switches.CUDAMoEHints.Switch, "0", "0"},
+		{&Switches.CUDAMoEHints.Switch, "4", "3"},
+		{&Switches.CUDAMoETile.Switch, "s", "s"},
+		{&Switches.CUDAMoETile.Switch, "l", "l"},
+		{&Switches.CUDAMoETile.Switch, "S", "auto"},
+		{&Switches.CUDAMoETile.Switch, "xl", "auto"},
+		{&Switches.CUDAAttnTC.Switch, "0", "0"},
+		{&Switches.CUDAAttnTC.Switch, "tc-m1-k4-t16-s3", "tc-m1-k4-t16-s3"},
+		{&Switches.CUDAAttnTC.Switch, "tc-m01-k4-t16-s3", "auto"}, // attnTC.String never pads
+		{&Switches.CUDAAttnTC.Switch, "cuda-core", "auto"},
+		{&Switches.CUDAAttnTC.Switch, "1", "auto"},
+	} {
+		if got := c.sw.Value(func(k string) string { return map[string]string{c.sw.Name: c.raw}[k] }); got != c.want {
+			t.Errorf("%s=%s: %q, want %q", c.sw.Name, c.raw, got, c.want)
+		}
+	}
+}
+
+// TestSwitchAccessors: the typed readers read the process's environment
+// each time they are called.
+func TestSwitchAccessors(t *testing.T) {
+	for _, s := range Switches.All() {
+		t.Setenv(s.Name, "")
+	}
+	if !Switches.CUDAGraphs.On() || Switches.CUDASync.On() || Switches.CUDAGemvMaxM.Int() != 4 || Switches.CUDAMoETile.Get() != "auto" {
+		t.Fatalf("unset: graphs %t, sync %t, gemv max M %d, MoE tile %q", Switches.CUDAGraphs.On(), Switches.CUDASync.On(),
+			Switches.CUDAGemvMaxM.Int(), Switches.CUDAMoETile.Get())
+	}
+	t.Setenv("XRUN_CUDA_GRAPHS", "0")
+	t.Setenv("XRUN_CUDA_SYNC", "1")
+	t.Setenv("XRUN_CUDA_GEMV_MAXM", "2")
+	t.Setenv("XRUN_CUDA_ATTN_SHORT", "-3")
+	t.Setenv("XRUN_CUDA_MOE_TILE", "m")
+	if Switches.CUDAGraphs.On() || !Switches.CUDASync.On() || Switches.CUDAGemvMaxM.Int() != 2 ||
+		Switches.CUDAAttnShort.Int() != -3 || Switches.CUDAMoETile.Get() != "m" {
+		t.Errorf("set: graphs %t, sync %t, gemv max M %d, short keys %d, MoE tile %q", Switches.CUDAGraphs.On(), Switches.CUDASync.On(),
+			Switches.CUDAGemvMaxM.Int(), Switches.CUDAAttnShort.Int(), Switches.CUDAMoETile.Get())
+	}
+}
+
+func TestNonDefaultSwitches(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	if got := NonDefaultSwitches(env(nil)); got != nil {
+		t.Errorf("nothing set: %v, want nil", got)
+	}
+	got := NonDefaultSwitches(env(map[string]string{
+		"XRUN_CUDA_GRAPHS":       "0",
+		"XRUN_OVERLAP":           "0",
+		"XRUN_CUDA_MOE_TILE":     "s",
+		"XRUN_CUDA_GEMV_MAXM":    "04", // the default, spelled otherwise
+		"XRUN_CUDA_PDL":          "1",  // the default
+		"XRUN_CUDA_MOE_HINTS":    "9",  // ignored by the engine
+		"XRUN_CUDA_LT_LOG":       "1",  // not recorded: prints only
+		"XRUN_MEASURE_CEILINGS":  "1",  // not recorded: cell.json's ceilings say so
+		"XRUN_CUDA_PROBE_WORKER": "1",  // not a switch
+	}))
+	want := map[string]string{"XRUN_CUDA_GRAPHS": "0", "XRUN_OVERLAP": "0", "XRUN_CUDA_MOE_TILE": "s"}
+	if !maps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if s := FormatSwitches(got, ", "); s != "XRUN_CUDA_GRAPHS=0, XRUN_CUDA_MOE_TILE=s, XRUN_OVERLAP=0" {
+		t.Errorf("FormatSwitches: %q", s)
+	}
+}
+
+func TestSwitchLookup(t *testing.T) {
+	if s := Switches.Lookup("XRUN_CUDA_GEMV_MAXM"); s != &Switches.CUDAGemvMaxM.Switch {
+		t.Errorf("Lookup(XRUN_CUDA_GEMV_MAXM) = %p, want the table's entry %p", s, &Switches.CUDAGemvMaxM.Switch)
+	}
+	if s := Switches.Lookup("XRUN_CUDA_NOPE"); s != nil {
+		t.Errorf("Lookup of an unknown name: %+v", s)
+	}
+	names := []string{}
+	for _, s := range Switches.All() {
+		names = append(names, s.Name)
+	}
+	if names[0] != "XRUN_OVERLAP" || !slices.Contains(names, "XRUN_CUDA_SYNC") {
+		t.Errorf("All: %v", names)
+	}
+}
+
+// The README's table sits between these lines.
+const (
+	readmeBegin = "<!-- switches: generated from engine.Switches; go test ./engine -update -->\n"
+	readmeEnd   = "<!-- end of switches -->\n"
+)
+
+// TestSwitchesReadme: the README's table is the table's; -update writes
+// it there.
+func TestSwitchesReadme(t *testing.T) {
+	path := filepath.Join("..", "README.md")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, j := bytes.Index(b, []byte(readmeBegin)), bytes.Index(b, []byte(readmeEnd))
+	if i < 0 || j < i {
+		t.Fatalf("%s has no table of switches between %q and %q", path, readmeBegin, readmeEnd)
+	}
+	want := SwitchesMarkdown()
+	got := string(b[i+len(readmeBegin) : j])
+	if got == want {
+		return
+	}
+	if !*update {
+		t.Fatalf("%s's table of switches is not engine.Switches' (go test ./engine -update rewrites it):\n%s\nwant\n%s", path, got, want)
+	}
+	out := slices.Concat(b[:i+len(readmeBegin)], []byte(want), b[j:])
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
