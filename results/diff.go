@@ -50,8 +50,9 @@ type DiffOptions struct {
 	// study renamed by the change under test). Without it such results
 	// are not comparable: nothing is judged.
 	AnyStudy bool
-	// Metrics are the metric keys judged; empty means the headline
-	// metrics. Fewer metrics mean fewer chances of a false alarm.
+	// Metrics are the metric keys judged; empty means the default
+	// metrics (DefaultMetrics) both sides have. Fewer metrics mean fewer
+	// chances of a false alarm.
 	Metrics []string
 	// OldName and NewName label the two sides (their paths).
 	OldName, NewName string
@@ -249,7 +250,7 @@ func Diff(old, new *Results, opts DiffOptions) *DiffReport {
 	d.Metrics = opts.Metrics
 	if len(d.Metrics) == 0 {
 		ho, hn := presentMetrics(old), presentMetrics(new)
-		for _, k := range HeadlineMetrics() {
+		for _, k := range DefaultMetrics() {
 			if ho[k] && hn[k] {
 				d.Metrics = append(d.Metrics, k)
 			}

@@ -152,6 +152,11 @@ func diffClock(oc, nc *Cell) *ClockDiff {
 // does not slow down with it. ok is false for metrics with no direction,
 // which are neither throughputs nor latencies.
 func perClock(metric string, ratio float64, c *ClockDiff) (delta float64, ok bool) {
+	if MetricFor(metric).Energy {
+		// Energy per token does not scale with the clock: a lower clock
+		// explains lower throughput, not more joules per token.
+		return 0, false
+	}
 	clock := c.NewMHz / c.OldMHz
 	switch MetricFor(metric).Better {
 	case HigherIsBetter:

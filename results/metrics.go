@@ -45,6 +45,12 @@ type Metric struct {
 	// Headline metrics make up the default tables and the default set
 	// xrun diff judges.
 	Headline bool
+	// Energy metrics join the headline metrics in the default tables and
+	// the default set xrun diff judges (DefaultMetrics) where a cell has
+	// them: GPU cells whose GPUs have NVML's energy counter. Not headline
+	// metrics, because most cells (the CPU backend's, every file written
+	// before xrun measured energy) have none.
+	Energy bool
 }
 
 // registry lists the metrics in display order; keys are fixed by the
@@ -79,6 +85,10 @@ var registry = func() []Metric {
 		Metric{Key: "num_requests", Name: "Number of requests", Unit: "req", Better: Neither, BenchUnit: "requests", Exact: true},
 		Metric{Key: "total_input_tokens", Name: "Total Input Length (tokens)", Unit: "tok", Better: Neither, BenchUnit: "input-tok", Exact: true},
 		Metric{Key: "total_output_tokens", Name: "Total Output Length (tokens)", Unit: "tok", Better: Neither, BenchUnit: "output-tok", Exact: true},
+		// xrun's own, from the GPUs' energy counter over each timed repeat
+		// (AddEnergyMetrics); trtllm-bench has none.
+		Metric{Key: EnergyPerTokenKey, Name: "Energy per Output Token (J/token)", Unit: "J/tok", Better: LowerIsBetter, BenchUnit: "J/out-tok", Energy: true},
+		Metric{Key: TokSPerWattKey, Name: "Output Throughput per Watt (tokens/sec/W)", Unit: "tok/s/W", Better: HigherIsBetter, BenchUnit: "out-tok/s/W", Energy: true},
 	)
 	return m
 }()
@@ -118,6 +128,19 @@ func HeadlineMetrics() []string {
 	var keys []string
 	for _, m := range registry {
 		if m.Headline {
+			keys = append(keys, m.Key)
+		}
+	}
+	return keys
+}
+
+// DefaultMetrics returns the keys tables show and xrun diff judges when
+// none are asked for, in display order: the headline metrics, then the
+// energy metrics. Callers keep those their results have.
+func DefaultMetrics() []string {
+	var keys []string
+	for _, m := range registry {
+		if m.Headline || m.Energy {
 			keys = append(keys, m.Key)
 		}
 	}

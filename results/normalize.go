@@ -46,6 +46,8 @@ func normalized(r *Results) (*Results, error) {
 		SchemaVersion: SchemaVersion,
 		Name:          r.Name,
 		Description:   r.Description,
+		SpecFile:      r.SpecFile,
+		SpecSets:      slices.Clone(r.SpecSets),
 		Environment:   normalizeEnvironment(r.Environment),
 		Started:       normalizeTime(r.Started),
 		Finished:      normalizeTime(r.Finished),

@@ -168,9 +168,13 @@ func (csvOutput) Render(w io.Writer, r *Results, opts RenderOptions) error {
 		delete(params, a.Name)
 	}
 	keys = append(keys, slices.Sorted(maps.Keys(params))...)
+	cells := cellPtrs(r)
+	sortCells(cells, ax)
 	metrics := opts.Metrics
 	if len(metrics) == 0 {
 		metrics = slices.Collect(maps.Keys(presentMetrics(r)))
+		// Older GPU results get the energy columns as estimates.
+		metrics = append(metrics, estimatedEnergyKeys(cells)...)
 		sortMetricKeys(metrics)
 	}
 	t := &Table{Columns: []Column{{Name: "cell"}, {Name: "status"}}}
@@ -182,8 +186,13 @@ func (csvOutput) Render(w io.Writer, r *Results, opts RenderOptions) error {
 		name := MetricFor(m).Name
 		t.Columns = append(t.Columns, Column{Name: name}, Column{Name: name + " ci_low"}, Column{Name: name + " ci_high"})
 	}
-	cells := cellPtrs(r)
-	sortCells(cells, ax)
+	// Where energy is shown, a column says whether each cell's was
+	// measured or estimated (EstimateEnergy); the estimates have no
+	// interval.
+	energy := slices.ContainsFunc(cells, func(c *Cell) bool { return energySource(c, metrics) != "" })
+	if energy {
+		t.Columns = append(t.Columns, Column{Name: csvEnergySource})
+	}
 	// As in the tables, the roofline columns come only where some cell
 	// has a roofline, so CPU-only studies keep their columns.
 	roofline := hasRoofline(cells)
@@ -199,12 +208,19 @@ func (csvOutput) Render(w io.Writer, r *Results, opts RenderOptions) error {
 		row = append(row, fmt.Sprint(len(c.Repeats)))
 		for _, m := range metrics {
 			vals := column(c.Repeats, m)
+			if v, ok := EstimateEnergy(c, m); ok && len(vals) == 0 {
+				row = append(row, formatFloat(v), "", "")
+				continue
+			}
 			if len(vals) == 0 {
 				row = append(row, "", "", "")
 				continue
 			}
 			s := Summarize(vals)
 			row = append(row, formatFloat(s.Median), formatBound(s.CILow), formatBound(s.CIHigh))
+		}
+		if energy {
+			row = append(row, energySource(c, metrics))
 		}
 		if roofline {
 			row = append(row, csvRoofline(c)...)
@@ -221,6 +237,27 @@ const (
 	csvRooflineTokS     = "Roofline Output Throughput (tokens/sec)"
 	csvRooflineFraction = "Roofline Fraction"
 )
+
+// csvEnergySource is the CSV's column saying where a cell's energy
+// metrics came from: "measured", EnergyEstimated, or empty without any.
+const csvEnergySource = "Energy Source"
+
+// energySource is a cell's entry in the csvEnergySource column, for the
+// metrics shown.
+func energySource(c *Cell, metrics []string) string {
+	for _, m := range metrics {
+		if !isEnergyMetric(m) {
+			continue
+		}
+		if len(column(c.Repeats, m)) > 0 {
+			return "measured"
+		}
+		if _, ok := EstimateEnergy(c, m); ok {
+			return EnergyEstimated
+		}
+	}
+	return ""
+}
 
 // csvRoofline is a cell's two roofline columns, empty where the tables
 // show "-" (no roofline, or no throughput to set against it).

@@ -235,14 +235,14 @@ func sortCells(cells []*Cell, ax []axisInfo) {
 }
 
 // shownMetrics returns the metrics to tabulate: the requested ones, or the
-// headline metrics that occur in any cell.
+// default metrics (headline, then energy) that occur in any cell.
 func shownMetrics(r *Results, opts RenderOptions) []string {
 	if len(opts.Metrics) > 0 {
 		return opts.Metrics
 	}
 	have := presentMetrics(r)
 	var out []string
-	for _, k := range HeadlineMetrics() {
+	for _, k := range DefaultMetrics() {
 		if have[k] {
 			out = append(out, k)
 		}
@@ -270,7 +270,13 @@ func BuildReport(r *Results, opts RenderOptions) *Report {
 	rep := &Report{Title: r.Name, Description: r.Description, Environment: environmentLines(r)}
 	ax := axes(r)
 	metrics := shownMetrics(r, opts)
-	rep.Summary = summaryTable(r, ax, metrics)
+	summary := metrics
+	if len(opts.Metrics) == 0 {
+		// Older GPU results show the energy columns as estimates; the
+		// pivots compare repeats, which have none.
+		summary = append(slices.Clone(metrics), estimatedEnergyKeys(cellPtrs(r))...)
+	}
+	rep.Summary = summaryTable(r, ax, summary)
 	for _, cs := range comparisons(r, ax, &rep.Notes) {
 		rep.Comparisons = append(rep.Comparisons, pivotTables(r, ax, cs, metrics))
 	}
@@ -325,6 +331,10 @@ func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
 				continue
 			}
 			s, w := summarize(column(c.Repeats, m))
+			if v, ok := EstimateEnergy(c, m); ok && s.N == 0 {
+				row = append(row, formatEstimate(v))
+				continue
+			}
 			warn = append(warn, w...)
 			row = append(row, formatSummary(s))
 		}
@@ -344,6 +354,7 @@ func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
 	if roof {
 		t.Notes = append(t.Notes, rooflineNotes(cells)...)
 	}
+	t.Notes = append(t.Notes, energyNotes(cells, metrics)...)
 	t.Notes = append(t.Notes, dedupe(warn)...)
 	return t
 }

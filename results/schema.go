@@ -19,8 +19,13 @@ type Results struct {
 	Description   string `json:"description"`
 	// Spec is the resolved study spec as a JSON object. This package never
 	// looks inside it; the writer only re-encodes it with sorted keys.
-	Spec        json.RawMessage `json:"spec"`
-	Environment Environment     `json:"environment"`
+	Spec json.RawMessage `json:"spec"`
+	// SpecFile is the spec file as xrun run was given it, and SpecSets its
+	// --set arguments in order, so that a report can print the command
+	// that reproduces a cell. Optional (older files lack them).
+	SpecFile    string      `json:"spec_file,omitempty"`
+	SpecSets    []string    `json:"spec_sets,omitempty"`
+	Environment Environment `json:"environment"`
 	// Axes lists the matrix axes with their values in the spec's order.
 	// Optional: when empty, axes are derived from the parameters that vary
 	// between cells, values sorted. The order decides pivot columns and

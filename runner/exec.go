@@ -18,7 +18,9 @@ import (
 	dsets "github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/cuda"
+	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/htmlreport"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -688,6 +690,8 @@ func (s *study) initResults(ctx context.Context) {
 		Name:        s.spec.Name,
 		Description: s.spec.Description,
 		Spec:        specJSON(s.spec),
+		SpecFile:    s.spec.File,
+		SpecSets:    s.spec.Sets,
 		Environment: Environment(ctx, s.spec.Dir, s.devs, s.gpus),
 		Axes:        resultAxes(s.spec),
 		Started:     time.Now(),
@@ -815,6 +819,11 @@ func (s *study) write() {
 		return
 	}
 	s.lastErr = nil
+	// report.html is drawn from what was just written; xrun report --format
+	// html draws it again, so a failure is logged and stops nothing.
+	if err := htmlreport.WriteDir(s.dir, s.res, htmlreport.Options{Stage: profile.MoEStage}); err != nil {
+		s.log.Warn().Err(err).Str("dir", s.dir).Msg("writing " + layout.HTMLFile)
+	}
 }
 
 // stop makes err the reason no more cells start, unless one already is.

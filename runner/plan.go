@@ -34,6 +34,9 @@ type Plan struct {
 	// Warnings are caveats that do not stop the study (an exclude entry
 	// that matched nothing, a comparison with one side only).
 	Warnings []string
+	// Estimate is the cells' expected run time, once EstimateTime has
+	// made it; WriteText and WriteJSON show it then.
+	Estimate *Estimate
 }
 
 // Setting is one parameter and its value, as a matrix combination gives it.
@@ -580,8 +583,9 @@ func (d *decoder) newEncoder() *cellEncoder {
 		}
 	}
 	for pi := range params {
-		// Derived per cell from its model unless given.
-		e.perCellPi[pi] = params[pi].def == nil && !d.explicit[pi]
+		// Derived per cell from its model unless given; gpus_per_cell
+		// from tp x pp on engine trtllm.
+		e.perCellPi[pi] = (params[pi].def == nil || pi == pGPUsPerCell) && !d.explicit[pi]
 		if !e.perCellPi[pi] {
 			e.baseLine[pi] = appendLine(nil, pi, &d.spec.Params)
 		}

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/xrun-dev/xrun/results"
 )
@@ -39,7 +43,12 @@ func (p *Plan) WriteText(w io.Writer) error {
 	for _, v := range p.Varying {
 		tw.Write([]byte("\t" + strings.ToUpper(v)))
 	}
-	tw.Write([]byte("\tDATASET\n"))
+	tw.Write([]byte("\tDATASET"))
+	est := p.Estimate
+	if est != nil {
+		tw.Write([]byte("\tTIME\tFROM"))
+	}
+	tw.Write([]byte("\n"))
 	keys := make([]int, len(p.Varying))
 	for i, v := range p.Varying {
 		keys[i] = paramIndex[v]
@@ -58,6 +67,13 @@ func (p *Plan) WriteText(w io.Writer) error {
 		}
 		line = append(line, '\t')
 		line = append(line, c.Dataset.ID...)
+		if est != nil {
+			ce := &est.Cells[i]
+			line = append(line, '\t')
+			line = append(line, fmtEstimate(ce.Time)...)
+			line = append(line, '\t')
+			line = append(line, ce.Basis...)
+		}
 		line = append(line, '\n')
 		tw.Write(line)
 	}
@@ -114,6 +130,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 	}
 	if t.UnknownCells > 0 {
 		fmt.Fprintf(bw, "  (not counting %s that read dataset files)\n", plural(t.UnknownCells, "cell"))
+	}
+	if est != nil {
+		est.writeText(bw, p.Spec.Repeats)
 	}
 	if len(p.Warnings) > 0 {
 		fmt.Fprintf(bw, "\nwarnings:\n")
@@ -201,6 +220,7 @@ type planJSON struct {
 	Datasets      []datasetJSON   `json:"datasets"`
 	Totals        totalsJSON      `json:"totals"`
 	Warnings      []string        `json:"warnings"`
+	Estimate      *estimateJSON   `json:"estimate,omitempty"`
 }
 
 type axisJSON struct {
@@ -221,11 +241,12 @@ type countsJSON struct {
 }
 
 type cellJSON struct {
-	ID            string         `json:"id"`
-	Hash          string         `json:"hash"`
-	Params        map[string]any `json:"params"`
-	Dataset       string         `json:"dataset"`
-	NotApplicable []string       `json:"not_applicable,omitempty"`
+	ID            string            `json:"id"`
+	Hash          string            `json:"hash"`
+	Params        map[string]any    `json:"params"`
+	Dataset       string            `json:"dataset"`
+	NotApplicable []string          `json:"not_applicable,omitempty"`
+	Estimate      *cellEstimateJSON `json:"estimate,omitempty"`
 }
 
 type excludedJSON struct {
@@ -281,6 +302,9 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 	if out.Warnings == nil {
 		out.Warnings = []string{}
 	}
+	if p.Estimate != nil {
+		out.Estimate = p.Estimate.json()
+	}
 	for _, a := range s.Axes {
 		out.Axes = append(out.Axes, axisJSON{Zip: a.Zip, Keys: a.Keys, Values: jsonValues(a.Values)})
 	}
@@ -290,6 +314,9 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 	for i := range p.Cells {
 		c := &p.Cells[i]
 		out.Cells[i] = cellJSON{ID: c.ID, Hash: c.Hash, Params: c.Flat(), Dataset: c.Dataset.ID, NotApplicable: c.NotApplicable()}
+		if p.Estimate != nil {
+			out.Cells[i].Estimate = p.Estimate.Cells[i].json()
+		}
 	}
 	for _, x := range p.Excluded {
 		out.Excluded = append(out.Excluded, excludedJSON{settingsMap(x.Values), x.By, x.Line})
@@ -358,4 +385,161 @@ func untestableNote(s *Spec) string {
 	}
 	return fmt.Sprintf("with %s a side no comparison can come out significant (the U test's smallest p is %.3f, alpha %g): use repeats: %d or more",
 		plural(s.Repeats, "repeat"), results.MinP(s.Repeats, s.Repeats), results.Alpha, results.TestableRepeats())
+}
+
+// fmtEstimate writes an estimated time to the second below an hour, to the
+// minute above: 45s, 12m05s, 1h02m; "-" for none.
+func fmtEstimate(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	switch d = d.Round(time.Second); {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	}
+	d = d.Round(time.Minute)
+	return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+}
+
+// efficiencySource says where DefaultEfficiency and ownGEMMDerate come
+// from, for the plan's reader.
+const efficiencySource = "xrun's CUDA engine reached 46-57 % with cuBLASLt GEMMs and 18-38 % on its own from batch 4 " +
+	"(bench/results/gemm-plugin-h200, bench/results/hf-engine-h100)"
+
+// writeText writes the estimate's section of the text plan.
+func (e *Estimate) writeText(bw *bufio.Writer, repeats int) {
+	fmt.Fprintf(bw, "\nestimated time on an %s (--gpu):\n", e.GPU)
+	fmt.Fprintf(bw, "  %s: %s of GPU time", plural(e.Estimated, "cell"), fmtEstimate(e.Total))
+	if e.ColdStart > 0 {
+		fmt.Fprintf(bw, ", %s of it compiling the kernels once (a cold kernel cache)", fmtEstimate(e.ColdStart))
+	}
+	fmt.Fprintf(bw, "\n  on %s (--gpus), longest cells first: %s; the longest cell %s\n",
+		plural(e.GPUs, "GPU"), fmtEstimate(e.Wall), fmtEstimate(e.Longest))
+	for _, n := range slices.Sorted(maps.Keys(e.NotEstimated)) {
+		fmt.Fprintf(bw, "  not estimated: %s %s\n", plural(e.NotEstimated[n], "cell"), n)
+	}
+	bases := map[string]int{}
+	for i := range e.Cells {
+		if e.Cells[i].Time > 0 {
+			bases[e.Cells[i].Basis]++
+		}
+	}
+	var from []string
+	for _, b := range []string{BasisMeasured, BasisSimilar, BasisRoofline, BasisRooflineExternal} {
+		if bases[b] > 0 {
+			from = append(from, fmt.Sprintf("%s %s", group(int64(bases[b])), b))
+		}
+	}
+	if len(from) > 0 {
+		fmt.Fprintf(bw, "  from: %s\n", strings.Join(from, ", "))
+	}
+	fmt.Fprintf(bw, "  a cell: %s x (warm-up + timed pass), the profiled pass (%gx one) where it has a window,\n",
+		plural(repeats, "repeat"), e.ProfileOverhead)
+	fmt.Fprintf(bw, "    and start-up: %s on xrun's engine, %s each pass on external engines (a guess)\n",
+		fmtEstimate(e.Startup), fmtEstimate(e.ExternalStartup))
+	fmt.Fprintf(bw, "  roofline: %.1f TB/s and %.0f TFLOP/s (%s),\n    %.1f GB of memory, over each cell's schedule\n",
+		e.Device.PeakBytesPerSec/1e12, e.Device.PeakFLOPs/1e12, e.Device.PeakSource, e.Memory/1e9)
+	wrapText(bw, fmt.Sprintf("at %s of it (--efficiency), %s on the engine's own GEMMs (gemm_plugin disable) for dense models from batch %d: %s; external engines (roofline-external) may be far slower",
+		pct(e.Efficiency), pct(e.OwnGEMMEfficiency), ownGEMMMinBatch, efficiencySource))
+	if r := e.Results; r != nil {
+		fmt.Fprintf(bw, "  results (--results): %s, study %s", r.Dir, r.Study)
+		if r.GPU != "" {
+			fmt.Fprintf(bw, " on %s", r.GPU)
+		}
+		if r.Unused != "" {
+			fmt.Fprintf(bw, ": not used, %s", r.Unused)
+		}
+		bw.WriteByte('\n')
+	}
+}
+
+// wrapText writes s as an indented paragraph of the plan's section,
+// broken at spaces before 100 columns.
+func wrapText(bw *bufio.Writer, s string) {
+	indent, width := "  ", 0
+	for _, w := range strings.Fields(s) {
+		if width > 0 && width+1+len(w) > 100 {
+			bw.WriteByte('\n')
+			indent, width = "    ", 0
+		}
+		if width == 0 {
+			bw.WriteString(indent)
+			width = len(indent)
+		} else {
+			bw.WriteByte(' ')
+			width++
+		}
+		bw.WriteString(w)
+		width += len(w)
+	}
+	bw.WriteByte('\n')
+}
+
+func pct(f float64) string { return strconv.FormatFloat(f*100, 'g', 4, 64) + " %" }
+
+type estimateJSON struct {
+	GPU               string               `json:"gpu"`
+	MemoryBytes       float64              `json:"memory_bytes"`
+	PeakBytesPerS     float64              `json:"peak_bytes_per_s"`
+	PeakFLOPS         float64              `json:"peak_flop_per_s"`
+	PeakSource        string               `json:"peak_source"`
+	Efficiency        float64              `json:"efficiency"`
+	OwnGEMMEfficiency float64              `json:"own_gemm_efficiency"`
+	EfficiencySource  string               `json:"efficiency_source"`
+	StartupS          float64              `json:"startup_s"`
+	ColdStartS        float64              `json:"cold_start_s"`
+	ExternalStartupS  float64              `json:"external_startup_s"`
+	ProfileOverhead   float64              `json:"profile_overhead"`
+	GPUs              int                  `json:"gpus"`
+	Results           *estimateResultsJSON `json:"results,omitempty"`
+	Cells             int                  `json:"cells"`
+	NotEstimated      map[string]int       `json:"not_estimated"`
+	TotalS            float64              `json:"total_s"`
+	WallS             float64              `json:"wall_s"`
+	LongestS          float64              `json:"longest_s"`
+}
+
+// estimateResultsJSON is EstimateResults in the JSON plan.
+type estimateResultsJSON struct {
+	Dir    string `json:"dir"`
+	Study  string `json:"study"`
+	GPU    string `json:"gpu,omitempty"`
+	Unused string `json:"unused,omitempty"`
+}
+
+type cellEstimateJSON struct {
+	Seconds    float64 `json:"seconds"`
+	PassS      float64 `json:"pass_s"`
+	WarmupS    float64 `json:"warmup_s"`
+	ProfiledS  float64 `json:"profiled_s"`
+	StartupS   float64 `json:"startup_s"`
+	Basis      string  `json:"basis"`
+	From       string  `json:"from,omitempty"`
+	Distance   int     `json:"distance,omitempty"`
+	Efficiency float64 `json:"efficiency,omitempty"`
+	Note       string  `json:"note,omitempty"`
+}
+
+// secs rounds a duration to the millisecond, in seconds, so that the JSON
+// does not carry the estimate's noise digits.
+func secs(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
+
+func (e *Estimate) json() *estimateJSON {
+	out := &estimateJSON{GPU: e.GPU, MemoryBytes: e.Memory, PeakBytesPerS: e.Device.PeakBytesPerSec, PeakFLOPS: e.Device.PeakFLOPs,
+		PeakSource: e.Device.PeakSource, Efficiency: e.Efficiency, OwnGEMMEfficiency: e.OwnGEMMEfficiency,
+		EfficiencySource: efficiencySource, StartupS: secs(e.Startup), ColdStartS: secs(e.ColdStart), ExternalStartupS: secs(e.ExternalStartup),
+		ProfileOverhead: e.ProfileOverhead, GPUs: e.GPUs, Cells: e.Estimated, NotEstimated: e.NotEstimated,
+		TotalS: secs(e.Total), WallS: secs(e.Wall), LongestS: secs(e.Longest)}
+	if r := e.Results; r != nil {
+		out.Results = &estimateResultsJSON{r.Dir, r.Study, r.GPU, r.Unused}
+	}
+	return out
+}
+
+func (c *CellEstimate) json() *cellEstimateJSON {
+	return &cellEstimateJSON{Seconds: secs(c.Time), PassS: secs(c.Pass), WarmupS: secs(c.Warmup), ProfiledS: secs(c.Profiled),
+		StartupS: secs(c.Startup), Basis: c.Basis, From: c.From, Distance: c.Distance,
+		Efficiency: math.Round(c.Efficiency*1000) / 1000, Note: c.Note}
 }

@@ -84,6 +84,9 @@ func TestPlanGolden(t *testing.T) {
 					t.Fatalf("cell %s: hash differs from the canonical encoding's", c.ID)
 				}
 			}
+			if err := spec.Plan.EstimateTime(EstimateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 			var text, js bytes.Buffer
 			if err := spec.Plan.WriteText(&text); err != nil {
 				t.Fatal(err)

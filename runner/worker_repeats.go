@@ -247,7 +247,7 @@ func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result
 	}
 	r := repeatRecord{
 		Cell: id, Repeat: n, Fingerprint: w.cell.Fingerprint, Backend: w.rec.Backend, Session: w.session,
-		Started: started, Finished: w.clock().UTC(), Setup: w.setup, Metrics: results.Metrics(res.Metrics),
+		Started: started, Finished: w.clock().UTC(), Setup: w.setup, Metrics: maps.Clone(results.Metrics(res.Metrics)),
 		TelemetryOrigin: w.telOrigin, Files: map[string]int64{},
 	}
 	write := func(name string, fn func(io.Writer) error) error {
@@ -283,6 +283,14 @@ func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result
 		from, to := timedWindow(res, passStart.Sub(seg.start), passEnd.Sub(seg.start))
 		r.Telemetry = profile.SummarizeTelemetry(profile.TimedSamples(seg.samples, from, to),
 			profile.SummaryOptions{Period: seg.period, Threshold: w.plan.ThrottleThreshold})
+		// Energy needs the timed window: a pass without request records
+		// (an external engine's report) would charge its start-up and
+		// warm-up to the tokens, so it gets none.
+		if len(res.Requests) > 0 {
+			if j, ok := profile.TimedEnergy(seg.samples, from, to); ok {
+				results.AddEnergyMetrics(r.Metrics, j)
+			}
+		}
 		if err := write(layout.TelemetryFile, func(out io.Writer) error { _, err := out.Write(seg.rows); return err }); err != nil {
 			return err
 		}

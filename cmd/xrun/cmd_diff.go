@@ -12,7 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/htmlreport"
 )
 
 type diffOptions struct {
@@ -77,10 +79,13 @@ count as a regression. GPU cells then show the share of their roofline
 reached, old and new, in points; where the two sides' ceilings differ (another
 GPU, other peak figures) the fractions are not compared. Also informational.
 
---format markdown prints a pull-request comment.`,
+--format markdown prints a pull-request comment; --format html a page that
+opens from disk: the verdict, a chart of every compared metric's change with
+its interval (regressions first) and the kernel changes.`,
 		Example: `  xrun diff results/nightly-2026-03-01 results/nightly
   xrun diff old/results.json new/results.json --threshold 5% --metric ttft_p99_ms
-  xrun diff main/results.json pr/results.json --missing warn --format markdown > comment.md`,
+  xrun diff main/results.json pr/results.json --missing warn --format markdown > comment.md
+  xrun diff results/nightly-2026-03-01 results/nightly --format html > diff.html`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error { return runDiff(cmd.Context(), a, opts, args) },
 	}
@@ -90,7 +95,7 @@ GPU, other peak figures) the fractions are not compared. Also informational.
 	f.StringVar(&opts.missing, "missing", string(results.MissingFail), "cells ok in OLD but missing or skipped in NEW: fail (exit 4) or warn (list them, judge the rest)")
 	f.BoolVar(&opts.anyStudy, "any-study", false, "compare results whose studies have different names (a renamed study); cell ids must still match")
 	f.StringSliceVar(&opts.metrics, "metric", nil, "metric key to judge (repeatable or comma-separated; default: the headline metrics)")
-	f.StringVar(&opts.format, "format", "text", "output format: text, markdown or json")
+	f.StringVar(&opts.format, "format", "text", "output format: text, markdown, json or html (a self-contained page with charts)")
 	return c
 }
 
@@ -106,8 +111,8 @@ func runDiff(_ context.Context, a *app, opts *diffOptions, args []string) error 
 	if !slices.Contains(results.MissingPolicies, missing) {
 		return usageError{fmt.Errorf("--missing: %q; expected fail or warn", opts.missing)}
 	}
-	if !slices.Contains(results.DiffFormats, opts.format) {
-		return usageError{fmt.Errorf("--format: %q is not a diff format; expected text, markdown or json", opts.format)}
+	if !slices.Contains(results.DiffFormats, opts.format) && opts.format != htmlFormat {
+		return usageError{fmt.Errorf("--format: %q is not a diff format; expected text, markdown, json or html", opts.format)}
 	}
 	old, oldFile, err := results.Load(args[0])
 	if err != nil {
@@ -134,7 +139,12 @@ func runDiff(_ context.Context, a *app, opts *diffOptions, args []string) error 
 	d := results.Diff(old, new, results.DiffOptions{Threshold: threshold, NoiseFactor: opts.noiseFactor, Missing: missing, AnyStudy: opts.anyStudy,
 		Metrics: opts.metrics, OldName: args[0], NewName: args[1]})
 	var buf bytes.Buffer
-	if err := d.Render(&buf, opts.format); err != nil {
+	if opts.format == htmlFormat {
+		err = htmlreport.WriteDiff(&buf, d, old, new, htmlreport.Options{Stage: profile.MoEStage})
+	} else {
+		err = d.Render(&buf, opts.format)
+	}
+	if err != nil {
 		return err
 	}
 	if _, err := a.gs.Stdout.Write(buf.Bytes()); err != nil {

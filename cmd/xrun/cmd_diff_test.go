@@ -177,7 +177,7 @@ func TestDiffBadInputExits2(t *testing.T) {
 		{[]string{"diff", base, dir}, "is a directory without results.json"},
 		{[]string{"diff", base, base, "--threshold", "5"}, `--threshold: "5" is ambiguous; write 5% or 0.05`},
 		{[]string{"diff", base, base, "--threshold", "fast"}, `--threshold: "fast" is not a threshold`},
-		{[]string{"diff", base, base, "--format", "html"}, `--format: "html" is not a diff format`},
+		{[]string{"diff", base, base, "--format", "xml"}, `--format: "xml" is not a diff format; expected text, markdown, json or html`},
 		{[]string{"diff", base, base, "--metric", "request_throughput"}, `--metric: unknown metric "request_throughput"; did you mean "request_throughput_req_s"?`},
 		{[]string{"diff", base, base, "--missing", "ignore"}, `--missing: "ignore"; expected fail or warn`},
 		{[]string{"diff", base, base, "--noise-factor", "-1"}, `--noise-factor: -1; expected a number from 0 (rule off) up, e.g. 2`},
@@ -318,7 +318,7 @@ func TestDiffNotComparedExits4(t *testing.T) {
 		t.Errorf("regression with a cell missing: exit %d, want 3; %s", r.code, r.stderr)
 	}
 	// Every command's help documents exit status 4.
-	if r := runCLI(t, nil, "report", "--help"); !strings.Contains(r.stdout, "4    diff compared nothing, or the two results cannot be compared") {
+	if r := runCLI(t, nil, "report", "--help"); !strings.Contains(r.stdout, "4    diff or trend compared nothing, or the results cannot be compared") {
 		t.Errorf("report --help:\n%s", r.stdout)
 	}
 }

@@ -11,10 +11,16 @@ import (
 )
 
 type planOptions struct {
-	json     bool
-	commands bool
-	sets     []string
-	maxCells int
+	json       bool
+	commands   bool
+	sets       []string
+	maxCells   int
+	gpu        string
+	efficiency float64
+	gpus       int
+	results    string
+	// estimateFlags are those of gpu, efficiency, gpus and results given.
+	estimateFlags []string
 }
 
 func newPlanCommand(a *app) *cobra.Command {
@@ -33,20 +39,39 @@ cells of external engines (engine: trtllm, engine: command): the checkpoint
 conversion and engine build, the benchmark of each repeat, the profiled pass
 and its post-processing, with the paths the run will use.
 
+Every cell gets an estimated run time on one GPU (--gpu, default H100):
+its repeats, each a warm-up and a timed pass, the profiled pass and the
+engine's start-up; and the study its total, and the time on --gpus GPUs
+running cells in parallel. With --results DIR the cells measured there
+(the same cell, else the most similar one) predict the time; the rest come
+from the roofline at --efficiency. Cells on the cpu engine have none.
+
 --set PATH=VALUE overrides any part of the spec (VALUE is YAML), with the
 same validation as the file:
   xrun plan study.yaml --set matrix.batch_size=[8,16] --set params.dataset.num_requests=100`,
 		Example: `  xrun plan experiments/gemm.yaml
+  xrun plan experiments/nightly.yaml --gpu H200 --results results/nightly
   xrun plan experiments/gemm.yaml --json | jq '.cells[].id'
   xrun plan experiments/trtllm-gemm.yaml --commands`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runPlan(cmd.Context(), a, opts, args) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, name := range []string{"gpu", "efficiency", "gpus", "results"} {
+				if cmd.Flags().Changed(name) {
+					opts.estimateFlags = append(opts.estimateFlags, name)
+				}
+			}
+			return runPlan(cmd.Context(), a, opts, args)
+		},
 	}
 	f := c.Flags()
 	f.BoolVar(&opts.json, "json", false, "print the plan as JSON (every cell's id, hash and parameters)")
 	f.BoolVar(&opts.commands, "commands", false, "print the commands each cell of an external engine will run")
 	f.StringArrayVar(&opts.sets, "set", nil, "override a spec value: PATH=VALUE, VALUE in YAML (repeatable)")
 	f.IntVar(&opts.maxCells, "max-cells", runner.DefaultMaxCells, "refuse studies with more cells than this")
+	f.StringVar(&opts.gpu, "gpu", runner.DefaultEstimateGPU, "estimate run times on this GPU: H100, H200, or a GPU name containing one")
+	f.Float64Var(&opts.efficiency, "efficiency", runner.DefaultEfficiency, "share of the roofline taken for cells with nothing measured, in (0, 1]")
+	f.IntVar(&opts.gpus, "gpus", 1, "how many GPUs the run would use, for the study's time")
+	f.StringVar(&opts.results, "results", "", "a results directory whose measured cells predict the run times")
 	return c
 }
 
@@ -56,6 +81,16 @@ func runPlan(_ context.Context, a *app, opts *planOptions, args []string) error 
 	}
 	if opts.json && opts.commands {
 		return usageError{fmt.Errorf("--commands and --json: give one (the JSON plan has no commands)")}
+	}
+	if opts.commands && len(opts.estimateFlags) > 0 {
+		return usageError{fmt.Errorf("--%s has no effect with --commands (it is for the plan's time estimates)", opts.estimateFlags[0])}
+	}
+	// 0 would mean the defaults to the runner: refuse it here.
+	if !(opts.efficiency > 0 && opts.efficiency <= 1) {
+		return usageError{fmt.Errorf("--efficiency: expected a share of the roofline in (0, 1], e.g. %g; got %g", runner.DefaultEfficiency, opts.efficiency)}
+	}
+	if opts.gpus < 1 {
+		return usageError{fmt.Errorf("--gpus: expected a number of GPUs >= 1, got %d", opts.gpus)}
 	}
 	spec, err := runner.LoadSpec(args[0], runner.LoadOptions{Sets: opts.sets, MaxCells: opts.maxCells})
 	if err != nil {
@@ -70,10 +105,16 @@ func runPlan(_ context.Context, a *app, opts *planOptions, args []string) error 
 			return err
 		}
 		err = spec.Plan.WriteCommands(&buf, runner.CommandsOptions{CacheDir: cache})
-	case opts.json:
-		err = spec.Plan.WriteJSON(&buf)
 	default:
-		err = spec.Plan.WriteText(&buf)
+		err = spec.Plan.EstimateTime(runner.EstimateOptions{GPU: opts.gpu, Efficiency: opts.efficiency, GPUs: opts.gpus, Results: opts.results})
+		if err != nil {
+			return err
+		}
+		if opts.json {
+			err = spec.Plan.WriteJSON(&buf)
+		} else {
+			err = spec.Plan.WriteText(&buf)
+		}
 	}
 	if err != nil {
 		return err

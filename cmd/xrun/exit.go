@@ -55,8 +55,10 @@ EXIT STATUS
   0    success
   1    some cells failed (or another runtime failure)
   2    bad usage, bad spec, bad dataset or results file; nothing was written
-  3    diff found a significant regression beyond the threshold
-  4    diff compared nothing, or the two results cannot be compared (different
-       studies), or cells ok in OLD are missing or skipped in NEW (--missing fail)
+  3    diff found a significant regression beyond the threshold, or trend
+       found one starting at the newest run
+  4    diff or trend compared nothing, or the results cannot be compared
+       (different studies), or cells ok in OLD are missing or skipped in NEW
+       (diff --missing fail)
   130  interrupted (SIGINT/SIGTERM); everything measured so far is kept
 `

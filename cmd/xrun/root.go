@@ -71,6 +71,7 @@ results file that diffs cleanly in pull requests.
 		newPlanCommand(a),
 		newDatasetCommand(a),
 		newDiffCommand(a),
+		newTrendCommand(a),
 		newReportCommand(a),
 		newRunCommand(a),
 		newWorkerCommand(a),

@@ -5,6 +5,7 @@
 // of them take the names from here, so that one change moves them all.
 //
 //	DIR/results.json, results.md     the study (rewritten after every cell)
+//	DIR/report.html                  the study as charts (package htmlreport)
 //	DIR/cells/<id>/cell.json         the cell as its worker measured it
 //	DIR/cells/<id>/repeats/          each timed repeat, recorded as it finishes,
 //	                                 until cell.json holds them
@@ -31,6 +32,7 @@ import "path/filepath"
 const (
 	JSONFile     = "results.json"
 	MarkdownFile = "results.md"
+	HTMLFile     = "report.html"
 	CellsDir     = "cells"
 	StateDir     = ".xrun"
 	LockFile     = "lock"
