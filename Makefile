@@ -38,10 +38,12 @@ fuzz:
 
 # The README promises that cgo-free builds plan, report and diff: build and
 # vet the whole module (tests included) that way too, so breaking it fails
-# make test.
+# make test. go.mod and go.sum must be tidy (go mod tidy -diff prints what
+# tidying would change and fails).
 lint:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) vet ./...

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Summarise an ncu CSV log (--csv --page raw --metrics gpu__time_duration.sum
---print-units base) of xrunbench's profiled iterations: one block per
-iteration (each starts with the embedding kernel), kernels grouped by name
-with count and total device time, largest first.
+--print-units base) of the iterations of a profile window, as
+`bash bench/gpu.sh study --ncu SPEC` records them: one block per iteration
+(each starts with the embedding kernel), kernels grouped by name with count
+and total device time, largest first. A study with several profiled cells
+gives their iterations one after the other: profile one cell (--only).
 
-    python3 bench/ncu_summary.py ncu.log [label]
+    python3 bench/ncu_summary.py NAME-ncu.csv [label]
 """
 import csv
 import re

@@ -54,6 +54,10 @@ type Config struct {
 	Threads int
 	// Device is the GPU ordinal for the cuda backend.
 	Device int
+	// Switches are the engine switches to run under (ParseSwitches); nil:
+	// New parses the process's environment. Never part of a plan: a
+	// worker's switches are its environment's, recorded per cell.
+	Switches *model.Switches `json:"-"`
 }
 
 // Defaults of Config's zero values (TensorRT-LLM's where it has one).

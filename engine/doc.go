@@ -32,7 +32,10 @@
 // the engine runs (XRUN_OVERLAP, XRUN_CUDA_GRAPHS, ...: ablations and
 // debugging aids), their defaults and meanings; code reads them only
 // through it, so that the runner can record those not at their defaults
-// (NonDefaultSwitches) and --resume never mixes two settings.
+// (NonDefaultSwitches) and --resume never mixes two settings. New parses
+// their values once (ParseSwitches, or Config.Switches) into a
+// model.Switches that it passes to the scheduler and the backend;
+// `xrun devices` lists them.
 //
 // Profiling: with RunOptions.Profile the backend's Profiler hooks are
 // called at the top of every iteration as TLLM_PROFILE_START_STOP does

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -140,6 +141,7 @@ type engine struct {
 	be      model.Backend
 	m       *model.Model
 	windows []Span
+	sw      model.Switches
 }
 
 // New loads (or creates) the model's weights on the configured backend.
@@ -179,8 +181,16 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		}
 		defer src.Close()
 	}
+	// The switches are read once, here, and passed down from here on.
+	var sw model.Switches
+	if cfg.Switches != nil {
+		sw = *cfg.Switches
+	} else {
+		sw = ParseSwitches(os.Getenv)
+	}
+	bsw := sw
 	be, err := newBackend(model.BackendOptions{Gemm: cfg.GemmPlugin, Dtype: cfg.Dtype, Threads: cfg.Threads, Device: cfg.Device,
-		KVCacheBytes: cfg.KVCacheBytes, KVCacheFraction: cfg.KVCacheFreeGPUMemFraction})
+		KVCacheBytes: cfg.KVCacheBytes, KVCacheFraction: cfg.KVCacheFreeGPUMemFraction, Switches: &bsw})
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
@@ -197,7 +207,7 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		be.Close()
 		return nil, err
 	}
-	return &engine{cfg: cfg, mc: mc, be: be, m: m, windows: windows}, nil
+	return &engine{cfg: cfg, mc: mc, be: be, m: m, windows: windows, sw: sw}, nil
 }
 
 func (e *engine) Model() ModelConfig { return e.mc }

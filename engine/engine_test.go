@@ -444,9 +444,9 @@ func TestRunIndependentOfHistory(t *testing.T) {
 // but timing: the same schedule, the same tokens.
 func TestOverlapMatchesSync(t *testing.T) {
 	run := func(off bool) *Result {
-		defer func(v bool) { overlapOff = v }(overlapOff)
-		overlapOff = off
-		e := newEngine(t, Config{Model: "tiny-llama", BatchSize: 3, MaxNumTokens: 16, Warmup: 2})
+		sw := DefaultSwitches()
+		sw.Overlap = !off
+		e := newEngine(t, Config{Model: "tiny-llama", BatchSize: 3, MaxNumTokens: 16, Warmup: 2, Switches: &sw})
 		res, err := e.Run(context.Background(), mixedRequests(12), RunOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -86,9 +86,6 @@ type flight struct {
 	queued  time.Duration
 }
 
-// overlapOff is XRUN_OVERLAP=0: every iteration synchronous, for an A/B.
-var overlapOff = !Switches.Overlap.On()
-
 func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup bool) (err error) {
 	if len(reqs) == 0 {
 		return nil
@@ -103,7 +100,8 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 	if !warmup {
 		st.done = make([]bool, len(reqs))
 	}
-	pipe := !overlapOff && st.load == nil && st.e.m.Pipelined()
+	// XRUN_OVERLAP=0: every iteration synchronous, for an A/B.
+	pipe := st.e.sw.Overlap && st.load == nil && st.e.m.Pipelined()
 	var pend *flight // queued, tokens not read yet
 	defer func() {
 		// An early return leaves nothing outstanding on the backend.

@@ -3,12 +3,13 @@ package engine
 import (
 	"fmt"
 	"math"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // Switch is an environment variable that changes how the built-in engine
@@ -57,8 +58,8 @@ func flagSwitch(name string, on bool, recorded bool, meaning string) FlagSwitch 
 		}}}
 }
 
-// On reads the flag from the process's environment.
-func (f *FlagSwitch) On() bool { return f.Value(os.Getenv) == "1" }
+// On reads the flag from the environment getenv reads.
+func (f *FlagSwitch) On(getenv func(string) string) bool { return f.Value(getenv) == "1" }
 
 // IntSwitch is a switch holding an integer from Min to Max.
 type IntSwitch struct {
@@ -77,9 +78,9 @@ func intSwitch(name string, def, lo, hi int, values, meaning string) IntSwitch {
 		}}, Min: lo, Max: hi}
 }
 
-// Int reads the switch from the process's environment.
-func (s *IntSwitch) Int() int {
-	v, _ := strconv.Atoi(s.Value(os.Getenv))
+// Int reads the switch from the environment getenv reads.
+func (s *IntSwitch) Int(getenv func(string) string) int {
+	v, _ := strconv.Atoi(s.Value(getenv))
 	return v
 }
 
@@ -96,8 +97,8 @@ func choiceSwitch(name, def string, allowed func(string) bool, values, meaning s
 		}}}
 }
 
-// Get reads the switch from the process's environment.
-func (c *ChoiceSwitch) Get() string { return c.Value(os.Getenv) }
+// Get reads the switch from the environment getenv reads.
+func (c *ChoiceSwitch) Get(getenv func(string) string) string { return c.Value(getenv) }
 
 // attnTCName is what attnTC.String (engine/cuda) names a tensor-core
 // attention configuration.
@@ -127,9 +128,11 @@ type SwitchTable struct {
 	MeasureCeilings FlagSwitch
 }
 
-// Switches are all of the engine's switches. Most are read once per
-// process (at start, or when a backend opens); tests that set one see it
-// only where its reader reads it again.
+// Switches are all of the engine's switches: their table, not their
+// values. ParseSwitches reads the values once per engine (engine.New, or a
+// backend or device opened on its own) into a model.Switches that is
+// passed to the code they change; tests set that value, not the
+// environment.
 var Switches = SwitchTable{
 	Overlap: flagSwitch("XRUN_OVERLAP", true, true,
 		"the overlap scheduler: each iteration is queued before the previous one's tokens are read back; `0` runs every iteration synchronously"),
@@ -229,3 +232,35 @@ func SwitchesMarkdown() string {
 	}
 	return b.String()
 }
+
+// ParseSwitches reads every switch's value in effect from the environment
+// getenv reads (os.Getenv for the process's): the one place their values
+// are read. Each field of model.Switches is the table's entry of the same
+// name (TestParseSwitches).
+func ParseSwitches(getenv func(string) string) model.Switches {
+	t := &Switches
+	return model.Switches{
+		Overlap:         t.Overlap.On(getenv),
+		CUDAGraphs:      t.CUDAGraphs.On(getenv),
+		CUDAPDL:         t.CUDAPDL.On(getenv),
+		CUDAFuse:        t.CUDAFuse.On(getenv),
+		CUDAFuseNorm:    t.CUDAFuseNorm.On(getenv),
+		CUDAGemv:        t.CUDAGemv.On(getenv),
+		CUDAGemvMaxM:    t.CUDAGemvMaxM.Int(getenv),
+		CUDAGemvPlan:    t.CUDAGemvPlan.On(getenv),
+		CUDAAttnTC:      t.CUDAAttnTC.Get(getenv),
+		CUDAAttnSplit:   t.CUDAAttnSplit.On(getenv),
+		CUDAAttnRope:    t.CUDAAttnRope.On(getenv),
+		CUDAAttnShort:   t.CUDAAttnShort.Int(getenv),
+		CUDAMoETile:     t.CUDAMoETile.Get(getenv),
+		CUDAMoEHints:    t.CUDAMoEHints.Int(getenv),
+		CUDAMoELibrary:  t.CUDAMoELibrary.On(getenv),
+		CUDALtTune:      t.CUDALtTune.On(getenv),
+		CUDASync:        t.CUDASync.On(getenv),
+		CUDALtLog:       t.CUDALtLog.On(getenv),
+		MeasureCeilings: t.MeasureCeilings.On(getenv),
+	}
+}
+
+// DefaultSwitches are the switches' values with none of them set.
+func DefaultSwitches() model.Switches { return ParseSwitches(func(string) string { return "" }) }

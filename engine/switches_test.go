@@ -3,12 +3,15 @@ package engine
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -176,25 +179,79 @@ func TestSwitchValues(t *testing.T) {
 	}
 }
 
-// TestSwitchAccessors: the typed readers read the process's environment
-// each time they are called.
+// TestSwitchAccessors: the typed readers read the environment they are
+// given.
 func TestSwitchAccessors(t *testing.T) {
-	for _, s := range Switches.All() {
-		t.Setenv(s.Name, "")
+	unset := func(string) string { return "" }
+	if !Switches.CUDAGraphs.On(unset) || Switches.CUDASync.On(unset) || Switches.CUDAGemvMaxM.Int(unset) != 4 || Switches.CUDAMoETile.Get(unset) != "auto" {
+		t.Fatalf("unset: graphs %t, sync %t, gemv max M %d, MoE tile %q", Switches.CUDAGraphs.On(unset), Switches.CUDASync.On(unset),
+			Switches.CUDAGemvMaxM.Int(unset), Switches.CUDAMoETile.Get(unset))
 	}
-	if !Switches.CUDAGraphs.On() || Switches.CUDASync.On() || Switches.CUDAGemvMaxM.Int() != 4 || Switches.CUDAMoETile.Get() != "auto" {
-		t.Fatalf("unset: graphs %t, sync %t, gemv max M %d, MoE tile %q", Switches.CUDAGraphs.On(), Switches.CUDASync.On(),
-			Switches.CUDAGemvMaxM.Int(), Switches.CUDAMoETile.Get())
+	env := map[string]string{"XRUN_CUDA_GRAPHS": "0", "XRUN_CUDA_SYNC": "1", "XRUN_CUDA_GEMV_MAXM": "2", "XRUN_CUDA_ATTN_SHORT": "-3", "XRUN_CUDA_MOE_TILE": "m"}
+	set := func(k string) string { return env[k] }
+	if Switches.CUDAGraphs.On(set) || !Switches.CUDASync.On(set) || Switches.CUDAGemvMaxM.Int(set) != 2 ||
+		Switches.CUDAAttnShort.Int(set) != -3 || Switches.CUDAMoETile.Get(set) != "m" {
+		t.Errorf("set: graphs %t, sync %t, gemv max M %d, short keys %d, MoE tile %q", Switches.CUDAGraphs.On(set), Switches.CUDASync.On(set),
+			Switches.CUDAGemvMaxM.Int(set), Switches.CUDAAttnShort.Int(set), Switches.CUDAMoETile.Get(set))
 	}
-	t.Setenv("XRUN_CUDA_GRAPHS", "0")
-	t.Setenv("XRUN_CUDA_SYNC", "1")
-	t.Setenv("XRUN_CUDA_GEMV_MAXM", "2")
-	t.Setenv("XRUN_CUDA_ATTN_SHORT", "-3")
-	t.Setenv("XRUN_CUDA_MOE_TILE", "m")
-	if Switches.CUDAGraphs.On() || !Switches.CUDASync.On() || Switches.CUDAGemvMaxM.Int() != 2 ||
-		Switches.CUDAAttnShort.Int() != -3 || Switches.CUDAMoETile.Get() != "m" {
-		t.Errorf("set: graphs %t, sync %t, gemv max M %d, short keys %d, MoE tile %q", Switches.CUDAGraphs.On(), Switches.CUDASync.On(),
-			Switches.CUDAGemvMaxM.Int(), Switches.CUDAAttnShort.Int(), Switches.CUDAMoETile.Get())
+}
+
+// TestParseSwitches: every entry of the table sets the field of
+// model.Switches of its own name, of its kind's type, and no other: set
+// alone to a value other than its default, it changes that field only.
+func TestParseSwitches(t *testing.T) {
+	def := DefaultSwitches()
+	dv := reflect.ValueOf(def)
+	if n, m := dv.NumField(), len(Switches.All()); n != m {
+		t.Fatalf("model.Switches has %d fields, the table %d switches", n, m)
+	}
+	// A value other than the default, per kind of switch.
+	other := map[string]string{"XRUN_CUDA_ATTN_TC": "tc-m1-k4-t16-s3", "XRUN_CUDA_MOE_TILE": "l"}
+	tv := reflect.ValueOf(Switches)
+	for i := range tv.NumField() {
+		field := tv.Type().Field(i).Name
+		sw := tv.Field(i).FieldByName("Switch").Interface().(Switch)
+		f, ok := dv.Type().FieldByName(field)
+		if !ok {
+			t.Errorf("%s (%s): model.Switches has no field %s", sw.Name, field, field)
+			continue
+		}
+		var raw string
+		want := map[string]reflect.Kind{"FlagSwitch": reflect.Bool, "IntSwitch": reflect.Int, "ChoiceSwitch": reflect.String}[tv.Field(i).Type().Name()]
+		switch s := tv.Field(i).Interface().(type) {
+		case FlagSwitch:
+			raw = map[string]string{"0": "1", "1": "0"}[s.Default]
+		case IntSwitch:
+			raw = strconv.Itoa(s.Min)
+			if raw == s.Default {
+				raw = strconv.Itoa(s.Max)
+			}
+		case ChoiceSwitch:
+			raw = other[sw.Name]
+		}
+		if f.Type.Kind() != want {
+			t.Errorf("%s: model.Switches.%s is a %s, want a %s", sw.Name, field, f.Type.Kind(), want)
+			continue
+		}
+		if raw == "" {
+			t.Errorf("%s: no value other than its default to test with", sw.Name)
+			continue
+		}
+		got := reflect.ValueOf(ParseSwitches(func(k string) string { return map[string]string{sw.Name: raw}[k] }))
+		for j := range got.NumField() {
+			name := got.Type().Field(j).Name
+			changed := !got.Field(j).Equal(dv.Field(j))
+			if changed != (name == field) {
+				t.Errorf("%s=%s: model.Switches.%s is %v (default %v); want %s alone changed", sw.Name, raw, name, got.Field(j), dv.Field(j), field)
+			}
+		}
+		if v := fmt.Sprint(got.FieldByName(field)); sw.effective(raw) != raw || (f.Type.Kind() != reflect.Bool && v != raw) {
+			t.Errorf("%s=%s: parsed as %s", sw.Name, raw, v)
+		}
+	}
+	if d := DefaultSwitches(); !d.Overlap || !d.CUDAGraphs || d.CUDASync || d.CUDAGemvMaxM != 4 || d.CUDAAttnShort != 256 ||
+		d.CUDAAttnTC != "auto" || d.CUDAMoETile != "auto" || d.CUDAMoEHints != 3 {
+		t.Errorf("defaults: %+v", d)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // TestReportRealProfileRun renders a real GPU run of
@@ -30,7 +32,7 @@ func TestReportRealProfileRun(t *testing.T) {
 					t.Errorf("%s shows %s, a function of the model", format, p)
 				}
 			}
-			golden(t, "report-profile-h200."+format+".golden", buf.Bytes())
+			golden.Check(t, "report-profile-h200."+format+".golden", buf.Bytes())
 		})
 	}
 	rep := BuildReport(r, RenderOptions{})

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 func diffFixtures(t *testing.T, old, new string, opts DiffOptions) *DiffReport {
@@ -177,7 +179,7 @@ func TestDiffGolden(t *testing.T) {
 			if err := f.write(&buf); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "diff-"+pair.name+"."+f.ext+".golden", buf.Bytes())
+			golden.Check(t, "diff-"+pair.name+"."+f.ext+".golden", buf.Bytes())
 		}
 	}
 }
@@ -624,7 +626,7 @@ func TestDiffOutcomeGolden(t *testing.T) {
 			if err := d.Render(&b, format); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "diff-"+c.name+"."+format+".golden", b.Bytes())
+			golden.Check(t, "diff-"+c.name+"."+format+".golden", b.Bytes())
 		}
 	}
 }

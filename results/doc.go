@@ -16,7 +16,12 @@
 //     Markdown (results.md), CSV, JSON and the Go benchmark format that
 //     benchstat reads; pivot tables for the spec's comparisons;
 //   - Diff, the engine of `xrun diff`, with environment differences found
-//     by go-cmp;
+//     by go-cmp and each cell's share of its roofline, old and new
+//     (RooflineDiff: context, never a regression);
+//   - Trend, the engine of `xrun trend`: a study's cells over many runs,
+//     each metric's steps that held (an L1 piecewise-constant fit, kept
+//     where a step passes the threshold, the noise band and the
+//     Mann-Whitney U test corrected over the trend);
 //   - the kernel diff between two profiled cells (DiffKernels: kernels
 //     side by side per iteration, those that ran in only one paired by
 //     kind), which `xrun kernels`, results.md's comparisons and `xrun

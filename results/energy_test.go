@@ -3,10 +3,13 @@ package results
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 func TestEnergyRegistry(t *testing.T) {
@@ -45,22 +48,10 @@ func TestAddEnergyMetrics(t *testing.T) {
 		{"infinite energy", Metrics{"total_output_tokens": 2000}, math.Inf(1), Metrics{"total_output_tokens": 2000}},
 	} {
 		AddEnergyMetrics(tc.m, tc.joules)
-		if !equalMetrics(tc.m, tc.want) {
+		if !maps.Equal(tc.m, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, tc.m, tc.want)
 		}
 	}
-}
-
-func equalMetrics(a, b Metrics) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || v != w {
-			return false
-		}
-	}
-	return true
 }
 
 // TestEstimateEnergy: a cell whose repeats measured no energy but whose
@@ -169,7 +160,7 @@ func TestEnergyReport(t *testing.T) {
 		if err := Render(&buf, format, r, RenderOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "report-energy."+format+".golden", buf.Bytes())
+		golden.Check(t, "report-energy."+format+".golden", buf.Bytes())
 	}
 	var md bytes.Buffer
 	if err := Render(&md, "markdown", r, RenderOptions{}); err != nil {

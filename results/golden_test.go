@@ -1,40 +1,13 @@
 package results
 
 import (
-	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/xrun-dev/xrun/results/golden"
 	"github.com/xrun-dev/xrun/results/layout"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files and fixtures under testdata/")
-
-// golden compares got with testdata/name; with -update it rewrites the
-// file, otherwise a mismatch leaves testdata/name.got to diff against.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./results -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		os.WriteFile(path+".got", got, 0o644)
-		t.Errorf("%s differs from the golden file; see %s.got (go test ./results -update to accept)", path, path)
-	}
-}
 
 // fixtures are the synthetic results directories under testdata/, which
 // cmd/xrun's tests and `make benchstat-check` read too.
@@ -69,7 +42,7 @@ func TestFixtures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				golden(t, filepath.Join(name, f), got)
+				golden.Check(t, filepath.Join(name, f), got)
 			}
 		})
 	}

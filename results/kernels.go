@@ -5,90 +5,21 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/xrun-dev/xrun/results/kernelname"
 )
 
-// gemmKernelRE recognises GEMM (and GEMV) kernels: cuBLAS/cuBLASLt (nvjet,
-// sm90_xmma, cutlass), the engine's own (including its grouped expert
-// GEMMs) and the CPU backend's.
-var gemmKernelRE = regexp.MustCompile(`(?i)gemm|gemv|nvjet|xmma|cutlass|matmul|cublas|moe_gate_up|moe_down|cpu_moe_experts`)
-
-// IsGEMMKernel reports whether a kernel name is a GEMM.
-func IsGEMMKernel(name string) bool { return gemmKernelRE.MatchString(name) }
-
-// kernelCategories classify kernels so that kernels of one kind found in
-// only one of two cells pair up as replacements; the first match wins,
-// anything else is "other".
-var kernelCategories = []struct {
-	name string
-	re   *regexp.Regexp
-}{
-	{"GEMM", gemmKernelRE},
-	{"attention", regexp.MustCompile(`(?i)attn|attention|fmha|flash|sdpa`)},
-	{"norm", regexp.MustCompile(`(?i)norm`)},
-	{"rope", regexp.MustCompile(`(?i)rope|rotary`)},
-	{"MoE", regexp.MustCompile(`(?i)moe|expert|route|topk`)},
-	{"copy", regexp.MustCompile(`(?i)copy|memcpy|memset|fill|gather|embed`)},
-}
-
 // KernelCategory names the kind of a kernel: GEMM, attention, norm, rope,
-// MoE, copy or other.
-func KernelCategory(name string) string {
-	for _, c := range kernelCategories {
-		if c.re.MatchString(name) {
-			return c.name
-		}
-	}
-	return "other"
-}
+// MoE, copy or other (kernelname.Category, the kinds a kernel diff pairs
+// replacements by).
+func KernelCategory(name string) string { return kernelname.Category(name) }
 
-// ShortKernelName is a kernel's name for tables and sentences: a demangled
-// C++ name without its return type and parameter list, and with its
-// template arguments elided when it is still longer than 60 characters
-// ("cublasLt::splitKreduce_kernel<…>"). Files keep the full name.
-func ShortKernelName(name string) string {
-	s := strings.TrimPrefix(name, "void ")
-	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '<':
-			depth++
-		case '>':
-			depth--
-		case '(':
-			if strings.HasPrefix(s[i:], "(anonymous namespace)") {
-				i += len("(anonymous namespace)") - 1
-				continue
-			}
-			if depth == 0 && i > 0 {
-				s = s[:i]
-				i = len(s)
-			}
-		}
-	}
-	if utf8.RuneCountInString(s) <= 60 {
-		return s
-	}
-	var b strings.Builder
-	depth = 0
-	for _, r := range s {
-		switch {
-		case r == '<':
-			if depth == 0 {
-				b.WriteString("<…>")
-			}
-			depth++
-		case r == '>':
-			depth--
-		case depth == 0:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// ShortKernelName is a kernel's name for tables and sentences
+// (kernelname.Short): "cublasLt::splitKreduce_kernel<…>". Files keep the
+// full name.
+func ShortKernelName(name string) string { return kernelname.Short(name) }
 
 // KernelCell is one cell's kernel summary as a kernel diff reads it.
 type KernelCell struct {
@@ -182,7 +113,7 @@ func DiffKernels(a, b KernelCell) *KernelDiff {
 		if !oldOnly && !newOnly {
 			continue
 		}
-		c := KernelCategory(r.Name)
+		c := kernelname.Category(r.Name)
 		if only[c] == nil {
 			only[c] = &KernelReplacement{Category: c}
 			order = append(order, c)
@@ -457,17 +388,17 @@ func (d *KernelDiff) Changes() (lines []string, changed bool) {
 var unchangedKernels = fmt.Sprintf("no kernel ran in only one of them or moved by %.0f%% or more (and %.0f%% of kernel time)", 100*minKernelChange, 100*minKernelTimeShare)
 
 // displayNames shortens kernel names for tables and sentences
-// (ShortKernelName), keeping the full name where two kernels would
+// (kernelname.Short), keeping the full name where two kernels would
 // otherwise look the same.
 func displayNames(rows []KernelDiffRow) map[string]string {
 	count := map[string]int{}
 	for _, r := range rows {
-		count[ShortKernelName(r.Name)]++
+		count[kernelname.Short(r.Name)]++
 	}
 	out := map[string]string{}
 	for _, r := range rows {
 		out[r.Name] = r.Name
-		if s := ShortKernelName(r.Name); count[s] == 1 {
+		if s := kernelname.Short(r.Name); count[s] == 1 {
 			out[r.Name] = s
 		}
 	}

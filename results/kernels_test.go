@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // synthKernel is one kernel of a synthetic GPU profile: its time and
@@ -122,7 +124,7 @@ func TestKernelChangesReport(t *testing.T) {
 	if err := Render(&b, "text", r, RenderOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report-gemm-profiled.text.golden", b.Bytes())
+	golden.Check(t, "report-gemm-profiled.text.golden", b.Bytes())
 	rep := BuildReport(r, RenderOptions{})
 	var where []string
 	for _, p := range rep.Comparisons[0].Kernels {
@@ -168,7 +170,7 @@ func TestKernelChangesDiff(t *testing.T) {
 		if err := d.Render(&b, format); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "diff-kernels."+format+".golden", b.Bytes())
+		golden.Check(t, "diff-kernels."+format+".golden", b.Bytes())
 	}
 	if err := d.Render(&bytes.Buffer{}, "html"); err == nil {
 		t.Error("diff format html accepted")
@@ -289,19 +291,6 @@ total        500 ns       250 ns  0.50x
 `
 	if buf.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", buf.String(), want)
-	}
-}
-
-// TestKernelCategory keeps the kinds the replacements pair by.
-func TestKernelCategory(t *testing.T) {
-	for name, want := range map[string]string{
-		"nvjet_sm90_hsh_112x64_64x9_4x1_v_bz_TNN": "GEMM", "gemm_m_f16": "GEMM", "cpu_gemm_blocked_6x16": "GEMM", "cpu_moe_experts": "GEMM",
-		"sm90_xmma_gemm_f16f16_f16f32": "GEMM", "gemv_f16": "GEMM", "attention_f16_d64_r8": "attention", "flash_fwd_kernel": "attention",
-		"add_rmsnorm_f16": "norm", "rope_f16": "rope", "cpu_moe_route": "MoE", "cpu_gather_rows": "copy", "argmax_f16": "other",
-	} {
-		if got := KernelCategory(name); got != want {
-			t.Errorf("KernelCategory(%q) = %q, want %q", name, got, want)
-		}
 	}
 }
 

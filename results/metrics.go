@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/xrun-dev/xrun/results/editdist"
 )
 
 // Direction says which way a metric improves.
@@ -191,7 +193,7 @@ func CheckMetrics(keys []string, rs ...*Results) error {
 		}
 		best, bestD := "", len(k)/2+1
 		for c := range known {
-			if d := editDistance(k, c); d < bestD || (d == bestD && c < best) {
+			if d := editdist.Distance(k, c); d < bestD || (d == bestD && c < best) {
 				best, bestD = c, d
 			}
 		}

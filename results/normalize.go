@@ -249,24 +249,12 @@ func normalizeCell(in *Cell) (Cell, error) {
 // (cells/<id>/cell.json) holds full precision, its entry in results.json
 // the rounded values.
 func SameRepeats(a, b []Metrics) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if len(a[i]) != len(b[i]) {
-			return false
-		}
-		for k, x := range a[i] {
-			y, ok := b[i][k]
-			if !ok {
-				return false
-			}
-			if x, y := roundValue(x), roundValue(y); x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
-				return false
-			}
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, func(ra, rb Metrics) bool {
+		return maps.EqualFunc(ra, rb, func(x, y float64) bool {
+			x, y = roundValue(x), roundValue(y)
+			return x == y || math.IsNaN(x) && math.IsNaN(y)
+		})
+	})
 }
 
 // summarizeRepeats summarises every metric that occurs in any repeat.

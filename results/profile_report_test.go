@@ -3,6 +3,8 @@ package results
 import (
 	"bytes"
 	"testing"
+
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // TestMarkdownProfiles checks the profile sections of results.md: a
@@ -43,7 +45,7 @@ func TestMarkdownProfiles(t *testing.T) {
 	if err := Render(&b, "markdown", r, RenderOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "profiles.markdown.golden", b.Bytes())
+	golden.Check(t, "profiles.markdown.golden", b.Bytes())
 	// The stats are rounded like every other measured number.
 	data, err := Marshal(r)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // TestReportGolden renders every fixture in every format.
@@ -18,7 +20,7 @@ func TestReportGolden(t *testing.T) {
 				if format == "json" {
 					return // TestRenderJSONIsTheFile covers it
 				}
-				golden(t, "report-"+fixture+"."+format+".golden", buf.Bytes())
+				golden.Check(t, "report-"+fixture+"."+format+".golden", buf.Bytes())
 			})
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/xrun-dev/xrun/results/numfmt"
 )
 
 // rooflineMetric is the measured throughput a roofline is read against:
@@ -87,17 +89,7 @@ func rooflineNotes(cells []*Cell) []string {
 func FormatRate(v float64, unit string) string { return formatRateSig(v, unit, 3) }
 
 // formatRateSig is FormatRate to the given number of significant digits.
-func formatRateSig(v float64, unit string, digits int) string {
-	for _, p := range []struct {
-		f float64
-		s string
-	}{{1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
-		if math.Abs(v) >= p.f {
-			return formatSig(v/p.f, digits) + " " + p.s + unit
-		}
-	}
-	return formatSig(v, digits) + " " + unit
-}
+func formatRateSig(v float64, unit string, digits int) string { return numfmt.Rate(v, unit, digits) }
 
 // RooflineDiff is a compared cell's share of its roofline reached
 // (Roofline.Fraction), old and new. It is context for the metrics, not a

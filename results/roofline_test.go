@@ -19,7 +19,7 @@ func h200Environment() Environment {
 }
 
 // rooflineStudy is a GPU study whose cells carry the rooflines the
-// assembler (engine/profile.AttachRooflines) gives them: TinyLlama at
+// assembler (runner.AttachRooflines) gives them: TinyLlama at
 // batch 256 near its measured 88.9k output tok/s against a roofline of
 // 186k, Mixtral at batch 64 near 1,402 against 2,676 (the floors
 // engine/profile computes for those runs on an H200), and one cell

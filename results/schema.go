@@ -290,7 +290,7 @@ type ExpertLoad struct {
 }
 
 // Roofline sets a cell's timed run against the roofline model of
-// ../shared/docs/gpu.md ("Rooflines"), computed from the cell's own
+// bench/GPU.md ("Rooflines"), computed from the cell's own
 // records (engine/profile.CellRoofline): each timed iteration of the
 // first repeat must at least read every matmul weight once (on MoE models
 // only the experts its tokens reached), read and write its KV cache and

@@ -1,6 +1,10 @@
 package results
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/xrun-dev/xrun/results/atomicfile"
+)
 
 // This file exposes, for renderers outside the package (results/htmlreport
 // draws charts), the structure the tables are built from: the axes, the
@@ -159,7 +163,7 @@ func FormatSig(v float64, digits int) string { return formatSig(v, digits) }
 // temporary file beside it, synced, renamed over it; a reader sees the old
 // file or the new one, never a part.
 func WriteFileAtomic(path string, data []byte) error {
-	if err := writeAtomic(path, data); err != nil {
+	if err := atomicfile.WriteBytes(path, data); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/xrun-dev/xrun/results/numfmt"
 )
 
 // Table is a rendered-agnostic table: every renderer (terminal, Markdown,
@@ -141,21 +143,7 @@ func formatNumber(v float64) string { return formatSig(v, 4) }
 
 // formatSig prints v with the given number of significant digits and
 // never an exponent (999.96 to 3 digits prints as 1000, not 1e+03).
-func formatSig(v float64, digits int) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "n/a"
-	}
-	if v == 0 {
-		return "0"
-	}
-	mag := int(math.Floor(math.Log10(math.Abs(v))))
-	dec := min(max(digits-1-mag, 0), 9)
-	s := strconv.FormatFloat(v, 'f', dec, 64)
-	if s == "-0" {
-		s = "0"
-	}
-	return s
-}
+func formatSig(v float64, digits int) string { return numfmt.Sig(v, digits) }
 
 // formatSummary prints a median with the half-width of its confidence
 // interval in percent, like benchstat: "141.3 ±0.4%", "141.3 ±∞" when the

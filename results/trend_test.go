@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // trendDay0 is the first synthetic night.
@@ -112,7 +115,7 @@ func TestTrendKnownSteps(t *testing.T) {
 		want["bs16/"+m] = []int{7}
 		want["bs256/"+m] = []int{11}
 	}
-	if got := stepRuns(tr); !mapsEqual(got, want) {
+	if got := stepRuns(tr); !maps.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("steps at %v\nwant %v", got, want)
 	}
 	for _, s := range tr.Series {
@@ -141,18 +144,6 @@ func TestTrendKnownSteps(t *testing.T) {
 	}
 }
 
-func mapsEqual(a, b map[string][]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if !slices.Equal(v, b[k]) {
-			return false
-		}
-	}
-	return true
-}
-
 // TestTrendGolden renders the known steps, and a history of noise with
 // one night 15 % slow in one cell: no step.
 func TestTrendGolden(t *testing.T) {
@@ -165,14 +156,14 @@ func TestTrendGolden(t *testing.T) {
 		if err := steps.Render(&b, format); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "trend-steps."+format+".golden", b.Bytes())
+		golden.Check(t, "trend-steps."+format+".golden", b.Bytes())
 	}
 	one := mustTrend(t, trendHistory(1, 12, 0.003, knownSteps), trendOpts(func(o *TrendOptions) { o.Names = trendNames(12); o.Metrics = []string{"request_throughput_req_s"} }))
 	var b bytes.Buffer
 	if err := one.Render(&b, "json"); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "trend-steps.json.golden", b.Bytes())
+	golden.Check(t, "trend-steps.json.golden", b.Bytes())
 
 	outlier := func(run, bs int) float64 { return pick(bs == 16 && run == 7, 1.15, 1) }
 	noise := mustTrend(t, trendHistory(2, 15, 0.005, outlier), trendOpts(func(o *TrendOptions) { o.Names = trendNames(15) }))
@@ -183,7 +174,7 @@ func TestTrendGolden(t *testing.T) {
 	if err := noise.Render(&b, "text"); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "trend-noise.text.golden", b.Bytes())
+	golden.Check(t, "trend-noise.text.golden", b.Bytes())
 	if err := noise.Render(&b, "png"); err == nil {
 		t.Error("Render accepted an unknown format")
 	}
@@ -229,7 +220,7 @@ func TestTrendFindsStepsExactly(t *testing.T) {
 		for _, m := range HeadlineMetrics() {
 			want["bs64/"+m] = []int{at}
 		}
-		if got := stepRuns(tr); !mapsEqual(got, want) {
+		if got := stepRuns(tr); !maps.EqualFunc(got, want, slices.Equal) {
 			t.Errorf("seed %d, %d runs, x%.3f at run %d: steps at %v", seed, n, size, at, got)
 		}
 		if wantOutcome := pick(at == n-1 && size > 1, OutcomeRegression, OutcomeOK); tr.Outcome != wantOutcome {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xrun-dev/xrun/results/editdist"
 )
 
 // walker checks a JSON document against the Go type it will decode into,
@@ -215,7 +217,7 @@ func (w *walker) suggest(key string, st reflect.Type) string {
 	slices.Sort(names)
 	best, bestD := "", 3
 	for _, n := range names {
-		if d := editDistance(strings.ToLower(key), n); d < bestD {
+		if d := editdist.Distance(strings.ToLower(key), n); d < bestD {
 			best, bestD = n, d
 		}
 	}

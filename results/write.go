@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/xrun-dev/xrun/results/atomicfile"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -42,7 +43,7 @@ func WriteFile(path string, r *Results) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return writeAtomic(path, data)
+	return atomicfile.WriteBytes(path, data)
 }
 
 // WriteDir writes results.json and results.md into dir (created if
@@ -64,47 +65,8 @@ func WriteDir(dir string, r *Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, layout.MarkdownFile), md.Bytes()); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(dir, layout.MarkdownFile), md.Bytes()); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, layout.JSONFile), data)
-}
-
-// writeAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path, then syncs the directory so the rename survives a
-// crash.
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		// Not every filesystem can sync a directory; the data is safe
-		// either way, only the rename's durability is at stake.
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.WriteBytes(filepath.Join(dir, layout.JSONFile), data)
 }

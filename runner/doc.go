@@ -1,10 +1,12 @@
 // Package runner owns a study from its YAML file to its finished cells:
 // decoding and validating the spec (schema version 1), expanding the matrix
-// into cells with stable ids, the plan, and executing cells in isolated
-// worker processes with repeats, resume, progress and the environment
-// fingerprint. It is the only package that knows about YAML; it hands
-// datasets to package datasets, cells to package engine and measurements to
-// package results.
+// into cells with stable ids, the plan and its time estimate, and executing
+// cells in isolated worker processes with repeats, resume, progress and the
+// environment fingerprint: on this host, one cell per GPU, in random order
+// and waiting for GPUs another process uses (both by default), or as a
+// Slurm job array; within a time limit when one is set. It is the
+// only package that knows about YAML; it hands datasets to package
+// datasets, cells to package engine and measurements to package results.
 //
 // A cell's engine is xrun's own (engine.New) or an external engine's
 // driver (engines.go): the spec's command and trtllm blocks are decoded

@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 
-	dsets "github.com/xrun-dev/xrun/datasets"
+	"github.com/xrun-dev/xrun/results/atomicfile"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -26,10 +25,7 @@ func writeJSONAtomic(path string, v any) error {
 		return err
 	}
 	b = append(b, '\n')
-	return dsets.WriteFileAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(b)
-		return err
-	})
+	return atomicfile.WriteBytes(path, b)
 }
 
 // holdsResults reports whether dir already holds a study's results, and

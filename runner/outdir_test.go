@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,7 +66,7 @@ func TestRunRefusesAnotherStudy(t *testing.T) {
 					t.Errorf("%s, resume %t: %q does not say %q", tc.name, resume, err, want)
 				}
 			}
-			if after := snapshotDir(t, dir); !equalSnapshots(before, after) {
+			if after := snapshotDir(t, dir); !maps.Equal(before, after) {
 				t.Errorf("%s, resume %t: the refused run changed the directory: %v -> %v", tc.name, resume, before, after)
 			}
 		}
@@ -114,18 +115,6 @@ func snapshotDir(t *testing.T, dir string) map[string]string {
 		return nil
 	})
 	return out
-}
-
-func equalSnapshots(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestRunOutDirErrors: a results directory that cannot be created is bad

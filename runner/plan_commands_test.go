@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // TestPlanCommandsGolden checks xrun plan --commands: every command the
@@ -30,7 +32,7 @@ func TestPlanCommandsGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := strings.ReplaceAll(b.String(), repo, "<repo>")
-			golden(t, "plan/"+tc.name+".commands.golden", []byte(got))
+			golden.Check(t, "plan/"+tc.name+".commands.golden", got)
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // planned loads a spec and estimates it.
@@ -65,8 +66,8 @@ func TestPlanEstimateGolden(t *testing.T) {
 			if err := p.WriteJSON(&js); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "plan/"+tc.name+".txt.golden", text.Bytes())
-			golden(t, "plan/"+tc.name+".json.golden", js.Bytes())
+			golden.Check(t, "plan/"+tc.name+".txt.golden", text.Bytes())
+			golden.Check(t, "plan/"+tc.name+".json.golden", js.Bytes())
 		})
 	}
 }

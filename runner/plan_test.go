@@ -5,36 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/xrun-dev/xrun/results/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files with the current output")
-
-// golden compares got with testdata/<name>; on a mismatch it writes
-// <name>.got next to it. With -update it rewrites the golden file.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./runner -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		gotPath := strings.TrimSuffix(path, ".golden") + ".got"
-		os.WriteFile(gotPath, got, 0o644)
-		t.Errorf("%s differs from the golden file; see %s (go test ./runner -update accepts it)", path, gotPath)
-	}
-}
 
 // readArgs reads NAME.args: one --set PATH=VALUE per line (without the
 // --set), or "max-cells N".
@@ -97,8 +74,8 @@ func TestPlanGolden(t *testing.T) {
 			if !json.Valid(js.Bytes()) {
 				t.Fatal("WriteJSON wrote invalid JSON")
 			}
-			golden(t, "plan/"+name+".txt.golden", text.Bytes())
-			golden(t, "plan/"+name+".json.golden", js.Bytes())
+			golden.Check(t, "plan/"+name+".txt.golden", text.Bytes())
+			golden.Check(t, "plan/"+name+".json.golden", js.Bytes())
 		})
 	}
 }

@@ -1,6 +1,16 @@
 package runner
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
 	"github.com/xrun-dev/xrun/results/layout"
@@ -13,16 +23,143 @@ import (
 // computes it the same way for results written before it existed. A cell
 // that cannot have one goes without; why is logged at debug level.
 func (s *study) attachRooflines() {
-	for _, err := range profile.AttachRooflines(s.res, func(id string) string { return layout.CellDir(s.dir, id) }) {
+	for _, err := range AttachRooflines(s.res, func(id string) string { return layout.CellDir(s.dir, id) }) {
 		s.log.Debug().Err(err).Msg("no roofline")
 	}
+}
+
+// AttachRooflines sets Roofline on every cell of r that ran on a GPU and
+// has none yet, from the records in its directory (cellDir(id)). It is
+// called where results are assembled (the runner, before it writes
+// results.json; xrun report, so that results written before rooflines
+// existed show them), never in the worker. Cells that ran on the CPU are
+// left alone: their ceilings would be those of the machine assembling the
+// results. The errors say, per GPU cell, why it got no roofline; the
+// other cells are attached regardless. Results from a host without a GPU
+// are left alone at once; a host whose GPUs have no known ceilings gives
+// one error.
+func AttachRooflines(r *results.Results, cellDir func(id string) string) []error {
+	todo := slices.ContainsFunc(r.Cells, func(c results.Cell) bool { return c.Roofline == nil && c.Status == results.StatusOK })
+	if !todo || len(r.Environment.GPUs) == 0 {
+		return nil
+	}
+	if _, err := envGPUName(r.Environment); err != nil {
+		return []error{fmt.Errorf("no rooflines: %w", err)}
+	}
+	var errs []error
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		if c.Roofline != nil || c.Status != results.StatusOK {
+			continue
+		}
+		rf, err := cellRoofline(cellDir(c.ID), c, r.Environment)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cell %s: no roofline: %w", c.ID, err))
+			continue
+		}
+		c.Roofline = rf
+	}
+	return errs
+}
+
+// cellRoofline is the roofline of a cell whose directory is dir
+// (profile.CellRoofline), from its first timed repeat, its record's
+// backend and ceilings, and the environment's GPU; nil and no error for a
+// cell that did not run on a GPU.
+func cellRoofline(dir string, c *results.Cell, env results.Environment) (*results.Roofline, error) {
+	rec, err := readRooflineRecord(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !ranOnGPU(rec, c, env) {
+		return nil, nil
+	}
+	gpu, err := envGPUName(env)
+	if err != nil {
+		return nil, err
+	}
+	in := profile.RooflineCell{GPU: gpu, Backend: rec.Backend, Ceilings: rec.Ceilings}
+	in.Model, _ = c.Params["model"].(string)
+	if len(c.Repeats) > 0 {
+		in.FirstRepeat = c.Repeats[0]
+	}
+	rf, err := profile.CellRoofline(dir, in)
+	if rf == nil || err != nil {
+		return nil, err
+	}
+	return &results.Roofline{
+		FloorS: rf.Seconds, OutputTokS: rf.OutputTokS, MemoryBoundS: rf.MemoryBoundSeconds,
+		Iterations: rf.Iterations, Bytes: rf.Work.Bytes, FLOPs: rf.Work.FLOPs,
+		Device: rf.Device.Name, PeakBytesPerS: rf.Device.PeakBytesPerSec, PeakFLOPS: rf.Device.PeakFLOPs, PeakSource: rf.Device.PeakSource,
+		Basis: rf.Basis,
+	}, nil
+}
+
+// rooflineRecord is what the roofline reads of a cell's record
+// (cellRecord, cell.json): its backend and the ceilings the CUDA backend
+// measured. Only these are decoded, so that nothing else in the record
+// (one an older xrun wrote, say) can cost a cell its roofline.
+type rooflineRecord struct {
+	Backend  string           `json:"backend"`
+	Ceilings *engine.Ceilings `json:"ceilings"`
+}
+
+// readRooflineRecord reads dir's cell.json; a cell without one (results
+// copied without their cells/) reads as an empty record.
+func readRooflineRecord(dir string) (rooflineRecord, error) {
+	var rec rooflineRecord
+	path := filepath.Join(dir, layout.CellFile)
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return rec, nil
+	case err != nil:
+		return rec, err
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return rec, fmt.Errorf("%s: %w", path, err)
+	}
+	return rec, nil
+}
+
+// ranOnGPU says whether a cell ran on a GPU backend: its record's backend
+// ("cuda/cublaslt"), else its engine parameter, "auto" meaning the GPU
+// when the environment lists one (as the runner resolves it).
+func ranOnGPU(rec rooflineRecord, c *results.Cell, env results.Environment) bool {
+	switch {
+	case c.Params["engine"] == "cpu":
+		return false
+	case rec.Backend != "":
+		return !strings.HasPrefix(rec.Backend, "cpu")
+	case c.Params["engine"] == "cuda":
+		return true
+	}
+	return len(env.GPUs) > 0
+}
+
+// envGPUName is the name of the environment's GPU; the runner gives a
+// cell one GPU of the host, so the GPUs must be of one kind.
+func envGPUName(env results.Environment) (string, error) {
+	var names []string
+	for _, g := range env.GPUs {
+		if !slices.Contains(names, g.Name) {
+			names = append(names, g.Name)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "", errors.New("results.json names no GPU (environment.gpus is empty)")
+	case 1:
+		return names[0], nil
+	}
+	return "", fmt.Errorf("the host has GPUs of several kinds (%s) and results.json does not say which ran the cell", strings.Join(names, ", "))
 }
 
 // keptRooflines are the rooflines old (the results.json a resumed run
 // found) gave the cells whose records this run keeps: needed for a cell
 // whose iterations.csv is gone, as when the finished cells' data
-// files stayed behind on the machine that measured them (bench/gpu-multi.sh
-// carries only what --resume needs) — without it the rewritten results
+// files stayed behind on the machine that measured them (bench/gpu.sh's
+// resume carries only what --resume needs) — without it the rewritten results
 // would drop the roofline of every cell an earlier run finished. Only an
 // entry with the record's very repeats counts: anything else describes
 // another measurement.

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/golden"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -207,7 +208,7 @@ func TestSlurmScriptGolden(t *testing.T) {
 	if _, err := os.Stat("/nonexistent"); err == nil {
 		t.Fatal("the dry run wrote into /nonexistent")
 	}
-	golden(t, "slurm/script.golden", out.Bytes())
+	golden.Check(t, "slurm/script.golden", out.Bytes())
 }
 
 // fakeTask is how a fake Slurm ends a cell's task.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // badDirs hold malformed specs, each NN-name.yaml with NN-name.err, the
@@ -73,18 +75,8 @@ func testBadSpecs(t *testing.T, dir string, min int, withArgs bool) {
 			if se.Set == "" && !strings.HasPrefix(err.Error(), name+".yaml:") {
 				t.Errorf("message does not start with the file name: %q", err)
 			}
-			got := err.Error() + "\n"
-			if *update {
-				os.WriteFile(name+".err", []byte(got), 0o644)
-				return
-			}
-			want, rerr := os.ReadFile(name + ".err")
-			if rerr != nil {
-				t.Fatal(rerr)
-			}
-			if got != string(want) {
-				t.Errorf("message\n got %q\nwant %q", got, want)
-			}
+			// The message is NN-name.err beside the spec, under testdata/.
+			golden.Check(t, filepath.Join(strings.TrimPrefix(dir, "testdata/"), name+".err"), err.Error()+"\n")
 		})
 	}
 }

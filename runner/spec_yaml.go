@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/xrun-dev/xrun/results/editdist"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -112,7 +113,7 @@ func closest(word string, candidates []string, alias map[string]string) string {
 	}
 	best, bestD := "", limit+1
 	for _, c := range candidates {
-		if d := editDistance(lw, strings.ToLower(c)); d < bestD {
+		if d := editdist.Distance(lw, strings.ToLower(c)); d < bestD {
 			best, bestD = c, d
 		}
 	}
@@ -131,38 +132,6 @@ func closest(word string, candidates []string, alias map[string]string) string {
 		}
 	}
 	return ""
-}
-
-// editDistance is the Levenshtein distance (insert, delete, substitute),
-// counting a swap of two neighbours as one edit, the commonest typo.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		if a == b {
-			return 0
-		}
-		return 1 << 20
-	}
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // cleanPath normalises a path as written so that "m/../x" and "x/" are

@@ -23,6 +23,7 @@ import (
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/engine/trtllm"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/atomicfile"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -412,7 +413,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		}
 		w.profiledPass, w.profiledStarted, w.profiledFinished = res, started, w.clock().UTC()
 		popt := profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt, Device: profile.MeasuredDevice(w.rec.Ceilings)}
-		var p *results.Profile
+		var p *profile.PassSummary
 		var files []string
 		if w.external != nil {
 			// An external profiler's kernel summary, not per-kernel records.
@@ -423,7 +424,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("profile artifacts: %w", err)
 		}
-		w.rec.Profile = topKernels(p, profile.DefaultTopKernels)
+		w.rec.Profile = topKernels(profileRecord(p), profile.DefaultTopKernels)
 		for _, f := range files {
 			w.artifacts = append(w.artifacts, layout.CellArtifact(w.cell.ID, f))
 		}
@@ -431,6 +432,17 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		w.log.Info().Int("ops", len(res.Ops)).Float64("system_output_throughput_tok_s", res.Metrics["system_output_throughput_tok_s"]).Msg("profiled pass done")
 	}
 	return nil
+}
+
+// profileRecord is a profiled pass's summary as results.json records it,
+// with every kernel the summary kept.
+func profileRecord(p *profile.PassSummary) *results.Profile {
+	out := &results.Profile{Window: p.Window, Iterations: p.Iterations, Diagnosis: p.Diagnosis, Stats: p.Stats}
+	for _, k := range p.Kernels {
+		// The same fields: a field added to one alone stops the build.
+		out.Kernels = append(out.Kernels, results.Kernel(k))
+	}
+	return out
 }
 
 // topKernels keeps the top n of a profile's kernels in full and, so that
@@ -516,7 +528,7 @@ func (w *cellWorker) writeArtifacts() error {
 		}
 		return write(out, len(w.done), true, w.profiledPass)
 	}
-	err := dsets.WriteFileAtomic(filepath.Join(cdir, layout.RequestsFile), func(out io.Writer) error {
+	err := atomicfile.Write(filepath.Join(cdir, layout.RequestsFile), func(out io.Writer) error {
 		if err := w.copyRepeatFiles(out, layout.RequestsFile); err != nil {
 			return err
 		}
@@ -525,7 +537,7 @@ func (w *cellWorker) writeArtifacts() error {
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", layout.RequestsFile, err)
 	}
-	err = dsets.WriteFileAtomic(filepath.Join(cdir, layout.IterationsFile), func(out io.Writer) error {
+	err = atomicfile.Write(filepath.Join(cdir, layout.IterationsFile), func(out io.Writer) error {
 		if _, err := io.WriteString(out, iterationsHeader); err != nil {
 			return err
 		}
@@ -539,7 +551,7 @@ func (w *cellWorker) writeArtifacts() error {
 	}
 	w.artifacts = append(w.artifacts, layout.CellArtifact(w.cell.ID, layout.RequestsFile), layout.CellArtifact(w.cell.ID, layout.IterationsFile))
 	if len(w.done) > 0 && w.done[0].ExpertLoad != nil {
-		err := dsets.WriteFileAtomic(filepath.Join(cdir, layout.ExpertLoadFile), func(out io.Writer) error { return w.copyRepeatFiles(out, layout.ExpertLoadFile) })
+		err := atomicfile.Write(filepath.Join(cdir, layout.ExpertLoadFile), func(out io.Writer) error { return w.copyRepeatFiles(out, layout.ExpertLoadFile) })
 		if err != nil {
 			return fmt.Errorf("writing %s: %w", layout.ExpertLoadFile, err)
 		}
@@ -566,7 +578,7 @@ func (w *cellWorker) writeTelemetry() error {
 	}
 	var header bytes.Buffer
 	profile.WriteTelemetryCSV(&header, nil)
-	err := dsets.WriteFileAtomic(filepath.Join(layout.CellDir(w.dir, w.cell.ID), layout.TelemetryFile), func(out io.Writer) error {
+	err := atomicfile.Write(filepath.Join(layout.CellDir(w.dir, w.cell.ID), layout.TelemetryFile), func(out io.Writer) error {
 		if _, err := out.Write(header.Bytes()); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"testing"
@@ -103,14 +104,5 @@ func TestRepeatEnergy(t *testing.T) {
 // sameMetrics compares metrics to a part in 1e9: the energy is
 // interpolated between readings.
 func sameMetrics(a, b results.Metrics) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, x := range a {
-		y, ok := b[k]
-		if !ok || math.Abs(x-y) > 1e-9*math.Abs(y) {
-			return false
-		}
-	}
-	return true
+	return maps.EqualFunc(a, b, func(x, y float64) bool { return math.Abs(x-y) <= 1e-9*math.Abs(y) })
 }

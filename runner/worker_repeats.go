@@ -17,10 +17,10 @@ import (
 	"strings"
 	"time"
 
-	dsets "github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/atomicfile"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -252,7 +252,7 @@ func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result
 	}
 	write := func(name string, fn func(io.Writer) error) error {
 		path := repeatPath(w.dir, id, n, name)
-		if err := dsets.WriteFileAtomic(path, fn); err != nil {
+		if err := atomicfile.Write(path, fn); err != nil {
 			return fmt.Errorf("writing %s: %w", path, err)
 		}
 		st, err := os.Stat(path)
@@ -281,8 +281,8 @@ func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result
 		// The segment's rows all go to telemetry.csv; the summary is the
 		// timed part's only.
 		from, to := timedWindow(res, passStart.Sub(seg.start), passEnd.Sub(seg.start))
-		r.Telemetry = profile.SummarizeTelemetry(profile.TimedSamples(seg.samples, from, to),
-			profile.SummaryOptions{Period: seg.period, Threshold: w.plan.ThrottleThreshold})
+		r.Telemetry = telemetryRecord(profile.SummarizeTelemetry(profile.TimedSamples(seg.samples, from, to),
+			profile.SummaryOptions{Period: seg.period, Threshold: w.plan.ThrottleThreshold}))
 		// Energy needs the timed window: a pass without request records
 		// (an external engine's report) would charge its start-up and
 		// warm-up to the tokens, so it gets none.
@@ -302,7 +302,7 @@ func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result
 	b = append(b, '\n')
 	kill := faultAt(w.fault, "write-r"+strconv.Itoa(n))
 	path := repeatPath(w.dir, id, n, repeatRecordName)
-	err = dsets.WriteFileAtomic(path, func(out io.Writer) error {
+	err = atomicfile.Write(path, func(out io.Writer) error {
 		if kill != "" {
 			// A worker killed here leaves half a temporary file, never
 			// half a record.
@@ -435,6 +435,17 @@ func (w *cellWorker) cutTelemetry(restart bool) telemetrySegment {
 		seg.rows = seg.rows[i+1:] // the header is written once, in telemetry.csv
 	}
 	return seg
+}
+
+// telemetryRecord is a repeat's telemetry summary as results.json records
+// it. The two types have the same fields: a field added to one alone
+// stops the build here.
+func telemetryRecord(t *profile.TelemetrySummary) *results.Telemetry {
+	if t == nil {
+		return nil
+	}
+	r := results.Telemetry(*t)
+	return &r
 }
 
 // mergeTelemetry sums up the summaries of the timed repeats as one: means

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,7 +175,7 @@ func TestResumeRepeats(t *testing.T) {
 				t.Fatalf("record after resume: %+v (%v)", rec, err)
 			}
 			for i, k := range kept {
-				if !mapsEqual(rec.Repeats[i], k.Metrics) {
+				if !maps.Equal(rec.Repeats[i], k.Metrics) {
 					t.Errorf("repeat %d is not the one recorded before the interrupt", i+1)
 				}
 			}
@@ -213,18 +214,6 @@ func checkOrigins(t *testing.T, rec *cellRecord, kept int, profiled bool) {
 	if last := rec.Sessions[len(rec.Sessions)-1]; last.PID != os.Getpid() || !last.Started.Equal(rec.Started) {
 		t.Errorf("last session %+v is not the recording worker's", last)
 	}
-}
-
-func mapsEqual(a, b results.Metrics) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // sameShape compares a resumed cell's record and artifacts with the same

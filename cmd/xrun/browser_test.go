@@ -32,6 +32,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/xrun-dev/xrun/results/golden"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -604,7 +605,7 @@ func TestBrowserGPUReport(t *testing.T) {
 		Text:     []string{"NVIDIA H200", "--only id=bs256_gemm-auto-"},
 		Width:    docWidth,
 	})
-	if updateGolden() && !t.Failed() {
+	if golden.Update() && !t.Failed() {
 		small, err := docPNG(shot)
 		if err != nil {
 			t.Fatal(err)

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/cuda"
 )
 
@@ -39,6 +41,11 @@ error cuInit returned.
 The probe runs in a child process (this program re-executed) that is
 abandoned after --timeout, because a broken driver can hang in cuInit.
 
+Last it lists the engine switches: the environment variables that change how
+the built-in engine runs (ablations and debugging aids), each with its
+default, its value in effect in this environment, whether a run records it
+(in every cell where it is not at its default) and what it does.
+
 Exits 0 when at least one GPU is usable and 1 when none is, so a script can
 ask "xrun devices >/dev/null && echo gpu".`,
 		Args: cobra.NoArgs,
@@ -61,10 +68,11 @@ func runDevices(ctx context.Context, a *app, opts *devicesOptions) error {
 	w := a.gs.Stdout
 	if opts.json {
 		out := struct {
-			Usable  bool             `json:"usable"`
-			Devices cuda.Devices     `json:"devices"`
-			Error   *cuda.NoGPUError `json:"error,omitempty"`
-		}{ng == nil, d, ng}
+			Usable   bool             `json:"usable"`
+			Devices  cuda.Devices     `json:"devices"`
+			Error    *cuda.NoGPUError `json:"error,omitempty"`
+			Switches []switchValue    `json:"switches"`
+		}{ng == nil, d, ng, switchValues(a.gs.Getenv)}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
@@ -72,6 +80,8 @@ func runDevices(ctx context.Context, a *app, opts *devicesOptions) error {
 		}
 	} else {
 		printDevices(w, d, ng, cuda.DefaultKernelCacheDir())
+		fmt.Fprintln(w)
+		printSwitches(w, a.gs.Getenv)
 	}
 	if ng != nil {
 		return errNoUsableGPU
@@ -140,4 +150,47 @@ func ceilingsNote(g cuda.DeviceInfo, cacheDir string) string {
 		parts = append(parts, fmt.Sprintf("%s (%s, measured here %s)", rate(m.Ceilings), m.DType, m.Measured.Format(time.DateOnly)))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// switchValue is one engine switch as devices lists it.
+type switchValue struct {
+	Name    string `json:"name"`
+	Default string `json:"default"`
+	// Value is the value in effect; Set is the variable's text when it is
+	// set to another spelling of it, or to a value the engine ignores.
+	Value    string `json:"value"`
+	Set      string `json:"set,omitempty"`
+	Recorded bool   `json:"recorded"`
+	Meaning  string `json:"meaning"`
+}
+
+// switchValues are engine.Switches with their values in getenv's
+// environment, in the table's order.
+func switchValues(getenv func(string) string) []switchValue {
+	var out []switchValue
+	for _, s := range engine.Switches.All() {
+		v := switchValue{Name: s.Name, Default: s.Default, Value: s.Value(getenv), Recorded: s.Recorded,
+			Meaning: strings.ReplaceAll(s.Meaning, "`", "")}
+		if raw := getenv(s.Name); raw != "" && raw != v.Value {
+			v.Set = raw
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// printSwitches writes the table of engine switches with their values in
+// getenv's environment.
+func printSwitches(w io.Writer, getenv func(string) string) {
+	fmt.Fprintln(w, "engine switches (a run records in every cell each recorded one that is not at its default):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SWITCH\tDEFAULT\tVALUE\tRECORDED\tWHAT IT DOES")
+	for _, v := range switchValues(getenv) {
+		value := v.Value
+		if v.Set != "" {
+			value += fmt.Sprintf(" (set to %q)", v.Set)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, v.Default, value, map[bool]string{true: "yes", false: "no"}[v.Recorded], v.Meaning)
+	}
+	tw.Flush()
 }

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/cuda"
 )
 
@@ -107,6 +111,62 @@ func TestDevicesRooflineColumn(t *testing.T) {
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("listing lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestDevicesSwitches: the listing ends with every engine switch, its
+// default, its value in effect in the environment (with the variable's
+// text where that differs) and what it does.
+func TestDevicesSwitches(t *testing.T) {
+	env := map[string]string{"XRUN_CUDA_GRAPHS": "0", "XRUN_CUDA_GEMV_MAXM": "9", "XRUN_CUDA_MOE_HINTS": "02", "XRUN_CUDA_LT_LOG": "1"}
+	var out strings.Builder
+	printSwitches(&out, func(k string) string { return env[k] })
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if want := len(engine.Switches.All()) + 2; len(lines) != want {
+		t.Fatalf("%d lines, want %d (a title, a header, a switch each):\n%s", len(lines), want, out.String())
+	}
+	for i, want := range [][]string{
+		{"SWITCH", "DEFAULT", "VALUE", "RECORDED", "WHAT IT DOES"},
+		{"XRUN_OVERLAP", "1", "1", "yes", "the overlap scheduler"},
+		{"XRUN_CUDA_GRAPHS", "1", "0", "yes", "CUDA graphs for decode; 0 launches decode eagerly too"},
+	} {
+		if f := strings.Fields(lines[i+1]); len(f) < 4 || !slices.Equal(f[:4], strings.Fields(strings.Join(want[:4], " "))) ||
+			!strings.Contains(lines[i+1], want[4]) {
+			t.Errorf("line %d: %q, want %q", i+2, lines[i+1], want)
+		}
+	}
+	for _, want := range []string{
+		`XRUN_CUDA_GEMV_MAXM +4 +4 \(set to "9"\) +yes `,  // ignored: not in 0..8
+		`XRUN_CUDA_MOE_HINTS +3 +2 \(set to "02"\) +yes `, // another spelling of 2
+		`XRUN_CUDA_LT_LOG +0 +1 +no `,                     // printing only
+	} {
+		if !regexp.MustCompile(`(?m)^` + want).MatchString(out.String()) {
+			t.Errorf("listing lacks a line %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "`") {
+		t.Errorf("markdown quotes in the listing:\n%s", out.String())
+	}
+}
+
+// TestDevicesSwitchesJSON: --json lists the switches too, with or
+// without a GPU.
+func TestDevicesSwitchesJSON(t *testing.T) {
+	t.Setenv("XRUN_CUDA_PDL", "0")
+	r := runDevicesCLI(t, "--json")
+	var got struct {
+		Switches []switchValue `json:"switches"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	if len(got.Switches) != len(engine.Switches.All()) {
+		t.Fatalf("%d switches, want %d", len(got.Switches), len(engine.Switches.All()))
+	}
+	for _, s := range got.Switches {
+		if s.Name == "XRUN_CUDA_PDL" && (s.Value != "0" || s.Default != "1" || !s.Recorded || s.Set != "" || s.Meaning == "") {
+			t.Errorf("XRUN_CUDA_PDL=0: %+v", s)
 		}
 	}
 }

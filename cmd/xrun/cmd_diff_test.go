@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,47 +9,13 @@ import (
 	"testing"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // The synthetic results live with package results, which generates them.
 const resultsTestdata = "../../results/testdata"
 
 func fixture(name string) string { return filepath.Join(resultsTestdata, name) }
-
-// updateGolden reports whether -update was given. The flag is registered
-// here only when no other test file of this package has done so.
-func updateGolden() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
-
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite golden files under testdata/")
-	}
-}
-
-// goldenCLI compares got with cmd/xrun/testdata/<name>; -update rewrites it,
-// a mismatch leaves <name>.got beside it.
-func goldenCLI(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if updateGolden() {
-		os.MkdirAll(filepath.Dir(path), 0o755)
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./cmd/xrun -update creates it)", err)
-	}
-	if got != string(want) {
-		os.WriteFile(path+".got", []byte(got), 0o644)
-		t.Errorf("%s differs; see %s.got", path, path)
-	}
-}
 
 // TestDiffSlowdownExits3: a 10 % slowdown in one cell is reported as a
 // regression and exits 3, in every format.
@@ -67,7 +32,7 @@ func TestDiffSlowdownExits3(t *testing.T) {
 			t.Errorf("%s: the regression is not printed:\n%s", format, r.stdout)
 		}
 		if format == "markdown" {
-			goldenCLI(t, "cmd_diff/slow.markdown", r.stdout) // the pull-request comment
+			golden.Check(t, "cmd_diff/slow.markdown", r.stdout) // the pull-request comment
 		}
 	}
 }
@@ -81,7 +46,7 @@ func TestDiffSameDistributionExits0(t *testing.T) {
 	if !strings.Contains(r.stdout, "no significant regression beyond 3%") || strings.Contains(r.stdout, "slower") {
 		t.Errorf("unexpected verdicts:\n%s", r.stdout)
 	}
-	goldenCLI(t, "cmd_diff/same.markdown", r.stdout)
+	golden.Check(t, "cmd_diff/same.markdown", r.stdout)
 }
 
 // TestDiffKernelChanges: when both runs profiled a cell, the diff says
@@ -294,7 +259,7 @@ func TestDiffNotComparedExits4(t *testing.T) {
 					t.Errorf("%s: an all-clear:\n%s", format, r.stdout)
 				}
 				if format == "text" && c.name == "interrupted" {
-					goldenCLI(t, "cmd_diff/interrupted.text", strings.ReplaceAll(r.stdout, c.new, "interrupted"))
+					golden.Check(t, "cmd_diff/interrupted.text", strings.ReplaceAll(r.stdout, c.new, "interrupted"))
 				}
 			}
 		})

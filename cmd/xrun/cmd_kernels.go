@@ -141,7 +141,13 @@ func cellKernels(dir, id string, p *results.Profile) (k results.KernelCell, sour
 		if err != nil {
 			return k, "", err
 		}
-		return profile.CellKernels{ID: id, Iterations: iters, Stats: stats}.KernelCell(), path, nil
+		// A kernels.csv lists every kernel of the window: complete. Its rows
+		// have results.json's kernel fields, so each converts as it is.
+		all := make([]results.Kernel, len(stats))
+		for i, s := range stats {
+			all[i] = results.Kernel(s)
+		}
+		return results.KernelCell{ID: id, Iterations: iters, Kernels: all, Complete: true}, path, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return k, "", err
 	}

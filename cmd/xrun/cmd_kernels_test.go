@@ -12,6 +12,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/golden"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -68,7 +69,7 @@ func TestKernels(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s", r.code, r.stderr)
 		}
-		goldenCLI(t, "cmd_kernels/gemm."+format, r.stdout)
+		golden.Check(t, "cmd_kernels/gemm."+format, r.stdout)
 	}
 	// Without results.json (a run still going) the cells' cell.json say
 	// how many iterations; without either, totals are compared.
@@ -288,9 +289,9 @@ func TestKernelChangesCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goldenCLI(t, "cmd_kernels/cpu-report.markdown", section(string(md), "### Kernel changes", "## "))
+	golden.Check(t, "cmd_kernels/cpu-report.markdown", section(string(md), "### Kernel changes", "## "))
 	r = runCLI(t, nil, "report", dir, "--format", "text")
-	goldenCLI(t, "cmd_kernels/cpu-report.text", section(r.stdout, "gemm_plugin: auto vs disable (baseline): kernel changes", "\n"))
+	golden.Check(t, "cmd_kernels/cpu-report.text", section(r.stdout, "gemm_plugin: auto vs disable (baseline): kernel changes", "\n"))
 
 	// The next run: the blocked GEMM of tiny-llama's auto cell replaced
 	// by one twice as slow.
@@ -317,7 +318,7 @@ func TestKernelChangesCPU(t *testing.T) {
 			t.Fatalf("diff: exit %d, want 0: kernels never make a regression\n%s", r.code, r.stderr)
 		}
 		start := pick(format == "text", "Kernel changes, old → new", "### Kernel changes")
-		goldenCLI(t, "cmd_kernels/cpu-diff."+format, section(r.stdout, start, pick(format == "text", "\n", "<details>")))
+		golden.Check(t, "cmd_kernels/cpu-diff."+format, section(r.stdout, start, pick(format == "text", "\n", "<details>")))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/xrun-dev/xrun/results"
 	"github.com/xrun-dev/xrun/results/htmlreport"
 	"github.com/xrun-dev/xrun/results/layout"
+	"github.com/xrun-dev/xrun/runner"
 )
 
 type reportOptions struct {
@@ -105,7 +106,7 @@ func reportFormats() []string { return append(results.Formats(), htmlFormat) }
 // that cannot have one (its records are gone, its GPU has no known
 // ceilings) goes without; why is logged at debug level.
 func attachRooflines(a *app, dir string, r *results.Results) {
-	for _, err := range profile.AttachRooflines(r, func(id string) string { return layout.CellDir(dir, id) }) {
+	for _, err := range runner.AttachRooflines(r, func(id string) string { return layout.CellDir(dir, id) }) {
 		a.log.Debug().Err(err).Msg("no roofline")
 	}
 }

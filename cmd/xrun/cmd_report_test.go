@@ -10,6 +10,7 @@ import (
 	"golang.org/x/perf/benchfmt"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/golden"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -130,7 +131,7 @@ func TestReportAttachesRooflines(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	goldenCLI(t, "cmd_report/roofline.text", r.stdout)
+	golden.Check(t, "cmd_report/roofline.text", r.stdout)
 	r = runCLI(t, nil, "report", filepath.Join(dir, layout.JSONFile), "--format", "json")
 	if r.code != exitOK || strings.Count(r.stdout, `"roofline"`) != 1 || !strings.Contains(r.stdout, `"device": "NVIDIA H100 80GB HBM3"`) {
 		t.Errorf("exit %d; json output wants one roofline, on the H100:\n%s%s", r.code, r.stdout, r.stderr)

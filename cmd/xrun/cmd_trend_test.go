@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // trendDir moves the test into an empty directory, as a cron job runs in
@@ -18,41 +19,8 @@ import (
 func trendDir(t *testing.T) []*results.Results {
 	t.Helper()
 	draws := []*results.Results{loadFixture(t, "nightly-base"), loadFixture(t, "nightly-same")}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	trendGoldens = filepath.Join(wd, "testdata", "cmd_trend")
 	t.Chdir(t.TempDir())
 	return draws
-}
-
-// trendGoldens is the package's testdata/cmd_trend, named before a test
-// leaves the package directory.
-var trendGoldens string
-
-// trendGolden is goldenCLI for tests run elsewhere than in the package
-// directory.
-func trendGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join(trendGoldens, name)
-	if updateGolden() {
-		if err := os.MkdirAll(trendGoldens, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test ./cmd/xrun -run Trend -update creates it)", err)
-	}
-	if got != string(want) {
-		os.WriteFile(path+".got", []byte(got), 0o644)
-		t.Errorf("%s differs; see %s.got", path, path)
-	}
 }
 
 // nightlies writes n nightly results directories, nightly/<date>, one a
@@ -117,7 +85,7 @@ func TestTrendRegressionExits3(t *testing.T) {
 		}
 		switch format {
 		case "text":
-			trendGolden(t, "regression.text", r.stdout)
+			golden.Check(t, "cmd_trend/regression.text", r.stdout)
 		case "html":
 			// The page is package htmlreport's (and tested there): here,
 			// that the command writes it whole, the regression's chart first.
@@ -152,7 +120,7 @@ func TestTrendFormats(t *testing.T) {
 		if !strings.Contains(r.stdout, "bs16-2af751de") || !strings.Contains(r.stdout, "2026-03-05") {
 			t.Errorf("%s: the step of batch 16 on 2026-03-05 is not reported:\n%s", c.format, r.stdout)
 		}
-		trendGolden(t, "improvement."+c.format, r.stdout)
+		golden.Check(t, "cmd_trend/improvement."+c.format, r.stdout)
 	}
 }
 

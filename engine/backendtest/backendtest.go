@@ -96,7 +96,7 @@ func start(t *testing.T, candidate NewBackend, tol float64, seed uint64) *pair {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { got.Close(); ref.Close() })
-	// Fresh inputs every run, as gpu.md asks; the seed is logged so a
+	// Fresh inputs every run, as bench/GPU.md asks; the seed is logged so a
 	// failure can be replayed.
 	t.Logf("backendtest seed %d", seed)
 	return &pair{t: t, got: got, ref: ref, r: rand.New(rand.NewPCG(seed, 1)), tol: tol}

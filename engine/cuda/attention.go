@@ -5,8 +5,6 @@ package cuda
 import (
 	"fmt"
 	"math"
-
-	"github.com/xrun-dev/xrun/engine"
 )
 
 // AttnShape is the attention layout of one model: Heads query heads share
@@ -67,7 +65,10 @@ type AttnLaunch struct {
 	// set) on the tensor cores, an item of at most this many keys is done
 	// by its first block alone, unsplit (attention_tc.cu: the merge is a
 	// dependent round trip that a short context does not repay). 0 means
-	// the default (attnShortKeys, XRUN_CUDA_ATTN_SHORT), negative never.
+	// the GPU's default (XRUN_CUDA_ATTN_SHORT, 256: at batch 1
+	// TinyLlama's decode launch is 4 KV heads split 8 ways; 128 in / 128
+	// out decodes at 129..256 keys, 16 tiles of 16 keys for one block's 8
+	// key warps), negative never.
 	ShortKeys int
 	// Rope, when set, is the float32 [positions, HeadDim] RoPE table, and
 	// the launch does RopeKV's work for its items' own tokens: it rotates
@@ -80,12 +81,6 @@ type AttnLaunch struct {
 	// AttnFoldsRope says whether one can.
 	Rope Buffer
 }
-
-// attnShortKeys is XRUN_CUDA_ATTN_SHORT, read once: the default
-// AttnLaunch.ShortKeys (0: never). At batch 1 TinyLlama's decode launch is
-// 4 KV heads split 8 ways; 128 in / 128 out decodes at 129..256 keys,
-// 16 tiles of 16 keys for one block's 8 key warps.
-var attnShortKeys = engine.Switches.CUDAAttnShort.Int()
 
 // AttnCounterBytes is the size of AttnLaunch.Counters for split launches
 // of at most items x KV heads blocks per split.
@@ -157,13 +152,6 @@ func attnSmem(headDim, rows int) int {
 	return 4 * (rows*headDim + rows*(attnKeyTile+4) + 3*rows + attnKeyTile*(dw+2) + attnKeyTile*dw)
 }
 
-// attnTCEnv is XRUN_CUDA_ATTN_TC, read once: "0" puts every attention
-// launch on the CUDA-core kernel (an ablation); a configuration's name
-// (attnTC.String, e.g. tc-m1-k4-t16-s3) puts the launches it can serve on
-// it (to time configurations in a whole run); anything else, or nothing,
-// is the default choice.
-var attnTCEnv = engine.Switches.CUDAAttnTC.Get()
-
 // attnTC is one configuration of the tensor-core attention kernel
 // (kernels/attention_tc.cu): warps of 16 query rows, rowWarps of them
 // sharing the K/V tiles of keyTile keys that keyWarps groups of warps take
@@ -217,16 +205,16 @@ var attnTCRopeDefaults = map[int][2]attnTC{
 // XRUN_CUDA_ATTN_TC naming a configuration without a _rope kernel (which
 // then runs unfused, as asked).
 func (g *GPU) attnTCRopeDefault(headDim, rows, blocks int) (attnTC, bool) {
-	if attnTCEnv == "0" || rows > 16 {
+	if g.sw.CUDAAttnTC == "0" || rows > 16 {
 		return attnTC{}, false
 	}
 	for _, c := range attnTCRopeKernels[headDim] {
-		if c.String() == attnTCEnv {
+		if c.String() == g.sw.CUDAAttnTC {
 			return c, true
 		}
 	}
 	for _, c := range attnTCKernels[headDim] {
-		if c.String() == attnTCEnv && c.fits(rows) {
+		if c.String() == g.sw.CUDAAttnTC && c.fits(rows) {
 			return attnTC{}, false
 		}
 	}
@@ -262,13 +250,17 @@ func (c attnTC) hasRope(headDim int) bool {
 
 // attnTCDefault is the tensor-core configuration for a launch of rows query
 // rows per block and blocks blocks, or false where there is none (other
-// head dimensions) or XRUN_CUDA_ATTN_TC=0.
+// head dimensions) or XRUN_CUDA_ATTN_TC=0. The GPU's XRUN_CUDA_ATTN_TC
+// (CUDAAttnTC): "0" puts every attention launch on the CUDA-core kernel
+// (an ablation); a configuration's name (attnTC.String, e.g.
+// tc-m1-k4-t16-s3) puts the launches it can serve on it (to time
+// configurations in a whole run); "auto" is the default choice.
 func (g *GPU) attnTCDefault(headDim, rows, blocks int) (attnTC, bool) {
-	if attnTCEnv == "0" {
+	if g.sw.CUDAAttnTC == "0" {
 		return attnTC{}, false
 	}
 	for _, c := range attnTCKernels[headDim] {
-		if c.String() == attnTCEnv && c.fits(rows) {
+		if c.String() == g.sw.CUDAAttnTC && c.fits(rows) {
 			return c, true
 		}
 	}
@@ -392,7 +384,7 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		// their unwritten partials would be merged over their output).
 		short := l.ShortKeys
 		if short == 0 {
-			short = attnShortKeys
+			short = g.sw.CUDAAttnShort
 		}
 		if splits == 1 || counters == 0 || short < 0 {
 			short = 0

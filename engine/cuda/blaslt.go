@@ -13,8 +13,6 @@ import (
 	"os"
 	"slices"
 	"time"
-
-	"github.com/xrun-dev/xrun/engine"
 )
 
 // Values from cublasLt.h, cublas_api.h and library_types.h.
@@ -33,10 +31,8 @@ const (
 // heuristic's candidates (decode and small prefill shapes, where the
 // heuristic's first choice was measured far below bandwidth: 1.5 TB/s at
 // M = 1); larger M keeps the heuristic's first choice. XRUN_CUDA_LT_TUNE=0
-// turns timing off.
+// (the GPU's switches) turns timing off.
 const ltTuneMaxM = 256
-
-var ltTuneOn = engine.Switches.CUDALtTune.On()
 
 // BlasLtWorkspaceBytes is the workspace cuBLASLt may use: on Hopper the
 // fastest kernels want tens of megabytes, and an explicit workspace is what
@@ -118,7 +114,7 @@ func (g *GPU) BlasLt() (*BlasLt, error) {
 		return nil, err
 	}
 	b.ws = ws
-	if ltTuneOn {
+	if g.sw.CUDALtTune {
 		if f, err := g.Alloc(max(2*g.Info.L2Bytes, 64<<20)); err == nil {
 			b.flush = f
 		}
@@ -196,7 +192,7 @@ func (b *BlasLt) plan(dt DType, m, n, k int) (*ltPlan, error) {
 	// X[1, k] W^T with A = X seen as column-major [k, 1] and transposed,
 	// B = W seen as column-major [k, n]. The heuristic offers other
 	// kernels for that shape; timing picks among both sets.
-	if m == 1 && ltTuneOn {
+	if m == 1 && b.g.sw.CUDALtTune {
 		if err := b.addForm(p, dt, true, shape); err != nil {
 			return fail(err)
 		}
@@ -270,7 +266,7 @@ func (b *BlasLt) Matmul(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error 
 	}
 	if !p.tuned && !s.capturing {
 		p.tuned = true
-		if ltTuneOn && m <= ltTuneMaxM && len(p.cands) > 1 {
+		if b.g.sw.CUDALtTune && m <= ltTuneMaxM && len(p.cands) > 1 {
 			if err := b.tune(s, p, y, x, w); err != nil {
 				return fmt.Errorf("timing cuBLASLt algorithms for %s M=%d N=%d K=%d: %w", dt, m, n, k, err)
 			}
@@ -353,7 +349,7 @@ func (b *BlasLt) tune(s *Stream, p *ltPlan, y, x, w Buffer) error {
 		p.algo = p.cands[best]
 		p.tuneLog = fmt.Sprintf("%d candidates, #%d chosen (swapped form %v): %.2f us (heuristic's first %.2f us)", len(p.cands), best,
 			p.algo.form.swapped, float64(bestT.Nanoseconds())/1e3, float64(firstT.Nanoseconds())/1e3)
-		if engine.Switches.CUDALtLog.On() {
+		if b.g.sw.CUDALtLog {
 			fmt.Fprintf(os.Stderr, "cuBLASLt M=%d N=%d K=%d: %s\n", p.m, p.n, p.k, p.tuneLog)
 		}
 	}

@@ -20,7 +20,7 @@ type Ceilings struct {
 	FLOPs       float64 `json:"flop_per_s"`
 }
 
-// knownCeilings were measured on the project's machines (gpu.md, "Measured
+// knownCeilings were measured on the project's machines (bench/GPU.md, "Measured
 // ceilings": device-to-device copy, bf16 GEMM). Other GPUs have theirs
 // measured by the CUDA backend when it opens them (MeasureCeilings).
 var knownCeilings = []struct {

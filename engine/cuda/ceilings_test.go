@@ -9,7 +9,7 @@ import (
 )
 
 // TestMeasureCeilings measures the GPU's ceilings at both dtypes. On a GPU
-// with known ceilings (gpu.md's, measured the same way) the measurement
+// with known ceilings (bench/GPU.md's, measured the same way) the measurement
 // must land within 15 % of them; on any other it must at least be a
 // plausible GPU's (over 100 GB/s and 10 TFLOP/s). The kept measurement is
 // returned as kept, and replaced when asked.

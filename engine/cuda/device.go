@@ -10,11 +10,13 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync"
 
 	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // ErrClosed is returned by Do after Close.
@@ -39,7 +41,8 @@ type Option func(*options)
 
 type options struct {
 	cacheDir     string
-	syncLaunches bool
+	sw           *model.Switches // nil: the process's environment's
+	syncLaunches *bool           // nil: sw's XRUN_CUDA_SYNC
 }
 
 // WithKernelCacheDir sets where compiled kernels are cached; the default is
@@ -48,18 +51,31 @@ func WithKernelCacheDir(dir string) Option { return func(o *options) { o.cacheDi
 
 // WithSyncLaunches synchronizes after every kernel launch outside graph
 // capture, so that a fault is reported against the kernel that caused it
-// rather than at the next synchronization. For checks and debugging; the
-// environment variable XRUN_CUDA_SYNC=1 turns it on too.
-func WithSyncLaunches(on bool) Option { return func(o *options) { o.syncLaunches = on } }
+// rather than at the next synchronization. For checks and debugging;
+// without it XRUN_CUDA_SYNC=1 (WithSwitches) decides.
+func WithSyncLaunches(on bool) Option { return func(o *options) { o.syncLaunches = &on } }
+
+// WithSwitches sets the engine switches the GPU's launchers follow (PDL,
+// the GEMV's rows and plan, the attention and MoE kernels' choices,
+// cuBLASLt's timing and log, sync launches), as the engine parsed them.
+// Without it Open parses the process's environment.
+func WithSwitches(s model.Switches) Option { return func(o *options) { o.sw = &s } }
 
 // Open starts the thread for GPU index (as the driver numbers them, after
 // CUDA_VISIBLE_DEVICES), retains its primary context and creates its main
 // stream. Primary contexts are what cuBLASLt's runtime uses too, so both
 // share allocations and streams.
 func Open(index int, opts ...Option) (*Device, error) {
-	o := options{cacheDir: DefaultKernelCacheDir(), syncLaunches: engine.Switches.CUDASync.On()}
+	o := options{cacheDir: DefaultKernelCacheDir()}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.sw == nil {
+		sw := engine.ParseSwitches(os.Getenv)
+		o.sw = &sw
+	}
+	if o.syncLaunches == nil {
+		o.syncLaunches = &o.sw.CUDASync
 	}
 	if err := loadDriver(); err != nil {
 		return nil, err
@@ -181,12 +197,17 @@ type GPU struct {
 	// (Hopper and newer, unless XRUN_CUDA_PDL=0): a kernel's blocks start
 	// while the one before it drains and wait in griddepcontrol.wait, which
 	// hides most of the gap between the small kernels of a decode step.
-	pdl     bool
-	modules map[string]*module
-	funcs   map[string]*Function
-	blas    *BlasLt
-	gemmWS  Buffer
-	args    Args
+	pdl bool
+	// sw are the switches the launchers follow (WithSwitches), and
+	// gemvRows the largest M the own GEMM sends to the GEMV
+	// (GemvRowsFor(sw)). Tests change them on the GPU's thread.
+	sw       model.Switches
+	gemvRows int
+	modules  map[string]*module
+	funcs    map[string]*Function
+	blas     *BlasLt
+	gemmWS   Buffer
+	args     Args
 }
 
 func openGPU(index int, o options) (*GPU, error) {
@@ -200,8 +221,9 @@ func openGPU(index int, o options) (*GPU, error) {
 	if info.Unusable != "" {
 		return nil, fmt.Errorf("GPU %d (%s): %s", index, info.Name, info.Unusable)
 	}
-	g := &GPU{Info: info, cacheDir: o.cacheDir, syncLaunches: o.syncLaunches,
-		pdl:     info.Major >= 9 && engine.Switches.CUDAPDL.On() && C.xr_has_launch_ex() != 0,
+	g := &GPU{Info: info, cacheDir: o.cacheDir, syncLaunches: *o.syncLaunches,
+		pdl: info.Major >= 9 && o.sw.CUDAPDL && C.xr_has_launch_ex() != 0,
+		sw:  *o.sw, gemvRows: GemvRowsFor(*o.sw),
 		modules: map[string]*module{}, funcs: map[string]*Function{}}
 	if err := cuErrf("cuDeviceGet", C.xr_cuDeviceGet(&g.dev, C.int(index)), "ordinal %d", index); err != nil {
 		return nil, err

@@ -13,9 +13,12 @@
 // re-executed child so that a hung driver cannot hang xrun.
 //
 // It knows tensors only as Buffers and shapes: the model, batching and
-// scheduling live in engine and engine/model, which this package must not
-// import (tests may use engine/cpu and engine/model as references). Without
-// cgo on Linux only a stub is built: Probe says why, Compiled is false.
+// scheduling live in engine and engine/model, which this package imports
+// only for the engine switches (engine.ParseSwitches, model.Switches: the
+// launchers' choices, fixed per Device by Open's WithSwitches, else parsed
+// from the process's environment when it opens; tests may use engine/cpu
+// and engine/model as references). Without cgo on Linux only a stub is
+// built: Probe says why, Compiled is false.
 //
 // NVTX ranges (RangePush / RangePop, nvtx.c) need no NVTX header or library
 // either: the shim speaks NVTX v3's attachment protocol itself. When a

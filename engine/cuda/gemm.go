@@ -56,10 +56,10 @@ func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 }
 
 // Gemm queues Y[m,n] = X[m,k] W[n,k]^T on s with the engine's own kernels
-// (gemm_plugin: disable): matrix-vector kernels up to M = GemvRows(), the
-// tensor-core tiles above. K must be a multiple of 8 and X
-// and W 16-byte aligned, which whole allocations and row offsets of
-// multiple-of-8 widths are.
+// (gemm_plugin: disable): matrix-vector kernels up to M = GemvRowsFor of
+// the GPU's switches, the tensor-core tiles above. K must be a multiple of
+// 8 and X and W 16-byte aligned, which whole allocations and row offsets
+// of multiple-of-8 widths are.
 func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 	if err := checkGemm(dt, y, x, w, m, n, k); err != nil {
 		return err
@@ -68,7 +68,7 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 		return fmt.Errorf("cuda: own GEMM needs K %% 8 == 0 and 16-byte aligned X, W (got K=%d, X at %#x, W at %#x, Y at %#x)",
 			k, x.Ptr, w.Ptr, y.Ptr)
 	}
-	if m <= gemvRows {
+	if m <= g.gemvRows {
 		return g.gemv(s, dt, y, x, w, m, n, k, GemvFusion{})
 	}
 	if g.gemmWS.Bytes == 0 {

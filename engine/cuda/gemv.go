@@ -11,12 +11,12 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // GemvMaxM is the largest M the matrix-vector kernels (kernels/gemv.cu,
-// GemmFused) take. GemvRows is the largest the own GEMM sends them: M up
-// to it runs there, larger M on the tensor-core tiles. Its default is 4:
+// GemmFused) take. GemvRowsFor is the largest the own GEMM sends them: M
+// up to it runs there, larger M on the tensor-core tiles. Its default is 4:
 // from M = 5 the CUDA-core GEMV is issue-bound (each 16-byte chunk of W
 // costs 8 x M FMAs plus the conversions), and on an H200 TinyLlama at batch
 // 8 decodes at 5,119 tok/s on the tiles against 2,486 on the GEMV.
@@ -26,26 +26,19 @@ const (
 	gemvRowsDefault = 4
 )
 
-var gemvRows = func() int {
-	if !engine.Switches.CUDAGemv.On() {
+// GemvRowsFor is the largest M the own GEMM serves with the matrix-vector
+// kernels (see GemvMaxM) under the switches s.
+func GemvRowsFor(s model.Switches) int {
+	if !s.CUDAGemv {
 		return 0
 	}
 	// The table's range and default are GemvMaxM's and gemvRowsDefault
 	// (TestSwitchesMatchKernels).
-	return engine.Switches.CUDAGemvMaxM.Int()
-}()
-
-// GemvRows is the largest M the own GEMM serves with the matrix-vector
-// kernels (see GemvMaxM).
-func GemvRows() int { return gemvRows }
+	return s.CUDAGemvMaxM
+}
 
 // gemvWarps is the warps per block of the gemv kernels (__launch_bounds__(128)).
 const gemvWarps = 4
-
-// gemvPlanOn is XRUN_CUDA_GEMV_PLAN, read once: "0" keeps the first plan
-// (gemvPlanFixed: 8 loads per lane, rows per warp from N alone) instead of
-// choosing by the kernels' register counts (gemvChoose), for an A/B.
-var gemvPlanOn = engine.Switches.CUDAGemvPlan.On()
 
 // gemvPlanFixed is the plan that assumes every warp of a launch can be
 // resident at once: mt is m rounded up to a power of two; r, the outputs per
@@ -203,9 +196,10 @@ type gemvPlanKey struct {
 }
 
 // gemvPlan picks the kernel of a launch (gemvChoose, or gemvPlanFixed with
-// XRUN_CUDA_GEMV_PLAN=0).
+// XRUN_CUDA_GEMV_PLAN=0: the first plan, 8 loads per lane and rows per
+// warp from N alone, blind to the kernels' register counts, for an A/B).
 func (g *GPU) gemvPlan(dt DType, m, n, k int, fu GemvFusion) gemvKernel {
-	if !gemvPlanOn {
+	if !g.sw.CUDAGemvPlan {
 		mt, r := gemvPlanFixed(m, n, g.Info.SMs, fu.GLU)
 		return gemvKernel{mt, r, 8}
 	}

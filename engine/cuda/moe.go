@@ -4,8 +4,6 @@ package cuda
 
 import (
 	"fmt"
-
-	"github.com/xrun-dev/xrun/engine"
 )
 
 // Routing methods of MoERoute (engine/model's Routing* names, in the same
@@ -154,33 +152,29 @@ var (
 // per tile row).
 const moeStaticSmem = 8 * 128
 
-// moeTileEnv forces a tile configuration (XRUN_CUDA_MOE_TILE=s, m or l),
-// for comparisons.
-var moeTileEnv = engine.Switches.CUDAMoETile.Get()
-
-// moeFlags are the L2 hints of the own kernels' weight loads (kernels/
-// moe_gemm.cu: 1 = 256-byte L2 prefetch, 2 = evict first);
-// XRUN_CUDA_MOE_HINTS=0..3 sets them for comparisons. The default is both:
-// every expert weight is read once per layer, so keeping it in L2 only
-// pushes out the activations every block rereads. Measured on an H200
+// The L2 hints of the own kernels' weight loads (kernels/moe_gemm.cu:
+// 1 = 256-byte L2 prefetch, 2 = evict first) are the GPU's
+// XRUN_CUDA_MOE_HINTS=0..3, for comparisons. The default is both: every
+// expert weight is read once per layer, so keeping it in L2 only pushes
+// out the activations every block rereads. Measured on an H200
 // (BenchmarkMoE, balanced routing, µs per layer, hints 0 / 1 / 2 / 3):
 // Mixtral B64 802 / 899 / 775 / 727, B256 1002 / 1001 / 986 / 1011;
 // GPT-OSS-20B B64 482 / 532 / 460 / 433, B256 523 / 571 / 511 / 501.
-var moeFlags = engine.Switches.CUDAMoEHints.Int()
-
+//
 // moeDefaultFlags is the table's default (TestSwitchesMatchKernels).
 const moeDefaultFlags = 3
 
-// moeConfigFor picks the row tile. An expert gets at most sh.Rows rows
-// (each token picks distinct experts), so while tokens are at most 16 one
-// 16-row fragment holds any expert (s, two blocks per SM); above, the l
-// tiles of up to 128 rows hold an expert's rows at decode batches up to
-// 128, and typically (64 per expert for Mixtral at 256) beyond, so each
-// weight tile is read once per expert. GPUs with less shared memory per
-// block than l needs get m (64 rows).
-func moeConfigFor(sh MoEShape, sharedPerBlock int) moeGemmConfig {
+// moeConfigFor picks the row tile, unless tile forces one (the GPU's
+// XRUN_CUDA_MOE_TILE: s, m or l, for comparisons; "auto" chooses). An
+// expert gets at most sh.Rows rows (each token picks distinct experts), so
+// while tokens are at most 16 one 16-row fragment holds any expert (s, two
+// blocks per SM); above, the l tiles of up to 128 rows hold an expert's
+// rows at decode batches up to 128, and typically (64 per expert for
+// Mixtral at 256) beyond, so each weight tile is read once per expert.
+// GPUs with less shared memory per block than l needs get m (64 rows).
+func moeConfigFor(sh MoEShape, sharedPerBlock int, tile string) moeGemmConfig {
 	fits := func(c moeGemmConfig) bool { return sharedPerBlock <= 0 || c.smem+moeStaticSmem <= sharedPerBlock }
-	switch moeTileEnv {
+	switch tile {
 	case "s":
 		return moeGemmSmall
 	case "m":
@@ -396,7 +390,7 @@ func (g *GPU) MoE(s *Stream, dt DType, out, x, idx, wts, gateUp, down, work Buff
 		return nil
 	}
 	w := moeLayout(dt, sh, false, work)
-	cfg := moeConfigFor(sh, g.Info.SharedPerBlock)
+	cfg := moeConfigFor(sh, g.Info.SharedPerBlock, g.sw.CUDAMoETile)
 	if err := g.moeGroup(s, idx, w, sh, cfg.bm, false); err != nil {
 		return err
 	}
@@ -416,7 +410,7 @@ func (g *GPU) MoE(s *Stream, dt DType, out, x, idx, wts, gateUp, down, work Buff
 		return err
 	}
 	a := g.argsPack().Ptr(x).Ptr(gateUp).Ptr(w.act).Ptr(w.hdr).Ptr(w.tiles).Ptr(w.order).I32(sh.K).I32(sh.FFN).
-		I32(sh.Hidden).I32(moeFlags)
+		I32(sh.Hidden).I32(g.sw.CUDAMoEHints)
 	grid := Dim3{X: tiles, Y: ceilDiv(sh.FFN, cfg.weightRows/2)}
 	if err := s.Launch(f, grid, Dim3{X: cfg.threads}, cfg.smem, a); err != nil {
 		return err
@@ -430,7 +424,7 @@ func (g *GPU) MoE(s *Stream, dt DType, out, x, idx, wts, gateUp, down, work Buff
 		part = w.ys
 	}
 	a = g.argsPack().Ptr(w.act).Ptr(down).Ptr(w.ys).Ptr(part).Ptr(w.hdr).Ptr(w.tiles).I32(sh.Hidden).I32(sh.FFN).
-		I32(kps).U64(uint64(n * sh.Hidden)).I32(moeFlags)
+		I32(kps).U64(uint64(n * sh.Hidden)).I32(g.sw.CUDAMoEHints)
 	grid = Dim3{X: tiles, Y: ceilDiv(sh.Hidden, cfg.weightRows), Z: splits}
 	if err := s.Launch(f, grid, Dim3{X: cfg.threads}, cfg.smem, a); err != nil {
 		return err

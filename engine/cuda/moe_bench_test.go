@@ -146,13 +146,13 @@ func BenchmarkMoE(b *testing.B) {
 							if err != nil {
 								t.Fatal(err)
 							}
-							defer func(tile string, flags int) { moeTileEnv, moeFlags = tile, flags }(moeTileEnv, moeFlags)
+							defer func(tile string, flags int) { g.sw.CUDAMoETile, g.sw.CUDAMoEHints = tile, flags }(g.sw.CUDAMoETile, g.sw.CUDAMoEHints)
 							switch impl {
 							case "own-s", "own-m":
-								moeTileEnv = impl[len(impl)-1:]
+								g.sw.CUDAMoETile = impl[len(impl)-1:]
 							}
 							if h, ok := strings.CutPrefix(impl, "own-hints"); ok {
-								moeFlags = int(h[0] - '0')
+								g.sw.CUDAMoEHints = int(h[0] - '0')
 							}
 							d = timeLaunches(b, t, g, 3, func(int) error {
 								if impl == "cublaslt" {

@@ -346,10 +346,10 @@ func TestMoE(t *testing.T) {
 						x, idx, wts, gu, dn := moeInputs(r, dt, c)
 						lib := path == "cublaslt"
 						bufs := uploadMoE(t, g, dt, c, x, idx, wts, gu, dn, lib)
-						oldTile, oldSplits := moeTileEnv, moeSplitsForce
-						moeTileEnv, moeSplitsForce = moePaths[path].tile, moePaths[path].splits
+						oldTile, oldSplits := g.sw.CUDAMoETile, moeSplitsForce
+						g.sw.CUDAMoETile, moeSplitsForce = moePaths[path].tile, moePaths[path].splits
 						err := bufs.run(g, dt, c.shape(), lib)
-						moeTileEnv, moeSplitsForce = oldTile, oldSplits
+						g.sw.CUDAMoETile, moeSplitsForce = oldTile, oldSplits
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -462,8 +462,7 @@ func TestMoECapture(t *testing.T) {
 // grows with the rows (the backend sizes it once for the most rows).
 func TestMoEPlan(t *testing.T) {
 	const sms, smem = 132, 232448
-	defer func(tile string) { moeTileEnv, moeSplitsForce = tile, 0 }(moeTileEnv)
-	moeTileEnv = "" // the plan, whatever XRUN_CUDA_MOE_TILE says
+	defer func() { moeSplitsForce = 0 }()
 	for _, c := range []struct {
 		sh         MoEShape
 		cfg        string
@@ -477,14 +476,19 @@ func TestMoEPlan(t *testing.T) {
 		{MoEShape{Rows: 256, K: 4, Experts: 32, Hidden: 2880, FFN: 2880}, "l", 23, 2},
 		{MoEShape{Rows: 8192, K: 2, Experts: 8, Hidden: 4096, FFN: 14336}, "l", 224, 1},
 	} {
-		cfg := moeConfigFor(c.sh, smem)
+		cfg := moeConfigFor(c.sh, smem, "auto")
 		kps, split := moeDownSplits(cfg, c.sh, sms)
 		if cfg.name != c.cfg || kps != c.kps || split != c.split {
 			t.Errorf("%+v: config %s, %d splits of %d k tiles; want %s, %d of %d", c.sh, cfg.name, split, kps, c.cfg, c.split, c.kps)
 		}
 	}
-	if cfg := moeConfigFor(MoEShape{Rows: 256}, 166912); cfg.name != "m" {
+	if cfg := moeConfigFor(MoEShape{Rows: 256}, 166912, "auto"); cfg.name != "m" {
 		t.Errorf("163 KB of shared memory per block: config %s, want m", cfg.name)
+	}
+	for _, tile := range []string{"s", "m", "l"} {
+		if cfg := moeConfigFor(MoEShape{Rows: 1}, smem, tile); cfg.name != tile {
+			t.Errorf("XRUN_CUDA_MOE_TILE=%s: config %s", tile, cfg.name)
+		}
 	}
 	for _, force := range []int{0, 3} {
 		moeSplitsForce = force

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/xrun-dev/xrun/datasets"
 )
 
 // DefaultGrace is how long a tool asked to stop (SIGTERM to its process
@@ -344,9 +342,4 @@ func (a *Audit) record(c Command, pass int, started time.Time, elapsed time.Dura
 	}
 	f.Write(append(b, '\n'))
 	f.Close()
-}
-
-// WriteFileAtomic replaces path with what write produces.
-func WriteFileAtomic(path string, write func(io.Writer) error) error {
-	return datasets.WriteFileAtomic(path, write)
 }

@@ -302,6 +302,11 @@ type BackendOptions struct {
 	// KVCacheFraction is kv_cache_free_gpu_mem_fraction: the share of free
 	// device memory the KV cache may take (CUDA; 0: 0.9).
 	KVCacheFraction float64
+	// Switches are the engine switches in effect (engine.New passes the
+	// ones it parsed); nil: the backend parses the process's environment
+	// once, when it opens (engine.ParseSwitches). The CPU backend reads
+	// none.
+	Switches *Switches
 }
 
 // PickTickets is a Pipeliner's ticket bookkeeping, shared by the

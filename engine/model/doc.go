@@ -44,10 +44,13 @@
 // batch's keys/values at (slot, position) before attending over positions
 // 0..pos of the slot. The CPU layout is [layer][slot][kv head][pos][dim].
 //
-// Two optional interfaces: KVBudget (MaxKVSlots: the engine admits no
+// Three optional interfaces: KVBudget (MaxKVSlots: the engine admits no
 // more requests at once than the KV-cache budget holds, as TensorRT-LLM's
-// capacity scheduler) and Releaser (Free / FreeKVCache: buffers replaced
-// when a later run needs them larger are freed before Close).
+// capacity scheduler), Releaser (Free / FreeKVCache: buffers replaced when
+// a later run needs them larger are freed before Close) and Pipeliner
+// (ArgmaxStart / ArgmaxWait: the engine queues the next iteration, fed
+// this one's picks on the device (Batch.Fed), before it waits for this
+// one's tokens, as TensorRT-LLM's overlap scheduler does).
 //
 // Fused QKV rows are [q heads | k heads | v heads] × HeadDim; gate/up rows
 // are [gate | up]; MoE expert weights are stacked [E, 2F, H] and [E, H, F].

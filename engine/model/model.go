@@ -377,6 +377,33 @@ var ErrCapacity = errors.New("batch exceeds the reserved capacity")
 
 // Forward runs one iteration over b and leaves the logits of b.LogitRows
 // on the backend (read them with Argmax or ReadLogits).
+//
+// A backend may run several of these ops as one kernel. The CUDA backend
+// holds one op back so that the next can do its work too
+// (engine/cuda/backend/fusion.go). At decode with gemm_plugin disable (up
+// to 4 rows, counted after padding to the graph bucket:
+// XRUN_CUDA_GEMV_MAXM), a dense layer's nine ops are five kernels:
+//
+//	ops                                          kernel
+//	AddRMSNorm ln1's add                         (in the previous layer's down GEMV)
+//	RMSNorm or AddRMSNorm ln1's norm, MatMul qkv 1: QKV GEMV, the norm as its prologue
+//	RoPE, Attention                              2: attention, rotating q and k and
+//	                                                writing the KV cache first
+//	MatMul wo, AddRMSNorm ln2's add              3: output GEMV, the add as its epilogue
+//	AddRMSNorm ln2's norm, MatMul gate_up,       4: gate_up GEMV, the norm as its
+//	SwiGLU                                          prologue, SwiGLU as its epilogue
+//	MatMul down, the next AddRMSNorm's add       5: down GEMV, the add as its epilogue
+//	(after the last layer: Add)
+//
+// and the final RMSNorm is the LM head GEMV's prologue. With cuBLASLt
+// (gemm_plugin auto) or more rows only RoPE is folded: into the decode
+// attention kernel, or, where that cannot take it (prefill), into RopeKV
+// with the cache write; a dense layer at decode is then eight kernels. On
+// MoE layers the router GEMV takes ln2's norm, and the experts' output is
+// added by an AddRMSNorm kernel. XRUN_CUDA_FUSE=0 turns all of this off,
+// XRUN_CUDA_FUSE_NORM=0 the norms' part, XRUN_CUDA_ATTN_ROPE=0 the
+// folding into attention (engine.Switches). The CPU backend runs every op
+// on its own.
 func (m *Model) Forward(b *Batch) error {
 	T, S := b.NumTokens(), len(b.LogitRows)
 	if T == 0 || T > m.capa.MaxTokens || S > m.capa.MaxLogitRows {

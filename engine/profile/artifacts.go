@@ -3,20 +3,43 @@ package profile
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"math"
 	"path/filepath"
 	"strings"
 
-	"github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/profile/cupti"
-	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/atomicfile"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
 // DefaultTopKernels is how many kernels results.json keeps per cell.
 const DefaultTopKernels = 10
+
+// PassSummary is what a profiled pass leaves for the cell's record: the
+// window, how many iterations it covered, the top kernels (all of them
+// with Options.Top at math.MaxInt), the diagnosis's lines and its
+// figures. The runner turns it into results.json's profile; this package
+// does not know that schema.
+type PassSummary struct {
+	// Window is the profiled iteration span, "A-B" (FormatWindows).
+	Window string
+	// Iterations is how many engine iterations the window covered.
+	Iterations int
+	// Kernels are the top kernels by total time, largest first.
+	Kernels []KernelStat
+	// Diagnosis holds one line per finding and note (Diagnosis.Lines).
+	Diagnosis []string
+	// Stats are the diagnosis's figures, all finite (Diagnosis.Stats).
+	Stats map[string]float64
+}
+
+// passSummary is the summary of a diagnosed window whose kernels are
+// stats, keeping the top ones.
+func passSummary(window string, diag *Diagnosis, stats []KernelStat, top int) *PassSummary {
+	return &PassSummary{Window: window, Iterations: diag.Iterations, Kernels: stats[:min(top, len(stats))],
+		Diagnosis: diag.Lines(), Stats: finite(diag.Stats())}
+}
 
 // Options adjust WriteArtifacts.
 type Options struct {
@@ -53,10 +76,9 @@ func DeviceFor(backend string) Device {
 // WriteArtifacts is what the runner's worker calls after a cell's
 // profiled pass: it writes cellDir/kernels.csv and cellDir/trace.json
 // (both rendered before either is written; each replaced atomically) and
-// returns the summary for results.json (window, iterations, top kernels,
-// diagnosis lines and figures) and the artifacts' names relative to
+// returns the pass's summary and the artifacts' names relative to
 // cellDir. mc is the model the pass ran, for the roofline.
-func WriteArtifacts(cellDir string, res *engine.Result, mc engine.ModelConfig, o Options) (*results.Profile, []string, error) {
+func WriteArtifacts(cellDir string, res *engine.Result, mc engine.ModelConfig, o Options) (*PassSummary, []string, error) {
 	if res == nil {
 		return nil, nil, fmt.Errorf("profile: no result")
 	}
@@ -90,30 +112,17 @@ func WriteArtifacts(cellDir string, res *engine.Result, mc engine.ModelConfig, o
 	}
 	diag.Notes = append(diag.Notes, o.Notes...)
 
-	if err := writeFileAtomic(filepath.Join(cellDir, layout.KernelsFile), kcsv.Bytes()); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(cellDir, layout.KernelsFile), kcsv.Bytes()); err != nil {
 		return nil, nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(cellDir, layout.TraceFile), trace.Bytes()); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(cellDir, layout.TraceFile), trace.Bytes()); err != nil {
 		return nil, nil, err
 	}
-	p := &results.Profile{Window: o.Window, Iterations: diag.Iterations, Diagnosis: diag.Lines(), Stats: finite(diag.Stats())}
-	for _, s := range stats[:min(o.Top, len(stats))] {
-		p.Kernels = append(p.Kernels, results.Kernel{Name: s.Name, TimePct: s.TimePct, TotalNs: s.TotalNs, Instances: s.Instances,
-			AvgNs: s.AvgNs, MedNs: s.MedNs, MinNs: s.MinNs, MaxNs: s.MaxNs, StdDevNs: s.StdDevNs})
-	}
-	return p, []string{layout.KernelsFile, layout.TraceFile}, nil
+	return passSummary(o.Window, diag, stats, o.Top), []string{layout.KernelsFile, layout.TraceFile}, nil
 }
 
-// writeFileAtomic replaces path with data: a reader sees the old file or
-// the new one, never a part.
-func writeFileAtomic(path string, data []byte) error {
-	return datasets.WriteFileAtomic(path, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
-// finite drops figures results.json cannot store.
+// finite drops figures results.json cannot store (JSON has no NaN or
+// infinity).
 func finite(m map[string]float64) map[string]float64 {
 	for k, v := range m {
 		if math.IsNaN(v) || math.IsInf(v, 0) {

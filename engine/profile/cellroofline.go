@@ -3,7 +3,6 @@ package profile
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,75 +14,63 @@ import (
 	"strings"
 
 	"github.com/xrun-dev/xrun/engine"
-	"github.com/xrun-dev/xrun/results"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
-// AttachRooflines sets Roofline on every cell of r that ran on a GPU and
-// has none yet, from the records in its directory (cellDir(id)). It is
-// called where results are assembled (the runner, before it writes
-// results.json; xrun report, so that results written before rooflines
-// existed show them), never in the worker. Cells that ran on the CPU are
-// left alone: their ceilings would be those of the machine assembling the
-// results. The errors say, per GPU cell, why it got no roofline; the
-// other cells are attached regardless. Results from a host without a GPU
-// are left alone at once; a host whose GPUs have no known ceilings gives
-// one error.
-func AttachRooflines(r *results.Results, cellDir func(id string) string) []error {
-	todo := slices.ContainsFunc(r.Cells, func(c results.Cell) bool { return c.Roofline == nil && c.Status == results.StatusOK })
-	if !todo || len(r.Environment.GPUs) == 0 {
-		return nil
-	}
-	if _, err := envGPUName(r.Environment); err != nil {
-		return []error{fmt.Errorf("no rooflines: %w", err)}
-	}
-	var errs []error
-	for i := range r.Cells {
-		c := &r.Cells[i]
-		if c.Roofline != nil || c.Status != results.StatusOK {
-			continue
-		}
-		rf, err := CellRoofline(cellDir(c.ID), c, r.Environment)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("cell %s: no roofline: %w", c.ID, err))
-			continue
-		}
-		c.Roofline = rf
-	}
-	return errs
+// RooflineCell is what CellRoofline needs to know of a cell besides the
+// records in its directory: what results.json and the cell's record
+// (cell.json) say of it. The runner, which owns both, reads them and
+// decides which cells ran on a GPU; this package knows neither file.
+type RooflineCell struct {
+	// Model is the cell's model parameter.
+	Model string
+	// GPU is the name (as NVML gives it) of the GPU the cell ran on.
+	GPU string
+	// Backend is the backend its record names ("cuda/cublaslt"); "" when
+	// unknown.
+	Backend string
+	// Ceilings are those the CUDA backend measured and the cell's record
+	// keeps; nil when it keeps none.
+	Ceilings *engine.Ceilings
+	// FirstRepeat is the first timed repeat's metrics (num_requests,
+	// total_input_tokens, total_output_tokens are read); nil when the
+	// cell has no timed repeat.
+	FirstRepeat map[string]float64
 }
 
-// CellRoofline computes a cell's roofline from its directory: the
-// first timed repeat's iterations (iterations.csv: pass 0, warm-up left
-// out), on MoE models the experts each iteration's tokens reached
-// (expert_load.csv: an expert with at least one token in a layer was
-// read), the model's shapes (the cell's model parameter) and the ceilings
-// (cellDevice). It returns nil and no error for a cell that did not run
-// on a GPU.
-func CellRoofline(dir string, c *results.Cell, env results.Environment) (*results.Roofline, error) {
-	rec, err := readRecordSummary(dir)
+// Roofline is a cell's roofline: the floor of its first timed repeat's
+// iterations against the device's ceilings, the output throughput at that
+// floor, and which records the work was computed from.
+type Roofline struct {
+	Floor
+	Device     Device
+	OutputTokS float64
+	Basis      string
+}
+
+// CellRoofline computes the roofline of a cell that ran on a GPU from its
+// directory: the first timed repeat's iterations (iterations.csv: pass 0,
+// warm-up left out), on MoE models the experts each iteration's tokens
+// reached (expert_load.csv: an expert with at least one token in a layer
+// was read), the model's shapes (c.Model) and the ceilings (cellDevice).
+// A benchmark program's cell (backend "command/...") has no iterations
+// and gets nil and no error.
+func CellRoofline(dir string, c RooflineCell) (*Roofline, error) {
+	dev, err := cellDevice(c)
 	if err != nil {
 		return nil, err
 	}
-	if !ranOnGPU(rec, c, env) {
-		return nil, nil
-	}
-	dev, err := cellDevice(rec, env)
-	if err != nil {
-		return nil, err
-	}
-	name, _ := c.Params["model"].(string)
-	if name == "" {
+	if c.Model == "" {
 		return nil, errors.New("the cell has no model parameter")
 	}
-	mc, err := engine.LookupModel(name)
+	mc, err := engine.LookupModel(c.Model)
 	if err != nil {
 		return nil, err
 	}
-	if len(c.Repeats) == 0 {
+	m := c.FirstRepeat
+	if m == nil {
 		return nil, errors.New("no timed repeat")
 	}
-	m := c.Repeats[0]
 	n, in, out := m["num_requests"], m["total_input_tokens"], m["total_output_tokens"]
 	if n <= 0 || out <= 0 {
 		return nil, errors.New("the first repeat lacks num_requests or total_output_tokens")
@@ -97,7 +84,7 @@ func CellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 		return nil, err
 	}
 	if len(iters) == 0 {
-		if strings.HasPrefix(rec.Backend, "command/") {
+		if strings.HasPrefix(c.Backend, "command/") {
 			// A benchmark program's records have no iterations to
 			// schedule the work by; the cell simply has no roofline.
 			return nil, nil
@@ -122,90 +109,23 @@ func CellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	if f.Seconds <= 0 {
 		return nil, errors.New("the timed iterations hold no work")
 	}
-	return &results.Roofline{
-		FloorS: f.Seconds, OutputTokS: out / f.Seconds, MemoryBoundS: f.MemoryBoundSeconds,
-		Iterations: f.Iterations, Bytes: f.Work.Bytes, FLOPs: f.Work.FLOPs,
-		Device: dev.Name, PeakBytesPerS: dev.PeakBytesPerSec, PeakFLOPS: dev.PeakFLOPs, PeakSource: dev.PeakSource,
-		Basis: basis,
-	}, nil
-}
-
-// recordSummary is what the roofline reads from a cell's record
-// (cell.json): its backend and the ceilings the CUDA backend measured.
-type recordSummary struct {
-	Backend  string           `json:"backend"`
-	Ceilings *engine.Ceilings `json:"ceilings"`
-}
-
-// readRecordSummary reads dir's cell.json; a cell without one (results
-// copied without their cells/) reads as an empty record.
-func readRecordSummary(dir string) (recordSummary, error) {
-	var rec recordSummary
-	path := filepath.Join(dir, layout.CellFile)
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return rec, nil
-	case err != nil:
-		return rec, err
-	}
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return rec, fmt.Errorf("%s: %w", path, err)
-	}
-	return rec, nil
-}
-
-// ranOnGPU says whether a cell ran on a GPU backend: its record's backend
-// ("cuda/cublaslt"), else its engine parameter, "auto" meaning the GPU
-// when the environment lists one (as the runner resolves it).
-func ranOnGPU(rec recordSummary, c *results.Cell, env results.Environment) bool {
-	switch {
-	case c.Params["engine"] == "cpu":
-		return false
-	case rec.Backend != "":
-		return !strings.HasPrefix(rec.Backend, "cpu")
-	case c.Params["engine"] == "cuda":
-		return true
-	}
-	return len(env.GPUs) > 0
-}
-
-// envGPUName is the name of the environment's GPU; the runner gives a
-// cell one GPU of the host, so the GPUs must be of one kind.
-func envGPUName(env results.Environment) (string, error) {
-	var names []string
-	for _, g := range env.GPUs {
-		if !slices.Contains(names, g.Name) {
-			names = append(names, g.Name)
-		}
-	}
-	switch len(names) {
-	case 0:
-		return "", errors.New("results.json names no GPU (environment.gpus is empty)")
-	case 1:
-		return names[0], nil
-	}
-	return "", fmt.Errorf("the host has GPUs of several kinds (%s) and results.json does not say which ran the cell", strings.Join(names, ", "))
+	return &Roofline{Floor: f, Device: dev, OutputTokS: out / f.Seconds, Basis: basis}, nil
 }
 
 // cellDevice is the ceilings for a cell: those the CUDA backend measured
 // and its record keeps (on a GPU xrun knows none for, or with
-// XRUN_MEASURE_CEILINGS=1), else those measured on the project's machines
-// for the environment's GPU (GPUDevice).
-func cellDevice(rec recordSummary, env results.Environment) (Device, error) {
-	name, err := envGPUName(env)
-	if err != nil {
-		return Device{}, err
-	}
-	if c := rec.Ceilings; c != nil && c.BytesPerSec > 0 && c.FLOPs > 0 {
-		d := MeasuredDevice(c)
-		d.Name = name
+// XRUN_MEASURE_CEILINGS=1), under the GPU's name, else those measured on
+// the project's machines for its GPU (GPUDevice).
+func cellDevice(c RooflineCell) (Device, error) {
+	if m := c.Ceilings; m != nil && m.BytesPerSec > 0 && m.FLOPs > 0 {
+		d := MeasuredDevice(m)
+		d.Name = c.GPU
 		return d, nil
 	}
-	if d, ok := GPUDevice(name); ok {
+	if d, ok := GPUDevice(c.GPU); ok {
 		return d, nil
 	}
-	return Device{}, fmt.Errorf("xrun has no measured ceilings for %s, and the cell's record has none", name)
+	return Device{}, fmt.Errorf("xrun has no measured ceilings for %s, and the cell's record has none", c.GPU)
 }
 
 // MeasuredDevice is the Device of ceilings the CUDA backend measured; the

@@ -12,7 +12,8 @@ import (
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/model"
-	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/kernelname"
+	"github.com/xrun-dev/xrun/results/numfmt"
 )
 
 // Pattern names, as performance engineers name what a profile shows.
@@ -33,7 +34,7 @@ const (
 	lowBusy = 0.6
 	// launchGapShare: gaps between consecutive kernels of an iteration
 	// taking this share of the window mean launches, not kernels, set the
-	// pace (eager launches cost ~2.5 us each on an H200, gpu.md).
+	// pace (eager launches cost ~2.5 us each on an H200, bench/GPU.md).
 	launchGapShare = 0.15
 )
 
@@ -284,12 +285,6 @@ func (d *Diagnosis) moeBreakdown(stats []KernelStat) {
 		100*figs["moe_share"], fmtDur(float64(moeNs)/float64(max(d.Iterations, 1))), strings.Join(parts, ", ")), figs)
 }
 
-// IsGEMM reports whether a kernel name is a GEMM: cuBLAS/cuBLASLt (nvjet,
-// sm90_xmma, cutlass), the engine's own (including its grouped expert
-// GEMMs) or the CPU backend's, by the results package's rule, which the
-// kernel diff's categories use too.
-func IsGEMM(name string) bool { return results.IsGEMMKernel(name) }
-
 func (d *Diagnosis) gemmAndTop(ops []model.OpRecord) { d.gemmAndTopStats(Summarize(ops)) }
 
 func (d *Diagnosis) gemmAndTopStats(stats []KernelStat) {
@@ -299,7 +294,7 @@ func (d *Diagnosis) gemmAndTopStats(stats []KernelStat) {
 	var gemm []string
 	var gemmNs int64
 	for _, s := range stats {
-		if IsGEMM(s.Name) {
+		if kernelname.IsGEMM(s.Name) {
 			gemm = append(gemm, s.Name)
 			gemmNs += s.TotalNs
 		}
@@ -313,7 +308,7 @@ func (d *Diagnosis) gemmAndTopStats(stats []KernelStat) {
 	d.moeBreakdown(stats)
 	top := stats[0]
 	d.add(PatternTopKernel, fmt.Sprintf("%s: %.1f%% of kernel time, %s per iteration in %s launches of mean %s",
-		ShortName(top.Name), top.TimePct, fmtDur(float64(top.TotalNs)/float64(d.Iterations)), sig3(float64(top.Instances)/float64(d.Iterations)), fmtDur(top.AvgNs)),
+		kernelname.Short(top.Name), top.TimePct, fmtDur(float64(top.TotalNs)/float64(d.Iterations)), sig3(float64(top.Instances)/float64(d.Iterations)), fmtDur(top.AvgNs)),
 		map[string]float64{"time_pct": top.TimePct, "ns_per_iteration": float64(top.TotalNs) / float64(d.Iterations)})
 }
 
@@ -324,7 +319,7 @@ func plural(n int) string {
 	return "s"
 }
 
-// shorten keeps the first n names, each shortened (ShortName) and cut to
+// shorten keeps the first n names, each shortened (kernelname.Short) and cut to
 // 60 characters, and says how many more there were.
 func shorten(names []string, n int) []string {
 	var out []string
@@ -333,7 +328,7 @@ func shorten(names []string, n int) []string {
 			out = append(out, fmt.Sprintf("and %d more", len(names)-n))
 			break
 		}
-		s = ShortName(s)
+		s = kernelname.Short(s)
 		if r := []rune(s); len(r) > 60 {
 			s = string(r[:57]) + "..."
 		}
@@ -409,4 +404,4 @@ func sig3(x float64) string {
 
 // fmtRate prints a rate with an SI prefix and three significant digits,
 // as results.md's roofline note does.
-func fmtRate(v float64, unit string) string { return results.FormatRate(v, unit) }
+func fmtRate(v float64, unit string) string { return numfmt.Rate(v, unit, 3) }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/xrun-dev/xrun/engine"
-	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/kernelname"
 )
 
 // PatternCommunication names the share of a window's kernel time that is
@@ -73,7 +73,7 @@ func (d *Diagnosis) windowShares(stats []KernelStat) {
 	var names []string
 	for _, s := range stats {
 		switch {
-		case IsGEMM(s.Name):
+		case kernelname.IsGEMM(s.Name):
 			gemm += s.TotalNs
 			names = append(names, s.Name)
 		case IsCommunication(s.Name):
@@ -92,7 +92,7 @@ func (d *Diagnosis) windowShares(stats []KernelStat) {
 	}
 	top := stats[0]
 	d.add(PatternTopKernel, fmt.Sprintf("%s: %.1f%% of kernel time, %s launches of mean %s",
-		ShortName(top.Name), top.TimePct, sig3(float64(top.Instances)), fmtDur(top.AvgNs)),
+		kernelname.Short(top.Name), top.TimePct, sig3(float64(top.Instances)), fmtDur(top.AvgNs)),
 		map[string]float64{"time_pct": top.TimePct})
 }
 
@@ -118,7 +118,7 @@ func (d *Diagnosis) communication(stats []KernelStat) {
 // wrote into the cell's directory) and the files its tools left there
 // become the cell's profile, with DiagnoseSummary's diagnosis and the
 // driver's notes.
-func SummaryArtifacts(res *engine.Result, mc engine.ModelConfig, o Options) (*results.Profile, []string, error) {
+func SummaryArtifacts(res *engine.Result, mc engine.ModelConfig, o Options) (*PassSummary, []string, error) {
 	if o.Device == (Device{}) {
 		o.Device = DeviceFor(res.Backend)
 	}
@@ -145,12 +145,7 @@ func SummaryArtifacts(res *engine.Result, mc engine.ModelConfig, o Options) (*re
 	if window == "" {
 		window = FormatWindows(res.Windows)
 	}
-	p := &results.Profile{Window: window, Iterations: diag.Iterations, Diagnosis: diag.Lines(), Stats: finite(diag.Stats())}
-	for _, s := range stats[:min(o.Top, len(stats))] {
-		p.Kernels = append(p.Kernels, results.Kernel{Name: s.Name, TimePct: s.TimePct, TotalNs: s.TotalNs, Instances: s.Instances,
-			AvgNs: s.AvgNs, MedNs: s.MedNs, MinNs: s.MinNs, MaxNs: s.MaxNs, StdDevNs: s.StdDevNs})
-	}
-	return p, dedupe(files), nil
+	return passSummary(window, diag, stats, o.Top), dedupe(files), nil
 }
 
 func dedupe(files []string) []string {

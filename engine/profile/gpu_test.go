@@ -18,6 +18,8 @@ import (
 	"github.com/xrun-dev/xrun/engine/cuda"
 	_ "github.com/xrun-dev/xrun/engine/cuda/backend" // registers the "cuda" backend
 	"github.com/xrun-dev/xrun/engine/profile/cupti"
+	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/kernelname"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -84,7 +86,7 @@ func TestGPUProfiledPass(t *testing.T) {
 		}
 		reqs = append(reqs, datasets.Request{TaskID: i, InputIDs: in, OutputTokens: 32})
 	}
-	cells := map[string]CellKernels{}
+	cells := map[string]results.KernelCell{}
 	for _, gemm := range []string{"disable", "auto"} {
 		e, err := engine.New(context.Background(), engine.Config{Model: "tinyllama-1.1b", Backend: "cuda", Dtype: "float16",
 			BatchSize: 64, GemmPlugin: gemm, ProfileWindow: "40-49", Warmup: 2})
@@ -136,19 +138,19 @@ func TestGPUProfiledPass(t *testing.T) {
 		stats := Summarize(prof.Ops)
 		gemms := ""
 		for _, st := range stats {
-			if IsGEMM(st.Name) {
+			if kernelname.IsGEMM(st.Name) {
 				gemms += st.Name + "; "
 			}
 		}
 		if gemms == "" {
 			t.Errorf("gemm_plugin=%s: no GEMM kernel among %d kernels", gemm, len(stats))
 		}
-		cells[gemm] = CellKernels{ID: "gemm-" + gemm, Iterations: p.Iterations, Stats: stats}
+		cells[gemm] = kernelCell("gemm-"+gemm, p.Iterations, stats)
 		if p.Iterations != 10 || len(prof.Ops) == 0 {
 			t.Errorf("gemm_plugin=%s: %d iterations, %d ops in the window", gemm, p.Iterations, len(prof.Ops))
 		}
 	}
-	d := DiffKernels(cells["disable"], cells["auto"])
+	d := results.DiffKernels(cells["disable"], cells["auto"])
 	var b bytes.Buffer
 	d.Render(&b, "text")
 	os.WriteFile(filepath.Join(out, "diff.txt"), b.Bytes(), 0o644)

@@ -1,11 +1,7 @@
 package profile
 
 import (
-	"bytes"
 	"context"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,29 +9,14 @@ import (
 	"github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/model"
+	goldenfile "github.com/xrun-dev/xrun/results/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
-
-// golden compares got with testdata/name; with -update it rewrites the
-// file, otherwise a mismatch leaves testdata/name.got to diff against.
+// golden compares got with testdata/name: golden.Check, the module's
+// golden-file helper (-update rewrites the file).
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./engine/profile -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		os.WriteFile(path+".got", got, 0o644)
-		t.Errorf("%s differs from the golden file; see %s.got (go test ./engine/profile -update to accept)", path, path)
-	}
+	goldenfile.Check(t, name, got)
 }
 
 // testDevice is a CPU with configured ceilings, so that the diagnosis

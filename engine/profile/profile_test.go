@@ -325,36 +325,6 @@ func FuzzReadKernelsCSV(f *testing.F) {
 	})
 }
 
-// TestDiffGemmPlugin profiles gemm_plugin auto and disable and checks the
-// kernel diff (text and Markdown): the plain GEMM replaced by the blocked
-// one, the other kernels side by side.
-func TestDiffGemmPlugin(t *testing.T) {
-	resA, _ := profiledRun(t, "disable")
-	resB, _ := profiledRun(t, "auto")
-	d := DiffKernels(CellKernels{ID: "gemm-disable", Iterations: len(profiledIterations(resA)), Stats: Summarize(resA.Ops)},
-		CellKernels{ID: "gemm-auto", Iterations: len(profiledIterations(resB)), Stats: Summarize(resB.Ops)})
-	for _, f := range []string{"text", "markdown"} {
-		var b bytes.Buffer
-		if err := d.Render(&b, f); err != nil {
-			t.Fatal(err)
-		}
-		golden(t, "diff-gemm."+f, b.Bytes())
-	}
-	if len(d.Replaced) != 1 || d.Replaced[0].Category != "GEMM" || !slices.Equal(d.Replaced[0].Old, []string{"cpu_gemm_plain"}) ||
-		!slices.Equal(d.Replaced[0].New, []string{"cpu_gemm_blocked_6x16"}) {
-		t.Errorf("replacements %+v; want the plain GEMM replaced by the blocked one", d.Replaced)
-	}
-	// Without iteration counts the diff compares totals and says so.
-	d = DiffKernels(CellKernels{ID: "a", Stats: Summarize(resA.Ops)}, CellKernels{ID: "b", Iterations: 3, Stats: Summarize(resB.Ops)})
-	var b bytes.Buffer
-	if err := d.Render(&b, "text"); err != nil || !strings.Contains(b.String(), "times are window totals") {
-		t.Errorf("diff without iteration counts:\n%s (%v)", b.String(), err)
-	}
-	if err := d.Render(&b, "html"); err == nil {
-		t.Error("unknown format accepted")
-	}
-}
-
 func TestWriteArtifacts(t *testing.T) {
 	res, mc := profiledRun(t, "auto")
 	dir := t.TempDir()
@@ -402,7 +372,7 @@ func TestFormatWindows(t *testing.T) {
 	}
 }
 
-// TestRoofline checks the roofline's work against ../shared/docs/gpu.md:
+// TestRoofline checks the roofline's work against bench/GPU.md ("Rooflines"):
 // a TinyLlama decode step at batch 1 reads 2.07 GB of fp16 weights and
 // does 2.07 GFLOP per token, plus 22,528 bytes of KV per cached position.
 func TestRoofline(t *testing.T) {
@@ -532,29 +502,9 @@ func TestDiagnoseMoEStages(t *testing.T) {
 			t.Errorf("%s = %v, want %v (finding %q)", k, moe.Figures[k], v, moe.Text)
 		}
 	}
-	// The engine's own expert GEMMs are GEMMs too.
-	if !IsGEMM("moe_gate_up_s_bf16") || IsGEMM("moe_combine_bf16") {
-		t.Error("IsGEMM misclassifies the MoE kernels")
-	}
 	// A dense model's profile has no MoE finding.
 	dense := Diagnose(&engine.Result{Backend: "cuda", Iterations: res.Iterations, Ops: res.Ops[:1]}, mc, h200)
 	if slices.ContainsFunc(dense.Findings, func(f Finding) bool { return f.Pattern == PatternMoE }) {
 		t.Error("MoE finding on a profile without MoE kernels")
-	}
-}
-
-func TestShortName(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"cpu_add", "cpu_add"},
-		{"void gemm_f16_tile<128, 64>(__half const*, __half const*, __half*, int, int, int)", "gemm_f16_tile<128, 64>"},
-		{"void cublasLt::splitKreduce_kernel<32, 16, int, float, __half, float, __half, false, float, __half, __half, true, false, false, false>(cublasLt::cublasSplitKParams<float>, float const*)",
-			"cublasLt::splitKreduce_kernel<…>"},
-		{"void (anonymous namespace)::softmax<float>(float*, int)", "(anonymous namespace)::softmax<float>"},
-		{"void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<c10::Half>, std::array<char*, 1ul> >(int, at::native::FillFunctor<c10::Half>, std::array<char*, 1ul>)",
-			"at::native::vectorized_elementwise_kernel<…>"},
-	} {
-		if got := ShortName(tc.in); got != tc.want {
-			t.Errorf("ShortName(%q) = %q, want %q", tc.in, got, tc.want)
-		}
 	}
 }

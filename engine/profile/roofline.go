@@ -7,7 +7,7 @@ import (
 )
 
 // Work is what an iteration must move and compute at the least, by the
-// roofline model of ../shared/docs/gpu.md ("Rooflines"): every matmul
+// roofline model of bench/GPU.md ("Rooflines"): every matmul
 // weight read once (for MoE, the experts the batch's tokens reach), the KV
 // cache read by each decoding request and written for each new token;
 // 2 FLOP per weight per token plus attention's 4 * layers * heads *

@@ -1,8 +1,7 @@
 package profile
 
 import (
-	"errors"
-	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,42 +9,56 @@ import (
 	"testing"
 
 	"github.com/xrun-dev/xrun/engine"
-	"github.com/xrun-dev/xrun/results"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
-// rooflineFixture is testdata/roofline as results.json would list it: an
-// H200 host, two requests of 4 tokens in and 2 out per repeat (one warm-up
-// request), cells that ran on the GPU (dense, MoE with and without
-// expert_load.csv, one whose records are gone) and one on the CPU.
-func rooflineFixture() *results.Results {
-	r := &results.Results{Environment: results.Environment{GPUs: []results.GPU{{Index: 0, Name: "NVIDIA H200"}}}}
-	reps := []results.Metrics{
-		{"num_requests": 2, "total_input_tokens": 8, "total_output_tokens": 4, "system_output_throughput_tok_s": 1e6},
-		{"num_requests": 2, "total_input_tokens": 8, "total_output_tokens": 4, "system_output_throughput_tok_s": 2e6},
-		{"num_requests": 2, "total_input_tokens": 8, "total_output_tokens": 4, "system_output_throughput_tok_s": 3e6},
-	}
-	for _, c := range []struct{ id, model string }{
-		{"dense-gpu", "tiny-llama"}, {"moe-gpu", "tiny-moe"}, {"moe-noload", "tiny-moe"}, {"cpu", "tiny-llama"}, {"broken", "tiny-llama"},
-	} {
-		r.Cells = append(r.Cells, results.Cell{ID: c.id, Status: results.StatusOK, Repeats: reps,
-			Params: results.Params{"model": c.model, "engine": "auto", "dtype": "float16"}})
-	}
-	r.Cells = append(r.Cells, results.Cell{ID: "failed", Status: results.StatusFailed, Params: results.Params{"model": "tiny-llama"}})
-	return r
-}
+// Records as a cell's worker writes them: pass 0 and 1 timed (iterations
+// 0 and 1 warm-up), pass 2 profiled. Every pass serves two requests of 4
+// tokens in and 2 out (one warm-up request first). expert_load.csv is a
+// tiny-moe cell's.
+const (
+	fixtureIterations = iterationsHeader + `0,false,0,1,4,0,0,1000,true,false
+0,false,1,0,0,1,1000,1000,true,false
+0,false,2,2,8,0,2000,1000,false,false
+0,false,3,0,0,2,3000,1000,false,false
+1,false,0,1,4,0,0,1000,true,false
+1,false,1,0,0,1,1000,1000,true,false
+1,false,2,2,8,0,2000,1000,false,false
+1,false,3,0,0,2,3000,1000,false,false
+2,true,0,1,4,0,0,1000,true,true
+2,true,1,0,0,1,1000,1000,true,true
+2,true,2,2,8,0,2000,1000,false,true
+2,true,3,0,0,2,3000,1000,false,true
+`
+	fixtureExpertLoad = `iteration,warmup,layer,max_over_mean,expert_0,expert_1,expert_2,expert_3,expert_4,expert_5,expert_6,expert_7
+0,true,0,2,2,0,1,1,0,2,0,2
+0,true,1,2,0,4,0,0,2,0,2,0
+1,true,0,2,0,1,0,0,0,0,1,0
+1,true,1,2,0,0,0,1,0,1,0,0
+2,false,0,2,3,2,0,4,1,2,0,4
+2,false,1,1,2,2,2,2,2,2,2,2
+3,false,0,4,0,2,0,0,1,0,1,0
+3,false,1,4,0,0,0,2,0,0,2,0
+`
+)
 
-func fixtureCellDir(id string) string { return filepath.Join("testdata", "roofline", "cells", id) }
-
-func rooflineOf(t *testing.T, r *results.Results, id string) *results.Roofline {
+// recordsDir is a cell directory holding files (name -> content).
+func recordsDir(t *testing.T, files map[string]string) string {
 	t.Helper()
-	for i := range r.Cells {
-		if r.Cells[i].ID == id {
-			return r.Cells[i].Roofline
+	dir := t.TempDir()
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	t.Fatalf("no cell %s", id)
-	return nil
+	return dir
+}
+
+// fixtureCell is a cell of model that ran on an H200, as the runner
+// describes it: the first repeat's two requests of 4 tokens in and 2 out.
+func fixtureCell(model string) RooflineCell {
+	return RooflineCell{Model: model, GPU: "NVIDIA H200", Backend: "cuda/cublaslt",
+		FirstRepeat: map[string]float64{"num_requests": 2, "total_input_tokens": 8, "total_output_tokens": 4, "system_output_throughput_tok_s": 1e6}}
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(math.Abs(a), math.Abs(b)) }
@@ -81,39 +94,47 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Max(math.Abs(a
 //
 // On an H200 (4.3 TB/s, 790 TFLOP/s) every one of them is memory bound.
 func TestRooflineByHand(t *testing.T) {
-	r := rooflineFixture()
-	AttachRooflines(r, fixtureCellDir)
 	const bw, flops = 4.3e12, 790e12
-
-	dense := rooflineOf(t, r, "dense-gpu")
-	if dense == nil {
-		t.Fatal("dense-gpu: no roofline")
+	denseDir := recordsDir(t, map[string]string{layout.IterationsFile: fixtureIterations})
+	dense, err := CellRoofline(denseDir, fixtureCell("tiny-llama"))
+	if err != nil || dense == nil {
+		t.Fatalf("dense: %v, %v; want a roofline", dense, err)
 	}
 	wantBytes, wantFLOPs := 239616.0+240640, 1515520.0+480256
 	floor := wantBytes / bw
-	if !near(dense.Bytes, wantBytes) || !near(dense.FLOPs, wantFLOPs) || !near(dense.FloorS, floor) ||
-		!near(dense.MemoryBoundS, floor) || !near(dense.OutputTokS, 4/floor) || dense.Iterations != 2 {
+	if !near(dense.Work.Bytes, wantBytes) || !near(dense.Work.FLOPs, wantFLOPs) || !near(dense.Seconds, floor) ||
+		!near(dense.MemoryBoundSeconds, floor) || !near(dense.OutputTokS, 4/floor) || dense.Iterations != 2 {
 		t.Errorf("dense: %+v\nwant bytes %g, FLOPs %g, floor %g s (all memory bound), %g tok/s, 2 iterations", *dense, wantBytes, wantFLOPs, floor, 4/floor)
 	}
-	if dense.PeakBytesPerS != bw || dense.PeakFLOPS != flops || dense.Device != "NVIDIA H200" || !strings.Contains(dense.PeakSource, "measured") {
-		t.Errorf("dense: ceilings %g B/s, %g FLOP/s of %q (%q)", dense.PeakBytesPerS, dense.PeakFLOPS, dense.Device, dense.PeakSource)
+	if d := dense.Device; d.PeakBytesPerSec != bw || d.PeakFLOPs != flops || d.Name != "NVIDIA H200" || !strings.Contains(d.PeakSource, "measured") {
+		t.Errorf("dense: ceilings %g B/s, %g FLOP/s of %q (%q)", d.PeakBytesPerSec, d.PeakFLOPs, d.Name, d.PeakSource)
+	}
+	if want := "iterations.csv (first repeat, warm-up left out)"; dense.Basis != want {
+		t.Errorf("dense: basis %q, want %q", dense.Basis, want)
 	}
 
-	moe := rooflineOf(t, r, "moe-gpu")
-	if moe == nil {
-		t.Fatal("moe-gpu: no roofline")
+	moeDir := recordsDir(t, map[string]string{layout.IterationsFile: fixtureIterations, layout.ExpertLoadFile: fixtureExpertLoad})
+	moe, err := CellRoofline(moeDir, fixtureCell("tiny-moe"))
+	if err != nil || moe == nil {
+		t.Fatalf("moe: %v, %v; want a roofline", moe, err)
 	}
 	wantBytes, wantFLOPs = 3481600.0+1714176, 8962048.0+3033088
 	floor = wantBytes / bw
-	if !near(moe.Bytes, wantBytes) || !near(moe.FLOPs, wantFLOPs) || !near(moe.FloorS, floor) || !strings.Contains(moe.Basis, "experts reached from expert_load.csv") {
+	if !near(moe.Work.Bytes, wantBytes) || !near(moe.Work.FLOPs, wantFLOPs) || !near(moe.Seconds, floor) || !strings.Contains(moe.Basis, "experts reached from expert_load.csv") {
 		t.Errorf("moe: %+v\nwant bytes %g, FLOPs %g, floor %g s", *moe, wantBytes, wantFLOPs, floor)
+	}
+	// Without expert_load.csv the experts reached are estimated, and the
+	// basis says so.
+	noload, err := CellRoofline(denseDir, fixtureCell("tiny-moe"))
+	if err != nil || noload == nil || !strings.Contains(noload.Basis, "experts reached estimated (no expert_load.csv)") || noload.Work.Bytes == moe.Work.Bytes {
+		t.Errorf("moe without expert_load.csv: %+v, %v; want an estimate that says so", noload, err)
 	}
 
 	// The same iterations against ceilings that put the prefill on the
 	// compute side: 1 MB/s and 4 MFLOP/s. Iteration 2 takes
 	// 1,515,520/4e6 = 0.37888 s (compute bound), iteration 3
 	// 240,640/1e6 = 0.24064 s (memory bound).
-	iters, err := readTimedIterations(filepath.Join(fixtureCellDir("dense-gpu"), layout.IterationsFile))
+	iters, err := readTimedIterations(filepath.Join(denseDir, layout.IterationsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,173 +146,93 @@ func TestRooflineByHand(t *testing.T) {
 
 	// The experts counted from expert_load.csv, warm-up included (the
 	// floor asks only for the timed ones).
-	touched, err := readTouchedExperts(filepath.Join(fixtureCellDir("moe-gpu"), layout.ExpertLoadFile), 2, 8)
+	touched, err := readTouchedExperts(filepath.Join(moeDir, layout.ExpertLoadFile), 2, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[int]int{0: 8, 1: 4, 2: 14, 3: 5}; !mapsEqual(touched, want) {
+	if want := map[int]int{0: 8, 1: 4, 2: 14, 3: 5}; !maps.Equal(touched, want) {
 		t.Errorf("touched experts %v; want %v", touched, want)
 	}
 }
 
-func mapsEqual(a, b map[int]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-// TestAttachRooflines records what every kind of cell gets (golden): GPU
-// cells a roofline, the MoE cell without expert_load.csv one with the
-// experts estimated, the CPU cell and the failed one none, the cell whose
-// records are gone an error and none.
-func TestAttachRooflines(t *testing.T) {
-	r := rooflineFixture()
-	errs := AttachRooflines(r, fixtureCellDir)
-	if len(errs) != 1 || !errors.Is(errs[0], fs.ErrNotExist) || !strings.Contains(errs[0].Error(), "cell broken: no roofline") {
-		t.Errorf("errors %v; want one for cell broken (no iterations.csv)", errs)
-	}
-	// As results.json holds them: rounded, the fraction computed.
-	data, err := results.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "roofline.results.json", data)
-
-	// A second call looks again only at the ok cells still without one.
-	var asked []string
-	AttachRooflines(r, func(id string) string {
-		asked = append(asked, id)
-		return fixtureCellDir(id)
-	})
-	if strings.Join(asked, " ") != "cpu broken" {
-		t.Errorf("second attach read the cells %q; want cpu broken", asked)
-	}
-	// Read back, the fraction is the median measured throughput (2e6)
-	// over the roofline's.
-	back, err := results.Parse(data, "results.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rf := rooflineOf(t, back, "dense-gpu")
-	if want := 2e6 / rf.OutputTokS; math.Abs(rf.Fraction-want) > 1e-5*want {
-		t.Errorf("fraction %g; want %g", rf.Fraction, want)
-	}
-}
-
-// TestAttachRooflinesHost: results from a host without a GPU are left
-// alone at once; on a GPU without known ceilings each GPU cell needs the
-// ones its record keeps, and these fixtures keep none.
-func TestAttachRooflinesHost(t *testing.T) {
-	r := rooflineFixture()
-	r.Environment.GPUs = nil
-	if errs := AttachRooflines(r, func(string) string { t.Error("read a cell"); return "" }); errs != nil {
-		t.Errorf("no GPU: %v", errs)
-	}
-	r.Environment.GPUs = []results.GPU{{Name: "NVIDIA A10"}}
-	errs := AttachRooflines(r, fixtureCellDir)
-	if len(errs) != 4 {
-		t.Errorf("A10: %d errors, want one per GPU cell (4): %v", len(errs), errs)
-	}
-	for _, err := range errs {
-		if !strings.Contains(err.Error(), "no measured ceilings for NVIDIA A10, and the cell's record has none") {
-			t.Errorf("A10: %v", err)
-		}
-	}
-}
-
-// TestCellRooflineRecordedCeilings: on a GPU xrun knows no ceilings for,
-// the ones the CUDA backend measured and the cell's record keeps make the
-// roofline, and on a known GPU too (they were measured on request).
-func TestCellRooflineRecordedCeilings(t *testing.T) {
-	dir := t.TempDir()
-	src := fixtureCellDir("dense-gpu")
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+// TestCellRooflineCeilings: on a GPU xrun knows no ceilings for, the ones
+// the CUDA backend measured and the cell's record keeps make the
+// roofline, and on a known GPU too (they were measured on request); a GPU
+// with neither gets none.
+func TestCellRooflineCeilings(t *testing.T) {
+	dir := recordsDir(t, map[string]string{layout.IterationsFile: fixtureIterations})
 	const source = "measured by xrun on this GPU (GPU-1234) on 2026-11-21: device-to-device copy and float16 GEMM"
-	rec := `{"backend": "cuda/cublaslt", "ceilings": {"bytes_per_s": 1.6e12, "flop_per_s": 290e12, "device": "NVIDIA A100-SXM4-80GB", "dtype": "float16", "source": "` + source + `"}}`
-	if err := os.WriteFile(filepath.Join(dir, layout.CellFile), []byte(rec), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r := rooflineFixture()
-	c := r.Cells[0] // dense-gpu
-	a100 := results.Environment{GPUs: []results.GPU{{Name: "NVIDIA A100-SXM4-80GB"}}}
-	rf, err := CellRoofline(dir, &c, a100)
+	measured := &engine.Ceilings{BytesPerSec: 1.6e12, FLOPs: 290e12, Device: "NVIDIA A100-SXM4-80GB", DType: "float16", Source: source}
+	c := fixtureCell("tiny-llama")
+	c.GPU, c.Ceilings = "NVIDIA A100-SXM4-80GB", measured
+	a100, err := CellRoofline(dir, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rf.PeakBytesPerS != 1.6e12 || rf.PeakFLOPS != 290e12 || rf.PeakSource != source || rf.Device != "NVIDIA A100-SXM4-80GB" {
-		t.Errorf("A100 roofline %+v: want the recorded ceilings", rf)
+	if d := a100.Device; d.PeakBytesPerSec != 1.6e12 || d.PeakFLOPs != 290e12 || d.PeakSource != source || d.Name != "NVIDIA A100-SXM4-80GB" {
+		t.Errorf("A100 roofline %+v: want the recorded ceilings", d)
 	}
 	// The fixture's iterations are memory bound: the floor scales with
-	// the bandwidth. (The fixture's own record has no ceilings: an H200
-	// cell uses the known ones.)
-	h200, err := CellRoofline(fixtureCellDir("dense-gpu"), &c, r.Environment)
+	// the bandwidth.
+	h200, err := CellRoofline(dir, fixtureCell("tiny-llama"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h200.PeakBytesPerS != 4.3e12 {
-		t.Errorf("H200: %g B/s, want the known 4.3e12", h200.PeakBytesPerS)
+	if h200.Device.PeakBytesPerSec != 4.3e12 {
+		t.Errorf("H200: %g B/s, want the known 4.3e12", h200.Device.PeakBytesPerSec)
+	}
+	if got, want := a100.Seconds/h200.Seconds, 4.3/1.6; math.Abs(got-want) > 1e-6*want {
+		t.Errorf("floor A100 / H200 = %g, want %g (bandwidth bound)", got, want)
 	}
 	// Ceilings measured on a known GPU (XRUN_MEASURE_CEILINGS=1) are the
-	// ones asked for: they win over the table, as in the diagnosis.
-	forced, err := CellRoofline(dir, &c, r.Environment)
-	if err != nil || forced.PeakBytesPerS != 1.6e12 || forced.Device != "NVIDIA H200" {
-		t.Errorf("H200 with measured ceilings recorded: %+v, %v; want those, under the environment's name", forced, err)
+	// ones asked for: they win over the table, as in the diagnosis, under
+	// the GPU's name.
+	c.GPU = "NVIDIA H200"
+	forced, err := CellRoofline(dir, c)
+	if err != nil || forced.Device.PeakBytesPerSec != 1.6e12 || forced.Device.Name != "NVIDIA H200" {
+		t.Errorf("H200 with measured ceilings recorded: %+v, %v; want those, under the GPU's name", forced, err)
 	}
-	if got, want := rf.FloorS/h200.FloorS, 4.3/1.6; math.Abs(got-want) > 1e-6*want {
-		t.Errorf("floor A100 / H200 = %g, want %g (bandwidth bound)", got, want)
+	// Half-measured ceilings are none.
+	c.GPU, c.Ceilings = "NVIDIA A10", &engine.Ceilings{BytesPerSec: 1e12}
+	if rf, err := CellRoofline(dir, c); rf != nil || err == nil || !strings.Contains(err.Error(), "no measured ceilings for NVIDIA A10, and the cell's record has none") {
+		t.Errorf("A10: %v, %v; want no ceilings", rf, err)
 	}
 }
 
-func TestCellRooflineSkipsAndRefuses(t *testing.T) {
-	r := rooflineFixture()
-	cell := r.Cells[0] // dense-gpu
+func TestCellRooflineRefuses(t *testing.T) {
+	dir := recordsDir(t, map[string]string{layout.IterationsFile: fixtureIterations})
+	warmOnly := recordsDir(t, map[string]string{layout.IterationsFile: iterationsHeader + "0,false,0,1,4,0,0,1000,true,false\n"})
 	for _, tc := range []struct {
 		name string
-		env  results.Environment
-		edit func(c *results.Cell)
+		dir  string
+		edit func(c *RooflineCell)
 		want string // "" = no roofline and no error
 	}{
-		{"no GPU listed", results.Environment{}, nil, "names no GPU"},
-		{"unknown GPU", results.Environment{GPUs: []results.GPU{{Name: "NVIDIA A10"}}}, nil, "no measured ceilings for NVIDIA A10"},
-		{"GPUs of two kinds", results.Environment{GPUs: []results.GPU{{Name: "NVIDIA H200"}, {Index: 1, Name: "NVIDIA H100 80GB HBM3"}}}, nil, "several kinds"},
-		{"unknown model", r.Environment, func(c *results.Cell) { c.Params = results.Params{"model": "no-such-model"} }, "no-such-model"},
-		{"no repeats", r.Environment, func(c *results.Cell) { c.Repeats = nil }, "no timed repeat"},
+		{"unknown GPU", dir, func(c *RooflineCell) { c.GPU = "NVIDIA A10" }, "no measured ceilings for NVIDIA A10"},
+		{"no model", dir, func(c *RooflineCell) { c.Model = "" }, "no model parameter"},
+		{"unknown model", dir, func(c *RooflineCell) { c.Model = "no-such-model" }, "no-such-model"},
+		{"no repeats", dir, func(c *RooflineCell) { c.FirstRepeat = nil }, "no timed repeat"},
+		{"repeat without tokens", dir, func(c *RooflineCell) { c.FirstRepeat = map[string]float64{"num_requests": 2} }, "lacks num_requests or total_output_tokens"},
+		{"records gone", t.TempDir(), nil, "no such file"},
+		{"warm-up only", warmOnly, nil, "no timed iteration in pass 0"},
+		{"benchmark program", warmOnly, func(c *RooflineCell) { c.Backend = "command/bench" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := cell
-			c.Params = results.Params{"model": "tiny-llama"}
+			c := fixtureCell("tiny-llama")
 			if tc.edit != nil {
 				tc.edit(&c)
 			}
-			rf, err := CellRoofline(fixtureCellDir("dense-gpu"), &c, tc.env)
+			rf, err := CellRoofline(tc.dir, c)
+			if tc.want == "" {
+				if rf != nil || err != nil {
+					t.Errorf("got %v, %v; want neither", rf, err)
+				}
+				return
+			}
 			if rf != nil || err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, %v; want an error containing %q", rf, err, tc.want)
 			}
 		})
-	}
-	// Without cell.json the engine parameter decides: cpu never has one.
-	c := cell
-	c.Params = results.Params{"model": "tiny-llama", "engine": "cpu"}
-	if rf, err := CellRoofline(t.TempDir(), &c, r.Environment); rf != nil || err != nil {
-		t.Errorf("engine cpu: %v, %v; want neither", rf, err)
 	}
 }
 

@@ -14,12 +14,13 @@ import (
 	"github.com/ianlancetaylor/demangle"
 
 	"github.com/xrun-dev/xrun/engine/model"
-	"github.com/xrun-dev/xrun/results"
 )
 
 // KernelStat is one row of the kernel summary: Nsight Systems' "CUDA GPU
 // Kernel Summary" (nsys stats --report cuda_gpu_kern_sum), per demangled
-// kernel name.
+// kernel name. It has the fields of results.json's kernel rows, in their
+// order, so that the runner and xrun kernels convert one to the other by
+// a type conversion: a field added to one alone stops the build.
 type KernelStat struct {
 	Name      string
 	TimePct   float64 // share of all kernel time in the window, in %
@@ -40,13 +41,6 @@ func KernelName(name string) string {
 	}
 	return name
 }
-
-// ShortName is a kernel's name for tables and sentences: a demangled C++
-// name without its return type and parameter list, and with its template
-// arguments elided when it is still longer than 60 characters
-// ("cublasLt::splitKreduce_kernel<…>"). Files keep the full name. The
-// rule lives in the results package, which shows kernel names too.
-func ShortName(name string) string { return results.ShortKernelName(name) }
 
 // names demangles each distinct name once: a window holds hundreds of
 // thousands of records of a few dozen kernels.

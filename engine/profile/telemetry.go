@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/atomicfile"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -207,9 +207,10 @@ func (t *Telemetry) Stop() []Sample {
 }
 
 // Finish stops sampling, writes cellDir/telemetry.csv atomically and
-// returns the summary for results.json and the artifact's name. With no
-// telemetry it writes nothing and returns nil, nil, nil: Reason says why.
-func (t *Telemetry) Finish(cellDir string) (*results.Telemetry, []string, error) {
+// returns the summary (SummarizeTelemetry) and the artifact's name. With
+// no telemetry it writes nothing and returns nil, nil, nil: Reason says
+// why.
+func (t *Telemetry) Finish(cellDir string) (*TelemetrySummary, []string, error) {
 	s := t.Stop()
 	if len(s) == 0 {
 		return nil, nil, nil
@@ -218,7 +219,7 @@ func (t *Telemetry) Finish(cellDir string) (*results.Telemetry, []string, error)
 	if err := WriteTelemetryCSV(&b, s); err != nil {
 		return nil, nil, err
 	}
-	if err := writeFileAtomic(filepath.Join(cellDir, layout.TelemetryFile), b.Bytes()); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(cellDir, layout.TelemetryFile), b.Bytes()); err != nil {
 		return nil, nil, err
 	}
 	return SummarizeTelemetry(s, SummaryOptions{Period: t.period}), []string{layout.TelemetryFile}, nil
@@ -268,7 +269,48 @@ type SummaryOptions struct {
 	Threshold float64
 }
 
-// SummarizeTelemetry is the summary of samples for results.json: means,
+// TelemetrySummary is what the samples of a cell's timed passes say about
+// the GPUs, for the cell's record: clocks, power, utilization,
+// temperature, energy and memory, and the throttle rule's verdict.
+// Figures no sample reported are 0. It has the fields of results.json's
+// telemetry, in their order, so that the runner converts one to the other
+// by a type conversion: a field added to one alone stops the build. (That
+// schema's comments say what each field promises a reader of older
+// files.)
+type TelemetrySummary struct {
+	SMClockMHzMean  float64
+	SMClockMHzMax   float64
+	MemClockMHzMean float64
+	MemClockMHzMax  float64
+	PowerWMean      float64
+	PowerWMax       float64
+	// Throttled is the throttle rule's verdict (Throttled) on the judged
+	// samples.
+	Throttled bool
+	// ThrottleReasons are NVML's clock event reasons seen in any sample
+	// but gpu_idle, sorted.
+	ThrottleReasons []string
+	GPUUtilPctMean  float64
+	MemUtilPctMean  float64
+	TempCMax        float64
+	// EnergyJ is the energy counters' rise, summed over GPUs.
+	EnergyJ         float64
+	MemUsedBytesMax uint64
+	Samples         int
+	// SMClockMHzMin is the least SM clock sampled. MaxSMClockMHz (the
+	// highest GPU maximum), ThrottleThreshold and ClockSamples (the samples
+	// judged) are set only where NVML told a GPU's maximum;
+	// BelowThresholdShare only when a sample was judged. PowerCappedS is
+	// the time some GPU reported a capping reason.
+	SMClockMHzMin       float64
+	MaxSMClockMHz       float64
+	ThrottleThreshold   float64
+	ClockSamples        int
+	BelowThresholdShare *float64
+	PowerCappedS        float64
+}
+
+// SummarizeTelemetry is the summary of samples for the cell's record: means,
 // maxima and the least SM clock over all samples of all GPUs, the energy
 // used (counter difference, summed over GPUs), the throttle reasons seen,
 // the time power-capped, and the throttle rule's verdict.
@@ -281,7 +323,7 @@ type SummaryOptions struct {
 // reports sw_power_cap all the same. Power-capped time is the number of
 // sampling instants at which some GPU reported a capping reason
 // (cappedReasons) times the period.
-func SummarizeTelemetry(samples []Sample, o SummaryOptions) *results.Telemetry {
+func SummarizeTelemetry(samples []Sample, o SummaryOptions) *TelemetrySummary {
 	if o.Period <= 0 {
 		o.Period = DefaultTelemetryPeriod
 	}
@@ -347,7 +389,7 @@ func SummarizeTelemetry(samples []Sample, o SummaryOptions) *results.Telemetry {
 		}
 		return a.sum / float64(a.n)
 	}
-	t := &results.Telemetry{
+	t := &TelemetrySummary{
 		SMClockMHzMean: mean(sm), SMClockMHzMax: sm.max, SMClockMHzMin: sm.min, MemClockMHzMean: mean(mc), MemClockMHzMax: mc.max,
 		PowerWMean: mean(pw), PowerWMax: pw.max, GPUUtilPctMean: mean(gu), MemUtilPctMean: mean(mu),
 		TempCMax: tc.max, MemUsedBytesMax: uint64(used.max), Samples: len(samples),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // diffs are pairs of package results' fixtures, as xrun diff compares
@@ -45,7 +46,7 @@ func TestDiffGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "diff-"+name+".json", b)
+			golden.Check(t, "diff-"+name+".json", b)
 		})
 	}
 }

@@ -1,9 +1,7 @@
 package htmlreport
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -14,34 +12,9 @@ import (
 	"time"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/golden"
 	"github.com/xrun-dev/xrun/results/layout"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files and fixtures under testdata/")
-
-// golden compares got with testdata/name; with -update it rewrites the
-// file, otherwise a mismatch leaves testdata/name.got to diff against.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./results/htmlreport -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		os.WriteFile(path+".got", got, 0o644)
-		t.Errorf("%s differs from the golden file; see %s.got (go test ./results/htmlreport -update to accept)", path, path)
-	}
-}
 
 // gpuStudyDir is the fixture with every kind of chart: a MoE study on a
 // GPU (batch 16 and 64, learned against perfect routing) whose cells have
@@ -242,14 +215,14 @@ func TestGPUStudyFixture(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, path)
-		if rel == layout.MarkdownFile && !*update {
+		if rel == layout.MarkdownFile && !golden.Update() {
 			return nil // package results golden-tests its own rendering
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		golden(t, filepath.Join("gpu-study", rel), b)
+		golden.Check(t, filepath.Join("gpu-study", rel), b)
 		return nil
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/golden"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -51,7 +52,7 @@ func TestStudyGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, name+".study.json", b)
+			golden.Check(t, name+".study.json", b)
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/golden"
 )
 
 // nightlyTrend is a trend over seven nights of package results' nightly
@@ -38,7 +39,7 @@ func TestTrendGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "nightly.trend.json", b)
+	golden.Check(t, "nightly.trend.json", b)
 }
 
 // TestTrendPage: the trend page is well-formed, has its sections and a

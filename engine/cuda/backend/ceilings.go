@@ -12,12 +12,10 @@ import (
 
 // ceilingsFor returns the ceilings the roofline needs from g when xrun
 // has none for it (cuda.KnownCeilings), else nil: measured on g once and
-// kept (cuda.CachedCeilings).
-func ceilingsFor(g *cuda.GPU, dt cuda.DType) (*engine.Ceilings, error) {
-	// XRUN_MEASURE_CEILINGS=1 measures known GPUs too, replacing the kept
-	// measurement: to check a known GPU's figures, or after a GPU's
-	// clocks or power limit changed.
-	force := engine.Switches.MeasureCeilings.On()
+// kept (cuda.CachedCeilings). force (XRUN_MEASURE_CEILINGS=1) measures
+// known GPUs too, replacing the kept measurement: to check a known GPU's
+// figures, or after a GPU's clocks or power limit changed.
+func ceilingsFor(g *cuda.GPU, dt cuda.DType, force bool) (*engine.Ceilings, error) {
 	if _, _, known := cuda.KnownCeilings(g.Info.Name); known && !force {
 		return nil, nil
 	}

@@ -14,7 +14,19 @@
 // Without cgo on Linux the constructor reports that no CUDA backend was
 // compiled in. MoE layers (moe.go) route, group tokens by expert and run
 // the expert GEMMs on the device; captured graphs include them.
-// Environment: XRUN_CUDA_GRAPHS=0 runs decode eagerly too (for
-// comparisons); XRUN_CUDA_SYNC=1 synchronises after every launch outside
-// graphs, so that a fault names its kernel.
+//
+// The files, by concern: backend.go (the Backend, its tensors and
+// New / Close), memory.go (set-up, uploads and reads), pack.go (the batch
+// layout packed on the host: packBatch, pure, tested without a GPU),
+// layout.go (SetBatch: its upload and the graph bucket), graphs.go (eager,
+// captured and replayed iterations), fusion.go (the op held back so that the
+// next one can do its work too: why a dense layer at decode is five
+// kernels), ops.go (the model's ops), pipeline.go (Argmax and the pipelined
+// picks), profiling.go (CUPTI, the profiler window, NVTX).
+//
+// The engine switches (XRUN_CUDA_GRAPHS=0 runs decode eagerly too;
+// XRUN_CUDA_SYNC=1 synchronises after every launch outside graphs, so that
+// a fault names its kernel; the rest in engine.Switches) come in
+// model.BackendOptions.Switches, parsed by engine.New; a backend opened
+// on its own parses the process's environment once, in New.
 package backend

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/engine/model"
 )
@@ -38,10 +37,6 @@ func (b *Backend) moeState() *moeState {
 // moeDriftCells is how many layers have their own drift cell (layers
 // beyond share them, which only correlates their windows).
 const moeDriftCells = 1024
-
-// moeLibraryOn: XRUN_CUDA_MOE_LT=0 keeps gemm_plugin auto's expert GEMMs on
-// the own grouped kernels in eager iterations too (for comparisons).
-var moeLibraryOn = engine.Switches.CUDAMoELibrary.On()
 
 var moeMethods = map[string]int{
 	model.RoutingSoftmaxTopKRenorm: cuda.MoESoftmaxTopKRenorm,
@@ -135,7 +130,10 @@ func (b *Backend) moe(out, x, idx, weights, gateUp, down model.Tensor, rows, k i
 	sh := cuda.MoEShape{Rows: rows, K: k, Experts: E, Hidden: H, FFN: F2 / 2}
 	most := sh
 	most.Rows = max(rows, b.maxRows)
-	library := b.blas != nil && moeLibraryOn
+	// XRUN_CUDA_MOE_LT=0 (moeLibrary off) keeps gemm_plugin auto's expert
+	// GEMMs on the own grouped kernels in eager iterations too (for
+	// comparisons).
+	library := b.blas != nil && b.moeLibrary
 	b.op(func(g *cuda.GPU) error {
 		switch {
 		case len(gu.shape) != 3 || len(dn.shape) != 3 || dn.shape[0] != E || dn.shape[1] != H || dn.shape[2] != F2/2 || F2%2 != 0:

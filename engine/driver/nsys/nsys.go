@@ -24,6 +24,7 @@ import (
 
 	"github.com/xrun-dev/xrun/engine/driver"
 	"github.com/xrun-dev/xrun/engine/profile"
+	"github.com/xrun-dev/xrun/results/atomicfile"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -140,7 +141,7 @@ func Collect(ctx context.Context, o CollectOptions) (*Profile, error) {
 }
 
 func writeKernels(path string, stats []profile.KernelStat) error {
-	return driver.WriteFileAtomic(path, func(w io.Writer) error { return profile.WriteKernelsCSV(w, stats) })
+	return atomicfile.Write(path, func(w io.Writer) error { return profile.WriteKernelsCSV(w, stats) })
 }
 
 // ConvertKernelSummary reads a kernel summary in Nsight's CSV form (a

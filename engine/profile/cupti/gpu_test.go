@@ -62,7 +62,7 @@ func launches(dev *cuda.Device, buf cuda.Buffer, n int) (time.Duration, error) {
 // TestGPUActivity runs on a GPU: the self-test on random_fill_f16, then a
 // two-iteration window with kernels, a host-to-device copy and a memset,
 // checking each record, and the cost of CUPTI per eager launch (printed
-// for bench/profile-check.sh). It must be the first test to Open CUPTI in
+// for bench/gpu.sh check --tests cupti). It must be the first test to Open CUPTI in
 // the binary.
 func TestGPUActivity(t *testing.T) {
 	dev := openGPU(t)
@@ -160,7 +160,7 @@ func TestGPUActivity(t *testing.T) {
 	if st.Dropped != 0 || !st.Verified {
 		t.Errorf("stats %+v", st)
 	}
-	// The cost of CUPTI, in the format bench/profile-check.sh greps.
+	// The cost of CUPTI, in the format bench/gpu.sh greps.
 	fmt.Printf("PROFILE launch_us base=%.3f cupti_loaded=%.3f cupti_enabled=%.3f drain_ms=%.3f records=%d layout=%s version=%d\n",
 		us(base), us(loaded), us(enabled), float64(drain)/1e6, len(ops), st.Layout, st.Version)
 	if n := Notes(); len(n) != 0 {
@@ -170,12 +170,12 @@ func TestGPUActivity(t *testing.T) {
 
 func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
-// TestGPUStepAside runs under an outside profiler (bench/profile-check.sh
+// TestGPUStepAside runs under an outside profiler (bench/gpu.sh check
 // wraps this test in ncu): with the injection variable hidden from the
 // first check, cuptiSubscribe itself must refuse, and open says so.
 func TestGPUStepAside(t *testing.T) {
 	if os.Getenv("XRUN_UNDER_PROFILER") == "" {
-		t.Skip("not under an outside profiler (bench/profile-check.sh sets XRUN_UNDER_PROFILER=1 under ncu)")
+		t.Skip("not under an outside profiler (bench/gpu.sh check --tests cupti sets XRUN_UNDER_PROFILER=1 under ncu)")
 	}
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "CUDA_INJECTION") || strings.HasPrefix(kv, "LD_PRELOAD") || strings.HasPrefix(kv, "NV_") || strings.HasPrefix(kv, "NSYS") {

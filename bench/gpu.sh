@@ -1,0 +1,542 @@
+#!/usr/bin/env bash
+# bench/gpu.sh: xrun's CUDA backend checked and measured on a GPU machine
+# that has the NVIDIA driver but no Go toolchain. Build on a machine with
+# Go, copy the repository with the build folder to the GPU machine, run
+# there, copy the output folder back. bench/GPU.md explains the workflow
+# and the measurements behind it; `bash bench/gpu.sh help` lists the
+# options.
+#
+#   bash bench/gpu.sh build                  # with Go: vet, build $GPU_DIR
+#   bash bench/gpu.sh check [options]        # GPU: every GPU test, a table
+#   bash bench/gpu.sh study [options] SPEC [xrun run flags]
+#   bash bench/gpu.sh resume [options] SPEC [xrun run flags]
+#   bash bench/gpu.sh collect FROM [TREE]    # with Go or not: merge, stage
+#
+# Environment: GPU_DIR (the binaries, default .gpu), OUT (logs and packed
+# results, default $GPU_DIR/out), RESULTS (the studies' results directories
+# on the GPU machine, default $GPU_DIR/results), PART_SIZE (the size of each
+# packed part, default 15M). Relative paths are taken from the repository
+# root.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$PWD
+PROG="bash bench/gpu.sh"
+
+GPU_DIR=$(realpath -m "${GPU_DIR:-.gpu}")
+OUT=$(realpath -m "${OUT:-$GPU_DIR/out}")
+RESULTS=$(realpath -m "${RESULTS:-$GPU_DIR/results}")
+PART_SIZE=${PART_SIZE:-15M}
+
+# The GPU test binaries: name, package (where each runs: tests read their
+# testdata/ by relative path) and the default timeout in seconds.
+# engine/cuda took 278 s on an H200, 95 s of it NVRTC compiling every
+# kernel for the first time (a fresh machine has no kernel cache).
+declare -A PKG=([cuda]=engine/cuda [backend]=engine/cuda/backend [cupti]=engine/profile/cupti [profile]=engine/profile)
+declare -A TIMEOUT=([nvidia-smi]=60 [devices]=120 [cuda]=450 [backend]=200 [bench]=300 [cupti]=120 [cupti-ncu]=120 [profile]=200 [nvtx]=300 [nvtx-stats]=120)
+TEST_BINARIES=(cuda backend cupti profile)
+STEP_NAMES=(nvidia-smi devices cuda backend bench cupti cupti-ncu profile nvtx nvtx-stats)
+
+usage() {
+	cat <<EOF
+usage: $PROG COMMAND [options]
+
+On a machine with Go (linux/amd64 with a C compiler; its glibc no newer
+than the GPU machine's):
+  build             go vet the GPU packages, check the cgo-free build, and
+                    build into \$GPU_DIR (default .gpu): xrun and the test
+                    binaries ${TEST_BINARIES[*]}; where an NVRTC is at hand
+                    (XRUN_LIBNVRTC names one) also compile every kernel, so
+                    a kernel that does not compile costs no GPU time.
+  collect FROM [TREE]
+                    merge the packed results a study or resume wrote (the
+                    FROM folder: NAME-core.tgz.NNN, NAME-data.tgz.NNN) into
+                    TREE/NAME (default TREE: results), and stage what the
+                    next resume needs as \$GPU_DIR/resume/NAME.tgz.
+
+On the GPU machine (the repository with \$GPU_DIR beside it; no Go needed):
+  check [options]   nvidia-smi, xrun devices (when \$GPU_DIR has xrun) and
+                    the GPU tests, each with its own timeout and log in
+                    \$OUT (default .gpu/out); a short table last. Exit 0
+                    when every step passed.
+      --tests LIST  which tests (comma-separated, default cuda,backend):
+                    cuda     engine/cuda: every kernel, cuBLASLt, graphs
+                    backend  engine/cuda/backend: the whole model against
+                             Hugging Face and the CPU backend, MoE, overlap
+                    cupti    engine/profile/cupti: CUPTI's self-test, its
+                             cost per launch, and (with ncu) stepping aside
+                    profile  engine/profile: TinyLlama-1.1B profiled through
+                             engine.New + Run, artifacts in \$OUT/profile-cells
+                    nvtx     one NVTX range per iteration under nsys profile
+                    all      every one of them
+      --run PATTERN         -test.run for engine/cuda
+      --backend-run PATTERN -test.run for engine/cuda/backend
+      --bench PATTERN       also engine/cuda's benchmarks matching PATTERN
+      --benchtime D         their -test.benchtime (default 100x)
+      --gpu N               run on GPU N only (CUDA_VISIBLE_DEVICES), e.g.
+                            beside a study on the others
+      --timeout STEP=SECONDS  override a step's timeout (repeatable); steps:
+                            ${STEP_NAMES[*]:0:6}
+                            ${STEP_NAMES[*]:6}
+
+  study [options] SPEC [xrun run flags]
+                    xrun run SPEC --fresh into \$RESULTS/NAME, then pack the
+                    results into \$OUT: NAME.md (the tables), NAME.log (xrun's
+                    JSON log), NAME-core.tgz.NNN (what --resume and the
+                    tables need) and NAME-data.tgz.NNN (finished cells'
+                    requests.jsonl, iterations.csv, telemetry.csv), in parts
+                    of \$PART_SIZE (default 15M).
+      --time-limit SECONDS  end within SECONDS (xrun run --time-limit, and a
+                            hard stop 30 s later); exit 130 means stopped
+                            there, resume continues
+      --gpus LIST           xrun run --gpus
+      --as NAME             results named NAME instead of the spec's name
+                            (the same spec under another switch or binary)
+      --xrun PATH           another xrun binary (the one a study began
+                            with: --resume keeps cells of the same build)
+      --ncu                 under Nsight Compute (ncu --profile-from-start
+                            off): every kernel of the profile_window,
+                            summarised per iteration in \$OUT/NAME-ncu.txt
+                            (profile one cell: --only id=CELL); the study's
+                            timings are not comparable then
+  resume [options] SPEC [xrun run flags]
+                    as study, with --resume: continue \$RESULTS/NAME, or,
+                    when it is not there, the pack collect staged
+                    (\$GPU_DIR/resume/NAME.tgz).
+EOF
+}
+
+die() {
+	echo "gpu.sh: $*" >&2
+	exit 2
+}
+
+# need_gpu CMD [xrun] fails fast where check, study and resume cannot
+# run; with xrun, also without the xrun binary.
+need_gpu() {
+	command -v nvidia-smi >/dev/null ||
+		die "no NVIDIA driver here (nvidia-smi not found): '$1' runs on the GPU machine; here, '$PROG build' and copy the repository with $GPU_DIR there"
+	local out
+	out=$(timeout 60 nvidia-smi -L 2>&1) || die "nvidia-smi -L failed, no usable GPU: $out"
+	if [ "${2:-}" = xrun ] && [ ! -x "$GPU_DIR/xrun" ]; then
+		die "$GPU_DIR/xrun missing: run '$PROG build' on a machine with Go, then copy $GPU_DIR here"
+	fi
+	mkdir -p "$OUT" || die "cannot create OUT=$OUT"
+}
+
+# ---- steps: the one way check, study and resume run a command ----
+
+STEPS=()
+declare -A RC SECS NOTE LOG
+
+# step NAME DIR CMD...: CMD in DIR (relative to the repository root),
+# stopped after TIMEOUT[NAME] seconds (0: never) by SIGTERM (xrun stops
+# as on Ctrl-C, keeping what it measured), then SIGKILL 15 s later; its
+# output in $OUT/NAME.log; the exit status and time go to the table. An
+# environment given as VAR=VALUE before the call reaches CMD.
+step() {
+	local name=$1 dir=$2 t0=$SECONDS
+	shift 2
+	local secs=${TIMEOUT[$name]:-0}
+	STEPS+=("$name")
+	LOG[$name]=$name.log
+	echo "== $name: $* ($([ "$secs" = 0 ] && echo "no timeout" || echo "timeout ${secs}s"))" >&2
+	(cd "$ROOT/$dir" && exec timeout -k 15 "$secs" "$@") >"$OUT/$name.log" 2>&1
+	RC[$name]=$?
+	SECS[$name]=$((SECONDS - t0))
+	if [ "${RC[$name]}" = 124 ] || [ "${RC[$name]}" = 137 ]; then
+		NOTE[$name]="stopped after the ${secs}s timeout"
+		echo "gpu.sh: $name stopped after ${secs}s (--timeout $name=SECONDS)" >>"$OUT/$name.log"
+	fi
+}
+
+# gotest NAME [ARGS]: test binary NAME in its package, -test.v, with Go's
+# own -test.timeout 10 s before the step's so that a stuck test prints
+# its goroutines before the kill.
+gotest() {
+	local name=$1 bin=$1
+	shift
+	[ "$name" = bench ] && bin=cuda
+	local secs=${TIMEOUT[$name]}
+	step "$name" "${PKG[$bin]}" "$GPU_DIR/$bin.test" -test.v -test.timeout "$((secs - 10))s" "$@"
+}
+
+# skipped NAME WHY: a step that could not run here, for the table.
+skipped() {
+	STEPS+=("$1")
+	RC[$1]=skip SECS[$1]=0 NOTE[$1]=$2 LOG[$1]=-
+}
+
+# table prints the steps and returns 1 when any failed.
+table() {
+	local failed=0 n p f s
+	printf '%-12s %5s %6s %5s %5s %6s  %s\n' step exit passed failed skip secs log
+	for n in "${STEPS[@]}"; do
+		p=- f=- s=-
+		if [ -f "$OUT/${LOG[$n]}" ] && grep -q '^=== RUN' "$OUT/${LOG[$n]}"; then
+			p=$(grep -c -- '--- PASS' "$OUT/${LOG[$n]}")
+			f=$(grep -c -- '--- FAIL' "$OUT/${LOG[$n]}")
+			s=$(grep -c -- '--- SKIP' "$OUT/${LOG[$n]}")
+		fi
+		printf '%-12s %5s %6s %5s %5s %6s  %s\n' "$n" "${RC[$n]}" "$p" "$f" "$s" "${SECS[$n]}" "${LOG[$n]}${NOTE[$n]:+ (${NOTE[$n]})}"
+		case ${RC[$n]} in 0 | skip) ;; *) failed=1 ;; esac
+	done
+	return $failed
+}
+
+# ---- build ----
+
+cmd_build() {
+	[ $# = 0 ] || die "build takes no arguments"
+	command -v go >/dev/null || die "build needs Go (go not found); check, study and resume need none"
+	set -e
+	go vet ./engine/cuda/... ./engine/profile/... ./bench/...
+	# Without cgo xrun must still plan, report and diff.
+	CGO_ENABLED=0 go build ./...
+	mkdir -p "$GPU_DIR"
+	local flags=(-trimpath -ldflags='-s -w') b
+	CGO_ENABLED=1 go build "${flags[@]}" -o "$GPU_DIR/xrun" ./cmd/xrun
+	for b in "${TEST_BINARIES[@]}"; do
+		CGO_ENABLED=1 go test -c "${flags[@]}" -o "$GPU_DIR/$b.test" "./${PKG[$b]}"
+	done
+	# Debian's CUDA 11.8 NVRTC checks sm_80 at least.
+	if [ -z "${XRUN_LIBNVRTC:-}" ] && [ -e /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.2 ]; then
+		export XRUN_LIBNVRTC=/usr/lib/x86_64-linux-gnu/libnvrtc.so.11.2
+	fi
+	if [ -n "${XRUN_LIBNVRTC:-}" ] || ldconfig -p 2>/dev/null | grep -qE 'libnvrtc\.so\.1[23]'; then
+		CGO_ENABLED=1 go test -count=1 -run TestKernelsCompile ./engine/cuda
+	else
+		echo "no NVRTC here (XRUN_LIBNVRTC unset): the kernels compile on the GPU, in the first check"
+	fi
+	set +e
+	ls -l "$GPU_DIR"/xrun "$GPU_DIR"/*.test
+	du -sh "$GPU_DIR"
+	echo "next: copy the repository with $GPU_DIR to the GPU machine and run '$PROG check' there"
+}
+
+# ---- check ----
+
+cmd_check() {
+	local tests=cuda,backend run="" backend_run="" bench="" benchtime=100x t kv
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--tests) tests=${2:?--tests LIST}; shift ;;
+		--run) run=${2:?--run PATTERN}; shift ;;
+		--backend-run) backend_run=${2:?--backend-run PATTERN}; shift ;;
+		--bench) bench=${2:?--bench PATTERN}; shift ;;
+		--benchtime) benchtime=${2:?--benchtime D}; shift ;;
+		--gpu) export CUDA_VISIBLE_DEVICES=${2:?--gpu N}; shift ;;
+		--timeout)
+			kv=${2:?--timeout STEP=SECONDS}
+			[ -n "${TIMEOUT[${kv%%=*}]+x}" ] || die "--timeout $kv: no step ${kv%%=*} (steps: ${STEP_NAMES[*]})"
+			[[ ${kv#*=} =~ ^[0-9]+$ ]] || die "--timeout $kv: SECONDS must be a whole number"
+			case ${kv%%=*} in cuda | backend | bench | cupti | profile)
+				[ "${kv#*=}" -gt 20 ] || die "--timeout $kv: a test binary needs more than 20 s" ;;
+			esac
+			TIMEOUT[${kv%%=*}]=${kv#*=}
+			shift
+			;;
+		-h | --help) usage; exit 0 ;;
+		*) die "check: unknown option $1 (see '$PROG help')" ;;
+		esac
+		shift
+	done
+	[ "$tests" = all ] && tests=cuda,backend,cupti,profile,nvtx
+	for t in ${tests//,/ }; do
+		case $t in cuda | backend | cupti | profile | nvtx | none) ;; *) die "--tests: unknown test $t (cuda, backend, cupti, profile, nvtx, all, none)" ;; esac
+	done
+	need_gpu check
+	local want=",$tests,"
+	for t in cuda backend cupti profile; do
+		if [[ $want == *,$t,* ]] || { [ $t = cuda ] && [ -n "$bench" ]; }; then
+			[ -x "$GPU_DIR/$t.test" ] || die "$GPU_DIR/$t.test missing: '$PROG build' builds it"
+		fi
+	done
+	# Logs of an earlier check would pass for this one's.
+	(cd "$OUT" && rm -rf "${STEP_NAMES[@]/%/.log}" nvtx.nsys-rep profile-cells)
+
+	step nvidia-smi . nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm,clocks.sm,temperature.gpu,power.draw,power.limit --format=csv
+	if [ -x "$GPU_DIR/xrun" ]; then
+		step devices . "$GPU_DIR/xrun" devices
+	else
+		skipped devices "no $GPU_DIR/xrun"
+	fi
+	[[ $want == *,cuda,* ]] && gotest cuda ${run:+-test.run "$run"}
+	[[ $want == *,backend,* ]] && gotest backend ${backend_run:+-test.run "$backend_run"}
+	[ -n "$bench" ] && gotest bench -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime"
+	if [[ $want == *,cupti,* ]]; then
+		gotest cupti
+		# Under an outside profiler xrun must leave CUPTI to it.
+		if command -v ncu >/dev/null; then
+			XRUN_UNDER_PROFILER=1 step cupti-ncu "${PKG[cupti]}" ncu --profile-from-start off --target-processes all \
+				"$GPU_DIR/cupti.test" -test.v -test.run TestGPUStepAside
+		else
+			skipped cupti-ncu "ncu not found"
+		fi
+	fi
+	if [[ $want == *,profile,* ]]; then
+		rm -rf "$OUT/profile-cells" && mkdir -p "$OUT/profile-cells"
+		XRUN_PROFILE_OUT=$OUT/profile-cells gotest profile -test.run 'TestGPUProfiledPass|TestCPUProfileGolden'
+	fi
+	[[ $want == *,nvtx,* ]] && nvtx_check
+
+	summary
+	echo "== gpu.sh check: logs in $OUT"
+	table
+}
+
+# nvtx_check records a short profiled study under nsys and checks that
+# exactly the window's iterations 4..8 have an NVTX range, named as
+# TensorRT-LLM names them ("iteration 6: 0 ctx reqs, 0 ctx tokens, 8 gen
+# reqs").
+nvtx_check() {
+	local nsys c
+	nsys=$(command -v nsys)
+	for c in /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys; do
+		[ -z "$nsys" ] && [ -x "$c" ] && nsys=$c
+	done
+	if [ -z "$nsys" ]; then
+		skipped nvtx "nsys not found (PATH, /usr/local/cuda/bin, /opt/nvidia/nsight-systems)"
+		return
+	fi
+	if [ ! -x "$GPU_DIR/xrun" ]; then
+		skipped nvtx "no $GPU_DIR/xrun"
+		return
+	fi
+	local tmp
+	tmp=$(mktemp -d)
+	# Eight requests in one batch: iteration 0 prefills them all, 1..15
+	# decode; without warm-up requests iterations 4..8 are plain decode.
+	cat >"$tmp/nvtx.yaml" <<'EOF'
+schema_version: 1
+name: nvtx-check
+description: A profiled pass of TinyLlama-1.1B whose window nsys records
+params:
+  engine: cuda
+  model: tinyllama-1.1b
+  dtype: float16
+  batch_size: 8
+  warmup: 0
+  profile_window: "4-8"
+  dataset:
+    generator: token-norm-dist
+    num_requests: 8
+    input_mean: 64
+    input_stdev: 0
+    output_mean: 16
+    output_stdev: 0
+repeats: 1
+EOF
+	rm -f "$OUT"/nvtx.nsys-rep
+	XRUN_CACHE_DIR=$tmp/cache step nvtx . "$nsys" profile -c cudaProfilerApi --capture-range-end=stop -t cuda,nvtx \
+		-o "$OUT/nvtx" --force-overwrite true "$GPU_DIR/xrun" run "$tmp/nvtx.yaml" --out "$tmp/results"
+	if [ "${RC[nvtx]}" = 0 ] && [ -e "$OUT/nvtx.nsys-rep" ]; then
+		# The summary's report name changed over nsys versions.
+		local got
+		step nvtx-stats . "$nsys" stats --report nvtx_sum --format csv --output - "$OUT/nvtx.nsys-rep"
+		if ! grep -q 'Range' "$OUT/nvtx-stats.log"; then
+			# The report's name before nsys 2023.
+			unset 'STEPS[${#STEPS[@]}-1]'
+			step nvtx-stats . "$nsys" stats --report nvtxsum --format csv --output - "$OUT/nvtx.nsys-rep"
+		fi
+		got=$(grep -oE 'iteration [0-9]+:' "$OUT/nvtx-stats.log" | grep -oE '[0-9]+' | sort -n | uniq | tr '\n' ' ')
+		if [ "$got" = "4 5 6 7 8 " ]; then
+			NOTE[nvtx-stats]="ranges for iterations 4-8: ok"
+		else
+			RC[nvtx-stats]=1 NOTE[nvtx-stats]="ranges for iterations ${got:-none}, want 4 5 6 7 8"
+		fi
+	elif [ "${RC[nvtx]}" = 0 ]; then
+		RC[nvtx]=1 NOTE[nvtx]="nsys wrote no report"
+	fi
+	rm -rf "$tmp"
+}
+
+# summary prints what the logs hold beyond the table: failures, the whole
+# model's worst logit errors, CUPTI's costs, benchmarks.
+summary() {
+	local n
+	for n in cuda backend cupti profile; do
+		if [ -z "${RC[$n]+x}" ] || [ "${RC[$n]}" = 0 ]; then continue; fi
+		echo "== $n failures ($n.log)"
+		grep -E -- '--- FAIL|^(FAIL|panic)|_test\.go:[0-9]+: ' "$OUT/$n.log" |
+			grep -vE 'random seed|GPU check skipped|NVRTC [0-9.]+, [0-9]+ bytes|relative error [0-9.e-]+$' | head -40
+	done
+	[ "${RC[devices]:-0}" = 0 ] || { echo "== xrun devices (devices.log)"; head -20 "$OUT/devices.log"; }
+	if [ -f "$OUT/backend.log" ]; then
+		echo "== whole-model checks: worst logit relative error per test (backend.log)"
+		awk '/^=== (RUN|CONT)/ { name = $3 }
+			/ relative error [0-9.e+-]+/ { for (i = 1; i < NF; i++) if ($i == "error") { v = $(i+1) + 0; if (!(name in w) || v > w[name]) w[name] = v; if (!(name in seen)) { seen[name] = 1; order[++n] = name } } }
+			/^ *--- (PASS|FAIL)/ { s = $2; sub(/:$/, "", s); st[$3] = s }
+			END { for (i = 1; i <= n; i++) printf "  %-45s %-5s %.3g\n", order[i], st[order[i]], w[order[i]] }' "$OUT/backend.log"
+	fi
+	[ -f "$OUT/bench.log" ] && { echo "== benchmarks (bench.log)"; grep -E '^Benchmark' "$OUT/bench.log"; }
+	if [ -f "$OUT/cupti.log" ] || [ -f "$OUT/profile.log" ]; then
+		echo "== profiling costs (cupti.log, profile.log)"
+		awk '/^PROFILE launch_us/ { for (i = 3; i <= NF; i++) { split($i, kv, "="); printf "  %-28s %s\n", "launch " kv[1], kv[2] } }' "$OUT/cupti.log" 2>/dev/null
+		awk '/^PROFILE gemm=/ { split($2, g, "="); for (i = 3; i <= NF; i++) if ($i ~ /=/) { split($i, kv, "="); printf "  %-28s %s\n", g[2] " " kv[1], kv[2] } }' "$OUT/profile.log" 2>/dev/null
+		grep -E '^PROFILE|--- (PASS|FAIL|SKIP)' "$OUT/cupti-ncu.log" 2>/dev/null | sed 's/^/  under ncu: /' | head -4
+	fi
+	return 0
+}
+
+# ---- study and resume ----
+
+# study_name SPEC: the study's name as xrun reads it.
+study_name() {
+	"$GPU_DIR/xrun" plan "$1" --json 2>/dev/null | sed -n 's/^  "name": "\(.*\)",$/\1/p' | head -1
+}
+
+# cmd_study MODE ARGS...: MODE fresh (study) or resume.
+cmd_study() {
+	local mode=$1 limit="" gpus="" as="" xrun="" ncu=0 spec="" cmd=$1
+	shift
+	[ "$mode" = fresh ] && cmd=study
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--time-limit) limit=${2:?--time-limit SECONDS}; shift ;;
+		--gpus) gpus=${2:?--gpus LIST}; shift ;;
+		--as) as=${2:?--as NAME}; shift ;;
+		--xrun) xrun=${2:?--xrun PATH}; shift ;;
+		--ncu) ncu=1 ;;
+		-h | --help) usage; exit 0 ;;
+		--*) die "$cmd: unknown option $1 before SPEC (xrun run's flags go after it)" ;;
+		*) spec=$1; shift; break ;;
+		esac
+		shift
+	done
+	[ -n "$spec" ] || die "$cmd: no SPEC (see '$PROG help')"
+	[ -f "$spec" ] || die "$cmd: $spec: no such file"
+	[ -z "$limit" ] || [[ $limit =~ ^[0-9]+$ ]] || die "--time-limit $limit: SECONDS must be a whole number"
+	[[ $as =~ ^[A-Za-z0-9._-]*$ ]] || die "--as $as: letters, digits, '.', '_' and '-' only"
+	need_gpu "$cmd" xrun
+	xrun=$(realpath -m "${xrun:-$GPU_DIR/xrun}")
+	[ -x "$xrun" ] || die "--xrun $xrun: not an executable"
+	local name=${as:-$(study_name "$spec")}
+	[ -n "$name" ] || die "$cmd: $spec: xrun plan cannot read it: $("$GPU_DIR/xrun" plan "$spec" 2>&1 | head -3)"
+	local res=$RESULTS/$name flag=--fresh
+	if [ "$mode" = resume ]; then
+		flag=--resume
+		local pack=$GPU_DIR/resume/$name.tgz
+		if [ -d "$res" ]; then
+			echo "== resume: continuing $res"
+		elif [ -f "$pack" ]; then
+			mkdir -p "$RESULTS" || die "cannot create RESULTS=$RESULTS"
+			tar -xzf "$pack" -C "$RESULTS" || die "cannot unpack $pack"
+			echo "== resume: continuing $pack (unpacked into $res)"
+		else
+			die "resume: nothing to continue: no $res and no $pack ('$PROG collect FROM' stages it from an earlier run's output)"
+		fi
+	fi
+	mkdir -p "$RESULTS"
+
+	local run=("$xrun" run "$spec" --out "$res" "$flag" --log-format json ${gpus:+--gpus "$gpus"} ${limit:+--time-limit "${limit}s"} "$@")
+	TIMEOUT[$name]=0
+	[ -n "$limit" ] && TIMEOUT[$name]=$((limit + 30))
+	if [ "$ncu" = 1 ]; then
+		command -v ncu >/dev/null || die "--ncu: ncu (Nsight Compute) not found"
+		command -v python3 >/dev/null || die "--ncu: python3 not found (bench/ncu_summary.py summarises ncu's log)"
+		# ncu serialises kernels and flushes caches: the sums leave out
+		# launch gaps and run above the time per output token.
+		rm -f "$OUT/$name-ncu.csv"
+		step "$name" . ncu --profile-from-start off --target-processes all --clock-control none \
+			--metrics gpu__time_duration.sum --csv --page raw --print-units base --log-file "$OUT/$name-ncu.csv" "${run[@]}"
+		python3 bench/ncu_summary.py "$OUT/$name-ncu.csv" "$name" >"$OUT/$name-ncu.txt" 2>&1
+	else
+		step "$name" . "${run[@]}"
+	fi
+	# Exit 2: bad input, nothing ran; whatever RESULTS holds is older.
+	pack "$name" "$([ "${RC[$name]}" = 2 ] && echo none)"
+
+	cat "$OUT/$name.md" 2>/dev/null
+	[ "$ncu" = 1 ] && { echo "== ncu ($name-ncu.txt)"; cat "$OUT/$name-ncu.txt"; }
+	local kind f
+	echo "== in $OUT:"
+	for f in "$name".md "$name".log "$name"-ncu.csv "$name"-ncu.txt; do
+		[ -e "$OUT/$f" ] && echo "   $f"
+	done
+	for kind in core data; do
+		set -- "$OUT/$name-$kind".tgz.*
+		[ -e "$1" ] && echo "   $name-$kind.tgz.000... $# part(s), $(du -ch "$@" | tail -1 | cut -f1)"
+	done
+	case ${RC[$name]} in
+	0) echo "== $name: xrun run $flag: every cell ok" ;;
+	130) echo "== $name: xrun run $flag stopped at the time limit (or interrupted), exit 130; '$PROG resume $spec' continues" ;;
+	*) echo "== $name: xrun run $flag exited ${RC[$name]}${NOTE[$name]:+ (${NOTE[$name]})}; the log's end ($name.log):"
+		tail -n 20 "$OUT/$name.log" ;;
+	esac
+	case ${RC[$name]} in 0 | 130) return "${RC[$name]}" ;; *) return 1 ;; esac
+}
+
+# The per-cell data files that finished cells keep; --resume needs none of
+# them (an unfinished cell's repeats keep theirs under repeats/).
+DATA=(-path '*/cells/*' '(' -name requests.jsonl -o -name iterations.csv -o -name telemetry.csv ')')
+
+# pack NAME [none]: $RESULTS/NAME as $OUT/NAME-core.tgz.NNN (everything
+# but the data files and the datasets) and $OUT/NAME-data.tgz.NNN (the
+# data files), each split in parts of $PART_SIZE, and the tables as
+# NAME.md; with none, only the earlier packs removed. Parts keep every
+# file under a copy's size cap; a lost data part costs only the file it
+# cuts (collect), and the core, small, is what a resume needs.
+pack() {
+	local name=$1
+	rm -f "$OUT/$name"-core.tgz.* "$OUT/$name"-data.tgz.* "$OUT/$name.md"
+	[ "${2:-}" != none ] && [ -d "$RESULTS/$name" ] || return 0
+	(cd "$RESULTS" && find "$name" -type f ! -path "$name/datasets/*" ! '(' "${DATA[@]}" ')' -print0 |
+		tar -czf - --null -T -) | split -a 3 -d -b "$PART_SIZE" - "$OUT/$name-core.tgz."
+	(cd "$RESULTS" && find "$name" -type f "${DATA[@]}" -print0 | tar -czf - --null -T -) |
+		split -a 3 -d -b "$PART_SIZE" - "$OUT/$name-data.tgz."
+	cp "$RESULTS/$name/results.md" "$OUT/$name.md" 2>/dev/null
+	return 0
+}
+
+# ---- collect ----
+
+# cmd_collect FROM [TREE]: for each study packed in FROM, its core whole
+# (without every part nothing is merged), then its data parts; cells
+# finished since lose their stale repeats/; then the next resume's pack.
+cmd_collect() {
+	local from=${1:-} tree=${2:-results} rc=0 core name cut c n=0
+	if [ -z "$from" ] || [ $# -gt 2 ]; then die "usage: $PROG collect FROM [TREE]"; fi
+	[ -d "$from" ] || die "collect: $from: no such folder"
+	mkdir -p "$tree" "$GPU_DIR/resume" || die "collect: cannot create $tree or $GPU_DIR/resume"
+	for core in "$from"/*-core.tgz.000; do
+		[ -e "$core" ] || continue
+		name=$(basename "$core" -core.tgz.000)
+		n=$((n + 1))
+		if ! cat "$from/$name"-core.tgz.* | tar -tzf - >/dev/null || ! cat "$from/$name"-core.tgz.* | tar -xzf - -C "$tree"; then
+			echo "collect: $name: the core is incomplete (a part is missing or cut): nothing merged" >&2
+			rc=1
+			continue
+		fi
+		if compgen -G "$from/$name-data.tgz.*" >/dev/null &&
+			! cat "$from/$name"-data.tgz.* | tar -xzf - -C "$tree" 2>/dev/null; then
+			# A missing part cuts the stream: the files before it are
+			# whole, the one it cut is removed rather than kept half.
+			cut=$(cat "$from/$name"-data.tgz.* | tar -tzf - 2>/dev/null | tail -1)
+			[ -n "$cut" ] && rm -f "$tree/$cut"
+			echo "collect: $name: the data came back incomplete (copy the missing part and collect again); removed the cut file: ${cut:-none}" >&2
+			rc=1
+		fi
+		# A cell finished there had its repeats/ merged and removed; a copy
+		# here from an earlier run is stale.
+		for c in "$tree/$name"/cells/*/; do
+			[ -f "$c/cell.json" ] && rm -rf "$c/repeats"
+		done
+		(cd "$tree" && find "$name" -type f ! '(' "${DATA[@]}" ')' -print0 | tar -czf - --null -T -) >"$GPU_DIR/resume/$name.tgz.tmp" &&
+			mv "$GPU_DIR/resume/$name.tgz.tmp" "$GPU_DIR/resume/$name.tgz"
+		echo "== $name: merged into $tree/$name; $(find "$tree/$name/cells" -name cell.json 2>/dev/null | wc -l) cells complete" \
+			"of $(find "$tree/$name/cells" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | wc -l) begun;" \
+			"$GPU_DIR/resume/$name.tgz staged for '$PROG resume'"
+	done
+	[ "$n" -gt 0 ] || die "collect: no NAME-core.tgz.000 in $from"
+	return $rc
+}
+
+case ${1:-help} in
+build) shift; cmd_build "$@" ;;
+check) shift; cmd_check "$@" ;;
+study) shift; cmd_study fresh "$@" ;;
+resume) shift; cmd_study resume "$@" ;;
+collect) shift; cmd_collect "$@" ;;
+help | -h | --help) usage ;;
+*) die "unknown command $1 (see '$PROG help')" ;;
+esac

@@ -1,0 +1,450 @@
+// Package bench holds the tools that check and measure xrun on a GPU
+// machine: gpu.sh (build, check, study, resume, collect; see GPU.md), the
+// A/A tool (aa), the benchmark specs (specs/) and the results kept from
+// GPU runs (results/). The tests here drive gpu.sh against fake GPU tools
+// (nvidia-smi, xrun, the test binaries) written into a temporary folder,
+// so that its plumbing — timeouts, logs, the table, packing, collecting and
+// resuming — is checked on machines without a GPU.
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/xrun-dev/xrun/runner"
+)
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// gpuSh runs bash gpu.sh args with env added to the test's environment.
+func gpuSh(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash:", err)
+	}
+	cmd := exec.Command("bash", append([]string{"gpu.sh"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return r
+}
+
+func writeExec(t *testing.T, path, script string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("#!/usr/bin/env bash\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeGPU is a machine as gpu.sh sees it: nvidia-smi on PATH and a
+// GPU_DIR whose xrun and test binaries are scripts.
+type fakeGPU struct {
+	dir, gpuDir, out string
+	env              []string
+}
+
+// fakeXrun answers plan --json with the study's name, devices after
+// XRUN_FAKE_SLEEP seconds, and run by writing a results tree: a fresh run
+// finishes cell a and leaves b with one repeat (exit 130, as at a time
+// limit); a resumed one lists what it found and finishes b.
+const fakeXrun = `echo "$*" >>"$FAKE/argv"
+case $1 in
+plan) printf '{\n  "schema_version": 1,\n  "name": "s",\n  "spec": "%s"\n}\n' "$2" ;;
+devices) exec sleep "${XRUN_FAKE_SLEEP:-0}" ;;
+run)
+	while [ $# -gt 0 ] && [ "$1" != --out ]; do shift; done
+	d=$2
+	if [[ " $* " == *" --resume "* ]]; then
+		(cd "$d" && find . -type f | sort) >"$FAKE/seen"
+		printf '{"status": "ok"}\n' >"$d/cells/b/cell.json"
+		head -c 3000 /dev/urandom >"$d/cells/b/requests.jsonl"
+		rm -r "$d/cells/b/repeats"
+		exit 0
+	fi
+	mkdir -p "$d/cells/a" "$d/cells/b/repeats" "$d/.xrun" "$d/datasets"
+	head -c 9000 /dev/urandom >"$d/results.json"
+	echo '| table |' >"$d/results.md"
+	echo '{}' >"$d/.xrun/plan.json"
+	echo data >"$d/datasets/ds.jsonl"
+	printf '{"status": "ok"}\n' >"$d/cells/a/cell.json"
+	echo log >"$d/cells/a/log.jsonl"
+	head -c 20000 /dev/urandom >"$d/cells/a/requests.jsonl"
+	head -c 100 /dev/urandom >"$d/cells/a/iterations.csv"
+	head -c 100 /dev/urandom >"$d/cells/a/telemetry.csv"
+	echo log >"$d/cells/b/log.jsonl"
+	echo '{}' >"$d/cells/b/repeats/1.json"
+	head -c 100 /dev/urandom >"$d/cells/b/repeats/1.requests.jsonl"
+	exit 130
+	;;
+esac
+`
+
+func newFakeGPU(t *testing.T) *fakeGPU {
+	dir := t.TempDir()
+	f := &fakeGPU{dir: dir, gpuDir: filepath.Join(dir, "gpu"), out: filepath.Join(dir, "out")}
+	writeExec(t, filepath.Join(dir, "bin", "nvidia-smi"), `[ "$1" = -L ] && echo "GPU 0: Fake GPU (UUID: GPU-0)"; exit 0`+"\n")
+	writeExec(t, filepath.Join(f.gpuDir, "xrun"), fakeXrun)
+	f.env = []string{
+		"PATH=" + filepath.Join(dir, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"FAKE=" + dir, "GPU_DIR=" + f.gpuDir, "OUT=" + f.out, "PART_SIZE=4k",
+	}
+	return f
+}
+
+func (f *fakeGPU) with(env ...string) []string { return append(append([]string{}, f.env...), env...) }
+
+// files lists the files under dir, relative, with their contents.
+func files(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		m[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func keys(m map[string]string) []string {
+	var k []string
+	for n := range m {
+		k = append(k, n)
+	}
+	sort.Strings(k)
+	return k
+}
+
+func parts(t *testing.T, dir, glob string) []string {
+	t.Helper()
+	p, _ := filepath.Glob(filepath.Join(dir, glob))
+	sort.Strings(p)
+	return p
+}
+
+// TestStudyCollectResume follows a study over two calls: packed in parts,
+// merged on the build machine, resumed on a machine that kept nothing.
+func TestStudyCollectResume(t *testing.T) {
+	f := newFakeGPU(t)
+	res1 := filepath.Join(f.dir, "res1")
+	r := gpuSh(t, f.with("RESULTS="+res1), "study", "--time-limit", "60", "--gpus", "0,1", "specs/x.yaml", "--set", "repeats=2")
+	if r.code != 2 || !strings.Contains(r.stderr, "specs/x.yaml: no such file") {
+		t.Fatalf("a missing spec: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = gpuSh(t, f.with("RESULTS="+res1), "study", "--time-limit", "60", "--gpus", "0,1", "bench/specs/gemm-quick.yaml", "--set", "repeats=2")
+	if r.code != 130 || !strings.Contains(r.stdout, "stopped at the time limit") || !strings.Contains(r.stdout, "| table |") {
+		t.Fatalf("study: exit %d, want 130 with the table and the hint\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	argv, _ := os.ReadFile(filepath.Join(f.dir, "argv"))
+	want := "run bench/specs/gemm-quick.yaml --out " + res1 + "/s --fresh --log-format json --gpus 0,1 --time-limit 60s --set repeats=2"
+	if !strings.Contains(string(argv), want) {
+		t.Errorf("xrun's arguments:\n%s\nwant the line %q", argv, want)
+	}
+	measured := files(t, filepath.Join(res1, "s"))
+	if n := len(parts(t, f.out, "s-data.tgz.*")); n < 4 {
+		t.Errorf("%d data parts of 4k for 20 kB of data, want 4 or more", n)
+	}
+	if n := len(parts(t, f.out, "s-core.tgz.*")); n < 2 {
+		t.Errorf("%d core parts of 4k for 9 kB of results.json, want 2 or more", n)
+	}
+	for _, name := range []string{"s.md", "s.log"} {
+		if _, err := os.Stat(filepath.Join(f.out, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	back := filepath.Join(f.dir, "back1")
+	if err := os.CopyFS(back, os.DirFS(f.out)); err != nil {
+		t.Fatal(err)
+	}
+
+	tree := filepath.Join(f.dir, "tree")
+	r = gpuSh(t, f.env, "collect", back, tree)
+	if r.code != 0 || !strings.Contains(r.stdout, "1 cells complete of 2 begun") {
+		t.Fatalf("collect: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	got := files(t, filepath.Join(tree, "s"))
+	for name, content := range measured {
+		if strings.HasPrefix(name, "datasets/") {
+			if _, ok := got[name]; ok {
+				t.Errorf("%s came back: datasets stay on the GPU machine", name)
+			}
+			continue
+		}
+		if got[name] != content {
+			t.Errorf("%s: merged %d bytes, measured %d", name, len(got[name]), len(content))
+		}
+	}
+	staged := filepath.Join(f.gpuDir, "resume", "s.tgz")
+	if _, err := os.Stat(staged); err != nil {
+		t.Fatal("collect staged nothing for resume:", err)
+	}
+
+	// A machine that kept nothing resumes from the staged core.
+	res2 := filepath.Join(f.dir, "res2")
+	r = gpuSh(t, f.with("RESULTS="+res2), "resume", "bench/specs/gemm-quick.yaml")
+	if r.code != 0 || !strings.Contains(r.stdout, "every cell ok") {
+		t.Fatalf("resume: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	seen, _ := os.ReadFile(filepath.Join(f.dir, "seen"))
+	wantSeen := strings.Join([]string{
+		"./.xrun/plan.json", "./cells/a/cell.json", "./cells/a/log.jsonl", "./cells/b/log.jsonl",
+		"./cells/b/repeats/1.json", "./cells/b/repeats/1.requests.jsonl", "./results.json", "./results.md",
+	}, "\n") + "\n"
+	if string(seen) != wantSeen {
+		t.Errorf("resume gave xrun run --resume\n%s\nwant what --resume reads, without the finished cells' data:\n%s", seen, wantSeen)
+	}
+
+	r = gpuSh(t, f.env, "collect", f.out, tree)
+	if r.code != 0 || !strings.Contains(r.stdout, "2 cells complete of 2 begun") {
+		t.Fatalf("second collect: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	got = files(t, filepath.Join(tree, "s"))
+	if got["cells/a/requests.jsonl"] != measured["cells/a/requests.jsonl"] {
+		t.Error("the first call's data was lost when the second came back")
+	}
+	for _, name := range []string{"cells/b/repeats/1.json", "cells/b/repeats/1.requests.jsonl"} {
+		if _, ok := got[name]; ok {
+			t.Errorf("%s kept after cell b finished", name)
+		}
+	}
+	if _, ok := got["cells/b/requests.jsonl"]; !ok {
+		t.Errorf("cell b's data missing: %v", keys(got))
+	}
+}
+
+// TestCollectIncomplete: a lost data part costs the file it cut, nothing
+// else; a lost core part merges nothing.
+func TestCollectIncomplete(t *testing.T) {
+	f := newFakeGPU(t)
+	res := filepath.Join(f.dir, "res")
+	if r := gpuSh(t, f.with("RESULTS="+res), "study", "bench/specs/gemm-quick.yaml"); r.code != 130 {
+		t.Fatalf("study: exit %d\n%s", r.code, r.stderr)
+	}
+	measured := files(t, filepath.Join(res, "s"))
+
+	data := parts(t, f.out, "s-data.tgz.*")
+	lost := t.TempDir()
+	for _, p := range data {
+		if p == data[len(data)/2] {
+			continue
+		}
+		b, _ := os.ReadFile(p)
+		os.WriteFile(filepath.Join(lost, filepath.Base(p)), b, 0o644)
+	}
+	for _, p := range parts(t, f.out, "s-core.tgz.*") {
+		b, _ := os.ReadFile(p)
+		os.WriteFile(filepath.Join(lost, filepath.Base(p)), b, 0o644)
+	}
+	tree := filepath.Join(f.dir, "tree")
+	r := gpuSh(t, f.env, "collect", lost, tree)
+	if r.code != 1 || !strings.Contains(r.stderr, "the data came back incomplete") {
+		t.Fatalf("collect without a data part: exit %d, stderr %q", r.code, r.stderr)
+	}
+	got := files(t, filepath.Join(tree, "s"))
+	for name, content := range got {
+		if content != measured[name] {
+			t.Errorf("%s merged unlike the measured file (%d and %d bytes): a cut file must go", name, len(content), len(measured[name]))
+		}
+	}
+	if _, ok := got["cells/a/requests.jsonl"]; ok {
+		t.Error("the file the lost part cut was kept")
+	}
+	if _, ok := got["results.json"]; !ok {
+		t.Errorf("the core was not merged: %v", keys(got))
+	}
+
+	core := parts(t, lost, "s-core.tgz.*")
+	os.Remove(core[len(core)-1])
+	tree2 := filepath.Join(f.dir, "tree2")
+	r = gpuSh(t, f.env, "collect", lost, tree2)
+	if r.code != 1 || !strings.Contains(r.stderr, "the core is incomplete") {
+		t.Fatalf("collect without a core part: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(tree2, "s")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a partial core was merged (%v)", err)
+	}
+}
+
+// TestStudyBadInput: xrun refusing the spec (exit 2) leaves no pack of
+// older results behind.
+func TestStudyBadInput(t *testing.T) {
+	f := newFakeGPU(t)
+	res := filepath.Join(f.dir, "res")
+	if r := gpuSh(t, f.with("RESULTS="+res), "study", "bench/specs/gemm-quick.yaml"); r.code != 130 {
+		t.Fatalf("study: exit %d\n%s", r.code, r.stderr)
+	}
+	writeExec(t, filepath.Join(f.gpuDir, "xrun"), `[ "$1" = plan ] && { printf '  "name": "s",\n'; exit 0; }
+echo "xrun: --set repeats=0: repeats: expected an integer in [1, 1000], got integer 0" >&2; exit 2
+`)
+	r := gpuSh(t, f.with("RESULTS="+res), "study", "bench/specs/gemm-quick.yaml", "--set", "repeats=0")
+	if r.code != 1 || !strings.Contains(r.stdout, "expected an integer") {
+		t.Fatalf("exit %d, want 1 with xrun's message\nstdout %s", r.code, r.stdout)
+	}
+	if left := append(parts(t, f.out, "s-*.tgz.*"), parts(t, f.out, "s.md")...); len(left) != 0 {
+		t.Errorf("packs of the earlier run left in OUT: %v", left)
+	}
+}
+
+// TestCheck runs check over fake test binaries: each in its package's
+// folder under its timeout, counted in the table, failures and the whole
+// model's worst errors shown, a step past its timeout stopped and named.
+func TestCheck(t *testing.T) {
+	f := newFakeGPU(t)
+	writeExec(t, filepath.Join(f.gpuDir, "cuda.test"), `echo "pwd $PWD args $*"
+printf '=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n--- SKIP: TestB (0.00s)\nPASS\n'
+`)
+	writeExec(t, filepath.Join(f.gpuDir, "backend.test"), `echo "pwd $PWD args $*"
+printf '=== RUN   TestGolden\n    x_test.go:1: logits relative error 7.4e-04\n    x_test.go:2: logits relative error 2.5e-03\n--- PASS: TestGolden (0.00s)\n'
+printf '=== RUN   TestMoE\n    moe_test.go:9: logits relative error 0.0926\n--- FAIL: TestMoE (0.00s)\nFAIL\n'
+exit 1
+`)
+	r := gpuSh(t, f.with("XRUN_FAKE_SLEEP=30"), "check", "--run", "TestA|TestB", "--timeout", "devices=1")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (a failed test)\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^nvidia-smi +0 +- +- +- +\d+  nvidia-smi\.log$`),
+		regexp.MustCompile(`(?m)^devices +124 +- +- +- +\d+  devices\.log \(stopped after the 1s timeout\)$`),
+		regexp.MustCompile(`(?m)^cuda +0 +1 +0 +1 +\d+  cuda\.log$`),
+		regexp.MustCompile(`(?m)^backend +1 +1 +1 +0 +\d+  backend\.log$`),
+		regexp.MustCompile(`(?m)^== backend failures \(backend\.log\)\n.*--- FAIL: TestMoE`),
+		regexp.MustCompile(`(?m)^  TestGolden +PASS +0\.0025$`),
+		regexp.MustCompile(`(?m)^  TestMoE +FAIL +0\.0926$`),
+	} {
+		if !want.MatchString(r.stdout) {
+			t.Errorf("stdout lacks %s:\n%s", want, r.stdout)
+		}
+	}
+	logs := files(t, f.out)
+	if want := "pwd " + filepath.Join(repoRoot(t), "engine/cuda") + " args -test.v -test.timeout 440s -test.run TestA|TestB"; !strings.Contains(logs["cuda.log"], want) {
+		t.Errorf("cuda.log %q, want %q", logs["cuda.log"], want)
+	}
+	if want := "pwd " + filepath.Join(repoRoot(t), "engine/cuda/backend") + " args -test.v -test.timeout 190s\n"; !strings.Contains(logs["backend.log"], want) {
+		t.Errorf("backend.log %q, want %q", logs["backend.log"], want)
+	}
+	if !strings.Contains(logs["devices.log"], "gpu.sh: devices stopped after 1s") {
+		t.Errorf("devices.log %q does not say it was stopped", logs["devices.log"])
+	}
+}
+
+// TestWithoutXrun: a build folder of test binaries only still checks, the
+// devices probe skipped and saying why; a study refuses.
+func TestWithoutXrun(t *testing.T) {
+	f := newFakeGPU(t)
+	os.Remove(filepath.Join(f.gpuDir, "xrun"))
+	writeExec(t, filepath.Join(f.gpuDir, "cuda.test"), `printf '=== RUN   TestA\n--- PASS: TestA (0.00s)\nPASS\n'`+"\n")
+	r := gpuSh(t, f.env, "check", "--tests", "cuda")
+	want := regexp.MustCompile(`(?m)^devices +skip +- +- +- +0  - \(no .*/gpu/xrun\)$`)
+	if r.code != 0 || !want.MatchString(r.stdout) {
+		t.Errorf("check: exit %d, want 0 and a row matching %s\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+	r = gpuSh(t, f.env, "study", "bench/specs/gemm-quick.yaml")
+	if r.code != 2 || !strings.Contains(r.stderr, "/gpu/xrun missing: run 'bash bench/gpu.sh build'") {
+		t.Errorf("study: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(wd)
+}
+
+// TestNoGPU: where no driver is installed the GPU commands stop at once,
+// saying where they run.
+func TestNoGPU(t *testing.T) {
+	if p, err := exec.LookPath("nvidia-smi"); err == nil {
+		t.Skip("a driver is installed here:", p)
+	}
+	for _, args := range [][]string{{"check"}, {"study", "bench/specs/gemm-quick.yaml"}, {"resume", "bench/specs/gemm-quick.yaml"}} {
+		r := gpuSh(t, []string{"GPU_DIR=" + t.TempDir()}, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "no NVIDIA driver here (nvidia-smi not found): '"+args[0]+"' runs on the GPU machine") {
+			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+}
+
+// TestUsage: mistakes in the command line are refused before anything
+// runs, with exit 2.
+func TestUsage(t *testing.T) {
+	f := newFakeGPU(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frobnicate"}, "unknown command frobnicate"},
+		{[]string{"check", "--tests", "cuda,kernels"}, "--tests: unknown test kernels"},
+		{[]string{"check", "--timeout", "cuda=5"}, "a test binary needs more than 20 s"},
+		{[]string{"check", "--timeout", "kernels=50"}, "--timeout kernels=50: no step kernels"},
+		{[]string{"check", "--timeout", "cuda=5m"}, "SECONDS must be a whole number"},
+		{[]string{"check", "--verbose"}, "check: unknown option --verbose"},
+		{[]string{"check", "--tests", "cuda,cupti"}, "/gpu/cuda.test missing: 'bash bench/gpu.sh build' builds it"},
+		{[]string{"check", "--tests", "none", "--bench", "MoE"}, "/gpu/cuda.test missing"},
+		{[]string{"study"}, "study: no SPEC"},
+		{[]string{"study", "--repeats", "3", "bench/specs/gemm-quick.yaml"}, "unknown option --repeats before SPEC"},
+		{[]string{"study", "--time-limit", "9m", "bench/specs/gemm-quick.yaml"}, "--time-limit 9m: SECONDS must be a whole number"},
+		{[]string{"study", "--as", "../x", "bench/specs/gemm-quick.yaml"}, "--as ../x: letters, digits"},
+		{[]string{"resume", "bench/specs/gemm-quick.yaml"}, "resume: nothing to continue"},
+		{[]string{"collect"}, "usage: bash bench/gpu.sh collect FROM [TREE]"},
+		{[]string{"collect", f.dir}, "collect: no NAME-core.tgz.000 in"},
+	} {
+		r := gpuSh(t, f.with("RESULTS="+filepath.Join(f.dir, "res")), tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want exit 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "argv")); err == nil {
+		b, _ := os.ReadFile(filepath.Join(f.dir, "argv"))
+		if strings.Contains(string(b), "run ") {
+			t.Errorf("a refused command ran xrun: %s", b)
+		}
+	}
+}
+
+// TestSpecs: every spec in specs/ plans.
+func TestSpecs(t *testing.T) {
+	specs, _ := filepath.Glob("specs/*.yaml")
+	if len(specs) == 0 {
+		t.Fatal("no specs")
+	}
+	for _, p := range specs {
+		s, err := runner.LoadSpec(p, runner.LoadOptions{})
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if len(s.Plan.Cells) == 0 {
+			t.Errorf("%s: no cells", p)
+		}
+	}
+}

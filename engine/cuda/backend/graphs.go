@@ -1,0 +1,109 @@
+//go:build cgo && linux
+
+package backend
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/xrun-dev/xrun/engine/cuda"
+)
+
+// mode is how the current iteration's ops run.
+type mode int
+
+const (
+	eager   mode = iota // queued as they come
+	capture             // recorded into the bucket's graph
+	replay              // skipped: the bucket's graph replays them at the sync point
+)
+
+// graphState is one decode batch-size bucket: captured on its second
+// iteration (the first runs eagerly, building every cuBLASLt plan and
+// loading every kernel it needs), replayed from then on.
+type graphState struct {
+	seen  int
+	graph *cuda.Graph
+	ops   int
+}
+
+// op queues fn on the GPU's thread. In replay mode the bucket's graph
+// already holds it; after a failure the rest of the iteration is skipped
+// and the failure is reported at the next synchronising call.
+func (b *Backend) op(fn func(g *cuda.GPU) error) {
+	b.release()
+	b.ops++
+	switch b.mode {
+	case replay:
+		return
+	case capture:
+		b.capOps = append(b.capOps, fn)
+	}
+	b.dev.Post(func(g *cuda.GPU) {
+		if b.err != nil {
+			return
+		}
+		if err := fn(g); err != nil {
+			b.err = err
+		}
+	}, func(err error) {
+		if b.err == nil {
+			b.err = err
+		}
+	})
+}
+
+// flush runs on the GPU's thread at a synchronisation point: it ends a
+// capture and launches the graph (or replays the bucket's graph), then
+// returns (and clears) the first failure of the ops before it. Later ops
+// of the iteration run eagerly on the padded layout.
+func (b *Backend) flush(g *cuda.GPU) error {
+	switch b.mode {
+	case capture:
+		failed := b.err != nil
+		gr, err := g.Stream.EndCapture(failed)
+		switch {
+		case err == nil && gr != nil:
+			b.bucket.graph, b.bucket.ops = gr, b.ops
+			err = gr.Launch(g.Stream)
+		case err == nil:
+			err = b.err
+		}
+		if err != nil {
+			// The captured work never ran: turn graphs off and run the
+			// iteration's ops eagerly, so a capture problem costs speed,
+			// not the run.
+			fmt.Fprintf(os.Stderr, "cuda backend: decode graphs turned off, capturing %d rows failed: %v\n", b.cur.nTok, err)
+			b.graphsOn, b.err = false, nil
+			for _, fn := range b.capOps {
+				if err := fn(g); err != nil {
+					b.err = err
+					break
+				}
+			}
+		}
+		b.capOps = b.capOps[:0]
+	case replay:
+		if b.ops != b.bucket.ops && b.err == nil {
+			b.err = fmt.Errorf("iteration queued %d ops, its graph holds %d", b.ops, b.bucket.ops)
+		} else if !b.launched {
+			if err := b.bucket.graph.Launch(g.Stream); err != nil && b.err == nil {
+				b.err = err
+			}
+		}
+	}
+	b.launched = false
+	b.mode = eager
+	err := b.err
+	b.err = nil
+	return err
+}
+
+func (b *Backend) dropGraphs() {
+	for _, gs := range b.graphs {
+		if gs.graph != nil {
+			gs.graph.Close()
+		}
+	}
+	clear(b.graphs)
+}

@@ -1,0 +1,350 @@
+//go:build cgo && linux
+
+package backend
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/xrun-dev/xrun/engine/cuda"
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// alloc and allocHost take memory the backend owns until Close (or
+// freeOwned).
+func (b *Backend) alloc(g *cuda.GPU, bytes int) (cuda.Buffer, error) {
+	buf, err := g.Alloc(bytes)
+	if err == nil {
+		b.owned = append(b.owned, buf)
+	}
+	return buf, err
+}
+
+func (b *Backend) allocHost(g *cuda.GPU, bytes int) (cuda.HostBuffer, error) {
+	h, err := g.AllocHost(bytes)
+	if err == nil {
+		b.hosts = append(b.hosts, h)
+	}
+	return h, err
+}
+
+// f32TableMax bounds the tables also kept in float32 (the RoPE table is
+// [positions, head dim]; an embedding from an F32 checkpoint may be
+// large, and only the RoPE kernel reads float32).
+const f32TableMax = 1 << 24
+
+// Upload converts a checkpoint tensor to the compute dtype on the host and
+// copies it over; F32 tables of moderate size also keep a float32 copy.
+func (b *Backend) Upload(name string, kind model.WeightKind, h model.HostTensor) (model.Tensor, error) {
+	if err := kind.CheckShape(h.Shape); err != nil {
+		return nil, err
+	}
+	n := numel(h.Shape)
+	t := &tensor{name: name, shape: slices.Clone(h.Shape), kind: kFloat}
+	var bits []byte
+	var f32 []float32
+	switch {
+	case h.DType == "F16" && b.dt == cuda.F16, h.DType == "BF16" && b.dt == cuda.BF16:
+		if len(h.Data) != n*2 {
+			return nil, fmt.Errorf("%d bytes for shape %v of %s", len(h.Data), h.Shape, h.DType)
+		}
+		bits = h.Data
+	default:
+		f, err := h.Float32()
+		if err != nil {
+			return nil, err
+		}
+		enc := b.dt.Encode(f)
+		bits = u16Bytes(enc)
+		if kind == model.Table && h.DType == "F32" && n <= f32TableMax {
+			f32 = f
+		}
+	}
+	err := b.dev.Do(func(g *cuda.GPU) error {
+		buf, err := b.alloc(g, n*b.dt.Size())
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		t.buf = buf
+		if err := g.Stream.Upload(buf, bits); err != nil {
+			return err
+		}
+		b.memWeights += int64(buf.Bytes)
+		if f32 != nil {
+			fb, err := b.alloc(g, n*4)
+			if err != nil {
+				return err
+			}
+			t.f32 = fb
+			b.memWeights += int64(fb.Bytes)
+			return cuda.UploadSlice(g.Stream, fb, f32)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Random fills a weight on the device with model.RandomFill's values.
+func (b *Backend) Random(name string, kind model.WeightKind, shape []int, seed uint64, scale float32) (model.Tensor, error) {
+	if err := kind.CheckShape(shape); err != nil {
+		return nil, err
+	}
+	t := &tensor{name: name, shape: slices.Clone(shape), kind: kFloat}
+	err := b.dev.Do(func(g *cuda.GPU) error {
+		buf, err := b.alloc(g, numel(shape)*b.dt.Size())
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		t.buf = buf
+		b.memWeights += int64(buf.Bytes)
+		return g.RandomFill(g.Stream, b.dt, buf, seed, 0, scale)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Alloc creates an activation or index buffer. Captured graphs hold
+// addresses, so a new buffer (the model growing) drops them.
+func (b *Backend) Alloc(name string, dt model.DType, shape ...int) (model.Tensor, error) {
+	if len(shape) == 0 {
+		return nil, fmt.Errorf("%s: no shape", name)
+	}
+	for _, d := range shape {
+		if d <= 0 {
+			return nil, fmt.Errorf("%s: shape %v: sizes must be positive", name, shape)
+		}
+	}
+	t := &tensor{name: name, shape: slices.Clone(shape), kind: kFloat}
+	size := b.dt.Size()
+	if dt == model.Int32 {
+		t.kind, size = kInt32, 4
+	}
+	err := b.dev.Do(func(g *cuda.GPU) error {
+		b.dropGraphs()
+		buf, err := b.alloc(g, numel(shape)*size)
+		t.buf = buf
+		b.memActs += int64(buf.Bytes)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if t.kind == kFloat {
+		if b.minRows == 0 || shape[0] < b.minRows {
+			b.minRows = shape[0]
+		}
+		b.maxRows = max(b.maxRows, shape[0])
+	}
+	return t, nil
+}
+
+// NewKVCache allocates the cache, refusing one larger than KVFreeFraction
+// of the memory still free, and sizes the batch layout buffers for the
+// largest activation.
+func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
+	a := cuda.AttnShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim}
+	if c.Layers <= 0 || c.Slots <= 0 || c.Capacity <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.Heads%c.KVHeads != 0 {
+		return nil, fmt.Errorf("KV cache %+v: sizes must be positive, heads a multiple of KV heads", c)
+	}
+	if c.HeadDim%8 != 0 {
+		return nil, fmt.Errorf("KV cache: head dim %d is not a multiple of 8", c.HeadDim)
+	}
+	layer := (c.Slots + 1) * c.KVHeads * c.Capacity * c.HeadDim * b.dt.Size()
+	kc := &kvCache{c: c, layerBytes: layer, shape: a}
+	err := b.dev.Do(func(g *cuda.GPU) error {
+		b.dropGraphs()
+		if b.cache != nil { // replaced: give its memory back first
+			b.freeOwned(g, b.cache.k, b.cache.v)
+			b.cache = nil
+		}
+		if err := b.ensureLayout(g, max(b.maxRows, c.Slots)); err != nil {
+			return err
+		}
+		budget, err := b.kvBudget(g)
+		if err != nil {
+			return err
+		}
+		need := 2 * int64(layer) * int64(c.Layers)
+		if need > budget {
+			return fmt.Errorf("KV cache of %d slots (+1 scratch) x %d positions x %d layers needs %.2f GiB; the budget is %.2f GiB (weights %.2f GiB, activations %.2f GiB)",
+				c.Slots, c.Capacity, c.Layers, gib(need), gib(budget), gib(b.memWeights), gib(b.memActs))
+		}
+		if b.attnWork.Bytes == 0 {
+			// Split decode launches have at most 2 blocks per multiprocessor.
+			if b.attnWork, err = b.alloc(g, cuda.AttnWorkBytes(2*g.Info.SMs, cuda.AttnRowsSmall, 128)); err != nil {
+				return err
+			}
+			if b.attnCnt, err = b.alloc(g, cuda.AttnCounterBytes(2*g.Info.SMs)); err != nil {
+				return err
+			}
+			if err := g.Stream.Zero(b.attnCnt); err != nil {
+				return err
+			}
+		}
+		if kc.k, err = b.alloc(g, layer*c.Layers); err != nil {
+			return err
+		}
+		if kc.v, err = b.alloc(g, layer*c.Layers); err != nil {
+			return err
+		}
+		b.cache = kc
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return kc, nil
+}
+
+// kvBudget is BackendOptions.KVCacheBytes, or the fraction of the device
+// memory free now (the current cache counted as free: it is replaced).
+func (b *Backend) kvBudget(g *cuda.GPU) (int64, error) {
+	if b.opt.KVCacheBytes > 0 {
+		return b.opt.KVCacheBytes, nil
+	}
+	frac := b.opt.KVCacheFraction
+	if frac <= 0 {
+		frac = DefaultKVFreeFraction
+	}
+	free, _, err := g.MemInfo()
+	if err != nil {
+		return 0, err
+	}
+	if b.cache != nil {
+		free += uint64(b.cache.k.Bytes) * 2
+	}
+	return int64(frac * float64(free)), nil
+}
+
+// MaxKVSlots is how many slots of c's capacity fit the KV budget (one slot
+// is kept back as the padding rows' scratch slot).
+func (b *Backend) MaxKVSlots(c model.KVConfig) int {
+	per := c.KVBytesPerToken(b.dt.Size()) * int64(c.Capacity)
+	if per <= 0 {
+		return 0
+	}
+	var budget int64
+	if err := b.dev.Do(func(g *cuda.GPU) (err error) { budget, err = b.kvBudget(g); return }); err != nil {
+		return 0
+	}
+	return int(max(0, min(budget/per-1, 1<<30)))
+}
+
+// Free releases a tensor's or KV cache's device memory now. Graphs that
+// might hold its address are dropped.
+func (b *Backend) Free(t model.Tensor) {
+	_ = b.dev.Do(func(g *cuda.GPU) error {
+		if err := g.Stream.Sync(); err != nil {
+			return err
+		}
+		b.dropGraphs()
+		switch x := t.(type) {
+		case *tensor:
+			b.freeOwned(g, x.buf, x.f32)
+			x.buf, x.f32 = cuda.Buffer{}, cuda.Buffer{}
+		case *kvCache:
+			b.freeOwned(g, x.k, x.v)
+			x.k, x.v = cuda.Buffer{}, cuda.Buffer{}
+			if b.cache == x {
+				b.cache = nil
+			}
+		}
+		return nil
+	})
+}
+
+func gib(n int64) float64 { return float64(n) / (1 << 30) }
+
+func (b *Backend) freeOwned(g *cuda.GPU, bufs ...cuda.Buffer) {
+	for _, f := range bufs {
+		for i, o := range b.owned {
+			if o == f {
+				g.Free(o)
+				b.owned = slices.Delete(b.owned, i, i+1)
+				break
+			}
+		}
+	}
+}
+
+// WriteInt32 copies src into the first elements of t.
+func (b *Backend) WriteInt32(t model.Tensor, src []int32) error {
+	d := ft(t)
+	if d.kind != kInt32 || len(src)*4 > d.buf.Bytes {
+		return fmt.Errorf("%s: writing %d int32 into %v", d.name, len(src), d.shape)
+	}
+	b.release()
+	return b.dev.Do(func(g *cuda.GPU) error {
+		if len(src) == 0 {
+			return nil
+		}
+		return cuda.UploadSlice(g.Stream, d.buf.Slice(0, len(src)*4), src)
+	})
+}
+
+// WriteFloat32 converts src to the tensor's dtype and copies it in.
+func (b *Backend) WriteFloat32(t model.Tensor, src []float32) error {
+	d := ft(t)
+	if d.kind != kFloat || len(src)*b.dt.Size() > d.buf.Bytes {
+		return fmt.Errorf("%s: writing %d floats into %v", d.name, len(src), d.shape)
+	}
+	enc := b.dt.Encode(src)
+	b.release()
+	return b.dev.Do(func(g *cuda.GPU) error {
+		if len(src) == 0 {
+			return nil
+		}
+		return cuda.UploadSlice(g.Stream, d.buf.Slice(0, len(enc)*2), enc)
+	})
+}
+
+// ReadFloat32 copies the first rows of t to dst.
+func (b *Backend) ReadFloat32(dst []float32, t model.Tensor, rows int) error {
+	s := ft(t)
+	n := rows * s.cols()
+	if s.kind != kFloat || n > len(dst) || n*b.dt.Size() > s.buf.Bytes {
+		return fmt.Errorf("%s: reading %d rows of %v into %d floats", s.name, rows, s.shape, len(dst))
+	}
+	bits := make([]uint16, n)
+	b.release()
+	err := b.dev.Do(func(g *cuda.GPU) error {
+		if err := b.flush(g); err != nil {
+			return err
+		}
+		if n == 0 {
+			return g.Stream.Sync()
+		}
+		return cuda.DownloadSlice(g.Stream, bits, s.buf.Slice(0, n*2))
+	})
+	if err != nil {
+		return err
+	}
+	for i, v := range bits {
+		dst[i] = b.dt.ToFloat32(v)
+	}
+	return nil
+}
+
+// ReadInt32 copies the first rows of t to dst.
+func (b *Backend) ReadInt32(dst []int32, t model.Tensor, rows int) error {
+	s := ft(t)
+	n := rows * s.cols()
+	if s.kind != kInt32 || n > len(dst) || n*4 > s.buf.Bytes {
+		return fmt.Errorf("%s: reading %d rows of %v into %d int32", s.name, rows, s.shape, len(dst))
+	}
+	b.release()
+	return b.dev.Do(func(g *cuda.GPU) error {
+		if err := b.flush(g); err != nil {
+			return err
+		}
+		if n == 0 {
+			return g.Stream.Sync()
+		}
+		return cuda.DownloadSlice(g.Stream, dst[:n], s.buf.Slice(0, n*4))
+	})
+}

@@ -1,0 +1,31 @@
+package model
+
+// Switches are the values in effect of the engine's switches, the
+// environment variables that engine.Switches lists with their defaults and
+// meanings (and which field of this type each one sets: the one of the
+// same name). engine.ParseSwitches reads them from an environment once,
+// when an engine opens, and from there they are passed down, never read
+// again: engine.Config.Switches to the scheduler, BackendOptions.Switches
+// to the backend, and on to engine/cuda's device. The model itself reads
+// none of them; it lives here because BackendOptions does.
+type Switches struct {
+	Overlap         bool   // XRUN_OVERLAP
+	CUDAGraphs      bool   // XRUN_CUDA_GRAPHS
+	CUDAPDL         bool   // XRUN_CUDA_PDL
+	CUDAFuse        bool   // XRUN_CUDA_FUSE
+	CUDAFuseNorm    bool   // XRUN_CUDA_FUSE_NORM
+	CUDAGemv        bool   // XRUN_CUDA_GEMV
+	CUDAGemvMaxM    int    // XRUN_CUDA_GEMV_MAXM
+	CUDAGemvPlan    bool   // XRUN_CUDA_GEMV_PLAN
+	CUDAAttnTC      string // XRUN_CUDA_ATTN_TC: "auto", "0" or a configuration's name
+	CUDAAttnSplit   bool   // XRUN_CUDA_ATTN_SPLIT
+	CUDAAttnRope    bool   // XRUN_CUDA_ATTN_ROPE
+	CUDAAttnShort   int    // XRUN_CUDA_ATTN_SHORT
+	CUDAMoETile     string // XRUN_CUDA_MOE_TILE: "auto", "s", "m" or "l"
+	CUDAMoEHints    int    // XRUN_CUDA_MOE_HINTS
+	CUDAMoELibrary  bool   // XRUN_CUDA_MOE_LT
+	CUDALtTune      bool   // XRUN_CUDA_LT_TUNE
+	CUDASync        bool   // XRUN_CUDA_SYNC
+	CUDALtLog       bool   // XRUN_CUDA_LT_LOG
+	MeasureCeilings bool   // XRUN_MEASURE_CEILINGS
+}

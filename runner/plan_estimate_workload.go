@@ -1,0 +1,190 @@
+package runner
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/profile"
+	"github.com/xrun-dev/xrun/results"
+)
+
+// workload is what the roofline needs of a cell: the model, the engine's
+// limits and the requests' sizes.
+type workload struct {
+	engine     string
+	mc         engine.ModelConfig
+	elemBytes  int
+	batch      int
+	maxTokens  int
+	warmup     int
+	kvFraction float64
+	ownGEMM    bool // gemm_plugin disable on xrun's own engine
+	// requests, input and output are the dataset's count and lengths (the
+	// mean, or the unif midpoint); maxLen the longest request.
+	requests, input, output, maxLen int
+	// split is how many GPUs share a pass's work (tp x pp).
+	split int
+}
+
+// cellWorkload is a plan cell's workload; why says why there is none.
+func cellWorkload(c *Cell) (workload, string) {
+	p := &c.Params
+	w := workload{engine: p.Engine, mc: *c.Model, elemBytes: 2, batch: p.BatchSize, maxTokens: p.MaxNumTokens,
+		warmup: p.Warmup, kvFraction: p.KVCacheFreeGPUMemFraction, split: max(p.TP*p.PP, 1),
+		ownGEMM: builtinEngine(p.Engine) && p.GemmPlugin == "disable"}
+	if p.Dtype == "float32" {
+		w.elemBytes = 4
+	}
+	if w.kvFraction == 0 || c.na&(1<<pKVFraction) != 0 {
+		w.kvFraction = 0.9
+	}
+	d := &p.Dataset
+	switch d.Kind() {
+	case GenNorm:
+		w.requests, w.input, w.output = d.NumRequests, d.InputMean, d.OutputMean
+		w.maxLen = d.InputMean + d.OutputMean
+	case GenUnif:
+		w.requests, w.input, w.output = d.NumRequests, (d.InputMin+d.InputMax)/2, (d.OutputMin+d.OutputMax)/2
+		w.maxLen = d.InputMax + d.OutputMax
+	default:
+		return w, "with a dataset file: its requests' lengths are read at run time"
+	}
+	return w, ""
+}
+
+// flatWorkload is the workload of a measured cell from its parameters in
+// results.json; ok is false when they do not say enough (a model
+// directory, a dataset file).
+func flatWorkload(p results.Params) (workload, bool) {
+	str := func(k string) string {
+		if v, ok := p[k].(string); ok {
+			return v
+		}
+		if d, ok := params[paramIndex[k]].def.(string); ok {
+			return d
+		}
+		return ""
+	}
+	num := func(k string) float64 {
+		switch v := p[k].(type) {
+		case int:
+			return float64(v)
+		case int64:
+			return float64(v)
+		case float64:
+			return v
+		}
+		switch d := params[paramIndex[k]].def.(type) {
+		case int:
+			return float64(d)
+		case float64:
+			return d
+		}
+		return 0
+	}
+	mc, ok := engine.ZooModel(str("model"))
+	if !ok {
+		return workload{}, false
+	}
+	eng := str("engine")
+	w := workload{engine: eng, mc: mc, elemBytes: 2, batch: int(num("batch_size")), maxTokens: int(num("max_num_tokens")),
+		warmup: int(num("warmup")), kvFraction: num("kv_cache_free_gpu_mem_fraction"),
+		split:   max(int(num("tp")*num("pp")), 1),
+		ownGEMM: builtinEngine(eng) && str("gemm_plugin") == "disable"}
+	if str("dtype") == "float32" {
+		w.elemBytes = 4
+	}
+	n := int(num("dataset.num_requests"))
+	switch str("dataset.generator") {
+	case GenNorm:
+		in, out := int(num("dataset.input_mean")), int(num("dataset.output_mean"))
+		w.requests, w.input, w.output, w.maxLen = n, in, out, in+out
+	case GenUnif:
+		inLo, inHi, outLo, outHi := int(num("dataset.input_min")), int(num("dataset.input_max")), int(num("dataset.output_min")), int(num("dataset.output_max"))
+		w.requests, w.input, w.output, w.maxLen = n, (inLo+inHi)/2, (outLo+outHi)/2, inHi+outHi
+	default:
+		return workload{}, false
+	}
+	return w, w.requests > 0 && w.input > 0 && w.output > 0 && w.batch > 0 && w.maxTokens > 0
+}
+
+// derate is the factor on the efficiency for the workload's GEMM path, at
+// a batch of that many requests in flight.
+func (w workload) derate(batch int) float64 {
+	if w.ownGEMM && !w.mc.MoE() && batch >= ownGEMMMinBatch {
+		return ownGEMMDerate
+	}
+	return 1
+}
+
+// simulation is a cell's roofline: the floor, in seconds, of one timed
+// pass and of its warm-up, on the GPU simulated.
+type simulation struct {
+	pass, warmup float64
+	// slots are the requests in flight at most; the warm-up has
+	// min(slots, warmup) of them.
+	slots, warm int
+}
+
+func (s simulation) warmBatch() int { return min(s.slots, s.warm) }
+
+// simulate runs the workload's schedule on dev, which has memory bytes;
+// why says why it cannot run there.
+func (w workload) simulate(dev profile.Device, memory float64) (simulation, string) {
+	weights := float64(w.mc.Params()) * float64(w.elemBytes) / float64(w.split)
+	if weights+gpuReserved > memory {
+		return simulation{}, fmt.Sprintf("too large for the GPU: %s's weights take %.1f GB, it has %.1f GB",
+			w.mc.Name, weights/1e9, memory/1e9)
+	}
+	// As the engine (and TensorRT-LLM's capacity scheduler): no more
+	// requests in flight than the KV cache holds whole, one slot kept.
+	kvPerToken := 2 * float64(w.mc.Layers*w.mc.KVHeads*w.mc.HeadDim*w.elemBytes) / float64(w.split)
+	fit := int(math.Floor(w.kvFraction*(memory-weights-gpuReserved)/(kvPerToken*float64(w.maxLen)))) - 1
+	if fit < 1 {
+		return simulation{}, fmt.Sprintf("too large for the GPU: its KV cache cannot hold one request of %d tokens beside %s's weights", w.maxLen, w.mc.Name)
+	}
+	s := simulation{slots: min(w.batch, w.requests, fit), warm: w.warmup}
+	s.pass = w.serve(dev, w.requests, s.slots) / float64(w.split)
+	s.warmup = w.serve(dev, w.warmup, s.slots) / float64(w.split)
+	return s, ""
+}
+
+// serve is the roofline floor of n requests served slots at a time, in
+// waves: with every request of the same lengths, those admitted together
+// prefill together (in chunks of max_num_tokens), then decode together
+// and leave together.
+func (w workload) serve(dev profile.Device, n, slots int) float64 {
+	if n <= 0 || slots <= 0 {
+		return 0
+	}
+	t := float64(n/slots) * w.wave(dev, slots)
+	if r := n % slots; r > 0 {
+		t += w.wave(dev, r)
+	}
+	return t
+}
+
+// wave is the floor of k requests admitted together.
+func (w workload) wave(dev profile.Device, k int) float64 {
+	iter := func(it engine.IterationRecord, genContext float64) float64 {
+		sec, _ := dev.Time(profile.IterationWork(w.mc, it, genContext, w.elemBytes))
+		return sec
+	}
+	chunk := func(tokens int) engine.IterationRecord {
+		reqs := min(max((tokens+w.input-1)/w.input, 1), k)
+		return engine.IterationRecord{CtxTokens: tokens, CtxRequests: reqs}
+	}
+	prompt := k * w.input
+	t := float64(prompt/w.maxTokens) * iter(chunk(w.maxTokens), 0)
+	if r := prompt % w.maxTokens; r > 0 {
+		t += iter(chunk(r), 0)
+	}
+	// The prefill gives each request its first token; each decode
+	// iteration one more, over a cache of the prompt and half the output
+	// on average.
+	if w.output > 1 {
+		t += float64(w.output-1) * iter(engine.IterationRecord{GenRequests: k}, float64(w.input)+float64(w.output)/2)
+	}
+	return t
+}
