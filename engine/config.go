@@ -54,6 +54,10 @@ type Config struct {
 	Threads int
 	// Device is the GPU ordinal for the cuda backend.
 	Device int
+	// Layers runs only the model's first Layers layers, each at its exact
+	// shape (0: all of them), so that one layer's cost of a model too large
+	// for the device can be measured (WithLayers).
+	Layers int
 	// Switches are the engine switches to run under (ParseSwitches); nil:
 	// New parses the process's environment. Never part of a plan: a
 	// worker's switches are its environment's, recorded per cell.
@@ -117,6 +121,8 @@ func (c Config) validate() error {
 		return bad("kv_cache_bytes", c.KVCacheBytes, "a non-negative number of bytes")
 	case c.Threads < 0:
 		return bad("threads", c.Threads, "a non-negative integer")
+	case c.Layers < 0:
+		return bad("layers", c.Layers, "a positive number of layers, or 0 for all")
 	}
 	switch c.Dtype {
 	case "", "auto", "float16", "bfloat16", "float32":
@@ -124,6 +130,26 @@ func (c Config) validate() error {
 		return bad("dtype", c.Dtype, "float16, bfloat16 or float32")
 	}
 	return nil
+}
+
+// WithLayers is mc cut to its first n layers, every one at its exact shape
+// (n 0, or all of them: mc itself). What follows the last layer (the final
+// norm and the LM head) stays, so an iteration of the cut model costs the
+// full model's minus the layers left out: the rooflines, the KV cache and
+// the expert loads all follow the cut config. A checkpoint's later layers
+// are simply not read. n beyond the model's layers is a ParamError.
+func WithLayers(mc ModelConfig, n int) (ModelConfig, error) {
+	switch {
+	case n == 0 || n == mc.Layers:
+		return mc, nil
+	case n < 0 || n > mc.Layers:
+		return mc, &ParamError{Field: "layers", Value: strconv.Itoa(n),
+			Msg: fmt.Sprintf("model %s has %d layers; expected all or an integer from 1 to %d", mc.Name, mc.Layers, mc.Layers)}
+	}
+	mc.Layers = n
+	// DeepSeek-V3's first dense layers: as many as the cut keeps.
+	mc.DenseLayers = min(mc.DenseLayers, n)
+	return mc, nil
 }
 
 // ParseRoutingMode reads routing_mode: learned, perfect, uniform or zipf:S

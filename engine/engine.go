@@ -162,6 +162,9 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if mc, err = WithLayers(mc, cfg.Layers); err != nil {
+		return nil, err
+	}
 	backendsMu.Lock()
 	newBackend, ok := backends[cfg.Backend]
 	backendsMu.Unlock()
@@ -194,13 +197,16 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
-	opt := model.Options{Seed: uint64(cfg.Seed), Routing: routing}
+	opt := model.Options{Seed: uint64(cfg.Seed), Routing: routing, MLAPlain: !sw.MLAAbsorb}
 	if src != nil {
 		opt.Weights = src
 	}
 	m, err := model.New(be, mc, opt)
 	if err != nil {
 		be.Close()
+		if errors.Is(err, model.ErrNoMLA) {
+			return nil, noMLAError(cfg.Backend, mc)
+		}
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -263,7 +269,7 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	e.m.ResetRouting()
 	st := &runState{e: e, opts: opts, t0: time.Now(), batch: &model.Batch{}, next: make([]int32, capa.MaxLogitRows), slots: slots}
 	if e.mc.MoE() {
-		st.load = &ExpertLoad{Layers: e.mc.Layers, Experts: e.mc.Experts}
+		st.load = &ExpertLoad{Layers: e.mc.Layers, Experts: e.mc.Experts, DenseLayers: min(e.mc.DenseLayers, e.mc.Layers)}
 		st.counts = make([]int32, e.mc.Layers*e.mc.Experts)
 		// Discard counts a failed earlier run may have left.
 		if err := e.m.ExpertCounts(st.counts); err != nil {

@@ -2,9 +2,13 @@ package engine
 
 // ExpertLoad is how many tokens each expert of each MoE layer received in
 // each iteration (routing_mode's effect), with summaries over the timed
-// iterations.
+// iterations. Layers counts every layer; a model's dense first layers
+// (DeepSeek-V3's first_k_dense_replace) route nothing and stay out of the
+// summaries.
 type ExpertLoad struct {
 	Layers, Experts int
+	// DenseLayers are the first layers, which have no experts.
+	DenseLayers int
 	// Iterations are the engine iterations recorded, Warmup flags the
 	// warm-up ones, Counts holds [len(Iterations)][Layers][Experts].
 	Iterations []int
@@ -55,6 +59,9 @@ func (l *ExpertLoad) summarise() {
 		}
 		for layer := range l.Layers {
 			c := l.At(i, layer)
+			if l.Dense(layer) {
+				continue
+			}
 			sum += maxOverMean(c)
 			n++
 			for e, v := range c {
@@ -66,7 +73,12 @@ func (l *ExpertLoad) summarise() {
 	if n > 0 {
 		l.MaxOverMean = sum / float64(n)
 	}
-	for layer := range l.Layers {
-		l.TotalMaxOverMean += maxOverMean(total[layer*l.Experts:(layer+1)*l.Experts]) / float64(l.Layers)
+	moe := l.Layers - l.DenseLayers
+	for layer := l.DenseLayers; layer < l.Layers; layer++ {
+		l.TotalMaxOverMean += maxOverMean(total[layer*l.Experts:(layer+1)*l.Experts]) / float64(moe)
 	}
 }
+
+// Dense reports whether layer has no experts (one of the model's dense
+// first layers).
+func (l *ExpertLoad) Dense(layer int) bool { return layer < l.DenseLayers }

@@ -41,7 +41,7 @@ func loadGoldenModel(t *testing.T, dir, gemm string) *model.Model {
 // through token-by-token decode with the KV cache (the prompt fed one token
 // per iteration too), and with both prompts sharing every batch.
 func TestGoldenHF(t *testing.T) {
-	for _, name := range []string{"tiny-llama", "tiny-mixtral"} {
+	for _, name := range []string{"tiny-llama", "tiny-mixtral", "tiny-deepseek-v3"} {
 		for _, gemm := range []string{"auto", "disable"} {
 			t.Run(name+"/"+gemm, func(t *testing.T) {
 				dir := filepath.Join("testdata", "hf", name)

@@ -61,6 +61,8 @@ type hfRope struct {
 	BetaSlow        float64  `json:"beta_slow"`
 	AttentionFactor float64  `json:"attention_factor"`
 	Truncate        *bool    `json:"truncate"`
+	Mscale          float64  `json:"mscale"`
+	MscaleAllDim    float64  `json:"mscale_all_dim"`
 }
 
 // LoadHFConfig reads dir/config.json into a ModelConfig. Every problem is a
@@ -107,8 +109,10 @@ func parseHFConfig(dir, file string, data []byte) (ModelConfig, error) {
 		c.Family, c.Routing, c.QKNorm = "qwen3-moe", RoutingTopKSoftmax, true
 	case "gpt_oss":
 		c.Family, c.Routing = "gpt-oss", RoutingTopKSoftmax
+	case "deepseek_v3", "kimi_k2": // Kimi K2 is DeepseekV3ForCausalLM under its own name
+		c.Family = "deepseek-v3"
 	default:
-		return bad("model_type", `one of "llama", "mixtral", "qwen3_moe", "gpt_oss"`)
+		return bad("model_type", `one of "llama", "mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3", "kimi_k2"`)
 	}
 	if h.HiddenAct != "" && h.HiddenAct != "silu" && c.Family != "gpt-oss" {
 		return bad("hidden_act", `"silu" (SwiGLU)`)
@@ -194,11 +198,15 @@ func parseHFConfig(dir, file string, data []byte) (ModelConfig, error) {
 			return bad(ropeField, "yarn scaling with factor > 0 and original_max_position_embeddings > 0")
 		}
 		c.RopeScaling = &RopeScaling{Type: "yarn", Factor: rope.Factor, OriginalMaxPos: rope.OriginalMaxPos,
-			BetaFast: rope.BetaFast, BetaSlow: rope.BetaSlow, AttentionFactor: rope.AttentionFactor, Truncate: rope.Truncate}
+			BetaFast: rope.BetaFast, BetaSlow: rope.BetaSlow, AttentionFactor: rope.AttentionFactor, Truncate: rope.Truncate,
+			Mscale: rope.Mscale, MscaleAllDim: rope.MscaleAllDim}
 	default:
 		return bad(ropeField+".rope_type", `"default", "llama3" or "yarn"`)
 	}
 
+	if c.Family == "deepseek-v3" {
+		return parseDeepSeek(file, data, c)
+	}
 	if c.Family != "llama" {
 		switch {
 		case h.LocalExperts != nil:

@@ -8,7 +8,7 @@ import (
 )
 
 func FuzzLoadHFConfig(f *testing.F) {
-	for _, name := range []string{"tiny-llama", "tiny-mixtral"} {
+	for _, name := range []string{"tiny-llama", "tiny-mixtral", "tiny-deepseek-v3"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "hf", name, "config.json"))
 		if err != nil {
 			f.Fatal(err)

@@ -126,6 +126,7 @@ type SwitchTable struct {
 	CUDASync        FlagSwitch
 	CUDALtLog       FlagSwitch
 	MeasureCeilings FlagSwitch
+	MLAAbsorb       FlagSwitch
 }
 
 // Switches are all of the engine's switches: their table, not their
@@ -171,6 +172,8 @@ var Switches = SwitchTable{
 	// they are no repeat's: nothing to mix under --resume.
 	MeasureCeilings: flagSwitch("XRUN_MEASURE_CEILINGS", false, false,
 		"`1` measures the roofline's ceilings on a GPU xrun knows them for too, replacing a kept measurement (cell.json's `ceilings` say so)"),
+	MLAAbsorb: flagSwitch("XRUN_MLA_ABSORB", true, true,
+		"MLA models (DeepSeek-V3) attend at decode in the absorbed form, over the latent cache; `0` decompresses every cached key and value at every step (the plain form)"),
 }
 
 // All lists the switches in the table's order.
@@ -259,6 +262,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDASync:        t.CUDASync.On(getenv),
 		CUDALtLog:       t.CUDALtLog.On(getenv),
 		MeasureCeilings: t.MeasureCeilings.On(getenv),
+		MLAAbsorb:       t.MLAAbsorb.On(getenv),
 	}
 }
 

@@ -25,7 +25,7 @@ var notSwitches = map[string]string{
 }
 
 var (
-	switchToken   = regexp.MustCompile(`XRUN_(?:CUDA_[A-Z0-9_]+|OVERLAP|MEASURE_CEILINGS)\b`)
+	switchToken   = regexp.MustCompile(`XRUN_(?:CUDA_[A-Z0-9_]+|OVERLAP|MEASURE_CEILINGS|MLA_ABSORB)\b`)
 	switchLiteral = regexp.MustCompile("[\"`](" + switchToken.String() + ")[\"`]")
 )
 
@@ -115,6 +115,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_SYNC":        {"0", true},
 		"XRUN_CUDA_LT_LOG":      {"0", false},
 		"XRUN_MEASURE_CEILINGS": {"0", false},
+		"XRUN_MLA_ABSORB":       {"1", true},
 	}
 	got := map[string]entry{}
 	for _, s := range Switches.All() {

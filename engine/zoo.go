@@ -19,6 +19,9 @@ const (
 	RoutingSoftmaxTopKRenorm = model.RoutingSoftmaxTopKRenorm
 	RoutingTopKSoftmax       = model.RoutingTopKSoftmax
 	RoutingSoftmaxTopK       = model.RoutingSoftmaxTopK
+
+	RoutingSigmoidGroupTopKRenorm = model.RoutingSigmoidGroupTopKRenorm
+	RoutingSigmoidGroupTopK       = model.RoutingSigmoidGroupTopK
 )
 
 // tinyNote marks the test shapes.
@@ -70,6 +73,29 @@ var zoo = map[string]ModelConfig{
 		Vocab: 151936, DatasetVocab: 151643, BOS: 151643, EOS: 151645, RMSEps: 1e-6, RopeTheta: 1e6,
 		MaxPos: 40960, QKNorm: true, Experts: 128, TopK: 8, Routing: RoutingTopKSoftmax,
 	},
+	// DeepSeek-V3 (and R1, the same shape): MLA, 256 routed experts in 8
+	// groups (4 per token), one shared expert, three dense first layers.
+	"deepseek-v3": {
+		Family: "deepseek-v3", Hidden: 7168, Layers: 61, Heads: 128, KVHeads: 128, HeadDim: 64, FFN: 2048, DenseFFN: 18432,
+		Vocab: 129280, DatasetVocab: 128000, BOS: 0, EOS: 1, RMSEps: 1e-6, RopeTheta: 10000, MaxPos: 163840,
+		RopeScaling: &RopeScaling{Type: "yarn", Factor: 40, OriginalMaxPos: 4096, BetaFast: 32, BetaSlow: 1, Mscale: 1, MscaleAllDim: 1},
+		QLoraRank:   1536, KVLoraRank: 512, QKNopeDim: 128, VHeadDim: 128, RopeInterleave: true,
+		Experts: 256, TopK: 8, Routing: RoutingSigmoidGroupTopKRenorm, Groups: 8, TopKGroups: 4, RoutedScale: 2.5,
+		SharedExperts: 1, DenseLayers: 3,
+		Simplifications: []string{
+			"weights are dense fp16/bf16, not the checkpoint's FP8 (e4m3 with 128x128 block scales)",
+			"the multi-token-prediction layer (num_nextn_predict_layers 1) is not run, as in serving without MTP speculative decoding",
+		},
+	},
+	// Moonlight-16B-A3B: the same architecture on one GPU; no query
+	// compression, one group, two shared experts, one dense first layer.
+	"moonlight-16b-a3b": {
+		Family: "deepseek-v3", Hidden: 2048, Layers: 27, Heads: 16, KVHeads: 16, HeadDim: 64, FFN: 1408, DenseFFN: 11264,
+		Vocab: 163840, DatasetVocab: 163584, BOS: 163584, EOS: 163586, RMSEps: 1e-5, RopeTheta: 50000, MaxPos: 8192,
+		KVLoraRank: 512, QKNopeDim: 128, VHeadDim: 128, RopeInterleave: true,
+		Experts: 64, TopK: 6, Routing: RoutingSigmoidGroupTopKRenorm, Groups: 1, TopKGroups: 1, RoutedScale: 2.446,
+		SharedExperts: 2, DenseLayers: 1,
+	},
 	// Tiny shapes for the CPU backend and CI; same families as the real ones.
 	"tiny-llama": {
 		Family: "llama", Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 160,
@@ -85,6 +111,15 @@ var zoo = map[string]ModelConfig{
 		Family: "mixtral", Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 256,
 		Vocab: 2048, DatasetVocab: 2048, BOS: 1, EOS: 2, RMSEps: 1e-5, RopeTheta: 1e6, MaxPos: 4096,
 		Experts: 8, TopK: 2, Routing: RoutingSoftmaxTopKRenorm,
+		Simplifications: []string{tinyNote},
+	},
+	"tiny-deepseek": {
+		Family: "deepseek-v3", Hidden: 128, Layers: 3, Heads: 4, KVHeads: 4, HeadDim: 16, FFN: 64, DenseFFN: 256,
+		Vocab: 2048, DatasetVocab: 2048, BOS: 1, EOS: 2, RMSEps: 1e-6, RopeTheta: 10000, MaxPos: 4096,
+		RopeScaling: &RopeScaling{Type: "yarn", Factor: 40, OriginalMaxPos: 128, BetaFast: 32, BetaSlow: 1, Mscale: 1, MscaleAllDim: 1},
+		QLoraRank:   64, KVLoraRank: 32, QKNopeDim: 32, VHeadDim: 32, RopeInterleave: true,
+		Experts: 16, TopK: 4, Routing: RoutingSigmoidGroupTopKRenorm, Groups: 4, TopKGroups: 2, RoutedScale: 2.5,
+		SharedExperts: 1, DenseLayers: 1,
 		Simplifications: []string{tinyNote},
 	},
 }
@@ -131,12 +166,14 @@ func LookupModel(nameOrPath string) (ModelConfig, error) {
 // external engines (TensorRT-LLM, a command's {hf_model}) load for them.
 // The tiny test shapes have none.
 var hfNames = map[string]string{
-	"tinyllama-1.1b": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
-	"llama-3.2-1b":   "meta-llama/Llama-3.2-1B",
-	"llama-3.1-8b":   "meta-llama/Llama-3.1-8B",
-	"mixtral-8x7b":   "mistralai/Mixtral-8x7B-v0.1",
-	"gpt-oss-20b":    "openai/gpt-oss-20b",
-	"qwen3-30b-a3b":  "Qwen/Qwen3-30B-A3B",
+	"tinyllama-1.1b":    "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+	"llama-3.2-1b":      "meta-llama/Llama-3.2-1B",
+	"llama-3.1-8b":      "meta-llama/Llama-3.1-8B",
+	"mixtral-8x7b":      "mistralai/Mixtral-8x7B-v0.1",
+	"gpt-oss-20b":       "openai/gpt-oss-20b",
+	"qwen3-30b-a3b":     "Qwen/Qwen3-30B-A3B",
+	"deepseek-v3":       "deepseek-ai/DeepSeek-V3",
+	"moonlight-16b-a3b": "moonshotai/Moonlight-16B-A3B",
 }
 
 // HFName is a zoo model's Hugging Face name; "" for a test shape or a

@@ -114,6 +114,8 @@ func cellDriverParams(spec *Spec, c *Cell) driver.Params {
 		p["extra_llm_api_options"] = absPath(filepath.Join(spec.Dir, x), x)
 	}
 	p["model"] = absModel(c.ModelRef)
+	// A program's {layers} is a count: all of them is the model's.
+	p["layers"] = c.Model.Layers
 	return p
 }
 
@@ -158,6 +160,9 @@ func (w *cellWorker) driverCell(path string, reqs []dsets.Request) (*driver.Cell
 	c, plan := w.cell, w.plan
 	mc, err := engine.LookupModel(c.Engine.Model)
 	if err != nil {
+		return nil, err
+	}
+	if mc, err = engine.WithLayers(mc, c.Engine.Layers); err != nil {
 		return nil, err
 	}
 	cdir, err := filepath.Abs(layout.CellDir(w.dir, c.ID))

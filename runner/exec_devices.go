@@ -93,6 +93,7 @@ func (s *study) buildPlan(sel []bool) error {
 		gpuDevice = strings.Join(names, "+") + " driver " + s.devs.DriverVersion
 	}
 	loggedAuto, loggedNoGPU := false, false
+	var onGPU []*Cell
 	for i := range s.spec.Plan.Cells {
 		c := &s.spec.Plan.Cells[i]
 		p := &c.Params
@@ -167,6 +168,13 @@ func (s *study) buildPlan(sel []bool) error {
 		}
 		rc.wc = &s.plan.Cells[len(s.plan.Cells)-1]
 		s.cells = append(s.cells, rc)
+		if sel[i] && backend == "cuda" {
+			onGPU = append(onGPU, c)
+		}
+	}
+	// Cells that cannot fit their GPU are refused before anything runs.
+	if err := CheckFit(onGPU, gpuMemories(s.gpus)); err != nil {
+		return err
 	}
 	if s.slurm != nil {
 		if err := s.slurm.planGPUs(s.cells); err != nil {
@@ -185,7 +193,7 @@ func (s *study) buildPlan(sel []bool) error {
 func engineConfig(c *Cell, backend string) engine.Config {
 	p := &c.Params
 	return engine.Config{
-		Model: absModel(c.ModelRef), Backend: backend, Dtype: p.Dtype,
+		Model: absModel(c.ModelRef), Layers: p.Layers, Backend: backend, Dtype: p.Dtype,
 		BatchSize: p.BatchSize, MaxNumTokens: p.MaxNumTokens, GemmPlugin: p.GemmPlugin,
 		RoutingMode: p.RoutingMode, ProfileWindow: p.ProfileWindow, Seed: p.Seed, Warmup: p.Warmup,
 		NumGPUs: p.GPUsPerCell, KVCacheFreeGPUMemFraction: p.KVCacheFreeGPUMemFraction,

@@ -36,6 +36,9 @@ type Plan struct {
 	// Estimate is the cells' expected run time, once EstimateTime has
 	// made it; WriteText and WriteJSON show it then.
 	Estimate *Estimate
+	// Memory is the cells' GPU memory, once CheckMemory has computed it;
+	// WriteText and WriteJSON show it then.
+	Memory *Memory
 }
 
 // Setting is one parameter and its value, as a matrix combination gives it.
@@ -72,7 +75,9 @@ type Cell struct {
 	// parameters only, not on the rest of the study.
 	Hash   string
 	Params Params
-	// Model is the model's configuration (zoo or config.json).
+	// Model is the model's configuration (zoo or config.json), cut to the
+	// cell's layers when it sets them (engine.WithLayers): what its engine
+	// builds, and what its estimates and memory are computed from.
 	Model *engine.ModelConfig
 	// ModelRef is the model as the engine takes it: the zoo name, or the
 	// directory resolved against the spec's directory.
@@ -83,6 +88,9 @@ type Cell struct {
 
 	na   uint64  // bit i set: params[i] does not apply to this cell
 	vals []int32 // the matrix value ids that made the cell (see mxCombo)
+	// unset are the parameters of na that apply but are in the identity
+	// only where the spec gives them (whenGiven), and it does not.
+	unset uint64
 	// autoCuda is what CheckBackend returns should engine auto resolve to
 	// cuda: nil unless the cell cannot run there.
 	autoCuda *SpecError
@@ -130,7 +138,7 @@ func (c *Cell) applies(pi int) bool { return c.na&(1<<pi) == 0 }
 // Flat returns the cell's parameters as dotted keys and JSON scalars
 // ("dataset.input_mean": 128), exactly those that identify the cell: those
 // that apply to it (no routing_mode on a dense model), without execution
-// limits (timeout).
+// limits (timeout), and without layers when the spec does not set it.
 func (c *Cell) Flat() map[string]any {
 	m := make(map[string]any, numParams)
 	for pi, p := range params {
@@ -142,16 +150,29 @@ func (c *Cell) Flat() map[string]any {
 }
 
 // NotApplicable lists the parameters that cannot matter for this cell and
-// so are left out of Flat and the hash.
+// so are left out of Flat and the hash (not those left out because the
+// spec does not set them).
 func (c *Cell) NotApplicable() []string {
 	var out []string
 	for pi, p := range params {
-		if !c.applies(pi) {
+		if !c.applies(pi) && c.unset&(1<<pi) == 0 {
 			out = append(out, p.path)
 		}
 	}
 	return out
 }
+
+// whenGiven are the parameters in a cell's identity only when the spec
+// gives them.
+var whenGiven = func() []int {
+	var out []int
+	for pi, p := range params {
+		if p.whenGiven {
+			out = append(out, pi)
+		}
+	}
+	return out
+}()
 
 // builtinEngine reports whether an engine value runs xrun's own engine.
 func builtinEngine(e string) bool { return e == "auto" || e == "cuda" || e == "cpu" }
@@ -172,6 +193,10 @@ func notApplicable(p *Params, m *engine.ModelConfig, pl driver.Planner) (uint64,
 	}
 	if builtinEngine(p.Engine) {
 		na |= externalOnly
+	}
+	if p.Engine == trtllm.Name {
+		// TensorRT-LLM has no option to build or run part of a model.
+		na |= 1 << pLayers
 	}
 	switch p.Dataset.Kind() {
 	case GenNorm:
@@ -221,6 +246,10 @@ func whyNotApplicable(pi int, p *Params) string {
 		return "dtype has no effect on the cpu engine (it computes in float32)"
 	case pKVFraction:
 		return "kv_cache_free_gpu_mem_fraction has no effect on the cpu engine"
+	case pLayers:
+		if p.Engine == trtllm.Name {
+			return "layers has no effect on engine trtllm: TensorRT-LLM has no option to run part of a model"
+		}
 	case pTrtllmBackend:
 		return fmt.Sprintf("trtllm_backend has no effect on engine %s (it is engine trtllm's)", p.Engine)
 	case pTP, pPP, pEP, pExtraOptions:
@@ -337,6 +366,7 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 		}
 	}
 	cells := make([]Cell, 0, len(res.combos))
+	cut := map[cutKey]*engine.ModelConfig{}
 	seen := make(map[[sha256.Size]byte]int, len(res.combos))
 	buf := make([]byte, 0, 1024)
 	enc := d.newEncoder()
@@ -363,6 +393,9 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 		if !explicit[pEOSID] {
 			p.Dataset.EOSID = model.EOS
 		}
+		if err := d.layersCheck(&p, model, c.vals); err != nil {
+			return nil, err
+		}
 		pl, err := d.planner(&p, c.vals)
 		if err != nil {
 			return nil, err
@@ -372,6 +405,15 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 			p.GPUsPerCell = max(p.GPUsPerCell, p.TP*p.PP)
 		}
 		na, why := notApplicable(&p, model, pl)
+		// Parameters in the identity only where given are left out of it
+		// as parameters that do not apply are.
+		var unset uint64
+		for _, pi := range whenGiven {
+			if !explicit[pi] {
+				unset |= 1 << pi
+			}
+		}
+		na |= unset
 		if err := d.crossCheck(&p, na, c.vals); err != nil {
 			return nil, err
 		}
@@ -391,7 +433,7 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 			return nil, d.errAt(d.matrixKey, "matrix", "more than %d cells (--max-cells); narrow the matrix or raise --max-cells", maxCells)
 		}
 		seen[sum] = len(cells)
-		cell := Cell{Index: len(cells), Hash: hex.EncodeToString(sum[:]), Params: p, Model: model, na: na, vals: c.vals,
+		cell := Cell{Index: len(cells), Hash: hex.EncodeToString(sum[:]), Params: p, Model: cutModel(cut, model, p.Layers), na: na, unset: unset, vals: c.vals,
 			autoCuda: d.autoCudaError(&p, na, c.vals)}
 		cell.ModelRef = p.Model
 		if model.Path != "" {
@@ -415,6 +457,9 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 					reasons = append(reasons, whyNotApplicable(k, &c.p))
 				}
 			}
+		}
+		if r := d.layersReason(c.vals, cells[c.into].vals, &c.p); r != "" {
+			reasons = append(reasons, r)
 		}
 		reason := strings.Join(reasons, "; ")
 		if reason == "" {
@@ -477,6 +522,60 @@ func (d *decoder) engineCheck(p *Params, m *engine.ModelConfig, pl driver.Planne
 		return blame(pi, prob.Msg)
 	}
 	return nil
+}
+
+// layersCheck refuses more layers than the cell's model has, and makes
+// the value canonical: the model's own count is all of them (0), so that
+// layers: 32 on a 32-layer model is the cell of layers: all.
+func (d *decoder) layersCheck(p *Params, m *engine.ModelConfig, vals []int32) error {
+	switch {
+	case p.Layers == m.Layers:
+		p.Layers = 0
+	case p.Layers > m.Layers:
+		n, f := d.blame(vals, pLayers)
+		return d.errAt(n, f, "layers %d: model %s has %d layers; expected all or an integer from 1 to %d", p.Layers, p.Model, m.Layers, m.Layers)
+	}
+	return nil
+}
+
+// cutModel is m cut to its first n layers (n 0: m), one copy per model
+// and count (kept in cut) however many cells share them.
+func cutModel(cut map[cutKey]*engine.ModelConfig, m *engine.ModelConfig, n int) *engine.ModelConfig {
+	if n == 0 {
+		return m
+	}
+	key := cutKey{m, n}
+	if c, ok := cut[key]; ok {
+		return c
+	}
+	// layersCheck has made n valid for m.
+	c, _ := engine.WithLayers(*m, n)
+	cut[key] = &c
+	return &c
+}
+
+// cutKey is a model cut to a number of layers.
+type cutKey struct {
+	m *engine.ModelConfig
+	n int
+}
+
+// layersReason says why a combination collapsed into a cell when the two
+// asked for the layers differently (a count equal to the model's, and
+// all): "" when they asked alike.
+func (d *decoder) layersReason(vals, into []int32, p *Params) string {
+	asked := func(vals []int32) int {
+		if vi := vals[pLayers]; vi >= 0 {
+			return d.vals[vi].v.(int)
+		}
+		return d.spec.Params.Layers
+	}
+	a, b := asked(vals), asked(into)
+	n := d.models[p.Model].Layers
+	if min(a, b) != 0 || max(a, b) != n {
+		return ""
+	}
+	return fmt.Sprintf("layers %d is all of model %s's %d layers", n, p.Model, n)
 }
 
 // crossCheck validates what no single value can: min <= max. (eos_id may

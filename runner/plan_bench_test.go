@@ -19,13 +19,17 @@ func spec100k() []byte {
 		fmt.Fprint(&b, i)
 	}
 	b.WriteString("]\n  gemm_plugin: [auto, disable]\n")
-	for _, axis := range []string{"dataset.input_mean", "dataset.output_mean", "max_num_tokens"} {
-		fmt.Fprintf(&b, "  %s: [", axis)
+	// Lengths stay within tiny-moe's 4096 positions, which the plan checks.
+	for _, axis := range []struct {
+		name string
+		step int
+	}{{"dataset.input_mean", 128}, {"dataset.output_mean", 128}, {"max_num_tokens", 1024}} {
+		fmt.Fprintf(&b, "  %s: [", axis.name)
 		for i := 1; i <= 10; i++ {
 			if i > 1 {
 				b.WriteString(", ")
 			}
-			fmt.Fprint(&b, i*1024)
+			fmt.Fprint(&b, i*axis.step)
 		}
 		b.WriteString("]\n")
 	}

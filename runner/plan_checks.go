@@ -13,7 +13,8 @@ import (
 // The checks here refuse at plan time (a *SpecError, exit 2, before
 // anything runs) what a cell's run would otherwise fail on: requests
 // longer than the model's positions, token ids beyond its vocabulary, and
-// float32 on the CUDA backend. Model checkpoints are checked where model
+// float32 or the DeepSeek-V3 architecture (plan_mla.go) on the CUDA
+// backend. Model checkpoints are checked where model
 // values are decoded (lookupModel).
 
 // tailStdevs is how far into a normal length distribution's upper tail the
@@ -27,6 +28,9 @@ func (d *decoder) cellChecks(p *Params, m *engine.ModelConfig, na uint64, vals [
 		return err
 	}
 	if err := d.lengthCheck(p, m, vals, warn); err != nil {
+		return err
+	}
+	if err := d.mlaCheck(p, m, vals, warn); err != nil {
 		return err
 	}
 	return d.dtypeCheck(p, na, vals, warn)
@@ -164,6 +168,9 @@ func (d *decoder) dtypeCheck(p *Params, na uint64, vals []int32, warn func(strin
 // autoCudaError is the error Cell.CheckBackend returns for a cell of
 // engine auto that cannot run on the cuda backend; nil when it can.
 func (d *decoder) autoCudaError(p *Params, na uint64, vals []int32) *SpecError {
+	if err := d.autoCudaMLAError(p, vals); err != nil {
+		return err
+	}
 	if p.Engine != "auto" || p.Dtype != "float32" || na&(1<<pDtype) != 0 {
 		return nil
 	}

@@ -65,10 +65,6 @@ const (
 	// loaded). A guess, not a measurement; trtllm-build's engine builds
 	// are not counted (they are cached across runs).
 	externalStartup = 30 * time.Second
-	// gpuReserved is GPU memory the engine takes besides weights and KV
-	// cache (CUDA context, activations, workspaces), for how many
-	// requests the KV cache holds.
-	gpuReserved = 2 << 30
 )
 
 // DefaultEstimateGPU is the GPU xrun plan estimates for unless told.

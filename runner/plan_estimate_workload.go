@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/profile"
@@ -43,7 +42,7 @@ func cellWorkload(c *Cell) (workload, string) {
 	switch d.Kind() {
 	case GenNorm:
 		w.requests, w.input, w.output = d.NumRequests, d.InputMean, d.OutputMean
-		w.maxLen = d.InputMean + d.OutputMean
+		w.maxLen = normLongest(d.InputMean, d.InputStdev, d.OutputMean, d.OutputStdev, c.Model.MaxPos)
 	case GenUnif:
 		w.requests, w.input, w.output = d.NumRequests, (d.InputMin+d.InputMax)/2, (d.OutputMin+d.OutputMax)/2
 		w.maxLen = d.InputMax + d.OutputMax
@@ -87,6 +86,13 @@ func flatWorkload(p results.Params) (workload, bool) {
 	if !ok {
 		return workload{}, false
 	}
+	// A cell of its model's first layers (results.json has layers only then).
+	if n := int(num("layers")); n > 0 {
+		var err error
+		if mc, err = engine.WithLayers(mc, n); err != nil {
+			return workload{}, false
+		}
+	}
 	eng := str("engine")
 	w := workload{engine: eng, mc: mc, elemBytes: 2, batch: int(num("batch_size")), maxTokens: int(num("max_num_tokens")),
 		warmup: int(num("warmup")), kvFraction: num("kv_cache_free_gpu_mem_fraction"),
@@ -99,7 +105,8 @@ func flatWorkload(p results.Params) (workload, bool) {
 	switch str("dataset.generator") {
 	case GenNorm:
 		in, out := int(num("dataset.input_mean")), int(num("dataset.output_mean"))
-		w.requests, w.input, w.output, w.maxLen = n, in, out, in+out
+		w.requests, w.input, w.output = n, in, out
+		w.maxLen = normLongest(in, int(num("dataset.input_stdev")), out, int(num("dataset.output_stdev")), mc.MaxPos)
 	case GenUnif:
 		inLo, inHi, outLo, outHi := int(num("dataset.input_min")), int(num("dataset.input_max")), int(num("dataset.output_min")), int(num("dataset.output_max"))
 		w.requests, w.input, w.output, w.maxLen = n, (inLo+inHi)/2, (outLo+outHi)/2, inHi+outHi
@@ -107,6 +114,18 @@ func flatWorkload(p results.Params) (workload, bool) {
 		return workload{}, false
 	}
 	return w, w.requests > 0 && w.input > 0 && w.output > 0 && w.batch > 0 && w.maxTokens > 0
+}
+
+// normLongest is the longest request token-norm-dist is taken to draw:
+// the means, plus tailStdevs stdevs when they vary (as the plan's length
+// check looks), and never beyond the model's positions (the engine
+// refuses a longer request).
+func normLongest(in, inSD, out, outSD, maxPos int) int {
+	n := in + out + tailStdevs*(inSD+outSD)
+	if maxPos > 0 {
+		n = min(n, maxPos)
+	}
+	return n
 }
 
 // derate is the factor on the efficiency for the workload's GEMM path, at
@@ -132,19 +151,17 @@ func (s simulation) warmBatch() int { return min(s.slots, s.warm) }
 // simulate runs the workload's schedule on dev, which has memory bytes;
 // why says why it cannot run there.
 func (w workload) simulate(dev profile.Device, memory float64) (simulation, string) {
-	weights := float64(w.mc.Params()) * float64(w.elemBytes) / float64(w.split)
-	if weights+gpuReserved > memory {
-		return simulation{}, fmt.Sprintf("too large for the GPU: %s's weights take %.1f GB, it has %.1f GB",
-			w.mc.Name, weights/1e9, memory/1e9)
-	}
 	// As the engine (and TensorRT-LLM's capacity scheduler): no more
-	// requests in flight than the KV cache holds whole, one slot kept.
-	kvPerToken := 2 * float64(w.mc.Layers*w.mc.KVHeads*w.mc.HeadDim*w.elemBytes) / float64(w.split)
-	fit := int(math.Floor(w.kvFraction*(memory-weights-gpuReserved)/(kvPerToken*float64(w.maxLen)))) - 1
-	if fit < 1 {
+	// requests in flight than the KV cache holds whole (see plan_memory.go).
+	m := w.memory(memory)
+	switch {
+	case m.Weights+m.Workspace >= memory:
+		return simulation{}, fmt.Sprintf("too large for the GPU: %s's weights take %.1f GiB, it has %.1f GiB (and workspaces take more)",
+			w.mc.Name, gib(m.Weights), gib(memory))
+	case !m.Fits:
 		return simulation{}, fmt.Sprintf("too large for the GPU: its KV cache cannot hold one request of %d tokens beside %s's weights", w.maxLen, w.mc.Name)
 	}
-	s := simulation{slots: min(w.batch, w.requests, fit), warm: w.warmup}
+	s := simulation{slots: m.InFlight, warm: w.warmup}
 	s.pass = w.serve(dev, w.requests, s.slots) / float64(w.split)
 	s.warmup = w.serve(dev, w.warmup, s.slots) / float64(w.split)
 	return s, ""

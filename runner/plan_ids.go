@@ -84,6 +84,10 @@ func (e *cellEncoder) appendCell(b []byte, p *Params, na uint64, vals []int32) [
 	for _, pi := range e.identity {
 		switch vi := vals[pi]; {
 		case na&(1<<pi) != 0:
+		case params[pi].whenGiven:
+			// Made canonical per cell (layers: a model's own count is
+			// all).
+			b = appendLine(b, pi, p)
 		case vi >= 0:
 			if e.valLine[vi] == nil {
 				e.valLine[vi] = appendLine(nil, pi, p)

@@ -31,7 +31,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 		fmt.Fprintf(bw, "  --set %s\n", set)
 	}
 	for _, c := range s.Compare {
-		fmt.Fprintf(bw, "compare %s against baseline %s\n", c.Axis, formatValue(c.Baseline))
+		fmt.Fprintf(bw, "compare %s against baseline %s\n", c.Axis, showValue(paramIndex[c.Axis], c.Baseline))
 	}
 	if note := untestableNote(s); note != "" {
 		fmt.Fprintf(bw, "warning: %s\n", note)
@@ -44,6 +44,13 @@ func (p *Plan) WriteText(w io.Writer) error {
 		tw.Write([]byte("\t" + strings.ToUpper(v)))
 	}
 	tw.Write([]byte("\tDATASET"))
+	mem := p.Memory
+	if mem != nil && mem.Counted == 0 {
+		mem = nil
+	}
+	if mem != nil {
+		tw.Write([]byte("\tMEMORY"))
+	}
 	est := p.Estimate
 	if est != nil {
 		tw.Write([]byte("\tTIME\tFROM"))
@@ -60,13 +67,17 @@ func (p *Plan) WriteText(w io.Writer) error {
 		for _, k := range keys {
 			line = append(line, '\t')
 			if c.applies(k) {
-				line = append(line, formatValue(params[k].get(&c.Params))...)
+				line = append(line, showValue(k, params[k].get(&c.Params))...)
 			} else {
 				line = append(line, '-')
 			}
 		}
 		line = append(line, '\t')
 		line = append(line, c.Dataset.ID...)
+		if mem != nil {
+			line = append(line, '\t')
+			line = append(line, mem.Cells[i].column()...)
+		}
 		if est != nil {
 			ce := &est.Cells[i]
 			line = append(line, '\t')
@@ -131,6 +142,9 @@ func (p *Plan) WriteText(w io.Writer) error {
 	if t.UnknownCells > 0 {
 		fmt.Fprintf(bw, "  (not counting %s that read dataset files)\n", plural(t.UnknownCells, "cell"))
 	}
+	if p.Memory != nil {
+		p.Memory.writeText(bw, p.Cells)
+	}
 	if est != nil {
 		est.writeText(bw, p.Spec.Repeats)
 	}
@@ -151,7 +165,7 @@ func firstLine(s string) string {
 func settingsText(vs []Setting) string {
 	parts := make([]string, len(vs))
 	for i, v := range vs {
-		parts[i] = v.Key + "=" + formatValue(v.Value)
+		parts[i] = v.Key + "=" + showValue(paramIndex[v.Key], v.Value)
 	}
 	return strings.Join(parts, " ")
 }
@@ -221,6 +235,7 @@ type planJSON struct {
 	Totals        totalsJSON      `json:"totals"`
 	Warnings      []string        `json:"warnings"`
 	Estimate      *estimateJSON   `json:"estimate,omitempty"`
+	Memory        *memoryJSON     `json:"memory,omitempty"`
 }
 
 type axisJSON struct {
@@ -247,6 +262,7 @@ type cellJSON struct {
 	Dataset       string            `json:"dataset"`
 	NotApplicable []string          `json:"not_applicable,omitempty"`
 	Estimate      *cellEstimateJSON `json:"estimate,omitempty"`
+	Memory        *cellMemoryJSON   `json:"memory,omitempty"`
 }
 
 type excludedJSON struct {
@@ -305,6 +321,9 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 	if p.Estimate != nil {
 		out.Estimate = p.Estimate.json()
 	}
+	if p.Memory != nil {
+		out.Memory = p.Memory.json(p.Cells)
+	}
 	for _, a := range s.Axes {
 		out.Axes = append(out.Axes, axisJSON{Zip: a.Zip, Keys: a.Keys, Values: jsonValues(a.Values)})
 	}
@@ -316,6 +335,9 @@ func (p *Plan) WriteJSON(w io.Writer) error {
 		out.Cells[i] = cellJSON{ID: c.ID, Hash: c.Hash, Params: c.Flat(), Dataset: c.Dataset.ID, NotApplicable: c.NotApplicable()}
 		if p.Estimate != nil {
 			out.Cells[i].Estimate = p.Estimate.Cells[i].json()
+		}
+		if p.Memory != nil {
+			out.Cells[i].Memory = p.Memory.Cells[i].json()
 		}
 	}
 	for _, x := range p.Excluded {
@@ -439,8 +461,8 @@ func (e *Estimate) writeText(bw *bufio.Writer, repeats int) {
 		plural(repeats, "repeat"), e.ProfileOverhead)
 	fmt.Fprintf(bw, "    and start-up: %s on xrun's engine, %s each pass on external engines (a guess)\n",
 		fmtEstimate(e.Startup), fmtEstimate(e.ExternalStartup))
-	fmt.Fprintf(bw, "  roofline: %.1f TB/s and %.0f TFLOP/s (%s),\n    %.1f GB of memory, over each cell's schedule\n",
-		e.Device.PeakBytesPerSec/1e12, e.Device.PeakFLOPs/1e12, e.Device.PeakSource, e.Memory/1e9)
+	fmt.Fprintf(bw, "  roofline: %.1f TB/s and %.0f TFLOP/s (%s),\n    %.1f GiB of memory, over each cell's schedule\n",
+		e.Device.PeakBytesPerSec/1e12, e.Device.PeakFLOPs/1e12, e.Device.PeakSource, gib(e.Memory))
 	wrapText(bw, fmt.Sprintf("at %s of it (--efficiency), %s on the engine's own GEMMs (gemm_plugin disable) for dense models from batch %d: %s; external engines (roofline-external) may be far slower",
 		pct(e.Efficiency), pct(e.OwnGEMMEfficiency), ownGEMMMinBatch, efficiencySource))
 	if r := e.Results; r != nil {

@@ -64,6 +64,9 @@ func TestPlanGolden(t *testing.T) {
 			if err := spec.Plan.EstimateTime(EstimateOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			if err := spec.Plan.CheckMemory(MemoryOptions{}); err != nil {
+				t.Fatal(err)
+			}
 			var text, js bytes.Buffer
 			if err := spec.Plan.WriteText(&text); err != nil {
 				t.Fatal(err)

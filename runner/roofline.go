@@ -80,6 +80,9 @@ func cellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	}
 	in := profile.RooflineCell{GPU: gpu, Backend: rec.Backend, Ceilings: rec.Ceilings}
 	in.Model, _ = c.Params["model"].(string)
+	// A cell of the model's first layers ran that cut model; results.json
+	// has layers only then.
+	in.Layers = flatInt(c.Params["layers"])
 	if len(c.Repeats) > 0 {
 		in.FirstRepeat = c.Repeats[0]
 	}
@@ -180,4 +183,19 @@ func keptRooflines(old *results.Results, cells []*runCell) map[string]*results.R
 		prior[rc.cell.ID] = oc.Roofline
 	}
 	return prior
+}
+
+// flatInt is an integer parameter as results.json's flat parameters hold
+// it (a JSON number read back as float64, or an int when built in
+// memory); 0 when absent.
+func flatInt(v any) int {
+	switch x := v.(type) {
+	case int:
+		return x
+	case int64:
+		return int(x)
+	case float64:
+		return int(x)
+	}
+	return 0
 }

@@ -28,6 +28,9 @@ type Params struct {
 	Seed          int    // seed of random weights and of random routing modes
 	Warmup        int    // requests run and discarded before timing
 	GPUsPerCell   int
+	// Layers runs the model's first Layers layers at their exact shapes; 0
+	// means all of them (canonical: a count equal to the model's is 0).
+	Layers int
 	// KVCacheFreeGPUMemFraction is the share of free GPU memory the KV cache may take.
 	KVCacheFreeGPUMemFraction float64
 	// TrtllmBackend is trtllm-bench's --backend (engine trtllm).
@@ -142,6 +145,14 @@ type param struct {
 	// identity is false for execution limits that are not part of what a
 	// cell measures (timeout): they are left out of Flat and the id hash.
 	identity bool
+	// whenGiven leaves the parameter out of Flat and the id hash of cells
+	// the spec does not give it to (in params, the matrix or an include
+	// entry), as one that does not apply: a parameter added after cells
+	// had ids (layers) keeps them for every spec that does not use it.
+	whenGiven bool
+	// show renders a value for people when formatValue's would mislead
+	// (layers 0 is "all"); nil means formatValue.
+	show func(v any) string
 	// slug turns a value into the short, readable part of a cell id.
 	slug func(v any) string
 	// parse validates a scalar and returns its canonical value, or the
@@ -240,6 +251,7 @@ func formatValue(v any) string {
 const (
 	pEngine = iota
 	pModel
+	pLayers
 	pDtype
 	pBatchSize
 	pMaxNumTokens
@@ -281,6 +293,10 @@ var params = [numParams]*param{
 		doc:   "a zoo model name or a directory with config.json",
 		parse: parseModelName, strp: func(p *Params) *string { return &p.Model },
 		slug: func(v any) string { return baseName(v.(string)) }},
+	pLayers: {path: "layers", kind: kindInt, def: 0, identity: true, whenGiven: true,
+		doc: "all, or an integer from 1 to the model's number of layers", parse: parseLayers,
+		intp: func(p *Params) *int { return &p.Layers }, show: showLayers,
+		slug: func(v any) string { return "layers-" + showLayers(v) }},
 	pDtype: enumParam("dtype", "float16", []string{"float16", "bfloat16", "float32"}, func(p *Params) *string { return &p.Dtype },
 		map[string]string{"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}),
 	// TensorRT-LLM's default max_batch_size, as the engine's.
@@ -446,6 +462,40 @@ func parseModelName(n *yaml.Node) (any, string) {
 		return nil, "expected a zoo model name or a directory with config.json, got " + describe(n)
 	}
 	return cleanPath(s), ""
+}
+
+// parseLayers reads layers: all (or 0), or a count >= 1; whether the model
+// has that many is checked per cell (expand), where the model is known.
+func parseLayers(n *yaml.Node) (any, string) {
+	const doc = "all, or an integer from 1 to the model's number of layers"
+	if s, ok := scalarString(n); ok && s == "all" {
+		return 0, ""
+	}
+	v, ok := scalarInt(n)
+	switch {
+	case !ok:
+		return nil, "expected " + doc + ", got " + describe(n)
+	case v < 0:
+		return nil, fmt.Sprintf("expected %s, got %d", doc, v)
+	case v > 1<<20:
+		return nil, fmt.Sprintf("expected %s, got %d (no model has that many)", doc, v)
+	}
+	return int(v), ""
+}
+
+func showLayers(v any) string {
+	if v.(int) == 0 {
+		return "all"
+	}
+	return strconv.Itoa(v.(int))
+}
+
+// showValue renders parameter pi's value v for people.
+func showValue(pi int, v any) string {
+	if f := params[pi].show; f != nil {
+		return f(v)
+	}
+	return formatValue(v)
 }
 
 func parseRoutingMode(n *yaml.Node) (any, string) {

@@ -32,6 +32,13 @@ type Backend struct {
 	attn      []attnScratch
 	moe       moeScratch
 
+	// MLA and grouped routing (mla.go, route_grouped.go).
+	mlaPrepT    mlaPrepTask
+	mlaT        mlaTask
+	mlaItems    []mlaItem
+	mlaScratch  []mlaScratch
+	groupRouteT groupRouteTask
+
 	prof profiler
 	err  error // first failure of an op, reported at the next sync
 
@@ -274,6 +281,9 @@ func (b *Backend) MaxKVSlots(c model.KVConfig) int {
 		budget = DefaultKVCacheBytes
 	}
 	pad := int64((c.Capacity + nr - 1) / nr * nr)
+	if c.MLA() {
+		pad = int64(c.Capacity) // the MLA cache is not padded
+	}
 	per := c.KVBytesPerToken(4) * pad
 	if per <= 0 {
 		return 0
@@ -291,8 +301,11 @@ func (b *Backend) Free(t model.Tensor) {
 
 // FreeKVCache drops a KV cache.
 func (b *Backend) FreeKVCache(c model.KVCache) {
-	if x, ok := c.(*kvCache); ok {
+	switch x := c.(type) {
+	case *kvCache:
 		x.k, x.v = nil, nil
+	case *mlaCache:
+		x.rows = nil
 	}
 }
 
@@ -309,6 +322,9 @@ type attnScratch struct {
 
 // NewKVCache allocates a KV cache and the attention scratch it implies.
 func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
+	if c.MLA() {
+		return b.newMLACache(c)
+	}
 	pad := (c.Capacity + nr - 1) / nr * nr
 	n := c.Layers * c.Slots * c.KVHeads * pad * c.HeadDim
 	if n <= 0 || c.Heads%c.KVHeads != 0 {
@@ -401,7 +417,8 @@ func (b *Backend) end(name string, t0 time.Time) {
 }
 
 var (
-	_ model.Backend  = (*Backend)(nil)
-	_ model.KVBudget = (*Backend)(nil)
-	_ model.Releaser = (*Backend)(nil)
+	_ model.Backend    = (*Backend)(nil)
+	_ model.KVBudget   = (*Backend)(nil)
+	_ model.Releaser   = (*Backend)(nil)
+	_ model.MLABackend = (*Backend)(nil)
 )

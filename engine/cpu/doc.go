@@ -17,7 +17,13 @@
 //
 // Ref* are plain serial float64-accumulating implementations of every op
 // family, with RelErr, for checking the fast paths here and the CUDA
-// kernels in engine/cuda.
+// kernels in engine/cuda (ref_mla.go: the DeepSeek-V3 ops).
+//
+// The backend implements model.MLABackend (mla.go, route_grouped.go):
+// multi-head latent attention over an unpadded cache of latents and rotary
+// keys, in the plain form (each head's keys and values decompressed for
+// every cached position) and the absorbed form (attention over the latent
+// cache itself), and DeepSeek-V3's grouped routing.
 //
 // It knows nothing of the scheduler, datasets or files.
 package cpu

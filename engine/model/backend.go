@@ -43,13 +43,18 @@ const (
 	Matrix
 	// Experts is an [experts, n, k] stack of Matrix weights used by MoE.
 	Experts
+	// HeadStack is an [heads, n, k] stack of per-head matrices read both
+	// as y = x·Wᵀ and as y = x·W: MLA's kv_b_proj, [heads, qk_nope + v,
+	// kv_lora_rank], whose key rows the absorbed form folds into the
+	// query (MLABackend).
+	HeadStack
 )
 
 // CheckShape reports whether shape fits a weight of this kind: the number
 // of dimensions the kind implies, every size positive. Every backend checks
 // Upload and Random with it, so they reject the same shapes alike.
 func (k WeightKind) CheckShape(shape []int) error {
-	want := map[WeightKind]int{Vector: 1, Table: 2, Matrix: 2, Experts: 3}[k]
+	want := map[WeightKind]int{Vector: 1, Table: 2, Matrix: 2, Experts: 3, HeadStack: 3}[k]
 	if len(shape) != want {
 		return fmt.Errorf("shape %v: want %d dimensions", shape, want)
 	}
@@ -85,7 +90,15 @@ type KVConfig struct {
 	Slots    int
 	Capacity int
 	HeadLayout
+	// Latent and RopeDim shape an MLA cache (DeepSeek-V3): each position
+	// of each layer holds the compressed latent (kv_lora_rank values) and
+	// the one rotary key every head shares (qk_rope_head_dim values), and
+	// HeadLayout's K and V heads are not stored. Both 0 for a K/V cache.
+	Latent, RopeDim int
 }
+
+// MLA reports whether c is an MLA cache (Latent > 0).
+func (c KVConfig) MLA() bool { return c.Latent > 0 }
 
 // KVCache is a backend-owned key/value cache; a backend chooses its layout
 // (the CPU's is in engine/cpu) as long as Attention reads what it wrote.
@@ -94,8 +107,12 @@ type KVCache interface {
 }
 
 // KVBytesPerToken is the cache memory one position of one slot takes when
-// elements are elemBytes wide: K and V for every layer and KV head.
+// elements are elemBytes wide: K and V for every layer and KV head, or an
+// MLA cache's latent and rotary key for every layer.
 func (c KVConfig) KVBytesPerToken(elemBytes int) int64 {
+	if c.MLA() {
+		return int64(c.Layers*(c.Latent+c.RopeDim)) * int64(elemBytes)
+	}
 	return int64(2*c.Layers*c.KVHeads*c.HeadDim) * int64(elemBytes)
 }
 

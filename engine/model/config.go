@@ -14,6 +14,16 @@ const (
 	// RoutingSoftmaxTopK is Qwen3-MoE with norm_topk_prob false: softmax
 	// over all experts, top k, no renormalisation.
 	RoutingSoftmaxTopK = "softmax-topk"
+	// RoutingSigmoidGroupTopKRenorm is DeepSeek-V3's (noaux_tc with
+	// norm_topk_prob): sigmoid scores; the correction bias added for the
+	// choice only; the TopKGroups groups with the largest sums of their
+	// two best biased scores; the top k of their experts by biased score;
+	// weights the unbiased scores of those k, renormalised to sum to one,
+	// times RoutedScale (see GroupRoute).
+	RoutingSigmoidGroupTopKRenorm = "sigmoid-group-topk-renorm"
+	// RoutingSigmoidGroupTopK is the same without the renormalisation
+	// (norm_topk_prob false): the weights are the scores times RoutedScale.
+	RoutingSigmoidGroupTopK = "sigmoid-group-topk"
 )
 
 // RopeScaling describes a rotary-embedding frequency rescaling.
@@ -29,6 +39,13 @@ type RopeScaling struct {
 	// Truncate rounds yarn's correction range to whole dimensions; nil means
 	// true (transformers' default). GPT-OSS sets it false.
 	Truncate *bool `json:"truncate,omitempty"`
+	// Mscale and MscaleAllDim are DeepSeek's yarn magnitude factors: with
+	// both set (and no AttentionFactor) cos and sin are scaled by
+	// mscale(Factor, Mscale) / mscale(Factor, MscaleAllDim), and an MLA
+	// model's softmax scale by mscale(Factor, MscaleAllDim)² (see
+	// Config.MLASoftmaxScale).
+	Mscale       float64 `json:"mscale,omitempty"`
+	MscaleAllDim float64 `json:"mscale_all_dim,omitempty"`
 }
 
 // Config is the exact shape of a model: everything the engine needs to
@@ -36,7 +53,7 @@ type RopeScaling struct {
 // The engine package re-exports it as engine.ModelConfig.
 type Config struct {
 	Name   string `json:"name"`
-	Family string `json:"family"` // llama, mixtral, gpt-oss, qwen3-moe
+	Family string `json:"family"` // llama, mixtral, gpt-oss, qwen3-moe, deepseek-v3
 	// Path is the Hugging Face directory a model was loaded from; empty for
 	// zoo models, whose weights are random, seeded and deterministic.
 	Path string `json:"path,omitempty"`
@@ -68,6 +85,29 @@ type Config struct {
 	TopK    int    `json:"num_experts_per_tok,omitempty"`
 	Routing string `json:"routing,omitempty"`
 
+	// The DeepSeek-V3 architecture (engine/model/mla.go). KVLoraRank > 0
+	// makes attention multi-head latent attention (MLA): HeadDim is then
+	// qk_rope_head_dim, the rotary part of each query head and the one
+	// rotary key all heads share, and KVHeads is unused.
+	QLoraRank      int  `json:"q_lora_rank,omitempty"` // 0: queries projected from the hidden state directly
+	KVLoraRank     int  `json:"kv_lora_rank,omitempty"`
+	QKNopeDim      int  `json:"qk_nope_head_dim,omitempty"`
+	VHeadDim       int  `json:"v_head_dim,omitempty"`
+	RopeInterleave bool `json:"rope_interleave,omitempty"` // rotary pairs are adjacent elements, not the two halves
+	// Grouped routing (RoutingSigmoidGroupTopK*): Experts in Groups equal
+	// groups, tokens limited to TopKGroups of them; weights times
+	// RoutedScale.
+	Groups      int     `json:"n_group,omitempty"`
+	TopKGroups  int     `json:"topk_group,omitempty"`
+	RoutedScale float64 `json:"routed_scaling_factor,omitempty"`
+	// SharedExperts is how many always-active experts of FFN width each
+	// MoE layer adds (one MLP of SharedExperts·FFN); DenseLayers is
+	// first_k_dense_replace: the first layers have a dense MLP of DenseFFN
+	// instead of experts.
+	SharedExperts int `json:"n_shared_experts,omitempty"`
+	DenseLayers   int `json:"first_k_dense_replace,omitempty"`
+	DenseFFN      int `json:"dense_intermediate_size,omitempty"`
+
 	// Simplifications documents where the engine departs from the real
 	// architecture (the shapes, and so the cost, are kept).
 	Simplifications []string `json:"simplifications,omitempty"`
@@ -84,6 +124,9 @@ func (c Config) HeadLayout() HeadLayout {
 
 // Params is the number of weights (embedding and LM head included).
 func (c Config) Params() int64 {
+	if c.MLA() || c.DenseLayers > 0 || c.SharedExperts > 0 {
+		return c.deepSeekParams()
+	}
 	h, d := int64(c.Hidden), int64(c.HeadDim)
 	attn := h*d*int64(c.Heads+2*c.KVHeads) + int64(c.Heads)*d*h
 	mlp := 3 * h * int64(c.FFN)

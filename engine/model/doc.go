@@ -3,8 +3,8 @@
 //
 // # The model
 //
-// A decoder-only transformer covering the Llama, Mixtral, GPT-OSS and
-// Qwen3-MoE families: embedding; per layer RMSNorm, fused QKV GEMM,
+// A decoder-only transformer covering the Llama, Mixtral, GPT-OSS,
+// Qwen3-MoE and DeepSeek-V3 families: embedding; per layer RMSNorm, fused QKV GEMM,
 // optional Qwen3 qk-norm, RoPE (default, llama3 or yarn frequencies, baked
 // into a cos/sin table), grouped-query attention over a KV cache, output
 // GEMM, fused residual-add + RMSNorm, then either a SwiGLU MLP (fused
@@ -17,6 +17,14 @@
 // Routing modes (routing_mode): Learned, or Perfect / Uniform / Zipf, which
 // still run the router GEMM and then route by a forced table of expert ids
 // (weight 1/k each, what TensorRT-LLM's ±10 replacement logits give).
+//
+// The DeepSeek-V3 architecture (mla.go) replaces attention by multi-head
+// latent attention over a cache of compressed latents, routes by sigmoid
+// scores within groups (routing_grouped.go: every routing mode keeps the
+// group limit; perfect is TensorRT-LLM's planner for this method), adds
+// shared experts to the MoE layers and keeps its first layers dense. Its
+// ops are the optional MLABackend interface's; New refuses these models
+// on a backend without it (ErrNoMLA).
 //
 // # The backend contract
 //
@@ -44,7 +52,7 @@
 // batch's keys/values at (slot, position) before attending over positions
 // 0..pos of the slot. The CPU layout is [layer][slot][kv head][pos][dim].
 //
-// Three optional interfaces: KVBudget (MaxKVSlots: the engine admits no
+// Three optional interfaces besides MLABackend: KVBudget (MaxKVSlots: the engine admits no
 // more requests at once than the KV-cache budget holds, as TensorRT-LLM's
 // capacity scheduler), Releaser (Free / FreeKVCache: buffers replaced when
 // a later run needs them larger are freed before Close) and Pipeliner

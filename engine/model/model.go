@@ -16,6 +16,10 @@ type Options struct {
 	Routing Routing
 	// Weights supplies checkpoint tensors; nil means random weights.
 	Weights WeightSource
+	// MLAPlain runs MLA models' decode tokens in the plain form
+	// (decompressing K and V from the latent cache every step) instead of
+	// the absorbed form deployments use (XRUN_MLA_ABSORB=0).
+	MLAPlain bool
 }
 
 // Capacity sizes a model's buffers for a run.
@@ -26,13 +30,14 @@ type Capacity struct {
 	MaxLen       int // longest sequence: prompt + output tokens
 }
 
-// Model is a decoder-only transformer (Llama / Mixtral / GPT-OSS / Qwen3
-// families) over a Backend. Create it with New, size it with Reserve, then
-// call Forward and Argmax once per iteration.
+// Model is a decoder-only transformer (Llama / Mixtral / GPT-OSS / Qwen3 /
+// DeepSeek-V3 families) over a Backend. Create it with New, size it with
+// Reserve, then call Forward and Argmax once per iteration.
 type Model struct {
 	cfg Config
 	be  Backend
 	opt Options
+	mla MLABackend // MLA and grouped routing; nil for other models
 
 	embed, lmHead, finalNorm Tensor
 	layers                   []layer
@@ -41,6 +46,7 @@ type Model struct {
 	rope                                      Tensor
 	cache                                     KVCache
 	x, h, qkv, attn, delta, gu, act, g        Tensor
+	qa, ckv, sgu, sact, sdelta                Tensor // MLA's query latent and kv_a output; shared experts
 	logits, routerLogits, idx, wts, counts    Tensor
 	route                                     routeTables
 	ropeLen, lastRows, lastLogitRows, iterNum int
@@ -50,6 +56,10 @@ type layer struct {
 	ln1, ln2, wqkv, wo, qNorm, kNorm Tensor
 	gateUp, down                     Tensor // dense MLP, or stacked experts for MoE
 	router                           Tensor
+	// MLA (wq: q_b_proj, or q_proj without q compression), the router's
+	// correction bias and the shared experts.
+	qa, qaNorm, wq, kva, kvNorm, kvb Tensor
+	bias, sharedGateUp, sharedDown   Tensor
 }
 
 // Config returns the model's shape.
@@ -69,10 +79,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model %q: head dim %d is odd", c.Name, c.HeadDim)
 	case c.MoE() && (c.TopK <= 0 || c.TopK > c.Experts):
 		return fmt.Errorf("model %q: top-k %d outside 1..%d experts", c.Name, c.TopK, c.Experts)
-	case c.MoE() && c.Routing != RoutingSoftmaxTopKRenorm && c.Routing != RoutingTopKSoftmax && c.Routing != RoutingSoftmaxTopK:
+	case c.MoE() && c.Routing != RoutingSoftmaxTopKRenorm && c.Routing != RoutingTopKSoftmax && c.Routing != RoutingSoftmaxTopK && !c.GroupedRouting():
 		return fmt.Errorf("model %q: unknown routing method %q", c.Name, c.Routing)
 	}
-	return nil
+	return c.validateDeepSeek()
 }
 
 // New creates the model's weights on the backend: random and seeded, or
@@ -82,8 +92,15 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 		return nil, err
 	}
 	m := &Model{cfg: cfg, be: be, opt: opt}
+	if cfg.MLA() || cfg.GroupedRouting() {
+		mla, ok := be.(MLABackend)
+		if !ok {
+			return nil, fmt.Errorf("model %q (%s): %w", cfg.Name, be.Name(), ErrNoMLA)
+		}
+		m.mla = mla
+	}
 	l := &loader{m: m}
-	H, D, F := cfg.Hidden, cfg.HeadDim, cfg.FFN
+	H, D := cfg.Hidden, cfg.HeadDim
 	hl := cfg.HeadLayout()
 	// Random weights: uniform with variance 1/fan_in keeps every GEMM's
 	// output at the scale of its input; the two projections that feed the
@@ -96,19 +113,25 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 		var ly layer
 		ly.ln1 = l.ones(p+"input_layernorm.weight", H)
 		ly.ln2 = l.ones(p+"post_attention_layernorm.weight", H)
-		ly.wqkv = l.matrix(p+"self_attn.qkv_proj.weight", Matrix, []int{hl.QKVWidth(), H}, 1,
-			p+"self_attn.q_proj.weight", p+"self_attn.k_proj.weight", p+"self_attn.v_proj.weight")
-		ly.wo = l.matrix(p+"self_attn.o_proj.weight", Matrix, []int{H, cfg.Heads * D}, proj)
+		if cfg.MLA() {
+			l.mlaAttention(p, &ly)
+		} else {
+			ly.wqkv = l.matrix(p+"self_attn.qkv_proj.weight", Matrix, []int{hl.QKVWidth(), H}, 1,
+				p+"self_attn.q_proj.weight", p+"self_attn.k_proj.weight", p+"self_attn.v_proj.weight")
+			ly.wo = l.matrix(p+"self_attn.o_proj.weight", Matrix, []int{H, cfg.Heads * D}, proj)
+		}
 		if cfg.QKNorm {
 			ly.qNorm = l.ones(p+"self_attn.q_norm.weight", D)
 			ly.kNorm = l.ones(p+"self_attn.k_norm.weight", D)
 		}
-		if !cfg.MoE() {
+		if !cfg.MoELayer(i) {
+			F := cfg.DenseWidth()
 			ly.gateUp = l.matrix(p+"mlp.gate_up_proj.weight", Matrix, []int{2 * F, H}, 1,
 				p+"mlp.gate_proj.weight", p+"mlp.up_proj.weight")
 			ly.down = l.matrix(p+"mlp.down_proj.weight", Matrix, []int{H, F}, proj)
 		} else {
 			ly.router, ly.gateUp, ly.down = l.moe(p)
+			l.moeExtras(p, &ly)
 		}
 		m.layers = append(m.layers, ly)
 	}
@@ -303,9 +326,24 @@ func (m *Model) Reserve(c Capacity) error {
 		T := c.MaxTokens
 		alloc(&m.x, "residual", Float, T, H)
 		alloc(&m.h, "normed", Float, T, H)
-		alloc(&m.qkv, "qkv", Float, T, hl.QKVWidth())
-		alloc(&m.attn, "attention", Float, T, cfg.Heads*cfg.HeadDim)
+		if cfg.MLA() {
+			ms := cfg.MLAShape()
+			alloc(&m.qkv, "q", Float, T, ms.QWidth())
+			alloc(&m.ckv, "compressed_kv", Float, T, ms.Latent+ms.RopeDim)
+			if cfg.QLoraRank > 0 {
+				alloc(&m.qa, "q_latent", Float, T, cfg.QLoraRank)
+			}
+			alloc(&m.attn, "attention", Float, T, ms.Heads*ms.VDim)
+		} else {
+			alloc(&m.qkv, "qkv", Float, T, hl.QKVWidth())
+			alloc(&m.attn, "attention", Float, T, cfg.Heads*cfg.HeadDim)
+		}
 		alloc(&m.delta, "delta", Float, T, H)
+		if F := cfg.SharedWidth(); F > 0 {
+			alloc(&m.sgu, "shared_gate_up", Float, T, 2*F)
+			alloc(&m.sact, "shared_swiglu", Float, T, F)
+			alloc(&m.sdelta, "shared_delta", Float, T, H)
+		}
 		if cfg.MoE() {
 			alloc(&m.routerLogits, "router_logits", Float, T, cfg.Experts)
 			alloc(&m.idx, "expert_ids", Int32, T, cfg.TopK)
@@ -313,9 +351,10 @@ func (m *Model) Reserve(c Capacity) error {
 			if m.counts == nil {
 				alloc(&m.counts, "expert_counts", Int32, cfg.Layers, cfg.Experts)
 			}
-		} else {
-			alloc(&m.gu, "gate_up", Float, T, 2*cfg.FFN)
-			alloc(&m.act, "swiglu", Float, T, cfg.FFN)
+		}
+		if cfg.MoELayers() < cfg.Layers {
+			alloc(&m.gu, "gate_up", Float, T, 2*cfg.DenseWidth())
+			alloc(&m.act, "swiglu", Float, T, cfg.DenseWidth())
 		}
 		if err == nil {
 			m.capa.MaxTokens = T
@@ -340,7 +379,7 @@ func (m *Model) Reserve(c Capacity) error {
 			r.FreeKVCache(m.cache)
 		}
 		m.cache = nil
-		m.cache, err = be.NewKVCache(KVConfig{Layers: cfg.Layers, Slots: c.Slots, Capacity: c.MaxLen, HeadLayout: hl})
+		m.cache, err = be.NewKVCache(m.KVConfig(c.Slots, c.MaxLen))
 		if err == nil {
 			m.capa.Slots, m.capa.MaxLen = c.Slots, c.MaxLen
 		} else {
@@ -366,6 +405,10 @@ func (m *Model) free(t Tensor) {
 // KVConfig is the KV-cache shape of this model with slots slots of
 // capacity positions.
 func (m *Model) KVConfig(slots, capacity int) KVConfig {
+	if m.cfg.MLA() {
+		return KVConfig{Layers: m.cfg.Layers, Slots: slots, Capacity: capacity, HeadLayout: HeadLayout{Heads: m.cfg.Heads},
+			Latent: m.cfg.KVLoraRank, RopeDim: m.cfg.HeadDim}
+	}
 	return KVConfig{Layers: m.cfg.Layers, Slots: slots, Capacity: capacity, HeadLayout: m.cfg.HeadLayout()}
 }
 
@@ -430,21 +473,32 @@ func (m *Model) Forward(b *Batch) error {
 		} else {
 			be.AddRMSNorm(m.x, m.delta, ly.ln1, m.h, T, eps)
 		}
-		be.MatMul(m.qkv, m.h, ly.wqkv, T)
-		if cfg.QKNorm {
-			be.HeadNorm(m.qkv, ly.qNorm, ly.kNorm, hl, eps)
+		if cfg.MLA() {
+			m.mlaAttention(&ly, i, T)
+		} else {
+			be.MatMul(m.qkv, m.h, ly.wqkv, T)
+			if cfg.QKNorm {
+				be.HeadNorm(m.qkv, ly.qNorm, ly.kNorm, hl, eps)
+			}
+			be.RoPE(m.qkv, m.rope, hl)
+			be.Attention(m.attn, m.qkv, m.cache, i)
+			be.MatMul(m.delta, m.attn, ly.wo, T)
 		}
-		be.RoPE(m.qkv, m.rope, hl)
-		be.Attention(m.attn, m.qkv, m.cache, i)
-		be.MatMul(m.delta, m.attn, ly.wo, T)
 		be.AddRMSNorm(m.x, m.delta, ly.ln2, m.h, T, eps)
-		if cfg.MoE() {
+		if cfg.MoELayer(i) {
 			// The learned router always runs, so its cost stays in the
 			// timing whatever the routing mode.
 			be.MatMul(m.routerLogits, m.h, ly.router, T)
 			forced, row := m.route.forced(i, T)
-			be.Route(m.idx, m.wts, m.routerLogits, forced, row, T, cfg.TopK, cfg.Routing, m.counts, i)
+			if cfg.GroupedRouting() {
+				m.mla.RouteGrouped(m.idx, m.wts, m.routerLogits, ly.bias, forced, row, T, m.groupRoute(), m.counts, i)
+			} else {
+				be.Route(m.idx, m.wts, m.routerLogits, forced, row, T, cfg.TopK, cfg.Routing, m.counts, i)
+			}
 			be.MoE(m.delta, m.h, m.idx, m.wts, ly.gateUp, ly.down, T, cfg.TopK)
+			if ly.sharedGateUp != nil {
+				m.sharedExperts(&ly, T)
+			}
 		} else {
 			be.MatMul(m.gu, m.h, ly.gateUp, T)
 			be.SwiGLU(m.act, m.gu, T)

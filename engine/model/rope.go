@@ -66,14 +66,25 @@ func RopeInvFreq(c Config) (inv []float32, attnFactor float32) {
 		}
 		af := s.AttentionFactor
 		if af == 0 {
-			af = 1
-			if s.Factor > 1 {
-				af = 0.1*math.Log(s.Factor) + 1
+			af = yarnMscale(s.Factor, 1)
+			if s.Mscale != 0 && s.MscaleAllDim != 0 {
+				// DeepSeek: the part of the magnitude correction not
+				// already in the softmax scale (Config.MLASoftmaxScale).
+				af = yarnMscale(s.Factor, s.Mscale) / yarnMscale(s.Factor, s.MscaleAllDim)
 			}
 		}
 		return inv, float32(af)
 	}
 	return inv, 1
+}
+
+// yarnMscale is yarn's magnitude correction for a context extended by
+// factor: 0.1·m·ln(factor) + 1, or 1 when nothing is extended.
+func yarnMscale(factor, m float64) float64 {
+	if factor <= 1 {
+		return 1
+	}
+	return 0.1*m*math.Log(factor) + 1
 }
 
 // RopeTable returns the [positions, HeadDim] table the RoPE op reads: for

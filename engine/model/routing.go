@@ -15,7 +15,8 @@ const (
 	Learned RoutingMode = iota
 	// Perfect computes the router, then replaces its choice by TensorRT-LLM's
 	// balanced assignment: token t's j-th expert is (t·k + j) mod E (one
-	// GPU), every weight 1/k.
+	// GPU), every weight 1/k; under DeepSeek-V3's grouped routing,
+	// TensorRT-LLM's planner for that method (routing_grouped.go).
 	Perfect
 	// Uniform assigns k distinct experts drawn uniformly (seeded).
 	Uniform
@@ -64,6 +65,9 @@ type routeTables struct {
 	random  []Tensor
 	rng     *rand.Rand
 	seed    uint64
+	// weights are a forced row's slot weights under grouped routing
+	// (GroupRoute.ForcedWeights).
+	weights []float32
 }
 
 func (r *routeTables) reserve(m *Model, maxTokens int) error {
@@ -73,6 +77,9 @@ func (r *routeTables) reserve(m *Model, maxTokens int) error {
 		r.reset(m.opt)
 	}
 	k, E := c.TopK, c.Experts
+	if c.GroupedRouting() {
+		r.weights = forcedGroupWeights(c, r.mode.Mode)
+	}
 	switch r.mode.Mode {
 	case Perfect:
 		if r.rows >= maxTokens {
@@ -80,6 +87,15 @@ func (r *routeTables) reserve(m *Model, maxTokens int) error {
 		}
 		ids := make([]int32, maxTokens*k)
 		for t := range maxTokens {
+			if c.GroupedRouting() {
+				// The plan repeats with this period; planning is a search.
+				if p := groupPlanPeriod(E, c.Groups); t >= p {
+					copy(ids[t*k:(t+1)*k], ids[(t%p)*k:])
+				} else {
+					PerfectGroupedExperts(ids[t*k:(t+1)*k], t, E, c.Groups, c.TopKGroups)
+				}
+				continue
+			}
 			for j := range k {
 				ids[t*k+j] = int32(BalancedExpert(t, j, k, E))
 			}
@@ -108,7 +124,12 @@ func (r *routeTables) reserve(m *Model, maxTokens int) error {
 		r.random, r.rows = r.random[:0], 0
 		for l := range c.Layers {
 			rng := rand.New(rand.NewPCG(r.seed, uint64(l)+1))
-			ids := randomAssignments(rng, r.mode, randomPeriod, k, E)
+			var ids []int32
+			if c.GroupedRouting() {
+				ids = randomGroupAssignments(rng, r.mode, randomPeriod, k, E, c.Groups, c.TopKGroups)
+			} else {
+				ids = randomAssignments(rng, r.mode, randomPeriod, k, E)
+			}
 			for len(ids) < rows*k {
 				ids = append(ids, ids[:min(randomPeriod*k, rows*k-len(ids))]...)
 			}

@@ -28,4 +28,5 @@ type Switches struct {
 	CUDASync        bool   // XRUN_CUDA_SYNC
 	CUDALtLog       bool   // XRUN_CUDA_LT_LOG
 	MeasureCeilings bool   // XRUN_MEASURE_CEILINGS
+	MLAAbsorb       bool   // XRUN_MLA_ABSORB (engine.New passes it as Options.MLAPlain)
 }

@@ -22,8 +22,10 @@ import (
 // (cell.json) say of it. The runner, which owns both, reads them and
 // decides which cells ran on a GPU; this package knows neither file.
 type RooflineCell struct {
-	// Model is the cell's model parameter.
-	Model string
+	// Model is the cell's model parameter, and Layers its layers parameter
+	// (0: all of them; see engine.WithLayers).
+	Model  string
+	Layers int
 	// GPU is the name (as NVML gives it) of the GPU the cell ran on.
 	GPU string
 	// Backend is the backend its record names ("cuda/cublaslt"); "" when
@@ -65,6 +67,9 @@ func CellRoofline(dir string, c RooflineCell) (*Roofline, error) {
 	}
 	mc, err := engine.LookupModel(c.Model)
 	if err != nil {
+		return nil, err
+	}
+	if mc, err = engine.WithLayers(mc, c.Layers); err != nil {
 		return nil, err
 	}
 	m := c.FirstRepeat

@@ -11,7 +11,9 @@ import (
 // weight read once (for MoE, the experts the batch's tokens reach), the KV
 // cache read by each decoding request and written for each new token;
 // 2 FLOP per weight per token plus attention's 4 * layers * heads *
-// head_dim per cached position. Activations, norms and the embedding
+// head_dim per cached position (MLA: its latent cache and the arithmetic
+// of the absorbed form at decode, the plain form at prefill; see
+// ModelConfig.AttnFLOPsPerPosition). Activations, norms and the embedding
 // gather are left out: they are small next to these.
 type Work struct {
 	Bytes float64
@@ -23,25 +25,35 @@ func (w Work) Add(o Work) Work { return Work{w.Bytes + o.Bytes, w.FLOPs + o.FLOP
 
 // shape holds the per-layer matmul sizes derived from a model once.
 type shape struct {
-	layers, heads, headDim float64
-	attn                   float64 // QKV + output projection weights per layer
-	expert                 float64 // one MLP (dense) or one expert's gate, up, down
-	experts, topK          float64 // 0, 0 for dense models
-	router                 float64
-	head                   float64 // LM head weights
-	kvPerToken             float64 // elements of K and V per position, all layers
+	layers         float64
+	attn           float64 // QKV (MLA: q, kv_a, kv_b) + output projection weights per layer
+	expert         float64 // one MLP (dense) or one expert's gate, up, down
+	experts, topK  float64 // 0, 0 for dense models
+	router         float64
+	head           float64 // LM head weights
+	kvPerToken     float64 // elements of K and V (MLA: latent and rotary key) per position, all layers
+	attGen, attCtx float64 // attention FLOPs per token per cached position, all layers: decode, prefill
+
+	// DeepSeek-V3: the first denseLayers layers have a dense MLP of dense
+	// weights instead of experts, and every MoE layer has shared experts
+	// of shared weights. Both 0 for other models.
+	denseLayers, dense, shared float64
 }
 
 func shapeOf(mc engine.ModelConfig) shape {
-	h, d := float64(mc.Hidden), float64(mc.HeadDim)
-	s := shape{layers: float64(mc.Layers), heads: float64(mc.Heads), headDim: d,
-		attn:       h*d*float64(mc.Heads+2*mc.KVHeads) + float64(mc.Heads)*d*h,
+	h := float64(mc.Hidden)
+	s := shape{layers: float64(mc.Layers),
+		attn:       float64(mc.AttnWeights()),
 		expert:     3 * h * float64(mc.FFN),
 		head:       float64(mc.Vocab) * h,
-		kvPerToken: 2 * float64(mc.Layers*mc.KVHeads) * d,
+		kvPerToken: float64(mc.KVElemsPerToken()),
+		attGen:     mc.AttnFLOPsPerPosition(true),
+		attCtx:     mc.AttnFLOPsPerPosition(false),
 	}
 	if mc.MoE() {
 		s.experts, s.topK, s.router = float64(mc.Experts), float64(mc.TopK), h*float64(mc.Experts)
+		s.denseLayers = float64(mc.Layers - mc.MoELayers())
+		s.dense, s.shared = 3*h*float64(mc.DenseWidth()), 3*h*float64(mc.SharedWidth())
 	}
 	return s
 }
@@ -77,12 +89,18 @@ func (s shape) work(it engine.IterationRecord, genContext, eb, touched float64) 
 	// MLP weights read (all layers) and used per token (one layer).
 	mlpWeights, mlpPerToken := s.layers*s.expert, s.expert
 	if s.experts > 0 {
+		moe := s.layers - s.denseLayers
 		if touched < 0 {
 			// Expected distinct experts hit by tokens*k uniform draws.
-			touched = s.layers * s.experts * (1 - math.Pow(1-s.topK/s.experts, tokens))
+			touched = moe * s.experts * (1 - math.Pow(1-s.topK/s.experts, tokens))
 		}
-		mlpWeights = touched*s.expert + s.layers*s.router
+		mlpWeights = touched*s.expert + moe*s.router
 		mlpPerToken = s.topK*s.expert + s.router
+		if s.denseLayers > 0 || s.shared > 0 {
+			// Per token over all layers, folded into one layer's worth.
+			mlpWeights += s.denseLayers*s.dense + moe*s.shared
+			mlpPerToken = (moe*(mlpPerToken+s.shared) + s.denseLayers*s.dense) / s.layers
+		}
 	}
 	w := Work{}
 	w.Bytes = eb * (s.layers*s.attn + mlpWeights + s.head)
@@ -90,11 +108,10 @@ func (s shape) work(it engine.IterationRecord, genContext, eb, touched float64) 
 
 	// Attention: a decoding request attends to genContext positions; a
 	// prefill chunk of c tokens from position 0 to c/2 on average.
-	att := 4 * s.layers * s.heads * s.headDim
-	w.FLOPs += att * float64(it.GenRequests) * genContext
+	w.FLOPs += s.attGen * float64(it.GenRequests) * genContext
 	if it.CtxRequests > 0 {
 		c := float64(it.CtxTokens) / float64(it.CtxRequests)
-		w.FLOPs += att * float64(it.CtxTokens) * c / 2
+		w.FLOPs += s.attCtx * float64(it.CtxTokens) * c / 2
 	}
 	w.Bytes += eb * s.kvPerToken * (float64(it.GenRequests)*genContext + tokens)
 	return w
