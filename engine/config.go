@@ -16,8 +16,12 @@ type Config struct {
 	// Backend is "cpu" or "cuda" (the runner resolves "auto").
 	Backend string
 	// Dtype is the compute type: float16, bfloat16 or float32 (the CPU
-	// backend always computes in float32).
+	// backend always computes in float32), or fp8: FP8 E4M3 GEMMs in
+	// TensorRT-LLM's FP8 recipe, the rest in bfloat16 (model.Options.FP8).
 	Dtype string
+	// KVCacheDtype is auto (the checkpoint's FP8 KV cache where it
+	// calibrated one, else the compute type) or fp8 (E4M3).
+	KVCacheDtype string
 	// BatchSize is the most requests in flight (trtllm-bench
 	// --max_batch_size); default 2048 as in TensorRT-LLM.
 	BatchSize int
@@ -58,6 +62,10 @@ type Config struct {
 	// shape (0: all of them), so that one layer's cost of a model too large
 	// for the device can be measured (WithLayers).
 	Layers int
+	// Load is how requests arrive (arrivals.go): all at once (the zero
+	// value, trtllm-bench's offline mode), at a request rate, or from a
+	// closed loop of users.
+	Load Load `json:"load"`
 	// Switches are the engine switches to run under (ParseSwitches); nil:
 	// New parses the process's environment. Never part of a plan: a
 	// worker's switches are its environment's, recorded per cell.
@@ -124,10 +132,18 @@ func (c Config) validate() error {
 	case c.Layers < 0:
 		return bad("layers", c.Layers, "a positive number of layers, or 0 for all")
 	}
+	if err := c.Load.validate(); err != nil {
+		return err
+	}
 	switch c.Dtype {
-	case "", "auto", "float16", "bfloat16", "float32":
+	case "", "auto", "float16", "bfloat16", "float32", "fp8":
 	default:
-		return bad("dtype", c.Dtype, "float16, bfloat16 or float32")
+		return bad("dtype", c.Dtype, "float16, bfloat16, float32 or fp8")
+	}
+	switch c.KVCacheDtype {
+	case "", "auto", "fp8":
+	default:
+		return bad("kv_cache_dtype", c.KVCacheDtype, "auto or fp8")
 	}
 	return nil
 }

@@ -65,6 +65,11 @@ type RequestRecord struct {
 	InputTokens  int           `json:"input_tokens"`
 	OutputTokens int           `json:"output_tokens"`
 	OutputIDs    []int32       `json:"output_ids"`
+	// TokenTimes are when each output token reached the host (or, from a
+	// server, the client), on the same clock as Start: recorded under
+	// load (Config.Load online) and by streaming clients, for the
+	// inter-token latency; nil offline.
+	TokenTimes []time.Duration `json:"token_times_ns,omitempty"`
 }
 
 // IterationRecord is one engine iteration.
@@ -175,14 +180,28 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		return nil, err
 	}
 	var src *safetensors.Dir
+	var quant *model.Quant
 	if mc.Path != "" {
 		if mc.Family == "gpt-oss" {
 			return nil, &ConfigError{File: mc.Path, Msg: "gpt-oss checkpoints (MXFP4 experts) cannot be loaded; use the zoo's gpt-oss-20b, which has random weights at the real shape"}
+		}
+		if quant, err = LoadQuantConfig(mc.Path); err != nil {
+			return nil, err
 		}
 		if src, err = safetensors.OpenDir(mc.Path); err != nil {
 			return nil, err
 		}
 		defer src.Close()
+	}
+	fp8, kvFP8 := cfg.Dtype == "fp8", cfg.KVCacheDtype == "fp8" || cfg.KVCacheDtype != "fp8" && quant != nil && quant.KVCache
+	if (fp8 || kvFP8) && mc.MLA() {
+		field := map[bool]string{true: "dtype", false: "kv_cache_dtype"}[fp8]
+		return nil, &ParamError{Field: field, Value: "fp8", Msg: fmt.Sprintf("model %s is an MLA model (DeepSeek-V3), whose block-scaled FP8 is not supported; use float16 or bfloat16", mc.Name)}
+	}
+	dtype := cfg.Dtype
+	if fp8 {
+		// TensorRT-LLM's FP8 recipe: what is not an FP8 GEMM runs in bf16.
+		dtype = "bfloat16"
 	}
 	// The switches are read once, here, and passed down from here on.
 	var sw model.Switches
@@ -192,12 +211,12 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		sw = ParseSwitches(os.Getenv)
 	}
 	bsw := sw
-	be, err := newBackend(model.BackendOptions{Gemm: cfg.GemmPlugin, Dtype: cfg.Dtype, Threads: cfg.Threads, Device: cfg.Device,
+	be, err := newBackend(model.BackendOptions{Gemm: cfg.GemmPlugin, Dtype: dtype, Threads: cfg.Threads, Device: cfg.Device,
 		KVCacheBytes: cfg.KVCacheBytes, KVCacheFraction: cfg.KVCacheFreeGPUMemFraction, Switches: &bsw})
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
-	opt := model.Options{Seed: uint64(cfg.Seed), Routing: routing, MLAPlain: !sw.MLAAbsorb}
+	opt := model.Options{Seed: uint64(cfg.Seed), Routing: routing, MLAPlain: !sw.MLAAbsorb, FP8: fp8, KVFP8: kvFP8, Quant: quant}
 	if src != nil {
 		opt.Weights = src
 	}
@@ -206,6 +225,9 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		be.Close()
 		if errors.Is(err, model.ErrNoMLA) {
 			return nil, noMLAError(cfg.Backend, mc)
+		}
+		if errors.Is(err, model.ErrNoFP8) {
+			return nil, noFP8Error(cfg, be.Name(), fp8)
 		}
 		return nil, err
 	}
@@ -245,29 +267,42 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 		return nil, err
 	}
 	// Like TensorRT-LLM's capacity scheduler, admit no more requests at once
-	// than the KV cache can hold whole.
+	// than the KV cache can hold whole: fixed slots of the longest, or,
+	// paged, the blocks each request's length needs (kvblocks.go).
 	fit := e.cfg.BatchSize
-	if kb, ok := e.be.(model.KVBudget); ok {
+	pool, blockSize := e.kvPaging(reqs, maxLen)
+	switch kb, ok := e.be.(model.KVBudget); {
+	case pool != nil:
+		fit = pool.blocks
+	case ok:
 		fit = kb.MaxKVSlots(e.m.KVConfig(0, maxLen))
 	}
-	if fit < 1 {
-		per := e.m.KVConfig(0, maxLen).KVBytesPerToken(4) * int64(maxLen)
+	if fit < 1 || pool != nil && pool.blocks < blocksFor(maxLen, 0, blockSize) {
+		kc := e.m.KVConfig(0, maxLen)
+		per := kc.KVBytesPerToken(kc.ElemBytes(4)) * int64(maxLen)
 		return nil, &ParamError{Field: "dataset", Value: fmt.Sprint(maxLen, " tokens"),
 			Msg: fmt.Sprintf("a request this long needs about %d MiB of KV cache, more than the %s backend's budget", per>>20, e.cfg.Backend)}
 	}
 	slots := min(e.cfg.BatchSize, len(reqs), fit)
+	if pool != nil {
+		// Never more blocks than the requests in flight can hold at once.
+		pool.blocks = min(pool.blocks, slots*blocksFor(maxLen, 0, blockSize))
+	}
 	capa := model.Capacity{
 		MaxTokens:    min(e.cfg.MaxNumTokens, prompt+slots),
 		MaxLogitRows: slots,
 		Slots:        slots,
 		MaxLen:       maxLen,
 	}
+	if pool != nil {
+		capa.BlockSize, capa.Blocks = blockSize, pool.blocks
+	}
 	capa.MaxLogitRows = min(capa.MaxLogitRows, capa.MaxTokens)
 	if err := e.m.Reserve(capa); err != nil {
 		return nil, err
 	}
 	e.m.ResetRouting()
-	st := &runState{e: e, opts: opts, t0: time.Now(), batch: &model.Batch{}, next: make([]int32, capa.MaxLogitRows), slots: slots}
+	st := &runState{e: e, opts: opts, t0: time.Now(), batch: &model.Batch{}, next: make([]int32, capa.MaxLogitRows), slots: slots, kv: pool}
 	if e.mc.MoE() {
 		st.load = &ExpertLoad{Layers: e.mc.Layers, Experts: e.mc.Experts, DenseLayers: min(e.mc.DenseLayers, e.mc.Layers)}
 		st.counts = make([]int32, e.mc.Layers*e.mc.Experts)
@@ -324,4 +359,35 @@ func warmupRequests(reqs []datasets.Request, n, seed int) []datasets.Request {
 		out[i] = reqs[rng.IntN(len(reqs))]
 	}
 	return out
+}
+
+// kvPaging is the paged cache's pool for a run whose longest request has
+// maxLen tokens, sized by the backend's budget (model.Pager), and its
+// block size; nil where the cache keeps fixed slots (XRUN_KV_PAGED=0, a
+// backend without paging, an MLA model).
+func (e *engine) kvPaging(reqs []datasets.Request, maxLen int) (*kvPool, int) {
+	if !e.sw.KVPaged || !e.m.Pageable() {
+		return nil, 0
+	}
+	size := e.sw.KVBlock
+	if size <= 0 {
+		size = Switches.KVBlock.Int(func(string) string { return "" })
+	}
+	kc := e.m.KVConfig(0, maxLen)
+	kc.BlockSize = size
+	return newKVPool(e.be.(model.Pager).MaxKVBlocks(kc), size), size
+}
+
+// noFP8Error is the refusal of FP8 (dtype fp8 or kv_cache_dtype fp8) on a
+// backend without it: the CUDA backend has no FP8 kernels yet.
+func noFP8Error(cfg Config, backend string, gemms bool) error {
+	field, what := "kv_cache_dtype", "FP8 KV cache"
+	if gemms {
+		field, what = "dtype", "FP8 GEMMs"
+	}
+	msg := fmt.Sprintf("%s fp8 needs the %s backend's %s, which it does not have (%s)", field, cfg.Backend, what, backend)
+	if cfg.Backend == "cuda" {
+		msg = fmt.Sprintf("%s fp8 needs the CUDA backend's %s, not built yet; it runs on engine cpu as the reference", field, what)
+	}
+	return &ParamError{Field: field, Value: "fp8", Msg: msg}
 }

@@ -371,14 +371,17 @@ func TestRunRejectsBadRequests(t *testing.T) {
 
 func TestKVBudgetCapsInFlight(t *testing.T) {
 	reqs := mixedRequests(8)
-	full := newEngine(t, Config{Model: "tiny-llama", BatchSize: 8})
+	// Fixed slots (the paged cache's admission: kvblocks_test.go).
+	sw := DefaultSwitches()
+	sw.KVPaged = false
+	full := newEngine(t, Config{Model: "tiny-llama", BatchSize: 8, Switches: &sw})
 	want, err := full.Run(context.Background(), reqs, RunOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// tiny-llama keeps 512 bytes of K and V per position; the longest
 	// request needs 40 positions, padded to 48: 24 KiB a slot.
-	small := newEngine(t, Config{Model: "tiny-llama", BatchSize: 8, KVCacheBytes: 2*24<<10 + 100})
+	small := newEngine(t, Config{Model: "tiny-llama", BatchSize: 8, KVCacheBytes: 2*24<<10 + 100, Switches: &sw})
 	got, err := small.Run(context.Background(), reqs, RunOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -396,9 +399,12 @@ func TestKVBudgetCapsInFlight(t *testing.T) {
 			t.Errorf("request %d differs under a small KV budget", i)
 		}
 	}
-	tiny := newEngine(t, Config{Model: "tiny-llama", KVCacheBytes: 1000})
-	if _, err := tiny.Run(context.Background(), reqs, RunOptions{}); err == nil || !strings.Contains(err.Error(), "KV cache") {
-		t.Errorf("no slot fits: %v", err)
+	for _, paged := range []bool{false, true} {
+		sw.KVPaged = paged
+		tiny := newEngine(t, Config{Model: "tiny-llama", KVCacheBytes: 1000, Switches: &sw})
+		if _, err := tiny.Run(context.Background(), reqs, RunOptions{}); err == nil || !strings.Contains(err.Error(), "KV cache") {
+			t.Errorf("paged %v: no slot fits: %v", paged, err)
+		}
 	}
 }
 

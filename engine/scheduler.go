@@ -11,7 +11,9 @@ import (
 )
 
 // The scheduler does in-flight batching the way trtllm-bench throughput
-// runs offline: every request of a phase is submitted at once; at most
+// runs offline: every request of a phase is submitted at once (under a
+// Load, each when it arrives; the engine idles while none is in flight:
+// arrivals.go); at most
 // batch_size are in flight (each holds a KV slot from admission to its last
 // token), admitted first come first served; each iteration gives one token
 // to every decoding request, then fills what is left of max_num_tokens
@@ -46,7 +48,8 @@ type runState struct {
 	t0    time.Time
 	batch *model.Batch
 	next  []int32
-	slots int // KV slots this run may use: its most requests in flight
+	slots int     // KV slots this run may use: its most requests in flight
+	kv    *kvPool // the paged KV cache's blocks; nil for fixed slots
 
 	iter    int
 	iters   []IterationRecord
@@ -58,6 +61,11 @@ type runState struct {
 
 	load   *ExpertLoad
 	counts []int32
+
+	// feed is where the phase's requests come from (arrivals.go);
+	// serving keeps no iteration records (a server runs for days).
+	feed    feed
+	serving bool
 
 	flights  [2]flight     // the iteration being queued and the one in flight
 	waited   []int32       // the ids of the iteration in flight, once read
@@ -76,6 +84,8 @@ type inflight struct {
 	pick      int     // its row among that iteration's picks
 	start     time.Duration
 	first     time.Duration
+	blocks    []int32         // its KV blocks (a paged cache)
+	times     []time.Duration // when each token was read back, under load
 }
 
 // flight is a queued iteration whose tokens the host has not read yet.
@@ -86,19 +96,32 @@ type flight struct {
 	queued  time.Duration
 }
 
-func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup bool) (err error) {
+func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup bool) error {
 	if len(reqs) == 0 {
 		return nil
 	}
+	if !warmup {
+		st.done = make([]bool, len(reqs))
+	}
+	// The warm-up is offline whatever the load: it only warms up.
+	var l Load
+	if !warmup {
+		l = st.e.cfg.Load
+	}
+	return st.run(ctx, newDatasetFeed(reqs, !warmup, time.Since(st.t0), l), warmup)
+}
+
+// run serves what fd feeds until it has nothing more and nothing is in
+// flight.
+func (st *runState) run(ctx context.Context, fd feed, warmup bool) (err error) {
+	fd = st.kv.wrap(fd) // a paged cache admits by free blocks (kvblocks.go)
+	st.feed = fd
 	// The model may hold more slots or tokens than this run asked for (an
 	// earlier run reserved them); the schedule depends on this run only.
 	capa := st.e.m.Capacity()
 	free := make([]int, 0, st.slots)
 	for s := st.slots - 1; s >= 0; s-- {
 		free = append(free, s)
-	}
-	if !warmup {
-		st.done = make([]bool, len(reqs))
 	}
 	// XRUN_OVERLAP=0: every iteration synchronous, for an A/B.
 	pipe := st.e.sw.Overlap && st.load == nil && st.e.m.Pipelined()
@@ -111,10 +134,8 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 			}
 		}
 	}()
-	submitted := time.Since(st.t0)
 	var act []*inflight
-	queue := 0
-	for queue < len(reqs) || len(act) > 0 {
+	for fd.pending() || len(act) > 0 {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("engine stopped at iteration %d: %w", st.iter, err)
 		}
@@ -127,14 +148,29 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 			}
 		}
 		st.checkWindow()
-		for len(act) < st.e.cfg.BatchSize && queue < len(reqs) && len(free) > 0 {
-			a := &inflight{req: &reqs[queue], index: -1, slot: free[len(free)-1], start: submitted, lastIter: -1}
-			if !warmup {
-				a.index = queue
+		now := time.Since(st.t0)
+		for len(act) < st.e.cfg.BatchSize && len(free) > 0 {
+			r, index, start, ok := fd.next(now)
+			if !ok {
+				break
 			}
+			act = append(act, &inflight{req: r, index: index, slot: free[len(free)-1], start: start, lastIter: -1, blocks: st.kv.claim()})
 			free = free[:len(free)-1]
-			act = append(act, a)
-			queue++
+		}
+		if len(act) == 0 {
+			// Under load, nothing has arrived: the iteration in flight
+			// finishes (its completions may free users), then the engine
+			// idles until the next arrival.
+			if pend != nil {
+				f := pend
+				pend = nil
+				if err := st.complete(f); err != nil {
+					return err
+				}
+			} else if err := fd.wait(ctx, now); err != nil {
+				return fmt.Errorf("engine stopped at iteration %d: %w", st.iter, err)
+			}
+			continue
 		}
 
 		b := st.batch
@@ -154,6 +190,7 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 			} else {
 				b.Add(a.slot, p+a.gen-1, a.out[a.gen-1:a.gen], true)
 			}
+			st.kv.table(b, a)
 			budget--
 			rec.GenRequests++
 			f.sampled = append(f.sampled, a)
@@ -166,6 +203,7 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 			n := min(p-a.prefilled, budget)
 			last := a.prefilled+n == p
 			b.Add(a.slot, a.prefilled, a.req.InputIDs[a.prefilled:a.prefilled+n], last)
+			st.kv.table(b, a)
 			a.prefilled += n
 			budget -= n
 			rec.CtxRequests++
@@ -216,6 +254,7 @@ func (st *runState) serve(ctx context.Context, reqs []datasets.Request, warmup b
 			a.lastIter, a.pick = rec.Index, i
 			if a.gen == a.req.OutputTokens {
 				free = append(free, a.slot)
+				st.kv.release(a)
 			}
 		}
 		kept := act[:0]
@@ -275,13 +314,19 @@ func (st *runState) finish(f *flight, ids []int32) {
 		if len(a.out) == 1 {
 			a.first = now
 		}
+		if st.e.cfg.Load.Online() && a.index >= 0 {
+			a.times = append(a.times, now)
+		}
 		if len(a.out) == a.req.OutputTokens && a.index >= 0 {
 			st.records[a.index] = RequestRecord{TaskID: a.req.TaskID, Start: a.start, FirstToken: a.first, End: now,
-				InputTokens: len(a.req.InputIDs), OutputTokens: len(a.out), OutputIDs: a.out}
+				InputTokens: len(a.req.InputIDs), OutputTokens: len(a.out), OutputIDs: a.out, TokenTimes: a.times}
 			st.done[a.index] = true
 		}
+		st.feed.token(a, now)
 	}
-	st.iters = append(st.iters, rec)
+	if !st.serving {
+		st.iters = append(st.iters, rec)
+	}
 	if st.opts.Hooks.IterationEnd != nil {
 		st.opts.Hooks.IterationEnd(rec)
 	}

@@ -78,6 +78,19 @@ func intSwitch(name string, def, lo, hi int, values, meaning string) IntSwitch {
 		}}, Min: lo, Max: hi}
 }
 
+// pow2Switch is an IntSwitch holding a power of two from lo to hi.
+func pow2Switch(name string, def, lo, hi int, meaning string) IntSwitch {
+	s := intSwitch(name, def, lo, hi, fmt.Sprintf("a power of two, `%d`..`%d`", lo, hi), meaning)
+	d := s.Default
+	s.effective = func(raw string) string {
+		if v, err := strconv.Atoi(raw); err == nil && v >= lo && v <= hi && v&(v-1) == 0 {
+			return strconv.Itoa(v)
+		}
+		return d
+	}
+	return s
+}
+
 // Int reads the switch from the environment getenv reads.
 func (s *IntSwitch) Int(getenv func(string) string) int {
 	v, _ := strconv.Atoi(s.Value(getenv))
@@ -127,6 +140,8 @@ type SwitchTable struct {
 	CUDALtLog       FlagSwitch
 	MeasureCeilings FlagSwitch
 	MLAAbsorb       FlagSwitch
+	KVPaged         FlagSwitch
+	KVBlock         IntSwitch
 }
 
 // Switches are all of the engine's switches: their table, not their
@@ -174,6 +189,10 @@ var Switches = SwitchTable{
 		"`1` measures the roofline's ceilings on a GPU xrun knows them for too, replacing a kept measurement (cell.json's `ceilings` say so)"),
 	MLAAbsorb: flagSwitch("XRUN_MLA_ABSORB", true, true,
 		"MLA models (DeepSeek-V3) attend at decode in the absorbed form, over the latent cache; `0` decompresses every cached key and value at every step (the plain form)"),
+	KVPaged: flagSwitch("XRUN_KV_PAGED", true, true,
+		"the paged KV cache where the backend has one (the CPU's; MLA models and the CUDA backend keep fixed slots): requests hold blocks of XRUN_KV_BLOCK positions as their lengths need and are admitted while the blocks are free; `0` gives every request a slot of the longest request's length"),
+	KVBlock: pow2Switch("XRUN_KV_BLOCK", 32, 16, 256,
+		"positions per block of the paged KV cache (TensorRT-LLM's tokens_per_block, whose default is 32 too)"),
 }
 
 // All lists the switches in the table's order.
@@ -263,6 +282,8 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDALtLog:       t.CUDALtLog.On(getenv),
 		MeasureCeilings: t.MeasureCeilings.On(getenv),
 		MLAAbsorb:       t.MLAAbsorb.On(getenv),
+		KVPaged:         t.KVPaged.On(getenv),
+		KVBlock:         t.KVBlock.Int(getenv),
 	}
 }
 

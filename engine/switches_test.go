@@ -25,7 +25,7 @@ var notSwitches = map[string]string{
 }
 
 var (
-	switchToken   = regexp.MustCompile(`XRUN_(?:CUDA_[A-Z0-9_]+|OVERLAP|MEASURE_CEILINGS|MLA_ABSORB)\b`)
+	switchToken   = regexp.MustCompile(`XRUN_(?:CUDA_[A-Z0-9_]+|KV_[A-Z0-9_]+|OVERLAP|MEASURE_CEILINGS|MLA_ABSORB)\b`)
 	switchLiteral = regexp.MustCompile("[\"`](" + switchToken.String() + ")[\"`]")
 )
 
@@ -116,6 +116,8 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_LT_LOG":      {"0", false},
 		"XRUN_MEASURE_CEILINGS": {"0", false},
 		"XRUN_MLA_ABSORB":       {"1", true},
+		"XRUN_KV_PAGED":         {"1", true},
+		"XRUN_KV_BLOCK":         {"32", true},
 	}
 	got := map[string]entry{}
 	for _, s := range Switches.All() {
@@ -173,6 +175,12 @@ func TestSwitchValues(t *testing.T) {
 		{&Switches.CUDAAttnTC.Switch, "tc-m01-k4-t16-s3", "auto"}, // attnTC.String never pads
 		{&Switches.CUDAAttnTC.Switch, "cuda-core", "auto"},
 		{&Switches.CUDAAttnTC.Switch, "1", "auto"},
+		{&Switches.KVPaged.Switch, "0", "0"},
+		{&Switches.KVBlock.Switch, "16", "16"},
+		{&Switches.KVBlock.Switch, "0256", "256"},
+		{&Switches.KVBlock.Switch, "48", "32"}, // not a power of two
+		{&Switches.KVBlock.Switch, "8", "32"},  // below the attention kernel's panel
+		{&Switches.KVBlock.Switch, "512", "32"},
 	} {
 		if got := c.sw.Value(func(k string) string { return map[string]string{c.sw.Name: c.raw}[k] }); got != c.want {
 			t.Errorf("%s=%s: %q, want %q", c.sw.Name, c.raw, got, c.want)

@@ -250,7 +250,7 @@ func Diff(old, new *Results, opts DiffOptions) *DiffReport {
 	d.Metrics = opts.Metrics
 	if len(d.Metrics) == 0 {
 		ho, hn := presentMetrics(old), presentMetrics(new)
-		for _, k := range DefaultMetrics() {
+		for _, k := range DefaultMetricsFor(ho) {
 			if ho[k] && hn[k] {
 				d.Metrics = append(d.Metrics, k)
 			}

@@ -53,6 +53,11 @@ type Metric struct {
 	// metrics, because most cells (the CPU backend's, every file written
 	// before xrun measured energy) have none.
 	Energy bool
+	// Serving metrics (goodput, inter-token latency, the achieved rate)
+	// exist only for cells under load or with an SLO; where any cell has
+	// one, they and the TTFT and TPOT p99 join the default tables and the
+	// default set xrun diff judges (DefaultMetricsFor).
+	Serving bool
 }
 
 // registry lists the metrics in display order; keys are fixed by the
@@ -78,11 +83,19 @@ var registry = func() []Metric {
 		}
 		m = append(m, Metric{Key: "request_latency_" + s.key + "_ms", Name: "Request Latency " + s.name + " (ms)", Unit: "ms", Better: LowerIsBetter, BenchUnit: "latency-" + s.key + "-ms"})
 	}
-	for _, fam := range []struct{ key, name string }{{"ttft", "TTFT"}, {"tpot", "TPOT"}} {
+	for _, fam := range []struct{ key, name string }{{"ttft", "TTFT"}, {"tpot", "TPOT"}, {"itl", "Inter-token Latency"}} {
 		for _, s := range stats {
-			m = append(m, Metric{Key: fam.key + "_" + s.key + "_ms", Name: fam.name + " " + s.name + " (ms)", Unit: "ms", Better: LowerIsBetter, BenchUnit: fam.key + "-" + s.key + "-ms"})
+			m = append(m, Metric{Key: fam.key + "_" + s.key + "_ms", Name: fam.name + " " + s.name + " (ms)", Unit: "ms", Better: LowerIsBetter, BenchUnit: fam.key + "-" + s.key + "-ms",
+				Serving: fam.key == "itl" && s.key == "p99"})
 		}
 	}
+	// Load points (engine.ServingMetrics): what a serving benchmark reports
+	// beside trtllm-bench's numbers.
+	m = append(m,
+		Metric{Key: "achieved_request_rate_req_s", Name: "Achieved Request Rate (req/sec)", Unit: "req/s", Better: Neither, BenchUnit: "achieved-req/s", Serving: true},
+		Metric{Key: "goodput_req_s", Name: "Goodput (req/sec meeting the SLO)", Unit: "req/s", Better: HigherIsBetter, BenchUnit: "goodput-req/s", Serving: true},
+		Metric{Key: "slo_attainment", Name: "SLO Attainment (share of requests)", Unit: "share", Better: HigherIsBetter, BenchUnit: "slo-share", Serving: true},
+	)
 	m = append(m,
 		Metric{Key: "num_requests", Name: "Number of requests", Unit: "req", Better: Neither, BenchUnit: "requests", Exact: true},
 		Metric{Key: "total_input_tokens", Name: "Total Input Length (tokens)", Unit: "tok", Better: Neither, BenchUnit: "input-tok", Exact: true},
@@ -143,6 +156,31 @@ func DefaultMetrics() []string {
 	var keys []string
 	for _, m := range registry {
 		if m.Headline || m.Energy {
+			keys = append(keys, m.Key)
+		}
+	}
+	return keys
+}
+
+// servingLatency are the latency percentiles serving studies read first;
+// every cell has them, so they join the defaults only where a serving
+// metric says the study is one.
+var servingLatency = []string{"ttft_p99_ms", "tpot_p99_ms"}
+
+// DefaultMetricsFor is DefaultMetrics for results whose cells have the
+// metrics have: with any serving metric among them, the serving metrics
+// and the TTFT and TPOT p99 too, in display order. Callers keep those
+// their results have.
+func DefaultMetricsFor(have map[string]bool) []string {
+	serving := false
+	for _, m := range registry {
+		if m.Serving && have[m.Key] {
+			serving = true
+		}
+	}
+	var keys []string
+	for _, m := range registry {
+		if m.Headline || m.Energy || serving && (m.Serving || slices.Contains(servingLatency, m.Key)) {
 			keys = append(keys, m.Key)
 		}
 	}

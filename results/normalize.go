@@ -88,6 +88,17 @@ func normalized(r *Results) (*Results, error) {
 		out.Cells = append(out.Cells, c)
 	}
 	slices.SortFunc(out.Cells, func(a, b Cell) int { return strings.Compare(a.ID, b.ID) })
+	if r.SLO != nil {
+		slo := *r.SLO
+		out.SLO = &slo
+	}
+	if r.Search != nil {
+		// The frontier follows the cells, as summaries follow repeats.
+		s := *r.Search
+		s.Frontier = nil
+		out.Search = &s
+		out.Search.Frontier = SearchFrontier(out)
+	}
 	return out, nil
 }
 

@@ -75,6 +75,12 @@ func (textOutput) Render(w io.Writer, r *Results, opts RenderOptions) error {
 	if err := rep.Summary.WriteText(&b); err != nil {
 		return err
 	}
+	if rep.Frontier != nil {
+		b.WriteString("\n")
+		if err := rep.Frontier.WriteText(&b); err != nil {
+			return err
+		}
+	}
 	for _, c := range rep.Comparisons {
 		for _, t := range c.Tables {
 			b.WriteString("\n")
@@ -123,6 +129,12 @@ func (markdownOutput) Render(w io.Writer, r *Results, opts RenderOptions) error 
 	b.WriteString("\n")
 	if err := rep.Summary.WriteMarkdown(&b, 2); err != nil {
 		return err
+	}
+	if rep.Frontier != nil {
+		b.WriteString("\n")
+		if err := rep.Frontier.WriteMarkdown(&b, 2); err != nil {
+			return err
+		}
 	}
 	for _, c := range rep.Comparisons {
 		b.WriteString("\n## " + mdEscape(c.Title) + "\n")

@@ -26,6 +26,8 @@ type Report struct {
 	// Environment lines describe where the numbers came from.
 	Environment []string
 	Summary     *Table
+	// Frontier is the SLO search's table; nil without a search.
+	Frontier    *Table
 	Comparisons []ComparisonTables
 	// Notes apply to the whole report (a compare entry that cannot be
 	// honoured, for instance).
@@ -242,7 +244,7 @@ func shownMetrics(r *Results, opts RenderOptions) []string {
 	}
 	have := presentMetrics(r)
 	var out []string
-	for _, k := range DefaultMetrics() {
+	for _, k := range DefaultMetricsFor(have) {
 		if have[k] {
 			out = append(out, k)
 		}
@@ -277,6 +279,7 @@ func BuildReport(r *Results, opts RenderOptions) *Report {
 		summary = append(slices.Clone(metrics), estimatedEnergyKeys(cellPtrs(r))...)
 	}
 	rep.Summary = summaryTable(r, ax, summary)
+	rep.Frontier = frontierTable(r)
 	for _, cs := range comparisons(r, ax, &rep.Notes) {
 		rep.Comparisons = append(rep.Comparisons, pivotTables(r, ax, cs, metrics))
 	}

@@ -40,8 +40,13 @@ type Results struct {
 	// OrderSeed is the seed the last run shuffled the order of running
 	// its cells with (xrun run --order-seed repeats it); absent when they
 	// ran in the plan's order.
-	OrderSeed int64  `json:"order_seed,omitempty"`
-	Cells     []Cell `json:"cells"`
+	OrderSeed int64 `json:"order_seed,omitempty"`
+	// SLO is the spec's latency target, from which the cells' goodput
+	// was computed; Search its SLO search, with the frontier found.
+	// Optional (studies without them, older files).
+	SLO    *SLO    `json:"slo,omitempty"`
+	Search *Search `json:"search,omitempty"`
+	Cells  []Cell  `json:"cells"`
 }
 
 // Axis is one matrix axis: a dotted parameter key and its values.

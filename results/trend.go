@@ -349,7 +349,7 @@ func trendMetrics(rs []*Results, asked []string) []string {
 		}
 	}
 	out := []string{}
-	for _, k := range DefaultMetrics() {
+	for _, k := range DefaultMetricsFor(have) {
 		if have[k] {
 			out = append(out, k)
 		}

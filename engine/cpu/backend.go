@@ -17,7 +17,9 @@ type Backend struct {
 
 	batch   *model.Batch
 	tokSlot []int32 // per batch token: its sequence's KV slot
+	tokSeq  []int32 // per batch token: its sequence's index in the batch
 	items   []attnItem
+	fp8     fp8Scratch
 
 	// Per-op task structs, reused so dispatching allocates nothing.
 	gemmT   gemmTask
@@ -104,13 +106,15 @@ func (b *Backend) Close() error {
 
 // tensor is the CPU backend's tensor: float32 or int32 host memory, plus a
 // packed copy for GEMM weights under gemm auto (the plain copy is then
-// dropped).
+// dropped). An FP8 GEMM weight (q set) holds the E4M3 values of its codes,
+// unscaled, which float32 represents exactly.
 type tensor struct {
 	name  string
 	shape []int
 	f     []float32
 	i     []int32
 	pk    []*packed // one per matrix (Experts: one per expert)
+	q     *fp8Weight
 }
 
 func (t *tensor) Shape() []int { return t.shape }
@@ -132,10 +136,14 @@ func ft(t model.Tensor) *tensor {
 	return t.(*tensor)
 }
 
-// Upload converts a host weight to float32 (and packs GEMM weights).
+// Upload converts a host weight to float32 (and packs GEMM weights). An
+// F8_E4M3 Matrix or Experts weight becomes an FP8 GEMM weight.
 func (b *Backend) Upload(name string, kind model.WeightKind, h model.HostTensor) (model.Tensor, error) {
 	if err := kind.CheckShape(h.Shape); err != nil {
 		return nil, err
+	}
+	if h.DType == "F8_E4M3" {
+		return b.uploadFP8(name, kind, h)
 	}
 	f, err := h.Float32()
 	if err != nil {
@@ -258,14 +266,20 @@ func (b *Backend) Zero(t model.Tensor) {
 	clear(s.i)
 }
 
-// kvCache holds, per (layer, slot, KV head), capacity positions rounded
-// up to 16: K in panels of 16 positions [pos/16][head dim][16], so the GEMM
+// kvCache holds, per (layer, unit, KV head), a unit of positions: a slot
+// of capacity positions rounded up to 16, or, paged, a block. K is stored
+// in panels of 16 positions [pos/16][head dim][16], so the GEMM
 // micro-kernel computes q·Kᵀ straight from the cache, and V row-major
-// [pos][head dim], the layout P·V wants.
+// [pos][head dim], the layout P·V wants. Under FP8 the elements are E4M3
+// codes (k8, v8) with one scale per layer for K and one for V.
 type kvCache struct {
-	c    model.KVConfig
-	pad  int // capacity rounded up to 16
-	k, v []float32
+	c      model.KVConfig
+	pad    int // capacity rounded up to 16: the longest sequence attention sees
+	unit   int // positions per storage unit: pad, or the block size
+	units  int // slots, or blocks
+	k, v   []float32
+	k8, v8 []uint8
+	ks, vs []float32 // per layer (FP8)
 }
 
 func (c *kvCache) Config() model.KVConfig { return c.c }
@@ -274,22 +288,39 @@ func (c *kvCache) Config() model.KVConfig { return c.c }
 // BackendOptions.KVCacheBytes says otherwise.
 const DefaultKVCacheBytes = 4 << 30
 
-// MaxKVSlots is how many float32 slots of c's capacity fit the budget.
-func (b *Backend) MaxKVSlots(c model.KVConfig) int {
-	budget := b.opt.KVCacheBytes
-	if budget <= 0 {
-		budget = DefaultKVCacheBytes
+func (b *Backend) kvBudget() int64 {
+	if b.opt.KVCacheBytes > 0 {
+		return b.opt.KVCacheBytes
 	}
+	return DefaultKVCacheBytes
+}
+
+// MaxKVSlots is how many slots of c's capacity fit the budget (float32
+// elements, or one byte each under FP8).
+func (b *Backend) MaxKVSlots(c model.KVConfig) int {
 	pad := int64((c.Capacity + nr - 1) / nr * nr)
 	if c.MLA() {
 		pad = int64(c.Capacity) // the MLA cache is not padded
 	}
-	per := c.KVBytesPerToken(4) * pad
+	per := c.KVBytesPerToken(c.ElemBytes(4)) * pad
 	if per <= 0 {
 		return 0
 	}
-	return int(min(budget/per, 1<<30))
+	return int(min(b.kvBudget()/per, 1<<30))
 }
+
+// MaxKVBlocks is how many blocks of c.BlockSize positions fit the budget
+// (model.Pager).
+func (b *Backend) MaxKVBlocks(c model.KVConfig) int {
+	per := c.KVBytesPerToken(c.ElemBytes(4)) * int64(c.BlockSize)
+	if per <= 0 || c.MLA() {
+		return 0
+	}
+	return int(min(b.kvBudget()/per, 1<<30))
+}
+
+// FP8KVCache marks the backend as keeping E4M3 caches (model.FP8KV).
+func (b *Backend) FP8KVCache() {}
 
 // Free drops the backend's hold on a tensor; the garbage collector does
 // the rest.
@@ -303,32 +334,65 @@ func (b *Backend) Free(t model.Tensor) {
 func (b *Backend) FreeKVCache(c model.KVCache) {
 	switch x := c.(type) {
 	case *kvCache:
-		x.k, x.v = nil, nil
+		x.k, x.v, x.k8, x.v8 = nil, nil, nil, nil
 	case *mlaCache:
 		x.rows = nil
 	}
 }
 
-// at is the offset of (layer, slot, head) in k and v.
-func (c *kvCache) at(layer, slot, head int) int {
-	return ((layer*c.c.Slots+slot)*c.c.KVHeads + head) * c.pad * c.c.HeadDim
+// at is the offset of (layer, unit, head) in the cache's K and V.
+func (c *kvCache) at(layer, unit, head int) int {
+	return ((layer*c.units+unit)*c.c.KVHeads + head) * c.unit * c.c.HeadDim
 }
 
-// attnScratch is one worker's attention scratch.
+// locate is where position p of a sequence lives: its unit (the slot, or
+// the block its table lists) and the offset in it.
+func (c *kvCache) locate(slot int32, blocks []int32, p int) (unit, off int) {
+	if c.c.BlockSize == 0 {
+		return int(slot), p
+	}
+	return int(blocks[p/c.unit]), p % c.unit
+}
+
+// direct reports whether attention reads the cache in place: one float32
+// slot per sequence. Paged and FP8 caches are gathered (and dequantized)
+// into the worker's scratch first, in the same layout, so every layout
+// computes with the same values in the same order.
+func (c *kvCache) direct() bool { return c.c.BlockSize == 0 && !c.c.FP8 }
+
+// attnScratch is one worker's attention scratch; kg and vg take a
+// gathered sequence's K panels and V rows.
 type attnScratch struct {
 	q, s, o []float32
 	sum     []float32
+	kg, vg  []float32
 }
 
 // NewKVCache allocates a KV cache and the attention scratch it implies.
 func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 	if c.MLA() {
+		if c.Paged() || c.FP8 {
+			return nil, fmt.Errorf("KV cache: MLA's latent cache is neither paged nor FP8 on the CPU backend")
+		}
 		return b.newMLACache(c)
 	}
 	pad := (c.Capacity + nr - 1) / nr * nr
-	n := c.Layers * c.Slots * c.KVHeads * pad * c.HeadDim
+	kc := &kvCache{c: c, pad: pad, unit: pad, units: c.Slots}
+	if c.Paged() {
+		if c.BlockSize%nr != 0 {
+			return nil, fmt.Errorf("KV cache: block size %d is not a multiple of %d (the attention kernel's panel)", c.BlockSize, nr)
+		}
+		kc.unit, kc.units = c.BlockSize, c.Blocks
+	}
+	n := c.Layers * kc.units * c.KVHeads * kc.unit * c.HeadDim
 	if n <= 0 || c.Heads%c.KVHeads != 0 {
 		return nil, fmt.Errorf("KV cache %+v: sizes must be positive, heads a multiple of KV heads", c)
+	}
+	if c.FP8 {
+		kc.k8, kc.v8 = make([]uint8, n), make([]uint8, n)
+		kc.ks, kc.vs = layerScales(c.KScale, c.Layers), layerScales(c.VScale, c.Layers)
+	} else {
+		kc.k, kc.v = make([]float32, n), make([]float32, n)
 	}
 	rows := attnBlock(c.HeadLayout, pad) * (c.Heads / c.KVHeads)
 	for w := range b.attn {
@@ -339,8 +403,24 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 		if len(a.q) < rows*c.HeadDim {
 			a.q, a.o, a.sum = make([]float32, rows*c.HeadDim), make([]float32, rows*c.HeadDim), make([]float32, rows)
 		}
+		if !kc.direct() && len(a.kg) < pad*c.HeadDim {
+			a.kg, a.vg = make([]float32, pad*c.HeadDim), make([]float32, pad*c.HeadDim)
+		}
 	}
-	return &kvCache{c: c, pad: pad, k: make([]float32, n), v: make([]float32, n)}, nil
+	return kc, nil
+}
+
+// layerScales is one scale per layer: s, or 1 for every layer when s is
+// nil.
+func layerScales(s []float32, layers int) []float32 {
+	out := make([]float32, layers)
+	for i := range out {
+		out[i] = 1
+		if i < len(s) && s[i] > 0 {
+			out[i] = s[i]
+		}
+	}
+	return out
 }
 
 // SetBatch records the iteration's layout and plans the attention work.
@@ -364,10 +444,11 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 		bt = &p.fed
 	}
 	b.batch = bt
-	b.tokSlot = b.tokSlot[:0]
-	for _, s := range bt.Seqs {
+	b.tokSlot, b.tokSeq = b.tokSlot[:0], b.tokSeq[:0]
+	for i, s := range bt.Seqs {
 		for range s.Len {
 			b.tokSlot = append(b.tokSlot, s.Slot)
+			b.tokSeq = append(b.tokSeq, int32(i))
 		}
 	}
 	if len(b.tokSlot) != len(bt.Tokens) || len(bt.Positions) != len(bt.Tokens) {
@@ -419,6 +500,9 @@ func (b *Backend) end(name string, t0 time.Time) {
 var (
 	_ model.Backend    = (*Backend)(nil)
 	_ model.KVBudget   = (*Backend)(nil)
+	_ model.Pager      = (*Backend)(nil)
+	_ model.FP8GEMMs   = (*Backend)(nil)
+	_ model.FP8KV      = (*Backend)(nil)
 	_ model.Releaser   = (*Backend)(nil)
 	_ model.MLABackend = (*Backend)(nil)
 )

@@ -148,6 +148,7 @@ type moeScratch struct {
 	xs, gu, act   []float32
 	ys            []float32
 	items         []moeItem
+	sxBuf         []float32 // FP8: the input's scales, kept while the activations are quantized
 }
 
 type moeItem struct{ expert, lo, hi int }
@@ -161,7 +162,19 @@ type moeTask struct {
 	combine       bool
 	per           int
 	scratch       [][]float32
+	// FP8 experts run in two phases around the quantization of the
+	// intermediate activations, whose per-tensor scale spans every
+	// expert's rows: moeUp (gather, gate/up GEMM, SwiGLU), then moeDown.
+	phase  int
+	sx, sa []float32 // the input's and the activations' scales (per token or one)
 }
+
+// Phases of an FP8 MoE item (moeTask.phase); moeAll runs both at once.
+const (
+	moeAll = iota
+	moeUp
+	moeDown
+)
 
 // moeRowsPerItem bounds a work item to a few micro-tiles of one expert.
 const moeRowsPerItem = 8 * mr
@@ -222,7 +235,11 @@ func (b *Backend) MoE(out, x, idx, weights, gateUp, down model.Tensor, rows, k i
 	t := &b.moeT
 	*t = moeTask{s: s, x: ft(x).f, out: ft(out).f, wts: ft(weights).f, gateUp: gu, down: dn,
 		H: H, F: F, k: k, rows: rows, scratch: b.scratch16}
-	b.pool.run(t, len(s.items))
+	if gu.q != nil && dn.q != nil {
+		b.moeFP8(t, n)
+	} else {
+		b.pool.run(t, len(s.items))
+	}
 	t.combine = true
 	chunks := b.pool.split(rows, k*H, minRowWork)
 	t.per = (rows + chunks - 1) / chunks
@@ -245,19 +262,59 @@ func (t *moeTask) run(c, w int) {
 	}
 	it := s.items[c]
 	n := it.hi - it.lo
-	for p := it.lo; p < it.hi; p++ {
-		tok := int(s.order[p]) / t.k
-		copy(s.xs[p*H:(p+1)*H], t.x[tok*H:(tok+1)*H])
-	}
 	xs := s.xs[it.lo*H:]
 	gu := s.gu[it.lo*2*F:]
 	act := s.act[it.lo*F:]
 	ys := s.ys[it.lo*H:]
-	gemmSerial(gu, 2*F, xs, H, n, 2*F, H, expertData(t.gateUp, it.expert), expertPacked(t.gateUp, it.expert), t.scratch[w])
-	for r := range n {
-		swigluRow(act[r*F:(r+1)*F], gu[r*2*F:(r+1)*2*F])
+	if t.phase != moeDown {
+		for p := it.lo; p < it.hi; p++ {
+			tok := int(s.order[p]) / t.k
+			copy(s.xs[p*H:(p+1)*H], t.x[tok*H:(tok+1)*H])
+		}
+		gemmSerial(gu, 2*F, xs, H, n, 2*F, H, expertData(t.gateUp, it.expert), expertPacked(t.gateUp, it.expert), t.scratch[w])
+		if t.phase == moeUp {
+			// Each row's input scale is its token's (or the tensor's).
+			for r := range n {
+				a := t.sx[0]
+				if len(t.sx) > 1 {
+					a = t.sx[int(s.order[it.lo+r])/t.k]
+				}
+				scaleOutput(gu[r*2*F:], 2*F, 1, 2*F, []float32{a}, t.gateUp.q.scale[it.expert*2*F:])
+			}
+		}
+		for r := range n {
+			swigluRow(act[r*F:(r+1)*F], gu[r*2*F:(r+1)*2*F])
+		}
+		if t.phase == moeUp {
+			return
+		}
 	}
 	gemmSerial(ys, H, act, F, n, H, F, expertData(t.down, it.expert), expertPacked(t.down, it.expert), t.scratch[w])
+	if t.phase == moeDown {
+		sa := t.sa
+		if len(sa) > 1 {
+			sa = sa[it.lo:it.hi]
+		}
+		scaleOutput(ys, H, n, H, sa, t.down.q.scale[it.expert*H:])
+	}
+}
+
+// moeFP8 runs FP8 experts over n routed rows: the input quantized (per
+// tensor over every token, or per token), gate/up GEMMs and SwiGLU per
+// expert, the activations of every expert's rows quantized together (per
+// tensor, or per row), then the down GEMMs.
+func (b *Backend) moeFP8(t *moeTask, n int) {
+	s := t.s
+	xq, sx := b.fp8.quantizeInput(t.x, t.rows, t.H, t.gateUp.q)
+	t.x, t.sx = xq, append(s.sxBuf[:0], sx...)
+	s.sxBuf = t.sx
+	t.phase = moeUp
+	b.pool.run(t, len(s.items))
+	aq, sa := b.fp8.quantizeInput(s.act, n, t.F, t.down.q)
+	copy(s.act[:n*t.F], aq)
+	t.sa = sa
+	t.phase = moeDown
+	b.pool.run(t, len(s.items))
 }
 
 func expertData(t *tensor, e int) []float32 {

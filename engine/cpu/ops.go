@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/xrun-dev/xrun/engine/fp8"
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
@@ -236,6 +237,15 @@ func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
 	if wt.pk != nil {
 		pw = wt.pk[0]
 	}
+	if wt.q != nil {
+		xq, sx := b.fp8.quantizeInput(xi.f, rows, k, wt.q)
+		b.gemm(o.f, n, xq, k, rows, n, k, wt.f, pw)
+		scaleOutput(o.f, n, rows, n, sx, wt.q.scale)
+		if b.prof.on {
+			b.end("cpu_fp8_"+b.gemmName(), t0)
+		}
+		return
+	}
 	b.gemm(o.f, n, xi.f, k, rows, n, k, wt.f, pw)
 	b.end(b.gemmName(), t0)
 }
@@ -247,8 +257,8 @@ func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
 // all rows with the GEMM micro-kernel (K is stored in panels), takes a
 // causal softmax per row, and multiplies by V with the micro-kernel again.
 type attnItem struct {
-	slot, head int32
-	t0, t1     int32 // batch rows
+	seq, head int32
+	t0, t1    int32 // batch rows
 }
 
 type attnTask struct {
@@ -257,6 +267,7 @@ type attnTask struct {
 	qkv     []float32
 	cache   *kvCache
 	layer   int
+	batch   *model.Batch
 	pos     []int32
 	scratch []attnScratch
 	scale   float32
@@ -278,34 +289,58 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 	q := ft(qkv)
 	W, D := q.cols(), hl.HeadDim
 	bt := b.batch
+	for _, s := range bt.Seqs {
+		if c.c.Paged() && int(s.Past+s.Len) > int(s.NBlocks)*c.unit {
+			b.fail(fmt.Errorf("attention: slot %d has %d KV blocks for %d positions", s.Slot, s.NBlocks, s.Past+s.Len))
+			return
+		}
+		for _, blk := range bt.SeqBlocks(s) {
+			if blk < 0 || int(blk) >= c.units {
+				b.fail(fmt.Errorf("attention: KV block %d outside the pool of %d", blk, c.units))
+				return
+			}
+		}
+	}
 	for i, slot := range b.tokSlot {
 		p := int(bt.Positions[i])
 		if p >= c.c.Capacity || int(slot) >= c.c.Slots {
 			b.fail(fmt.Errorf("attention: slot %d position %d outside the KV cache (%d slots x %d)", slot, p, c.c.Slots, c.c.Capacity))
 			return
 		}
+		unit, off := c.locate(slot, bt.SeqBlocks(bt.Seqs[b.tokSeq[i]]), p)
 		row := q.f[i*W : (i+1)*W]
 		for h := range hl.KVHeads {
-			base := c.at(layer, int(slot), h)
-			kp := c.k[base+(p/nr)*D*nr+p%nr:]
-			for d, v := range row[(hl.Heads+h)*D : (hl.Heads+h+1)*D] {
-				kp[d*nr] = v
+			base := c.at(layer, unit, h)
+			ko, vo := base+(off/nr)*D*nr+off%nr, base+off*D
+			k, v := row[(hl.Heads+h)*D:(hl.Heads+h+1)*D], row[(hl.Heads+hl.KVHeads+h)*D:(hl.Heads+hl.KVHeads+h+1)*D]
+			if c.c.FP8 {
+				ki, vi := 1/c.ks[layer], 1/c.vs[layer]
+				for d, x := range k {
+					c.k8[ko+d*nr] = fp8.Encode(x * ki)
+				}
+				for d, x := range v {
+					c.v8[vo+d] = fp8.Encode(x * vi)
+				}
+				continue
 			}
-			copy(c.v[base+p*D:base+(p+1)*D], row[(hl.Heads+hl.KVHeads+h)*D:])
+			for d, x := range k {
+				c.k[ko+d*nr] = x
+			}
+			copy(c.v[vo:vo+D], v)
 		}
 	}
 	block := int32(attnBlock(hl, c.pad))
 	items := b.items[:0]
-	for _, s := range bt.Seqs {
+	for si, s := range bt.Seqs {
 		for h := range hl.KVHeads {
 			for r := s.Start; r < s.Start+s.Len; r += block {
-				items = append(items, attnItem{slot: s.Slot, head: int32(h), t0: r, t1: min(r+block, s.Start+s.Len)})
+				items = append(items, attnItem{seq: int32(si), head: int32(h), t0: r, t1: min(r+block, s.Start+s.Len)})
 			}
 		}
 	}
 	b.items = items
 	t := &b.attnT
-	*t = attnTask{items: items, out: ft(out).f, qkv: q.f, cache: c, layer: layer, pos: bt.Positions,
+	*t = attnTask{items: items, out: ft(out).f, qkv: q.f, cache: c, layer: layer, batch: bt, pos: bt.Positions,
 		scratch: b.attn, scale: float32(1 / math.Sqrt(float64(D))), hl: hl, qkvCols: W}
 	b.pool.run(t, len(items))
 	b.end("cpu_attention", t0)
@@ -315,8 +350,6 @@ func (t *attnTask) run(c, w int) {
 	it := t.items[c]
 	hl := t.hl
 	D, G := hl.HeadDim, hl.Heads/hl.KVHeads
-	base := t.cache.at(t.layer, int(it.slot), int(it.head))
-	K, V := t.cache.k[base:base+t.cache.pad*D], t.cache.v[base:base+t.cache.pad*D]
 	a := &t.scratch[w]
 	rows := int(it.t1-it.t0) * G
 	// Row r is token t0 + r/G, query head head*G + r%G.
@@ -326,6 +359,7 @@ func (t *attnTask) run(c, w int) {
 	}
 	nMax := int(t.pos[it.t1-1]) + 1 // positions increase within a sequence
 	pad := (nMax + nr - 1) / nr * nr
+	K, V := t.keysValues(it, a, nMax, pad)
 	sc := a.s[:rows*pad]
 	for p0 := 0; p0 < nMax; p0 += nr {
 		panel := K[(p0/nr)*D*nr:]
@@ -365,6 +399,48 @@ func (t *attnTask) run(c, w int) {
 			dst[i] = v * inv
 		}
 	}
+}
+
+// keysValues are the K panels and V rows of item it's sequence and KV
+// head for positions 0..nMax (pad rounds nMax up to a panel): the slot
+// itself, or gathered from its blocks and dequantized into a's scratch.
+func (t *attnTask) keysValues(it attnItem, a *attnScratch, nMax, pad int) (K, V []float32) {
+	kc := t.cache
+	D := t.hl.HeadDim
+	s := t.batch.Seqs[it.seq]
+	if kc.direct() {
+		base := kc.at(t.layer, int(s.Slot), int(it.head))
+		return kc.k[base : base+kc.pad*D], kc.v[base : base+kc.pad*D]
+	}
+	blocks := t.batch.SeqBlocks(s)
+	K, V = a.kg[:pad*D], a.vg[:nMax*D]
+	var ks, vs float32
+	if kc.c.FP8 {
+		ks, vs = kc.ks[t.layer], kc.vs[t.layer]
+	}
+	// Whole panels of 16 positions: a block holds whole panels.
+	for p0 := 0; p0 < nMax; p0 += nr {
+		unit, off := kc.locate(s.Slot, blocks, p0)
+		src := kc.at(t.layer, unit, int(it.head)) + (off/nr)*D*nr
+		dst := K[(p0/nr)*D*nr : (p0/nr+1)*D*nr]
+		if kc.c.FP8 {
+			fp8.Dequantize(dst, kc.k8[src:src+D*nr], ks)
+		} else {
+			copy(dst, kc.k[src:])
+		}
+	}
+	for p := 0; p < nMax; {
+		unit, off := kc.locate(s.Slot, blocks, p)
+		n := min(kc.unit-off, nMax-p)
+		src := kc.at(t.layer, unit, int(it.head)) + off*D
+		if kc.c.FP8 {
+			fp8.Dequantize(V[p*D:(p+n)*D], kc.v8[src:src+n*D], vs)
+		} else {
+			copy(V[p*D:(p+n)*D], kc.v[src:src+n*D])
+		}
+		p += n
+	}
+	return K, V
 }
 
 // Argmax reads back the greedy token of each row.

@@ -37,6 +37,7 @@ type recordLine struct {
 	InputTokens  *int    `json:"input_tokens"`
 	OutputTokens *int    `json:"output_tokens"`
 	OutputIDs    []int32 `json:"output_ids"`
+	TokenTimes   []int64 `json:"token_times_ns"`
 }
 
 // Records are a pass's per-request records read from a tool's output.
@@ -94,7 +95,7 @@ func ParseRecords(r io.Reader, file string, reqs []datasets.Request) (*Records, 
 			continue // a profiled pass's records are not timed ones
 		}
 		raws = append(raws, RawRecord{Line: line, TaskID: l.TaskID, Start: l.Start, FirstToken: l.FirstToken, End: l.End,
-			InputTokens: l.InputTokens, OutputTokens: l.OutputTokens, OutputIDs: l.OutputIDs})
+			InputTokens: l.InputTokens, OutputTokens: l.OutputTokens, OutputIDs: l.OutputIDs, TokenTimes: l.TokenTimes})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, &FormatError{File: file, Line: line + 1, Msg: err.Error()}
@@ -114,6 +115,9 @@ type RawRecord struct {
 	InputTokens  *int
 	OutputTokens *int
 	OutputIDs    []int32
+	// TokenTimes are when each streamed token (or chunk of tokens)
+	// arrived, optional; on the clock of Start.
+	TokenTimes []int64
 }
 
 func (r *RawRecord) where(file string) *FormatError {
@@ -185,12 +189,25 @@ func CheckRecords(file string, raws []RawRecord, reqs []datasets.Request, byOrde
 			return nil, bad("task_id %d: output_tokens %d, but the dataset asks for %d (the program must ignore EOS and generate exactly output_tokens, as trtllm-bench does)", q.TaskID, *l.OutputTokens, q.OutputTokens)
 		case len(l.OutputIDs) > 0 && len(l.OutputIDs) != *l.OutputTokens:
 			return nil, bad("task_id %d: %d output_ids for %d output_tokens", q.TaskID, len(l.OutputIDs), *l.OutputTokens)
+		case len(l.TokenTimes) > *l.OutputTokens:
+			return nil, bad("task_id %d: %d token_times_ns for %d output_tokens (one per token, or per streamed chunk of tokens)", q.TaskID, len(l.TokenTimes), *l.OutputTokens)
+		}
+		for j, tt := range l.TokenTimes {
+			if tt < *l.Start || tt > *l.End || j > 0 && tt < l.TokenTimes[j-1] {
+				return nil, bad("task_id %d: token_times_ns[%d] = %d: expected non-decreasing times within [start_ns, end_ns] = [%d, %d]", q.TaskID, j, tt, *l.Start, *l.End)
+			}
 		}
 		rec := engine.RequestRecord{TaskID: q.TaskID, Start: time.Duration(*l.Start), End: time.Duration(*l.End),
 			InputTokens: *l.InputTokens, OutputTokens: *l.OutputTokens, OutputIDs: l.OutputIDs}
 		if first != nil {
 			rec.FirstToken = time.Duration(*first)
 			withFirst++
+		}
+		if len(l.TokenTimes) > 0 {
+			rec.TokenTimes = make([]time.Duration, len(l.TokenTimes))
+			for j, tt := range l.TokenTimes {
+				rec.TokenTimes[j] = time.Duration(tt)
+			}
 		}
 		out[i], seen[i] = rec, true
 		n++
@@ -212,6 +229,9 @@ func CheckRecords(file string, raws []RawRecord, reqs []datasets.Request, byOrde
 	for i := range out {
 		out[i].Start -= t0
 		out[i].End -= t0
+		for j := range out[i].TokenTimes {
+			out[i].TokenTimes[j] -= t0
+		}
 		if withFirst > 0 {
 			out[i].FirstToken -= t0
 		} else {

@@ -69,8 +69,11 @@ func (k WeightKind) CheckShape(shape []int) error {
 // HostTensor is a weight in host memory as a checkpoint stores it.
 type HostTensor struct {
 	Shape []int
-	DType string // "F32", "F16" or "BF16" (safetensors names)
+	DType string // "F32", "F16", "BF16" or "F8_E4M3" (safetensors names)
 	Data  []byte // little-endian, row-major
+	// FP8Scales dequantize an F8_E4M3 tensor (value = code × scale), and
+	// say how a GEMM on it quantizes its activations; nil otherwise.
+	FP8 *FP8Scales
 }
 
 // HeadLayout is the attention head layout of a fused QKV row: Heads query
@@ -84,11 +87,22 @@ type HeadLayout struct {
 func (h HeadLayout) QKVWidth() int { return (h.Heads + 2*h.KVHeads) * h.HeadDim }
 
 // KVConfig sizes a KV cache: Slots fixed-size slots of Capacity positions,
-// one slot per request in flight, held from admission to completion.
+// one slot per request in flight, held from admission to completion; or,
+// paged (BlockSize > 0, a Pager's cache), a pool of Blocks blocks of
+// BlockSize positions that requests hold as many of as their lengths need
+// (Batch.Blocks lists each sequence's), Slots and Capacity then bounding
+// only the requests in flight and their length.
 type KVConfig struct {
 	Layers   int
 	Slots    int
 	Capacity int
+	// BlockSize and Blocks page the cache (0: fixed slots).
+	BlockSize, Blocks int
+	// FP8 stores keys and values as FP8 E4M3 with one scale per layer for
+	// K and one for V (KScale, VScale; nil means 1 for every layer): a
+	// value v is stored as E4M3(v / scale) (kv_cache_dtype fp8; FP8KV).
+	FP8            bool
+	KScale, VScale []float32
 	HeadLayout
 	// Latent and RopeDim shape an MLA cache (DeepSeek-V3): each position
 	// of each layer holds the compressed latent (kv_lora_rank values) and
@@ -104,6 +118,18 @@ func (c KVConfig) MLA() bool { return c.Latent > 0 }
 // (the CPU's is in engine/cpu) as long as Attention reads what it wrote.
 type KVCache interface {
 	Config() KVConfig
+}
+
+// Paged reports whether c is a paged cache (BlockSize > 0).
+func (c KVConfig) Paged() bool { return c.BlockSize > 0 }
+
+// ElemBytes is the width of a cached element on a backend whose compute
+// type is computeBytes wide: 1 under FP8.
+func (c KVConfig) ElemBytes(computeBytes int) int {
+	if c.FP8 {
+		return 1
+	}
+	return computeBytes
 }
 
 // KVBytesPerToken is the cache memory one position of one slot takes when
@@ -238,6 +264,18 @@ type Pipeliner interface {
 // batch_size alone bounds them.
 type KVBudget interface {
 	MaxKVSlots(c KVConfig) int
+}
+
+// Pager is implemented by backends whose KV cache can be paged (the
+// CPU's): NewKVCache honours KVConfig.BlockSize, Attention reads each
+// sequence's positions through its block table (Batch.Blocks), and
+// MaxKVBlocks is how many blocks of c.BlockSize positions fit the budget
+// (c.Blocks and c.Slots ignored). The engine then admits requests while
+// the blocks their lengths need are free, so the batch is bounded by the
+// tokens in the cache, not by slots of the longest request. A backend
+// without it (the CUDA backend, for now) keeps the fixed slots.
+type Pager interface {
+	MaxKVBlocks(c KVConfig) int
 }
 
 // Releaser is implemented by backends that can free memory before Close:

@@ -18,6 +18,11 @@ type Batch struct {
 	// the id on the device instead. This is what lets the engine queue an
 	// iteration before the previous one's tokens are back.
 	Fed []Fed
+	// Blocks are the block tables of a paged KV cache (KVConfig.Paged):
+	// sequence s's positions p live in block Blocks[s.Block+p/BlockSize],
+	// which must list a block for every position up to Past+Len. Empty
+	// for a cache of fixed slots.
+	Blocks []int32
 }
 
 // Fed is a batch token whose id is the previous iteration's Pick-th pick.
@@ -29,6 +34,9 @@ type Seq struct {
 	Start int32 // first row of this sequence in Batch.Tokens
 	Len   int32 // new tokens this iteration (a prefill chunk, or 1 to decode)
 	Past  int32 // tokens already in the cache: the first new token's position
+	// Block and NBlocks locate the sequence's block table in Batch.Blocks
+	// (a paged cache only).
+	Block, NBlocks int32
 }
 
 // Reset empties the batch, keeping its memory.
@@ -38,7 +46,19 @@ func (b *Batch) Reset() {
 	b.Seqs = b.Seqs[:0]
 	b.LogitRows = b.LogitRows[:0]
 	b.Fed = b.Fed[:0]
+	b.Blocks = b.Blocks[:0]
 }
+
+// SetBlocks gives the sequence added last its block table (a paged KV
+// cache): the blocks holding its positions, in order.
+func (b *Batch) SetBlocks(blocks []int32) {
+	s := &b.Seqs[len(b.Seqs)-1]
+	s.Block, s.NBlocks = int32(len(b.Blocks)), int32(len(blocks))
+	b.Blocks = append(b.Blocks, blocks...)
+}
+
+// SeqBlocks is sequence s's block table.
+func (b *Batch) SeqBlocks(s Seq) []int32 { return b.Blocks[s.Block : s.Block+s.NBlocks] }
 
 // Add appends a sequence's new tokens, which follow past cached tokens in
 // KV slot slot. With logits set, the last new token's logits are wanted.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Options configure a model instance.
@@ -20,6 +21,18 @@ type Options struct {
 	// (decompressing K and V from the latent cache every step) instead of
 	// the absorbed form deployments use (XRUN_MLA_ABSORB=0).
 	MLAPlain bool
+	// FP8 runs the linear layers of attention and the MLP or experts as
+	// FP8 GEMMs (dtype fp8; the backend must be FP8GEMMs): a checkpoint's
+	// E4M3 weights with their scales, other weights quantized per tensor.
+	// Without it an FP8 checkpoint's weights are dequantized to the
+	// compute type.
+	FP8 bool
+	// KVFP8 stores the KV cache as E4M3 (kv_cache_dtype fp8; the backend
+	// must be FP8KV), with a checkpoint's k_scale and v_scale per layer
+	// where it has them, else 1.
+	KVFP8 bool
+	// Quant is the checkpoint's quantization scheme (nil: none declared).
+	Quant *Quant
 }
 
 // Capacity sizes a model's buffers for a run.
@@ -28,6 +41,9 @@ type Capacity struct {
 	MaxLogitRows int // sequences sampled per iteration (<= MaxTokens)
 	Slots        int // requests in flight (batch_size)
 	MaxLen       int // longest sequence: prompt + output tokens
+	// BlockSize and Blocks page the KV cache (a Pager backend): a pool of
+	// Blocks blocks of BlockSize positions. 0: fixed slots of MaxLen.
+	BlockSize, Blocks int
 }
 
 // Model is a decoder-only transformer (Llama / Mixtral / GPT-OSS / Qwen3 /
@@ -45,6 +61,7 @@ type Model struct {
 	capa                                      Capacity
 	rope                                      Tensor
 	cache                                     KVCache
+	kScale, vScale                            []float32 // the FP8 KV cache's, per layer
 	x, h, qkv, attn, delta, gu, act, g        Tensor
 	qa, ckv, sgu, sact, sdelta                Tensor // MLA's query latent and kv_a output; shared experts
 	logits, routerLogits, idx, wts, counts    Tensor
@@ -92,6 +109,15 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 		return nil, err
 	}
 	m := &Model{cfg: cfg, be: be, opt: opt}
+	if _, ok := be.(FP8GEMMs); opt.FP8 && !ok {
+		return nil, fmt.Errorf("model %q (%s): FP8 GEMMs: %w", cfg.Name, be.Name(), ErrNoFP8)
+	}
+	if _, ok := be.(FP8KV); opt.KVFP8 && !ok {
+		return nil, fmt.Errorf("model %q (%s): an FP8 KV cache: %w", cfg.Name, be.Name(), ErrNoFP8)
+	}
+	if cfg.MLA() && (opt.FP8 || opt.KVFP8) {
+		return nil, fmt.Errorf("model %q: FP8 on MLA models (DeepSeek-V3's block-scaled FP8) is not supported: %w", cfg.Name, ErrNoFP8)
+	}
 	if cfg.MLA() || cfg.GroupedRouting() {
 		mla, ok := be.(MLABackend)
 		if !ok {
@@ -116,9 +142,10 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 		if cfg.MLA() {
 			l.mlaAttention(p, &ly)
 		} else {
-			ly.wqkv = l.matrix(p+"self_attn.qkv_proj.weight", Matrix, []int{hl.QKVWidth(), H}, 1,
+			ly.wqkv = l.qmatrix(p+"self_attn.qkv_proj.weight", Matrix, []int{hl.QKVWidth(), H}, 1,
 				p+"self_attn.q_proj.weight", p+"self_attn.k_proj.weight", p+"self_attn.v_proj.weight")
-			ly.wo = l.matrix(p+"self_attn.o_proj.weight", Matrix, []int{H, cfg.Heads * D}, proj)
+			ly.wo = l.qmatrix(p+"self_attn.o_proj.weight", Matrix, []int{H, cfg.Heads * D}, proj)
+			l.kvScales(p, i)
 		}
 		if cfg.QKNorm {
 			ly.qNorm = l.ones(p+"self_attn.q_norm.weight", D)
@@ -126,9 +153,9 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 		}
 		if !cfg.MoELayer(i) {
 			F := cfg.DenseWidth()
-			ly.gateUp = l.matrix(p+"mlp.gate_up_proj.weight", Matrix, []int{2 * F, H}, 1,
+			ly.gateUp = l.qmatrix(p+"mlp.gate_up_proj.weight", Matrix, []int{2 * F, H}, 1,
 				p+"mlp.gate_proj.weight", p+"mlp.up_proj.weight")
-			ly.down = l.matrix(p+"mlp.down_proj.weight", Matrix, []int{H, F}, proj)
+			ly.down = l.qmatrix(p+"mlp.down_proj.weight", Matrix, []int{H, F}, proj)
 		} else {
 			ly.router, ly.gateUp, ly.down = l.moe(p)
 			l.moeExtras(p, &ly)
@@ -169,6 +196,15 @@ func (l *loader) upload(name string, kind WeightKind, h HostTensor) Tensor {
 	if l.err != nil {
 		return nil
 	}
+	if h.DType == "F8_E4M3" {
+		// An FP8 checkpoint's weight that runs unquantized: dequantized.
+		f, err := h.Float32()
+		if err != nil {
+			l.err = &WeightError{File: l.m.opt.Weights.Where(name), Tensor: name, Msg: err.Error()}
+			return nil
+		}
+		h = HostF32(h.Shape, f)
+	}
 	t, err := l.m.be.Upload(name, kind, h)
 	if err != nil {
 		l.err = fmt.Errorf("weight %s: %w", name, err)
@@ -186,6 +222,9 @@ func (l *loader) load(want []int, parts ...string) (HostTensor, bool) {
 	var hs []HostTensor
 	for _, name := range parts {
 		h, err := src.Tensor(name)
+		if err == nil && h.DType == "F8_E4M3" {
+			h.FP8, err = l.fp8Scales(name, h)
+		}
 		if err != nil {
 			l.err = err
 			return HostTensor{}, false
@@ -246,6 +285,160 @@ func (l *loader) matrix(name string, kind WeightKind, shape []int, gain float64,
 	return l.random(name, kind, shape, gain*math.Sqrt(3/float64(fanIn)))
 }
 
+// qmatrix is matrix for a GEMM weight that FP8 runs quantize: the linear
+// layers of attention and the MLP (not the router, not the LM head,
+// which TensorRT-LLM's FP8 recipe keeps in the compute type).
+func (l *loader) qmatrix(name string, kind WeightKind, shape []int, gain float64, parts ...string) Tensor {
+	if !l.m.opt.FP8 {
+		return l.matrix(name, kind, shape, gain, parts...)
+	}
+	if l.m.opt.Weights != nil {
+		if len(parts) == 0 {
+			parts = []string{name}
+		}
+		if h, ok := l.load(shape, parts...); ok {
+			return l.uploadFP8(name, kind, h)
+		}
+		return nil
+	}
+	return l.quantize(l.matrix(name, kind, shape, gain))
+}
+
+// uploadFP8 uploads a checkpoint's weight as an FP8 GEMM weight: its own
+// codes and scales, or quantized per tensor when it is not FP8.
+func (l *loader) uploadFP8(name string, kind WeightKind, h HostTensor) Tensor {
+	if l.err != nil {
+		return nil
+	}
+	if h.DType != "F8_E4M3" {
+		return l.quantize(l.upload(name, kind, h))
+	}
+	if err := h.CheckFP8(); err != nil {
+		l.err = &WeightError{File: l.m.opt.Weights.Where(name), Tensor: name, Msg: err.Error()}
+		return nil
+	}
+	t, err := l.m.be.Upload(name, kind, h)
+	if err != nil {
+		l.err = fmt.Errorf("weight %s: %w", name, err)
+	}
+	return t
+}
+
+// quantize replaces a weight in the compute type by its FP8 form.
+func (l *loader) quantize(t Tensor) Tensor {
+	if l.err != nil || t == nil {
+		return t
+	}
+	q, err := l.m.be.(FP8GEMMs).QuantizeFP8(t)
+	if err != nil {
+		l.err = fmt.Errorf("quantizing to FP8: %w", err)
+	}
+	return q
+}
+
+// fp8Scales reads the scales of an F8_E4M3 checkpoint tensor name (a
+// ".weight"): name's weight_scale (one, or one per row), and its
+// input_scale where the checkpoint's activations are static. A missing
+// one is an error naming it.
+func (l *loader) fp8Scales(name string, h HostTensor) (*FP8Scales, error) {
+	src := l.m.opt.Weights
+	base := strings.TrimSuffix(name, ".weight")
+	q := l.m.opt.Quant
+	s := &FP8Scales{PerToken: q != nil && q.PerToken}
+	bad := func(tensor, msg string) error {
+		return &WeightError{File: src.Where(tensor), Tensor: tensor, Msg: msg}
+	}
+	ws := base + ".weight_scale"
+	if !src.Has(ws) {
+		return nil, bad(name, fmt.Sprintf("an F8_E4M3 weight without its scale: the checkpoint has no %q", ws))
+	}
+	v, err := l.scalars(ws)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(v); n != 1 && n != h.rows() {
+		return nil, bad(ws, fmt.Sprintf("%d values for the %d rows of %q; expected one (per tensor) or one per row (per channel)", n, h.rows(), name))
+	}
+	s.Weight = v
+	is := base + ".input_scale"
+	switch {
+	case src.Has(is) && !s.PerToken:
+		v, err := l.scalars(is)
+		if err != nil {
+			return nil, err
+		}
+		if len(v) != 1 {
+			return nil, bad(is, fmt.Sprintf("%d values; expected one (activations are quantized per tensor)", len(v)))
+		}
+		s.Input = v[0]
+	case q != nil && q.StaticInput:
+		return nil, bad(name, fmt.Sprintf("%s (%s) declares static activation scales, but the checkpoint has no %q", q.File, q.Method, is))
+	}
+	h.FP8 = s
+	if err := h.CheckFP8(); err != nil {
+		return nil, bad(name, err.Error())
+	}
+	return s, nil
+}
+
+// scalars reads a small checkpoint tensor of scales as float32.
+func (l *loader) scalars(name string) ([]float32, error) {
+	src := l.m.opt.Weights
+	h, err := src.Tensor(name)
+	if err != nil {
+		return nil, err
+	}
+	if h.DType == "F8_E4M3" {
+		return nil, &WeightError{File: src.Where(name), Tensor: name, Msg: "a scale stored as F8_E4M3; expected F32, F16 or BF16"}
+	}
+	v, err := h.Float32()
+	if err != nil {
+		return nil, &WeightError{File: src.Where(name), Tensor: name, Msg: err.Error()}
+	}
+	return v, nil
+}
+
+// kvScales reads layer i's FP8 KV-cache scales (k_scale, v_scale: ModelOpt
+// and compressed-tensors name them under self_attn or its k_proj and
+// v_proj), 1 where the checkpoint has none.
+func (l *loader) kvScales(p string, i int) {
+	m := l.m
+	if !m.opt.KVFP8 {
+		return
+	}
+	if m.kScale == nil {
+		m.kScale, m.vScale = make([]float32, m.cfg.Layers), make([]float32, m.cfg.Layers)
+	}
+	m.kScale[i], m.vScale[i] = 1, 1
+	src := m.opt.Weights
+	if src == nil || l.err != nil {
+		return
+	}
+	for _, kv := range []struct {
+		dst   *float32
+		names []string
+	}{
+		{&m.kScale[i], []string{p + "self_attn.k_scale", p + "self_attn.k_proj.k_scale"}},
+		{&m.vScale[i], []string{p + "self_attn.v_scale", p + "self_attn.v_proj.v_scale"}},
+	} {
+		for _, n := range kv.names {
+			if !src.Has(n) {
+				continue
+			}
+			v, err := l.scalars(n)
+			switch {
+			case err != nil:
+				l.err = err
+			case len(v) != 1 || !(v[0] > 0) || v[0] > 3.4e38:
+				l.err = &WeightError{File: src.Where(n), Tensor: n, Msg: fmt.Sprintf("%v; expected one positive, finite scale", v)}
+			default:
+				*kv.dst = v[0]
+			}
+			break
+		}
+	}
+}
+
 // moe creates a MoE layer's router and stacked experts. Checkpoints name
 // experts the Mixtral way (block_sparse_moe.experts.E.w1/w3/w2) or the
 // Qwen3 way (mlp.experts.E.gate_proj/up_proj/down_proj).
@@ -255,8 +448,8 @@ func (l *loader) moe(p string) (router, gateUp, down Tensor) {
 	proj := 1 / math.Sqrt(2*float64(c.Layers))
 	if l.m.opt.Weights == nil {
 		router = l.matrix(p+"mlp.gate.weight", Matrix, []int{E, H}, 1)
-		gateUp = l.matrix(p+"mlp.experts.gate_up_proj", Experts, []int{E, 2 * F, H}, 1)
-		down = l.matrix(p+"mlp.experts.down_proj", Experts, []int{E, H, F}, proj)
+		gateUp = l.qmatrix(p+"mlp.experts.gate_up_proj", Experts, []int{E, 2 * F, H}, 1)
+		down = l.qmatrix(p+"mlp.experts.down_proj", Experts, []int{E, H, F}, proj)
 		return
 	}
 	src := l.m.opt.Weights
@@ -272,14 +465,18 @@ func (l *loader) moe(p string) (router, gateUp, down Tensor) {
 		gu = append(gu, fmt.Sprint(ex, e, w1), fmt.Sprint(ex, e, w3))
 		dn = append(dn, fmt.Sprint(ex, e, w2))
 	}
+	up := l.upload
+	if l.m.opt.FP8 {
+		up = l.uploadFP8
+	}
 	if h, ok := l.load([]int{2 * F * E, H}, gu...); ok {
 		h.Shape = []int{E, 2 * F, H}
-		gateUp = l.upload(ex+"gate_up", Experts, h)
+		gateUp = up(ex+"gate_up", Experts, h)
 	}
 	// Down projections are [H, F] each; stacking rows gives [E*H, F].
 	if h, ok := l.load([]int{E * H, F}, dn...); ok {
 		h.Shape = []int{E, H, F}
-		down = l.upload(ex+"down", Experts, h)
+		down = up(ex+"down", Experts, h)
 	}
 	return
 }
@@ -298,7 +495,9 @@ func (e *WeightError) BadInput() bool { return true }
 // Reserve sizes the activations, the KV cache and the routing tables for a
 // run. Activations only grow; the KV cache is reallocated to exactly
 // Slots × MaxLen whenever either grows (a run's cache must fit the budget
-// MaxKVSlots computed for it). Replaced buffers are freed.
+// MaxKVSlots computed for it), or to exactly Blocks blocks when paged
+// (whenever the pool grows or the layout changes). Replaced buffers are
+// freed.
 func (m *Model) Reserve(c Capacity) error {
 	if c.MaxLogitRows <= 0 || c.MaxLogitRows > c.MaxTokens {
 		c.MaxLogitRows = c.MaxTokens
@@ -374,16 +573,27 @@ func (m *Model) Reserve(c Capacity) error {
 		m.rope, err = be.Upload("rope_table", Table, HostF32([]int{c.MaxLen, cfg.HeadDim}, RopeTable(cfg, c.MaxLen)))
 		m.ropeLen = c.MaxLen
 	}
-	if err == nil && (c.Slots > old.Slots || c.MaxLen > old.MaxLen) {
+	paged := c.BlockSize > 0
+	grow := c.Slots > old.Slots || c.MaxLen > old.MaxLen
+	if paged {
+		grow = grow || c.BlockSize != old.BlockSize || c.Blocks > old.Blocks
+	} else {
+		grow = grow || old.BlockSize > 0
+	}
+	if err == nil && grow {
 		if r, ok := be.(Releaser); ok && m.cache != nil {
 			r.FreeKVCache(m.cache)
 		}
 		m.cache = nil
-		m.cache, err = be.NewKVCache(m.KVConfig(c.Slots, c.MaxLen))
+		kc := m.KVConfig(c.Slots, c.MaxLen)
+		if paged {
+			kc.BlockSize, kc.Blocks = c.BlockSize, c.Blocks
+		}
+		m.cache, err = be.NewKVCache(kc)
 		if err == nil {
-			m.capa.Slots, m.capa.MaxLen = c.Slots, c.MaxLen
+			m.capa.Slots, m.capa.MaxLen, m.capa.BlockSize, m.capa.Blocks = c.Slots, c.MaxLen, kc.BlockSize, kc.Blocks
 		} else {
-			m.capa.Slots, m.capa.MaxLen = 0, 0
+			m.capa.Slots, m.capa.MaxLen, m.capa.BlockSize, m.capa.Blocks = 0, 0, 0, 0
 		}
 	}
 	if err == nil && cfg.MoE() {
@@ -403,13 +613,21 @@ func (m *Model) free(t Tensor) {
 }
 
 // KVConfig is the KV-cache shape of this model with slots slots of
-// capacity positions.
+// capacity positions (an FP8 cache under Options.KVFP8).
 func (m *Model) KVConfig(slots, capacity int) KVConfig {
 	if m.cfg.MLA() {
 		return KVConfig{Layers: m.cfg.Layers, Slots: slots, Capacity: capacity, HeadLayout: HeadLayout{Heads: m.cfg.Heads},
 			Latent: m.cfg.KVLoraRank, RopeDim: m.cfg.HeadDim}
 	}
-	return KVConfig{Layers: m.cfg.Layers, Slots: slots, Capacity: capacity, HeadLayout: m.cfg.HeadLayout()}
+	return KVConfig{Layers: m.cfg.Layers, Slots: slots, Capacity: capacity, HeadLayout: m.cfg.HeadLayout(),
+		FP8: m.opt.KVFP8, KScale: m.kScale, VScale: m.vScale}
+}
+
+// Pageable reports whether this model's KV cache can be paged on its
+// backend (a Pager; MLA's latent cache keeps fixed slots).
+func (m *Model) Pageable() bool {
+	_, ok := m.be.(Pager)
+	return ok && !m.cfg.MLA()
 }
 
 // Capacity reports what the model is sized for.
@@ -455,6 +673,16 @@ func (m *Model) Forward(b *Batch) error {
 	for _, s := range b.Seqs {
 		if int(s.Slot) >= m.capa.Slots || int(s.Past+s.Len) > m.capa.MaxLen {
 			return fmt.Errorf("%w: slot %d (max %d), length %d (max %d)", ErrCapacity, s.Slot, m.capa.Slots, s.Past+s.Len, m.capa.MaxLen)
+		}
+		if bs := m.capa.BlockSize; bs > 0 {
+			if need := (int(s.Past+s.Len) + bs - 1) / bs; int(s.NBlocks) < need {
+				return fmt.Errorf("%w: slot %d has %d KV blocks of %d positions for length %d", ErrCapacity, s.Slot, s.NBlocks, bs, s.Past+s.Len)
+			}
+			for _, blk := range b.SeqBlocks(s) {
+				if blk < 0 || int(blk) >= m.capa.Blocks {
+					return fmt.Errorf("%w: KV block %d outside the pool of %d", ErrCapacity, blk, m.capa.Blocks)
+				}
+			}
 		}
 	}
 	if len(b.Fed) > 0 && !m.Pipelined() {

@@ -29,4 +29,6 @@ type Switches struct {
 	CUDALtLog       bool   // XRUN_CUDA_LT_LOG
 	MeasureCeilings bool   // XRUN_MEASURE_CEILINGS
 	MLAAbsorb       bool   // XRUN_MLA_ABSORB (engine.New passes it as Options.MLAPlain)
+	KVPaged         bool   // XRUN_KV_PAGED (the engine pages the cache where the backend is a Pager)
+	KVBlock         int    // XRUN_KV_BLOCK: positions per KV block
 }

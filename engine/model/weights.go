@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/xrun-dev/xrun/engine/fp8"
 )
 
 // WeightSource supplies checkpoint tensors by their Hugging Face names.
@@ -23,6 +25,8 @@ func DTypeSize(dt string) int {
 		return 4
 	case "F16", "BF16":
 		return 2
+	case "F8_E4M3":
+		return 1
 	}
 	return 0
 }
@@ -35,7 +39,7 @@ func (h HostTensor) Float32() ([]float32, error) {
 	}
 	size := DTypeSize(h.DType)
 	if size == 0 {
-		return nil, fmt.Errorf("dtype %s is not a weight dtype (want F32, F16 or BF16)", h.DType)
+		return nil, fmt.Errorf("dtype %s is not a weight dtype (want F32, F16, BF16 or F8_E4M3)", h.DType)
 	}
 	if len(h.Data) != n*size {
 		return nil, fmt.Errorf("%d bytes for shape %v of %s, want %d", len(h.Data), h.Shape, h.DType, n*size)
@@ -54,6 +58,16 @@ func (h HostTensor) Float32() ([]float32, error) {
 	case "F16":
 		for i := range out {
 			out[i] = F16ToF32(binary.LittleEndian.Uint16(d[2*i:]))
+		}
+	case "F8_E4M3":
+		// Dequantized: the values an unquantized GEMM on this checkpoint
+		// multiplies.
+		if err := h.CheckFP8(); err != nil {
+			return nil, err
+		}
+		cols := n / max(h.rows(), 1)
+		for i := range out {
+			out[i] = fp8.Decode(d[i]) * h.FP8.RowScale(i/max(cols, 1))
 		}
 	}
 	return out, nil
@@ -90,7 +104,11 @@ func HostF32(shape []int, v []float32) HostTensor {
 }
 
 // concatRows stacks tensors along their first dimension (their trailing
-// dimensions must agree). Mixed dtypes are converted to F32.
+// dimensions must agree). Mixed dtypes are converted to F32. FP8 parts
+// keep their codes: their weight scales become one per row (each part's
+// rows keep their own, so nothing is requantized), their input scales
+// the largest (the parts share the GEMM's input, as vLLM and TensorRT-LLM
+// take it for fused QKV and gate/up).
 func concatRows(parts ...HostTensor) (HostTensor, error) {
 	dt := parts[0].DType
 	for _, p := range parts {
@@ -98,7 +116,22 @@ func concatRows(parts ...HostTensor) (HostTensor, error) {
 			dt = "F32"
 		}
 	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
 	out := HostTensor{DType: dt, Shape: slices.Clone(parts[0].Shape)}
+	if dt == "F8_E4M3" {
+		out.FP8 = &FP8Scales{PerToken: parts[0].FP8 != nil && parts[0].FP8.PerToken}
+		for _, p := range parts {
+			if err := p.CheckFP8(); err != nil {
+				return HostTensor{}, err
+			}
+			for r := range p.rows() {
+				out.FP8.Weight = append(out.FP8.Weight, p.FP8.RowScale(r))
+			}
+			out.FP8.Input = max(out.FP8.Input, p.FP8.Input)
+		}
+	}
 	out.Shape[0] = 0
 	for _, p := range parts {
 		if len(p.Shape) != len(out.Shape) || !slices.Equal(p.Shape[1:], out.Shape[1:]) {

@@ -142,7 +142,9 @@ func (d *Dir) Where(name string) string {
 	return ""
 }
 
-// Tensor reads a weight tensor (F32, F16 or BF16).
+// Tensor reads a weight tensor (F32, F16, BF16, or F8_E4M3: an FP8
+// checkpoint's codes, whose scales are tensors of their own that the
+// model pairs with them).
 func (d *Dir) Tensor(name string) (model.HostTensor, error) {
 	f, ok := d.where[name]
 	if !ok {
@@ -153,7 +155,7 @@ func (d *Dir) Tensor(name string) (model.HostTensor, error) {
 		return model.HostTensor{}, err
 	}
 	if model.DTypeSize(info.DType) == 0 {
-		return model.HostTensor{}, &FormatError{File: f.Path, Msg: fmt.Sprintf("tensor %q has dtype %s; weights must be F32, F16 or BF16", name, info.DType)}
+		return model.HostTensor{}, &FormatError{File: f.Path, Msg: fmt.Sprintf("tensor %q has dtype %s; weights must be F32, F16, BF16 or F8_E4M3", name, info.DType)}
 	}
 	return model.HostTensor{Shape: info.Shape, DType: info.DType, Data: data}, nil
 }

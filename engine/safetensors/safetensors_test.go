@@ -161,3 +161,43 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestFP8Tensor: an F8_E4M3 tensor reads as its codes; with its scales it
+// dequantizes (per tensor or per row), without them it refuses to; F8_E5M2
+// is not a weight dtype.
+func TestFP8Tensor(t *testing.T) {
+	dir := t.TempDir()
+	// Codes 0x38 = 1, 0xc0 = -2, 0x7e = 448, 0x01 = 2^-9.
+	w := model.HostTensor{Shape: []int{2, 2}, DType: "F8_E4M3", Data: []byte{0x38, 0xc0, 0x7e, 0x01}}
+	e5 := model.HostTensor{Shape: []int{1}, DType: "F8_E5M2", Data: []byte{0x3c}}
+	if err := WriteFile(filepath.Join(dir, "model.safetensors"), map[string]model.HostTensor{"w": w, "e5": e5}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	h, err := d.Tensor("w")
+	if err != nil || h.DType != "F8_E4M3" || string(h.Data) != string(w.Data) {
+		t.Fatalf("F8_E4M3 tensor: %+v, %v", h, err)
+	}
+	if _, err := h.Float32(); err == nil || !strings.Contains(err.Error(), "scale") {
+		t.Errorf("dequantized without a scale: %v", err)
+	}
+	h.FP8 = &model.FP8Scales{Weight: []float32{0.5}}
+	if v, err := h.Float32(); err != nil || v[0] != 0.5 || v[1] != -1 || v[2] != 224 || v[3] != 1.0/1024 {
+		t.Errorf("per tensor: %v %v", v, err)
+	}
+	h.FP8 = &model.FP8Scales{Weight: []float32{1, 4}}
+	if v, err := h.Float32(); err != nil || v[1] != -2 || v[2] != 1792 {
+		t.Errorf("per row: %v %v", v, err)
+	}
+	h.FP8 = &model.FP8Scales{Weight: []float32{1, 2, 3}}
+	if _, err := h.Float32(); err == nil || !strings.Contains(err.Error(), "3 weight scales for 2 rows") {
+		t.Errorf("3 scales for 2 rows: %v", err)
+	}
+	if _, err := d.Tensor("e5"); err == nil || !strings.Contains(err.Error(), "F8_E5M2") {
+		t.Errorf("F8_E5M2 read as a weight: %v", err)
+	}
+}

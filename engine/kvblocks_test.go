@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/xrun-dev/xrun/datasets"
+)
+
+func TestBlocksFor(t *testing.T) {
+	for _, c := range []struct{ in, out, size, want int }{
+		{1, 1, 32, 1},  // one cached position
+		{32, 1, 32, 1}, // the prompt fills the block; the token sampled is never cached
+		{32, 2, 32, 2},
+		{128, 128, 32, 8}, // 255 positions
+		{128, 129, 32, 8},
+		{128, 130, 32, 9},
+		{5, 12, 16, 1},
+	} {
+		if got := blocksFor(c.in, c.out, c.size); got != c.want {
+			t.Errorf("blocksFor(%d, %d, %d) = %d, want %d", c.in, c.out, c.size, got, c.want)
+		}
+	}
+}
+
+// listFeed feeds requests in order, all at once.
+type listFeed struct {
+	reqs []datasets.Request
+	i    int
+}
+
+func (f *listFeed) pending() bool { return f.i < len(f.reqs) }
+func (f *listFeed) next(time.Duration) (*datasets.Request, int, time.Duration, bool) {
+	if f.i == len(f.reqs) {
+		return nil, 0, 0, false
+	}
+	f.i++
+	return &f.reqs[f.i-1], f.i - 1, 0, true
+}
+func (f *listFeed) wait(context.Context, time.Duration) error { return nil }
+func (f *listFeed) token(*inflight, time.Duration)            {}
+
+// TestPagedFeedFirstComeFirstServed: a request whose blocks are not free
+// waits, and holds back those behind it until they are.
+func TestPagedFeedFirstComeFirstServed(t *testing.T) {
+	req := func(in, out int) datasets.Request {
+		return datasets.Request{InputIDs: make([]int32, in), OutputTokens: out}
+	}
+	p := newKVPool(4, 16)
+	fd := p.wrap(&listFeed{reqs: []datasets.Request{req(20, 5), req(40, 9), req(2, 2)}})
+	r, i, _, ok := fd.next(0)
+	if !ok || i != 0 || len(r.InputIDs) != 20 {
+		t.Fatalf("first: %v %d %v", r, i, ok)
+	}
+	a := &inflight{req: r, blocks: p.claim()}
+	if len(a.blocks) != 2 || len(p.free) != 2 {
+		t.Fatalf("first holds %v, %d free", a.blocks, len(p.free))
+	}
+	// The second needs 3 blocks: it waits, and the third (1 block, which
+	// would fit) waits behind it.
+	if _, _, _, ok := fd.next(0); ok {
+		t.Fatal("admitted a request whose blocks are not free")
+	}
+	if _, _, _, ok := fd.next(0); ok || !fd.pending() {
+		t.Fatal("a later request overtook the one held back")
+	}
+	p.release(a)
+	if r, i, _, ok := fd.next(0); !ok || i != 1 || len(p.claim()) != 3 {
+		t.Fatalf("after the release: %v %d %v", r, i, ok)
+	}
+	if _, _, _, ok := fd.next(0); !ok {
+		t.Fatal("the last request does not fit the last block")
+	}
+	if fd.pending() {
+		t.Fatal("pending after every request")
+	}
+}
+
+// pagedRun runs reqs on model with the KV cache paged (block size bs) or
+// in fixed slots (bs 0).
+func pagedRun(t *testing.T, cfg Config, bs int, reqs []datasets.Request) *Result {
+	t.Helper()
+	sw := DefaultSwitches()
+	sw.KVPaged, sw.KVBlock = bs > 0, bs
+	cfg.Switches = &sw
+	res, err := newEngine(t, cfg).Run(context.Background(), reqs, RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// variedRequests are requests from a few tokens to a few hundred, so that
+// sequences span many blocks and end mid-block.
+func variedRequests(n int) []datasets.Request {
+	var reqs []datasets.Request
+	for i := range n {
+		in := 1 + (i*53)%150
+		ids := make([]int32, in)
+		for j := range ids {
+			ids[j] = int32((i*31 + j*7 + 3) % 500)
+		}
+		reqs = append(reqs, datasets.Request{TaskID: i, InputIDs: ids, OutputTokens: 1 + (i*29)%40})
+	}
+	return reqs
+}
+
+// TestPagedMatchesContiguous: the whole model gives the same tokens with
+// the cache paged (blocks of 16 and 32 positions, handed out in whatever
+// order requests come and go) as in fixed slots, dense and MoE, float32
+// and FP8, with chunked prefill and the overlap scheduler.
+func TestPagedMatchesContiguous(t *testing.T) {
+	reqs := variedRequests(14)
+	for _, cfg := range []Config{
+		{Model: "tiny-llama", BatchSize: 5, MaxNumTokens: 48, Warmup: 2},
+		{Model: "tiny-moe", BatchSize: 4, MaxNumTokens: 64, RoutingMode: "uniform"},
+		{Model: "tiny-dense", BatchSize: 6, MaxNumTokens: 96, KVCacheDtype: "fp8"},
+	} {
+		want := pagedRun(t, cfg, 0, reqs)
+		for _, bs := range []int{16, 32} {
+			got := pagedRun(t, cfg, bs, reqs)
+			if len(got.Iterations) != len(want.Iterations) {
+				t.Errorf("%s, blocks of %d: %d iterations, %d in slots", cfg.Model, bs, len(got.Iterations), len(want.Iterations))
+			}
+			for i := range reqs {
+				if !slices.Equal(got.Requests[i].OutputIDs, want.Requests[i].OutputIDs) {
+					t.Errorf("%s, blocks of %d: request %d: %v paged, %v in slots", cfg.Model, bs, i, got.Requests[i].OutputIDs, want.Requests[i].OutputIDs)
+				}
+			}
+		}
+	}
+}
+
+// TestPagedAdmitsMore: under a KV budget that fixed slots of the longest
+// request fill with 2 requests, the paged cache holds the short requests
+// by the tokens they keep, so more run at once; the tokens are the same.
+func TestPagedAdmitsMore(t *testing.T) {
+	var reqs []datasets.Request
+	for i := range 12 {
+		in, out := 6+i%5, 4
+		if i == 0 {
+			in, out = 180, 20 // one long request sets the slots' length
+		}
+		ids := make([]int32, in)
+		for j := range ids {
+			ids[j] = int32((i*37 + j*11) % 500)
+		}
+		reqs = append(reqs, datasets.Request{TaskID: i, InputIDs: ids, OutputTokens: out})
+	}
+	// tiny-llama keeps 512 bytes per position; a slot of 200 positions
+	// (padded to 208) takes 104 KiB: the budget holds 2 slots, or 26 blocks
+	// of 16 positions (8 KiB each).
+	cfg := Config{Model: "tiny-llama", BatchSize: 16, KVCacheBytes: 2 * 208 * 512}
+	slots := pagedRun(t, cfg, 0, reqs)
+	paged := pagedRun(t, cfg, 16, reqs)
+	most := func(r *Result) int {
+		m := 0
+		for _, it := range r.Iterations {
+			m = max(m, it.CtxRequests+it.GenRequests)
+		}
+		return m
+	}
+	if slots.MaxInFlight != 2 || most(slots) != 2 {
+		t.Fatalf("fixed slots: %d in flight at most (%d seen), want 2", slots.MaxInFlight, most(slots))
+	}
+	// The long request holds 13 blocks, each short one a single block:
+	// all 12 fit at once.
+	if got := most(paged); got != 12 {
+		t.Errorf("paged: %d requests in flight at most, want all 12 (fixed slots: 2)", got)
+	}
+	if len(paged.Iterations) >= len(slots.Iterations) {
+		t.Errorf("paged: %d iterations, fixed slots %d: admitting more should take fewer", len(paged.Iterations), len(slots.Iterations))
+	}
+	for i := range reqs {
+		if !slices.Equal(paged.Requests[i].OutputIDs, slots.Requests[i].OutputIDs) {
+			t.Errorf("request %d: %v paged, %v in slots", i, paged.Requests[i].OutputIDs, slots.Requests[i].OutputIDs)
+		}
+	}
+}
