@@ -13,12 +13,12 @@ import (
 // energy rather than a partial one.
 func TestTimedEnergy(t *testing.T) {
 	ms := time.Millisecond
-	// readings makes samples every 50 ms from 0 to 500 ms of two GPUs:
+	// readings makes samples every 10 ms from 0 to 500 ms of two GPUs:
 	// GPU 0 at 400 W, GPU 1 at 200 W (counters from 1000 and 5000 J).
 	// edit may change a sample.
 	readings := func(edit func(s *Sample)) []Sample {
 		var out []Sample
-		for at := time.Duration(0); at <= 500*ms; at += 50 * ms {
+		for at := time.Duration(0); at <= 500*ms; at += 10 * ms {
 			for g, w := range []float64{400, 200} {
 				s := missing(at, g)
 				s.EnergyJ = float64(1000+4000*g) + w*at.Seconds()
@@ -30,6 +30,17 @@ func TestTimedEnergy(t *testing.T) {
 		}
 		return out
 	}
+	// stepped makes one GPU's samples every 10 ms from 0 to 3 s, at 400
+	// W, whose counter advances only every 100 ms.
+	stepped := func() []Sample {
+		var out []Sample
+		for at := time.Duration(0); at <= 3*time.Second; at += 10 * ms {
+			s := missing(at, 0)
+			s.EnergyJ = 400 * (at - at%(100*ms)).Seconds()
+			out = append(out, s)
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name     string
 		samples  []Sample
@@ -38,11 +49,19 @@ func TestTimedEnergy(t *testing.T) {
 	}{
 		// 600 W for 0.2 s.
 		{"on readings", readings(nil), 100 * ms, 300 * ms, 120},
-		// 0.31 s, where the readings inside the window (150 to 400 ms)
-		// alone would say 0.25 s.
+		// 0.31 s, where the readings inside the window (130 to 430 ms)
+		// alone would say 0.3 s.
 		{"between readings", readings(nil), 125 * ms, 435 * ms, 600 * 0.31},
-		// Shorter than the sampling period: still the power over it.
-		{"within one period", readings(nil), 110 * ms, 130 * ms, 600 * 0.02},
+		// Ten of the counter's updates: the shortest window measured.
+		{"ten updates", readings(nil), 110 * ms, 210 * ms, 60},
+		// Fewer: the counter's steps would dominate.
+		{"nine updates", readings(nil), 110 * ms, 200 * ms, 0},
+		{"within one update", readings(nil), 112 * ms, 118 * ms, 0},
+		// A counter that steps every 100 ms, read every 10 ms (as the
+		// driver's is): 1 s is ten steps; 0.5 s would be off by up to
+		// 40 %, and is refused.
+		{"stepped counter", stepped(), 1000 * ms, 2000 * ms, 400},
+		{"stepped counter, short window", stepped(), 1000 * ms, 1500 * ms, 0},
 		{"whole span", readings(nil), 0, 500 * ms, 300},
 		// GPU 1 has no energy counter: the cell's energy is unknown.
 		{"a GPU without counter", readings(func(s *Sample) {
