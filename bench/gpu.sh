@@ -32,9 +32,9 @@ PART_SIZE=${PART_SIZE:-15M}
 # engine/cuda took 278 s on an H200, 95 s of it NVRTC compiling every
 # kernel for the first time (a fresh machine has no kernel cache).
 declare -A PKG=([cuda]=engine/cuda [backend]=engine/cuda/backend [cupti]=engine/profile/cupti [profile]=engine/profile)
-declare -A TIMEOUT=([nvidia-smi]=60 [devices]=120 [cuda]=450 [backend]=200 [bench]=300 [cupti]=120 [cupti-ncu]=120 [profile]=200 [nvtx]=300 [nvtx-stats]=120)
+declare -A TIMEOUT=([nvidia-smi]=60 [devices]=120 [cuda]=450 [backend]=200 [bench]=300 [cupti]=120 [cupti-ncu]=120 [profile]=200 [nvtx]=300 [nvtx-stats]=120 [nccl]=200 [parallel]=400)
 TEST_BINARIES=(cuda backend cupti profile)
-STEP_NAMES=(nvidia-smi devices cuda backend bench cupti cupti-ncu profile nvtx nvtx-stats)
+STEP_NAMES=(nvidia-smi devices cuda backend bench cupti cupti-ncu profile nvtx nvtx-stats nccl parallel)
 
 usage() {
 	cat <<EOF
@@ -67,6 +67,14 @@ On the GPU machine (the repository with \$GPU_DIR beside it; no Go needed):
                     profile  engine/profile: TinyLlama-1.1B profiled through
                              engine.New + Run, artifacts in \$OUT/profile-cells
                     nvtx     one NVTX range per iteration under nsys profile
+                    parallel tensor and expert parallelism over NCCL (issue
+                             23), on every GPU visible: step nccl
+                             (engine/cuda: NCCL's loading, all-reduce and
+                             all-gather, eager and in graphs) and step
+                             parallel (engine/cuda/backend: TestParallel*,
+                             split models against the unsplit one, tp 2/4,
+                             ep 2/4); checks needing more GPUs than visible
+                             skip, saying so
                     all      every one of them
       --run PATTERN         -test.run for engine/cuda
       --backend-run PATTERN -test.run for engine/cuda/backend
@@ -155,7 +163,7 @@ step() {
 gotest() {
 	local name=$1 bin=$1
 	shift
-	[ "$name" = bench ] && bin=cuda
+	case $name in bench | nccl) bin=cuda ;; parallel) bin=backend ;; esac
 	local secs=${TIMEOUT[$name]}
 	step "$name" "${PKG[$bin]}" "$GPU_DIR/$bin.test" -test.v -test.timeout "$((secs - 10))s" "$@"
 }
@@ -229,7 +237,7 @@ cmd_check() {
 			kv=${2:?--timeout STEP=SECONDS}
 			[ -n "${TIMEOUT[${kv%%=*}]+x}" ] || die "--timeout $kv: no step ${kv%%=*} (steps: ${STEP_NAMES[*]})"
 			[[ ${kv#*=} =~ ^[0-9]+$ ]] || die "--timeout $kv: SECONDS must be a whole number"
-			case ${kv%%=*} in cuda | backend | bench | cupti | profile)
+			case ${kv%%=*} in cuda | backend | bench | cupti | profile | nccl | parallel)
 				[ "${kv#*=}" -gt 20 ] || die "--timeout $kv: a test binary needs more than 20 s" ;;
 			esac
 			TIMEOUT[${kv%%=*}]=${kv#*=}
@@ -240,14 +248,14 @@ cmd_check() {
 		esac
 		shift
 	done
-	[ "$tests" = all ] && tests=cuda,backend,cupti,profile,nvtx
+	[ "$tests" = all ] && tests=cuda,backend,cupti,profile,nvtx,parallel
 	for t in ${tests//,/ }; do
-		case $t in cuda | backend | cupti | profile | nvtx | none) ;; *) die "--tests: unknown test $t (cuda, backend, cupti, profile, nvtx, all, none)" ;; esac
+		case $t in cuda | backend | cupti | profile | nvtx | parallel | none) ;; *) die "--tests: unknown test $t (cuda, backend, cupti, profile, nvtx, parallel, all, none)" ;; esac
 	done
 	need_gpu check
 	local want=",$tests,"
 	for t in cuda backend cupti profile; do
-		if [[ $want == *,$t,* ]] || { [ $t = cuda ] && [ -n "$bench" ]; }; then
+		if [[ $want == *,$t,* ]] || { [ $t = cuda ] && [ -n "$bench" ]; } || { [[ $want == *,parallel,* ]] && [[ $t == cuda || $t == backend ]]; }; then
 			[ -x "$GPU_DIR/$t.test" ] || die "$GPU_DIR/$t.test missing: '$PROG build' builds it"
 		fi
 	done
@@ -278,6 +286,10 @@ cmd_check() {
 		XRUN_PROFILE_OUT=$OUT/profile-cells gotest profile -test.run 'TestGPUProfiledPass|TestCPUProfileGolden'
 	fi
 	[[ $want == *,nvtx,* ]] && nvtx_check
+	if [[ $want == *,parallel,* ]]; then
+		gotest nccl -test.run 'TestParallel|TestNCCL|TestGatherBlocks|TestMoEShardIDs'
+		gotest parallel -test.run 'TestParallel'
+	fi
 
 	summary
 	echo "== gpu.sh check: logs in $OUT"
@@ -354,7 +366,7 @@ EOF
 # model's worst logit errors, CUPTI's costs, benchmarks.
 summary() {
 	local n
-	for n in cuda backend cupti profile; do
+	for n in cuda backend cupti profile nccl parallel; do
 		if [ -z "${RC[$n]+x}" ] || [ "${RC[$n]}" = 0 ]; then continue; fi
 		echo "== $n failures ($n.log)"
 		grep -E -- '--- FAIL|^(FAIL|panic)|_test\.go:[0-9]+: ' "$OUT/$n.log" |

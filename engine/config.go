@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,8 +47,12 @@ type Config struct {
 	// they advance the iteration counter as in TensorRT-LLM.
 	Warmup int
 	// NumGPUs is how many GPUs the cell uses; "per GPU" metrics divide by
-	// it. Default 1.
+	// it. Default: WorldSize(TP, EP), 1 unsplit.
 	NumGPUs int
+	// TP and EP split the model over WorldSize(TP, EP) ranks, one per
+	// GPU, as trtllm-bench's --tp and --ep do (parallel.go); 0 means 1.
+	// NumGPUs defaults to the ranks and may not be fewer.
+	TP, EP int
 	// KVCacheFreeGPUMemFraction bounds the KV cache on a GPU (0: backend
 	// default); unused on the CPU.
 	KVCacheFreeGPUMemFraction float64
@@ -104,8 +109,14 @@ func (c Config) withDefaults() Config {
 	if c.GemmPlugin == "" {
 		c.GemmPlugin = "auto"
 	}
+	if c.TP == 0 {
+		c.TP = 1
+	}
+	if c.EP == 0 {
+		c.EP = 1
+	}
 	if c.NumGPUs == 0 {
-		c.NumGPUs = 1
+		c.NumGPUs = WorldSize(c.TP, c.EP)
 	}
 	return c
 }
@@ -125,6 +136,12 @@ func (c Config) validate() error {
 		return bad("warmup", c.Warmup, "a non-negative number of requests")
 	case c.NumGPUs < 1:
 		return bad("gpus", c.NumGPUs, "a positive integer")
+	case c.TP < 1:
+		return bad("tp", c.TP, "a positive integer")
+	case c.EP < 1:
+		return bad("ep", c.EP, "a positive integer")
+	case c.NumGPUs < WorldSize(c.TP, c.EP):
+		return bad("gpus_per_cell", c.NumGPUs, fmt.Sprintf("at least the %d GPUs tp %d and ep %d split the model over", WorldSize(c.TP, c.EP), c.TP, c.EP))
 	case c.KVCacheBytes < 0:
 		return bad("kv_cache_bytes", c.KVCacheBytes, "a non-negative number of bytes")
 	case c.Threads < 0:
@@ -165,6 +182,10 @@ func WithLayers(mc ModelConfig, n int) (ModelConfig, error) {
 	mc.Layers = n
 	// DeepSeek-V3's first dense layers: as many as the cut keeps.
 	mc.DenseLayers = min(mc.DenseLayers, n)
+	// GPT-OSS's layer types: those of the layers kept.
+	if mc.LayerTypes != nil {
+		mc.LayerTypes = slices.Clone(mc.LayerTypes[:n])
+	}
 	return mc, nil
 }
 

@@ -18,6 +18,14 @@
 // numbered from the first warm-up iteration, as TensorRT-LLM counts them,
 // which is what ProfileWindow spans refer to.
 //
+// Config.TP and Config.EP split the model over WorldSize(TP, EP) ranks
+// as trtllm-bench's --tp and --ep do (parallel.go): a backend and a model
+// slice per rank, each on its own locked OS thread, every scheduler call
+// run on all ranks in lockstep. A backend splits only with collectives
+// (RegisterCollectives): the CPU's are built in (in-process, cpu.Group),
+// and the split is checked there against the unsplit model, token for
+// token; the CUDA backend's (NCCL) do not exist yet.
+//
 // A backend may report the roofline ceilings it measured on its device
 // (CeilingsReporter: the CUDA backend does for a GPU without known ones);
 // the runner keeps them in the cell's record.

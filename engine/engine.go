@@ -144,7 +144,7 @@ type engine struct {
 	cfg     Config
 	mc      ModelConfig
 	be      model.Backend
-	m       *model.Model
+	m       rankModel // a *model.Model, or the ranks of a split one
 	windows []Span
 	sw      model.Switches
 }
@@ -182,11 +182,11 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 	var src *safetensors.Dir
 	var quant *model.Quant
 	if mc.Path != "" {
-		if mc.Family == "gpt-oss" {
-			return nil, &ConfigError{File: mc.Path, Msg: "gpt-oss checkpoints (MXFP4 experts) cannot be loaded; use the zoo's gpt-oss-20b, which has random weights at the real shape"}
-		}
-		if quant, err = LoadQuantConfig(mc.Path); err != nil {
-			return nil, err
+		// GPT-OSS's MXFP4 experts are dequantized at load (hfconfig_gptoss.go).
+		if !mc.MXFP4 {
+			if quant, err = LoadQuantConfig(mc.Path); err != nil {
+				return nil, err
+			}
 		}
 		if src, err = safetensors.OpenDir(mc.Path); err != nil {
 			return nil, err
@@ -211,14 +211,20 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		sw = ParseSwitches(os.Getenv)
 	}
 	bsw := sw
-	be, err := newBackend(model.BackendOptions{Gemm: cfg.GemmPlugin, Dtype: dtype, Threads: cfg.Threads, Device: cfg.Device,
-		KVCacheBytes: cfg.KVCacheBytes, KVCacheFraction: cfg.KVCacheFreeGPUMemFraction, Switches: &bsw})
-	if err != nil {
-		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
-	}
+	bopt := model.BackendOptions{Gemm: cfg.GemmPlugin, Dtype: dtype, Threads: cfg.Threads, Device: cfg.Device,
+		KVCacheBytes: cfg.KVCacheBytes, KVCacheFraction: cfg.KVCacheFreeGPUMemFraction, Switches: &bsw}
 	opt := model.Options{Seed: uint64(cfg.Seed), Routing: routing, MLAPlain: !sw.MLAAbsorb, FP8: fp8, KVFP8: kvFP8, Quant: quant}
 	if src != nil {
 		opt.Weights = src
+	}
+	if WorldSize(cfg.TP, cfg.EP) > 1 {
+		// Tensor / expert parallelism: a backend and a model slice per
+		// rank (parallel.go).
+		return newSplitEngine(ctx, cfg, mc, newBackend, bopt, opt, windows, sw)
+	}
+	be, err := newBackend(bopt)
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: %w", cfg.Backend, err)
 	}
 	m, err := model.New(be, mc, opt)
 	if err != nil {
@@ -226,8 +232,11 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		if errors.Is(err, model.ErrNoMLA) {
 			return nil, noMLAError(cfg.Backend, mc)
 		}
+		if errors.Is(err, model.ErrNoOSS) {
+			return nil, &ParamError{Field: "engine", Value: cfg.Backend, Msg: fmt.Sprintf("model %s has GPT-OSS's attention sinks, sliding window, biases and clamped SwiGLU, which the %s backend cannot run; run it on engine cpu", mc.Name, be.Name())}
+		}
 		if errors.Is(err, model.ErrNoFP8) {
-			return nil, noFP8Error(cfg, be.Name(), fp8)
+			return nil, noFP8Error(cfg, be, mc, kvFP8)
 		}
 		return nil, err
 	}
@@ -379,15 +388,22 @@ func (e *engine) kvPaging(reqs []datasets.Request, maxLen int) (*kvPool, int) {
 }
 
 // noFP8Error is the refusal of FP8 (dtype fp8 or kv_cache_dtype fp8) on a
-// backend without it: the CUDA backend has no FP8 kernels yet.
-func noFP8Error(cfg Config, backend string, gemms bool) error {
-	field, what := "kv_cache_dtype", "FP8 KV cache"
-	if gemms {
-		field, what = "dtype", "FP8 GEMMs"
+// backend without it: what the backend lacks decides which parameter is
+// blamed. The CUDA backend has FP8 GEMMs for dense layers only, and no
+// FP8 KV cache.
+func noFP8Error(cfg Config, be model.Backend, mc ModelConfig, kv bool) error {
+	_, gemms := be.(model.FP8GEMMs)
+	_, kvOK := be.(model.FP8KV)
+	field, what := "dtype", "FP8 GEMMs"
+	if kv && !kvOK {
+		field, what = "kv_cache_dtype", "FP8 KV cache"
 	}
-	msg := fmt.Sprintf("%s fp8 needs the %s backend's %s, which it does not have (%s)", field, cfg.Backend, what, backend)
-	if cfg.Backend == "cuda" {
-		msg = fmt.Sprintf("%s fp8 needs the CUDA backend's %s, not built yet; it runs on engine cpu as the reference", field, what)
+	msg := fmt.Sprintf("%s fp8 needs the %s backend's %s, which it does not have (%s)", field, cfg.Backend, what, be.Name())
+	switch {
+	case field == "dtype" && gemms && mc.MoE():
+		msg = fmt.Sprintf("dtype fp8 on the %s backend runs dense layers only: model %s's MoE experts have no FP8 kernels there (the grouped expert GEMMs read fp16/bf16); run it on engine cpu, or in bfloat16", cfg.Backend, mc.Name)
+	case cfg.Backend == "cuda" && field == "kv_cache_dtype":
+		msg = "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet (its attention kernels read fp16/bf16 keys and values); it runs on engine cpu as the reference"
 	}
 	return &ParamError{Field: field, Value: "fp8", Msg: msg}
 }

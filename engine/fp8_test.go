@@ -150,11 +150,32 @@ func TestFP8RefusedWithoutKernels(t *testing.T) {
 	if e.(*engine).m.Capacity().BlockSize != 0 {
 		t.Error("a backend without paging got a paged cache")
 	}
-	msg := noFP8Error(Config{Backend: "cuda"}, "cuda/cublaslt", true).Error()
-	if !strings.Contains(msg, "dtype fp8 needs the CUDA backend's FP8 GEMMs, not built yet; it runs on engine cpu as the reference") {
-		t.Errorf("the CUDA backend's refusal: %s", msg)
+	// The CUDA backend has FP8 GEMMs for dense layers and no FP8 KV cache:
+	// its refusals blame what it lacks.
+	dense, _ := LookupModel("tiny-llama")
+	moe, _ := LookupModel("tiny-moe")
+	for _, c := range []struct {
+		mc          ModelConfig
+		kv          bool
+		field, want string
+	}{
+		{moe, false, "dtype", "dtype fp8 on the cuda backend runs dense layers only: model tiny-moe's MoE experts have no FP8 kernels there"},
+		{dense, true, "kv_cache_dtype", "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet"},
+		{moe, true, "kv_cache_dtype", "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache"},
+	} {
+		err := noFP8Error(Config{Backend: "cuda"}, fp8GEMMsOnly{}, c.mc, c.kv)
+		var pe *ParamError
+		if !errors.As(err, &pe) || pe.Field != c.field || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s, kv %v: %v; want a ParamError on %s saying %q", c.mc.Name, c.kv, err, c.field, c.want)
+		}
 	}
 }
+
+// fp8GEMMsOnly is a backend as the CUDA one is: FP8 GEMMs, no FP8 KV cache.
+type fp8GEMMsOnly struct{ model.Backend }
+
+func (fp8GEMMsOnly) Name() string                                     { return "cuda/cublaslt" }
+func (fp8GEMMsOnly) QuantizeFP8(w model.Tensor) (model.Tensor, error) { return w, nil }
 
 // ckpt describes an FP8 checkpoint made from a float32 one.
 type ckpt struct {

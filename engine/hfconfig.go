@@ -231,6 +231,9 @@ func parseHFConfig(dir, file string, data []byte) (ModelConfig, error) {
 	if c.FFN <= 0 {
 		return bad("intermediate_size", "a positive integer")
 	}
+	if c.Family == "gpt-oss" {
+		return parseGPTOSS(file, data, c)
+	}
 	return c, nil
 }
 

@@ -92,6 +92,11 @@ func normalized(r *Results) (*Results, error) {
 		slo := *r.SLO
 		out.SLO = &slo
 	}
+	if r.Reference != nil {
+		if out.Reference, err = normalizeReference(r.Reference); err != nil {
+			return nil, err
+		}
+	}
 	if r.Search != nil {
 		// The frontier follows the cells, as summaries follow repeats.
 		s := *r.Search

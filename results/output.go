@@ -81,6 +81,12 @@ func (textOutput) Render(w io.Writer, r *Results, opts RenderOptions) error {
 			return err
 		}
 	}
+	if rep.Reference != nil {
+		b.WriteString("\n")
+		if err := rep.Reference.WriteText(&b); err != nil {
+			return err
+		}
+	}
 	for _, c := range rep.Comparisons {
 		for _, t := range c.Tables {
 			b.WriteString("\n")
@@ -133,6 +139,12 @@ func (markdownOutput) Render(w io.Writer, r *Results, opts RenderOptions) error 
 	if rep.Frontier != nil {
 		b.WriteString("\n")
 		if err := rep.Frontier.WriteMarkdown(&b, 2); err != nil {
+			return err
+		}
+	}
+	if rep.Reference != nil {
+		b.WriteString("\n")
+		if err := rep.Reference.WriteMarkdown(&b, 2); err != nil {
 			return err
 		}
 	}

@@ -27,7 +27,10 @@ type Report struct {
 	Environment []string
 	Summary     *Table
 	// Frontier is the SLO search's table; nil without a search.
-	Frontier    *Table
+	Frontier *Table
+	// Reference is the cells against the spec's reference; nil without
+	// one.
+	Reference   *Table
 	Comparisons []ComparisonTables
 	// Notes apply to the whole report (a compare entry that cannot be
 	// honoured, for instance).
@@ -280,6 +283,7 @@ func BuildReport(r *Results, opts RenderOptions) *Report {
 	}
 	rep.Summary = summaryTable(r, ax, summary)
 	rep.Frontier = frontierTable(r)
+	rep.Reference = referenceTable(r, ax)
 	for _, cs := range comparisons(r, ax, &rep.Notes) {
 		rep.Comparisons = append(rep.Comparisons, pivotTables(r, ax, cs, metrics))
 	}

@@ -46,7 +46,10 @@ type Results struct {
 	// Optional (studies without them, older files).
 	SLO    *SLO    `json:"slo,omitempty"`
 	Search *Search `json:"search,omitempty"`
-	Cells  []Cell  `json:"cells"`
+	// Reference is the spec's published table to measure against
+	// (reference.go). Optional.
+	Reference *Reference `json:"reference,omitempty"`
+	Cells     []Cell     `json:"cells"`
 }
 
 // Axis is one matrix axis: a dotted parameter key and its values.

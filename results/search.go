@@ -147,6 +147,17 @@ func (s *Search) meets(c *Cell, slo *SLO) (meets bool, why string, ok bool) {
 
 func pct(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
 
+// pointValue is a cell's value of the searched axis: a number from a
+// results file (int64, float64) or from a run (int); a rate of 0 (inf,
+// every request at once) is no load point.
+func pointValue(v any) (float64, bool) {
+	if i, ok := v.(int); ok {
+		v = int64(i)
+	}
+	x, ok := asFloat(v)
+	return x, ok && x > 0
+}
+
 // integral reports whether the search axis takes whole numbers.
 func (s *Search) integral() bool { return s.Axis == "concurrency" }
 
@@ -169,7 +180,7 @@ func SearchFrontier(r *Results) []FrontierRow {
 	var rows []FrontierRow
 	byKey := map[string]int{}
 	for _, c := range cells {
-		x, ok := asFloat(c.Params[s.Axis])
+		x, ok := pointValue(c.Params[s.Axis])
 		if !ok {
 			continue
 		}

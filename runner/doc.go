@@ -16,4 +16,12 @@
 // engine where it would open its own; everything around a pass is the
 // same for every engine. The results directory's file names come from
 // results/layout.
+//
+// Serving load (serving.go, spec_serving.go, search.go): request_rate,
+// burstiness and concurrency are parameters like any other, becoming the
+// cell's engine.Load; the slo block makes every pass add goodput
+// (engine.ServingMetrics), and the search block runs the study in rounds
+// (SearchRounds), each adding the next load point of every group still
+// searching as an include entry and resuming, so that every point is a
+// cell.
 package runner

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/command"
 	"github.com/xrun-dev/xrun/engine/driver"
+	"github.com/xrun-dev/xrun/engine/openai"
 	"github.com/xrun-dev/xrun/engine/trtllm"
 	"github.com/xrun-dev/xrun/results"
 	"github.com/xrun-dev/xrun/results/layout"
@@ -51,6 +53,15 @@ func (s *study) probeEngines(ctx context.Context) {
 			o := s.spec.Trtllm.WithDefaults()
 			tool.Tool = "TensorRT-LLM"
 			cmd = trtllm.VersionCommand(o)
+		case openai.Name:
+			// A server is asked nothing before its cells start it; its
+			// cells name it (backend, commands).
+			tool.Tool = s.spec.OpenAI.URL
+			if srv := s.spec.OpenAI.Server; srv != nil {
+				tool.Tool = srv.Argv[0].Raw
+			}
+			s.tools[name] = tool
+			continue
 		case command.Name:
 			tool.Tool = s.spec.Command.Argv[0].Raw
 			if len(s.spec.Command.Version) == 0 {
@@ -92,12 +103,22 @@ func (s *study) engineTools() []results.EngineTool {
 // version and the spec's block for it, so that --resume measures again
 // after either changed.
 func (s *study) engineIdentity(backend string) string {
+	if slo := s.spec.SLO; slo != nil {
+		// Goodput counts against the SLO: another SLO, other numbers.
+		return s.blockIdentity(backend) + fmt.Sprintf(" slo=%g/%g/%g", slo.TTFTms, slo.TPOTms, slo.Percentile)
+	}
+	return s.blockIdentity(backend)
+}
+
+func (s *study) blockIdentity(backend string) string {
 	var block any
 	switch backend {
 	case trtllm.Name:
 		block = s.spec.Trtllm
 	case command.Name:
 		block = s.spec.Command
+	case openai.Name:
+		block = s.spec.OpenAI
 	default:
 		return backend
 	}
@@ -134,13 +155,19 @@ func absPath(p, fallback string) string {
 func (w *cellWorker) openEngine(ctx context.Context, path string, reqs []dsets.Request) (engine.Engine, error) {
 	c, plan := w.cell, w.plan
 	switch c.Engine.Backend {
-	case trtllm.Name, command.Name:
+	case trtllm.Name, command.Name, openai.Name:
 	default:
 		return engine.New(ctx, c.Engine)
 	}
 	dc, err := w.driverCell(path, reqs)
 	if err != nil {
 		return nil, err
+	}
+	if c.Engine.Backend == openai.Name {
+		if plan.OpenAI == nil {
+			return nil, errors.New("engine openai: the plan has no openai block (was it written by another xrun?)")
+		}
+		return openai.Open(ctx, *plan.OpenAI, dc)
 	}
 	if c.Engine.Backend == trtllm.Name {
 		var o trtllm.Options

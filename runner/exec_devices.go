@@ -78,6 +78,7 @@ func (s *study) buildPlan(sel []bool) error {
 	}
 	s.plan = &workerPlan{Version: workerPlanVersion, Name: s.spec.Name, Spec: s.spec.File, Repeats: s.spec.Repeats, CacheDir: abs,
 		Command: s.spec.Command, Trtllm: s.spec.Trtllm, ThrottleThreshold: s.o.ThrottleThreshold,
+		OpenAI: s.spec.OpenAI, SLO: engineSLO(s.spec.SLO),
 		// Allocated whole, so the runCells may point into it.
 		Cells: make([]workerCell, 0, len(s.spec.Plan.Cells))}
 	build := Build()
@@ -193,10 +194,11 @@ func (s *study) buildPlan(sel []bool) error {
 func engineConfig(c *Cell, backend string) engine.Config {
 	p := &c.Params
 	return engine.Config{
-		Model: absModel(c.ModelRef), Layers: p.Layers, Backend: backend, Dtype: p.Dtype,
+		Model: absModel(c.ModelRef), Layers: p.Layers, Backend: backend, Dtype: p.Dtype, KVCacheDtype: p.KVCacheDtype,
 		BatchSize: p.BatchSize, MaxNumTokens: p.MaxNumTokens, GemmPlugin: p.GemmPlugin,
 		RoutingMode: p.RoutingMode, ProfileWindow: p.ProfileWindow, Seed: p.Seed, Warmup: p.Warmup,
 		NumGPUs: p.GPUsPerCell, KVCacheFreeGPUMemFraction: p.KVCacheFreeGPUMemFraction,
+		TP: p.TP, EP: builtinEP(p, c.Model), Load: cellLoad(p),
 	}
 }
 

@@ -59,6 +59,9 @@ func (s *study) initResults(ctx context.Context) {
 		Started:     time.Now(),
 		OrderSeed:   s.seed,
 		Cells:       make([]results.Cell, 0, len(s.cells)),
+		Reference:   s.spec.Reference,
+		SLO:         s.spec.SLO,
+		Search:      s.spec.Search,
 	}
 	s.res.Environment.Engines = s.engineTools()
 	s.res.Environment.Switches = s.switches()
@@ -157,6 +160,11 @@ func resultAxes(spec *Spec) []results.Axis {
 			}
 		}
 		values = append(values, extra...)
+		if s := spec.Search; s != nil && s.Axis == key {
+			// The search's points join the axis as it measures them:
+			// in numeric order, the tables and curves read along it.
+			slices.SortStableFunc(values, func(a, b any) int { return compareLoad(a, b) })
+		}
 		if len(values) > 1 {
 			out = append(out, results.Axis{Name: key, Values: values})
 		}

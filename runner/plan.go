@@ -14,6 +14,7 @@ import (
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/command"
 	"github.com/xrun-dev/xrun/engine/driver"
+	"github.com/xrun-dev/xrun/engine/openai"
 	"github.com/xrun-dev/xrun/engine/trtllm"
 )
 
@@ -189,15 +190,21 @@ func notApplicable(p *Params, m *engine.ModelConfig, pl driver.Planner) (uint64,
 		na |= 1 << pRoutingMode
 	}
 	if p.Engine == "cpu" {
-		na |= 1<<pDtype | 1<<pKVFraction
+		na |= 1 << pKVFraction
+		if p.Dtype != "fp8" { // fp8 quantizes the CPU's float32 GEMMs
+			na |= 1 << pDtype
+		}
 	}
 	if builtinEngine(p.Engine) {
 		na |= externalOnly
+	} else {
+		na |= 1 << pKVCacheDtype
 	}
 	if p.Engine == trtllm.Name {
 		// TensorRT-LLM has no option to build or run part of a model.
 		na |= 1 << pLayers
 	}
+	na |= loadNotApplicable(p)
 	switch p.Dataset.Kind() {
 	case GenNorm:
 		na |= 1<<pInputMin | 1<<pInputMax | 1<<pOutputMin | 1<<pOutputMax
@@ -244,8 +251,14 @@ func whyNotApplicable(pi int, p *Params) string {
 		return fmt.Sprintf("routing_mode has no effect on dense model %s", p.Model)
 	case pDtype:
 		return "dtype has no effect on the cpu engine (it computes in float32)"
+	case pKVCacheDtype:
+		if !builtinEngine(p.Engine) {
+			return fmt.Sprintf("kv_cache_dtype has no effect on engine %s (it is xrun's own engine's)", p.Engine)
+		}
 	case pKVFraction:
 		return "kv_cache_free_gpu_mem_fraction has no effect on the cpu engine"
+	case pRequestRate, pBurstiness, pConcurrency:
+		return whyLoadNotApplicable(pi, p)
 	case pLayers:
 		if p.Engine == trtllm.Name {
 			return "layers has no effect on engine trtllm: TensorRT-LLM has no option to run part of a model"
@@ -253,6 +266,9 @@ func whyNotApplicable(pi int, p *Params) string {
 	case pTrtllmBackend:
 		return fmt.Sprintf("trtllm_backend has no effect on engine %s (it is engine trtllm's)", p.Engine)
 	case pTP, pPP, pEP, pExtraOptions:
+		if pi == pEP && p.EP != 1 && builtinEngine(p.Engine) {
+			return fmt.Sprintf("ep has no effect on dense model %s", p.Model)
+		}
 		if builtinEngine(p.Engine) {
 			return fmt.Sprintf("%s has no effect on engine %s (it is for engine trtllm or command)", params[pi].path, p.Engine)
 		}
@@ -404,7 +420,14 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 			// As trtllm-bench does: tp x pp GPUs unless told otherwise.
 			p.GPUsPerCell = max(p.GPUsPerCell, p.TP*p.PP)
 		}
+		if pl == nil && !explicit[pGPUsPerCell] {
+			// The ranks tp and ep split the model over (plan_parallel.go).
+			p.GPUsPerCell = max(p.GPUsPerCell, engine.WorldSize(p.TP, builtinEP(&p, model)))
+		}
 		na, why := notApplicable(&p, model, pl)
+		if pl == nil {
+			na &^= parallelGiven(model, explicit[:])
+		}
 		// Parameters in the identity only where given are left out of it
 		// as parameters that do not apply are.
 		var unset uint64
@@ -486,6 +509,12 @@ func (d *decoder) planner(p *Params, vals []int32) (driver.Planner, error) {
 			d.spec.Trtllm = &trtllm.Options{}
 		}
 		return trtllm.Planner{Opt: d.spec.Trtllm.WithDefaults()}, nil
+	case openai.Name:
+		if d.spec.OpenAI == nil {
+			n, f := d.source(vals, pEngine)
+			return nil, d.errAt(n, f, `engine openai needs an openai block saying which server to load: openai: {url: "http://127.0.0.1:8000/v1"}, or openai: {server: {argv: [xrun, serve, --model, "{model}", --listen, "127.0.0.1:{port}"]}}`)
+		}
+		return openai.Planner{Opt: *d.spec.OpenAI}, nil
 	}
 	return nil, nil
 }
@@ -504,12 +533,10 @@ func (d *decoder) engineCheck(p *Params, m *engine.ModelConfig, pl driver.Planne
 		return d.errAt(n, f, "%s", msg)
 	}
 	if pl == nil {
-		for _, pi := range []int{pTP, pPP, pEP} {
-			if v := *params[pi].intp(p); v != 1 {
-				return blame(pi, fmt.Sprintf("%s %d: engine %s runs a cell on one GPU; tp, pp and ep are for engine trtllm or command", params[pi].path, v, p.Engine))
-			}
+		if p.PP != 1 {
+			return blame(pPP, fmt.Sprintf("pp %d: engine %s has no pipeline parallelism; pp is for engine trtllm or command (tp and ep split the model here)", p.PP, p.Engine))
 		}
-		return nil
+		return d.parallelCheck(p, m, vals)
 	}
 	if m.Path == "" && engine.HFName(p.Model) == "" && p.Engine == trtllm.Name {
 		return blame(pModel, fmt.Sprintf("%s is a test shape with no published checkpoint; engine trtllm needs a Hugging Face model: a zoo model with a published checkpoint (%s) or a model directory", p.Model, strings.Join(engine.HFModels(), ", ")))

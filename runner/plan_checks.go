@@ -30,7 +30,7 @@ func (d *decoder) cellChecks(p *Params, m *engine.ModelConfig, na uint64, vals [
 	if err := d.lengthCheck(p, m, vals, warn); err != nil {
 		return err
 	}
-	if err := d.mlaCheck(p, m, vals, warn); err != nil {
+	if err := d.fp8Check(p, m, na, vals, warn); err != nil {
 		return err
 	}
 	return d.dtypeCheck(p, na, vals, warn)
@@ -168,7 +168,10 @@ func (d *decoder) dtypeCheck(p *Params, na uint64, vals []int32, warn func(strin
 // autoCudaError is the error Cell.CheckBackend returns for a cell of
 // engine auto that cannot run on the cuda backend; nil when it can.
 func (d *decoder) autoCudaError(p *Params, na uint64, vals []int32) *SpecError {
-	if err := d.autoCudaMLAError(p, vals); err != nil {
+	if err := d.autoCudaFP8Error(p, na, vals); err != nil {
+		return err
+	}
+	if err := d.autoCudaSplitError(p, vals); err != nil {
 		return err
 	}
 	if p.Engine != "auto" || p.Dtype != "float32" || na&(1<<pDtype) != 0 {

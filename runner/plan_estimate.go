@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xrun-dev/xrun/engine/cuda"
+	"github.com/xrun-dev/xrun/engine/openai"
 	"github.com/xrun-dev/xrun/engine/profile"
 )
 
@@ -280,6 +281,11 @@ func (est *Estimate) cell(c *Cell, repeats int, m *measurements) CellEstimate {
 			ce.Basis = BasisRooflineExternal
 		}
 	}
+	if r := c.Params.RequestRate; r > 0 && c.Params.Dataset.Kind() != GenFile {
+		// Under a request rate a pass lasts at least as long as its
+		// arrivals: the expected span of n-1 gaps.
+		ce.Pass = max(ce.Pass, seconds(float64(c.Params.Dataset.NumRequests-1)/r))
+	}
 	if ce.Profiled == 0 && len(c.Params.ProfileSpans()) > 0 {
 		ce.Profiled = time.Duration(float64(ce.Pass+ce.Warmup) * profileOverhead)
 	}
@@ -291,6 +297,9 @@ func (est *Estimate) cell(c *Cell, repeats int, m *measurements) CellEstimate {
 				passes++
 			}
 			ce.Startup = est.ExternalStartup * time.Duration(passes)
+			if c.Params.Engine == openai.Name {
+				ce.Startup = est.ExternalStartup // one server a cell, whatever its passes
+			}
 		}
 	}
 	ce.Time = time.Duration(repeats)*(ce.Pass+ce.Warmup) + ce.Profiled + ce.Startup

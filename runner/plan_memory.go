@@ -205,10 +205,10 @@ func (w workload) memory(total float64) CellMemory {
 	if frac <= 0 {
 		frac = 0.9
 	}
-	perSlot := perToken * float64(w.maxLen)
+	perSlot := perToken * kvPositions(mc, w.maxLen)
 	// One request and the CUDA backend's scratch slot for padding rows.
 	m.KVMin = 2 * perSlot
-	m.KVBatch = float64(w.batch) * float64(w.input+w.output) * perToken
+	m.KVBatch = float64(w.batch) * kvPositions(mc, w.input+w.output) * perToken
 	m.Need = m.Weights + m.Workspace + m.KVMin/frac
 	if perSlot > 0 {
 		// The engine's MaxKVSlots: what the budget holds, less the scratch slot.

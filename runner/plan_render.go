@@ -36,6 +36,7 @@ func (p *Plan) WriteText(w io.Writer) error {
 	if note := untestableNote(s); note != "" {
 		fmt.Fprintf(bw, "warning: %s\n", note)
 	}
+	writeServing(bw, s)
 	bw.WriteByte('\n')
 
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)

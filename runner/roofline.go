@@ -83,6 +83,10 @@ func cellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	// A cell of the model's first layers ran that cut model; results.json
 	// has layers only then.
 	in.Layers = flatInt(c.Params["layers"])
+	// dtype fp8: E4M3 linear layers at FP8's ceiling; kv_cache_dtype fp8:
+	// a one-byte KV cache (results.json has kv_cache_dtype only when given).
+	in.FP8 = c.Params["dtype"] == "fp8"
+	in.KVFP8 = c.Params["kv_cache_dtype"] == "fp8"
 	if len(c.Repeats) > 0 {
 		in.FirstRepeat = c.Repeats[0]
 	}

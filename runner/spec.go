@@ -15,7 +15,9 @@ import (
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/command"
+	"github.com/xrun-dev/xrun/engine/openai"
 	"github.com/xrun-dev/xrun/engine/trtllm"
+	"github.com/xrun-dev/xrun/results"
 )
 
 // SchemaVersion is the version of the spec format this xrun reads.
@@ -107,6 +109,14 @@ type Spec struct {
 	// block's settings (engine: trtllm), defaults when the spec has none.
 	Command *command.Definition
 	Trtllm  *trtllm.Options
+	// OpenAI is the openai block (engine: openai); SLO and Search the
+	// slo and search blocks (spec_serving.go).
+	OpenAI *openai.Options
+	SLO    *results.SLO
+	Search *results.Search
+	// Reference is the reference block: a published table results.md
+	// sets beside the measured values (spec_reference.go); nil without.
+	Reference *results.Reference
 }
 
 // Axis is one dimension of the matrix: a plain axis has one key, a named
@@ -189,6 +199,9 @@ func ParseSpec(file string, data []byte, opts LoadOptions) (*Spec, error) {
 	if err := d.top(root); err != nil {
 		return nil, err
 	}
+	if err := d.checkSearch(); err != nil {
+		return nil, err
+	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -232,6 +245,8 @@ type decoder struct {
 	rootNode   *yaml.Node
 	commandKey *yaml.Node
 	trtllmKey  *yaml.Node
+	sloKey     *yaml.Node
+	searchKey  *yaml.Node
 	paramsKey  *yaml.Node
 	matrixKey  *yaml.Node
 	paramNode  [numParams]*yaml.Node // where params: set each parameter
@@ -255,7 +270,7 @@ type compareDef struct {
 	field    string
 }
 
-var topKeys = []string{"schema_version", "name", "description", "params", "matrix", "repeats", "compare", "out", "command", "trtllm"}
+var topKeys = []string{"schema_version", "name", "description", "params", "matrix", "repeats", "compare", "out", "command", "trtllm", "reference", "openai", "slo", "search"}
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 
@@ -326,6 +341,22 @@ func (d *decoder) top(root *yaml.Node) error {
 			}
 		case "trtllm":
 			if err := d.trtllmBlock(kv.kn, kv.vn); err != nil {
+				return err
+			}
+		case "reference":
+			if err := d.referenceBlock(kv.vn); err != nil {
+				return err
+			}
+		case "openai":
+			if err := d.openaiBlock(kv.kn, kv.vn); err != nil {
+				return err
+			}
+		case "slo":
+			if err := d.sloBlock(kv.kn, kv.vn); err != nil {
+				return err
+			}
+		case "search":
+			if err := d.searchBlock(kv.kn, kv.vn); err != nil {
 				return err
 			}
 		default:

@@ -17,9 +17,10 @@ import (
 // overlaid with the spec's params, overlaid with the cell's matrix values.
 // Values are canonical (profile_window "100-150", routing_mode "zipf:1.5").
 type Params struct {
-	Engine        string // auto | cuda | cpu | trtllm | command
+	Engine        string // auto | cuda | cpu | trtllm | command | openai
 	Model         string // zoo name, or a model directory as written in the spec
-	Dtype         string // float16 | bfloat16 | float32
+	Dtype         string // float16 | bfloat16 | float32 | fp8 (built-in engine: E4M3 GEMMs)
+	KVCacheDtype  string // auto | fp8 (built-in engine: an E4M3 KV cache)
 	BatchSize     int    // most requests in flight (trtllm-bench --max_batch_size)
 	MaxNumTokens  int    // most tokens per engine iteration
 	GemmPlugin    string // auto | disable
@@ -46,7 +47,14 @@ type Params struct {
 	// execution limit, not something measured, so it is in neither the
 	// cell id nor Flat.
 	Timeout time.Duration
-	Dataset DatasetParams
+	// RequestRate, Burstiness and Concurrency are how requests arrive
+	// (engine.Load): at RequestRate per second (0: inf, all at once),
+	// gamma gaps of shape Burstiness, from at most Concurrency users (0:
+	// no closed loop).
+	RequestRate float64
+	Burstiness  float64
+	Concurrency int
+	Dataset     DatasetParams
 }
 
 // DatasetParams describe the requests a cell serves: the options of
@@ -253,6 +261,7 @@ const (
 	pModel
 	pLayers
 	pDtype
+	pKVCacheDtype
 	pBatchSize
 	pMaxNumTokens
 	pGemmPlugin
@@ -268,6 +277,9 @@ const (
 	pEP
 	pExtraOptions
 	pTimeout
+	pRequestRate
+	pBurstiness
+	pConcurrency
 	pGenerator
 	pNumRequests
 	pInputMean
@@ -287,7 +299,7 @@ const (
 
 // params is the registry, in the canonical order of Flat, the hash and the docs.
 var params = [numParams]*param{
-	pEngine: enumParam("engine", "auto", []string{"auto", "cuda", "cpu", "trtllm", "command"}, func(p *Params) *string { return &p.Engine },
+	pEngine: enumParam("engine", "auto", []string{"auto", "cuda", "cpu", "trtllm", "command", "openai"}, func(p *Params) *string { return &p.Engine },
 		map[string]string{"auto": "eng-auto"}),
 	pModel: {path: "model", kind: kindString, identity: true,
 		doc:   "a zoo model name or a directory with config.json",
@@ -297,8 +309,11 @@ var params = [numParams]*param{
 		doc: "all, or an integer from 1 to the model's number of layers", parse: parseLayers,
 		intp: func(p *Params) *int { return &p.Layers }, show: showLayers,
 		slug: func(v any) string { return "layers-" + showLayers(v) }},
-	pDtype: enumParam("dtype", "float16", []string{"float16", "bfloat16", "float32"}, func(p *Params) *string { return &p.Dtype },
+	pDtype: enumParam("dtype", "float16", []string{"float16", "bfloat16", "float32", "fp8"}, func(p *Params) *string { return &p.Dtype },
 		map[string]string{"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}),
+	// Added after cells had ids: in their identity only where given.
+	pKVCacheDtype: whenGivenParam(enumParam("kv_cache_dtype", "auto", []string{"auto", "fp8"}, func(p *Params) *string { return &p.KVCacheDtype },
+		map[string]string{"auto": "kv-auto", "fp8": "kv-fp8"})),
 	// TensorRT-LLM's default max_batch_size, as the engine's.
 	pBatchSize:    intParam("batch_size", 2048, 1, 1<<20, "bs", func(p *Params) *int { return &p.BatchSize }),
 	pMaxNumTokens: intParam("max_num_tokens", 8192, 1, 1<<30, "mnt", func(p *Params) *int { return &p.MaxNumTokens }),
@@ -337,6 +352,19 @@ var params = [numParams]*param{
 	pTimeout: {path: "timeout", kind: kindDuration, def: time.Duration(0), noAxis: true,
 		doc: `a duration such as "90s", "45m" or "2h", or none`, parse: parseTimeout,
 		durp: func(p *Params) *time.Duration { return &p.Timeout }},
+	// Added after cells had ids: in their identity only where given.
+	pRequestRate: whenGivenParam(&param{path: "request_rate", kind: kindFloat, def: 0.0, identity: true,
+		doc: "a number of requests per second > 0, or inf (all at once)", parse: parseRequestRate, show: showRate,
+		fltp: func(p *Params) *float64 { return &p.RequestRate },
+		slug: func(v any) string { return "rate-" + showRate(v) }}),
+	pBurstiness: whenGivenParam(&param{path: "burstiness", kind: kindFloat, def: 1.0, identity: true,
+		doc: "a gamma shape > 0 (1: Poisson arrivals)", parse: parseBurstiness,
+		fltp: func(p *Params) *float64 { return &p.Burstiness },
+		slug: func(v any) string { return "burst" + formatValue(v) }}),
+	pConcurrency: whenGivenParam(&param{path: "concurrency", kind: kindInt, def: 0, identity: true,
+		doc: "a number of users >= 1, or none (no closed loop)", parse: parseConcurrency, show: showUsers,
+		intp: func(p *Params) *int { return &p.Concurrency },
+		slug: func(v any) string { return "users-" + showUsers(v) }}),
 	pGenerator: {path: "dataset.generator", kind: kindString, def: GenNorm, identity: true,
 		doc:   GenNorm + ", " + GenUnif + " or a path to a .jsonl dataset",
 		parse: parseGenerator, strp: func(p *Params) *string { return &p.Dataset.Generator },
@@ -396,6 +424,11 @@ func paramPaths(axisOnly bool) []string {
 		out = append(out, p.path)
 	}
 	return out
+}
+
+func whenGivenParam(p *param) *param {
+	p.whenGiven = true
+	return p
 }
 
 func derivedParam(p *param) *param {

@@ -101,9 +101,9 @@ func TestDefaults(t *testing.T) {
 	}
 	c := s.Plan.Cells[0]
 	want := Params{
-		Engine: "auto", Model: "tinyllama-1.1b", Dtype: "float16", BatchSize: 2048, MaxNumTokens: 8192,
+		Engine: "auto", Model: "tinyllama-1.1b", Dtype: "float16", KVCacheDtype: "auto", BatchSize: 2048, MaxNumTokens: 8192,
 		GemmPlugin: "auto", RoutingMode: "learned", ProfileWindow: "none", Seed: 0, Warmup: 2,
-		GPUsPerCell: 1, KVCacheFreeGPUMemFraction: 0.9, TrtllmBackend: "pytorch", TP: 1, PP: 1, EP: 1, ExtraLLMAPIOptions: "none", Timeout: 0,
+		GPUsPerCell: 1, KVCacheFreeGPUMemFraction: 0.9, TrtllmBackend: "pytorch", TP: 1, PP: 1, EP: 1, ExtraLLMAPIOptions: "none", Timeout: 0, Burstiness: 1,
 		Dataset: DatasetParams{
 			Generator: GenNorm, NumRequests: 1000, InputMean: 128, InputStdev: 0, OutputMean: 128, OutputStdev: 0,
 			InputMin: 128, InputMax: 128, OutputMin: 128, OutputMax: 128, Seed: 420,

@@ -20,6 +20,7 @@ import (
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/command"
 	"github.com/xrun-dev/xrun/engine/driver"
+	"github.com/xrun-dev/xrun/engine/openai"
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/engine/trtllm"
 	"github.com/xrun-dev/xrun/results"
@@ -48,6 +49,10 @@ type workerPlan struct {
 	// Command and Trtllm are the spec's blocks for external engines.
 	Command *command.Definition `json:"command,omitempty"`
 	Trtllm  *trtllm.Options     `json:"trtllm,omitempty"`
+	// OpenAI is the openai block (engine openai); SLO the study's
+	// latency targets, which the goodput of every pass counts against.
+	OpenAI *openai.Options `json:"openai,omitempty"`
+	SLO    *engine.SLO     `json:"slo,omitempty"`
 	// ThrottleThreshold is the throttle rule's fraction of the GPU's
 	// maximum SM clock (xrun run --throttle-threshold; 0: the default).
 	ThrottleThreshold float64 `json:"throttle_threshold,omitempty"`
@@ -383,6 +388,9 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		}
 		started, passStart := w.clock().UTC(), time.Now()
 		res, err := e.Run(ctx, reqs, engine.RunOptions{})
+		if err == nil {
+			addServingMetrics(res, w.cell.Engine.Load, w.plan.SLO)
+		}
 		w.skew += w.took
 		if err != nil {
 			return fmt.Errorf("repeat %d of %d: %w", r+1, w.repeats, err)

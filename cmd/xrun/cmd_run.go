@@ -255,12 +255,31 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 	if opts.slurm != nil {
 		opts.slurm.ScriptOut = a.gs.Stdout
 	}
-	res, runErr := runner.Run(ctx, spec, runner.Options{
+	ro := runner.Options{
 		Out: opts.out, Resume: opts.resume, Fresh: opts.fresh, Only: opts.only, GPUs: gpus, BusyGPUs: busy, Slurm: opts.slurm,
 		Executable: a.gs.Executable, Env: a.gs.Environ(), CacheDir: cacheDir, KillGrace: opts.killGrace,
 		TimeLimit: timeLimit, Started: opts.started, Order: order, OrderSeed: opts.orderSeed, ThrottleThreshold: opts.throttleThreshold,
 		Command: "xrun run " + args[0], Log: log, Progress: progress,
-	})
+	}
+	// A search block runs rounds: each adds the next load points and
+	// resumes the study, keeping what earlier rounds measured.
+	res, runErr := runner.SearchRounds(spec,
+		func(sets []string) (*runner.Spec, error) {
+			return runner.LoadSpec(args[0], runner.LoadOptions{Sets: sets, MaxCells: opts.maxCells})
+		},
+		func(sp *runner.Spec, round int) (*results.Results, error) {
+			o := ro
+			if round > 0 {
+				o.Resume, o.Fresh, o.Only = true, false, nil
+				if o.Out == "" {
+					o.Out = spec.Out
+				}
+			}
+			return runner.Run(ctx, sp, o)
+		},
+		func(round int, points []string) {
+			log.Info().Int("round", round).Strs("points", points).Msg("SLO search: measuring the next points")
+		})
 	if res != nil {
 		var buf bytes.Buffer
 		if err := results.Render(&buf, "text", res, results.RenderOptions{}); err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xrun-dev/xrun/engine/openai/openaitest"
 	"github.com/xrun-dev/xrun/results"
 	"github.com/xrun-dev/xrun/results/layout"
 	"github.com/xrun-dev/xrun/runner"
@@ -29,6 +30,9 @@ const asXrunEnv = "XRUN_TEST_AS_XRUN"
 func TestMain(m *testing.M) {
 	if os.Getenv(asBenchEnv) == "1" {
 		os.Exit(fakeBench(os.Args[1:]))
+	}
+	if os.Getenv(asOpenAIFakeEnv) == "1" {
+		os.Exit(openaitest.Main(os.Args[1:]))
 	}
 	if os.Getenv(asXrunEnv) == "1" {
 		// As main does: the first SIGINT/SIGTERM cancels, a second kills.

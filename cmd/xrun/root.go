@@ -27,6 +27,9 @@ type app struct {
 	// validated flags, arguments and required flags; an error before that
 	// is a usage error.
 	started bool
+	// stopped is set by a command for which a signal is the normal end
+	// (xrun serve's graceful shutdown): exit 0, not 130.
+	stopped bool
 }
 
 // newRootCommand wires every command explicitly (no init() registration),
@@ -74,6 +77,7 @@ results file that diffs cleanly in pull requests.
 		newTrendCommand(a),
 		newReportCommand(a),
 		newRunCommand(a),
+		newServeCommand(a),
 		newWorkerCommand(a),
 		newKernelsCommand(a),
 	)
@@ -116,7 +120,7 @@ func run(ctx context.Context, gs *globalState, args []string) int {
 		// reports these before any command code runs.
 		err = usageError{err}
 	}
-	if err == nil && ctx.Err() != nil {
+	if err == nil && ctx.Err() != nil && !a.stopped {
 		err = ctx.Err()
 	}
 	if err != nil {

@@ -41,6 +41,8 @@ type Backend struct {
 	mlaScratch  []mlaScratch
 	groupRouteT groupRouteTask
 
+	oss ossState // GPT-OSS (gptoss.go)
+
 	prof profiler
 	err  error // first failure of an op, reported at the next sync
 
@@ -298,6 +300,9 @@ func (b *Backend) kvBudget() int64 {
 // MaxKVSlots is how many slots of c's capacity fit the budget (float32
 // elements, or one byte each under FP8).
 func (b *Backend) MaxKVSlots(c model.KVConfig) int {
+	if c.Ring {
+		return b.maxOSSSlots(c)
+	}
 	pad := int64((c.Capacity + nr - 1) / nr * nr)
 	if c.MLA() {
 		pad = int64(c.Capacity) // the MLA cache is not padded
@@ -337,6 +342,8 @@ func (b *Backend) FreeKVCache(c model.KVCache) {
 		x.k, x.v, x.k8, x.v8 = nil, nil, nil, nil
 	case *mlaCache:
 		x.rows = nil
+	case *ossCache:
+		x.k, x.v = nil, nil
 	}
 }
 
@@ -370,6 +377,9 @@ type attnScratch struct {
 
 // NewKVCache allocates a KV cache and the attention scratch it implies.
 func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
+	if c.Ring {
+		return b.newOSSCache(c)
+	}
 	if c.MLA() {
 		if c.Paged() || c.FP8 {
 			return nil, fmt.Errorf("KV cache: MLA's latent cache is neither paged nor FP8 on the CPU backend")

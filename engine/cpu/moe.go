@@ -167,6 +167,7 @@ type moeTask struct {
 	// expert's rows: moeUp (gather, gate/up GEMM, SwiGLU), then moeDown.
 	phase  int
 	sx, sa []float32 // the input's and the activations' scales (per token or one)
+	ex     moeExtras // GPT-OSS's biases and activation (gptoss.go)
 }
 
 // Phases of an FP8 MoE item (moeTask.phase); moeAll runs both at once.
@@ -184,6 +185,13 @@ const moeRowsPerItem = 8 * mr
 // stable in token order), experts × row blocks run in parallel, and the
 // combine sums each token's k results in slot order (deterministic).
 func (b *Backend) MoE(out, x, idx, weights, gateUp, down model.Tensor, rows, k int) {
+	b.moeRun(out, x, idx, weights, gateUp, down, rows, k, 0, false)
+}
+
+// moeRun is MoE over the experts first.. held in gateUp and down; with
+// shard, slots routed to other experts are skipped (MoEShard), else they
+// are an error.
+func (b *Backend) moeRun(out, x, idx, weights, gateUp, down model.Tensor, rows, k, first int, shard bool) {
 	if rows <= 0 {
 		return
 	}
@@ -209,7 +217,11 @@ func (b *Backend) MoE(out, x, idx, weights, gateUp, down model.Tensor, rows, k i
 	ids := ft(idx).i[:n]
 	clear(s.count)
 	for _, e := range ids {
+		e -= int32(first)
 		if e < 0 || int(e) >= E {
+			if shard {
+				continue
+			}
 			b.fail(fmt.Errorf("moe: expert id %d outside 0..%d", e, E-1))
 			return
 		}
@@ -222,6 +234,11 @@ func (b *Backend) MoE(out, x, idx, weights, gateUp, down model.Tensor, rows, k i
 	fill := s.count[:E]
 	copy(fill, s.offset[:E])
 	for a, e := range ids {
+		e -= int32(first)
+		if e < 0 || int(e) >= E {
+			s.where[a] = -1 // another rank's expert
+			continue
+		}
 		p := fill[e]
 		fill[e]++
 		s.order[p], s.where[a] = int32(a), int32(p)
@@ -234,9 +251,9 @@ func (b *Backend) MoE(out, x, idx, weights, gateUp, down model.Tensor, rows, k i
 	}
 	t := &b.moeT
 	*t = moeTask{s: s, x: ft(x).f, out: ft(out).f, wts: ft(weights).f, gateUp: gu, down: dn,
-		H: H, F: F, k: k, rows: rows, scratch: b.scratch16}
+		H: H, F: F, k: k, rows: rows, scratch: b.scratch16, ex: b.oss.ex}
 	if gu.q != nil && dn.q != nil {
-		b.moeFP8(t, n)
+		b.moeFP8(t, s.offset[E])
 	} else {
 		b.pool.run(t, len(s.items))
 	}
@@ -255,6 +272,9 @@ func (t *moeTask) run(c, w int) {
 			clear(o)
 			for j := range t.k {
 				p := int(s.where[r*t.k+j])
+				if p < 0 {
+					continue
+				}
 				axpy(t.wts[r*t.k+j], s.ys[p*H:(p+1)*H], o)
 			}
 		}
@@ -282,14 +302,13 @@ func (t *moeTask) run(c, w int) {
 				scaleOutput(gu[r*2*F:], 2*F, 1, 2*F, []float32{a}, t.gateUp.q.scale[it.expert*2*F:])
 			}
 		}
-		for r := range n {
-			swigluRow(act[r*F:(r+1)*F], gu[r*2*F:(r+1)*2*F])
-		}
+		t.ex.gateUpDone(gu, act, it.expert, n, F)
 		if t.phase == moeUp {
 			return
 		}
 	}
 	gemmSerial(ys, H, act, F, n, H, F, expertData(t.down, it.expert), expertPacked(t.down, it.expert), t.scratch[w])
+	t.ex.downDone(ys, it.expert, n, H)
 	if t.phase == moeDown {
 		sa := t.sa
 		if len(sa) > 1 {

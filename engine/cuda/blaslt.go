@@ -17,13 +17,18 @@ import (
 
 // Values from cublasLt.h, cublas_api.h and library_types.h.
 const (
-	cublasCompute32F  = 68 // CUBLAS_COMPUTE_32F: fp32 accumulation
-	cudaR32F          = 0
-	cudaR16F          = 2
-	cudaR16BF         = 14
-	ltDescTransA      = 3 // CUBLASLT_MATMUL_DESC_TRANSA
-	ltDescTransB      = 4
-	cublasOpT         = 1
+	cublasCompute32F = 68 // CUBLAS_COMPUTE_32F: fp32 accumulation
+	cudaR32F         = 0
+	cudaR16F         = 2
+	cudaR16BF        = 14
+	cudaR8FE4M3      = 28 // CUDA_R_8F_E4M3
+	ltDescTransA     = 3  // CUBLASLT_MATMUL_DESC_TRANSA
+	ltDescTransB     = 4
+	cublasOpT        = 1
+	// CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER: device
+	// float32s that multiply A and B, so D = scale_A · scale_B · A·B.
+	ltDescAScale      = 17
+	ltDescBScale      = 18
 	ltHeuristicsAsked = 32
 )
 
@@ -60,6 +65,7 @@ type BlasLt struct {
 type gemmShape struct {
 	dt      DType
 	m, n, k int
+	fp8     bool // E4M3 A and B, D in dt
 }
 
 type ltPlan struct {
@@ -79,6 +85,7 @@ type ltForm struct {
 	desc    C.cublasLtMatmulDesc_t
 	a, b, d C.cublasLtMatrixLayout_t
 	swapped bool
+	fp8     bool
 }
 
 // ltCand is a heuristic result and the form it was asked for.
@@ -176,15 +183,22 @@ func cudaDataType(dt DType) C.int {
 // transpose: Y^T[n,m] = W[n,k] X^T[k,m], with A = W seen as column-major
 // [k, n] and transposed, B = X seen as column-major [k, m], D = Y seen as
 // column-major [n, m]. This "TN" form is cuBLASLt's best-supported layout.
-func (b *BlasLt) plan(dt DType, m, n, k int) (*ltPlan, error) {
-	key := gemmShape{dt, m, n, k}
+//
+// FP8 (fp8: E4M3 A and B, D in dt): Hopper's FP8 kernels take only this
+// TN form (A transposed, B not), which is why the weight is A. Both
+// forms below are TN.
+func (b *BlasLt) plan(dt DType, m, n, k int, fp8 bool) (*ltPlan, error) {
+	key := gemmShape{dt, m, n, k, fp8}
 	if p, ok := b.plans[key]; ok {
 		return p, nil
 	}
 	shape := fmt.Sprintf("%s M=%d N=%d K=%d", dt, m, n, k)
+	if fp8 {
+		shape = "fp8 e4m3 -> " + shape
+	}
 	p := &ltPlan{m: m, n: n, k: k}
 	fail := func(err error) (*ltPlan, error) { p.destroy(); return nil, err }
-	if err := b.addForm(p, dt, false, shape); err != nil {
+	if err := b.addForm(p, dt, false, fp8, shape); err != nil {
 		return fail(err)
 	}
 	// At M = 1 the row-major Y[1, n] is also a column-major [1, n] matrix,
@@ -193,7 +207,7 @@ func (b *BlasLt) plan(dt DType, m, n, k int) (*ltPlan, error) {
 	// B = W seen as column-major [k, n]. The heuristic offers other
 	// kernels for that shape; timing picks among both sets.
 	if m == 1 && b.g.sw.CUDALtTune {
-		if err := b.addForm(p, dt, true, shape); err != nil {
+		if err := b.addForm(p, dt, true, fp8, shape); err != nil {
 			return fail(err)
 		}
 	}
@@ -207,8 +221,8 @@ func (b *BlasLt) plan(dt DType, m, n, k int) (*ltPlan, error) {
 
 // addForm creates one form of p's product and appends the heuristic's
 // usable algorithms for it to p.cands.
-func (b *BlasLt) addForm(p *ltPlan, dt DType, swapped bool, shape string) error {
-	f := &ltForm{swapped: swapped}
+func (b *BlasLt) addForm(p *ltPlan, dt DType, swapped, fp8 bool, shape string) error {
+	f := &ltForm{swapped: swapped, fp8: fp8}
 	p.forms = append(p.forms, f)
 	m, n, k := p.m, p.n, p.k
 	if err := blasErr("cublasLtMatmulDescCreate", C.xr_cublasLtMatmulDescCreate(&f.desc, cublasCompute32F, cudaR32F), shape); err != nil {
@@ -225,8 +239,11 @@ func (b *BlasLt) addForm(p *ltPlan, dt DType, swapped bool, shape string) error 
 	if swapped { // m == 1
 		lays = []lay{{&f.a, k, 1, k}, {&f.b, k, n, k}, {&f.d, 1, n, 1}}
 	}
-	t := cudaDataType(dt)
-	for _, l := range lays {
+	for i, l := range lays {
+		t := cudaDataType(dt)
+		if fp8 && i < 2 {
+			t = cudaR8FE4M3
+		}
 		if err := blasErr("cublasLtMatrixLayoutCreate", C.xr_cublasLtMatrixLayoutCreate(l.dst, t, C.uint64_t(l.rows), C.uint64_t(l.cols), C.int64_t(l.ld)), shape); err != nil {
 			return err
 		}
@@ -250,7 +267,7 @@ func (b *BlasLt) addForm(p *ltPlan, dt DType, swapped bool, shape string) error 
 
 // Prepare builds the plan for a shape ahead of time (before a capture).
 func (b *BlasLt) Prepare(dt DType, m, n, k int) error {
-	_, err := b.plan(dt, m, n, k)
+	_, err := b.plan(dt, m, n, k, false)
 	return err
 }
 
@@ -260,25 +277,63 @@ func (b *BlasLt) Matmul(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error 
 	if err := checkGemm(dt, y, x, w, m, n, k); err != nil {
 		return err
 	}
-	p, err := b.plan(dt, m, n, k)
+	return b.run(s, dt, y, ltOperands{x: x, w: w}, m, n, k, false)
+}
+
+// MatmulFP8 queues Y[m,n] = (X[m,k] W[n,k]^T) · scale_x · scale_w on s:
+// E4M3 codes, per-tensor scales (one device float32 each), Y in dt,
+// through cuBLASLt's FP8 kernels (Hopper and Ada). K must be a multiple
+// of 16. Per-row scales are not cuBLASLt's on Hopper: the own FP8 GEMM
+// (GPU.GemmFP8) takes those.
+func (b *BlasLt) MatmulFP8(s *Stream, dt DType, y Buffer, x, w FP8Operand, m, n, k int) error {
+	if err := checkGemmFP8(dt, y, x, w, m, n, k); err != nil {
+		return err
+	}
+	if x.PerRow || w.PerRow || k%16 != 0 {
+		return fmt.Errorf("cuda: cuBLASLt FP8 takes per-tensor scales and K %% 16 == 0 (K=%d, per-row X %v, W %v)", k, x.PerRow, w.PerRow)
+	}
+	return b.run(s, dt, y, ltOperands{x: x.Codes, w: w.Codes, sx: x.Scales, sw: w.Scales}, m, n, k, true)
+}
+
+// ltOperands are a matmul's X and W, and their scales under FP8.
+type ltOperands struct {
+	x, w, sx, sw Buffer
+}
+
+func (b *BlasLt) run(s *Stream, dt DType, y Buffer, o ltOperands, m, n, k int, fp8 bool) error {
+	p, err := b.plan(dt, m, n, k, fp8)
 	if err != nil {
 		return err
 	}
 	if !p.tuned && !s.capturing {
 		p.tuned = true
 		if b.g.sw.CUDALtTune && m <= ltTuneMaxM && len(p.cands) > 1 {
-			if err := b.tune(s, p, y, x, w); err != nil {
+			if err := b.tune(s, p, y, o); err != nil {
 				return fmt.Errorf("timing cuBLASLt algorithms for %s M=%d N=%d K=%d: %w", dt, m, n, k, err)
 			}
 		}
 	}
-	return blasErr("cublasLtMatmul", b.matmul(s, &p.algo, y, x, w), fmt.Sprintf("%s M=%d N=%d K=%d", dt, m, n, k))
+	what := fmt.Sprintf("%s M=%d N=%d K=%d", dt, m, n, k)
+	if fp8 {
+		what = "fp8 " + what
+	}
+	return blasErr("cublasLtMatmul", b.matmul(s, &p.algo, y, o), what)
 }
 
-func (b *BlasLt) matmul(s *Stream, c *ltCand, y, x, w Buffer) C.cublasStatus_t {
-	f, A, B := c.form, w, x
+func (b *BlasLt) matmul(s *Stream, c *ltCand, y Buffer, o ltOperands) C.cublasStatus_t {
+	f, A, B, sA, sB := c.form, o.w, o.x, o.sw, o.sx
 	if f.swapped {
-		A, B = x, w
+		A, B, sA, sB = o.x, o.w, o.sx, o.sw
+	}
+	if f.fp8 {
+		// Plans are shared by every weight of a shape, and the scale
+		// pointers are read when the matmul is queued: set them each time.
+		if st := C.xr_cublasLtMatmulDescSetAttributePtr(f.desc, ltDescAScale, C.CUdeviceptr(sA.Ptr)); st != 0 {
+			return st
+		}
+		if st := C.xr_cublasLtMatmulDescSetAttributePtr(f.desc, ltDescBScale, C.CUdeviceptr(sB.Ptr)); st != 0 {
+			return st
+		}
 	}
 	return C.xr_cublasLtMatmul(b.h, f.desc, C.CUdeviceptr(A.Ptr), f.a, C.CUdeviceptr(B.Ptr), f.b, C.CUdeviceptr(y.Ptr), f.d,
 		&c.res.algo, C.CUdeviceptr(b.ws.Ptr), C.size_t(b.ws.Bytes), s.s)
@@ -293,7 +348,7 @@ const ltTuneRuns = 4
 // as TensorRT-LLM's GEMM plugin profiles its tactics once per shape. Each
 // run starts with the L2 cache cleared. Candidates that fail to launch are
 // skipped.
-func (b *BlasLt) tune(s *Stream, p *ltPlan, y, x, w Buffer) error {
+func (b *BlasLt) tune(s *Stream, p *ltPlan, y Buffer, o ltOperands) error {
 	g := b.g
 	if b.flush.Bytes == 0 {
 		// Allocated with the handle; a failed allocation only costs the timing.
@@ -318,7 +373,7 @@ func (b *BlasLt) tune(s *Stream, p *ltPlan, y, x, w Buffer) error {
 			if err := b.ev0.Record(s); err != nil {
 				return err
 			}
-			if st := b.matmul(s, &p.cands[i], y, x, w); st != 0 {
+			if st := b.matmul(s, &p.cands[i], y, o); st != 0 {
 				ts = nil
 				break
 			}

@@ -7,7 +7,9 @@
 // check against engine/cpu's reference ops), compiled by NVRTC for the
 // device's architecture and cached on disk by content hash; cuBLASLt
 // matmul plans (gemm_plugin auto) beside the own tensor-core GEMM
-// (gemm_plugin disable); the roofline's ceilings (the table measured on the
+// (gemm_plugin disable), and for dtype fp8 cuBLASLt's FP8 GEMMs beside the
+// own FP8 kernels, with the activation quantizers bit for bit engine/fp8's
+// (fp8.go); the roofline's ceilings (the table measured on the
 // H100 and H200, and MeasureCeilings for any other GPU, kept beside the
 // kernel cache); and the device probe behind `xrun devices`, run in a
 // re-executed child so that a hung driver cannot hang xrun.

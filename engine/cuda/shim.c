@@ -382,6 +382,10 @@ cublasStatus_t xr_cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { return p_c
 cublasStatus_t xr_cublasLtMatmulDescSetAttributeInt(cublasLtMatmulDesc_t d, int attr, int32_t v) {
 	return p_cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof v);
 }
+cublasStatus_t xr_cublasLtMatmulDescSetAttributePtr(cublasLtMatmulDesc_t d, int attr, CUdeviceptr p) {
+	void *v = (void *)(uintptr_t)p;
+	return p_cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof v);
+}
 cublasStatus_t xr_cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, int type, uint64_t rows, uint64_t cols, int64_t ld) {
 	return p_cublasLtMatrixLayoutCreate(l, type, rows, cols, ld);
 }

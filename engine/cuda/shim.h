@@ -155,6 +155,9 @@ cublasStatus_t xr_cublasLtDestroy(cublasLtHandle_t h);
 cublasStatus_t xr_cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, int computeType, int scaleType);
 cublasStatus_t xr_cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d);
 cublasStatus_t xr_cublasLtMatmulDescSetAttributeInt(cublasLtMatmulDesc_t d, int attr, int32_t v);
+// xr_cublasLtMatmulDescSetAttributePtr sets a device-pointer attribute (the
+// FP8 scale pointers).
+cublasStatus_t xr_cublasLtMatmulDescSetAttributePtr(cublasLtMatmulDesc_t d, int attr, CUdeviceptr p);
 cublasStatus_t xr_cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, int type, uint64_t rows, uint64_t cols, int64_t ld);
 cublasStatus_t xr_cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l);
 cublasStatus_t xr_cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p);

@@ -109,6 +109,12 @@ type KVConfig struct {
 	// the one rotary key every head shares (qk_rope_head_dim values), and
 	// HeadLayout's K and V heads are not stored. Both 0 for a K/V cache.
 	Latent, RopeDim int
+	// Ring is GPT-OSS's cache (OSSBackend.OSSAttention): layer l keeps
+	// position p at p mod LayerCapacity(l), and the layers Sliding marks
+	// keep only the last Window positions (gptoss.go).
+	Ring    bool
+	Window  int
+	Sliding []bool
 }
 
 // MLA reports whether c is an MLA cache (Latent > 0).

@@ -108,6 +108,10 @@ type Config struct {
 	DenseLayers   int `json:"first_k_dense_replace,omitempty"`
 	DenseFFN      int `json:"dense_intermediate_size,omitempty"`
 
+	// OSS is GPT-OSS's attention sinks, sliding window, biases and
+	// clamped SwiGLU (gptoss.go).
+	OSS
+
 	// Simplifications documents where the engine departs from the real
 	// architecture (the shapes, and so the cost, are kept).
 	Simplifications []string `json:"simplifications,omitempty"`
@@ -139,5 +143,5 @@ func (c Config) Params() int64 {
 	if c.TieEmbeddings {
 		head = 0
 	}
-	return int64(c.Layers)*per + emb + head + h
+	return int64(c.Layers)*per + emb + head + h + c.ossParams()
 }

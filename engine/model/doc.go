@@ -26,6 +26,12 @@
 // ops are the optional MLABackend interface's; New refuses these models
 // on a backend without it (ErrNoMLA).
 //
+// GPT-OSS (gptoss.go) adds attention sinks, sliding-window layers over a
+// ring KV cache that keeps only their window (KVConfig.Ring), biases on
+// the attention projections, the router and the experts, and the experts'
+// clamped SwiGLU; its ops are the optional OSSBackend interface's, and New
+// refuses these features on a backend without it (ErrNoOSS).
+//
 // # The backend contract
 //
 // Tensors are opaque handles the backend owns (device memory on CUDA).
@@ -67,6 +73,18 @@
 // boundaries: StartProfile, WindowStart/WindowStop (cuProfilerStart/Stop and
 // CUPTI on CUDA), IterationStart/IterationEnd (one NVTX range per
 // iteration), and Ops to drain per-operation timings.
+//
+// # Tensor and expert parallelism
+//
+// Options.Parallel makes a Model one rank of a split model (shard.go):
+// Megatron-style tensor parallelism over a TP group (column-parallel QKV
+// and gate/up, row-parallel o and down followed by an all-reduce, a
+// vocabulary-parallel LM head whose logits are all-gathered), and MoE
+// layers split over an EP group (whole experts per expert group, each
+// expert's width over the group's ranks), combined by an all-reduce.
+// Ranks exchange through the Collective interface (collective.go); each
+// rank holds exact slices of the full weights, so a split model computes
+// the unsplit model's tokens.
 //
 // This package knows nothing of scheduling, requests, files or metrics.
 package model

@@ -33,6 +33,9 @@ type Options struct {
 	KVFP8 bool
 	// Quant is the checkpoint's quantization scheme (nil: none declared).
 	Quant *Quant
+	// Parallel makes the model one rank of a tensor- and expert-parallel
+	// split (shard.go); the zero value is the whole model.
+	Parallel Parallel
 }
 
 // Capacity sizes a model's buffers for a run.
@@ -50,10 +53,14 @@ type Capacity struct {
 // DeepSeek-V3 families) over a Backend. Create it with New, size it with
 // Reserve, then call Forward and Argmax once per iteration.
 type Model struct {
-	cfg Config
+	cfg Config // the shape this rank computes (shardPlan.local)
 	be  Backend
 	opt Options
 	mla MLABackend // MLA and grouped routing; nil for other models
+	oss OSSBackend // GPT-OSS's features; nil for other models
+
+	full  Config     // the model's
+	shard *shardPlan // nil unless split (shard.go)
 
 	embed, lmHead, finalNorm Tensor
 	layers                   []layer
@@ -77,10 +84,11 @@ type layer struct {
 	// correction bias and the shared experts.
 	qa, qaNorm, wq, kva, kvNorm, kvb Tensor
 	bias, sharedGateUp, sharedDown   Tensor
+	oss                              ossLayer
 }
 
 // Config returns the model's shape.
-func (m *Model) Config() Config { return m.cfg }
+func (m *Model) Config() Config { return m.full }
 
 // Backend returns the backend the model runs on.
 func (m *Model) Backend() Backend { return m.be }
@@ -99,6 +107,9 @@ func (c Config) Validate() error {
 	case c.MoE() && c.Routing != RoutingSoftmaxTopKRenorm && c.Routing != RoutingTopKSoftmax && c.Routing != RoutingSoftmaxTopK && !c.GroupedRouting():
 		return fmt.Errorf("model %q: unknown routing method %q", c.Name, c.Routing)
 	}
+	if err := c.validateOSS(); err != nil {
+		return err
+	}
 	return c.validateDeepSeek()
 }
 
@@ -108,7 +119,18 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: cfg, be: be, opt: opt}
+	shard, err := newShardPlan(cfg, opt.Parallel)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{cfg: shard.local(cfg), full: cfg, shard: shard, be: be, opt: opt}
+	if _, ok := be.(ExpertShard); shard != nil && shard.groups > 1 && !ok {
+		return nil, fmt.Errorf("model %q (%s): %w", cfg.Name, be.Name(), ErrNoExpertShard)
+	}
+	if shard != nil && opt.FP8 {
+		// Per-tensor scales of a slice are not the whole tensor's.
+		return nil, fmt.Errorf("model %q: FP8 GEMMs on a split model are not supported: %w", cfg.Name, ErrNoFP8)
+	}
 	if _, ok := be.(FP8GEMMs); opt.FP8 && !ok {
 		return nil, fmt.Errorf("model %q (%s): FP8 GEMMs: %w", cfg.Name, be.Name(), ErrNoFP8)
 	}
@@ -124,6 +146,9 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 			return nil, fmt.Errorf("model %q (%s): %w", cfg.Name, be.Name(), ErrNoMLA)
 		}
 		m.mla = mla
+	}
+	if err := m.ossCheck(); err != nil {
+		return nil, err
 	}
 	l := &loader{m: m}
 	H, D := cfg.Hidden, cfg.HeadDim
@@ -146,6 +171,9 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 				p+"self_attn.q_proj.weight", p+"self_attn.k_proj.weight", p+"self_attn.v_proj.weight")
 			ly.wo = l.qmatrix(p+"self_attn.o_proj.weight", Matrix, []int{H, cfg.Heads * D}, proj)
 			l.kvScales(p, i)
+			if cfg.IsOSS() {
+				l.ossAttention(p, i, &ly)
+			}
 		}
 		if cfg.QKNorm {
 			ly.qNorm = l.ones(p+"self_attn.q_norm.weight", D)
@@ -156,6 +184,8 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 			ly.gateUp = l.qmatrix(p+"mlp.gate_up_proj.weight", Matrix, []int{2 * F, H}, 1,
 				p+"mlp.gate_proj.weight", p+"mlp.up_proj.weight")
 			ly.down = l.qmatrix(p+"mlp.down_proj.weight", Matrix, []int{H, F}, proj)
+		} else if cfg.IsOSS() {
+			l.ossMoE(p, &ly)
 		} else {
 			ly.router, ly.gateUp, ly.down = l.moe(p)
 			l.moeExtras(p, &ly)
@@ -185,6 +215,17 @@ type loader struct {
 }
 
 func (l *loader) random(name string, kind WeightKind, shape []int, scale float64) Tensor {
+	if c, err := l.m.shard.cutFor(name, kind, shape); c != nil || err != nil {
+		// The slice of the full tensor's values, made on the host.
+		var t Tensor
+		if err == nil {
+			t, err = l.m.be.Upload(name, kind, c.random(shape, WeightSeed(l.m.opt.Seed, name), float32(scale)))
+		}
+		if err != nil && l.err == nil {
+			l.err = fmt.Errorf("weight %s: %w", name, err)
+		}
+		return t
+	}
 	t, err := l.m.be.Random(name, kind, shape, WeightSeed(l.m.opt.Seed, name), float32(scale))
 	if err != nil && l.err == nil {
 		l.err = fmt.Errorf("weight %s: %w", name, err)
@@ -204,6 +245,12 @@ func (l *loader) upload(name string, kind WeightKind, h HostTensor) Tensor {
 			return nil
 		}
 		h = HostF32(h.Shape, f)
+	}
+	if c, err := l.m.shard.cutFor(name, kind, h.Shape); err != nil {
+		l.err = err
+		return nil
+	} else if c != nil {
+		h = c.apply(h)
 	}
 	t, err := l.m.be.Upload(name, kind, h)
 	if err != nil {
@@ -443,7 +490,7 @@ func (l *loader) kvScales(p string, i int) {
 // experts the Mixtral way (block_sparse_moe.experts.E.w1/w3/w2) or the
 // Qwen3 way (mlp.experts.E.gate_proj/up_proj/down_proj).
 func (l *loader) moe(p string) (router, gateUp, down Tensor) {
-	c := l.m.cfg
+	c := l.m.full
 	E, H, F := c.Experts, c.Hidden, c.FFN
 	proj := 1 / math.Sqrt(2*float64(c.Layers))
 	if l.m.opt.Weights == nil {
@@ -562,6 +609,9 @@ func (m *Model) Reserve(c Capacity) error {
 	if c.MaxLogitRows > old.MaxLogitRows {
 		alloc(&m.g, "logit_hidden", Float, c.MaxLogitRows, H)
 		alloc(&m.logits, "logits", Float, c.MaxLogitRows, cfg.Vocab)
+		if s := m.shard; s != nil && s.tp > 1 {
+			alloc(&s.logits, "logits_shard", Float, c.MaxLogitRows, s.vocab)
+		}
 		if err == nil {
 			m.capa.MaxLogitRows = c.MaxLogitRows
 		}
@@ -619,15 +669,15 @@ func (m *Model) KVConfig(slots, capacity int) KVConfig {
 		return KVConfig{Layers: m.cfg.Layers, Slots: slots, Capacity: capacity, HeadLayout: HeadLayout{Heads: m.cfg.Heads},
 			Latent: m.cfg.KVLoraRank, RopeDim: m.cfg.HeadDim}
 	}
-	return KVConfig{Layers: m.cfg.Layers, Slots: slots, Capacity: capacity, HeadLayout: m.cfg.HeadLayout(),
-		FP8: m.opt.KVFP8, KScale: m.kScale, VScale: m.vScale}
+	return m.ossKV(KVConfig{Layers: m.cfg.Layers, Slots: slots, Capacity: capacity, HeadLayout: m.cfg.HeadLayout(),
+		FP8: m.opt.KVFP8, KScale: m.kScale, VScale: m.vScale})
 }
 
 // Pageable reports whether this model's KV cache can be paged on its
 // backend (a Pager; MLA's latent cache keeps fixed slots).
 func (m *Model) Pageable() bool {
 	_, ok := m.be.(Pager)
-	return ok && !m.cfg.MLA()
+	return ok && !m.cfg.MLA() && !m.cfg.OSSAttention()
 }
 
 // Capacity reports what the model is sized for.
@@ -703,6 +753,8 @@ func (m *Model) Forward(b *Batch) error {
 		}
 		if cfg.MLA() {
 			m.mlaAttention(&ly, i, T)
+		} else if cfg.IsOSS() {
+			m.ossAttention(&ly, i, T)
 		} else {
 			be.MatMul(m.qkv, m.h, ly.wqkv, T)
 			if cfg.QKNorm {
@@ -711,19 +763,25 @@ func (m *Model) Forward(b *Batch) error {
 			be.RoPE(m.qkv, m.rope, hl)
 			be.Attention(m.attn, m.qkv, m.cache, i)
 			be.MatMul(m.delta, m.attn, ly.wo, T)
+			m.reduceTP(m.delta, T)
 		}
 		be.AddRMSNorm(m.x, m.delta, ly.ln2, m.h, T, eps)
 		if cfg.MoELayer(i) {
 			// The learned router always runs, so its cost stays in the
 			// timing whatever the routing mode.
 			be.MatMul(m.routerLogits, m.h, ly.router, T)
+			m.addBias(m.routerLogits, ly.oss.routerBias, T)
 			forced, row := m.route.forced(i, T)
 			if cfg.GroupedRouting() {
 				m.mla.RouteGrouped(m.idx, m.wts, m.routerLogits, ly.bias, forced, row, T, m.groupRoute(), m.counts, i)
 			} else {
 				be.Route(m.idx, m.wts, m.routerLogits, forced, row, T, cfg.TopK, cfg.Routing, m.counts, i)
 			}
-			be.MoE(m.delta, m.h, m.idx, m.wts, ly.gateUp, ly.down, T, cfg.TopK)
+			if ly.oss.experts {
+				m.oss.OSSMoE(m.delta, m.h, m.idx, m.wts, ly.gateUp, ly.down, ly.oss.gateUpBias, ly.oss.downBias, T, cfg.TopK, cfg.ExpertGLU())
+			} else {
+				m.moe(&ly, T)
+			}
 			if ly.sharedGateUp != nil {
 				m.sharedExperts(&ly, T)
 			}
@@ -731,6 +789,7 @@ func (m *Model) Forward(b *Batch) error {
 			be.MatMul(m.gu, m.h, ly.gateUp, T)
 			be.SwiGLU(m.act, m.gu, T)
 			be.MatMul(m.delta, m.act, ly.down, T)
+			m.reduceTP(m.delta, T)
 		}
 	}
 	// Only the sampled rows go through the final norm and the LM head.
@@ -746,7 +805,7 @@ func (m *Model) Forward(b *Batch) error {
 			be.GatherRows(m.g, m.x)
 			be.RMSNorm(m.g, m.g, m.finalNorm, S, eps)
 		}
-		be.MatMul(m.logits, m.g, m.lmHead, S)
+		m.lmHeadRows(S)
 	}
 	m.lastRows, m.lastLogitRows = T, S
 	return nil
@@ -765,7 +824,7 @@ func identityRows(rows []int32) bool {
 // Argmax returns the greedy next token of each logit row of the last
 // Forward into dst (len >= rows).
 func (m *Model) Argmax(dst []int32) error {
-	return m.be.Argmax(dst[:m.lastLogitRows], m.logits, m.lastLogitRows)
+	return m.syncShard(m.be.Argmax(dst[:m.lastLogitRows], m.logits, m.lastLogitRows))
 }
 
 // Pipelined reports whether the backend can queue an iteration before the
@@ -791,7 +850,7 @@ func (m *Model) ArgmaxWait(ticket int, dst []int32) error {
 	if !ok {
 		return fmt.Errorf("backend %s cannot pipeline iterations", m.be.Name())
 	}
-	return p.ArgmaxWait(ticket, dst)
+	return m.syncShard(p.ArgmaxWait(ticket, dst))
 }
 
 // ReadLogits copies the last Forward's logits ([rows, vocab]) to dst.

@@ -34,6 +34,9 @@ type RooflineCell struct {
 	// Ceilings are those the CUDA backend measured and the cell's record
 	// keeps; nil when it keeps none.
 	Ceilings *engine.Ceilings
+	// FP8 and KVFP8: the cell ran dtype fp8 (E4M3 linear layers) and
+	// kv_cache_dtype fp8.
+	FP8, KVFP8 bool
 	// FirstRepeat is the first timed repeat's metrics (num_requests,
 	// total_input_tokens, total_output_tokens are read); nil when the
 	// cell has no timed repeat.
@@ -61,6 +64,10 @@ func CellRoofline(dir string, c RooflineCell) (*Roofline, error) {
 	dev, err := cellDevice(c)
 	if err != nil {
 		return nil, err
+	}
+	dev.FP8 = c.FP8
+	if c.KVFP8 {
+		dev.KVElemBytes = 1
 	}
 	if c.Model == "" {
 		return nil, errors.New("the cell has no model parameter")
@@ -139,7 +146,7 @@ func MeasuredDevice(c *engine.Ceilings) Device {
 	if c == nil {
 		return Device{}
 	}
-	return Device{Name: c.Device, PeakBytesPerSec: c.BytesPerSec, PeakFLOPs: c.FLOPs, PeakSource: c.Source, ElemBytes: 2}
+	return Device{Name: c.Device, PeakBytesPerSec: c.BytesPerSec, PeakFLOPs: c.FLOPs, PeakFP8FLOPs: c.FP8FLOPs, PeakSource: c.Source, ElemBytes: 2}
 }
 
 // csvLines calls fn with each line of a CSV file of plain fields (no

@@ -28,6 +28,13 @@ type Device struct {
 	// ElemBytes is the size of a weight and KV-cache element: 2 for
 	// fp16/bf16 on a GPU, 4 on the CPU backend (float32).
 	ElemBytes int
+	// FP8: the cell ran dtype fp8, whose linear layers' weights are one
+	// byte and whose GEMM FLOPs run at PeakFP8FLOPs (0: at PeakFLOPs).
+	// KVElemBytes is the KV cache's element size (0: ElemBytes; 1 under
+	// kv_cache_dtype fp8).
+	FP8          bool
+	PeakFP8FLOPs float64
+	KVElemBytes  int
 }
 
 // GPUDevice returns the ceilings for a GPU by its name, those measured on
@@ -40,7 +47,7 @@ func GPUDevice(name string) (d Device, ok bool) {
 	if !ok {
 		return d, false
 	}
-	d.PeakBytesPerSec, d.PeakFLOPs = c.BytesPerSec, c.FLOPs
+	d.PeakBytesPerSec, d.PeakFLOPs, d.PeakFP8FLOPs = c.BytesPerSec, c.FLOPs, c.FP8FLOPs
 	d.PeakSource = "measured on an " + kind + ": device-to-device copy and bf16 GEMM"
 	return d, true
 }

@@ -285,7 +285,21 @@ func (d *Diagnosis) moeBreakdown(stats []KernelStat) {
 		100*figs["moe_share"], fmtDur(float64(moeNs)/float64(max(d.Iterations, 1))), strings.Join(parts, ", ")), figs)
 }
 
-func (d *Diagnosis) gemmAndTop(ops []model.OpRecord) { d.gemmAndTopStats(Summarize(ops)) }
+// gemmAndTop adds the kernel summary's findings: the collectives' share
+// (a split model's; rank 0's kernels, which are the profile's), the GEMMs',
+// the MoE stages' and the top kernel.
+func (d *Diagnosis) gemmAndTop(ops []model.OpRecord) {
+	stats := Summarize(ops)
+	d.communication(stats)
+	if slices.ContainsFunc(d.Findings, func(f Finding) bool { return f.Pattern == PatternCommunication }) {
+		whose := "rank 0's kernels (the cell's first GPU)"
+		if d.Device.Name == "cpu" {
+			whose = "rank 0's ops"
+		}
+		d.Notes = append(d.Notes, "a split cell's profile holds its "+whose+"; every rank runs the same ones, and a collective's time includes waiting for the slowest rank")
+	}
+	d.gemmAndTopStats(stats)
+}
 
 func (d *Diagnosis) gemmAndTopStats(stats []KernelStat) {
 	if len(stats) == 0 || d.KernelTime <= 0 || d.Iterations == 0 {
@@ -369,6 +383,9 @@ func (d *Diagnosis) Stats() map[string]float64 {
 		m["mean_gap_ns"] = float64(d.Gaps) / float64(d.GapCount)
 	}
 	for _, f := range d.Findings {
+		if f.Pattern == PatternCommunication {
+			m["communication_share"] = f.Figures["communication_share"]
+		}
 		if f.Pattern == PatternMemoryBound || f.Pattern == PatternComputeBound {
 			m["achieved_bytes_per_s"] = f.Figures["achieved_bytes_per_s"]
 			m["achieved_flop_per_s"] = f.Figures["achieved_flop_per_s"]

@@ -3,7 +3,6 @@ package profile
 import (
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -15,11 +14,9 @@ import (
 // collective communication (NCCL) rather than compute.
 const PatternCommunication = "communication"
 
-var ncclKernel = regexp.MustCompile(`(?i)nccl|allreduce|all_reduce|allgather|reducescatter|alltoall|moe_comm`)
-
 // IsCommunication reports whether a kernel is a collective (NCCL, or a
-// custom all-reduce).
-func IsCommunication(name string) bool { return ncclKernel.MatchString(name) }
+// custom all-reduce): kernelname.IsComm, the rule the kernel tables share.
+func IsCommunication(name string) bool { return kernelname.IsComm(name) }
 
 // DiagnoseSummary is Diagnose for a pass that has a kernel summary but no
 // per-kernel records (an external engine profiled by Nsight Systems): the

@@ -15,13 +15,43 @@ import (
 // of the absorbed form at decode, the plain form at prefill; see
 // ModelConfig.AttnFLOPsPerPosition). Activations, norms and the embedding
 // gather are left out: they are small next to these.
+//
+// Under dtype fp8 (Device.FP8) the linear layers of attention and the MLP
+// or experts are E4M3: their weights count one byte each and their FLOPs
+// (FP8FLOPs, a part of FLOPs) run at the FP8 tensor cores' ceiling; the LM
+// head, the router and attention stay in bf16, and the KV cache counts
+// Device.KVElemBytes a value.
 type Work struct {
-	Bytes float64
-	FLOPs float64
+	Bytes    float64
+	FLOPs    float64
+	FP8FLOPs float64
 }
 
 // Add sums work.
-func (w Work) Add(o Work) Work { return Work{w.Bytes + o.Bytes, w.FLOPs + o.FLOPs} }
+func (w Work) Add(o Work) Work {
+	return Work{w.Bytes + o.Bytes, w.FLOPs + o.FLOPs, w.FP8FLOPs + o.FP8FLOPs}
+}
+
+// precision is the element sizes an iteration's bytes are counted in and
+// whether its GEMM FLOPs are FP8.
+type precision struct {
+	gemm, other, kv float64 // bytes: linear-layer weights, LM head and router, KV cache
+	fp8             bool
+}
+
+func uniform(eb float64) precision { return precision{eb, eb, eb, false} }
+
+// precisionOf is d's: ElemBytes, or FP8 weights and KVElemBytes.
+func precisionOf(d Device) precision {
+	p := uniform(float64(d.ElemBytes))
+	if d.FP8 {
+		p.gemm, p.fp8 = 1, true
+	}
+	if d.KVElemBytes > 0 {
+		p.kv = float64(d.KVElemBytes)
+	}
+	return p
+}
 
 // shape holds the per-layer matmul sizes derived from a model once.
 type shape struct {
@@ -33,6 +63,7 @@ type shape struct {
 	head           float64 // LM head weights
 	kvPerToken     float64 // elements of K and V (MLA: latent and rotary key) per position, all layers
 	attGen, attCtx float64 // attention FLOPs per token per cached position, all layers: decode, prefill
+	slide, window  float64 // GPT-OSS: the share of layers attending through a window, and the window (window.go)
 
 	// DeepSeek-V3: the first denseLayers layers have a dense MLP of dense
 	// weights instead of experts, and every MoE layer has shared experts
@@ -49,6 +80,8 @@ func shapeOf(mc engine.ModelConfig) shape {
 		kvPerToken: float64(mc.KVElemsPerToken()),
 		attGen:     mc.AttnFLOPsPerPosition(true),
 		attCtx:     mc.AttnFLOPsPerPosition(false),
+		slide:      slidingShare(mc),
+		window:     float64(mc.SlidingWindow),
 	}
 	if mc.MoE() {
 		s.experts, s.topK, s.router = float64(mc.Experts), float64(mc.TopK), h*float64(mc.Experts)
@@ -65,7 +98,7 @@ func shapeOf(mc engine.ModelConfig) shape {
 // tokens*top_k uniform draws hit; IterationWorkTouched takes the count
 // the router actually produced.
 func IterationWork(mc engine.ModelConfig, it engine.IterationRecord, genContext float64, elemBytes int) Work {
-	return shapeOf(mc).work(it, genContext, float64(elemBytes), -1)
+	return shapeOf(mc).work(it, genContext, uniform(float64(elemBytes)), -1)
 }
 
 // IterationWorkTouched is IterationWork with the experts the iteration's
@@ -74,10 +107,10 @@ func IterationWork(mc engine.ModelConfig, it engine.IterationRecord, genContext 
 // iteration must read. Negative means unknown (estimated as in
 // IterationWork); dense models ignore it.
 func IterationWorkTouched(mc engine.ModelConfig, it engine.IterationRecord, genContext float64, elemBytes, touched int) Work {
-	return shapeOf(mc).work(it, genContext, float64(elemBytes), float64(touched))
+	return shapeOf(mc).work(it, genContext, uniform(float64(elemBytes)), float64(touched))
 }
 
-func (s shape) work(it engine.IterationRecord, genContext, eb, touched float64) Work {
+func (s shape) work(it engine.IterationRecord, genContext float64, p precision, touched float64) Work {
 	tokens := float64(it.CtxTokens + it.GenRequests)
 	if tokens == 0 {
 		return Work{}
@@ -88,8 +121,10 @@ func (s shape) work(it engine.IterationRecord, genContext, eb, touched float64) 
 
 	// MLP weights read (all layers) and used per token (one layer).
 	mlpWeights, mlpPerToken := s.layers*s.expert, s.expert
+	routers := 0.0 // router weights, all layers (in mlpWeights)
 	if s.experts > 0 {
 		moe := s.layers - s.denseLayers
+		routers = moe * s.router
 		if touched < 0 {
 			// Expected distinct experts hit by tokens*k uniform draws.
 			touched = moe * s.experts * (1 - math.Pow(1-s.topK/s.experts, tokens))
@@ -103,17 +138,20 @@ func (s shape) work(it engine.IterationRecord, genContext, eb, touched float64) 
 		}
 	}
 	w := Work{}
-	w.Bytes = eb * (s.layers*s.attn + mlpWeights + s.head)
+	w.Bytes = p.gemm*(s.layers*s.attn+mlpWeights-routers) + p.other*(routers+s.head)
 	w.FLOPs = 2*tokens*s.layers*(s.attn+mlpPerToken) + 2*logitRows*s.head
+	if p.fp8 {
+		w.FP8FLOPs = 2*tokens*s.layers*(s.attn+mlpPerToken) - 2*tokens*routers
+	}
 
 	// Attention: a decoding request attends to genContext positions; a
 	// prefill chunk of c tokens from position 0 to c/2 on average.
-	w.FLOPs += s.attGen * float64(it.GenRequests) * genContext
+	w.FLOPs += s.attGen * float64(it.GenRequests) * s.seen(genContext)
 	if it.CtxRequests > 0 {
 		c := float64(it.CtxTokens) / float64(it.CtxRequests)
-		w.FLOPs += s.attCtx * float64(it.CtxTokens) * c / 2
+		w.FLOPs += s.attCtx * float64(it.CtxTokens) * s.seen(c/2)
 	}
-	w.Bytes += eb * s.kvPerToken * (float64(it.GenRequests)*genContext + tokens)
+	w.Bytes += p.kv * s.kvPerToken * (float64(it.GenRequests)*s.seen(genContext) + tokens)
 	return w
 }
 
@@ -125,6 +163,9 @@ func (d Device) Time(w Work) (seconds float64, memoryBound bool) {
 		return 0, false
 	}
 	mem, comp := w.Bytes/d.PeakBytesPerSec, w.FLOPs/d.PeakFLOPs
+	if w.FP8FLOPs > 0 && d.PeakFP8FLOPs > 0 {
+		comp = (w.FLOPs-w.FP8FLOPs)/d.PeakFLOPs + w.FP8FLOPs/d.PeakFP8FLOPs
+	}
 	return max(mem, comp), mem >= comp
 }
 
@@ -147,14 +188,14 @@ type Floor struct {
 // iteration missing from it: estimated); genContext is as in
 // IterationWork; dev.ElemBytes sizes weights and KV cache.
 func RunFloor(mc engine.ModelConfig, iters []engine.IterationRecord, touched map[int]int, genContext float64, dev Device) Floor {
-	s := shapeOf(mc)
+	s, p := shapeOf(mc), precisionOf(dev)
 	var f Floor
 	for _, it := range iters {
 		t := -1.0
 		if n, ok := touched[it.Index]; ok {
 			t = float64(n)
 		}
-		w := s.work(it, genContext, float64(dev.ElemBytes), t)
+		w := s.work(it, genContext, p, t)
 		sec, mem := dev.Time(w)
 		f.Seconds += sec
 		if mem {

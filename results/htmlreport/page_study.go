@@ -113,7 +113,7 @@ func latencySection(st *Study) *section {
 	ch := st.Latency
 	if ch == nil {
 		s.muted("The cells lack total or per-user output throughput: nothing to draw.")
-		return s
+		return servingCharts(s, st.Serving)
 	}
 	svg, err := drawLatency(ch)
 	s.chart(ch.Name, "What one user gets against what the engine delivers in all, per cell"+
@@ -126,7 +126,7 @@ func latencySection(st *Study) *section {
 		t.Rows = append(t.Rows, []string{pt.Cell, pt.Label, results.FormatSig(pt.X, 4), results.FormatSig(pt.Y, 4)})
 	}
 	s.table(t, "")
-	return s
+	return servingCharts(s, st.Serving)
 }
 
 func comparisonsSection(r *results.Results, rep *results.Report, st *Study, ro results.RenderOptions) *section {

@@ -59,6 +59,7 @@ type Study struct {
 	Name        string            `json:"name"`
 	Throughput  []AxisChart       `json:"throughput"`
 	Latency     *LatencyChart     `json:"latency"`
+	Serving     *ServingChart     `json:"serving,omitempty"` // load points only (curves_serving.go)
 	Comparisons []CompareChart    `json:"comparisons"`
 	KernelPairs []KernelPairChart `json:"kernel_pairs"`
 	Profiles    []ProfileChart    `json:"profiles"`
@@ -81,6 +82,7 @@ func BuildStudy(r *results.Results, o Options) *Study {
 		Name:        r.Name,
 		Throughput:  ThroughputCharts(r),
 		Latency:     ThroughputLatency(r),
+		Serving:     ServingCurves(r),
 		Comparisons: CompareCharts(r, ro),
 		Energy:      EnergyCharts(r),
 		Commands:    ReproduceCommands(r),

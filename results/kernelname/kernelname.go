@@ -1,5 +1,6 @@
 // Package kernelname classifies GPU kernels by name: whether a kernel is
-// a GEMM, what kind it is (GEMM, attention, norm, rope, MoE, copy, other)
+// a GEMM, what kind it is (communication, GEMM, attention, norm, rope,
+// MoE, copy, other)
 // and its short form for tables and sentences. The profiler's diagnosis
 // (engine/profile) and the kernel diff and report pages (results,
 // results/htmlreport) read names with the same rules, so the rules live
@@ -23,6 +24,16 @@ var gemmRE = regexp.MustCompile(`(?i)gemm|gemv|nvjet|xmma|cutlass|matmul|cublas|
 // IsGEMM reports whether a kernel name is a GEMM.
 func IsGEMM(name string) bool { return gemmRE.MatchString(name) }
 
+// commRE recognises communication between the ranks of a split model:
+// NCCL's kernels (ncclDevKernel_*, ncclKernel_* before 2.19), custom
+// all-reduce kernels (TensorRT-LLM's), MoE dispatch and combine all-to-alls
+// and the CPU backend's in-process collectives (cpu_comm_*).
+var commRE = regexp.MustCompile(`(?i)nccl|allreduce|all_reduce|allgather|all_gather|reducescatter|alltoall|moe_comm|cpu_comm_`)
+
+// IsComm reports whether a kernel is communication (a collective) rather
+// than compute. Its time includes waiting for the slowest rank.
+func IsComm(name string) bool { return commRE.MatchString(name) }
+
 // categories classify kernels so that kernels of one kind found in only
 // one of two cells pair up as replacements; the first match wins,
 // anything else is "other".
@@ -30,6 +41,8 @@ var categories = []struct {
 	name string
 	re   *regexp.Regexp
 }{
+	// First: NCCL's names hold words of other kinds (AllGather: "gather").
+	{"comm", commRE},
 	{"GEMM", gemmRE},
 	{"attention", regexp.MustCompile(`(?i)attn|attention|fmha|flash|sdpa`)},
 	{"norm", regexp.MustCompile(`(?i)norm`)},
@@ -38,8 +51,8 @@ var categories = []struct {
 	{"copy", regexp.MustCompile(`(?i)copy|memcpy|memset|fill|gather|embed`)},
 }
 
-// Category names the kind of a kernel: GEMM, attention, norm, rope, MoE,
-// copy or other.
+// Category names the kind of a kernel: comm (communication), GEMM,
+// attention, norm, rope, MoE, copy or other.
 func Category(name string) string {
 	for _, c := range categories {
 		if c.re.MatchString(name) {

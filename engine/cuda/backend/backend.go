@@ -74,6 +74,12 @@ type Backend struct {
 
 	memWeights, memActs int64
 	tmp                 []int32 // host layout scratch
+
+	fp8 fp8Scratch // FP8 GEMM inputs (fp8.go)
+	// kvSizedBy is the budget MaxKVSlots last sized the cache by
+	// (kvSized): kvBudget keeps to it (memory.go).
+	kvSizedBy int64
+	kvSized   bool
 }
 
 type kind int
@@ -90,6 +96,11 @@ type tensor struct {
 	kind  kind
 	buf   cuda.Buffer
 	f32   cuda.Buffer // float32 copy of small F32 tables (the RoPE table)
+	// q makes buf an FP8 GEMM weight's E4M3 codes (fp8.go); rnd is how a
+	// Random weight was filled, so that QuantizeFP8 can quantize the
+	// float32 values rather than their fp16/bf16 rounding.
+	q   *fp8Weight
+	rnd *randomFill
 }
 
 func (t *tensor) Shape() []int { return t.shape }
@@ -236,7 +247,7 @@ func (b *Backend) Close() error {
 // cache.
 func (b *Backend) MemoryPlan() (weights, activations, kv int64) {
 	if b.cache != nil {
-		kv = int64(b.cache.k.Bytes) * 2
+		kv = int64(b.cache.k.Bytes + b.cache.v.Bytes) // an MLA cache has no v
 	}
 	return b.memWeights, b.memActs, kv
 }

@@ -22,7 +22,10 @@
 // captured and replayed iterations), fusion.go (the op held back so that the
 // next one can do its work too: why a dense layer at decode is five
 // kernels), ops.go (the model's ops), pipeline.go (Argmax and the pipelined
-// picks), profiling.go (CUPTI, the profiler window, NVTX).
+// picks), profiling.go (CUPTI, the profiler window, NVTX), fp8.go (dtype
+// fp8: E4M3 weights and the FP8 GEMMs, dense layers only; no FP8 KV cache
+// yet), gptoss.go (GPT-OSS: bias adds, attention with sinks over a window
+// on a ring KV cache, experts with biases and the clamped SwiGLU).
 //
 // The engine switches (XRUN_CUDA_GRAPHS=0 runs decode eagerly too;
 // XRUN_CUDA_SYNC=1 synchronises after every launch outside graphs, so that

@@ -81,8 +81,9 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	// attention items and no graphs.
 	c := b.cache
 	if c != nil {
-		sh.kv, sh.slots, sh.capacity, sh.headDim = true, c.c.Slots, c.c.Capacity, c.c.HeadDim
-		sh.groups = c.c.Heads / c.c.KVHeads
+		// From the kernels' shape: an MLA cache's is one head (mla.go).
+		sh.kv, sh.slots, sh.capacity, sh.headDim = true, c.c.Slots, c.c.Capacity, c.shape.HeadDim
+		sh.groups = c.shape.Heads / c.shape.KVHeads
 		sh.largeTokens = cuda.AttnItemTokens(c.shape, cuda.AttnRowsLarge)
 	}
 	pk, err := packBatch(b.tmp, bt, sh)

@@ -39,6 +39,9 @@ func (b *Backend) Upload(name string, kind model.WeightKind, h model.HostTensor)
 	if err := kind.CheckShape(h.Shape); err != nil {
 		return nil, err
 	}
+	if h.DType == "F8_E4M3" {
+		return b.uploadFP8(name, kind, h)
+	}
 	n := numel(h.Shape)
 	t := &tensor{name: name, shape: slices.Clone(h.Shape), kind: kFloat}
 	var bits []byte
@@ -92,7 +95,7 @@ func (b *Backend) Random(name string, kind model.WeightKind, shape []int, seed u
 	if err := kind.CheckShape(shape); err != nil {
 		return nil, err
 	}
-	t := &tensor{name: name, shape: slices.Clone(shape), kind: kFloat}
+	t := &tensor{name: name, shape: slices.Clone(shape), kind: kFloat, rnd: &randomFill{seed: seed, scale: scale}}
 	err := b.dev.Do(func(g *cuda.GPU) error {
 		buf, err := b.alloc(g, numel(shape)*b.dt.Size())
 		if err != nil {
@@ -147,6 +150,9 @@ func (b *Backend) Alloc(name string, dt model.DType, shape ...int) (model.Tensor
 // of the memory still free, and sizes the batch layout buffers for the
 // largest activation.
 func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
+	if c.MLA() {
+		return b.newMLACache(c) // mla.go
+	}
 	a := cuda.AttnShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim}
 	if c.Layers <= 0 || c.Slots <= 0 || c.Capacity <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.Heads%c.KVHeads != 0 {
 		return nil, fmt.Errorf("KV cache %+v: sizes must be positive, heads a multiple of KV heads", c)
@@ -156,6 +162,10 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 	}
 	layer := (c.Slots + 1) * c.KVHeads * c.Capacity * c.HeadDim * b.dt.Size()
 	kc := &kvCache{c: c, layerBytes: layer, shape: a}
+	all := layer * c.Layers
+	if c.Ring {
+		all = ringBytes(c, b.dt.Size()) // GPT-OSS's ring cache (gptoss.go)
+	}
 	err := b.dev.Do(func(g *cuda.GPU) error {
 		b.dropGraphs()
 		if b.cache != nil { // replaced: give its memory back first
@@ -169,7 +179,7 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 		if err != nil {
 			return err
 		}
-		need := 2 * int64(layer) * int64(c.Layers)
+		need := 2 * int64(all)
 		if need > budget {
 			return fmt.Errorf("KV cache of %d slots (+1 scratch) x %d positions x %d layers needs %.2f GiB; the budget is %.2f GiB (weights %.2f GiB, activations %.2f GiB)",
 				c.Slots, c.Capacity, c.Layers, gib(need), gib(budget), gib(b.memWeights), gib(b.memActs))
@@ -186,10 +196,10 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 				return err
 			}
 		}
-		if kc.k, err = b.alloc(g, layer*c.Layers); err != nil {
+		if kc.k, err = b.alloc(g, all); err != nil {
 			return err
 		}
-		if kc.v, err = b.alloc(g, layer*c.Layers); err != nil {
+		if kc.v, err = b.alloc(g, all); err != nil {
 			return err
 		}
 		b.cache = kc
@@ -216,20 +226,35 @@ func (b *Backend) kvBudget(g *cuda.GPU) (int64, error) {
 		return 0, err
 	}
 	if b.cache != nil {
-		free += uint64(b.cache.k.Bytes) * 2
+		free += uint64(b.cache.k.Bytes + b.cache.v.Bytes) // an MLA cache has no v
 	}
-	return int64(frac * float64(free)), nil
+	budget := int64(frac * float64(free))
+	// The engine sizes the cache (MaxKVSlots), then Reserve allocates the
+	// activations and the layout, then the cache: the budget MaxKVSlots
+	// sized it by stands, so that the cache fits (the share the fraction
+	// leaves free holds what was allocated in between; an allocation that
+	// does not fit still fails).
+	if b.kvSized {
+		budget = max(budget, b.kvSizedBy)
+	}
+	return budget, nil
 }
 
 // MaxKVSlots is how many slots of c's capacity fit the KV budget (one slot
 // is kept back as the padding rows' scratch slot).
 func (b *Backend) MaxKVSlots(c model.KVConfig) int {
-	per := c.KVBytesPerToken(b.dt.Size()) * int64(c.Capacity)
+	per := c.SlotBytes(b.dt.Size()) // a ring's sliding layers count their window only
 	if per <= 0 {
 		return 0
 	}
 	var budget int64
-	if err := b.dev.Do(func(g *cuda.GPU) (err error) { budget, err = b.kvBudget(g); return }); err != nil {
+	err := b.dev.Do(func(g *cuda.GPU) (err error) {
+		b.kvSized = false
+		budget, err = b.kvBudget(g)
+		b.kvSized, b.kvSizedBy = err == nil, budget
+		return
+	})
+	if err != nil {
 		return 0
 	}
 	return int(max(0, min(budget/per-1, 1<<30)))
@@ -247,6 +272,10 @@ func (b *Backend) Free(t model.Tensor) {
 		case *tensor:
 			b.freeOwned(g, x.buf, x.f32)
 			x.buf, x.f32 = cuda.Buffer{}, cuda.Buffer{}
+			if x.q != nil {
+				b.freeOwned(g, x.q.scales)
+				x.q = nil
+			}
 		case *kvCache:
 			b.freeOwned(g, x.k, x.v)
 			x.k, x.v = cuda.Buffer{}, cuda.Buffer{}

@@ -113,7 +113,11 @@ func routingTie(t *testing.T, cfg model.Config, dir string, seq []int32) (int, s
 	}
 	defer ref.Close()
 	spy := &routeSpy{Backend: ref, gap: tieGap("float16")}
-	m, err := model.New(spy, cfg, model.Options{Weights: src})
+	var be model.Backend = spy
+	if cfg.IsOSS() {
+		be = ossSpy{spy, ref} // gptoss_test.go
+	}
+	m, err := model.New(be, cfg, model.Options{Weights: src})
 	if err == nil {
 		err = m.Reserve(model.Capacity{MaxTokens: len(seq), MaxLogitRows: 1, Slots: 1, MaxLen: len(seq)})
 	}

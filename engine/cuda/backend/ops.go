@@ -77,6 +77,11 @@ func (b *Backend) Add(dst, src model.Tensor, rows int) {
 func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
 	o, xi, wt := ft(out), ft(x), ft(w)
 	rows = b.rows(rows)
+	if wt.q != nil { // FP8 (fp8.go): not held back
+		b.release()
+		b.matmulFP8(o, xi, wt, rows)
+		return
+	}
 	if b.gemvFusing(rows) {
 		p := &pending{kind: pendGemm, out: o, x: xi, w: wt, rows: rows}
 		if n := b.take(pendNorm, xi, rows); n != nil {

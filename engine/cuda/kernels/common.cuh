@@ -97,3 +97,19 @@ __device__ __forceinline__ void pdl_enter() {
 }
 
 __device__ __forceinline__ float nan_f32() { return __int_as_float(0x7fc00000); }
+
+// random_value is model.RandomValue(seed, i, scale): uniform in [-scale,
+// scale) from splitmix64(seed ^ splitmix64(i)), in float32 (fill.cu rounds
+// it to the storage type; fp8.cu quantizes it).
+__device__ __forceinline__ u64 splitmix64(u64 x) {
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+__device__ __forceinline__ float random_value(u64 seed, long long i, float scale) {
+	u64 r = splitmix64(seed ^ splitmix64((u64)i));
+	float u = (float)(r >> 40) * (1.f / 16777216.f); // exact: 24 bits
+	// 2u - 1 is exact too, so the product is the one rounding, as in Go.
+	return __fmul_rn(2.f * u - 1.f, scale);
+}

@@ -49,12 +49,16 @@ type layout struct {
 	kStart, kEnd, kStream, kGrid, kBlock, kCorr, kName, kLen int
 	cKind, cBytes, cStart, cEnd, cStream, cCorr, cLen        int
 	sBytes, sStart, sEnd, sStream, sCorr, sLen               int
+	// deviceId of each kind: CUPTI records every GPU of the process, and a
+	// split cell's ranks share it (DrainDevice).
+	kDevice, cDevice, sDevice int
 }
 
 var prefix = layout{
 	kStart: 16, kEnd: 24, kStream: 48, kGrid: 52, kBlock: 64, kCorr: 92, kName: 104, kLen: 112,
 	cKind: 4, cBytes: 8, cStart: 16, cEnd: 24, cStream: 40, cCorr: 44, cLen: 48,
 	sBytes: 8, sStart: 16, sEnd: 24, sStream: 40, sCorr: 44, sLen: 48,
+	kDevice: 40, cDevice: 32, sDevice: 32,
 }
 
 // versions maps cuptiGetVersion's API version to the kernel record CUPTI
@@ -92,6 +96,7 @@ type raw struct {
 	Kind        uint32
 	Start, End  uint64
 	Stream      uint32
+	Device      uint32
 	Correlation uint32
 	Grid, Block [3]uint32
 	Bytes       uint64
@@ -116,6 +121,7 @@ func (l *layout) parse(b []byte) (r raw, ok bool) {
 			return r, false
 		}
 		r.Start, r.End, r.Stream, r.Correlation, r.NamePtr = u64(l.kStart), u64(l.kEnd), u32(l.kStream), u32(l.kCorr), u64(l.kName)
+		r.Device = u32(l.kDevice)
 		for i := range 3 {
 			r.Grid[i], r.Block[i] = u32(l.kGrid+4*i), u32(l.kBlock+4*i)
 		}
@@ -124,11 +130,13 @@ func (l *layout) parse(b []byte) (r raw, ok bool) {
 			return r, false
 		}
 		r.CopyKind, r.Bytes, r.Start, r.End, r.Stream, r.Correlation = b[l.cKind], u64(l.cBytes), u64(l.cStart), u64(l.cEnd), u32(l.cStream), u32(l.cCorr)
+		r.Device = u32(l.cDevice)
 	case kindMemset:
 		if len(b) < l.sLen {
 			return r, false
 		}
 		r.Bytes, r.Start, r.End, r.Stream, r.Correlation = u64(l.sBytes), u64(l.sStart), u64(l.sEnd), u32(l.sStream), u32(l.sCorr)
+		r.Device = u32(l.sDevice)
 	default:
 		return r, false
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xrun-dev/xrun/engine/model"
@@ -59,10 +60,25 @@ type Stats struct {
 	// iteration began, which the engine's per-iteration synchronisation
 	// rules out: their timestamps are wrong.
 	Invalid int
+	// OtherDevices counts records of GPUs KeepDevice left out (a split
+	// cell's other ranks).
+	OtherDevices int
 	// Dropped is how many records CUPTI dropped (buffers full or not
 	// allocated): the summary then misses them.
 	Dropped uint64
 }
+
+// keepDevice is the only GPU whose records Drain returns, -1 for all.
+var keepDevice atomic.Int64
+
+func init() { keepDevice.Store(-1) }
+
+// KeepDevice makes Drain return the records of GPU device only (its
+// ordinal in this process), or of every GPU for -1: CUPTI records the
+// whole process, and the ranks of a split cell run one GPU each in it,
+// so the cell's profile is its rank 0's GPU's (engine/cuda/backend's
+// collectives set it).
+func KeepDevice(device int) { keepDevice.Store(int64(device)) }
 
 // mark pairs CUPTI's clock with the engine's at an iteration's start.
 type mark struct {
@@ -181,6 +197,10 @@ func (s *Session) Drain() ([]model.OpRecord, error) {
 		r, ok := s.lay.parse(rec)
 		if !ok || (r.Start == 0 && r.End == 0) || r.End < r.Start {
 			s.stats.Skipped++
+			return
+		}
+		if d := keepDevice.Load(); d >= 0 && r.Device != uint32(d) {
+			s.stats.OtherDevices++
 			return
 		}
 		m, next, ok := s.markAt(r.Start)

@@ -1,0 +1,80 @@
+package profile
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// TestDiagnoseCommunication: a split model's profile (rank 0's kernels)
+// says what share of its kernel time NCCL's collectives took, beside the
+// GEMMs' share, and results.json's stats carry it; an unsplit one's says
+// nothing about communication.
+func TestDiagnoseCommunication(t *testing.T) {
+	mc, _ := engine.ZooModel("tinyllama-1.1b")
+	h100, _ := GPUDevice("NVIDIA H100 80GB HBM3")
+	us := time.Microsecond
+	iters := []engine.IterationRecord{
+		{Index: 0, GenRequests: 64, Start: 0, Duration: 100 * us, Profiled: true},
+		{Index: 1, GenRequests: 64, Start: 100 * us, Duration: 100 * us, Profiled: true},
+	}
+	var ops []model.OpRecord
+	for i := range 2 {
+		at := time.Duration(i) * 100 * us
+		ops = append(ops,
+			model.OpRecord{Name: "nvjet_hsh_64x8", Iteration: i, Start: at, Duration: 50 * us},
+			model.OpRecord{Name: "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", Iteration: i, Start: at + 50*us, Duration: 20 * us},
+			model.OpRecord{Name: "add_rmsnorm_bf16", Iteration: i, Start: at + 70*us, Duration: 10 * us},
+			model.OpRecord{Name: "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", Iteration: i, Start: at + 80*us, Duration: 10 * us},
+			model.OpRecord{Name: "gather_blocks", Iteration: i, Start: at + 90*us, Duration: 10 * us},
+		)
+	}
+	d := Diagnose(&engine.Result{Backend: "cuda", Iterations: iters, Ops: ops}, mc, h100)
+	i := slices.IndexFunc(d.Findings, func(f Finding) bool { return f.Pattern == PatternCommunication })
+	if i < 0 {
+		t.Fatalf("no communication finding; diagnosis:\n%s", strings.Join(d.Lines(), "\n"))
+	}
+	f := d.Findings[i]
+	if got := f.Figures["communication_share"]; math.Abs(got-0.3) > 1e-9 {
+		t.Errorf("communication_share = %v, want 0.3 (30 of 100 µs)", got)
+	}
+	if got := f.Figures["communication_ns_per_iteration"]; got != float64(30*us) {
+		t.Errorf("communication_ns_per_iteration = %v, want %v", got, float64(30*us))
+	}
+	if !strings.Contains(f.Text, "30.0% of kernel time") || !strings.Contains(f.Text, "30.0 µs per iteration") {
+		t.Errorf("finding %q", f.Text)
+	}
+	if got := d.Stats()["communication_share"]; math.Abs(got-0.3) > 1e-9 {
+		t.Errorf("Stats communication_share = %v, want 0.3", got)
+	}
+	if !slices.ContainsFunc(d.Notes, func(n string) bool { return strings.Contains(n, "rank 0's kernels") }) {
+		t.Errorf("no note that the profile is rank 0's: %q", d.Notes)
+	}
+	// The collectives are not GEMMs: the GEMM share is the GEMM's alone.
+	g := slices.IndexFunc(d.Findings, func(f Finding) bool { return f.Pattern == PatternGEMM })
+	if g < 0 || math.Abs(d.Findings[g].Figures["gemm_share"]-0.5) > 1e-9 {
+		t.Errorf("GEMM finding %+v", d.Findings)
+	}
+
+	var unsplit []model.OpRecord
+	for _, op := range ops {
+		if !IsCommunication(op.Name) {
+			unsplit = append(unsplit, op)
+		}
+	}
+	d = Diagnose(&engine.Result{Backend: "cuda", Iterations: iters, Ops: unsplit}, mc, h100)
+	if slices.ContainsFunc(d.Findings, func(f Finding) bool { return f.Pattern == PatternCommunication }) {
+		t.Errorf("communication finding without collectives:\n%s", strings.Join(d.Lines(), "\n"))
+	}
+	if len(d.Notes) != 0 {
+		t.Errorf("notes on an unsplit profile: %q", d.Notes)
+	}
+	if _, ok := d.Stats()["communication_share"]; ok {
+		t.Error("Stats has communication_share without collectives")
+	}
+}

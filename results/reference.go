@@ -1,0 +1,164 @@
+package results
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Reference is a published table a study measures itself against (the
+// spec's reference block): a metric's values for the cells its rows
+// match, optionally per GPU. results.md shows each matched cell's measured
+// median beside the published value, with their ratio; nothing in it
+// feeds a verdict.
+type Reference struct {
+	// Name names the table ("trtllm-perf-overview"), Source where it was
+	// published.
+	Name   string `json:"name"`
+	Source string `json:"source,omitempty"`
+	// Metric is the registered metric the values are in.
+	Metric string         `json:"metric"`
+	Rows   []ReferenceRow `json:"rows"`
+}
+
+// ReferenceRow is one published value: for the cells whose parameters
+// equal every entry of Match and, when GPU is set, that ran on a GPU whose
+// name contains it ("H100").
+type ReferenceRow struct {
+	Match map[string]any `json:"match"`
+	GPU   string         `json:"gpu,omitempty"`
+	Value float64        `json:"value"`
+}
+
+// normalizeReference copies ref with its match values canonical (numbers
+// as the cells' parameters are).
+func normalizeReference(ref *Reference) (*Reference, error) {
+	out := *ref
+	out.Rows = make([]ReferenceRow, len(ref.Rows))
+	for i, row := range ref.Rows {
+		out.Rows[i] = ReferenceRow{Match: map[string]any{}, GPU: row.GPU, Value: row.Value}
+		for k, v := range row.Match {
+			c, err := canonicalScalar(v)
+			if err != nil {
+				return nil, fmt.Errorf("reference row %d, %s: %w", i, k, err)
+			}
+			out.Rows[i].Match[k] = c
+		}
+	}
+	return &out, nil
+}
+
+// matches reports whether row r applies to cell c, which ran on gpu.
+func (r ReferenceRow) matches(c *Cell, gpu string) bool {
+	for k, v := range r.Match {
+		cv, ok := c.Params[k]
+		if !ok || formatScalar(cv) != formatScalar(v) {
+			return false
+		}
+	}
+	return r.GPU == "" || gpu != "" && strings.Contains(gpu, r.GPU)
+}
+
+// cellGPU is the name of the GPU a cell ran on: its roofline's device, or
+// the environment's GPU when the study had one kind; "" when unknown (the
+// CPU backend).
+func cellGPU(r *Results, c *Cell) string {
+	if c.Roofline != nil && c.Roofline.Device != "" {
+		return c.Roofline.Device
+	}
+	var names []string
+	for _, g := range r.Environment.GPUs {
+		if !slices.Contains(names, g.Name) {
+			names = append(names, g.Name)
+		}
+	}
+	if len(names) == 1 && c.Params["engine"] != "cpu" {
+		return names[0]
+	}
+	return ""
+}
+
+// referenceTable lays out r's reference against its cells: one row per
+// cell a reference row matches (the first matching row counts), with the
+// cell's axis values, the GPU, the measured median, the published value
+// and measured / published. Reference rows that match no cell are noted.
+// nil without a reference.
+func referenceTable(r *Results, ax []axisInfo) *Table {
+	ref := r.Reference
+	if ref == nil {
+		return nil
+	}
+	m := MetricFor(ref.Metric)
+	t := &Table{Title: "Against " + ref.Name + " (" + m.Name + ")"}
+	for _, a := range ax {
+		t.Columns = append(t.Columns, Column{Name: a.Name})
+	}
+	t.Columns = append(t.Columns, Column{Name: "GPU"}, Column{Name: "xrun (median)", Right: true},
+		Column{Name: ref.Name, Right: true}, Column{Name: "xrun / " + ref.Name, Right: true})
+	used := make([]bool, len(ref.Rows))
+	cells := cellPtrs(r)
+	sortCells(cells, ax)
+	var gpus []string // the GPUs the cells ran on
+	for _, c := range cells {
+		gpu := cellGPU(r, c)
+		if gpu != "" && !slices.Contains(gpus, gpu) {
+			gpus = append(gpus, gpu)
+		}
+		ri := slices.IndexFunc(ref.Rows, func(row ReferenceRow) bool { return row.matches(c, gpu) })
+		if ri < 0 {
+			continue
+		}
+		used[ri] = true
+		var row []string
+		for _, a := range ax {
+			row = append(row, paramString(c, a.Name))
+		}
+		if gpu == "" {
+			gpu = "-"
+		}
+		want := ref.Rows[ri].Value
+		measured, ratio := string(c.Status), "-"
+		if c.Status == StatusOK {
+			s, _ := summarize(column(c.Repeats, ref.Metric))
+			measured = formatSummary(s)
+			if s.N > 0 && want > 0 {
+				ratio = fmt.Sprintf("%.2fx", s.Median/want)
+			}
+		}
+		t.Rows = append(t.Rows, append(row, gpu, measured, formatNumber(want), ratio))
+	}
+	if ref.Source != "" {
+		t.Notes = append(t.Notes, ref.Name+": "+ref.Source)
+	}
+	// Rows for a GPU the run did not use are expected to match nothing:
+	// counted, not listed.
+	var other []string
+	for i, row := range ref.Rows {
+		switch {
+		case used[i]:
+		case row.GPU != "" && !slices.ContainsFunc(gpus, func(g string) bool { return strings.Contains(g, row.GPU) }):
+			other = append(other, row.GPU)
+		default:
+			t.Notes = append(t.Notes, fmt.Sprintf("%s row %d (%s) matches no cell of this run", ref.Name, i, row.describe()))
+		}
+	}
+	if len(other) > 0 {
+		kinds := slices.Compact(slices.Sorted(slices.Values(other)))
+		t.Notes = append(t.Notes, fmt.Sprintf("%d %s rows are for GPUs this run did not use (%s)", len(other), ref.Name, strings.Join(kinds, ", ")))
+	}
+	return t
+}
+
+// describe is a row's match and GPU for notes: "dataset.input_mean=128,
+// gpu H200".
+func (r ReferenceRow) describe() string {
+	var parts []string
+	for k, v := range r.Match {
+		parts = append(parts, k+"="+formatScalar(v))
+	}
+	slices.Sort(parts)
+	if r.GPU != "" {
+		parts = append(parts, "gpu "+r.GPU)
+	}
+	return strings.Join(parts, ", ")
+}

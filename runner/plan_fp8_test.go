@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// dtype fp8 and kv_cache_dtype (issue 22) on the built-in engine: the
+// plan keeps them apart on the cpu engine (where the other dtypes
+// collapse), hands them to the engine, refuses what the CUDA backend
+// cannot run, and warns on engine auto. (The refusals' messages are in
+// testdata/bad, 220 onwards.)
+func TestPlanFP8(t *testing.T) {
+	cases := []struct {
+		name, spec string
+		cells      int    // cells planned
+		err        string // a substring of the error; "" when the spec plans
+		warning    string // a substring of the one warning; "" for none
+	}{
+		{"cpu keeps fp8 apart", "params: {model: tiny-llama, engine: cpu}\nmatrix: {dtype: [float16, bfloat16, fp8]}", 2, "", ""},
+		{"cpu kv fp8", "params: {model: tiny-llama, engine: cpu}\nmatrix: {dtype: [bfloat16, fp8], kv_cache_dtype: [auto, fp8]}", 4, "", ""},
+		{"cpu MoE fp8", "params: {model: tiny-moe, engine: cpu, dtype: fp8}", 1, "", ""},
+		{"cuda dense fp8", "params: {model: tiny-llama, engine: cuda}\nmatrix: {dtype: [bfloat16, fp8], gemm_plugin: [auto, disable]}", 4, "", ""},
+		{"cuda MoE fp8", "params: {model: tiny-moe, engine: cuda, dtype: fp8}", 0, "MoE experts have no FP8 kernels there", ""},
+		{"cuda kv fp8", "params: {model: tiny-llama, engine: cuda, kv_cache_dtype: fp8}", 0, "needs the CUDA backend's FP8 KV cache", ""},
+		{"auto MoE fp8 warns", "params: {model: tiny-moe, dtype: fp8}", 1, "", "dtype fp8 on engine auto (params.dtype, line 1)"},
+		{"kv_cache_dtype is the built-in engine's", "params: {model: tinyllama-1.1b, engine: trtllm}\nmatrix: {kv_cache_dtype: [auto, fp8]}", 1, "", ""},
+		{"mla", "params: {model: tiny-deepseek, engine: cpu, kv_cache_dtype: fp8}", 0, "block-scaled FP8 is not supported", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := ParseSpec("t.yaml", []byte(c.spec+"\n"), LoadOptions{})
+			if c.err != "" {
+				var se *SpecError
+				if !errors.As(err, &se) || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want a *SpecError saying %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Plan.Cells) != c.cells {
+				t.Errorf("%d cells, want %d", len(s.Plan.Cells), c.cells)
+			}
+			warned := s.Plan.Warnings
+			switch {
+			case c.warning == "" && len(warned) > 0:
+				t.Errorf("warnings %q, want none", warned)
+			case c.warning != "" && (len(warned) != 1 || !strings.Contains(warned[0], c.warning)):
+				t.Errorf("warnings %q, want one saying %q", warned, c.warning)
+			}
+			// What the engine is given (and cell.json records).
+			for i := range s.Plan.Cells {
+				cell := &s.Plan.Cells[i]
+				cfg := engineConfig(cell, "cpu")
+				if cfg.Dtype != cell.Params.Dtype || cfg.KVCacheDtype != cell.Params.KVCacheDtype || cfg.KVCacheDtype == "" {
+					t.Errorf("%s: engine config dtype %q kv %q, params %q %q", cell.ID, cfg.Dtype, cfg.KVCacheDtype, cell.Params.Dtype, cell.Params.KVCacheDtype)
+				}
+			}
+		})
+	}
+	// On engine auto the refusal waits for the backend.
+	s := mustParse(t, "params: {model: tiny-llama}\nmatrix:\n  kv_cache_dtype: [auto, fp8]\n")
+	var refused int
+	for i := range s.Plan.Cells {
+		c := &s.Plan.Cells[i]
+		err := c.CheckBackend("cuda")
+		if c.Params.KVCacheDtype != "fp8" {
+			if err != nil {
+				t.Errorf("%s: %v", c.ID, err)
+			}
+			continue
+		}
+		refused++
+		var se *SpecError
+		if !errors.As(err, &se) || se.Line != 3 || se.Field != "matrix.kv_cache_dtype[1]" || c.CheckBackend("cpu") != nil {
+			t.Errorf("%s on cuda: %v, want a *SpecError at line 3, matrix.kv_cache_dtype[1] (and none on cpu)", c.ID, err)
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d cells of kv_cache_dtype fp8, want 1", refused)
+	}
+}
