@@ -227,7 +227,7 @@ func (csvOutput) Render(w io.Writer, r *Results, opts RenderOptions) error {
 		row := []string{c.ID, string(c.Status)}
 		for _, k := range keys {
 			v, ok := c.Params[k]
-			row = append(row, pick(ok, formatScalar(v), ""))
+			row = append(row, pick(ok, formatParam(k, v), ""))
 		}
 		row = append(row, fmt.Sprint(len(c.Repeats)))
 		for _, m := range metrics {

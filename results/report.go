@@ -79,7 +79,7 @@ func axes(r *Results) []axisInfo {
 			if present[k] == nil {
 				present[k] = map[string]any{}
 			}
-			present[k][formatScalar(v)] = v
+			present[k][formatParam(k, v)] = v
 		}
 	}
 	for _, c := range r.Cells {
@@ -99,7 +99,7 @@ func axes(r *Results) []axisInfo {
 		done[name] = true
 		a := axisInfo{Name: name}
 		for _, v := range declared {
-			s := formatScalar(v)
+			s := formatParam(name, v)
 			if _, ok := vals[s]; ok && !slices.Contains(a.Values, s) {
 				a.Values = append(a.Values, s)
 			}
@@ -221,6 +221,26 @@ func paramString(c *Cell, key string) string {
 	v, ok := c.Params[key]
 	if !ok {
 		return missingParam
+	}
+	return formatParam(key, v)
+}
+
+// zeroWords are the parameters whose 0 in results.json stands for a word
+// in the spec: request_rate inf (every request at once, offline) and
+// concurrency none (no closed loop). Tables show the word, as written.
+var zeroWords = map[string]string{"request_rate": "inf", "concurrency": "none"}
+
+// IsZeroWord reports whether s is the word parameter key's 0 is shown as
+// (request_rate inf, concurrency none): a value, but not a number on an
+// axis.
+func IsZeroWord(key, s string) bool { w, ok := zeroWords[key]; return ok && s == w }
+
+// formatParam formats parameter key's value v for a table.
+func formatParam(key string, v any) string {
+	if w, ok := zeroWords[key]; ok {
+		if f, isNum := asFloat(v); isNum && f == 0 {
+			return w
+		}
 	}
 	return formatScalar(v)
 }

@@ -86,9 +86,10 @@ func ServingCurves(r *results.Results) *ServingChart {
 		if c.Status != results.StatusOK {
 			continue
 		}
-		// A rate of 0 is inf: every request at once, no point on a load axis.
-		x, err := strconv.ParseFloat(results.ParamString(c, axis), 64)
-		if err != nil || x <= 0 {
+		// Rate inf (stored as 0) and concurrency none: every request at
+		// once, no point on a load axis.
+		x, ok := axisNumber(results.ParamString(c, axis))
+		if !ok || x <= 0 {
 			continue
 		}
 		pt := ServingPoint{Cell: c.ID, X: x, Metrics: map[string]float64{}}

@@ -120,6 +120,13 @@ func (s *study) throughputMetric() string {
 	return ""
 }
 
+// axisNumber is an axis value as a point on a numeric axis: finite
+// numbers only (request_rate inf is a value, but no point).
+func axisNumber(s string) (float64, bool) {
+	x, err := strconv.ParseFloat(s, 64)
+	return x, err == nil && !math.IsInf(x, 0) && !math.IsNaN(x)
+}
+
 // numericAxes are the axes whose every value is a number, batch_size
 // first, then in axis order.
 func (s *study) numericAxes() []results.AxisValues {
@@ -127,9 +134,9 @@ func (s *study) numericAxes() []results.AxisValues {
 	for _, a := range s.axes {
 		numeric := 0
 		for _, v := range a.Values {
-			if _, err := strconv.ParseFloat(v, 64); err == nil {
+			if _, ok := axisNumber(v); ok {
 				numeric++
-			} else if v != "-" {
+			} else if v != "-" && !results.IsZeroWord(a.Name, v) {
 				numeric = -1
 				break
 			}
@@ -168,8 +175,8 @@ func ThroughputCharts(r *results.Results) []AxisChart {
 		left := 0
 		xmin, xmax := math.Inf(1), math.Inf(-1)
 		for _, c := range s.cells {
-			x, err := strconv.ParseFloat(results.ParamString(c, a.Name), 64)
-			if err != nil {
+			x, ok := axisNumber(results.ParamString(c, a.Name))
+			if !ok {
 				continue
 			}
 			if !okWith(c, metric) {
