@@ -39,9 +39,12 @@ func loadGoldenModel(t *testing.T, dir, gemm string) *model.Model {
 // TestGoldenHF checks the CPU backend against transformers: prompt logits
 // within 1e-4 relative error and the 12 greedy tokens, through one prefill,
 // through token-by-token decode with the KV cache (the prompt fed one token
-// per iteration too), and with both prompts sharing every batch.
+// per iteration too), and with both prompts sharing every batch. The tiny
+// GPT-OSS goldens (bench/make_golden_gptoss.py: sinks, a window of 8 on
+// every other layer so the ring cache wraps, the biases, the clamped
+// SwiGLU, YaRN; MXFP4 experts in the second) go through the same steps.
 func TestGoldenHF(t *testing.T) {
-	for _, name := range []string{"tiny-llama", "tiny-mixtral", "tiny-deepseek-v3"} {
+	for _, name := range []string{"tiny-llama", "tiny-mixtral", "tiny-deepseek-v3", "tiny-gpt-oss", "tiny-gpt-oss-mxfp4"} {
 		for _, gemm := range []string{"auto", "disable"} {
 			t.Run(name+"/"+gemm, func(t *testing.T) {
 				dir := filepath.Join("testdata", "hf", name)
