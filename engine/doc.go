@@ -24,7 +24,9 @@
 // run on all ranks in lockstep. A backend splits only with collectives
 // (RegisterCollectives): the CPU's are built in (in-process, cpu.Group),
 // and the split is checked there against the unsplit model, token for
-// token; the CUDA backend's (NCCL) do not exist yet.
+// token; the CUDA backend registers NCCL's (engine/cuda/backend, in builds
+// with cgo on Linux). Share is a rank's slice of the model, what the plan
+// and the rooflines count per GPU.
 //
 // A backend may report the roofline ceilings it measured on its device
 // (CeilingsReporter: the CUDA backend does for a GPU without known ones);

@@ -68,6 +68,95 @@ func CheckParallel(mc ModelConfig, tp, ep int) error {
 	return nil
 }
 
+// RankShare is one rank's slice of a model split tp and ep ways, as
+// engine/model's shard.go cuts it (every rank holds as much): what the
+// plan's memory check and the rooflines count per GPU. The zero value is
+// the whole model, unsplit.
+type RankShare struct {
+	TP, EP, World int
+	// Groups expert groups of MoETP ranks each hold the experts (1 and 1
+	// on a dense model).
+	Groups, MoETP int
+	// A rank's query and KV heads (a KV head replicated where the model
+	// has fewer than tp), dense MLP width, LM head rows, experts and each
+	// expert's width. The embedding, the norms and the router are whole.
+	Heads, KVHeads, DenseFFN, Vocab, Experts, ExpertFFN int
+}
+
+// Share is a rank's slice of mc split tp and ep ways; ep has no effect on
+// a dense model (as on engine trtllm). An error for a split the model's
+// shape does not allow (CheckParallel).
+func Share(mc ModelConfig, tp, ep int) (RankShare, error) {
+	if !mc.MoE() {
+		ep = 1
+	}
+	if err := CheckParallel(mc, tp, ep); err != nil {
+		return RankShare{}, err
+	}
+	w := WorldSize(tp, ep)
+	s := RankShare{TP: tp, EP: ep, World: w, Groups: 1, MoETP: 1,
+		Heads: mc.Heads / tp, KVHeads: max(mc.KVHeads/tp, 1), DenseFFN: mc.DenseWidth() / tp, Vocab: mc.Vocab / tp}
+	if mc.MoE() {
+		// As newRanks places them: ep groups of world/ep ranks.
+		s.Groups, s.MoETP = ep, w/ep
+		s.Experts, s.ExpertFFN = mc.Experts/ep, mc.FFN/s.MoETP
+	}
+	return s, nil
+}
+
+// Split reports whether the share is less than the whole model.
+func (s RankShare) Split() bool { return s.World > 1 }
+
+// HeldParams is how many weights a rank holds on its device: its slices of
+// attention, MLPs, experts and LM head, and the embedding, norms and
+// routers whole. Unsplit, every parameter and a tied LM head a second
+// time (the model uploads it as a GEMM weight of its own).
+func (s RankShare) HeldParams(mc ModelConfig) int64 {
+	h := int64(mc.Hidden)
+	head := int64(mc.Vocab) * h
+	if !s.Split() {
+		n := mc.Params()
+		if mc.TieEmbeddings {
+			n += head
+		}
+		return n
+	}
+	d := int64(mc.HeadDim)
+	attn := h*d*int64(s.Heads+2*s.KVHeads) + int64(s.Heads)*d*h
+	per := attn + 2*h
+	if mc.MoE() {
+		per += int64(s.Experts)*3*h*int64(s.ExpertFFN) + h*int64(mc.Experts)
+	} else {
+		per += 3 * h * int64(s.DenseFFN)
+	}
+	return int64(mc.Layers)*per + head + int64(s.Vocab)*h + h
+}
+
+// KVElemsPerToken is the KV cache a rank holds for one position of one
+// sequence: its KV heads' keys and values, every layer.
+func (s RankShare) KVElemsPerToken(mc ModelConfig) int64 {
+	if !s.Split() {
+		return mc.KVElemsPerToken()
+	}
+	return 2 * int64(mc.Layers) * int64(s.KVHeads) * int64(mc.HeadDim)
+}
+
+// Local is the shape a rank computes (shard.go's local): its heads, KV
+// heads and MLP or expert width; the hidden size, the vocabulary and the
+// experts the router picks from stay the model's.
+func (s RankShare) Local(mc ModelConfig) ModelConfig {
+	if !s.Split() {
+		return mc
+	}
+	mc.Heads, mc.KVHeads = s.Heads, s.KVHeads
+	if mc.MoE() {
+		mc.FFN = s.ExpertFFN
+	} else {
+		mc.FFN = s.DenseFFN
+	}
+	return mc
+}
+
 // rankModel is what the engine drives: one model, or every rank of a
 // split one.
 type rankModel interface {
@@ -153,7 +242,7 @@ func newRanks(cfg Config, mc ModelConfig, newBackend func(model.BackendOptions) 
 			field, v = "ep", ep
 		}
 		return nil, &ParamError{Field: field, Value: strconv.Itoa(v),
-			Msg: fmt.Sprintf("engine %s runs a cell on one GPU until its NCCL collectives exist (issue 23); expected tp 1 and ep 1, or engine cpu, which runs the split in-process and checks it against the unsplit model", cfg.Backend)}
+			Msg: fmt.Sprintf("the %s backend has no collectives in this program (the CUDA backend registers NCCL's only in builds with cgo on Linux); expected tp 1 and ep 1, or engine cpu, which runs the split in-process", cfg.Backend)}
 	}
 	if opt.FP8 {
 		return nil, &ParamError{Field: "dtype", Value: "fp8", Msg: fmt.Sprintf("FP8 GEMMs on a split model (tp %d, ep %d) are not supported yet: a slice's per-tensor scale is not the whole weight's; expected float16, bfloat16 or float32", tp, ep)}

@@ -171,9 +171,6 @@ func (d *decoder) autoCudaError(p *Params, na uint64, vals []int32) *SpecError {
 	if err := d.autoCudaFP8Error(p, na, vals); err != nil {
 		return err
 	}
-	if err := d.autoCudaSplitError(p, vals); err != nil {
-		return err
-	}
 	if p.Engine != "auto" || p.Dtype != "float32" || na&(1<<pDtype) != 0 {
 		return nil
 	}

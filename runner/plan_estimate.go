@@ -127,6 +127,8 @@ type Estimate struct {
 	GPUs            int
 	// Results describes the results directory read, nil without one.
 	Results *EstimateResults
+	// Notes are caveats of the estimate for the plan's reader.
+	Notes []string
 	// Cells are the plan's cells' estimates, in its order.
 	Cells []CellEstimate
 	// Total is the GPU time of the estimated cells (a cell on g GPUs
@@ -208,6 +210,7 @@ func (p *Plan) EstimateTime(o EstimateOptions) error {
 	est.Cells = make([]CellEstimate, len(p.Cells))
 	var times []time.Duration
 	var gpus []int
+	split := 0
 	for i := range p.Cells {
 		c := &p.Cells[i]
 		ce := est.cell(c, p.Spec.Repeats, m)
@@ -217,6 +220,9 @@ func (p *Plan) EstimateTime(o EstimateOptions) error {
 			continue
 		}
 		est.Estimated++
+		if w, _ := cellWorkload(c); builtinEngine(c.Params.Engine) && w.share.Split() {
+			split++
+		}
 		if builtinEngine(c.Params.Engine) {
 			est.ColdStart = coldKernelCache
 		}
@@ -227,8 +233,25 @@ func (p *Plan) EstimateTime(o EstimateOptions) error {
 	}
 	est.Total += est.ColdStart
 	est.Wall = lptWall(times, gpus, o.GPUs) + est.ColdStart
+	if split > 0 {
+		est.Notes = append(est.Notes, splitNote(split))
+	}
 	p.Estimate = est
 	return nil
+}
+
+// splitNote is the estimate's caveat for n cells split over GPUs (tp,
+// ep). Their roofline is one GPU's share of each iteration's work
+// (engine.Share), the GPUs running at once, and nothing is added for the
+// collectives: two all-reduces a layer (after attention and after the
+// MLP), the LM head's all-gather, and under ep > 1 the experts'
+// all-reduce. Their cost is latency more than bytes at small batches (an
+// all-reduce of 64 rows of 4096 bf16 values moves 512 KiB, microseconds
+// at NVLink rates, but each call costs several microseconds however
+// small), for which xrun has no measurement yet to base a model on.
+func splitNote(n int) string {
+	return fmt.Sprintf("%s split over GPUs (tp, ep): each iteration's floor is one GPU's share of its work (its slice of the model); the collectives between the GPUs (two all-reduces a layer) are not counted, so these estimates are optimistic, most at small batches",
+		plural(n, "cell"))
 }
 
 // estimateDevice finds the ceilings and memory of the GPU named (in any

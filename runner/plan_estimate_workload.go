@@ -22,16 +22,35 @@ type workload struct {
 	// requests, input and output are the dataset's count and lengths (the
 	// mean, or the unif midpoint); maxLen the longest request.
 	requests, input, output, maxLen int
-	// split is how many GPUs share a pass's work (tp x pp).
-	split int
+	// split is how the GPUs of a cell share a pass's work: a rank's
+	// slice of the model on xrun's own engine (tp, ep; share), the work
+	// evenly over tp x pp GPUs on an external one.
+	split profile.Split
+	share engine.RankShare
+}
+
+// splitWorkload sets w's split from the cell's tp, ep and pp on engine
+// eng. A split the model's shape does not allow on xrun's engine is the
+// spec's error (parallelCheck); here it counts as unsplit.
+func (w *workload) splitWorkload(eng string, tp, ep, pp int) {
+	tp, ep, pp = max(tp, 1), max(ep, 1), max(pp, 1)
+	w.split, w.share = profile.Split{}, engine.RankShare{}
+	if !builtinEngine(eng) {
+		w.split.GPUs = tp * pp
+		return
+	}
+	if s, err := engine.Share(w.mc, tp, ep); err == nil {
+		w.split, w.share = profile.Split{TP: tp, EP: ep}, s
+	}
 }
 
 // cellWorkload is a plan cell's workload; why says why there is none.
 func cellWorkload(c *Cell) (workload, string) {
 	p := &c.Params
 	w := workload{engine: p.Engine, mc: *c.Model, elemBytes: 2, batch: p.BatchSize, maxTokens: p.MaxNumTokens,
-		warmup: p.Warmup, kvFraction: p.KVCacheFreeGPUMemFraction, split: max(p.TP*p.PP, 1),
+		warmup: p.Warmup, kvFraction: p.KVCacheFreeGPUMemFraction,
 		ownGEMM: builtinEngine(p.Engine) && p.GemmPlugin == "disable"}
+	w.splitWorkload(p.Engine, p.TP, p.EP, p.PP)
 	if p.Dtype == "float32" {
 		w.elemBytes = 4
 	}
@@ -96,8 +115,8 @@ func flatWorkload(p results.Params) (workload, bool) {
 	eng := str("engine")
 	w := workload{engine: eng, mc: mc, elemBytes: 2, batch: int(num("batch_size")), maxTokens: int(num("max_num_tokens")),
 		warmup: int(num("warmup")), kvFraction: num("kv_cache_free_gpu_mem_fraction"),
-		split:   max(int(num("tp")*num("pp")), 1),
 		ownGEMM: builtinEngine(eng) && str("gemm_plugin") == "disable"}
+	w.splitWorkload(eng, int(num("tp")), int(num("ep")), int(num("pp")))
 	if str("dtype") == "float32" {
 		w.elemBytes = 4
 	}
@@ -162,8 +181,11 @@ func (w workload) simulate(dev profile.Device, memory float64) (simulation, stri
 		return simulation{}, fmt.Sprintf("too large for the GPU: its KV cache cannot hold one request of %d tokens beside %s's weights", w.maxLen, w.mc.Name)
 	}
 	s := simulation{slots: m.InFlight, warm: w.warmup}
-	s.pass = w.serve(dev, w.requests, s.slots) / float64(w.split)
-	s.warmup = w.serve(dev, w.warmup, s.slots) / float64(w.split)
+	// Each iteration's floor is one GPU's share of its work (the GPUs of
+	// a split cell run it at once); communication is left out (see
+	// splitNote).
+	s.pass = w.serve(dev, w.requests, s.slots)
+	s.warmup = w.serve(dev, w.warmup, s.slots)
 	return s, ""
 }
 
@@ -185,7 +207,7 @@ func (w workload) serve(dev profile.Device, n, slots int) float64 {
 // wave is the floor of k requests admitted together.
 func (w workload) wave(dev profile.Device, k int) float64 {
 	iter := func(it engine.IterationRecord, genContext float64) float64 {
-		sec, _ := dev.Time(profile.IterationWork(w.mc, it, genContext, w.elemBytes))
+		sec, _ := dev.Time(profile.RankIterationWork(w.mc, w.split, it, genContext, w.elemBytes))
 		return sec
 	}
 	chunk := func(tokens int) engine.IterationRecord {

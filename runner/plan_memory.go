@@ -38,6 +38,20 @@ import (
 // cuBLASLt's handle and 32 MiB workspace.
 const memContext = 1 << 30
 
+// memNCCL is what one NCCL communicator takes on each of its GPUs: its
+// buffers (4 MiB per protocol, channel and peer by default) and kernels.
+// Sized on the high side for two to eight GPUs of one host; not measured.
+const memNCCL = 512 << 20
+
+// ncclGroups is how many communicators a rank of s joins: the world's,
+// and its tensor-parallel group's where that is not the world (ep > tp).
+func ncclGroups(s engine.RankShare) int {
+	if s.TP > 1 && s.TP < s.World {
+		return 2
+	}
+	return 1
+}
+
 // gib is bytes in GiB, the unit the driver and nvidia-smi count in.
 func gib(b float64) float64 { return b / (1 << 30) }
 
@@ -107,6 +121,9 @@ type CellMemory struct {
 	// cell does not fit.
 	InFlight int
 	Fits     bool
+	// GPUs is how many GPUs hold the cell, each a rank's slice (tp, ep);
+	// the bytes above are one GPU's.
+	GPUs int
 }
 
 // Mark is the plan's line for a cell that does not fit g: "needs 94.1
@@ -186,11 +203,14 @@ func (c *Cell) memory(total float64) CellMemory {
 // memory is the workload's need on a GPU of total bytes (see the top of
 // this file).
 func (w workload) memory(total float64) CellMemory {
-	eb, split := float64(w.elemBytes), float64(max(w.split, 1))
+	eb := float64(w.elemBytes)
 	mc := &w.mc
-	m := CellMemory{Counted: true, Longest: w.maxLen}
-	m.Weights = heldWeights(mc) * eb / split
-	perToken := kvBytesPerToken(mc, w.elemBytes) / split
+	m := CellMemory{Counted: true, Longest: w.maxLen, GPUs: max(w.share.World, 1)}
+	// Per GPU: a split cell's rank holds its slice of the weights and of
+	// the KV cache (engine.Share, as engine/model's shard.go cuts them).
+	local := w.share.Local(*mc)
+	m.Weights = float64(w.share.HeldParams(*mc)) * eb
+	perToken := kvBytesPerToken(&local, w.elemBytes)
 	// As the engine reserves: activations for the tokens of one iteration
 	// (no more than the dataset's prompts and a token per slot), logits for
 	// a row per request in flight. A dataset file's are counted in full.
@@ -200,7 +220,12 @@ func (w workload) memory(total float64) CellMemory {
 		tokens = min(w.maxTokens, w.requests*w.input+slots)
 	}
 	slots, tokens = max(slots, 1), max(tokens, 1)
-	m.Workspace = memContext + activationBytes(mc, tokens, eb) + float64(min(slots, tokens))*float64(mc.Hidden+mc.Vocab)*eb
+	m.Workspace = memContext + activationBytes(&local, tokens, eb) + float64(min(slots, tokens))*float64(mc.Hidden+mc.Vocab)*eb
+	if w.share.Split() {
+		// The rank's own logits before they are gathered, and NCCL's
+		// buffers for each group the rank joins.
+		m.Workspace += float64(min(slots, tokens))*float64(w.share.Vocab)*eb + memNCCL*float64(ncclGroups(w.share))
+	}
 	frac := w.kvFraction
 	if frac <= 0 {
 		frac = 0.9
@@ -223,11 +248,7 @@ func (w workload) memory(total float64) CellMemory {
 // parameter, and an LM head tied to the embedding a second time (the
 // engine uploads it as a GEMM weight of its own).
 func heldWeights(mc *engine.ModelConfig) float64 {
-	n := float64(mc.Params())
-	if mc.TieEmbeddings {
-		n += float64(mc.Vocab) * float64(mc.Hidden)
-	}
-	return n
+	return float64(engine.RankShare{}.HeldParams(*mc))
 }
 
 // kvBytesPerToken is the KV cache one position of one request takes at
@@ -328,9 +349,12 @@ func (m *Memory) writeText(bw *bufio.Writer, cells []Cell) {
 		wrapText(bw, m.Note)
 	}
 	var tooLarge, fewer, unknown []string
-	largest := -1
+	largest, split := -1, 0
 	for i := range m.Cells {
 		cm, c := &m.Cells[i], &cells[i]
+		if cm.Counted && cm.GPUs > 1 {
+			split++
+		}
 		switch {
 		case !cm.Counted:
 			continue
@@ -381,6 +405,10 @@ func (m *Memory) writeText(bw *bufio.Writer, cells []Cell) {
 	if m.Counted > 0 {
 		wrapText(bw, fmt.Sprintf("a cell needs its weights (every parameter at the dtype's width, all experts), workspaces (activations of max_num_tokens tokens, logits of batch_size rows, %.0f GiB for the CUDA context and libraries) and the KV cache of one request of the dataset's longest length (the means + %d stdevs) and the engine's padding slot, which gets kv_cache_free_gpu_mem_fraction of the memory left",
 			gib(memContext), tailStdevs))
+	}
+	if split > 0 {
+		wrapText(bw, fmt.Sprintf("%s split over GPUs (tp, ep): their need is per GPU, each holding its rank's slice of the model (attention, MLPs and the LM head divided by tp, the experts by expert group, the embedding, norms and routers whole) and of the KV cache (its KV heads), and %.1f GiB for each NCCL communicator",
+			plural(split, "cell"), gib(memNCCL)))
 	}
 }
 

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bufio"
 	"errors"
 	"math"
 	"strings"
@@ -167,5 +168,63 @@ func TestCheckFitWithoutGPUs(t *testing.T) {
 	}
 	if err := CheckFit([]*Cell{&s.Plan.Cells[0]}, []GPUMemory{{Index: 0, Name: "G", Bytes: h100}}); err == nil {
 		t.Error("Mixtral-8x7B fits an H100")
+	}
+}
+
+// TestMemorySplit: a split cell's need is per GPU, each holding its
+// rank's slice (engine.Share): Mixtral-8x7B in bfloat16 fits an 80 GB H100
+// at tp 2 (about 47 GB of weights a GPU) and at tp 2 / ep 2, not at tp 1;
+// the KV cache halves with the KV heads, and the plan says the need is
+// per GPU.
+func TestMemorySplit(t *testing.T) {
+	s := mustParse(t, "params: {model: mixtral-8x7b, dtype: bfloat16, batch_size: 64, engine: cuda}\nmatrix:\n  tp: [1, 2]\n  ep: [1, 2]\n")
+	p := s.Plan
+	if err := p.CheckMemory(MemoryOptions{GPUs: []GPUMemory{{Index: 0, Name: "NVIDIA H100 80GB HBM3", Bytes: h100}}}); err != nil {
+		t.Fatal(err)
+	}
+	byTPEP := map[[2]int]CellMemory{}
+	for i, c := range p.Cells {
+		byTPEP[[2]int{c.Params.TP, c.Params.EP}] = p.Memory.Cells[i]
+	}
+	whole, tp2, tp2ep2, ep2 := byTPEP[[2]int{1, 1}], byTPEP[[2]int{2, 1}], byTPEP[[2]int{2, 2}], byTPEP[[2]int{1, 2}]
+	if whole.Fits || whole.GPUs != 1 {
+		t.Errorf("tp 1: fits %v on %d GPUs", whole.Fits, whole.GPUs)
+	}
+	for name, m := range map[string]CellMemory{"tp 2": tp2, "tp 2 ep 2": tp2ep2} {
+		if !m.Fits || m.GPUs != 2 || m.InFlight != 64 {
+			t.Errorf("%s: fits %v on %d GPUs, %d in flight", name, m.Fits, m.GPUs, m.InFlight)
+		}
+		if gb := m.Weights / 1e9; gb < 46.5 || gb > 47.5 {
+			t.Errorf("%s: %.1f GB of weights a GPU, want about 47", name, gb)
+		}
+		if m.KVMin != whole.KVMin/2 {
+			t.Errorf("%s: KV minimum %g, want half of %g (4 of 8 KV heads)", name, m.KVMin, whole.KVMin)
+		}
+		if extra := m.Workspace - memContext; extra < memNCCL || extra > memNCCL+2<<30 {
+			t.Errorf("%s: workspace %.2f GiB besides the context", name, gib(extra))
+		}
+	}
+	// tp 1 / ep 2: attention replicated, the experts in halves: more a GPU
+	// than tp 2, and still the KV cache of all 8 KV heads.
+	if !ep2.Fits || ep2.Weights <= tp2.Weights || ep2.KVMin != whole.KVMin {
+		t.Errorf("tp 1 ep 2: fits %v, weights %.1f GB (tp 2: %.1f), KV %g", ep2.Fits, ep2.Weights/1e9, tp2.Weights/1e9, ep2.KVMin)
+	}
+	var text strings.Builder
+	bw := bufio.NewWriter(&text)
+	p.Memory.writeText(bw, p.Cells)
+	bw.Flush()
+	for _, want := range []string{"1 cell cannot fit it", "3 cells split over GPUs (tp, ep): their need is per GPU", "0.5 GiB for each NCCL communicator"} {
+		if !strings.Contains(strings.Join(strings.Fields(text.String()), " "), want) {
+			t.Errorf("memory section lacks %q:\n%s", want, text.String())
+		}
+	}
+	// The run refuses the unsplit cell only.
+	cells := make([]*Cell, len(p.Cells))
+	for i := range p.Cells {
+		cells[i] = &p.Cells[i]
+	}
+	var me *MemoryError
+	if err := CheckFit(cells, []GPUMemory{{Index: 0, Name: "NVIDIA H100 80GB HBM3", Bytes: h100}}); !errors.As(err, &me) || len(me.Cells) != 1 || !strings.HasPrefix(me.Cells[0], p.Cells[0].ID+": ") {
+		t.Errorf("CheckFit: %v, want the tp 1 cell alone", err)
 	}
 }

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/xrun-dev/xrun/engine"
 )
@@ -35,7 +34,12 @@ func parallelGiven(m *engine.ModelConfig, explicit []bool) uint64 {
 }
 
 // parallelCheck refuses a split the model's shape, the engine or
-// gpus_per_cell does not allow, blaming tp, ep or gpus_per_cell.
+// gpus_per_cell does not allow, blaming tp, ep or gpus_per_cell. The
+// model refuses MLA and GPT-OSS splits (engine.CheckParallel); FP8 GEMMs
+// on a split model are refused here too, rather than when the run loads
+// the model. Both backends split a cell: the CPU's in-process, the CUDA
+// backend's over NCCL (a run without NCCL or without cgo says so when
+// the cell starts).
 func (d *decoder) parallelCheck(p *Params, m *engine.ModelConfig, vals []int32) error {
 	tp, ep := p.TP, builtinEP(p, m)
 	if err := engine.CheckParallel(*m, tp, ep); err != nil {
@@ -51,31 +55,12 @@ func (d *decoder) parallelCheck(p *Params, m *engine.ModelConfig, vals []int32) 
 	}
 	w := engine.WorldSize(tp, ep)
 	switch {
-	case w > 1 && p.Engine == "cuda":
-		pi := pTP
-		if tp == 1 {
-			pi = pEP
-		}
-		n, f := d.blame(vals, pi, pEngine)
-		return d.errAt(n, f, "%s", splitOnCUDA(tp, ep))
+	case w > 1 && p.Dtype == "fp8":
+		n, f := d.blame(vals, pDtype, pTP, pEP)
+		return d.errAt(n, f, "dtype fp8 with tp %d, ep %d: FP8 GEMMs on a split model are not supported yet (a slice's per-tensor scale is not the whole weight's); use bfloat16, or tp 1 and ep 1", tp, ep)
 	case p.GPUsPerCell < w:
 		n, f := d.blame(vals, pGPUsPerCell, pTP, pEP)
 		return d.errAt(n, f, "gpus_per_cell %d, but tp %d and ep %d split the model over %d GPUs; expected at least %d", p.GPUsPerCell, tp, ep, w, w)
 	}
 	return nil
-}
-
-func splitOnCUDA(tp, ep int) string {
-	return fmt.Sprintf("tp %d, ep %d: engine cuda runs a cell on one GPU until its NCCL collectives exist (issue 23); use engine cpu, which runs the split in-process", tp, ep)
-}
-
-// autoCudaSplitError is the error Cell.CheckBackend returns for a split
-// cell of engine auto where auto resolves to cuda.
-func (d *decoder) autoCudaSplitError(p *Params, vals []int32) *SpecError {
-	m := d.models[p.Model]
-	if p.Engine != "auto" || m == nil || engine.WorldSize(p.TP, builtinEP(p, m)) == 1 {
-		return nil
-	}
-	n, f := d.blame(vals, pTP, pEP, pEngine)
-	return d.errAt(n, f, "engine auto, which runs on the cuda backend here: %s", splitOnCUDA(p.TP, builtinEP(p, m)))
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -54,19 +55,43 @@ func TestParallelCells(t *testing.T) {
 	}
 }
 
-// TestParallelOnAutoRefusedOnCUDA: engine auto plans a split cell (it may
-// run on the CPU) and refuses it where auto resolves to cuda.
-func TestParallelOnAutoRefusedOnCUDA(t *testing.T) {
-	s := mustParse(t, "params: {model: tiny-moe, engine: auto}\nmatrix:\n  ep: [1, 2]\n")
-	if err := s.Plan.Cells[0].CheckBackend("cuda"); err != nil {
-		t.Errorf("unsplit cell on cuda: %v", err)
+// TestParallelOnCUDA: the CUDA backend splits cells over NCCL, so engine
+// cuda plans tp and ep like engine cpu, and engine auto's split cells run
+// on whichever backend auto resolves to.
+func TestParallelOnCUDA(t *testing.T) {
+	s := mustParse(t, "params: {model: tiny-moe, engine: cuda}\nmatrix:\n  tp: [1, 2]\n  ep: [1, 2]\n")
+	if len(s.Plan.Cells) != 4 {
+		t.Fatalf("%d cells, want 4", len(s.Plan.Cells))
 	}
-	c := s.Plan.Cells[1]
-	if err := c.CheckBackend("cpu"); err != nil {
-		t.Errorf("split cell on cpu: %v", err)
+	for _, c := range s.Plan.Cells {
+		cfg := engineConfig(&c, "cuda")
+		if cfg.TP != c.Params.TP || cfg.EP != c.Params.EP || cfg.NumGPUs != max(c.Params.TP, c.Params.EP) {
+			t.Errorf("cell %s: engine config tp %d ep %d gpus %d", c.ID, cfg.TP, cfg.EP, cfg.NumGPUs)
+		}
 	}
-	err := c.CheckBackend("cuda")
-	if err == nil || !strings.Contains(err.Error(), "t.yaml:3:11: matrix.ep[1]: engine auto, which runs on the cuda backend here: tp 1, ep 2: engine cuda runs a cell on one GPU until its NCCL collectives exist") {
-		t.Errorf("split cell on cuda: %v", err)
+	auto := mustParse(t, "params: {model: tiny-moe, engine: auto}\nmatrix:\n  ep: [1, 2]\n")
+	for _, c := range auto.Plan.Cells {
+		for _, backend := range []string{"cpu", "cuda"} {
+			if err := c.CheckBackend(backend); err != nil {
+				t.Errorf("cell %s on %s: %v", c.ID, backend, err)
+			}
+		}
+	}
+}
+
+// TestParallelRefusals: what the model cannot split is a spec error at
+// plan time, naming the line, on every engine of xrun's own (the
+// messages of each are in testdata/bad, 93 to 98).
+func TestParallelRefusals(t *testing.T) {
+	for _, c := range []struct{ spec, want string }{
+		{"params: {model: tiny-llama, engine: cpu, dtype: fp8}\nmatrix:\n  tp: [1, 2]\n", "t.yaml:3:11: matrix.tp[1]: dtype fp8 with tp 2, ep 1: FP8 GEMMs on a split model are not supported yet"},
+		{"params: {model: tiny-deepseek, engine: auto, ep: 2}\n", "t.yaml:1:50: params.ep: tp 1, ep 2: model tiny-deepseek has the DeepSeek-V3 architecture"},
+		{"params: {model: gpt-oss-20b, engine: cuda, tp: 2}\n", "t.yaml:1:48: params.tp: tp 2, ep 1: model gpt-oss-20b has GPT-OSS's attention sinks"},
+	} {
+		_, err := ParseSpec("t.yaml", []byte(c.spec), LoadOptions{})
+		var se *SpecError
+		if !errors.As(err, &se) || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %q...", c.spec, err, c.want)
+		}
 	}
 }

@@ -466,6 +466,9 @@ func (e *Estimate) writeText(bw *bufio.Writer, repeats int) {
 		e.Device.PeakBytesPerSec/1e12, e.Device.PeakFLOPs/1e12, e.Device.PeakSource, gib(e.Memory))
 	wrapText(bw, fmt.Sprintf("at %s of it (--efficiency), %s on the engine's own GEMMs (gemm_plugin disable) for dense models from batch %d: %s; external engines (roofline-external) may be far slower",
 		pct(e.Efficiency), pct(e.OwnGEMMEfficiency), ownGEMMMinBatch, efficiencySource))
+	for _, n := range e.Notes {
+		wrapText(bw, n)
+	}
 	if r := e.Results; r != nil {
 		fmt.Fprintf(bw, "  results (--results): %s, study %s", r.Dir, r.Study)
 		if r.GPU != "" {
@@ -522,6 +525,7 @@ type estimateJSON struct {
 	TotalS            float64              `json:"total_s"`
 	WallS             float64              `json:"wall_s"`
 	LongestS          float64              `json:"longest_s"`
+	Notes             []string             `json:"notes,omitempty"`
 }
 
 // estimateResultsJSON is EstimateResults in the JSON plan.
@@ -554,7 +558,7 @@ func (e *Estimate) json() *estimateJSON {
 		PeakSource: e.Device.PeakSource, Efficiency: e.Efficiency, OwnGEMMEfficiency: e.OwnGEMMEfficiency,
 		EfficiencySource: efficiencySource, StartupS: secs(e.Startup), ColdStartS: secs(e.ColdStart), ExternalStartupS: secs(e.ExternalStartup),
 		ProfileOverhead: e.ProfileOverhead, GPUs: e.GPUs, Cells: e.Estimated, NotEstimated: e.NotEstimated,
-		TotalS: secs(e.Total), WallS: secs(e.Wall), LongestS: secs(e.Longest)}
+		TotalS: secs(e.Total), WallS: secs(e.Wall), LongestS: secs(e.Longest), Notes: e.Notes}
 	if r := e.Results; r != nil {
 		out.Results = &estimateResultsJSON{r.Dir, r.Study, r.GPU, r.Unused}
 	}

@@ -87,6 +87,7 @@ func cellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	// a one-byte KV cache (results.json has kv_cache_dtype only when given).
 	in.FP8 = c.Params["dtype"] == "fp8"
 	in.KVFP8 = c.Params["kv_cache_dtype"] == "fp8"
+	in.Split = cellSplit(c.Params)
 	if len(c.Repeats) > 0 {
 		in.FirstRepeat = c.Repeats[0]
 	}
@@ -100,6 +101,19 @@ func cellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 		Device: rf.Device.Name, PeakBytesPerS: rf.Device.PeakBytesPerSec, PeakFLOPS: rf.Device.PeakFLOPs, PeakSource: rf.Device.PeakSource,
 		Basis: rf.Basis,
 	}, nil
+}
+
+// cellSplit is how a cell's flat parameters (results.json's, a worker's)
+// split its work over GPUs, for its roofline and diagnosis: on xrun's own
+// engine a rank's slice of the model (tp, ep), on an external engine,
+// whose layout xrun does not know, the work evenly over tp x pp GPUs.
+// Absent parameters are 1 (results.json has tp and ep only when given).
+func cellSplit(p map[string]any) profile.Split {
+	tp, ep, pp := max(flatInt(p["tp"]), 1), max(flatInt(p["ep"]), 1), max(flatInt(p["pp"]), 1)
+	if eng, _ := p["engine"].(string); eng != "" && !builtinEngine(eng) {
+		return profile.Split{GPUs: tp * pp}
+	}
+	return profile.Split{TP: tp, EP: ep}
 }
 
 // rooflineRecord is what the roofline reads of a cell's record

@@ -338,3 +338,48 @@ func TestRooflineRecord(t *testing.T) {
 		t.Errorf("no record: %+v, %v; want an empty one", rec, err)
 	}
 }
+
+// TestAttachRooflinesSplit: a split cell's roofline is one GPU's share of
+// its work (engine/profile's TestRooflineSplitByHand has the sums): the
+// dense fixture at tp 2 on xrun's engine has half the floor and twice the
+// throughput at it, so % of roofline (the fraction) halves; a trtllm cell
+// at tp 2 x pp 2 divides the work evenly over 4 GPUs; tp and ep absent
+// (results.json has them only when given) are 1.
+func TestAttachRooflinesSplit(t *testing.T) {
+	r := rooflineFixture()
+	r.Cells = r.Cells[:1]
+	base := r.Cells[0]
+	for _, c := range []struct {
+		id     string
+		params results.Params
+	}{
+		{"tp2", results.Params{"engine": "cuda", "tp": 2.0}},
+		{"tp2-ep2", results.Params{"engine": "cuda", "tp": 2.0, "ep": 2.0}},
+		{"trtllm-tp2-pp2", results.Params{"engine": "trtllm", "tp": 2.0, "pp": 2.0}},
+	} {
+		cell := base
+		cell.ID, cell.Params = c.id, results.Params{"model": "tiny-llama", "dtype": "float16"}
+		for k, v := range c.params {
+			cell.Params[k] = v
+		}
+		r.Cells = append(r.Cells, cell)
+	}
+	dir := func(string) string { return fixtureCellDir("dense-gpu") }
+	if errs := AttachRooflines(r, dir); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	whole := rooflineOf(t, r, "dense-gpu")
+	for id, n := range map[string]float64{"tp2": 2, "tp2-ep2": 2, "trtllm-tp2-pp2": 4} {
+		rf := rooflineOf(t, r, id)
+		if rf == nil || math.Abs(rf.FloorS*n-whole.FloorS) > 1e-9*whole.FloorS || math.Abs(rf.OutputTokS-n*whole.OutputTokS) > 1e-6*rf.OutputTokS ||
+			math.Abs(rf.Bytes*n-whole.Bytes) > 1e-6*whole.Bytes || !strings.Contains(rf.Basis, "per GPU") {
+			t.Errorf("%s: %+v, want 1/%g of %+v", id, rf, n, whole)
+		}
+	}
+	if b := rooflineOf(t, r, "trtllm-tp2-pp2").Basis; !strings.Contains(b, "divided evenly over 4 GPUs") {
+		t.Errorf("trtllm basis %q", b)
+	}
+	if s := cellSplit(map[string]any{"engine": "cuda"}); s.TP != 1 || s.EP != 1 || s.GPUs != 0 {
+		t.Errorf("no tp or ep: %+v", s)
+	}
+}

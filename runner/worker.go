@@ -420,7 +420,8 @@ func (w *cellWorker) measure(ctx context.Context) error {
 			return fmt.Errorf("profiled pass: %w", err)
 		}
 		w.profiledPass, w.profiledStarted, w.profiledFinished = res, started, w.clock().UTC()
-		popt := profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt, Device: profile.MeasuredDevice(w.rec.Ceilings)}
+		popt := profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt, Device: profile.MeasuredDevice(w.rec.Ceilings),
+			Split: cellSplit(w.cell.Params)}
 		var p *profile.PassSummary
 		var files []string
 		if w.external != nil {

@@ -34,6 +34,10 @@ on the project's H100 and H200, or those the CUDA backend measured on it and
 kept in the kernel cache (a GPU of another kind gets them when a cell first
 runs on it).
 
+It says which NCCL (libnccl.so.2, its version and file) cells split over
+GPUs (tp, ep) would load, or why none loads: XRUN_LIBNCCL, the loader's
+search, the CUDA folders and a PyTorch installation's copy are tried.
+
 When no GPU is usable it says why: no NVIDIA driver (libcuda.so.1 not found,
 with every path tried), a CUDA library not found, the driver too old, or the
 error cuInit returned.
@@ -66,13 +70,15 @@ func runDevices(ctx context.Context, a *app, opts *devicesOptions) error {
 		return err // the probe itself failed, or the context was canceled
 	}
 	w := a.gs.Stdout
+	nccl := probeNCCL()
 	if opts.json {
 		out := struct {
 			Usable   bool             `json:"usable"`
 			Devices  cuda.Devices     `json:"devices"`
 			Error    *cuda.NoGPUError `json:"error,omitempty"`
+			NCCL     *ncclStatus      `json:"nccl,omitempty"`
 			Switches []switchValue    `json:"switches"`
-		}{ng == nil, d, ng, switchValues(a.gs.Getenv)}
+		}{ng == nil, d, ng, nccl, switchValues(a.gs.Getenv)}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
@@ -81,6 +87,9 @@ func runDevices(ctx context.Context, a *app, opts *devicesOptions) error {
 	} else {
 		printDevices(w, d, ng, cuda.DefaultKernelCacheDir())
 		fmt.Fprintln(w)
+		if printNCCL(w, nccl) {
+			fmt.Fprintln(w)
+		}
 		printSwitches(w, a.gs.Getenv)
 	}
 	if ng != nil {
@@ -122,6 +131,28 @@ func printDevices(w interface{ Write([]byte) (int, error) }, d cuda.Devices, ng 
 		}
 		fmt.Fprintln(w, ng.Error())
 	}
+}
+
+// ncclStatus is the NCCL a cell split over GPUs (tp, ep) would load on
+// engine cuda: its version and file, or why none loads.
+type ncclStatus struct {
+	Version string `json:"version,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// printNCCL writes the NCCL line (nil, without the CUDA backend: nothing)
+// and reports whether it wrote one.
+func printNCCL(w io.Writer, n *ncclStatus) bool {
+	switch {
+	case n == nil:
+		return false
+	case n.Error != "":
+		fmt.Fprintf(w, "NCCL: %s\n", n.Error)
+	default:
+		fmt.Fprintf(w, "NCCL %s  %s  (the collectives of cells split over GPUs: tp, ep)\n", n.Version, n.Path)
+	}
+	return true
 }
 
 // ceilingsNote says which ceilings the roofline of a cell on g divides by:

@@ -14,6 +14,16 @@
 // kernel cache); and the device probe behind `xrun devices`, run in a
 // re-executed child so that a hung driver cannot hang xrun.
 //
+// NCCL, for the collectives of a cell split over GPUs (tp, ep), is loaded
+// at run time like the other libraries: nccl_search.go lists where to
+// look (XRUN_LIBNCCL, the loader's search, the CUDA folders, a PyTorch
+// installation's nvidia-nccl wheel), nccl.go and shim_nccl.c load it
+// (NCCL_NVLS_ENABLE=0 unless set) and wrap communicators, all-reduce and
+// all-gather queued on a stream (NCCLInfo: version and file, for `xrun
+// devices`), and nccl_kernels.go launches the two kernels around them
+// (kernels/collective.cu: the all-gather's blocks laid side by side, and
+// a rank's expert ids renumbered for expert parallelism).
+//
 // It knows tensors only as Buffers and shapes: the model, batching and
 // scheduling live in engine and engine/model, which this package imports
 // only for the engine switches (engine.ParseSwitches, model.Switches: the

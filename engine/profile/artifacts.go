@@ -52,6 +52,9 @@ type Options struct {
 	// Window is the profile window as configured; default the pass's
 	// windows.
 	Window string
+	// Split is how the pass's model was split over GPUs: the diagnosis's
+	// roofline is then one GPU's share of the work (zero: one GPU).
+	Split Split
 	// Top is how many kernels the summary keeps (DefaultTopKernels when 0).
 	Top int
 	// Notes are caveats added to the diagnosis. For a GPU backend,
@@ -105,7 +108,7 @@ func WriteArtifacts(cellDir string, res *engine.Result, mc engine.ModelConfig, o
 	if err := WriteTrace(&trace, BuildTrace(res, TraceInfo{Device: o.TraceDevice, Window: o.Window})); err != nil {
 		return nil, nil, err
 	}
-	diag := Diagnose(res, mc, o.Device)
+	diag := DiagnoseSplit(res, mc, o.Device, o.Split)
 	if !strings.HasPrefix(res.Backend, "cpu") {
 		diag.Notes = append(diag.Notes, cupti.Notes()...)
 		diag.Notes = append(diag.Notes, nvtxNotes()...)

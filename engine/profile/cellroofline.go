@@ -37,6 +37,10 @@ type RooflineCell struct {
 	// FP8 and KVFP8: the cell ran dtype fp8 (E4M3 linear layers) and
 	// kv_cache_dtype fp8.
 	FP8, KVFP8 bool
+	// Split is how the cell's model was split over GPUs (tp, ep); the
+	// roofline is then one GPU's share of the work against one GPU's
+	// ceilings, the GPUs running at once.
+	Split Split
 	// FirstRepeat is the first timed repeat's metrics (num_requests,
 	// total_input_tokens, total_output_tokens are read); nil when the
 	// cell has no timed repeat.
@@ -117,7 +121,10 @@ func CellRoofline(dir string, c RooflineCell) (*Roofline, error) {
 			basis += "; experts reached from " + layout.ExpertLoadFile
 		}
 	}
-	f := RunFloor(mc, iters, touched, genContext, dev)
+	if desc := c.Split.Describe(mc); desc != "" {
+		basis += "; " + desc
+	}
+	f := RunFloorSplit(mc, c.Split, iters, touched, genContext, dev)
 	if f.Seconds <= 0 {
 		return nil, errors.New("the timed iterations hold no work")
 	}

@@ -77,6 +77,13 @@ type Diagnosis struct {
 // pass ran (for the roofline's bytes and FLOPs), dev the device's
 // ceilings (zero ceilings skip the roofline).
 func Diagnose(res *engine.Result, mc engine.ModelConfig, dev Device) *Diagnosis {
+	return DiagnoseSplit(res, mc, dev, Split{})
+}
+
+// DiagnoseSplit is Diagnose of a pass split over GPUs as sp says: the
+// profile is rank 0's, so its roofline is rank 0's share of the work
+// against one GPU's ceilings.
+func DiagnoseSplit(res *engine.Result, mc engine.ModelConfig, dev Device, sp Split) *Diagnosis {
 	d := &Diagnosis{Device: dev}
 	iters := profiledIterations(res)
 	d.Iterations = len(iters)
@@ -94,13 +101,15 @@ func Diagnose(res *engine.Result, mc engine.ModelConfig, dev Device) *Diagnosis 
 	// On MoE models the router's own loads say which experts' weights
 	// each iteration read.
 	touched := TouchedExperts(res.ExpertLoad)
+	s := rankShape(mc, sp)
 	for _, it := range iters {
 		n, ok := touched[it.Index]
 		if !ok {
 			n = -1
 		}
-		d.Work = d.Work.Add(IterationWorkTouched(mc, it, gen, dev.ElemBytes, n))
+		d.Work = d.Work.Add(s.work(it, gen, uniform(float64(dev.ElemBytes)), float64(n)))
 	}
+	d.splitNote(mc, sp)
 	if len(res.Ops) == 0 {
 		d.Notes = append(d.Notes, "no kernel records in the window")
 		return d
@@ -422,3 +431,10 @@ func sig3(x float64) string {
 // fmtRate prints a rate with an SI prefix and three significant digits,
 // as results.md's roofline note does.
 func fmtRate(v float64, unit string) string { return numfmt.Rate(v, unit, 3) }
+
+// splitNote says, on a split pass, that the roofline is one GPU's share.
+func (d *Diagnosis) splitNote(mc engine.ModelConfig, sp Split) {
+	if desc := sp.Describe(mc); desc != "" {
+		d.Notes = append(d.Notes, "roofline "+desc)
+	}
+}

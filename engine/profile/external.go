@@ -24,6 +24,12 @@ func IsCommunication(name string) bool { return kernelname.IsComm(name) }
 // and what needs kernel timings (busy time, gaps between kernels) is
 // estimated from the summed kernel time or left out.
 func DiagnoseSummary(stats []KernelStat, res *engine.Result, mc engine.ModelConfig, dev Device) *Diagnosis {
+	return DiagnoseSummarySplit(stats, res, mc, dev, Split{})
+}
+
+// DiagnoseSummarySplit is DiagnoseSummary of a pass split over GPUs as sp
+// says: its roofline is one GPU's share of the work.
+func DiagnoseSummarySplit(stats []KernelStat, res *engine.Result, mc engine.ModelConfig, dev Device, sp Split) *Diagnosis {
 	d := &Diagnosis{Device: dev}
 	for _, s := range stats {
 		d.Kernels += int(s.Instances)
@@ -40,9 +46,11 @@ func DiagnoseSummary(stats []KernelStat, res *engine.Result, mc engine.ModelConf
 		d.Window += it.Duration
 	}
 	gen := meanGenContext(res)
+	s := rankShape(mc, sp)
 	for _, it := range iters {
-		d.Work = d.Work.Add(IterationWorkTouched(mc, it, gen, dev.ElemBytes, -1))
+		d.Work = d.Work.Add(s.work(it, gen, uniform(float64(dev.ElemBytes)), -1))
 	}
+	d.splitNote(mc, sp)
 	if len(stats) == 0 {
 		d.Notes = append(d.Notes, "no kernel records in the window")
 		return d
@@ -135,7 +143,7 @@ func SummaryArtifacts(res *engine.Result, mc engine.ModelConfig, o Options) (*Pa
 			return nil, nil, err
 		}
 	}
-	diag := DiagnoseSummary(stats, res, mc, o.Device)
+	diag := DiagnoseSummarySplit(stats, res, mc, o.Device, o.Split)
 	diag.Notes = append(diag.Notes, res.Notes...)
 	diag.Notes = append(diag.Notes, o.Notes...)
 	window := o.Window

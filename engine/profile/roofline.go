@@ -69,6 +69,12 @@ type shape struct {
 	// weights instead of experts, and every MoE layer has shared experts
 	// of shared weights. Both 0 for other models.
 	denseLayers, dense, shared float64
+
+	// One GPU of a split (split.go): the share of the model's experts a
+	// rank holds, which scales a count of experts reached over all of
+	// them (0: all); even > 1 divides the whole work evenly over that
+	// many GPUs instead.
+	expertShare, even float64
 }
 
 func shapeOf(mc engine.ModelConfig) shape {
@@ -125,6 +131,11 @@ func (s shape) work(it engine.IterationRecord, genContext float64, p precision, 
 	if s.experts > 0 {
 		moe := s.layers - s.denseLayers
 		routers = moe * s.router
+		if touched >= 0 && s.expertShare > 0 {
+			// A rank's group holds its share of the experts reached, on
+			// average over the groups.
+			touched *= s.expertShare
+		}
 		if touched < 0 {
 			// Expected distinct experts hit by tokens*k uniform draws.
 			touched = moe * s.experts * (1 - math.Pow(1-s.topK/s.experts, tokens))
@@ -152,6 +163,9 @@ func (s shape) work(it engine.IterationRecord, genContext float64, p precision, 
 		w.FLOPs += s.attCtx * float64(it.CtxTokens) * s.seen(c/2)
 	}
 	w.Bytes += p.kv * s.kvPerToken * (float64(it.GenRequests)*s.seen(genContext) + tokens)
+	if s.even > 1 {
+		w = Work{w.Bytes / s.even, w.FLOPs / s.even, w.FP8FLOPs / s.even}
+	}
 	return w
 }
 
@@ -188,7 +202,14 @@ type Floor struct {
 // iteration missing from it: estimated); genContext is as in
 // IterationWork; dev.ElemBytes sizes weights and KV cache.
 func RunFloor(mc engine.ModelConfig, iters []engine.IterationRecord, touched map[int]int, genContext float64, dev Device) Floor {
-	s, p := shapeOf(mc), precisionOf(dev)
+	return RunFloorSplit(mc, Split{}, iters, touched, genContext, dev)
+}
+
+// RunFloorSplit is RunFloor on one GPU of split sp: each iteration's
+// floor is a rank's share of its work against one GPU's ceilings (the
+// ranks run it at once).
+func RunFloorSplit(mc engine.ModelConfig, sp Split, iters []engine.IterationRecord, touched map[int]int, genContext float64, dev Device) Floor {
+	s, p := rankShape(mc, sp), precisionOf(dev)
 	var f Floor
 	for _, it := range iters {
 		t := -1.0

@@ -25,7 +25,13 @@
 // picks), profiling.go (CUPTI, the profiler window, NVTX), fp8.go (dtype
 // fp8: E4M3 weights and the FP8 GEMMs, dense layers only; no FP8 KV cache
 // yet), gptoss.go (GPT-OSS: bias adds, attention with sinks over a window
-// on a ring KV cache, experts with biases and the clamped SwiGLU).
+// on a ring KV cache, experts with biases and the clamped SwiGLU), mla.go
+// (DeepSeek-V3's multi-head latent attention and grouped routing),
+// collective.go (tensor and expert parallelism: model.Collective over
+// NCCL, one communicator per rank on its GPU's thread, the operations
+// queued like ops and captured in the iteration's graph; registered with
+// the engine as "cuda"'s collectives) and collective_moe.go (a rank's
+// share of a MoE layer's experts, model.ExpertShard).
 //
 // The engine switches (XRUN_CUDA_GRAPHS=0 runs decode eagerly too;
 // XRUN_CUDA_SYNC=1 synchronises after every launch outside graphs, so that
