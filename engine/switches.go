@@ -141,6 +141,7 @@ type SwitchTable struct {
 	MeasureCeilings FlagSwitch
 	MLAAbsorb       FlagSwitch
 	KVPaged         FlagSwitch
+	CUDAKVPaged     FlagSwitch
 	KVBlock         IntSwitch
 }
 
@@ -190,7 +191,11 @@ var Switches = SwitchTable{
 	MLAAbsorb: flagSwitch("XRUN_MLA_ABSORB", true, true,
 		"MLA models (DeepSeek-V3) attend at decode in the absorbed form, over the latent cache; `0` decompresses every cached key and value at every step (the plain form)"),
 	KVPaged: flagSwitch("XRUN_KV_PAGED", true, true,
-		"the paged KV cache where the backend has one (the CPU's; MLA models and the CUDA backend keep fixed slots): requests hold blocks of XRUN_KV_BLOCK positions as their lengths need and are admitted while the blocks are free; `0` gives every request a slot of the longest request's length"),
+		"the paged KV cache where the backend has one (the CPU's, and the CUDA backend's with XRUN_CUDA_KV_PAGED; MLA and GPT-OSS models keep fixed slots): requests hold blocks of XRUN_KV_BLOCK positions as their lengths need and are admitted while the blocks are free; `0` gives every request a slot of the longest request's length"),
+	// Off until the paged kernels have passed TestPaged* on a GPU; then
+	// on, and this switch goes.
+	CUDAKVPaged: flagSwitch("XRUN_CUDA_KV_PAGED", false, true,
+		"`1` lets the CUDA backend page its KV cache as XRUN_KV_PAGED says (paged attention kernels, not yet verified on a GPU); by default it keeps a fixed slot per request"),
 	KVBlock: pow2Switch("XRUN_KV_BLOCK", 32, 16, 256,
 		"positions per block of the paged KV cache (TensorRT-LLM's tokens_per_block, whose default is 32 too)"),
 }
@@ -283,6 +288,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		MeasureCeilings: t.MeasureCeilings.On(getenv),
 		MLAAbsorb:       t.MLAAbsorb.On(getenv),
 		KVPaged:         t.KVPaged.On(getenv),
+		CUDAKVPaged:     t.CUDAKVPaged.On(getenv),
 		KVBlock:         t.KVBlock.Int(getenv),
 	}
 }

@@ -117,6 +117,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_MEASURE_CEILINGS": {"0", false},
 		"XRUN_MLA_ABSORB":       {"1", true},
 		"XRUN_KV_PAGED":         {"1", true},
+		"XRUN_CUDA_KV_PAGED":    {"0", true},
 		"XRUN_KV_BLOCK":         {"32", true},
 	}
 	got := map[string]entry{}

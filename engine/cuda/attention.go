@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // AttnShape is the attention layout of one model: Heads query heads share
@@ -80,6 +81,32 @@ type AttnLaunch struct {
 	// of it). Decode launches (Rows <= 16) on a tensor-core kernel only:
 	// AttnFoldsRope says whether one can.
 	Rope Buffer
+	// Pages, when set, says the cache is paged (KVPages): the launch runs
+	// the _paged kernels, which find every cached row through the block
+	// tables, and the capacity Attention is given is ignored.
+	Pages KVPages
+}
+
+// KVPages describes a paged KV cache (the zero value: a contiguous one).
+// Each layer's K and V are [blocks][KVHeads][BlockSize][HeadDim], and
+// position p of slot s (a token's slot, an item's slot) sits in block
+// Tables[s*Stride + p/BlockSize], Tables being int32 on the device with a
+// row of Stride blocks per slot. BlockSize is a power of two.
+type KVPages struct {
+	Tables    Buffer
+	Stride    int
+	BlockSize int
+}
+
+// On reports whether p pages a cache.
+func (p KVPages) On() bool { return p.BlockSize > 0 }
+
+func (p KVPages) check() error {
+	if p.BlockSize <= 0 || p.BlockSize&(p.BlockSize-1) != 0 || p.Stride <= 0 || p.Tables.Bytes < 4*p.Stride {
+		return fmt.Errorf("cuda: paged KV cache of blocks of %d positions, %d per table, tables of %d bytes (a power of two, at least one block a table)",
+			p.BlockSize, p.Stride, p.Tables.Bytes)
+	}
+	return nil
 }
 
 // AttnCounterBytes is the size of AttnLaunch.Counters for split launches
@@ -120,6 +147,29 @@ func (g *GPU) KVWrite(s *Stream, dt DType, k, v, qkv, pos, slot Buffer, tokens, 
 	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(chunks, 32))}, 0, args)
 }
 
+// KVWritePaged is KVWrite into a paged cache: k and v are [blocks]
+// [KVHeads][BlockSize][HeadDim], each token's block found through its
+// slot's block table (KVPages).
+func (g *GPU) KVWritePaged(s *Stream, dt DType, k, v, qkv, pos, slot Buffer, tokens int, p KVPages, a AttnShape) error {
+	if err := a.check(); err != nil || tokens == 0 {
+		return err
+	}
+	if err := p.check(); err != nil {
+		return err
+	}
+	if qkv.Bytes < tokens*a.Width()*dt.Size() || pos.Bytes < tokens*4 || slot.Bytes < tokens*4 {
+		return fmt.Errorf("cuda: KVWritePaged buffers too small for %d tokens", tokens)
+	}
+	f, err := g.function("attention", "kv_write_paged_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	chunks := 2 * a.KVHeads * a.HeadDim / 8
+	args := g.argsPack().Ptr(k).Ptr(v).Ptr(qkv).Ptr(pos).Ptr(slot).I32(a.Heads).I32(a.KVHeads).I32(a.HeadDim).
+		I32(a.Width()).I32(p.BlockSize).Ptr(p.Tables).I32(p.Stride)
+	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(chunks, 32))}, 0, args)
+}
+
 // RopeKV queues RoPE of the query and key heads of the fused QKV rows (in
 // place, as Rope with both strides the row width) and the copy of the
 // rotated keys and the values into one layer's cache (as KVWrite): one
@@ -142,6 +192,30 @@ func (g *GPU) RopeKV(s *Stream, dt DType, k, v, qkv, pos, slot, table Buffer, to
 	units := (a.Heads+a.KVHeads)*a.HeadDim/16 + a.KVHeads*a.HeadDim/8
 	args := g.argsPack().Ptr(qkv).Ptr(k).Ptr(v).Ptr(pos).Ptr(slot).Ptr(table).I32(a.Heads).I32(a.KVHeads).
 		I32(a.HeadDim).I32(a.Width()).I32(capacity)
+	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(units, 32))}, 0, args)
+}
+
+// RopeKVPaged is RopeKV writing into a paged cache (KVWritePaged).
+func (g *GPU) RopeKVPaged(s *Stream, dt DType, k, v, qkv, pos, slot, table Buffer, tokens int, p KVPages, a AttnShape) error {
+	if err := a.check(); err != nil || tokens == 0 {
+		return err
+	}
+	if err := p.check(); err != nil {
+		return err
+	}
+	switch {
+	case a.HeadDim%16 != 0:
+		return fmt.Errorf("cuda: RopeKVPaged needs a head dimension that is a multiple of 16, got %d", a.HeadDim)
+	case qkv.Bytes < tokens*a.Width()*dt.Size() || pos.Bytes < tokens*4 || slot.Bytes < tokens*4 || table.Bytes < a.HeadDim*4:
+		return fmt.Errorf("cuda: RopeKVPaged buffers too small for %d tokens", tokens)
+	}
+	f, err := g.function("attention", "rope_kv_paged_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	units := (a.Heads+a.KVHeads)*a.HeadDim/16 + a.KVHeads*a.HeadDim/8
+	args := g.argsPack().Ptr(qkv).Ptr(k).Ptr(v).Ptr(pos).Ptr(slot).Ptr(table).I32(a.Heads).I32(a.KVHeads).
+		I32(a.HeadDim).I32(a.Width()).I32(p.BlockSize).Ptr(p.Tables).I32(p.Stride)
 	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(units, 32))}, 0, args)
 }
 
@@ -197,6 +271,45 @@ var attnTCRopeKernels = map[int][]attnTC{
 var attnTCRopeDefaults = map[int][2]attnTC{
 	64:  {{1, 8, 16, 3}, {1, 4, 16, 3}},
 	128: {{1, 4, 16, 2}, {1, 4, 16, 2}},
+}
+
+// attnTCPagedKernels and attnTCRopePagedKernels are the configurations
+// attention_tc.cu also instantiates over a paged cache (names ending in
+// _paged, _rope_paged): the defaults only, so that the family's compile
+// stays short. A paged launch whose configuration has no such kernel (one
+// XRUN_CUDA_ATTN_TC names) runs on the default instead (pagedTC).
+var attnTCPagedKernels = map[int][]attnTC{
+	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}},
+	128: {{1, 4, 16, 2}, {4, 1, 32, 2}},
+}
+
+var attnTCRopePagedKernels = map[int][]attnTC{
+	64:  {{1, 8, 16, 3}, {1, 4, 16, 3}},
+	128: {{1, 4, 16, 2}},
+}
+
+// pagedTC is the configuration a paged launch of rows query rows per block
+// and blocks blocks runs on: tc where it has a _paged kernel, else the
+// default for the launch (the CUDA-core kernel stays the CUDA-core one).
+func (g *GPU) pagedTC(tc attnTC, headDim, rows, blocks int, rope bool) attnTC {
+	list, few := attnTCPagedKernels[headDim], blocks <= 2*g.Info.SMs
+	if rope {
+		list = attnTCRopePagedKernels[headDim]
+	}
+	if tc.rowWarps == 0 || slices.Contains(list, tc) {
+		return tc
+	}
+	switch {
+	case rope && few:
+		return attnTCRopeDefaults[headDim][0]
+	case rope:
+		return attnTCRopeDefaults[headDim][1]
+	case rows > 16:
+		return attnTCDefaults[headDim][2]
+	case few:
+		return attnTCDefaults[headDim][0]
+	}
+	return attnTCDefaults[headDim][1]
 }
 
 // attnTCRopeDefault is the _rope configuration for a decode launch of rows
@@ -313,9 +426,15 @@ func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		if !ok {
 			return fmt.Errorf("cuda: attention of %d rows per block, head dimension %d: no kernel folds RoPE in (AttnFoldsRope)", l.Rows, a.HeadDim)
 		}
+		if l.Pages.On() {
+			tc = g.pagedTC(tc, a.HeadDim, l.Rows, blocks, true)
+		}
 		return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
 	}
 	tc, _ := g.attnTCDefault(a.HeadDim, l.Rows, blocks)
+	if l.Pages.On() {
+		tc = g.pagedTC(tc, a.HeadDim, l.Rows, blocks, false)
+	}
 	return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
 }
 
@@ -337,6 +456,20 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 	case l.Rope.Ptr != 0 && l.Rope.Bytes < a.HeadDim*4:
 		return fmt.Errorf("cuda: attention RoPE table of %d bytes", l.Rope.Bytes)
 	}
+	paged := l.Pages.On()
+	if paged {
+		if err := l.Pages.check(); err != nil {
+			return err
+		}
+		list := attnTCPagedKernels[a.HeadDim]
+		if l.Rope.Ptr != 0 {
+			list = attnTCRopePagedKernels[a.HeadDim]
+		}
+		if tc.rowWarps > 0 && !slices.Contains(list, tc) {
+			return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel over a paged cache", tc, a.HeadDim)
+		}
+		capacity = l.Pages.BlockSize // the kernels' cap is the block size
+	}
 	splits := max(1, l.Splits)
 	half := 0
 	if splits > 1 {
@@ -346,12 +479,18 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		}
 	}
 	family, name := "attention", fmt.Sprintf("attention_%s_d%d_r%d", dt.suffix(), a.HeadDim, l.Rows)
+	if paged {
+		name = fmt.Sprintf("attention_paged_%s_d%d_r%d", dt.suffix(), a.HeadDim, l.Rows)
+	}
 	smem, threads := attnSmem(a.HeadDim, l.Rows), attnThreads
 	if tc.rowWarps > 0 {
 		family, name = "attention_tc", tc.kernel(dt, a.HeadDim)
 		smem, threads = tc.smem(a.HeadDim), tc.threads()
 		if l.Rope.Ptr != 0 {
 			name += "_rope"
+		}
+		if paged {
+			name += "_paged"
 		}
 	}
 	f, err := g.function(family, name)
@@ -390,6 +529,9 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 			short = 0
 		}
 		args.I32(l.Rows).Ptr(l.Rope).I32(short)
+	}
+	if paged {
+		args.Ptr(l.Pages.Tables).I32(l.Pages.Stride)
 	}
 	if err := s.Launch(f, Dim3{X: l.N, Y: a.KVHeads, Z: splits}, Dim3{X: threads}, smem, args); err != nil || splits == 1 || counters != 0 {
 		return err

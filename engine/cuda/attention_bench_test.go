@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -18,7 +19,9 @@ import (
 // 128 (8 KV heads). The caches rotate among enough copies to exceed the L2
 // cache, so each launch streams its keys and values from HBM as one layer
 // of a forward pass does. Reported: us/launch and the K/V bytes read per
-// second (every key of every item once).
+// second (every key of every item once). The .../paged runs time the
+// kernels over a paged cache (KVPages: blocks of 32 positions, each slot's
+// blocks in a random order), against their contiguous twins.
 func BenchmarkAttention(b *testing.B) {
 	type scen struct {
 		name   string
@@ -66,8 +69,16 @@ func BenchmarkAttention(b *testing.B) {
 		}
 		cacheBytes := (len(sc.seqs) + 1) * KV * capacity * D * dt.Size()
 		copies := min(4, max(1, ceilDiv(4*dev.Info.L2Bytes, 2*cacheBytes)))
-		var caches []Buffer
-		var qkv, out, itemsB, work, cnt Buffer
+		const bs = 32
+		stride := ceilDiv(capacity, bs)
+		pagedBlocks := (len(sc.seqs)+1)*stride + 1
+		pagedBytes := pagedBlocks * KV * bs * D * dt.Size()
+		tables := make([]int32, (len(sc.seqs)+1)*stride)
+		for i, blk := range rand.New(rand.NewPCG(3, 4)).Perm(len(tables)) {
+			tables[i] = int32(blk)
+		}
+		var caches, pagedCaches []Buffer
+		var qkv, out, itemsB, work, cnt, tablesB Buffer
 		n := len(items) / 4
 		do(b, func(t testing.TB, g *GPU) {
 			alloc := func(bytes int) Buffer {
@@ -83,6 +94,15 @@ func BenchmarkAttention(b *testing.B) {
 					t.Fatal(err)
 				}
 				caches = append(caches, c)
+				pc := alloc(pagedBytes)
+				if err := g.RandomFill(g.Stream, dt, pc, uint64(i+1), 0, 1); err != nil {
+					t.Fatal(err)
+				}
+				pagedCaches = append(pagedCaches, pc)
+			}
+			tablesB = alloc(len(tables) * 4)
+			if err := UploadSlice(g.Stream, tablesB, tables); err != nil {
+				t.Fatal(err)
 			}
 			qkv, out = alloc(rowsTotal*W*dt.Size()), alloc(rowsTotal*H*D*dt.Size())
 			if err := g.RandomFill(g.Stream, dt, qkv, 99, 0, 1); err != nil {
@@ -119,8 +139,30 @@ func BenchmarkAttention(b *testing.B) {
 				b.ReportMetric(float64(keys*KV*D*2*dt.Size())/per/1e9, "KV-GB/s")
 			})
 		}
+		paged := []attnTC{{}}
+		for _, c := range attnTCPagedKernels[D] {
+			if c.fits(sc.rows) {
+				paged = append(paged, c)
+			}
+		}
+		for _, kern := range paged {
+			b.Run(fmt.Sprintf("%s/%s/paged", sc.name, kern), func(b *testing.B) {
+				var d time.Duration
+				do(b, func(t testing.TB, g *GPU) {
+					l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
+						Pages: KVPages{Tables: tablesB, Stride: stride, BlockSize: bs}}
+					d = timeLaunches(b, t, g, 2*copies, func(i int) error {
+						c := i % copies
+						return g.attention(g.Stream, dt, out, qkv, pagedCaches[2*c], pagedCaches[2*c+1], capacity, a, l, kern)
+					})
+				})
+				per := d.Seconds() / float64(b.N)
+				b.ReportMetric(per*1e6, "us/launch")
+				b.ReportMetric(float64(keys*KV*D*2*dt.Size())/per/1e9, "KV-GB/s")
+			})
+		}
 		do(b, func(t testing.TB, g *GPU) {
-			for _, buf := range append(caches, qkv, out, itemsB, work, cnt) {
+			for _, buf := range slices.Concat(caches, pagedCaches, []Buffer{qkv, out, itemsB, work, cnt, tablesB}) {
 				if err := g.Free(buf); err != nil {
 					t.Fatal(err)
 				}

@@ -133,7 +133,8 @@ func TestAttnTCKernels(t *testing.T) {
 	for _, fam := range []struct {
 		macro, suffix string
 		kernels       map[int][]attnTC
-	}{{"ATTN_TC", "", attnTCKernels}, {"ATTN_TC_ROPE", "_rope", attnTCRopeKernels}} {
+	}{{"ATTN_TC", "", attnTCKernels}, {"ATTN_TC_ROPE", "_rope", attnTCRopeKernels},
+		{"ATTN_TC_PAGED", "_paged", attnTCPagedKernels}, {"ATTN_TC_ROPE_PAGED", "_rope_paged", attnTCRopePagedKernels}} {
 		inst := map[string]bool{}
 		for _, m := range regexp.MustCompile(fam.macro+`\(T, (\d+), (\d+), (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(src, -1) {
 			inst[strings.Join(m[1:], ",")] = true
@@ -144,7 +145,7 @@ func TestAttnTCKernels(t *testing.T) {
 				if !inst[key] {
 					t.Errorf("head dimension %d: %s%s is not instantiated in attention_tc.cu", D, c, fam.suffix)
 				}
-				if fam.suffix != "" && (!c.fits(AttnRowsTiny) || !c.fits(AttnRowsSmall)) {
+				if strings.HasPrefix(fam.suffix, "_rope") && (!c.fits(AttnRowsTiny) || !c.fits(AttnRowsSmall)) {
 					t.Errorf("head dimension %d: %s%s is not a decode configuration", D, c, fam.suffix)
 				}
 				delete(inst, key)
@@ -168,6 +169,31 @@ func TestAttnTCKernels(t *testing.T) {
 		for _, c := range ds {
 			if !c.hasRope(D) {
 				t.Errorf("head dimension %d: RoPE default %s is not in attnTCRopeKernels", D, c)
+			}
+			// pagedTC falls back on the defaults.
+			if !slices.Contains(attnTCRopePagedKernels[D], c) {
+				t.Errorf("head dimension %d: RoPE default %s has no _rope_paged kernel", D, c)
+			}
+		}
+	}
+	for D, ds := range attnTCDefaults {
+		for _, c := range ds {
+			if !slices.Contains(attnTCPagedKernels[D], c) {
+				t.Errorf("head dimension %d: default %s has no _paged kernel", D, c)
+			}
+		}
+	}
+	for D, cs := range attnTCPagedKernels {
+		for _, c := range cs {
+			if !slices.Contains(attnTCKernels[D], c) {
+				t.Errorf("head dimension %d: paged %s is not in attnTCKernels", D, c)
+			}
+		}
+	}
+	for D, cs := range attnTCRopePagedKernels {
+		for _, c := range cs {
+			if !c.hasRope(D) {
+				t.Errorf("head dimension %d: paged %s is not in attnTCRopeKernels", D, c)
 			}
 		}
 	}

@@ -279,7 +279,8 @@ type KVBudget interface {
 // (c.Blocks and c.Slots ignored). The engine then admits requests while
 // the blocks their lengths need are free, so the batch is bounded by the
 // tokens in the cache, not by slots of the longest request. A backend
-// without it (the CUDA backend, for now) keeps the fixed slots.
+// without it keeps the fixed slots (the CUDA backend does unless
+// XRUN_CUDA_KV_PAGED is on: its paged kernels await a GPU check).
 type Pager interface {
 	MaxKVBlocks(c KVConfig) int
 }

@@ -30,5 +30,6 @@ type Switches struct {
 	MeasureCeilings bool   // XRUN_MEASURE_CEILINGS
 	MLAAbsorb       bool   // XRUN_MLA_ABSORB (engine.New passes it as Options.MLAPlain)
 	KVPaged         bool   // XRUN_KV_PAGED (the engine pages the cache where the backend is a Pager)
+	CUDAKVPaged     bool   // XRUN_CUDA_KV_PAGED: the CUDA backend pages too
 	KVBlock         int    // XRUN_KV_BLOCK: positions per KV block
 }

@@ -130,6 +130,9 @@ type kvCache struct {
 	k, v       cuda.Buffer
 	layerBytes int
 	shape      cuda.AttnShape
+	// paged holds a paged cache's block tables (paged_cuda.go); nil for
+	// fixed slots.
+	paged *kvPages
 }
 
 func (c *kvCache) Config() model.KVConfig { return c.c }
@@ -208,6 +211,9 @@ func New(o model.BackendOptions) (model.Backend, error) {
 	if err != nil {
 		dev.Close()
 		return nil, err
+	}
+	if pagedOptIn(sw) {
+		return pagedBackend{b}, nil
 	}
 	return b, nil
 }

@@ -80,7 +80,7 @@ func (o *idOnce) get() (cuda.NCCLID, error) {
 // Join makes rank's communicator on its GPU (ncclCommInitRank on the GPU's
 // thread; it returns once every rank has called it).
 func (g *Group) Join(rank int, be model.Backend) (model.Collective, error) {
-	b, ok := be.(*Backend)
+	b, ok := asBackend(be) // the Backend, or the one a pagedBackend offers
 	if !ok {
 		return nil, fmt.Errorf("NCCL collectives need CUDA backends, rank %d has %s", rank, be.Name())
 	}

@@ -9,7 +9,10 @@
 // up to 16, then multiples of 16) and, from a bucket's second iteration
 // on, replayed as one CUDA graph; prefill and mixed iterations run eagerly.
 // The KV cache is [layer][slot][kv head][position][head dim] for K and for
-// V, with one scratch slot that padded decode rows write to.
+// V, with one scratch slot that padded decode rows write to; or, paged
+// (XRUN_KV_PAGED and XRUN_CUDA_KV_PAGED on: paged.go, paged_cuda.go),
+// [layer][block][kv head][position in block][head dim] with a device block
+// table per slot and a scratch block.
 //
 // Without cgo on Linux the constructor reports that no CUDA backend was
 // compiled in. MoE layers (moe.go) route, group tokens by expert and run

@@ -90,6 +90,15 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	if err != nil {
 		return err
 	}
+	// A paged cache's block tables: the rows that changed, uploaded with
+	// the layout (paged.go); until then they stay dirty.
+	if c != nil && c.paged != nil {
+		lo, hi, err := packTables(c.paged.tab, bt, c.paged.sh)
+		if err != nil {
+			return err
+		}
+		c.paged.dirty.add(lo, hi)
+	}
 	lay, rows, S := pk.ints, pk.rows, len(bt.LogitRows)
 	b.tmp = lay
 	var gs *graphState
@@ -122,6 +131,11 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 		copy(b.layHost.Bytes(), i32Bytes(lay))
 		if err := g.Stream.UploadAsync(b.lay, b.layHost, n); err != nil {
 			return err
+		}
+		if c != nil && c.paged != nil { // before the event: the next SetBatch waits for this copy too
+			if err := c.paged.upload(g); err != nil {
+				return err
+			}
 		}
 		if err := b.layEvent.Record(g.Stream); err != nil {
 			return err

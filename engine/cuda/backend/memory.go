@@ -148,7 +148,8 @@ func (b *Backend) Alloc(name string, dt model.DType, shape ...int) (model.Tensor
 
 // NewKVCache allocates the cache, refusing one larger than KVFreeFraction
 // of the memory still free, and sizes the batch layout buffers for the
-// largest activation.
+// largest activation. A paged cache (c.BlockSize > 0) is c.Blocks blocks
+// and the scratch one instead of slots, with its block tables (paged.go).
 func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 	if c.MLA() {
 		return b.newMLACache(c) // mla.go
@@ -161,6 +162,13 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 		return nil, fmt.Errorf("KV cache: head dim %d is not a multiple of 8", c.HeadDim)
 	}
 	layer := (c.Slots + 1) * c.KVHeads * c.Capacity * c.HeadDim * b.dt.Size()
+	if c.Paged() {
+		// Blocks (+1 scratch) in place of slots (paged.go).
+		if err := checkPaged(c); err != nil {
+			return nil, err
+		}
+		layer = (c.Blocks + 1) * c.KVHeads * c.BlockSize * c.HeadDim * b.dt.Size()
+	}
 	kc := &kvCache{c: c, layerBytes: layer, shape: a}
 	all := layer * c.Layers
 	if c.Ring {
@@ -170,6 +178,7 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 		b.dropGraphs()
 		if b.cache != nil { // replaced: give its memory back first
 			b.freeOwned(g, b.cache.k, b.cache.v)
+			b.freePages(g, b.cache.paged)
 			b.cache = nil
 		}
 		if err := b.ensureLayout(g, max(b.maxRows, c.Slots)); err != nil {
@@ -180,6 +189,10 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 			return err
 		}
 		need := 2 * int64(all)
+		if need > budget && c.Paged() {
+			return fmt.Errorf("KV cache of %d blocks (+1 scratch) x %d positions x %d layers needs %.2f GiB; the budget is %.2f GiB (weights %.2f GiB, activations %.2f GiB)",
+				c.Blocks, c.BlockSize, c.Layers, gib(need), gib(budget), gib(b.memWeights), gib(b.memActs))
+		}
 		if need > budget {
 			return fmt.Errorf("KV cache of %d slots (+1 scratch) x %d positions x %d layers needs %.2f GiB; the budget is %.2f GiB (weights %.2f GiB, activations %.2f GiB)",
 				c.Slots, c.Capacity, c.Layers, gib(need), gib(budget), gib(b.memWeights), gib(b.memActs))
@@ -201,6 +214,11 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 		}
 		if kc.v, err = b.alloc(g, all); err != nil {
 			return err
+		}
+		if c.Paged() {
+			if kc.paged, err = b.newPages(g, c); err != nil {
+				return err
+			}
 		}
 		b.cache = kc
 		return nil
@@ -278,7 +296,8 @@ func (b *Backend) Free(t model.Tensor) {
 			}
 		case *kvCache:
 			b.freeOwned(g, x.k, x.v)
-			x.k, x.v = cuda.Buffer{}, cuda.Buffer{}
+			b.freePages(g, x.paged)
+			x.k, x.v, x.paged = cuda.Buffer{}, cuda.Buffer{}, nil
 			if b.cache == x {
 				b.cache = nil
 			}

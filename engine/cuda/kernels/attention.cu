@@ -12,12 +12,18 @@
 // query rows of a block reuse each K/V tile it loads (grouped-query
 // sharing). Tiles of 64 positions go through shared memory; scores and the
 // running (flash-attention) softmax stay in fp32.
+//
+// The _paged kernels (kv_write_paged, rope_kv_paged, attention_paged_*)
+// take a paged cache instead: cap is then the block size and every cache
+// row is found through the slots' block tables (kv_paged.cuh), two
+// arguments more at the end.
 #include "common.cuh"
 #include "attn_split.cuh"
+#include "kv_paged.cuh"
 
-template <class T>
+template <class T, bool PAGED>
 __device__ __forceinline__ void kv_write(T *kc, T *vc, const T *qkv, const int *pos, const int *tokSlot,
-	int H, int KV, int D, int W, int cap) {
+	int H, int KV, int D, int W, int cap, const int *tables, int stride) {
 	pdl_enter();
 	int t = blockIdx.x;
 	int p = pos[t], s = tokSlot[t];
@@ -28,18 +34,26 @@ __device__ __forceinline__ void kv_write(T *kc, T *vc, const T *qkv, const int *
 		int j = isv ? i - n : i;
 		int h = j / cpr, c = j - h * cpr;
 		const pack8 *src = (const pack8 *)(row + (long long)(H + (isv ? KV : 0) + h) * D) + c;
-		T *dst = (isv ? vc : kc) + (((long long)s * KV + h) * cap + p) * D;
+		T *dst = (isv ? vc : kc) + kv_row<PAGED>(tables, stride, s, KV, h, cap, p) * D;
 		((pack8 *)dst)[c] = *src;
 	}
 }
 
 extern "C" __global__ void kv_write_f16(f16 *kc, f16 *vc, const f16 *qkv, const int *pos, const int *tokSlot,
 	int H, int KV, int D, int W, int cap) {
-	kv_write<f16>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, cap);
+	kv_write<f16, false>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, cap, nullptr, 0);
 }
 extern "C" __global__ void kv_write_bf16(bf16 *kc, bf16 *vc, const bf16 *qkv, const int *pos, const int *tokSlot,
 	int H, int KV, int D, int W, int cap) {
-	kv_write<bf16>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, cap);
+	kv_write<bf16, false>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, cap, nullptr, 0);
+}
+extern "C" __global__ void kv_write_paged_f16(f16 *kc, f16 *vc, const f16 *qkv, const int *pos, const int *tokSlot,
+	int H, int KV, int D, int W, int bs, const int *tables, int stride) {
+	kv_write<f16, true>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, bs, tables, stride);
+}
+extern "C" __global__ void kv_write_paged_bf16(bf16 *kc, bf16 *vc, const bf16 *qkv, const int *pos, const int *tokSlot,
+	int H, int KV, int D, int W, int bs, const int *tables, int stride) {
+	kv_write<bf16, true>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, bs, tables, stride);
 }
 
 // rope_kv is rope (kernels/rope.cu) and kv_write in one pass: the query and
@@ -49,9 +63,9 @@ extern "C" __global__ void kv_write_bf16(bf16 *kc, bf16 *vc, const bf16 *qkv, co
 // second (two 16-byte accesses), or one 16-byte chunk of a value head. The
 // angles are the float32 table's [positions, D] rows (cos, then sin), as
 // rope reads them; D must be a multiple of 16.
-template <class T>
+template <class T, bool PAGED>
 __device__ __forceinline__ void rope_kv(T *qkv, T *kc, T *vc, const int *pos, const int *tokSlot,
-	const float *table, int H, int KV, int D, int W, int cap) {
+	const float *table, int H, int KV, int D, int W, int cap, const int *tables, int stride) {
 	pdl_enter();
 	const int t = blockIdx.x;
 	const int p = pos[t], s = tokSlot[t];
@@ -79,25 +93,33 @@ __device__ __forceinline__ void rope_kv(T *qkv, T *kc, T *vc, const int *pos, co
 			*(pack8 *)base = ra;
 			*(pack8 *)(base + half) = rb;
 			if (h >= H) {
-				T *dst = kc + (((long long)s * KV + (h - H)) * cap + p) * D + c * 8;
+				T *dst = kc + kv_row<PAGED>(tables, stride, s, KV, h - H, cap, p) * D + c * 8;
 				*(pack8 *)dst = ra;
 				*(pack8 *)(dst + half) = rb;
 			}
 		} else {
 			const int j = i - nrot, h = j / dc, c = j - h * dc;
 			const pack8 *src = (const pack8 *)(row + (long long)(H + KV + h) * D) + c;
-			((pack8 *)(vc + (((long long)s * KV + h) * cap + p) * D))[c] = *src;
+			((pack8 *)(vc + kv_row<PAGED>(tables, stride, s, KV, h, cap, p) * D))[c] = *src;
 		}
 	}
 }
 
 extern "C" __global__ void rope_kv_f16(f16 *qkv, f16 *kc, f16 *vc, const int *pos, const int *tokSlot,
 	const float *table, int H, int KV, int D, int W, int cap) {
-	rope_kv<f16>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, cap);
+	rope_kv<f16, false>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, cap, nullptr, 0);
 }
 extern "C" __global__ void rope_kv_bf16(bf16 *qkv, bf16 *kc, bf16 *vc, const int *pos, const int *tokSlot,
 	const float *table, int H, int KV, int D, int W, int cap) {
-	rope_kv<bf16>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, cap);
+	rope_kv<bf16, false>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, cap, nullptr, 0);
+}
+extern "C" __global__ void rope_kv_paged_f16(f16 *qkv, f16 *kc, f16 *vc, const int *pos, const int *tokSlot,
+	const float *table, int H, int KV, int D, int W, int bs, const int *tables, int stride) {
+	rope_kv<f16, true>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, bs, tables, stride);
+}
+extern "C" __global__ void rope_kv_paged_bf16(bf16 *qkv, bf16 *kc, bf16 *vc, const int *pos, const int *tokSlot,
+	const float *table, int H, int KV, int D, int W, int bs, const int *tables, int stride) {
+	rope_kv<bf16, true>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, bs, tables, stride);
 }
 
 #define ATT_NT 128
@@ -116,9 +138,10 @@ __device__ __forceinline__ float warp_max(float v) {
 // unnormalised output and (max, sum) per row to part / ml (attn_split.cuh);
 // attn_combine or the last block merges the ranges.
 
-template <class T, int D, int ROWS>
+template <class T, int D, int ROWS, bool PAGED = false>
 __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, const T *vc, const int4 *items,
-	int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit, int *counters) {
+	int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit, int *counters,
+	const int *tables = nullptr, int stride = 0) {
 	pdl_enter();
 	constexpr int NT = ATT_NT, KT = ATT_KT;
 	constexpr int DW = D / 2;         // 32-bit words per K/V row
@@ -172,8 +195,14 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 			kreg[j] = pack8{};
 			vreg[j] = pack8{};
 			if (i < KC && kr < nk) {
-				kreg[j] = ((const pack8 *)(kh + (long long)(k0 + kr) * D))[ch];
-				vreg[j] = ((const pack8 *)(vh + (long long)(k0 + kr) * D))[ch];
+				if constexpr (PAGED) {
+					const long long row = kv_row<true>(tables, stride, slot, KV, h, cap, k0 + kr) * D;
+					kreg[j] = ((const pack8 *)(kc + row))[ch];
+					vreg[j] = ((const pack8 *)(vc + row))[ch];
+				} else {
+					kreg[j] = ((const pack8 *)(kh + (long long)(k0 + kr) * D))[ch];
+					vreg[j] = ((const pack8 *)(vh + (long long)(k0 + kr) * D))[ch];
+				}
 			}
 		}
 	};
@@ -336,6 +365,20 @@ __device__ __forceinline__ void attention(T *out, const T *qkv, const T *kc, con
 #define ATTN_D(T, D) ATTN(T, D, 8) ATTN(T, D, 16) ATTN(T, D, 64)
 ATTN(f16, 16, 16) ATTN(f16, 16, 64) ATTN_D(f16, 32) ATTN_D(f16, 64) ATTN_D(f16, 128)
 ATTN(bf16, 16, 16) ATTN(bf16, 16, 64) ATTN_D(bf16, 32) ATTN_D(bf16, 64) ATTN_D(bf16, 128)
+
+// The same over a paged cache: cap is the block size, tables and stride
+// the block tables (kv_paged.cuh).
+#define ATTN_P(T, D, ROWS)                                                                                      \
+	extern "C" __global__ void __launch_bounds__(ATT_NT, ATT_MINB(D, ROWS)) attention_paged_##T##_d##D##_r##ROWS( \
+		T *out, const T *qkv,                                                                                   \
+		const T *kc, const T *vc, const int4 *items, int H, int KV, int W, int bs, float scale, float *part,      \
+		float *ml, int nsplit, int *counters, const int *tables, int stride) {                                  \
+		attention<T, D, ROWS, true>(out, qkv, kc, vc, items, H, KV, W, bs, scale, part, ml, nsplit, counters,   \
+			tables, stride);                                                                                    \
+	}
+#define ATTN_P_D(T, D) ATTN_P(T, D, 8) ATTN_P(T, D, 16) ATTN_P(T, D, 64)
+ATTN_P(f16, 16, 16) ATTN_P(f16, 16, 64) ATTN_P_D(f16, 32) ATTN_P_D(f16, 64) ATTN_P_D(f16, 128)
+ATTN_P(bf16, 16, 16) ATTN_P(bf16, 16, 64) ATTN_P_D(bf16, 32) ATTN_P_D(bf16, 64) ATTN_P_D(bf16, 128)
 
 // attn_combine merges the nsplit partial results of each (item, KV head)
 // block of a split attention launch (combine_rows); rowsMax is the launch's

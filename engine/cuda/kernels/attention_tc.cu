@@ -60,9 +60,15 @@
 // K/V stream overlaps the end of the projection. The QKV rows are not
 // rotated in place (other blocks of the launch read them): nothing reads
 // them after the attention.
+//
+// PAGED (the _paged kernels): the cache is paged, cap is the block size,
+// and every cached key's row is found through the item's slot's block table
+// (kv_paged.cuh); masked loads read from the cache's base (zero-filled,
+// nothing is read).
 #include "common.cuh"
 #include "mma.cuh"
 #include "attn_split.cuh"
+#include "kv_paged.cuh"
 
 // ex2 is 2^x in one instruction; ex2(-inf) = 0.
 __device__ __forceinline__ float ex2(float x) {
@@ -97,10 +103,10 @@ __device__ __forceinline__ void group_sync(int kw) {
 	}
 }
 
-template <class T, int D, int MW, int KW, int KT, int ST, bool ROPE>
+template <class T, int D, int MW, int KW, int KT, int ST, bool ROPE, bool PAGED = false>
 __device__ __forceinline__ void attention_tc(T *out, const T *qkv, T *kc, T *vc, const int4 *items,
 	int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit, int *counters, int rowsMax,
-	const float *table, int shortKeys) {
+	const float *table, int shortKeys, const int *tables = nullptr, int stride = 0) {
 	static_assert(!ROPE || MW == 1, "RoPE is folded into decode blocks only");
 	// Without ROPE the cache holds this launch's own keys, written by the
 	// kernel before: nothing may be read before it is done.
@@ -148,8 +154,16 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, T *kc, T *vc,
 	auto own = [&](int key, int kr, int ch, T *dk, T *dv) {
 		const T *src = qkv + (long long)(t0 + key - pos0) * W;
 		const pack8 v = *(const pack8 *)(src + (H + KV + h) * D + ch * 8);
+		// The key's row of the cache, K's and V's.
+		long long crow = (long long)key * D;
+		T *kb = kh, *vb = vh;
+		if constexpr (PAGED) {
+			crow = kv_row<true>(tables, stride, slot, KV, h, cap, key) * D;
+			kb = kc;
+			vb = vc;
+		}
 		*(pack8 *)(dv + kr * LDS + ch * 8) = v;
-		*(pack8 *)(vh + (long long)key * D + ch * 8) = v;
+		*(pack8 *)(vb + crow + ch * 8) = v;
 		if (ch < CPR / 2) {
 			const T *ks = src + (H + h) * D + ch * 8;
 			const pack8 a = *(const pack8 *)ks, b = *(const pack8 *)(ks + D / 2);
@@ -167,8 +181,8 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, T *kc, T *vc,
 			}
 			*(pack8 *)(dk + kr * LDS + ch * 8) = ra;
 			*(pack8 *)(dk + kr * LDS + D / 2 + ch * 8) = rb;
-			*(pack8 *)(kh + (long long)key * D + ch * 8) = ra;
-			*(pack8 *)(kh + (long long)key * D + D / 2 + ch * 8) = rb;
+			*(pack8 *)(kb + crow + ch * 8) = ra;
+			*(pack8 *)(kb + crow + D / 2 + ch * 8) = rb;
 		}
 	};
 	// load queues the group's j-th tile into stage j % ST: the cached keys
@@ -185,9 +199,16 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, T *kc, T *vc,
 			if (ROPE && ok && key >= pos0) {
 				if (fresh) own(key, kr, ch, dk, dv);
 			} else if (cached) {
-				const long long off = (long long)key * D + ch * 8;
-				cp_async16(smem_u32(dk + kr * LDS + ch * 8), ok ? kh + off : kh, ok);
-				cp_async16(smem_u32(dv + kr * LDS + ch * 8), ok ? vh + off : vh, ok);
+				if constexpr (PAGED) {
+					// Masked keys have no block: they read nothing from the base.
+					const long long off = ok ? kv_row<true>(tables, stride, slot, KV, h, cap, key) * D + ch * 8 : 0;
+					cp_async16(smem_u32(dk + kr * LDS + ch * 8), kc + off, ok);
+					cp_async16(smem_u32(dv + kr * LDS + ch * 8), vc + off, ok);
+				} else {
+					const long long off = (long long)key * D + ch * 8;
+					cp_async16(smem_u32(dk + kr * LDS + ch * 8), ok ? kh + off : kh, ok);
+					cp_async16(smem_u32(dv + kr * LDS + ch * 8), ok ? vh + off : vh, ok);
+				}
 			}
 		}
 	};
@@ -446,6 +467,18 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, T *kc, T *vc,
 	}
 #define ATTN_TC(T, D, MW, KW, KT, ST) ATTN_TC_K(T, D, MW, KW, KT, ST, false, )
 #define ATTN_TC_ROPE(T, D, MW, KW, KT, ST) ATTN_TC_K(T, D, MW, KW, KT, ST, true, _rope)
+// The _paged kernels (suffix _paged, or _rope_paged) take a paged cache
+// (cap the block size) and two arguments more, the block tables.
+#define ATTN_TC_KP(T, D, MW, KW, KT, ST, ROPE, SUF)                                                             \
+	extern "C" __global__ void __launch_bounds__(MW * KW * 32)                                                  \
+		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##SUF(T *out, const T *qkv, T *kc, T *vc,      \
+			const int4 *items, int H, int KV, int W, int bs, float scale, float *part, float *ml, int nsplit,   \
+			int *counters, int rowsMax, const float *table, int shortKeys, const int *tables, int stride) {   \
+		attention_tc<T, D, MW, KW, KT, ST, ROPE, true>(out, qkv, kc, vc, items, H, KV, W, bs, scale, part, ml,  \
+			nsplit, counters, rowsMax, table, shortKeys, tables, stride);                                     \
+	}
+#define ATTN_TC_PAGED(T, D, MW, KW, KT, ST) ATTN_TC_KP(T, D, MW, KW, KT, ST, false, _paged)
+#define ATTN_TC_ROPE_PAGED(T, D, MW, KW, KT, ST) ATTN_TC_KP(T, D, MW, KW, KT, ST, true, _rope_paged)
 // Decode (MW = 1) and prefill (MW = 4) configurations, as attnTCKernels
 // lists them, and the decode ones with RoPE folded in (attnTCRopeKernels);
 // attnTCDefault / attnTCRopeDefault pick among them and BenchmarkAttention
@@ -458,3 +491,12 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, T *kc, T *vc,
 	ATTN_TC_ROPE(T, 128, 1, 4, 16, 2) ATTN_TC_ROPE(T, 128, 1, 4, 16, 3)
 ATTN_TC_ALL(f16)
 ATTN_TC_ALL(bf16)
+// Paged: the default configurations only (attnTCPagedKernels,
+// attnTCRopePagedKernels), to keep the family's compile short.
+#define ATTN_TC_PAGED_ALL(T)                                                                                    \
+	ATTN_TC_PAGED(T, 64, 1, 8, 16, 2) ATTN_TC_PAGED(T, 64, 1, 4, 16, 3) ATTN_TC_PAGED(T, 64, 4, 1, 32, 3)       \
+	ATTN_TC_PAGED(T, 128, 1, 4, 16, 2) ATTN_TC_PAGED(T, 128, 4, 1, 32, 2)                                       \
+	ATTN_TC_ROPE_PAGED(T, 64, 1, 8, 16, 3) ATTN_TC_ROPE_PAGED(T, 64, 1, 4, 16, 3)                               \
+	ATTN_TC_ROPE_PAGED(T, 128, 1, 4, 16, 2)
+ATTN_TC_PAGED_ALL(f16)
+ATTN_TC_PAGED_ALL(bf16)
