@@ -23,6 +23,11 @@ type Config struct {
 	// KVCacheDtype is auto (the checkpoint's FP8 KV cache where it
 	// calibrated one, else the compute type) or fp8 (E4M3).
 	KVCacheDtype string
+	// MoEWeights is how a MoE model's experts are kept: auto, bf16 (the
+	// compute type: an MXFP4 checkpoint's experts dequantized at load) or
+	// mxfp4 (MXFP4 codes and scales, dequantized inside the expert GEMMs;
+	// see ResolveMoEWeights).
+	MoEWeights string
 	// BatchSize is the most requests in flight (trtllm-bench
 	// --max_batch_size); default 2048 as in TensorRT-LLM.
 	BatchSize int
@@ -162,7 +167,61 @@ func (c Config) validate() error {
 	default:
 		return bad("kv_cache_dtype", c.KVCacheDtype, "auto or fp8")
 	}
+	switch c.MoEWeights {
+	case "", "auto", "bf16", "mxfp4":
+	default:
+		return bad("moe_weights", c.MoEWeights, "auto, bf16 or mxfp4")
+	}
 	return nil
+}
+
+// ResolveMoEWeights is whether a cell keeps its experts as MXFP4
+// (moe_weights): mxfp4 asks for it on any MoE model (random zoo experts
+// are quantized by model.QuantizeMXFP4Block's rule, identically on every
+// backend); bf16 never; auto for what deployments run as MXFP4 (GPT-OSS:
+// the zoo's, and MXFP4 checkpoints), but only where MXFP4 experts are
+// verified: on the cpu backend. The CUDA backend's MXFP4 expert kernels
+// are unverified on a GPU, so there auto stays bf16 and mxfp4 must be
+// asked for. mxfp4 on a dense model, or with dtype fp8, is a ParamError.
+func ResolveMoEWeights(backend string, mc ModelConfig, dtype, v string) (bool, error) {
+	switch v {
+	case "", "auto":
+		oss := mc.MXFP4 || mc.Family == "gpt-oss" && mc.Path == ""
+		return backend == "cpu" && oss && mc.MoE() && dtype != "fp8" && mxfp4Shapes(mc), nil
+	case "bf16":
+		return false, nil
+	case "mxfp4":
+	default:
+		return false, &ParamError{Field: "moe_weights", Value: v, Msg: "auto, bf16 or mxfp4"}
+	}
+	switch {
+	case !mc.MoE():
+		return false, &ParamError{Field: "moe_weights", Value: v, Msg: fmt.Sprintf("model %s has no experts; expected auto or bf16", mc.Name)}
+	case dtype == "fp8":
+		return false, &ParamError{Field: "moe_weights", Value: v, Msg: "MXFP4 experts with dtype fp8 (W4A8) are not supported; use bfloat16 or float16, or moe_weights bf16"}
+	case !mxfp4Shapes(mc):
+		return false, &ParamError{Field: "moe_weights", Value: v, Msg: fmt.Sprintf("model %s's hidden size %d and expert width %d must be multiples of %d for MXFP4", mc.Name, mc.Hidden, mc.FFN, model.MXFP4Block)}
+	}
+	return true, nil
+}
+
+// ExpertsReporter is an Engine that says how it keeps a MoE model's
+// experts: "mxfp4" or "bf16" (the compute type), moe_weights resolved;
+// "" for a dense model.
+type ExpertsReporter interface {
+	MoEWeights() string
+}
+
+func (e *engine) MoEWeights() string {
+	if !e.mc.MoE() {
+		return ""
+	}
+	return e.cfg.MoEWeights
+}
+
+// mxfp4Shapes reports whether mc's experts split into MXFP4 blocks.
+func mxfp4Shapes(mc ModelConfig) bool {
+	return mc.Hidden%model.MXFP4Block == 0 && mc.FFN%model.MXFP4Block == 0
 }
 
 // WithLayers is mc cut to its first n layers, every one at its exact shape

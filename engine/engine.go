@@ -198,6 +198,22 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		field := map[bool]string{true: "dtype", false: "kv_cache_dtype"}[fp8]
 		return nil, &ParamError{Field: field, Value: "fp8", Msg: fmt.Sprintf("model %s is an MLA model (DeepSeek-V3), whose block-scaled FP8 is not supported; use float16 or bfloat16", mc.Name)}
 	}
+	mxfp4, err := ResolveMoEWeights(cfg.Backend, mc, cfg.Dtype, cfg.MoEWeights)
+	if err != nil {
+		return nil, err
+	}
+	if mxfp4 && WorldSize(cfg.TP, cfg.EP) > 1 {
+		// A split's expert slices are not MXFP4 yet: auto falls back.
+		if cfg.MoEWeights == "mxfp4" {
+			return nil, &ParamError{Field: "moe_weights", Value: "mxfp4", Msg: "MXFP4 experts on a tp or ep split are not supported yet; expected auto or bf16"}
+		}
+		mxfp4 = false
+	}
+	// What ran, for the cell's record (ExpertsReporter).
+	cfg.MoEWeights = "bf16"
+	if mxfp4 {
+		cfg.MoEWeights = "mxfp4"
+	}
 	dtype := cfg.Dtype
 	if fp8 {
 		// TensorRT-LLM's FP8 recipe: what is not an FP8 GEMM runs in bf16.
@@ -213,7 +229,7 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 	bsw := sw
 	bopt := model.BackendOptions{Gemm: cfg.GemmPlugin, Dtype: dtype, Threads: cfg.Threads, Device: cfg.Device,
 		KVCacheBytes: cfg.KVCacheBytes, KVCacheFraction: cfg.KVCacheFreeGPUMemFraction, Switches: &bsw}
-	opt := model.Options{Seed: uint64(cfg.Seed), Routing: routing, MLAPlain: !sw.MLAAbsorb, FP8: fp8, KVFP8: kvFP8, Quant: quant}
+	opt := model.Options{Seed: uint64(cfg.Seed), Routing: routing, MLAPlain: !sw.MLAAbsorb, FP8: fp8, KVFP8: kvFP8, Quant: quant, MXFP4: mxfp4}
 	if src != nil {
 		opt.Weights = src
 	}
@@ -234,6 +250,9 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		}
 		if errors.Is(err, model.ErrNoOSS) {
 			return nil, &ParamError{Field: "engine", Value: cfg.Backend, Msg: fmt.Sprintf("model %s has GPT-OSS's attention sinks, sliding window, biases and clamped SwiGLU, which the %s backend cannot run; run it on engine cpu", mc.Name, be.Name())}
+		}
+		if errors.Is(err, model.ErrNoMXFP4) {
+			return nil, &ParamError{Field: "moe_weights", Value: "mxfp4", Msg: fmt.Sprintf("the %s backend (%s) has no MXFP4 expert kernels; expected auto or bf16", cfg.Backend, be.Name())}
 		}
 		if errors.Is(err, model.ErrNoFP8) {
 			return nil, noFP8Error(cfg, be, mc, kvFP8)

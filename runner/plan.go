@@ -187,7 +187,7 @@ const externalOnly = 1<<pTrtllmBackend | 1<<pTP | 1<<pPP | 1<<pEP | 1<<pExtraOpt
 func notApplicable(p *Params, m *engine.ModelConfig, pl driver.Planner) (uint64, map[int]string) {
 	var na uint64
 	if !m.MoE() {
-		na |= 1 << pRoutingMode
+		na |= 1<<pRoutingMode | 1<<pMoEWeights
 	}
 	if p.Engine == "cpu" {
 		na |= 1 << pKVFraction
@@ -198,7 +198,9 @@ func notApplicable(p *Params, m *engine.ModelConfig, pl driver.Planner) (uint64,
 	if builtinEngine(p.Engine) {
 		na |= externalOnly
 	} else {
-		na |= 1 << pKVCacheDtype
+		// TensorRT-LLM and other engines take experts as the checkpoint
+		// has them.
+		na |= 1<<pKVCacheDtype | 1<<pMoEWeights
 	}
 	if p.Engine == trtllm.Name {
 		// TensorRT-LLM has no option to build or run part of a model.
@@ -255,6 +257,11 @@ func whyNotApplicable(pi int, p *Params) string {
 		if !builtinEngine(p.Engine) {
 			return fmt.Sprintf("kv_cache_dtype has no effect on engine %s (it is xrun's own engine's)", p.Engine)
 		}
+	case pMoEWeights:
+		if !builtinEngine(p.Engine) {
+			return fmt.Sprintf("moe_weights has no effect on engine %s (it is xrun's own engine's; TensorRT-LLM keeps experts as the checkpoint has them)", p.Engine)
+		}
+		return fmt.Sprintf("moe_weights has no effect on dense model %s", p.Model)
 	case pKVFraction:
 		return "kv_cache_free_gpu_mem_fraction has no effect on the cpu engine"
 	case pRequestRate, pBurstiness, pConcurrency:

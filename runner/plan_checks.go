@@ -33,6 +33,9 @@ func (d *decoder) cellChecks(p *Params, m *engine.ModelConfig, na uint64, vals [
 	if err := d.fp8Check(p, m, na, vals, warn); err != nil {
 		return err
 	}
+	if err := d.moeWeightsCheck(p, m, na, vals, warn); err != nil {
+		return err
+	}
 	return d.dtypeCheck(p, na, vals, warn)
 }
 

@@ -19,6 +19,7 @@ type workload struct {
 	warmup     int
 	kvFraction float64
 	ownGEMM    bool // gemm_plugin disable on xrun's own engine
+	mxfp4      bool // routed experts kept as MXFP4 (moe_weights; plan_mxfp4.go)
 	// requests, input and output are the dataset's count and lengths (the
 	// mean, or the unif midpoint); maxLen the longest request.
 	requests, input, output, maxLen int
@@ -51,6 +52,7 @@ func cellWorkload(c *Cell) (workload, string) {
 		warmup: p.Warmup, kvFraction: p.KVCacheFreeGPUMemFraction,
 		ownGEMM: builtinEngine(p.Engine) && p.GemmPlugin == "disable"}
 	w.splitWorkload(p.Engine, p.TP, p.EP, p.PP)
+	w.mxfp4 = cellMXFP4(p, c.Model)
 	if p.Dtype == "float32" {
 		w.elemBytes = 4
 	}
@@ -207,7 +209,7 @@ func (w workload) serve(dev profile.Device, n, slots int) float64 {
 // wave is the floor of k requests admitted together.
 func (w workload) wave(dev profile.Device, k int) float64 {
 	iter := func(it engine.IterationRecord, genContext float64) float64 {
-		sec, _ := dev.Time(profile.RankIterationWork(w.mc, w.split, it, genContext, w.elemBytes))
+		sec, _ := dev.Time(profile.RankIterationWorkMXFP4(w.mc, w.split, it, genContext, w.elemBytes, w.mxfp4))
 		return sec
 	}
 	chunk := func(tokens int) engine.IterationRecord {

@@ -210,6 +210,7 @@ func (w workload) memory(total float64) CellMemory {
 	// the KV cache (engine.Share, as engine/model's shard.go cuts them).
 	local := w.share.Local(*mc)
 	m.Weights = float64(w.share.HeldParams(*mc)) * eb
+	m.Weights -= w.mxfp4Saving(eb)
 	perToken := kvBytesPerToken(&local, w.elemBytes)
 	// As the engine reserves: activations for the tokens of one iteration
 	// (no more than the dataset's prompts and a token per slot), logits for

@@ -87,6 +87,10 @@ func cellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	// a one-byte KV cache (results.json has kv_cache_dtype only when given).
 	in.FP8 = c.Params["dtype"] == "fp8"
 	in.KVFP8 = c.Params["kv_cache_dtype"] == "fp8"
+	// moe_weights is xrun's own engine's (absent: auto).
+	if eng, _ := c.Params["engine"].(string); eng == "" || builtinEngine(eng) {
+		in.MoEWeights, _ = c.Params["moe_weights"].(string)
+	}
 	in.Split = cellSplit(c.Params)
 	if len(c.Repeats) > 0 {
 		in.FirstRepeat = c.Repeats[0]

@@ -21,6 +21,7 @@ type Params struct {
 	Model         string // zoo name, or a model directory as written in the spec
 	Dtype         string // float16 | bfloat16 | float32 | fp8 (built-in engine: E4M3 GEMMs)
 	KVCacheDtype  string // auto | fp8 (built-in engine: an E4M3 KV cache)
+	MoEWeights    string // auto | bf16 | mxfp4 (built-in engine: how experts are kept)
 	BatchSize     int    // most requests in flight (trtllm-bench --max_batch_size)
 	MaxNumTokens  int    // most tokens per engine iteration
 	GemmPlugin    string // auto | disable
@@ -262,6 +263,7 @@ const (
 	pLayers
 	pDtype
 	pKVCacheDtype
+	pMoEWeights
 	pBatchSize
 	pMaxNumTokens
 	pGemmPlugin
@@ -314,6 +316,9 @@ var params = [numParams]*param{
 	// Added after cells had ids: in their identity only where given.
 	pKVCacheDtype: whenGivenParam(enumParam("kv_cache_dtype", "auto", []string{"auto", "fp8"}, func(p *Params) *string { return &p.KVCacheDtype },
 		map[string]string{"auto": "kv-auto", "fp8": "kv-fp8"})),
+	// Added after cells had ids: in their identity only where given.
+	pMoEWeights: whenGivenParam(enumParam("moe_weights", "auto", []string{"auto", "bf16", "mxfp4"}, func(p *Params) *string { return &p.MoEWeights },
+		map[string]string{"auto": "moe-auto", "bf16": "moe-bf16", "mxfp4": "moe-mxfp4"})),
 	// TensorRT-LLM's default max_batch_size, as the engine's.
 	pBatchSize:    intParam("batch_size", 2048, 1, 1<<20, "bs", func(p *Params) *int { return &p.BatchSize }),
 	pMaxNumTokens: intParam("max_num_tokens", 8192, 1, 1<<30, "mnt", func(p *Params) *int { return &p.MaxNumTokens }),

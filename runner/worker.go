@@ -113,6 +113,10 @@ type cellRecord struct {
 	// Ceilings are the roofline's ceilings the GPU backend measured, on a
 	// GPU xrun knows none for (engine/profile reads them from here).
 	Ceilings *engine.Ceilings `json:"ceilings,omitempty"`
+	// MoEWeights is how the engine kept a MoE model's experts, moe_weights
+	// resolved ("mxfp4" or "bf16"); absent for dense models and external
+	// engines.
+	MoEWeights string `json:"moe_weights,omitempty"`
 	// Switches are the engine switches not at their defaults in the
 	// worker's environment (engine.NonDefaultSwitches), name -> value.
 	Switches map[string]string `json:"switches,omitempty"`
@@ -368,6 +372,9 @@ func (w *cellWorker) measure(ctx context.Context) error {
 			w.log.Info().Float64("bytes_per_s", c.BytesPerSec).Float64("flop_per_s", c.FLOPs).Str("source", c.Source).
 				Msg("roofline ceilings measured on this GPU (none known for it, or XRUN_MEASURE_CEILINGS=1)")
 		}
+	}
+	if er, ok := e.(engine.ExpertsReporter); ok {
+		w.rec.MoEWeights = er.MoEWeights()
 	}
 	w.log.Info().Str("backend", e.Backend()).Str("elapsed", fmtDur(time.Since(t0))).Int("requests", len(reqs)).Msg("engine ready")
 	if len(w.done) > 0 && w.done[0].Backend != e.Backend() {

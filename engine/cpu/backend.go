@@ -41,7 +41,8 @@ type Backend struct {
 	mlaScratch  []mlaScratch
 	groupRouteT groupRouteTask
 
-	oss ossState // GPT-OSS (gptoss.go)
+	oss   ossState     // GPT-OSS (gptoss.go)
+	mxfp4 mxfp4Scratch // MXFP4 experts (mxfp4.go)
 
 	prof profiler
 	err  error // first failure of an op, reported at the next sync
@@ -117,6 +118,7 @@ type tensor struct {
 	i     []int32
 	pk    []*packed // one per matrix (Experts: one per expert)
 	q     *fp8Weight
+	mx    *model.MXFP4 // MXFP4 experts (mxfp4.go)
 }
 
 func (t *tensor) Shape() []int { return t.shape }
@@ -331,7 +333,7 @@ func (b *Backend) FP8KVCache() {}
 // the rest.
 func (b *Backend) Free(t model.Tensor) {
 	if x, ok := t.(*tensor); ok {
-		x.f, x.i, x.pk = nil, nil, nil
+		x.f, x.i, x.pk, x.mx = nil, nil, nil, nil
 	}
 }
 

@@ -25,5 +25,10 @@
 // every cached position) and the absorbed form (attention over the latent
 // cache itself), and DeepSeek-V3's grouped routing.
 //
+// It implements model.MXFP4Experts (mxfp4.go): MXFP4 experts stay as codes
+// and scales, each expert GEMM work item dequantizing its expert into the
+// layout the float32 GEMM reads, so they compute exactly what float32
+// experts of the dequantized values compute.
+//
 // It knows nothing of the scheduler, datasets or files.
 package cpu

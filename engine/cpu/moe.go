@@ -168,6 +168,7 @@ type moeTask struct {
 	phase  int
 	sx, sa []float32 // the input's and the activations' scales (per token or one)
 	ex     moeExtras // GPT-OSS's biases and activation (gptoss.go)
+	mx     *mxfp4Scratch
 }
 
 // Phases of an FP8 MoE item (moeTask.phase); moeAll runs both at once.
@@ -251,7 +252,7 @@ func (b *Backend) moeRun(out, x, idx, weights, gateUp, down model.Tensor, rows, 
 	}
 	t := &b.moeT
 	*t = moeTask{s: s, x: ft(x).f, out: ft(out).f, wts: ft(weights).f, gateUp: gu, down: dn,
-		H: H, F: F, k: k, rows: rows, scratch: b.scratch16, ex: b.oss.ex}
+		H: H, F: F, k: k, rows: rows, scratch: b.scratch16, ex: b.oss.ex, mx: b.mxfp4Prepare(gu, dn)}
 	if gu.q != nil && dn.q != nil {
 		b.moeFP8(t, s.offset[E])
 	} else {
@@ -291,7 +292,8 @@ func (t *moeTask) run(c, w int) {
 			tok := int(s.order[p]) / t.k
 			copy(s.xs[p*H:(p+1)*H], t.x[tok*H:(tok+1)*H])
 		}
-		gemmSerial(gu, 2*F, xs, H, n, 2*F, H, expertData(t.gateUp, it.expert), expertPacked(t.gateUp, it.expert), t.scratch[w])
+		wd, wp := t.expert(t.gateUp, it.expert, w)
+		gemmSerial(gu, 2*F, xs, H, n, 2*F, H, wd, wp, t.scratch[w])
 		if t.phase == moeUp {
 			// Each row's input scale is its token's (or the tensor's).
 			for r := range n {
@@ -307,7 +309,8 @@ func (t *moeTask) run(c, w int) {
 			return
 		}
 	}
-	gemmSerial(ys, H, act, F, n, H, F, expertData(t.down, it.expert), expertPacked(t.down, it.expert), t.scratch[w])
+	wd, wp := t.expert(t.down, it.expert, w)
+	gemmSerial(ys, H, act, F, n, H, F, wd, wp, t.scratch[w])
 	t.ex.downDone(ys, it.expert, n, H)
 	if t.phase == moeDown {
 		sa := t.sa

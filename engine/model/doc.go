@@ -32,6 +32,14 @@
 // clamped SwiGLU; its ops are the optional OSSBackend interface's, and New
 // refuses these features on a backend without it (ErrNoOSS).
 //
+// MXFP4 experts (mxfp4.go, Options.MXFP4, moe_weights mxfp4): any MoE
+// model's routed experts kept as OCP MXFP4 (GPT-OSS's checkpoint layout,
+// 4.25 bits a weight) and dequantized inside the expert GEMMs, through the
+// optional MXFP4Experts interface (ErrNoMXFP4 without it). Random experts
+// and unquantized checkpoints are quantized by one rule
+// (QuantizeMXFP4Block), identically on every backend; an MXFP4
+// checkpoint's values come through unchanged.
+//
 // # The backend contract
 //
 // Tensors are opaque handles the backend owns (device memory on CUDA).

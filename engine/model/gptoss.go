@@ -22,7 +22,9 @@ import (
 //   - the experts' clamped SwiGLU (GLU): gate g = min(g, limit), up u =
 //     clamp(u, -limit, limit), out = (u + 1) · g · sigmoid(alpha · g),
 //     limit 7 and alpha 1.702;
-//   - checkpoints keep experts as MXFP4 (the loader dequantizes them).
+//   - checkpoints keep experts as MXFP4: the loader dequantizes them, or
+//     with Options.MXFP4 (moe_weights mxfp4) they stay MXFP4 on the
+//     device (mxfp4.go).
 //
 // YaRN (rope_scaling with truncate false) is the common RopeScaling.
 // These ops are OSSBackend's; model.New refuses the features on a backend
@@ -47,7 +49,8 @@ type OSS struct {
 	SwiGLULimit float64 `json:"swiglu_limit,omitempty"`
 	SwiGLUAlpha float64 `json:"swiglu_alpha,omitempty"`
 	// MXFP4 marks a checkpoint whose experts are stored as MXFP4; the
-	// loader dequantizes them, so on the device they are the compute type.
+	// loader dequantizes them to the compute type, unless Options.MXFP4
+	// keeps them MXFP4 (mxfp4.go).
 	MXFP4 bool `json:"mxfp4_checkpoint,omitempty"`
 }
 
@@ -299,8 +302,8 @@ func (l *loader) ossMoE(p string, ly *layer) {
 		ly.oss.routerBias = l.vector(r+"bias", E, 0.02)
 	}
 	if l.m.opt.Weights == nil {
-		ly.gateUp = l.matrix(ex+"gate_up_proj", Experts, []int{E, 2 * F, H}, 1)
-		ly.down = l.matrix(ex+"down_proj", Experts, []int{E, H, F}, proj)
+		ly.gateUp = l.experts(ex+"gate_up_proj", []int{E, 2 * F, H}, 1, false)
+		ly.down = l.experts(ex+"down_proj", []int{E, H, F}, proj, false)
 		if c.ExpertBias {
 			ly.oss.gateUpBias = l.random(ex+"gate_up_proj_bias", Table, []int{E, 2 * F}, 0.02*math.Sqrt(3))
 			ly.oss.downBias = l.random(ex+"down_proj_bias", Table, []int{E, H}, 0.02*math.Sqrt(3))
@@ -311,10 +314,10 @@ func (l *loader) ossMoE(p string, ly *layer) {
 		return
 	}
 	if h, ok := l.ossExpertWeight(ex+"gate_up_proj", []int{E, H, 2 * F}, []int{E, 2 * F, H}, true); ok {
-		ly.gateUp = l.upload(ex+"gate_up_proj", Experts, h)
+		ly.gateUp = l.uploadExperts(ex+"gate_up_proj", h, l.upload)
 	}
 	if h, ok := l.ossExpertWeight(ex+"down_proj", []int{E, F, H}, []int{E, H, F}, false); ok {
-		ly.down = l.upload(ex+"down_proj", Experts, h)
+		ly.down = l.uploadExperts(ex+"down_proj", h, l.upload)
 	}
 	if c.ExpertBias {
 		if h, ok := l.load([]int{E, 2 * F}, ex+"gate_up_proj_bias"); ok {

@@ -36,6 +36,9 @@ type Options struct {
 	// Parallel makes the model one rank of a tensor- and expert-parallel
 	// split (shard.go); the zero value is the whole model.
 	Parallel Parallel
+	// MXFP4 keeps a MoE model's experts as MXFP4 (moe_weights mxfp4; the
+	// backend must be MXFP4Experts; mxfp4.go).
+	MXFP4 bool
 }
 
 // Capacity sizes a model's buffers for a run.
@@ -148,6 +151,9 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 		m.mla = mla
 	}
 	if err := m.ossCheck(); err != nil {
+		return nil, err
+	}
+	if err := m.mxfp4Check(); err != nil {
 		return nil, err
 	}
 	l := &loader{m: m}
@@ -495,8 +501,8 @@ func (l *loader) moe(p string) (router, gateUp, down Tensor) {
 	proj := 1 / math.Sqrt(2*float64(c.Layers))
 	if l.m.opt.Weights == nil {
 		router = l.matrix(p+"mlp.gate.weight", Matrix, []int{E, H}, 1)
-		gateUp = l.qmatrix(p+"mlp.experts.gate_up_proj", Experts, []int{E, 2 * F, H}, 1)
-		down = l.qmatrix(p+"mlp.experts.down_proj", Experts, []int{E, H, F}, proj)
+		gateUp = l.experts(p+"mlp.experts.gate_up_proj", []int{E, 2 * F, H}, 1, true)
+		down = l.experts(p+"mlp.experts.down_proj", []int{E, H, F}, proj, true)
 		return
 	}
 	src := l.m.opt.Weights
@@ -518,12 +524,12 @@ func (l *loader) moe(p string) (router, gateUp, down Tensor) {
 	}
 	if h, ok := l.load([]int{2 * F * E, H}, gu...); ok {
 		h.Shape = []int{E, 2 * F, H}
-		gateUp = up(ex+"gate_up", Experts, h)
+		gateUp = l.uploadExperts(ex+"gate_up", h, up)
 	}
 	// Down projections are [H, F] each; stacking rows gives [E*H, F].
 	if h, ok := l.load([]int{E * H, F}, dn...); ok {
 		h.Shape = []int{E, H, F}
-		down = up(ex+"down", Experts, h)
+		down = l.uploadExperts(ex+"down", h, up)
 	}
 	return
 }

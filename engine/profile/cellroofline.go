@@ -37,6 +37,10 @@ type RooflineCell struct {
 	// FP8 and KVFP8: the cell ran dtype fp8 (E4M3 linear layers) and
 	// kv_cache_dtype fp8.
 	FP8, KVFP8 bool
+	// MoEWeights is the cell's moe_weights ("" or auto: as the CUDA
+	// backend resolves it, engine.ResolveMoEWeights); mxfp4 counts the
+	// routed experts' weights at 4.25 bits.
+	MoEWeights string
 	// Split is how the cell's model was split over GPUs (tp, ep); the
 	// roofline is then one GPU's share of the work against one GPU's
 	// ceilings, the GPUs running at once.
@@ -83,6 +87,12 @@ func CellRoofline(dir string, c RooflineCell) (*Roofline, error) {
 	if mc, err = engine.WithLayers(mc, c.Layers); err != nil {
 		return nil, err
 	}
+	dtype := ""
+	if c.FP8 {
+		dtype = "fp8"
+	}
+	// A value the engine refused never ran: no roofline counts it.
+	dev.MXFP4Experts, _ = engine.ResolveMoEWeights("cuda", mc, dtype, c.MoEWeights)
 	m := c.FirstRepeat
 	if m == nil {
 		return nil, errors.New("no timed repeat")

@@ -35,6 +35,9 @@ type Device struct {
 	FP8          bool
 	PeakFP8FLOPs float64
 	KVElemBytes  int
+	// MXFP4Experts: the routed experts are MXFP4 (moe_weights mxfp4),
+	// 4.25 bits a weight.
+	MXFP4Experts bool
 }
 
 // GPUDevice returns the ceilings for a GPU by its name, those measured on

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // Work is what an iteration must move and compute at the least, by the
@@ -20,7 +21,10 @@ import (
 // or experts are E4M3: their weights count one byte each and their FLOPs
 // (FP8FLOPs, a part of FLOPs) run at the FP8 tensor cores' ceiling; the LM
 // head, the router and attention stay in bf16, and the KV cache counts
-// Device.KVElemBytes a value.
+// Device.KVElemBytes a value. With MXFP4 experts (Device.MXFP4Experts,
+// moe_weights mxfp4) the routed experts' weights count 4.25 bits each
+// (model.MXFP4BitsPerWeight: a 4-bit value and an 8-bit scale per 32);
+// their GEMMs still run in the compute type, so their FLOPs do not change.
 type Work struct {
 	Bytes    float64
 	FLOPs    float64
@@ -36,19 +40,23 @@ func (w Work) Add(o Work) Work {
 // whether its GEMM FLOPs are FP8.
 type precision struct {
 	gemm, other, kv float64 // bytes: linear-layer weights, LM head and router, KV cache
+	expert          float64 // bytes: routed experts' weights
 	fp8             bool
 }
 
-func uniform(eb float64) precision { return precision{eb, eb, eb, false} }
+func uniform(eb float64) precision { return precision{eb, eb, eb, eb, false} }
 
 // precisionOf is d's: ElemBytes, or FP8 weights and KVElemBytes.
 func precisionOf(d Device) precision {
 	p := uniform(float64(d.ElemBytes))
 	if d.FP8 {
-		p.gemm, p.fp8 = 1, true
+		p.gemm, p.expert, p.fp8 = 1, 1, true
 	}
 	if d.KVElemBytes > 0 {
 		p.kv = float64(d.KVElemBytes)
+	}
+	if d.MXFP4Experts {
+		p.expert = model.MXFP4BitsPerWeight / 8
 	}
 	return p
 }
@@ -116,6 +124,16 @@ func IterationWorkTouched(mc engine.ModelConfig, it engine.IterationRecord, genC
 	return shapeOf(mc).work(it, genContext, uniform(float64(elemBytes)), float64(touched))
 }
 
+// RankIterationWorkMXFP4 is RankIterationWork with the routed experts
+// MXFP4 when mxfp4 (moe_weights mxfp4): what the plan's estimate takes.
+func RankIterationWorkMXFP4(mc engine.ModelConfig, sp Split, it engine.IterationRecord, genContext float64, elemBytes int, mxfp4 bool) Work {
+	p := uniform(float64(elemBytes))
+	if mxfp4 {
+		p.expert = model.MXFP4BitsPerWeight / 8
+	}
+	return rankShape(mc, sp).work(it, genContext, p, -1)
+}
+
 func (s shape) work(it engine.IterationRecord, genContext float64, p precision, touched float64) Work {
 	tokens := float64(it.CtxTokens + it.GenRequests)
 	if tokens == 0 {
@@ -128,6 +146,7 @@ func (s shape) work(it engine.IterationRecord, genContext float64, p precision, 
 	// MLP weights read (all layers) and used per token (one layer).
 	mlpWeights, mlpPerToken := s.layers*s.expert, s.expert
 	routers := 0.0 // router weights, all layers (in mlpWeights)
+	routed := 0.0  // routed experts' weights read, all layers (in mlpWeights)
 	if s.experts > 0 {
 		moe := s.layers - s.denseLayers
 		routers = moe * s.router
@@ -140,7 +159,8 @@ func (s shape) work(it engine.IterationRecord, genContext float64, p precision, 
 			// Expected distinct experts hit by tokens*k uniform draws.
 			touched = moe * s.experts * (1 - math.Pow(1-s.topK/s.experts, tokens))
 		}
-		mlpWeights = touched*s.expert + moe*s.router
+		routed = touched * s.expert
+		mlpWeights = routed + moe*s.router
 		mlpPerToken = s.topK*s.expert + s.router
 		if s.denseLayers > 0 || s.shared > 0 {
 			// Per token over all layers, folded into one layer's worth.
@@ -149,7 +169,7 @@ func (s shape) work(it engine.IterationRecord, genContext float64, p precision, 
 		}
 	}
 	w := Work{}
-	w.Bytes = p.gemm*(s.layers*s.attn+mlpWeights-routers) + p.other*(routers+s.head)
+	w.Bytes = p.gemm*(s.layers*s.attn+mlpWeights-routers-routed) + p.expert*routed + p.other*(routers+s.head)
 	w.FLOPs = 2*tokens*s.layers*(s.attn+mlpPerToken) + 2*logitRows*s.head
 	if p.fp8 {
 		w.FP8FLOPs = 2*tokens*s.layers*(s.attn+mlpPerToken) - 2*tokens*routers

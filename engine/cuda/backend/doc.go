@@ -30,6 +30,9 @@
 // yet), gptoss.go (GPT-OSS: bias adds, attention with sinks over a window
 // on a ring KV cache, experts with biases and the clamped SwiGLU), mla.go
 // (DeepSeek-V3's multi-head latent attention and grouped routing),
+// moe_mxfp4.go (moe_weights mxfp4: experts kept as MXFP4 codes and scales,
+// dequantized in the expert kernels; unverified on a GPU, so auto stays
+// bf16 here),
 // collective.go (tensor and expert parallelism: model.Collective over
 // NCCL, one communicator per rank on its GPU's thread, the operations
 // queued like ops and captured in the iteration's graph; registered with

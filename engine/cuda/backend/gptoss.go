@@ -95,6 +95,9 @@ func (b *Backend) ossState() *ossState {
 // OSSMoE is MoE with expert biases and the activation act
 // (model.OSSBackend), on the own grouped kernels under either gemm_plugin.
 func (b *Backend) OSSMoE(out, x, idx, weights, gateUp, down, gateUpBias, downBias model.Tensor, rows, k int, act model.GLU) {
+	if b.mxfp4MoE(out, x, idx, weights, gateUp, down, gateUpBias, downBias, rows, k, act) { // moe_mxfp4.go
+		return
+	}
 	st := b.ossState()
 	o, xi, it, wt, gu, dn := ft(out), ft(x), ft(idx), ft(weights), ft(gateUp), ft(down)
 	gub, dnb := ft(gateUpBias), ft(downBias)

@@ -1,0 +1,192 @@
+//go:build cgo && linux
+
+package cuda
+
+import "fmt"
+
+// MXFP4Weights is an expert stack [E][N][K] kept as MXFP4 on the device
+// (kernels/moe_mxfp4.cu): Codes E·N·K/2 bytes, two E2M1 values a byte
+// (the low nibble first), and Scales E·N·K/32 E8M0 bytes.
+type MXFP4Weights struct {
+	Codes, Scales Buffer
+}
+
+// check verifies w holds an [E][N][K] stack.
+func (w MXFP4Weights) check(E, N, K int) error {
+	switch {
+	case K%32 != 0:
+		return fmt.Errorf("cuda: MXFP4 rows of %d values: want a multiple of 32", K)
+	case w.Codes.Bytes < E*N*K/2 || w.Scales.Bytes < E*N*K/32:
+		return fmt.Errorf("cuda: MXFP4 experts of %d bytes of codes and %d of scales, [%d, %d, %d] needs %d and %d",
+			w.Codes.Bytes, w.Scales.Bytes, E, N, K, E*N*K/2, E*N*K/32)
+	case w.Codes.Ptr%16 != 0:
+		return fmt.Errorf("cuda: MXFP4 codes must be 16-byte aligned")
+	}
+	return nil
+}
+
+// The two kernels' row tiles (GV_BM, GM_BM) and output columns per block
+// (GV_ROWS, GM_BN) in kernels/moe_mxfp4.cu.
+const (
+	mxfp4GemvBM, mxfp4GemvRows = 8, 16
+	mxfp4GemmBM, mxfp4GemmBN   = 64, 64
+)
+
+// mxfp4KernelForce, when "gemv" or "gemm", runs every MXFP4 expert GEMM
+// on that kernel (tests); "" chooses by the rows per expert.
+var mxfp4KernelForce = ""
+
+// mxfp4UseGemm picks the tensor-core kernel once the experts average more
+// than two GEMV tiles of rows (prefill, large decode batches); below, the
+// GEMV streams each weight row once per tile of at most 8 rows.
+func mxfp4UseGemm(sh MoEShape) bool {
+	switch mxfp4KernelForce {
+	case "gemv":
+		return false
+	case "gemm":
+		return true
+	}
+	return sh.Rows*sh.K > 2*mxfp4GemvBM*sh.Experts
+}
+
+// mxfp4Layout places MoEMXFP4's buffers at base (base.Bytes == 0: only
+// size them), as ossMoELayout does, with room for the tiles of the
+// smallest row tile.
+func mxfp4Layout(dt DType, sh MoEShape, base Buffer) moeWork {
+	es := dt.Size()
+	n, E, H, F := sh.Rows*sh.K, sh.Experts, sh.Hidden, sh.FFN
+	w := moeWork{nmax: n}
+	off := 0
+	take := func(bytes int) Buffer {
+		b := Buffer{Ptr: base.Ptr + DevicePtr(off), Bytes: bytes}
+		off += (bytes + 255) / 256 * 256
+		return b
+	}
+	w.hdr = take(16 * 4)
+	w.cntOffs = take((2*E + 1) * 4)
+	w.order = take(n * 4)
+	w.where = take(n * 4)
+	w.tiles = take((ceilDiv(n, mxfp4GemvBM) + E) * 16)
+	w.xs = take(n * H * es)
+	w.gu = take(n * 2 * F * es)
+	w.act = take(n * F * es)
+	w.ys = take(n * H * es)
+	w.bytes = off
+	if base.Bytes != 0 && off > base.Bytes {
+		panic("cuda: MXFP4 MoE workspace smaller than its layout") // callers check MoEMXFP4WorkBytes first
+	}
+	return w
+}
+
+// MoEMXFP4WorkBytes is the workspace MoEMXFP4 needs for sh.
+func MoEMXFP4WorkBytes(dt DType, sh MoEShape) int { return mxfp4Layout(dt, sh, Buffer{}).bytes }
+
+// MoEMXFP4 queues MoE on MXFP4 experts: the pairs grouped by expert
+// (moe_group) and their token rows gathered, the gate/up GEMM reading
+// MXFP4 weights, the activation (moe_oss_glu: GPT-OSS's clamped SwiGLU
+// with o.Limit > 0, else SwiGLU; o's gate/up bias if any), the down GEMM,
+// its bias, and the combine. Nothing is read back, so it can be captured.
+// The GEMMs are moe_mxfp4_gemv at decode sizes, moe_mxfp4_gemm above
+// (mxfp4UseGemm).
+func (g *GPU) MoEMXFP4(s *Stream, dt DType, out, x, idx, wts Buffer, gateUp, down MXFP4Weights, work Buffer, sh MoEShape, o MoEOSS) error {
+	if err := sh.check(); err != nil {
+		return err
+	}
+	es := dt.Size()
+	n, E, H, F := sh.Rows*sh.K, sh.Experts, sh.Hidden, sh.FFN
+	if err := gateUp.check(E, 2*F, H); err != nil {
+		return err
+	}
+	if err := down.check(E, H, F); err != nil {
+		return err
+	}
+	switch {
+	case out.Bytes < sh.Rows*H*es || x.Bytes < sh.Rows*H*es:
+		return fmt.Errorf("cuda: MoE input or output smaller than %d x %d", sh.Rows, H)
+	case idx.Bytes < n*4 || wts.Bytes < n*es:
+		return fmt.Errorf("cuda: MoE routing smaller than %d x %d", sh.Rows, sh.K)
+	case o.GateUpBias.Ptr != 0 && o.GateUpBias.Bytes < E*2*F*es || o.DownBias.Ptr != 0 && o.DownBias.Bytes < E*H*es:
+		return fmt.Errorf("cuda: MoE expert biases smaller than %d x %d and %d x %d", E, 2*F, E, H)
+	case work.Bytes < MoEMXFP4WorkBytes(dt, sh):
+		return fmt.Errorf("cuda: MoE workspace of %d bytes, %d needed", work.Bytes, MoEMXFP4WorkBytes(dt, sh))
+	case x.Ptr%16 != 0 || out.Ptr%16 != 0:
+		return fmt.Errorf("cuda: MoE operands must be 16-byte aligned")
+	}
+	if sh.Rows == 0 {
+		return nil
+	}
+	w := mxfp4Layout(dt, sh, work)
+	gemm := mxfp4UseGemm(sh)
+	bm := mxfp4GemvBM
+	if gemm {
+		bm = mxfp4GemmBM
+	}
+	if err := g.moeGroup(s, idx, w, sh, bm, false); err != nil {
+		return err
+	}
+	f, err := g.function("moe_group", "moe_gather_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	a := g.argsPack().Ptr(w.xs).Ptr(x).Ptr(w.hdr).Ptr(w.order).I32(n).I32(sh.K).I32(H)
+	if err := s.Launch(f, Dim3{X: min(ceilDiv(n*H/8, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a); err != nil {
+		return err
+	}
+	// Y[p] = A[p] · W_e^T over the tiles; grid x covers every tile
+	// moe_group can write (blocks past hdr[0] exit).
+	tiles := ceilDiv(n, bm) + E
+	matmul := func(A Buffer, W MXFP4Weights, Y Buffer, N, K int) error {
+		name, cols := "moe_mxfp4_gemv_", mxfp4GemvRows
+		if gemm {
+			name, cols = "moe_mxfp4_gemm_", mxfp4GemmBN
+		}
+		f, err := g.function("moe_mxfp4", name+dt.suffix())
+		if err != nil {
+			return err
+		}
+		a := g.argsPack().Ptr(A).Ptr(W.Codes).Ptr(W.Scales).Ptr(Y).Ptr(w.hdr).Ptr(w.tiles).I32(N).I32(K)
+		return s.Launch(f, Dim3{X: tiles, Y: ceilDiv(N, cols)}, Dim3{X: 128}, 0, a)
+	}
+	if err := matmul(w.xs, gateUp, w.gu, 2*F, H); err != nil {
+		return err
+	}
+	if f, err = g.function("moe_oss", "moe_oss_glu_"+dt.suffix()); err != nil {
+		return err
+	}
+	a = g.argsPack().Ptr(w.act).Ptr(w.gu).Ptr(o.GateUpBias).Ptr(w.hdr).Ptr(w.order).Ptr(idx).I32(F).F32(o.Limit).F32(o.Alpha)
+	if err := s.Launch(f, Dim3{X: min(ceilDiv(n*F, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a); err != nil {
+		return err
+	}
+	if err := matmul(w.act, down, w.ys, H, F); err != nil {
+		return err
+	}
+	if o.DownBias.Ptr != 0 {
+		if f, err = g.function("moe_oss", "moe_oss_row_bias_"+dt.suffix()); err != nil {
+			return err
+		}
+		a = g.argsPack().Ptr(w.ys).Ptr(o.DownBias).Ptr(w.hdr).Ptr(w.order).Ptr(idx).I32(H)
+		if err := s.Launch(f, Dim3{X: min(ceilDiv(n*H, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a); err != nil {
+			return err
+		}
+	}
+	return g.moeCombine(s, dt, out, wts, w, sh, 1)
+}
+
+// MXFP4Random queues the random MXFP4 weight (seed, scale) into w, all of
+// its w.Scales.Bytes blocks: model.RandomMXFP4's codes and scales, bit
+// for bit (kernels/moe_mxfp4.cu: mxfp4_random).
+func (g *GPU) MXFP4Random(s *Stream, w MXFP4Weights, seed uint64, scale float32) error {
+	blocks := w.Scales.Bytes
+	if w.Codes.Bytes < 16*blocks || w.Codes.Ptr%16 != 0 {
+		return fmt.Errorf("cuda: MXFP4 codes of %d bytes for %d blocks (16-byte aligned)", w.Codes.Bytes, blocks)
+	}
+	if blocks == 0 {
+		return nil
+	}
+	f, err := g.function("moe_mxfp4", "mxfp4_random")
+	if err != nil {
+		return err
+	}
+	a := g.argsPack().Ptr(w.Codes).Ptr(w.Scales).U64(uint64(blocks)).U64(seed).F32(scale)
+	return s.Launch(f, Dim3{X: min(ceilDiv(blocks, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a)
+}

@@ -1,0 +1,64 @@
+package runner
+
+import (
+	"fmt"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// moeWeightsCheck refuses at plan time the moe_weights mxfp4 cells a run
+// would fail on (engine.ResolveMoEWeights): MXFP4 experts with dtype fp8,
+// on a tp or ep split, or on experts whose sizes do not split into
+// 32-value blocks. On the CUDA backend the MXFP4 expert kernels are not
+// yet verified on a GPU: asking for them there warns (auto keeps bf16
+// experts on CUDA until they are).
+func (d *decoder) moeWeightsCheck(p *Params, m *engine.ModelConfig, na uint64, vals []int32, warn func(string)) error {
+	if p.MoEWeights != "mxfp4" || na&(1<<pMoEWeights) != 0 {
+		return nil
+	}
+	switch {
+	case p.Dtype == "fp8" && na&(1<<pDtype) == 0:
+		n, f := d.blame(vals, pMoEWeights, pDtype)
+		return d.errAt(n, f, "moe_weights mxfp4 with dtype fp8: MXFP4 experts with FP8 GEMMs (W4A8) are not supported; use bfloat16 or float16, or moe_weights bf16")
+	case p.TP > 1 || p.EP > 1:
+		n, f := d.blame(vals, pMoEWeights, pTP, pEP)
+		return d.errAt(n, f, "moe_weights mxfp4 with tp %d, ep %d: MXFP4 experts on a split are not supported yet; expected tp 1 and ep 1, or moe_weights auto or bf16", p.TP, p.EP)
+	case m.Hidden%model.MXFP4Block != 0 || m.FFN%model.MXFP4Block != 0:
+		n, f := d.blame(vals, pMoEWeights, pModel)
+		return d.errAt(n, f, "moe_weights mxfp4: model %s's hidden size %d and expert width %d must be multiples of %d (MXFP4's block)", p.Model, m.Hidden, m.FFN, model.MXFP4Block)
+	}
+	if p.Engine == "cuda" || p.Engine == "auto" {
+		n, f := d.blame(vals, pMoEWeights)
+		warn(fmt.Sprintf("moe_weights mxfp4 on engine %s (%s, %s): the CUDA backend's MXFP4 expert kernels are not yet verified on a GPU", p.Engine, f, d.where(n)))
+	}
+	return nil
+}
+
+// cellMXFP4 is whether a cell's routed experts are MXFP4 on a GPU, as the
+// engine resolves moe_weights there (engine.ResolveMoEWeights: auto is
+// bf16 on CUDA while its MXFP4 kernels are unverified); false off xrun's
+// own engine and where the value is refused.
+func cellMXFP4(p *Params, m *engine.ModelConfig) bool {
+	if !builtinEngine(p.Engine) || m == nil {
+		return false
+	}
+	backend := "cuda"
+	if p.Engine == "cpu" {
+		backend = "cpu"
+	}
+	mx, err := engine.ResolveMoEWeights(backend, *m, p.Dtype, p.MoEWeights)
+	return err == nil && mx
+}
+
+// mxfp4Saving is the weight memory MXFP4 experts save over eb-byte ones:
+// every routed expert's gate, up and down at 4.25 bits instead (MXFP4
+// experts are never split, so the whole model's).
+func (w workload) mxfp4Saving(eb float64) float64 {
+	if !w.mxfp4 {
+		return 0
+	}
+	mc := &w.mc
+	routed := float64(mc.MoELayers()) * float64(mc.Experts) * 3 * float64(mc.Hidden) * float64(mc.FFN)
+	return routed * (eb - model.MXFP4BitsPerWeight/8)
+}
