@@ -2,7 +2,6 @@ package runner
 
 import (
 	"errors"
-	"strings"
 	"testing"
 )
 
@@ -30,27 +29,14 @@ func TestPlanFP8(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := ParseSpec("t.yaml", []byte(c.spec+"\n"), LoadOptions{})
-			if c.err != "" {
-				var se *SpecError
-				if !errors.As(err, &se) || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("error %v, want a *SpecError saying %q", err, c.err)
-				}
+			s := parseCase(t, c.spec, c.err)
+			if s == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(s.Plan.Cells) != c.cells {
 				t.Errorf("%d cells, want %d", len(s.Plan.Cells), c.cells)
 			}
-			warned := s.Plan.Warnings
-			switch {
-			case c.warning == "" && len(warned) > 0:
-				t.Errorf("warnings %q, want none", warned)
-			case c.warning != "" && (len(warned) != 1 || !strings.Contains(warned[0], c.warning)):
-				t.Errorf("warnings %q, want one saying %q", warned, c.warning)
-			}
+			checkWarning(t, s.Plan.Warnings, c.warning)
 			// What the engine is given (and cell.json records).
 			for i := range s.Plan.Cells {
 				cell := &s.Plan.Cells[i]

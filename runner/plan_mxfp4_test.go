@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 )
@@ -30,16 +29,9 @@ func TestPlanMoEWeights(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := ParseSpec("t.yaml", []byte(c.spec+"\n"), LoadOptions{})
-			if c.err != "" {
-				var se *SpecError
-				if !errors.As(err, &se) || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("error %v, want a *SpecError saying %q", err, c.err)
-				}
+			s := parseCase(t, c.spec, c.err)
+			if s == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(s.Plan.Cells) != c.cells {
 				t.Errorf("%d cells, want %d", len(s.Plan.Cells), c.cells)
@@ -51,13 +43,7 @@ func TestPlanMoEWeights(t *testing.T) {
 			case c.collapsed != "" && (len(col) != 1 || !strings.Contains(col[0].Reason, c.collapsed)):
 				t.Errorf("collapsed %+v, want one saying %q", col, c.collapsed)
 			}
-			warned := s.Plan.Warnings
-			switch {
-			case c.warning == "" && len(warned) > 0:
-				t.Errorf("warnings %q, want none", warned)
-			case c.warning != "" && (len(warned) != 1 || !strings.Contains(warned[0], c.warning)):
-				t.Errorf("warnings %q, want one saying %q", warned, c.warning)
-			}
+			checkWarning(t, s.Plan.Warnings, c.warning)
 			for i := range s.Plan.Cells {
 				cell := &s.Plan.Cells[i]
 				if cfg := engineConfig(cell, "cpu"); cfg.MoEWeights != cell.Params.MoEWeights || cfg.MoEWeights == "" {

@@ -117,7 +117,7 @@ func (b *Backend) OSSMoE(out, x, idx, weights, gateUp, down, gateUpBias, downBia
 		case gub != nil && numel(gub.shape) != E*F2, dnb != nil && numel(dnb.shape) != E*H:
 			return fmt.Errorf("moe: expert biases %v and %v for experts %v", shapeOf(gub), shapeOf(dnb), gu.shape)
 		}
-		if err := st.ensure(b, g, cuda.MoEOSSWorkBytes(b.dt, most)); err != nil {
+		if err := b.growWork(g, &st.work, cuda.MoEOSSWorkBytes(b.dt, most), "GPT-OSS moe workspace"); err != nil {
 			return err
 		}
 		e := cuda.MoEOSS{Limit: act.Limit, Alpha: act.Alpha}
@@ -136,33 +136,6 @@ func shapeOf(t *tensor) []int {
 		return nil
 	}
 	return t.shape
-}
-
-// ensure grows the workspace to need bytes, outside captures only (as
-// moeState.ensureWork).
-func (st *ossState) ensure(b *Backend, g *cuda.GPU, need int) error {
-	if st.work.Bytes >= need {
-		return nil
-	}
-	if g.Stream.Capturing() {
-		return fmt.Errorf("moe: the GPT-OSS workspace (%d bytes) must exist before a capture", need)
-	}
-	if err := g.Stream.Sync(); err != nil {
-		return err
-	}
-	b.dropGraphs()
-	if st.work.Bytes > 0 {
-		b.freeOwned(g, st.work)
-		b.memActs -= int64(st.work.Bytes)
-		st.work = cuda.Buffer{}
-	}
-	w, err := b.alloc(g, need)
-	if err != nil {
-		return fmt.Errorf("GPT-OSS moe workspace: %w", err)
-	}
-	st.work = w
-	b.memActs += int64(need)
-	return nil
 }
 
 var _ model.OSSBackend = (*Backend)(nil)

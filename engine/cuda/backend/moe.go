@@ -143,7 +143,7 @@ func (b *Backend) moe(out, x, idx, weights, gateUp, down model.Tensor, rows, k i
 		case it.cols() != k || wt.cols() != k || rows > it.rows() || rows > wt.rows():
 			return fmt.Errorf("moe: ids %v and weights %v for %d rows, k = %d", it.shape, wt.shape, rows, k)
 		}
-		if err := st.ensureWork(b, g, cuda.MoEWorkBytes(b.dt, most, library)); err != nil {
+		if err := b.growWork(g, &st.work, cuda.MoEWorkBytes(b.dt, most, library), "moe workspace"); err != nil {
 			return err
 		}
 		if library && !g.Stream.Capturing() {
@@ -153,30 +153,31 @@ func (b *Backend) moe(out, x, idx, weights, gateUp, down model.Tensor, rows, k i
 	})
 }
 
-// ensureWork grows the MoE workspace to need bytes. Captured graphs hold
-// the old address, so growing drops them (it happens only when the model
-// grows its activations, which drops them anyway).
-func (st *moeState) ensureWork(b *Backend, g *cuda.GPU, need int) error {
-	if st.work.Bytes >= need {
+// growWork grows the workspace *work to need bytes, what naming it in
+// errors. Captured graphs hold the old address, so growing drops them (it
+// happens only when the model grows its activations, which drops them
+// anyway), and it cannot happen during a capture.
+func (b *Backend) growWork(g *cuda.GPU, work *cuda.Buffer, need int, what string) error {
+	if work.Bytes >= need {
 		return nil
 	}
 	if g.Stream.Capturing() {
-		return fmt.Errorf("moe: the workspace (%d bytes) must exist before a capture", need)
+		return fmt.Errorf("moe: the %s (%d bytes) must exist before a capture", what, need)
 	}
 	if err := g.Stream.Sync(); err != nil {
 		return err
 	}
 	b.dropGraphs()
-	if st.work.Bytes > 0 {
-		b.freeOwned(g, st.work)
-		b.memActs -= int64(st.work.Bytes)
-		st.work = cuda.Buffer{}
+	if work.Bytes > 0 {
+		b.freeOwned(g, *work)
+		b.memActs -= int64(work.Bytes)
+		*work = cuda.Buffer{}
 	}
 	w, err := b.alloc(g, need)
 	if err != nil {
-		return fmt.Errorf("moe workspace: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	st.work = w
+	*work = w
 	b.memActs += int64(need)
 	return nil
 }

@@ -124,7 +124,7 @@ func (b *Backend) mxfp4MoE(out, x, idx, weights, gateUp, down, gateUpBias, downB
 		case gub != nil && numel(gub.shape) != E*F2, dnb != nil && numel(dnb.shape) != E*H:
 			return fmt.Errorf("moe: expert biases %v and %v for experts %v", shapeOf(gub), shapeOf(dnb), gu.shape)
 		}
-		if err := st.ensure(b, g, cuda.MoEMXFP4WorkBytes(b.dt, most)); err != nil {
+		if err := b.growWork(g, &st.work, cuda.MoEMXFP4WorkBytes(b.dt, most), "MXFP4 moe workspace"); err != nil {
 			return err
 		}
 		e := cuda.MoEOSS{Limit: act.Limit, Alpha: act.Alpha}
@@ -137,33 +137,6 @@ func (b *Backend) mxfp4MoE(out, x, idx, weights, gateUp, down, gateUpBias, downB
 		return g.MoEMXFP4(g.Stream, b.dt, o.buf, xi.buf, it.buf, wt.buf, gw, dw, st.work, sh, e)
 	})
 	return true
-}
-
-// ensure grows the workspace to need bytes, outside captures only (as
-// moeState.ensureWork).
-func (st *mxfp4State) ensure(b *Backend, g *cuda.GPU, need int) error {
-	if st.work.Bytes >= need {
-		return nil
-	}
-	if g.Stream.Capturing() {
-		return fmt.Errorf("moe: the MXFP4 workspace (%d bytes) must exist before a capture", need)
-	}
-	if err := g.Stream.Sync(); err != nil {
-		return err
-	}
-	b.dropGraphs()
-	if st.work.Bytes > 0 {
-		b.freeOwned(g, st.work)
-		b.memActs -= int64(st.work.Bytes)
-		st.work = cuda.Buffer{}
-	}
-	w, err := b.alloc(g, need)
-	if err != nil {
-		return fmt.Errorf("MXFP4 moe workspace: %w", err)
-	}
-	st.work = w
-	b.memActs += int64(need)
-	return nil
 }
 
 var _ model.MXFP4Experts = (*Backend)(nil)

@@ -1,0 +1,38 @@
+package runner
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// parseCase parses a one-line test spec: with wantErr, it checks that
+// parsing fails with a *SpecError saying it and returns nil; without, it
+// returns the spec.
+func parseCase(t *testing.T, spec, wantErr string) *Spec {
+	t.Helper()
+	s, err := ParseSpec("t.yaml", []byte(spec+"\n"), LoadOptions{})
+	if wantErr != "" {
+		var se *SpecError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want a *SpecError saying %q", err, wantErr)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// checkWarning checks that the plan warned once, saying want, or (want
+// "") not at all.
+func checkWarning(t *testing.T, warned []string, want string) {
+	t.Helper()
+	switch {
+	case want == "" && len(warned) > 0:
+		t.Errorf("warnings %q, want none", warned)
+	case want != "" && (len(warned) != 1 || !strings.Contains(warned[0], want)):
+		t.Errorf("warnings %q, want one saying %q", warned, want)
+	}
+}
