@@ -9,7 +9,8 @@ type Ceilings struct {
 	BytesPerSec float64 `json:"bytes_per_s"`
 	FLOPs       float64 `json:"flop_per_s"`
 	// FP8FLOPs is the FP8 GEMM rate where measured (0: unknown; the
-	// roofline then runs FP8 GEMMs at FLOPs).
+	// roofline then runs FP8 GEMMs at FLOPs, or at the ratio to it xrun
+	// knows for the GPU: profile.MeasuredDevice).
 	FP8FLOPs float64 `json:"fp8_flop_per_s,omitempty"`
 	// Device is the GPU's name, DType the GEMM's, Source how and when
 	// they were measured.

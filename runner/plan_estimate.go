@@ -210,7 +210,7 @@ func (p *Plan) EstimateTime(o EstimateOptions) error {
 	est.Cells = make([]CellEstimate, len(p.Cells))
 	var times []time.Duration
 	var gpus []int
-	split := 0
+	split, fp8 := 0, 0
 	for i := range p.Cells {
 		c := &p.Cells[i]
 		ce := est.cell(c, p.Spec.Repeats, m)
@@ -220,8 +220,12 @@ func (p *Plan) EstimateTime(o EstimateOptions) error {
 			continue
 		}
 		est.Estimated++
-		if w, _ := cellWorkload(c); builtinEngine(c.Params.Engine) && w.share.Split() {
+		w, _ := cellWorkload(c)
+		if builtinEngine(c.Params.Engine) && w.share.Split() {
 			split++
+		}
+		if w.formats.FP8 && (ce.Basis == BasisRoofline || ce.Basis == BasisSimilar) {
+			fp8++
 		}
 		if builtinEngine(c.Params.Engine) {
 			est.ColdStart = coldKernelCache
@@ -235,6 +239,9 @@ func (p *Plan) EstimateTime(o EstimateOptions) error {
 	est.Wall = lptWall(times, gpus, o.GPUs) + est.ColdStart
 	if split > 0 {
 		est.Notes = append(est.Notes, splitNote(split))
+	}
+	if fp8 > 0 {
+		est.Notes = append(est.Notes, fp8Note(fp8, est.Device))
 	}
 	p.Estimate = est
 	return nil
@@ -252,6 +259,20 @@ func (p *Plan) EstimateTime(o EstimateOptions) error {
 func splitNote(n int) string {
 	return fmt.Sprintf("%s split over GPUs (tp, ep): each iteration's floor is one GPU's share of its work (its slice of the model); the collectives between the GPUs (two all-reduces a layer) are not counted, so these estimates are optimistic, most at small batches",
 		plural(n, "cell"))
+}
+
+// fp8Note is the estimate's caveat for n cells of dtype fp8 estimated
+// from their roofline (at the stated efficiency or a similar cell's):
+// what their weights and GEMMs count, and that the FP8 ceiling is taken,
+// not measured (cuda.KnownCeilings).
+func fp8Note(n int, dev profile.Device) string {
+	ceiling := "the bf16 GEMM ceiling (xrun knows no FP8 one for this GPU)"
+	if dev.PeakFP8FLOPs > 0 {
+		ceiling = fmt.Sprintf("the FP8 ceiling, %.0f TFLOP/s (%gx the measured bf16 GEMM, Hopper's ratio; not measured yet)",
+			dev.PeakFP8FLOPs/1e12, dev.PeakFP8FLOPs/dev.PeakFLOPs)
+	}
+	return fmt.Sprintf("%s of dtype fp8: their linear layers' weights count a byte each and their GEMMs run at %s; attention and the LM head at bf16's",
+		plural(n, "cell"), ceiling)
 }
 
 // estimateDevice finds the ceilings and memory of the GPU named (in any

@@ -19,7 +19,10 @@ type workload struct {
 	warmup     int
 	kvFraction float64
 	ownGEMM    bool // gemm_plugin disable on xrun's own engine
-	mxfp4      bool // routed experts kept as MXFP4 (moe_weights; plan_mxfp4.go)
+	// formats are how xrun's own engine stores the weights and KV cache
+	// (dtype fp8, kv_cache_dtype fp8, moe_weights mxfp4: plan_mxfp4.go);
+	// the memory and the roofline count them as engine/profile does.
+	formats profile.Formats
 	// requests, input and output are the dataset's count and lengths (the
 	// mean, or the unif midpoint); maxLen the longest request.
 	requests, input, output, maxLen int
@@ -52,7 +55,12 @@ func cellWorkload(c *Cell) (workload, string) {
 		warmup: p.Warmup, kvFraction: p.KVCacheFreeGPUMemFraction,
 		ownGEMM: builtinEngine(p.Engine) && p.GemmPlugin == "disable"}
 	w.splitWorkload(p.Engine, p.TP, p.EP, p.PP)
-	w.mxfp4 = cellMXFP4(p, c.Model)
+	if builtinEngine(p.Engine) {
+		// FP8 is xrun's own engine's (plan_fp8.go); a tool's dtype is its own.
+		w.formats = profile.Formats{FP8: p.Dtype == "fp8" && c.na&(1<<pDtype) == 0,
+			KVFP8:        p.KVCacheDtype == "fp8" && c.na&(1<<pKVCacheDtype) == 0,
+			MXFP4Experts: cellMXFP4(p, c.Model)}
+	}
 	if p.Dtype == "float32" {
 		w.elemBytes = 4
 	}
@@ -121,6 +129,11 @@ func flatWorkload(p results.Params) (workload, bool) {
 	w.splitWorkload(eng, int(num("tp")), int(num("ep")), int(num("pp")))
 	if str("dtype") == "float32" {
 		w.elemBytes = 4
+	}
+	if builtinEngine(eng) {
+		// A measured cell's formats, as its own roofline counted them
+		// (cellRoofline): its times scale by a roofline of the same bytes.
+		w.formats = flatFormats(p, mc)
 	}
 	n := int(num("dataset.num_requests"))
 	switch str("dataset.generator") {
@@ -208,8 +221,10 @@ func (w workload) serve(dev profile.Device, n, slots int) float64 {
 
 // wave is the floor of k requests admitted together.
 func (w workload) wave(dev profile.Device, k int) float64 {
+	dev.ElemBytes = w.elemBytes
+	dev = dev.WithFormats(w.formats)
 	iter := func(it engine.IterationRecord, genContext float64) float64 {
-		sec, _ := dev.Time(profile.RankIterationWorkMXFP4(w.mc, w.split, it, genContext, w.elemBytes, w.mxfp4))
+		sec, _ := dev.Time(profile.RankIterationWorkOn(w.mc, w.split, it, genContext, dev))
 		return sec
 	}
 	chunk := func(tokens int) engine.IterationRecord {

@@ -11,21 +11,28 @@ import (
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/cuda"
+	"github.com/xrun-dev/xrun/engine/model"
+	"github.com/xrun-dev/xrun/engine/profile"
 )
 
 // GPU memory at plan time: what each cell on xrun's own engine will hold on
 // its GPU, and whether that fits, before anything runs. A cell holds
 //
 //   - its weights: every parameter at the dtype's width (all experts of an
-//     MoE model; a tied LM head twice, as the engine uploads it twice);
+//     MoE model; a tied LM head twice, as the engine uploads it twice),
+//     except where the engine stores them narrower, counted as the
+//     roofline counts them (profile.HeldWeightBytes): under dtype fp8 the
+//     linear layers at a byte and a float32 scale per tensor, MXFP4
+//     experts at 4.25 bits;
 //   - workspaces: the activations of max_num_tokens tokens (fewer when the
 //     dataset has fewer prompt tokens, as the engine sizes them), the
-//     logits of batch_size rows, the MoE kernels' workspace, and
-//     memContext for the CUDA context, cuBLASLt's workspace and the
-//     kernels' modules;
+//     logits of batch_size rows, the MoE kernels' workspace, the FP8
+//     GEMMs' quantized input under dtype fp8, and memContext for the CUDA
+//     context, cuBLASLt's workspace and the kernels' modules;
 //   - its KV cache, which takes kv_cache_free_gpu_mem_fraction of the
-//     memory left: at the least one request of the dataset's longest length
-//     and the slot the CUDA backend keeps for padding rows.
+//     memory left (a byte a value under kv_cache_dtype fp8): at the least
+//     one request of the dataset's longest length and the slot the CUDA
+//     backend keeps for padding rows.
 //
 // A cell fits when the KV cache it gets can hold that one request:
 // weights + workspaces + minimum KV cache / fraction <= the GPU's memory
@@ -209,9 +216,15 @@ func (w workload) memory(total float64) CellMemory {
 	// Per GPU: a split cell's rank holds its slice of the weights and of
 	// the KV cache (engine.Share, as engine/model's shard.go cuts them).
 	local := w.share.Local(*mc)
-	m.Weights = float64(w.share.HeldParams(*mc)) * eb
-	m.Weights -= w.mxfp4Saving(eb)
-	perToken := kvBytesPerToken(&local, w.elemBytes)
+	// Each weight at the width the engine stores it in (FP8 linear layers
+	// and their scales, MXFP4 experts), counted as the roofline counts it.
+	dev := profile.Device{ElemBytes: w.elemBytes}.WithFormats(w.formats)
+	m.Weights = profile.HeldWeightBytes(*mc, w.split, float64(w.share.HeldParams(*mc)), dev)
+	kvEB := w.elemBytes
+	if w.formats.KVFP8 {
+		kvEB = 1
+	}
+	perToken := kvBytesPerToken(&local, kvEB)
 	// As the engine reserves: activations for the tokens of one iteration
 	// (no more than the dataset's prompts and a token per slot), logits for
 	// a row per request in flight. A dataset file's are counted in full.
@@ -222,6 +235,11 @@ func (w workload) memory(total float64) CellMemory {
 	}
 	slots, tokens = max(slots, 1), max(tokens, 1)
 	m.Workspace = memContext + activationBytes(&local, tokens, eb) + float64(min(slots, tokens))*float64(mc.Hidden+mc.Vocab)*eb
+	if w.formats.FP8 {
+		// The FP8 GEMMs' quantized input: a byte per value of the widest
+		// input of any of them, and a float32 scale per row.
+		m.Workspace += float64(tokens) * (float64(fp8WidestInput(&local)) + 4)
+	}
 	if w.share.Split() {
 		// The rank's own logits before they are gathered, and NCCL's
 		// buffers for each group the rank joins.
@@ -243,6 +261,13 @@ func (w workload) memory(total float64) CellMemory {
 	}
 	m.Fits = m.InFlight >= 1
 	return m
+}
+
+// fp8WidestInput is the widest K of the FP8 GEMMs (the linear layers of
+// attention and the MLP or experts), which sizes the CUDA backend's
+// quantized-input scratch.
+func fp8WidestInput(mc *engine.ModelConfig) int {
+	return max(mc.Hidden, mc.Heads*mc.HeadDim, mc.FFN)
 }
 
 // heldWeights is how many weights the engine holds on the GPU: every
@@ -407,10 +432,46 @@ func (m *Memory) writeText(bw *bufio.Writer, cells []Cell) {
 		wrapText(bw, fmt.Sprintf("a cell needs its weights (every parameter at the dtype's width, all experts), workspaces (activations of max_num_tokens tokens, logits of batch_size rows, %.0f GiB for the CUDA context and libraries) and the KV cache of one request of the dataset's longest length (the means + %d stdevs) and the engine's padding slot, which gets kv_cache_free_gpu_mem_fraction of the memory left",
 			gib(memContext), tailStdevs))
 	}
+	if n := formatsNote(m, cells); n != "" {
+		wrapText(bw, n)
+	}
 	if split > 0 {
 		wrapText(bw, fmt.Sprintf("%s split over GPUs (tp, ep): their need is per GPU, each holding its rank's slice of the model (attention, MLPs and the LM head divided by tp, the experts by expert group, the embedding, norms and routers whole) and of the KV cache (its KV heads), and %.1f GiB for each NCCL communicator",
 			plural(split, "cell"), gib(memNCCL)))
 	}
+}
+
+// formatsNote says how the counted cells' weight and KV-cache formats
+// narrow their widths; "" when none has any.
+func formatsNote(m *Memory, cells []Cell) string {
+	var fp8, kv, mx int
+	for i := range m.Cells {
+		if !m.Cells[i].Counted {
+			continue
+		}
+		w, _ := cellWorkload(&cells[i])
+		fp8 += b2i(w.formats.FP8)
+		kv += b2i(w.formats.KVFP8)
+		mx += b2i(w.formats.MXFP4Experts)
+	}
+	var parts []string
+	if fp8 > 0 {
+		parts = append(parts, fmt.Sprintf("%s of dtype fp8 hold the linear layers' weights (attention's and the MLP's) at a byte each with a float32 scale per tensor, the embedding, norms, routers and LM head at two, and the FP8 GEMMs' quantized input among the workspaces", plural(fp8, "cell")))
+	}
+	if mx > 0 {
+		parts = append(parts, fmt.Sprintf("%s of moe_weights mxfp4 hold the routed experts at %g bits a weight", plural(mx, "cell"), model.MXFP4BitsPerWeight))
+	}
+	if kv > 0 {
+		parts = append(parts, fmt.Sprintf("%s of kv_cache_dtype fp8 hold the KV cache at a byte a value", plural(kv, "cell")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 type memoryJSON struct {

@@ -50,15 +50,3 @@ func cellMXFP4(p *Params, m *engine.ModelConfig) bool {
 	mx, err := engine.ResolveMoEWeights(backend, *m, p.Dtype, p.MoEWeights)
 	return err == nil && mx
 }
-
-// mxfp4Saving is the weight memory MXFP4 experts save over eb-byte ones:
-// every routed expert's gate, up and down at 4.25 bits instead (MXFP4
-// experts are never split, so the whole model's).
-func (w workload) mxfp4Saving(eb float64) float64 {
-	if !w.mxfp4 {
-		return 0
-	}
-	mc := &w.mc
-	routed := float64(mc.MoELayers()) * float64(mc.Experts) * 3 * float64(mc.Hidden) * float64(mc.FFN)
-	return routed * (eb - model.MXFP4BitsPerWeight/8)
-}

@@ -80,8 +80,8 @@ func TestMoEWeightsMemory(t *testing.T) {
 		c := &s.Plan.Cells[i]
 		mem[i] = c.memory(total)
 		w, _ := cellWorkload(c)
-		if w.mxfp4 != (c.Params.MoEWeights == "mxfp4") {
-			t.Errorf("%s: workload mxfp4 %v", c.ID, w.mxfp4)
+		if w.formats.MXFP4Experts != (c.Params.MoEWeights == "mxfp4") {
+			t.Errorf("%s: workload mxfp4 %v", c.ID, w.formats.MXFP4Experts)
 		}
 	}
 	mc := s.Plan.Cells[0].Model

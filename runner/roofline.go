@@ -88,8 +88,12 @@ func cellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	in.FP8 = c.Params["dtype"] == "fp8"
 	in.KVFP8 = c.Params["kv_cache_dtype"] == "fp8"
 	// moe_weights is xrun's own engine's (absent: auto).
-	if eng, _ := c.Params["engine"].(string); eng == "" || builtinEngine(eng) {
+	if builtinCell(c.Params) {
 		in.MoEWeights, _ = c.Params["moe_weights"].(string)
+		if rec.MoEWeights != "" {
+			// How the engine kept them, resolved where it ran.
+			in.MoEWeights = rec.MoEWeights
+		}
 	}
 	in.Split = cellSplit(c.Params)
 	if len(c.Repeats) > 0 {
@@ -107,6 +111,40 @@ func cellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	}, nil
 }
 
+// builtinCell reports whether a cell's flat parameters run xrun's own
+// engine (engine absent: auto).
+func builtinCell(p map[string]any) bool {
+	eng, _ := p["engine"].(string)
+	return eng == "" || builtinEngine(eng)
+}
+
+// flatFormats are the weight and KV-cache formats of a cell of xrun's own
+// engine on a GPU from its flat parameters (results.json's, a worker's),
+// as its roofline counts them: moe_weights resolved as the CUDA backend
+// resolves it (engine.ResolveMoEWeights; a value it refuses never ran).
+func flatFormats(p map[string]any, mc engine.ModelConfig) profile.Formats {
+	dtype, _ := p["dtype"].(string)
+	mw, _ := p["moe_weights"].(string)
+	mx, _ := engine.ResolveMoEWeights("cuda", mc, dtype, mw)
+	return profile.Formats{FP8: dtype == "fp8", KVFP8: p["kv_cache_dtype"] == "fp8", MXFP4Experts: mx}
+}
+
+// passFormats are the formats a worker's profiled pass ran with, for its
+// diagnosis: the cell's engine configuration on xrun's own engine, and
+// how the engine says it kept the experts (engine.ExpertsReporter:
+// moe_weights as its backend resolved it). An external engine's are its
+// tool's, unknown here.
+func passFormats(p map[string]any, cfg engine.Config, e engine.Engine) profile.Formats {
+	if !builtinCell(p) {
+		return profile.Formats{}
+	}
+	f := profile.Formats{FP8: cfg.Dtype == "fp8", KVFP8: cfg.KVCacheDtype == "fp8"}
+	if r, ok := e.(engine.ExpertsReporter); ok {
+		f.MXFP4Experts = r.MoEWeights() == "mxfp4"
+	}
+	return f
+}
+
 // cellSplit is how a cell's flat parameters (results.json's, a worker's)
 // split its work over GPUs, for its roofline and diagnosis: on xrun's own
 // engine a rank's slice of the model (tp, ep), on an external engine,
@@ -121,12 +159,14 @@ func cellSplit(p map[string]any) profile.Split {
 }
 
 // rooflineRecord is what the roofline reads of a cell's record
-// (cellRecord, cell.json): its backend and the ceilings the CUDA backend
-// measured. Only these are decoded, so that nothing else in the record
-// (one an older xrun wrote, say) can cost a cell its roofline.
+// (cellRecord, cell.json): its backend, the ceilings the CUDA backend
+// measured and how it kept a MoE model's experts. Only these are decoded,
+// so that nothing else in the record (one an older xrun wrote, say) can
+// cost a cell its roofline.
 type rooflineRecord struct {
-	Backend  string           `json:"backend"`
-	Ceilings *engine.Ceilings `json:"ceilings"`
+	Backend    string           `json:"backend"`
+	Ceilings   *engine.Ceilings `json:"ceilings"`
+	MoEWeights string           `json:"moe_weights"`
 }
 
 // readRooflineRecord reads dir's cell.json; a cell without one (results

@@ -428,7 +428,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		}
 		w.profiledPass, w.profiledStarted, w.profiledFinished = res, started, w.clock().UTC()
 		popt := profile.Options{Window: w.cell.Engine.ProfileWindow, Top: math.MaxInt, Device: profile.MeasuredDevice(w.rec.Ceilings),
-			Split: cellSplit(w.cell.Params)}
+			Split: cellSplit(w.cell.Params), Formats: passFormats(w.cell.Params, w.cell.Engine, e)}
 		var p *profile.PassSummary
 		var files []string
 		if w.external != nil {

@@ -55,6 +55,9 @@ type Options struct {
 	// Split is how the pass's model was split over GPUs: the diagnosis's
 	// roofline is then one GPU's share of the work (zero: one GPU).
 	Split Split
+	// Formats are how the pass stored its weights and KV cache; the
+	// diagnosis's roofline counts them so (Device.WithFormats).
+	Formats Formats
 	// Top is how many kernels the summary keeps (DefaultTopKernels when 0).
 	Top int
 	// Notes are caveats added to the diagnosis. For a GPU backend,
@@ -88,6 +91,7 @@ func WriteArtifacts(cellDir string, res *engine.Result, mc engine.ModelConfig, o
 	if o.Device == (Device{}) {
 		o.Device = DeviceFor(res.Backend)
 	}
+	o.Device = o.Device.WithFormats(o.Formats)
 	if o.Window == "" {
 		o.Window = FormatWindows(res.Windows)
 	}

@@ -73,10 +73,6 @@ func CellRoofline(dir string, c RooflineCell) (*Roofline, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev.FP8 = c.FP8
-	if c.KVFP8 {
-		dev.KVElemBytes = 1
-	}
 	if c.Model == "" {
 		return nil, errors.New("the cell has no model parameter")
 	}
@@ -92,7 +88,8 @@ func CellRoofline(dir string, c RooflineCell) (*Roofline, error) {
 		dtype = "fp8"
 	}
 	// A value the engine refused never ran: no roofline counts it.
-	dev.MXFP4Experts, _ = engine.ResolveMoEWeights("cuda", mc, dtype, c.MoEWeights)
+	mx, _ := engine.ResolveMoEWeights("cuda", mc, dtype, c.MoEWeights)
+	dev = dev.WithFormats(Formats{FP8: c.FP8, KVFP8: c.KVFP8, MXFP4Experts: mx})
 	m := c.FirstRepeat
 	if m == nil {
 		return nil, errors.New("no timed repeat")
@@ -134,6 +131,14 @@ func CellRoofline(dir string, c RooflineCell) (*Roofline, error) {
 	if desc := c.Split.Describe(mc); desc != "" {
 		basis += "; " + desc
 	}
+	switch {
+	case dev.FP8 && dev.PeakFP8FLOPs <= 0:
+		// The floor is then too high: say so rather than pass it off.
+		basis += "; FP8 GEMMs counted at the compute dtype's GEMM ceiling (no FP8 ceiling known for this GPU)"
+	case dev.FP8:
+		// The results' ceilings name the compute dtype's GEMM only.
+		basis += "; FP8 linear layers at a byte a weight, their GEMMs at " + fmtRate(dev.PeakFP8FLOPs, "FLOP/s")
+	}
 	f := RunFloorSplit(mc, c.Split, iters, touched, genContext, dev)
 	if f.Seconds <= 0 {
 		return nil, errors.New("the timed iterations hold no work")
@@ -158,12 +163,22 @@ func cellDevice(c RooflineCell) (Device, error) {
 }
 
 // MeasuredDevice is the Device of ceilings the CUDA backend measured; the
-// zero Device (the caller's default) for nil.
+// zero Device (the caller's default) for nil. Without a measured FP8 rate
+// FP8 GEMMs run at the measured GEMM's, unless the GPU is one whose FP8
+// ratio xrun knows.
 func MeasuredDevice(c *engine.Ceilings) Device {
 	if c == nil {
 		return Device{}
 	}
-	return Device{Name: c.Device, PeakBytesPerSec: c.BytesPerSec, PeakFLOPs: c.FLOPs, PeakFP8FLOPs: c.FP8FLOPs, PeakSource: c.Source, ElemBytes: 2}
+	d := Device{Name: c.Device, PeakBytesPerSec: c.BytesPerSec, PeakFLOPs: c.FLOPs, PeakFP8FLOPs: c.FP8FLOPs, PeakSource: c.Source, ElemBytes: 2}
+	if k, ok := GPUDevice(c.Device); ok && d.PeakFP8FLOPs <= 0 && k.PeakFP8FLOPs > 0 {
+		// The backend measures its compute dtype's GEMM only; on a GPU
+		// whose FP8 ceiling xrun knows relative to bf16's (a known GPU
+		// measured again, XRUN_MEASURE_CEILINGS=1), keep that ratio.
+		d.PeakFP8FLOPs = d.PeakFLOPs * k.PeakFP8FLOPs / k.PeakFLOPs
+		d.PeakSource += "; FP8 GEMMs at " + sig3(k.PeakFP8FLOPs/k.PeakFLOPs) + "x that GEMM, the ratio xrun takes for this GPU"
+	}
+	return d
 }
 
 // csvLines calls fn with each line of a CSV file of plain fields (no

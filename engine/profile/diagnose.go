@@ -101,13 +101,15 @@ func DiagnoseSplit(res *engine.Result, mc engine.ModelConfig, dev Device, sp Spl
 	// On MoE models the router's own loads say which experts' weights
 	// each iteration read.
 	touched := TouchedExperts(res.ExpertLoad)
-	s := rankShape(mc, sp)
+	// Weights and KV cache at the widths the pass stored them in (dev's
+	// formats), as the cell's roofline counts them.
+	s, p := rankShape(mc, sp), precisionOf(dev)
 	for _, it := range iters {
 		n, ok := touched[it.Index]
 		if !ok {
 			n = -1
 		}
-		d.Work = d.Work.Add(s.work(it, gen, uniform(float64(dev.ElemBytes)), float64(n)))
+		d.Work = d.Work.Add(s.work(it, gen, p, float64(n)))
 	}
 	d.splitNote(mc, sp)
 	if len(res.Ops) == 0 {
@@ -220,12 +222,15 @@ func (d *Diagnosis) roofline() {
 		return
 	}
 	win := d.Window.Seconds()
-	intensity, ridge := w.FLOPs/w.Bytes, dev.PeakFLOPs/dev.PeakBytesPerSec
+	// Under FP8 the FLOPs run at two ceilings: the arithmetic ceiling is
+	// their blend, the rate that does them all in the time the two take.
+	peak := dev.flopCeiling(w)
+	intensity, ridge := w.FLOPs/w.Bytes, peak/dev.PeakBytesPerSec
 	bw, fl := w.Bytes/win, w.FLOPs/win
-	floor := max(w.Bytes/dev.PeakBytesPerSec, w.FLOPs/dev.PeakFLOPs)
+	floor, _ := dev.Time(w)
 	perIter := func(s float64) string { return fmtDur(s * 1e9 / float64(d.Iterations)) }
 	figs := map[string]float64{"arithmetic_intensity_flop_per_byte": intensity, "ridge_point_flop_per_byte": ridge,
-		"achieved_bytes_per_s": bw, "achieved_flop_per_s": fl, "peak_bytes_per_s": dev.PeakBytesPerSec, "peak_flop_per_s": dev.PeakFLOPs,
+		"achieved_bytes_per_s": bw, "achieved_flop_per_s": fl, "peak_bytes_per_s": dev.PeakBytesPerSec, "peak_flop_per_s": peak,
 		"bytes_per_iteration": w.Bytes / float64(d.Iterations), "flop_per_iteration": w.FLOPs / float64(d.Iterations),
 		"roofline_fraction": floor / win}
 	floorText := fmt.Sprintf("roofline floor %s per iteration, measured %s (%.1f%% of the roofline)", perIter(floor), perIter(win), 100*floor/win)
@@ -234,8 +239,23 @@ func (d *Diagnosis) roofline() {
 			sig3(intensity), sig3(ridge), fmtRate(bw, "B/s"), 100*bw/dev.PeakBytesPerSec, fmtRate(dev.PeakBytesPerSec, "B/s"), floorText), figs)
 		return
 	}
+	ceiling := fmtRate(peak, "FLOP/s")
+	if peak != dev.PeakFLOPs {
+		ceiling += fmt.Sprintf(" (%.0f%% of the FLOPs in FP8 at %s, the rest at %s)",
+			100*w.FP8FLOPs/w.FLOPs, fmtRate(dev.PeakFP8FLOPs, "FLOP/s"), fmtRate(dev.PeakFLOPs, "FLOP/s"))
+	}
 	d.add(PatternComputeBound, fmt.Sprintf("%s FLOP/byte is above the ridge point (%s FLOP/byte), so arithmetic sets the floor; achieved %s = %.1f%% of the %s ceiling; %s",
-		sig3(intensity), sig3(ridge), fmtRate(fl, "FLOP/s"), 100*fl/dev.PeakFLOPs, fmtRate(dev.PeakFLOPs, "FLOP/s"), floorText), figs)
+		sig3(intensity), sig3(ridge), fmtRate(fl, "FLOP/s"), 100*fl/peak, ceiling, floorText), figs)
+}
+
+// flopCeiling is the arithmetic ceiling w's FLOPs meet on d: PeakFLOPs,
+// or, with FP8 FLOPs and an FP8 ceiling, the rate that does all of w's
+// FLOPs in the time its FP8 and other FLOPs take at their own ceilings.
+func (d Device) flopCeiling(w Work) float64 {
+	if w.FP8FLOPs <= 0 || d.PeakFP8FLOPs <= 0 || w.FLOPs <= 0 {
+		return d.PeakFLOPs
+	}
+	return w.FLOPs / ((w.FLOPs-w.FP8FLOPs)/d.PeakFLOPs + w.FP8FLOPs/d.PeakFP8FLOPs)
 }
 
 // MoE stages, in the order a MoE layer runs them.

@@ -46,9 +46,9 @@ func DiagnoseSummarySplit(stats []KernelStat, res *engine.Result, mc engine.Mode
 		d.Window += it.Duration
 	}
 	gen := meanGenContext(res)
-	s := rankShape(mc, sp)
+	s, p := rankShape(mc, sp), precisionOf(dev)
 	for _, it := range iters {
-		d.Work = d.Work.Add(s.work(it, gen, uniform(float64(dev.ElemBytes)), -1))
+		d.Work = d.Work.Add(s.work(it, gen, p, -1))
 	}
 	d.splitNote(mc, sp)
 	if len(stats) == 0 {
@@ -127,6 +127,7 @@ func SummaryArtifacts(res *engine.Result, mc engine.ModelConfig, o Options) (*Pa
 	if o.Device == (Device{}) {
 		o.Device = DeviceFor(res.Backend)
 	}
+	o.Device = o.Device.WithFormats(o.Formats)
 	if o.Top <= 0 {
 		o.Top = DefaultTopKernels
 	}

@@ -46,6 +46,28 @@ type precision struct {
 
 func uniform(eb float64) precision { return precision{eb, eb, eb, eb, false} }
 
+// Formats are how a pass stored its weights and KV cache, which its
+// roofline counts bytes and FLOPs by: dtype fp8's E4M3 linear layers,
+// kv_cache_dtype fp8's E4M3 KV cache, moe_weights mxfp4's routed experts.
+type Formats struct {
+	FP8, KVFP8, MXFP4Experts bool
+}
+
+// WithFormats is d counting a pass of formats f. The CPU backend keeps
+// FP8 GEMM weights as the float32 values of their codes and multiplies
+// them in float32 (engine/cpu/fp8.go), so there dtype fp8 moves neither
+// bytes nor FLOPs; its FP8 KV cache and MXFP4 experts are stored packed
+// as on a GPU.
+func (d Device) WithFormats(f Formats) Device {
+	d.FP8 = f.FP8 && d.Name != "cpu"
+	d.KVElemBytes = 0
+	if f.KVFP8 {
+		d.KVElemBytes = 1
+	}
+	d.MXFP4Experts = f.MXFP4Experts
+	return d
+}
+
 // precisionOf is d's: ElemBytes, or FP8 weights and KVElemBytes.
 func precisionOf(d Device) precision {
 	p := uniform(float64(d.ElemBytes))
@@ -124,14 +146,44 @@ func IterationWorkTouched(mc engine.ModelConfig, it engine.IterationRecord, genC
 	return shapeOf(mc).work(it, genContext, uniform(float64(elemBytes)), float64(touched))
 }
 
-// RankIterationWorkMXFP4 is RankIterationWork with the routed experts
-// MXFP4 when mxfp4 (moe_weights mxfp4): what the plan's estimate takes.
-func RankIterationWorkMXFP4(mc engine.ModelConfig, sp Split, it engine.IterationRecord, genContext float64, elemBytes int, mxfp4 bool) Work {
-	p := uniform(float64(elemBytes))
-	if mxfp4 {
-		p.expert = model.MXFP4BitsPerWeight / 8
+// RankIterationWorkOn is RankIterationWork with the element sizes of
+// dev (ElemBytes, and its formats: WithFormats), experts reached
+// estimated: what the plan's estimate takes, so that it counts every
+// weight as the cell roofline and the diagnosis do.
+func RankIterationWorkOn(mc engine.ModelConfig, sp Split, it engine.IterationRecord, genContext float64, dev Device) Work {
+	return rankShape(mc, sp).work(it, genContext, precisionOf(dev), -1)
+}
+
+// HeldWeightBytes is the memory one rank of split sp holds for mc's
+// weights at dev's element sizes, held being how many weights it holds in
+// all (engine.RankShare.HeldParams: the embedding, norms and a tied LM
+// head included). The linear layers of attention and of the dense MLPs
+// and shared experts count the roofline's linear width, the routed
+// experts its expert width, everything else (embedding, norms, routers,
+// LM head) ElemBytes; under FP8 each linear weight also holds a float32
+// scale (per tensor: QKV, output, gate/up, down; per expert for the
+// routed experts' stacks), as engine/model quantizes them.
+func HeldWeightBytes(mc engine.ModelConfig, sp Split, held float64, dev Device) float64 {
+	s, p := rankShape(mc, sp), precisionOf(dev)
+	linear, routed := s.layers*s.attn, 0.0
+	tensors := 2 * s.layers // attention's QKV and output
+	if s.experts == 0 {
+		linear += s.layers * s.expert
+		tensors += 2 * s.layers
+	} else {
+		moe := s.layers - s.denseLayers
+		linear += s.denseLayers*s.dense + moe*s.shared
+		routed = moe * s.experts * s.expert
+		tensors += 2*s.denseLayers + 2*moe*s.experts
+		if s.shared > 0 {
+			tensors += 2 * moe
+		}
 	}
-	return rankShape(mc, sp).work(it, genContext, p, -1)
+	b := p.gemm*linear + p.expert*routed + p.other*(held-linear-routed)
+	if p.fp8 {
+		b += 4 * tensors
+	}
+	return b
 }
 
 func (s shape) work(it engine.IterationRecord, genContext float64, p precision, touched float64) Work {

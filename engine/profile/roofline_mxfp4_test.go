@@ -55,10 +55,10 @@ func TestRooflineMXFP4(t *testing.T) {
 		}
 		// The plan's estimate counts them alike.
 		it := c.it
-		if e := RankIterationWorkMXFP4(mc, Split{}, it, 500, 2, true); c.touched < 0 && math.Abs(e.Bytes-got.Bytes) > 1e-9*got.Bytes {
+		if e := RankIterationWorkOn(mc, Split{}, it, 500, dev); c.touched < 0 && math.Abs(e.Bytes-got.Bytes) > 1e-9*got.Bytes {
 			t.Errorf("%s: estimate %.6g bytes, roofline %.6g", c.model, e.Bytes, got.Bytes)
 		}
-		if e, r := RankIterationWorkMXFP4(mc, Split{}, it, 500, 2, false), RankIterationWork(mc, Split{}, it, 500, 2); e != r {
+		if e, r := RankIterationWorkOn(mc, Split{}, it, 500, h100), RankIterationWork(mc, Split{}, it, 500, 2); e != r {
 			t.Errorf("%s: bf16 estimate %+v, RankIterationWork %+v", c.model, e, r)
 		}
 	}

@@ -1,0 +1,80 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/xrun-dev/xrun/engine/profile"
+)
+
+// TestMemoryFP8: a dtype fp8 cell of Llama-3.1-8B holds its weights as
+// engine/profile counts them (linear layers at a byte, their scales, the
+// embedding and LM head at two: about 8.5 GiB, not bf16's 15.0), plus the
+// FP8 GEMMs' quantized input among its workspaces, so more requests fit
+// beside them; kv_cache_dtype fp8 halves the KV cache. The plan says so
+// once, for the cells it concerns.
+func TestMemoryFP8(t *testing.T) {
+	s := mustParse(t, `params: {model: llama-3.1-8b, engine: auto, batch_size: 2048, dataset: {num_requests: 3000, input_mean: 1000, output_mean: 1000, input_stdev: 0, output_stdev: 0}}
+matrix:
+  include:
+    - {dtype: bfloat16}
+    - {dtype: fp8}
+    - {dtype: bfloat16, kv_cache_dtype: fp8}
+`)
+	const total = 85017493504
+	var m [3]CellMemory
+	for i := range s.Plan.Cells {
+		m[i] = s.Plan.Cells[i].memory(total)
+	}
+	bf16, fp8, kv := m[0], m[1], m[2]
+	mc := s.Plan.Cells[1].Model
+	held := heldWeights(mc)
+	want := profile.HeldWeightBytes(*mc, profile.Split{}, held, profile.Device{ElemBytes: 2}.WithFormats(profile.Formats{FP8: true}))
+	if fp8.Weights != want || bf16.Weights != 2*held {
+		t.Errorf("weights: fp8 %.0f (want %.0f), bf16 %.0f (want %.0f)", fp8.Weights, want, bf16.Weights, 2*held)
+	}
+	if g := gib(fp8.Weights); g < 8.4 || g > 8.6 {
+		t.Errorf("fp8 weights %.2f GiB, want about 8.5", g)
+	}
+	// The quantized input of 8192 tokens, as wide as the MLP's down
+	// projection's input (14336), and a scale per row.
+	if d, want := fp8.Workspace-bf16.Workspace, 8192*(14336.0+4); d != want {
+		t.Errorf("fp8 workspace %.0f bytes more than bf16's, want %.0f", d, want)
+	}
+	if !(fp8.InFlight > bf16.InFlight) {
+		t.Errorf("in flight: fp8 %d, bf16 %d; want more under fp8", fp8.InFlight, bf16.InFlight)
+	}
+	if kv.KVMin*2 != bf16.KVMin || kv.KVBatch*2 != bf16.KVBatch || kv.Weights != bf16.Weights {
+		t.Errorf("kv fp8: KV %.0f/%.0f, bf16 %.0f/%.0f; want half, weights unchanged", kv.KVMin, kv.KVBatch, bf16.KVMin, bf16.KVBatch)
+	}
+	if err := s.Plan.CheckMemory(MemoryOptions{GPU: "H100"}); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	bw := bufio.NewWriter(&b)
+	s.Plan.Memory.writeText(bw, s.Plan.Cells)
+	bw.Flush()
+	text := strings.Join(strings.Fields(b.String()), " ")
+	for _, w := range []string{"1 cell of dtype fp8 hold the linear layers' weights", "1 cell of kv_cache_dtype fp8 hold the KV cache at a byte"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("memory section lacks %q:\n%s", w, b.String())
+		}
+	}
+	if strings.Contains(text, "mxfp4") {
+		t.Errorf("memory section mentions MXFP4 with no such cell:\n%s", b.String())
+	}
+
+	// A plan without narrower formats says nothing of them.
+	plain := mustParse(t, "params: {model: llama-3.1-8b, engine: cuda, dtype: bfloat16}\n")
+	if err := plain.Plan.CheckMemory(MemoryOptions{GPU: "H100"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := formatsNote(plain.Plan.Memory, plain.Plan.Cells); n != "" {
+		t.Errorf("bf16 plan: formats note %q", n)
+	}
+	if !(fp8.Need < bf16.Need) {
+		t.Errorf("need: fp8 %.4g GiB, bf16 %.4g GiB", gib(fp8.Need), gib(bf16.Need))
+	}
+}
