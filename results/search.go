@@ -68,6 +68,18 @@ const (
 	FrontierAboveHigh = "above_high" // even high meets it
 	FrontierSearching = "searching"  // more points to measure (Next)
 	FrontierCapped    = "capped"     // max_points measured before converging
+	// A search that could not go on in the run that wrote the results:
+	// its next point's cell was left out by --only, or was not measured
+	// (the time limit, an interrupt). Why says which; --resume goes on.
+	FrontierNotSearched = "not_searched"
+	FrontierUnfinished  = "unfinished"
+)
+
+// Errors of skipped cells that the frontier reads: a cell --only left
+// out, and one still waiting for its turn (a run in progress).
+const (
+	NotSelected = "not selected by --only"
+	NotRunYet   = "not run yet"
 )
 
 // FrontierRow is one group's search: its points, the highest value that
@@ -86,8 +98,10 @@ type FrontierRow struct {
 	// Goodput and Attainment are the best point's medians.
 	Goodput    *float64 `json:"goodput_req_s,omitempty"`
 	Attainment *float64 `json:"slo_attainment,omitempty"`
-	// Next is the value to measure next (Status searching).
+	// Next is the value to measure next (Status searching, unfinished or
+	// not_searched); Why says why an unfinished search stopped.
 	Next   *float64      `json:"next,omitempty"`
+	Why    string        `json:"why,omitempty"`
 	Points []SearchPoint `json:"points"`
 }
 
@@ -163,7 +177,8 @@ func (s *Search) integral() bool { return s.Axis == "concurrency" }
 
 // SearchFrontier is the search's state over r's cells: a row per group of
 // cells with the search axis, in table order. It is a pure function of
-// the cells' statuses and summaries, the SLO and the search.
+// the cells' statuses, errors (a next point not measured: stalled) and
+// summaries, the SLO and the search.
 func SearchFrontier(r *Results) []FrontierRow {
 	s, slo := r.Search, r.SLO
 	if s == nil || slo == nil {
@@ -179,6 +194,8 @@ func SearchFrontier(r *Results) []FrontierRow {
 	sortCells(cells, axes(r))
 	var rows []FrontierRow
 	byKey := map[string]int{}
+	// at are each row's cells by axis value, to find its next point's.
+	var at []map[float64]*Cell
 	for _, c := range cells {
 		x, ok := pointValue(c.Params[s.Axis])
 		if !ok {
@@ -202,7 +219,9 @@ func SearchFrontier(r *Results) []FrontierRow {
 				l = "all cells"
 			}
 			rows = append(rows, FrontierRow{Group: group, Label: l, Points: []SearchPoint{}})
+			at = append(at, map[float64]*Cell{})
 		}
+		at[i][x] = c
 		meets, why, ok := s.meets(c, slo)
 		if !ok {
 			continue
@@ -211,8 +230,28 @@ func SearchFrontier(r *Results) []FrontierRow {
 	}
 	for i := range rows {
 		s.judge(&rows[i], r)
+		stalled(&rows[i], at[i])
 	}
 	return rows
+}
+
+// stalled marks a searching row whose next point is a cell that will not
+// be measured by the run that wrote the results (--only left it out, the
+// time limit or an interrupt stopped the run): the search did not end, and
+// the frontier must not read as if it were still going on or had ended.
+func stalled(row *FrontierRow, at map[float64]*Cell) {
+	if row.Status != FrontierSearching || row.Next == nil {
+		return
+	}
+	c := at[*row.Next]
+	if c == nil || c.Status != StatusSkipped || strings.HasPrefix(c.Error, NotRunYet) {
+		return
+	}
+	if c.Error == NotSelected {
+		row.Status, row.Why = FrontierNotSearched, "its next point, cell "+c.ID+", is left out by --only"
+		return
+	}
+	row.Status, row.Why = FrontierUnfinished, "its next point, cell "+c.ID+", was not measured: "+c.Error
 }
 
 // judge brackets the frontier of a row from its points and picks the next
@@ -338,10 +377,17 @@ func frontierTable(r *Results) *Table {
 		}
 		return num(*p)
 	}
+	var whys []string
 	for _, f := range s.Frontier {
 		status := f.Status
+		if status == FrontierNotSearched {
+			status = "not searched"
+		}
 		if f.Next != nil {
 			status += " (next " + num(*f.Next) + ")"
+		}
+		if f.Why != "" {
+			whys = append(whys, f.Label+": "+status+": "+f.Why+".")
 		}
 		met := "-"
 		if f.Attainment != nil {
@@ -364,5 +410,11 @@ func frontierTable(r *Results) *Table {
 	t.Notes = append(t.Notes,
 		fmt.Sprintf("SLO: %s per request; a load point meets it when %s.", r.SLO.String(), crit),
 		fmt.Sprintf("Bisection over %s in %s from %s to %s (%s), every point a cell with its repeats (medians).", s.Axis, unit, num(s.Low), num(s.High), tol))
+	if len(whys) > 0 {
+		// The bracket of such a group is what was measured so far, not
+		// its frontier.
+		t.Notes = append(t.Notes, "Searches that did not end (their columns are the bracket so far; xrun run --resume goes on with them, without --only for those it left out):")
+		t.Notes = append(t.Notes, whys...)
+	}
 	return t
 }

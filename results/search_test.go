@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/xrun-dev/xrun/results/golden"
@@ -198,5 +199,65 @@ func TestDiffServingPoints(t *testing.T) {
 		if !seen[k] {
 			t.Errorf("no regression on %s; the metrics judged: %v", k, d.Metrics)
 		}
+	}
+}
+
+// TestSearchFrontierStalled: a group whose next point is a cell that the
+// run did not measure says why, rather than reading as still searching or
+// ended: --only left it out (not searched), the time limit or an
+// interrupt stopped the run (unfinished, with the bracket so far). A point
+// still waiting for its turn is a search going on.
+func TestSearchFrontierStalled(t *testing.T) {
+	const timeLimit = "stopped at the time limit after 1 of 2 repeats; xrun run --resume runs the rest"
+	for _, tc := range []struct {
+		name, err, status, why string
+	}{
+		{"waiting", NotRunYet + " (1 of 2 repeats kept from an earlier run)", FrontierSearching, ""},
+		{"only", NotSelected, FrontierNotSearched, "is left out by --only"},
+		{"time limit", timeLimit, FrontierUnfinished, "was not measured: " + timeLimit},
+		{"interrupted", "not run: the study was interrupted (xrun run --resume runs it)", FrontierUnfinished, "the study was interrupted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Results{
+				Name: "stalled", Environment: testEnvironment(), SLO: &SLO{TTFTms: 100, Percentile: 50},
+				Axes:   []Axis{{Name: "concurrency", Values: []any{int64(1), int64(4), int64(16)}}},
+				Search: &Search{Axis: "concurrency", Low: 1, High: 16, Metric: SearchGoodput},
+			}
+			add := func(users int64, st Status, att float64, err string) {
+				p := Params{"concurrency": users}
+				c := Cell{ID: fmt.Sprintf("users-%d", users), Params: p, Status: st, Error: err}
+				if st == StatusOK {
+					c.Repeats = []Metrics{{"slo_attainment": att}, {"slo_attainment": att}}
+				}
+				r.Cells = append(r.Cells, c)
+			}
+			add(1, StatusOK, 1, "")
+			add(16, StatusOK, 0.2, "")
+			add(4, StatusSkipped, 0, tc.err)
+			n, err := Normalized(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := n.Search.Frontier
+			if len(f) != 1 {
+				t.Fatalf("frontier %+v", f)
+			}
+			// The bracket so far is kept whatever the status.
+			if f[0].Status != tc.status || f[0].Next == nil || *f[0].Next != 4 || f[0].Best == nil || *f[0].Best != 1 ||
+				f[0].FailAbove == nil || *f[0].FailAbove != 16 || !strings.Contains(f[0].Why, tc.why) || (tc.why == "") != (f[0].Why == "") {
+				t.Fatalf("row %+v; want %s (next 4, bracket 1 to 16) saying %q", f[0], tc.status, tc.why)
+			}
+			var md bytes.Buffer
+			if err := Render(&md, "markdown", n, RenderOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			hasNote := strings.Contains(md.String(), "Searches that did not end")
+			if hasNote != (tc.why != "") || tc.why != "" && !strings.Contains(md.String(), tc.why) {
+				t.Errorf("results.md (note %v):\n%s", hasNote, md.String())
+			}
+			if tc.status == FrontierNotSearched && !strings.Contains(md.String(), "| not searched (next 4) |") {
+				t.Errorf("results.md does not say the group was not searched:\n%s", md.String())
+			}
+		})
 	}
 }

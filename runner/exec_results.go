@@ -99,7 +99,7 @@ func (s *study) initResults(ctx context.Context) {
 		case rc.selected:
 			c = results.Cell{Status: results.StatusSkipped, Error: "not run"}
 		default:
-			c = results.Cell{Status: results.StatusSkipped, Error: "not selected by --only"}
+			c = results.Cell{Status: results.StatusSkipped, Error: results.NotSelected}
 		}
 		c.ID, c.Params, c.Summary = rc.cell.ID, rc.wc.Params, nil
 		s.byID[c.ID] = len(s.res.Cells)
@@ -257,8 +257,8 @@ func (s *study) record(rc *runCell, o outcome) {
 }
 
 // notRunYet is the error of a cell waiting for its turn, until it runs or
-// the study stops.
-const notRunYet = "not run yet"
+// the study stops (the SLO frontier reads it: such a search goes on).
+const notRunYet = results.NotRunYet
 
 // interruptedNote is the error of a cell whose worker was interrupted
 // after recording kept of its repeats.

@@ -62,6 +62,82 @@ func SearchNext(spec *Spec, res *results.Results) (set string, points []string, 
 	return "matrix.include=" + string(b), points, nil
 }
 
+// SearchResumed is the --set that puts back into spec the points an
+// earlier run of its search added (prior's cells at a value of the
+// searched axis that spec's plan lacks), and their cells' ids: with
+// --resume the first round then keeps them, as results.json had them,
+// rather than dropping them until a later round asks for them again, and
+// the search goes on from where it stopped. Nothing is added when prior is
+// another study's.
+func SearchResumed(spec *Spec, prior *results.Results) (set string, ids []string, err error) {
+	if spec.Search == nil || prior == nil || prior.Name != spec.Name {
+		return "", nil, nil
+	}
+	planned := map[string]bool{}
+	for i := range spec.Plan.Cells {
+		planned[spec.Plan.Cells[i].ID] = true
+	}
+	entries, err := specIncludes(spec)
+	if err != nil {
+		return "", nil, err
+	}
+	axis := spec.Search.Axis
+	for _, c := range prior.Cells {
+		if _, ok := c.Params[axis]; !ok || planned[c.ID] {
+			continue
+		}
+		// The parameters that varied in that run name the point, as
+		// SearchNext's entries did.
+		e := map[string]any{}
+		for _, a := range prior.Axes {
+			if v, ok := c.Params[a.Name]; ok {
+				e[a.Name] = setValue(a.Name, v)
+			}
+		}
+		entries = append(entries, e)
+		ids = append(ids, c.ID)
+	}
+	if len(ids) == 0 {
+		return "", nil, nil
+	}
+	b, err := yaml.Marshal(entries)
+	if err != nil {
+		return "", nil, err
+	}
+	return "matrix.include=" + string(b), ids, nil
+}
+
+// SearchStalled lists the groups of res whose search did not end, each
+// with its status, its bracket so far and why (see results.FrontierRow):
+// for the log of a run that stops with a search unfinished.
+func SearchStalled(res *results.Results) []string {
+	if res == nil || res.Search == nil {
+		return nil
+	}
+	r, err := results.Normalized(res)
+	if err != nil || r.Search == nil {
+		return nil
+	}
+	opt := func(p *float64) string {
+		if p == nil {
+			return "none"
+		}
+		return formatValue(*p)
+	}
+	var out []string
+	for _, f := range r.Search.Frontier {
+		switch f.Status {
+		case results.FrontierSearching, results.FrontierUnfinished, results.FrontierNotSearched:
+			line := fmt.Sprintf("%s: %s (highest meeting the SLO so far %s, lowest failing %s)", f.Label, strings.ReplaceAll(f.Status, "_", " "), opt(f.Best), opt(f.FailAbove))
+			if f.Why != "" {
+				line += ": " + f.Why
+			}
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // setValue writes a results parameter as the spec reads it back.
 func setValue(key string, v any) any {
 	switch x := v.(type) {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,27 +71,36 @@ func TestSearchNext(t *testing.T) {
 }
 
 func TestSearchRoundsStop(t *testing.T) {
-	spec := mustParse(t, searchSpec)
-	rounds := 0
-	// A run that never measures anything (every cell skipped, out of
-	// time): the same points are asked for again, and the rounds stop
-	// there rather than loop.
-	run := func(sp *Spec, round int) (*results.Results, error) {
-		rounds++
-		r := &results.Results{Name: "s"}
-		for _, c := range sp.Plan.Cells {
-			r.Cells = append(r.Cells, results.Cell{ID: c.ID, Params: results.Params(c.Flat()), Status: results.StatusSkipped})
+	for _, tc := range []struct {
+		name, err string
+		rounds    int
+	}{
+		// A run that never gets to its cells: the same points are asked
+		// for again once, and the rounds stop there rather than loop.
+		{"not run", results.NotRunYet, 2},
+		// A run that stopped (the time limit, an interrupt): the frontier
+		// says the points were not measured, and no round asks again.
+		{"stopped", "not run: the study stopped at its time limit (xrun run --resume runs it)", 1},
+	} {
+		spec := mustParse(t, searchSpec)
+		rounds := 0
+		run := func(sp *Spec, round int) (*results.Results, error) {
+			rounds++
+			r := &results.Results{Name: "s"}
+			for _, c := range sp.Plan.Cells {
+				r.Cells = append(r.Cells, results.Cell{ID: c.ID, Params: results.Params(c.Flat()), Status: results.StatusSkipped, Error: tc.err})
+			}
+			return r, nil
 		}
-		return r, nil
-	}
-	load := func(sets []string) (*Spec, error) {
-		return ParseSpec(spec.File, []byte(searchSpec), LoadOptions{Sets: sets})
-	}
-	if _, err := SearchRounds(spec, load, run, nil); err != nil {
-		t.Fatal(err)
-	}
-	if rounds != 2 {
-		t.Errorf("%d rounds, want 2 (the spec's, then the first points once)", rounds)
+		load := func(sets []string) (*Spec, error) {
+			return ParseSpec(spec.File, []byte(searchSpec), LoadOptions{Sets: sets})
+		}
+		if _, err := SearchRounds(spec, load, run, nil); err != nil {
+			t.Fatal(err)
+		}
+		if rounds != tc.rounds {
+			t.Errorf("%s: %d rounds, want %d", tc.name, rounds, tc.rounds)
+		}
 	}
 }
 
@@ -127,5 +137,112 @@ matrix:
 	b := mustParse(t, "name: a\nparams: {model: tiny-llama, engine: cpu, request_rate: .inf, concurrency: 3}\n")
 	if f := b.Plan.Cells[0].Flat(); f["request_rate"] != 0.0 || f["concurrency"] != 3 {
 		t.Errorf("given: %v", f)
+	}
+}
+
+// attainment is searchSpec's: batch 4 misses the SLO at 64 req/s.
+func attainment(c *Cell) float64 {
+	if c.Params.BatchSize == 4 && c.Params.RequestRate == 64 {
+		return 0.5
+	}
+	return 1
+}
+
+// TestSearchResumed: the points an earlier run's rounds added (cells of
+// its results the spec's plan lacks) come back as include entries beside
+// the spec's own, with the same ids; another study's results add nothing.
+func TestSearchResumed(t *testing.T) {
+	spec := mustParse(t, searchSpec)
+	res := &results.Results{Name: "s", Axes: []results.Axis{{Name: "batch_size"}, {Name: "request_rate"}}}
+	for i := range spec.Plan.Cells {
+		c := &spec.Plan.Cells[i]
+		res.Cells = append(res.Cells, point(c, attainment(c)))
+	}
+	set, _, err := SearchNext(spec, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The earlier run: its round 1 added points, of which one was
+	// measured and one was not (interrupted); both come back.
+	earlier := mustParse(t, searchSpec, set)
+	prior := &results.Results{Name: "s", Axes: res.Axes}
+	var added []string
+	for i := range earlier.Plan.Cells {
+		c := &earlier.Plan.Cells[i]
+		p := point(c, attainment(c))
+		if !slices.ContainsFunc(spec.Plan.Cells, func(s Cell) bool { return s.ID == c.ID }) {
+			added = append(added, c.ID)
+			if len(added) == 2 {
+				p.Status, p.Repeats = results.StatusSkipped, nil
+			}
+		}
+		prior.Cells = append(prior.Cells, results.Cell{ID: p.ID, Params: results.Params(earlier.Plan.Cells[i].Flat()), Status: p.Status, Repeats: p.Repeats})
+	}
+	if len(added) != 2 {
+		t.Fatalf("round 1 added %v", added)
+	}
+	// As read back from results.json: numbers as JSON has them.
+	norm, err := results.Normalized(prior)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, ids, err := SearchResumed(spec, norm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(ids)), slices.Sorted(slices.Values(added))) {
+		t.Errorf("ids %v, want %v", ids, added)
+	}
+	resumed := mustParse(t, searchSpec, set)
+	var got []string
+	for _, c := range resumed.Plan.Cells {
+		got = append(got, c.ID)
+	}
+	var want []string
+	for _, c := range earlier.Plan.Cells {
+		want = append(want, c.ID)
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		t.Errorf("resumed plan %v, want the earlier run's %v", got, want)
+	}
+	other := *norm
+	other.Name = "other"
+	if set, ids, err := SearchResumed(spec, &other); set != "" || ids != nil || err != nil {
+		t.Errorf("another study's results: %q %v %v", set, ids, err)
+	}
+}
+
+// TestSearchStalled: the log names the groups whose search did not end,
+// with the bracket so far and why, and none of those that ended.
+func TestSearchStalled(t *testing.T) {
+	spec := mustParse(t, searchSpec)
+	res := &results.Results{Name: "s", SLO: spec.SLO, Search: spec.Search,
+		Axes: []results.Axis{{Name: "batch_size"}, {Name: "request_rate"}}}
+	for i := range spec.Plan.Cells {
+		c := &spec.Plan.Cells[i]
+		rc := point(c, 1)
+		switch {
+		case c.Params.BatchSize == 4 && c.Params.RequestRate == 64:
+			rc = point(c, 0.5)
+		case c.Params.BatchSize == 2:
+			// Its only point, at low, was left out by --only.
+			rc.Status, rc.Repeats, rc.Error = results.StatusSkipped, nil, results.NotSelected
+		}
+		res.Cells = append(res.Cells, rc)
+	}
+	got := strings.Join(SearchStalled(res), "\n")
+	for _, want := range []string{
+		"batch_size=2: not searched (highest meeting the SLO so far none, lowest failing none): its next point, cell ",
+		"batch_size=4: searching (highest meeting the SLO so far 1, lowest failing 64)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("stalled groups lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "batch_size=8") {
+		t.Errorf("batch 8's search ended above high, yet is listed:\n%s", got)
+	}
+	if SearchStalled(nil) != nil {
+		t.Error("no results: something stalled")
 	}
 }

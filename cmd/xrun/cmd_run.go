@@ -2,15 +2,20 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
+	"github.com/xrun-dev/xrun/results/layout"
 	"github.com/xrun-dev/xrun/runner"
 )
 
@@ -100,6 +105,13 @@ at the limit is stopped and lost. On several GPUs, cells predicted to take
 longest start first. Inside a Slurm job that sets SLURM_JOB_END_TIME (recent
 Slurm) the job's end is a time limit too; with --executor slurm, each task's
 (--time-limit is for local runs).
+
+A spec's search block (an SLO search) runs in rounds: each adds the next load
+point of every group still searching and resumes the study. --only and
+--time-limit (counted from the command's start) hold for every round: a group
+--only leaves out is not searched, and a search the time limit or Ctrl-C stops
+is unfinished; results.md's SLO frontier says which, with each group's bracket
+so far, and --resume goes on from the points measured.
 
 GPU cells record NVML telemetry every 50 ms. A cell is flagged as throttled
 (under results.md's table and in xrun diff) when more than 5 % of the samples
@@ -261,25 +273,28 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 		TimeLimit: timeLimit, Started: opts.started, Order: order, OrderSeed: opts.orderSeed, ThrottleThreshold: opts.throttleThreshold,
 		Command: "xrun run " + args[0], Log: log, Progress: progress,
 	}
+	load := func(sets []string) (*runner.Spec, error) {
+		return runner.LoadSpec(args[0], runner.LoadOptions{Sets: sets, MaxCells: opts.maxCells})
+	}
+	if opts.resume {
+		spec = resumeSearch(spec, opts, load, log)
+	}
 	// A search block runs rounds: each adds the next load points and
-	// resumes the study, keeping what earlier rounds measured.
-	res, runErr := runner.SearchRounds(spec,
-		func(sets []string) (*runner.Spec, error) {
-			return runner.LoadSpec(args[0], runner.LoadOptions{Sets: sets, MaxCells: opts.maxCells})
-		},
+	// resumes the study, keeping what earlier rounds measured. Every round
+	// runs under the same --only (a point it leaves out is not measured,
+	// and its group's search says so) and the same --time-limit, counted
+	// from the command's start (ro.Started).
+	out := cmp.Or(opts.out, spec.Out)
+	res, runErr := runner.SearchRounds(spec, load,
 		func(sp *runner.Spec, round int) (*results.Results, error) {
-			o := ro
-			if round > 0 {
-				o.Resume, o.Fresh, o.Only = true, false, nil
-				if o.Out == "" {
-					o.Out = spec.Out
-				}
-			}
-			return runner.Run(ctx, sp, o)
+			return runner.Run(ctx, sp, roundOptions(ro, round, out))
 		},
 		func(round int, points []string) {
 			log.Info().Int("round", round).Strs("points", points).Msg("SLO search: measuring the next points")
 		})
+	if stalled := runner.SearchStalled(res); len(stalled) > 0 {
+		log.Warn().Strs("groups", stalled).Msg("SLO search: not every group's search ended (xrun run --resume goes on with them); results.md's SLO frontier says why")
+	}
 	if res != nil {
 		var buf bytes.Buffer
 		if err := results.Render(&buf, "text", res, results.RenderOptions{}); err != nil {
@@ -289,6 +304,44 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 		}
 	}
 	return runErr
+}
+
+// roundOptions are the options of an SLO search's round: after the
+// first, a resume of the same directory (what earlier rounds measured is
+// kept); --only, --time-limit and its start stay those of the command, so
+// that the limit bounds every round together.
+func roundOptions(o runner.Options, round int, out string) runner.Options {
+	if round > 0 {
+		o.Resume, o.Fresh, o.Out = true, false, out
+	}
+	return o
+}
+
+// resumeSearch is spec with the points an earlier run of its SLO search
+// added (runner.SearchResumed), so that --resume keeps them from the first
+// round on and goes on from them. A results file it cannot read or use
+// leaves spec as it is: the rounds then ask for those points again, and
+// --resume keeps what was measured of them.
+func resumeSearch(spec *runner.Spec, opts *runOptions, load func([]string) (*runner.Spec, error), log zerolog.Logger) *runner.Spec {
+	if spec.Search == nil {
+		return spec
+	}
+	prior, err := results.ReadFile(filepath.Join(cmp.Or(opts.out, spec.Out), layout.JSONFile))
+	if err != nil {
+		return spec
+	}
+	set, ids, err := runner.SearchResumed(spec, prior)
+	if err == nil && set != "" {
+		var next *runner.Spec
+		if next, err = load(append(slices.Clone(spec.Sets), set)); err == nil {
+			log.Info().Strs("cells", ids).Msg("SLO search: resuming with the points earlier rounds added")
+			return next
+		}
+	}
+	if err != nil {
+		log.Warn().Err(err).Msg("SLO search: the points earlier rounds added could not be planned again; the search asks for them again")
+	}
+	return spec
 }
 
 // terminalWidth is the width of the terminal w writes to, or 0 if unknown.
