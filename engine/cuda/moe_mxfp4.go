@@ -121,17 +121,6 @@ func (g *GPU) MoEMXFP4(s *Stream, dt DType, out, x, idx, wts Buffer, gateUp, dow
 	if gemm {
 		bm = mxfp4GemmBM
 	}
-	if err := g.moeGroup(s, idx, w, sh, bm, false); err != nil {
-		return err
-	}
-	f, err := g.function("moe_group", "moe_gather_"+dt.suffix())
-	if err != nil {
-		return err
-	}
-	a := g.argsPack().Ptr(w.xs).Ptr(x).Ptr(w.hdr).Ptr(w.order).I32(n).I32(sh.K).I32(H)
-	if err := s.Launch(f, Dim3{X: min(ceilDiv(n*H/8, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a); err != nil {
-		return err
-	}
 	// Y[p] = A[p] · W_e^T over the tiles; grid x covers every tile
 	// moe_group can write (blocks past hdr[0] exit).
 	tiles := ceilDiv(n, bm) + E
@@ -147,29 +136,12 @@ func (g *GPU) MoEMXFP4(s *Stream, dt DType, out, x, idx, wts Buffer, gateUp, dow
 		a := g.argsPack().Ptr(A).Ptr(W.Codes).Ptr(W.Scales).Ptr(Y).Ptr(w.hdr).Ptr(w.tiles).I32(N).I32(K)
 		return s.Launch(f, Dim3{X: tiles, Y: ceilDiv(N, cols)}, Dim3{X: 128}, 0, a)
 	}
-	if err := matmul(w.xs, gateUp, w.gu, 2*F, H); err != nil {
-		return err
-	}
-	if f, err = g.function("moe_oss", "moe_oss_glu_"+dt.suffix()); err != nil {
-		return err
-	}
-	a = g.argsPack().Ptr(w.act).Ptr(w.gu).Ptr(o.GateUpBias).Ptr(w.hdr).Ptr(w.order).Ptr(idx).I32(F).F32(o.Limit).F32(o.Alpha)
-	if err := s.Launch(f, Dim3{X: min(ceilDiv(n*F, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a); err != nil {
-		return err
-	}
-	if err := matmul(w.act, down, w.ys, H, F); err != nil {
-		return err
-	}
-	if o.DownBias.Ptr != 0 {
-		if f, err = g.function("moe_oss", "moe_oss_row_bias_"+dt.suffix()); err != nil {
-			return err
+	return g.ossExperts(s, dt, out, x, idx, wts, w, sh, o, bm, func(A, Y Buffer, isDown bool, N, K int) error {
+		if isDown {
+			return matmul(A, down, Y, N, K)
 		}
-		a = g.argsPack().Ptr(w.ys).Ptr(o.DownBias).Ptr(w.hdr).Ptr(w.order).Ptr(idx).I32(H)
-		if err := s.Launch(f, Dim3{X: min(ceilDiv(n*H, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a); err != nil {
-			return err
-		}
-	}
-	return g.moeCombine(s, dt, out, wts, w, sh, 1)
+		return matmul(A, gateUp, Y, N, K)
+	})
 }
 
 // MXFP4Random queues the random MXFP4 weight (seed, scale) into w, all of

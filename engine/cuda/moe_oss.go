@@ -76,17 +76,6 @@ func (g *GPU) MoEOSSExperts(s *Stream, dt DType, out, x, idx, wts, gateUp, down,
 	}
 	w := ossMoELayout(dt, sh, work)
 	cfg := moeConfigFor(sh, g.Info.SharedPerBlock, g.sw.CUDAMoETile)
-	if err := g.moeGroup(s, idx, w, sh, cfg.bm, false); err != nil {
-		return err
-	}
-	f, err := g.function("moe_group", "moe_gather_"+dt.suffix())
-	if err != nil {
-		return err
-	}
-	a := g.argsPack().Ptr(w.xs).Ptr(x).Ptr(w.hdr).Ptr(w.order).I32(n).I32(sh.K).I32(H)
-	if err := s.Launch(f, Dim3{X: min(ceilDiv(n*H/8, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a); err != nil {
-		return err
-	}
 	// The plain grouped GEMM (moe_gemm's non-gated kernel): Y[p] = A[p] ·
 	// W_e^T over the tiles, unsplit.
 	tiles := ceilDiv(n, cfg.bm) + E
@@ -106,7 +95,35 @@ func (g *GPU) MoEOSSExperts(s *Stream, dt DType, out, x, idx, wts, gateUp, down,
 			I32(g.sw.CUDAMoEHints)
 		return s.Launch(f, Dim3{X: tiles, Y: ceilDiv(N, cfg.weightRows)}, Dim3{X: cfg.threads}, cfg.smem, a)
 	}
-	if err := gemm(w.xs, gateUp, w.gu, 2*F, H); err != nil {
+	return g.ossExperts(s, dt, out, x, idx, wts, w, sh, o, cfg.bm, func(A, Y Buffer, isDown bool, N, K int) error {
+		if isDown {
+			return gemm(A, down, Y, N, K)
+		}
+		return gemm(A, gateUp, Y, N, K)
+	})
+}
+
+// ossExperts is the expert pipeline MoEOSSExperts and MoEMXFP4 share,
+// around their grouped GEMM mm (Y[p] = A[p] · W_e^T with the gate/up
+// weights, or with isDown the down weights): the pairs grouped by expert
+// in tiles of bm rows (moe_group) and their token rows gathered, mm for
+// gate/up, the activation with the gate/up bias (moe_oss_glu: GPT-OSS's
+// clamped SwiGLU with o.Limit > 0, else SwiGLU), mm for down, the down
+// bias, and the combine.
+func (g *GPU) ossExperts(s *Stream, dt DType, out, x, idx, wts Buffer, w moeWork, sh MoEShape, o MoEOSS, bm int, mm func(A, Y Buffer, isDown bool, N, K int) error) error {
+	n, H, F := sh.Rows*sh.K, sh.Hidden, sh.FFN
+	if err := g.moeGroup(s, idx, w, sh, bm, false); err != nil {
+		return err
+	}
+	f, err := g.function("moe_group", "moe_gather_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	a := g.argsPack().Ptr(w.xs).Ptr(x).Ptr(w.hdr).Ptr(w.order).I32(n).I32(sh.K).I32(H)
+	if err := s.Launch(f, Dim3{X: min(ceilDiv(n*H/8, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a); err != nil {
+		return err
+	}
+	if err := mm(w.xs, w.gu, false, 2*F, H); err != nil {
 		return err
 	}
 	if f, err = g.function("moe_oss", "moe_oss_glu_"+dt.suffix()); err != nil {
@@ -116,7 +133,7 @@ func (g *GPU) MoEOSSExperts(s *Stream, dt DType, out, x, idx, wts, gateUp, down,
 	if err := s.Launch(f, Dim3{X: min(ceilDiv(n*F, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a); err != nil {
 		return err
 	}
-	if err := gemm(w.act, down, w.ys, H, F); err != nil {
+	if err := mm(w.act, w.ys, true, H, F); err != nil {
 		return err
 	}
 	if o.DownBias.Ptr != 0 {
