@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -306,6 +307,10 @@ func newRanks(cfg Config, mc ModelConfig, newBackend func(model.BackendOptions) 
 			o := opt
 			o.Parallel = pars[i]
 			r.m, err = model.New(r.be, mc, o)
+			if errors.Is(err, model.ErrNoFP8) {
+				// The user's parameter to blame, as New says unsplit.
+				err = noFP8Error(cfg, r.be, mc, opt.KVFP8)
+			}
 			return err
 		})
 	}
@@ -441,7 +446,8 @@ func (p *ranks) close() error {
 }
 
 // backend is the engine's view of the ranks' backends: rank 0's name,
-// KV budget and profile (each call on rank 0's thread), Close for all.
+// profile (each call on rank 0's thread) and measured ceilings; the KV
+// budget every rank's (the least); Close for all.
 func (p *ranks) backend() model.Backend { return &ranksBackend{Backend: p.rs[0].be, p: p} }
 
 type ranksBackend struct {
@@ -476,20 +482,46 @@ func (b *ranksBackend) Ops() (ops []model.OpRecord) {
 	return ops
 }
 
-// MaxKVSlots is what one rank's budget holds of its share of the cache.
-func (b *ranksBackend) MaxKVSlots(c model.KVConfig) int {
-	if kb, ok := b.Backend.(model.KVBudget); ok {
-		return kb.MaxKVSlots(c)
-	}
-	return int(^uint32(0) >> 1)
+// least is the smallest of f over every rank's backend, each asked on its
+// rank's thread.
+func (b *ranksBackend) least(f func(be model.Backend) int) int {
+	n := make([]int, len(b.p.rs))
+	b.p.all(func(i int, r *rank) error { n[i] = f(r.be); return nil })
+	return slices.Min(n)
 }
 
-// MaxKVBlocks is rank 0's (the engine pages only where Pageable).
+// MaxKVSlots is what every rank's budget holds of its share of the cache
+// (each rank's share is alike): the least of them, since ranks' devices may
+// have different memory free, and asking each rank is what sizes its cache
+// (the CUDA backend keeps the cache to the budget it was sized by).
+func (b *ranksBackend) MaxKVSlots(c model.KVConfig) int {
+	return b.least(func(be model.Backend) int {
+		if kb, ok := be.(model.KVBudget); ok {
+			return kb.MaxKVSlots(c)
+		}
+		return int(^uint32(0) >> 1)
+	})
+}
+
+// MaxKVBlocks is MaxKVSlots for a paged cache (the engine pages only where
+// Pageable).
 func (b *ranksBackend) MaxKVBlocks(c model.KVConfig) int {
-	if pg, ok := b.Backend.(model.Pager); ok {
-		return pg.MaxKVBlocks(c)
+	return b.least(func(be model.Backend) int {
+		if pg, ok := be.(model.Pager); ok {
+			return pg.MaxKVBlocks(c)
+		}
+		return 0
+	})
+}
+
+// Ceilings are those rank 0's backend measured, if it did (the ranks'
+// GPUs are of one host): without it a split cell's roofline would lose
+// them (CeilingsReporter).
+func (b *ranksBackend) Ceilings() *Ceilings {
+	if r, ok := b.Backend.(interface{ Ceilings() *Ceilings }); ok {
+		return r.Ceilings()
 	}
-	return 0
+	return nil
 }
 
 // newSplitEngine is New for a cell split over ranks.

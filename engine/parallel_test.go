@@ -201,3 +201,113 @@ func TestRegisterCollectives(t *testing.T) {
 		t.Errorf("collectives that cannot be made: %v", err)
 	}
 }
+
+// unwrapGroup is cpu.Group for backends wrapping a CPU backend
+// (measuringBackend): in-process collectives join the CPU backend inside.
+type unwrapGroup struct{ model.CollectiveGroup }
+
+func (g unwrapGroup) Join(rank int, be model.Backend) (model.Collective, error) {
+	if m, ok := be.(measuringBackend); ok {
+		be = m.Backend
+	}
+	return g.CollectiveGroup.Join(rank, be)
+}
+
+// TestSplitCeilings: a split cell passes on the ceilings its ranks'
+// backend measured (one GPU's, what the roofline divides a rank's share
+// of the work by), as an unsplit one does.
+func TestSplitCeilings(t *testing.T) {
+	RegisterBackend("measuring-split-test", func(o model.BackendOptions) (model.Backend, error) {
+		b, err := cpu.New(o)
+		return measuringBackend{b}, err
+	})
+	RegisterCollectives("measuring-split-test", func(n int) (model.CollectiveGroup, error) { return unwrapGroup{cpu.NewGroup(n)}, nil })
+	e := newEngine(t, Config{Model: "tiny-llama", Backend: "measuring-split-test", BatchSize: 1, TP: 2, Threads: 1})
+	cr, ok := e.(CeilingsReporter)
+	if !ok {
+		t.Fatal("the split engine is no CeilingsReporter")
+	}
+	if got := cr.Ceilings(); got != measured {
+		t.Errorf("ceilings %+v, want the ranks' backend's %+v", got, measured)
+	}
+}
+
+// TestSplitKVBudgetLeastRank: a split cell admits what every rank's KV
+// budget holds, the least of them, not rank 0's alone (a rank's GPU may
+// have less memory free; on CUDA each rank's cache keeps to the budget it
+// was sized by). Rank 1 here holds 2 slots of the longest request, or 14
+// blocks of 16 positions: not the long request (13 blocks) and every
+// short one (a block each) at once.
+func TestSplitKVBudgetLeastRank(t *testing.T) {
+	var reqs []datasets.Request
+	for i := range 12 {
+		in, out := 6+i%5, 4
+		if i == 0 {
+			in, out = 180, 20
+		}
+		ids := make([]int32, in)
+		for j := range ids {
+			ids[j] = int32((i*37 + j*11) % 500)
+		}
+		reqs = append(reqs, datasets.Request{TaskID: i, InputIDs: ids, OutputTokens: out})
+	}
+	mc, err := LookupModel("tiny-llama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Share(mc, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPos := s.KVElemsPerToken(mc) * 4 // float32 on the CPU
+	for _, c := range []struct {
+		block  int
+		budget int64
+	}{
+		{0, 2 * 208 * perPos}, // slots of 200 positions, padded to 208
+		{16, 14 * 16 * perPos},
+	} {
+		RegisterBackend("kv-uneven-test", func(o model.BackendOptions) (model.Backend, error) {
+			if o.Device == 1 {
+				o.KVCacheBytes = c.budget
+			}
+			return cpu.New(o)
+		})
+		RegisterCollectives("kv-uneven-test", func(n int) (model.CollectiveGroup, error) { return cpu.NewGroup(n), nil })
+		sw := DefaultSwitches()
+		sw.KVPaged, sw.KVBlock = c.block > 0, c.block
+		cfg := Config{Model: "tiny-llama", Backend: "kv-uneven-test", BatchSize: 16, TP: 2, Threads: 1, Switches: &sw}
+		res, err := newEngine(t, cfg).Run(context.Background(), reqs, RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		most := 0
+		for _, it := range res.Iterations {
+			most = max(most, it.CtxRequests+it.GenRequests)
+		}
+		switch {
+		case c.block == 0 && (res.MaxInFlight != 2 || most != 2):
+			t.Errorf("fixed slots: %d in flight at most (%d seen); rank 1's budget holds 2", res.MaxInFlight, most)
+		case c.block > 0 && most >= len(reqs):
+			t.Errorf("blocks of %d: %d requests in flight at once; rank 1's 14 blocks cannot hold them all", c.block, most)
+		}
+	}
+}
+
+// TestSplitNoFP8KV: a split cell asking for an FP8 KV cache on a backend
+// without one is refused as the unsplit cell is, blaming kv_cache_dtype
+// (the user's input), not with the model's internal error.
+func TestSplitNoFP8KV(t *testing.T) {
+	RegisterBackend("measuring-split-test", func(o model.BackendOptions) (model.Backend, error) {
+		b, err := cpu.New(o)
+		return measuringBackend{b}, err // no FP8KV
+	})
+	RegisterCollectives("measuring-split-test", func(n int) (model.CollectiveGroup, error) { return unwrapGroup{cpu.NewGroup(n)}, nil })
+	for _, tp := range []int{1, 2} {
+		_, err := New(context.Background(), Config{Model: "tiny-llama", Backend: "measuring-split-test", BatchSize: 1, TP: tp, KVCacheDtype: "fp8", Threads: 1})
+		var pe *ParamError
+		if !errors.As(err, &pe) || pe.Field != "kv_cache_dtype" || !pe.BadInput() {
+			t.Errorf("tp %d: %v; want a ParamError on kv_cache_dtype", tp, err)
+		}
+	}
+}

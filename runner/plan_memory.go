@@ -241,9 +241,13 @@ func (w workload) memory(total float64) CellMemory {
 		m.Workspace += float64(tokens) * (float64(fp8WidestInput(&local)) + 4)
 	}
 	if w.share.Split() {
-		// The rank's own logits before they are gathered, and NCCL's
-		// buffers for each group the rank joins.
-		m.Workspace += float64(min(slots, tokens))*float64(w.share.Vocab)*eb + memNCCL*float64(ncclGroups(w.share))
+		// NCCL's buffers for each group the rank joins, and under tp the
+		// rank's own logits before they are gathered (engine/model's
+		// logits_shard; an ep-only split has the whole LM head).
+		m.Workspace += memNCCL * float64(ncclGroups(w.share))
+		if w.share.TP > 1 {
+			m.Workspace += float64(min(slots, tokens)) * float64(w.share.Vocab) * eb
+		}
 	}
 	frac := w.kvFraction
 	if frac <= 0 {

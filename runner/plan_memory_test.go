@@ -209,6 +209,11 @@ func TestMemorySplit(t *testing.T) {
 	if !ep2.Fits || ep2.Weights <= tp2.Weights || ep2.KVMin != whole.KVMin {
 		t.Errorf("tp 1 ep 2: fits %v, weights %.1f GB (tp 2: %.1f), KV %g", ep2.Fits, ep2.Weights/1e9, tp2.Weights/1e9, ep2.KVMin)
 	}
+	// Its workspaces are the unsplit cell's (the same activations, no
+	// vocabulary split, so no logits gathered) and one NCCL communicator.
+	if d := ep2.Workspace - whole.Workspace; d != memNCCL {
+		t.Errorf("tp 1 ep 2: workspace %.3f GiB more than unsplit, want %.3f (one NCCL communicator)", gib(d), gib(memNCCL))
+	}
 	var text strings.Builder
 	bw := bufio.NewWriter(&text)
 	p.Memory.writeText(bw, p.Cells)

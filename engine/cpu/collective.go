@@ -96,7 +96,12 @@ func (g *Group) Err() error {
 
 // wait is the rendezvous: it returns once all ranks reached it (false if
 // the group failed meanwhile).
-func (g *Group) wait() bool {
+func (g *Group) wait() bool { return g.waitCheck(nil) }
+
+// waitCheck is wait where the last rank to arrive runs check (under the
+// lock, before any rank leaves): an error fails the group, so every rank
+// learns it before one can go on to its next call.
+func (g *Group) waitCheck(check func() error) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.err != nil {
@@ -107,8 +112,11 @@ func (g *Group) wait() bool {
 	if g.arrived == g.n {
 		g.arrived = 0
 		g.gen++
+		if check != nil {
+			g.err = check()
+		}
 		g.cond.Broadcast()
-		return true
+		return g.err == nil
 	}
 	for gen == g.gen && g.err == nil {
 		g.cond.Wait()
@@ -148,19 +156,18 @@ func (c *Comm) publish(op string, buf, in []float32) bool {
 	g.mu.Lock()
 	g.op[c.rank], g.bufs[c.rank], g.ins[c.rank] = op, buf, in
 	g.mu.Unlock()
-	if !g.wait() {
-		return false
-	}
-	// Every rank checks the same published values, so all agree on the
-	// outcome without another rendezvous.
-	for r := range g.n {
-		if g.op[r] != op || len(g.bufs[r]) != len(buf) || len(g.ins[r]) != len(in) {
-			g.Abort(fmt.Errorf("rank %d called %s on %d values (%d in) while rank %d called %s on %d values (%d in)",
-				c.rank, op, len(buf), len(in), r, g.op[r], len(g.bufs[r]), len(g.ins[r])))
-			return false
+	// The last rank to arrive compares the calls before any rank leaves:
+	// a rank that left on a mismatch could otherwise publish its next call
+	// while another still reads this one's.
+	return g.waitCheck(func() error {
+		for r := 1; r < g.n; r++ {
+			if g.op[r] != g.op[0] || len(g.bufs[r]) != len(g.bufs[0]) || len(g.ins[r]) != len(g.ins[0]) {
+				return fmt.Errorf("rank 0 called %s on %d values (%d in) while rank %d called %s on %d values (%d in)",
+					g.op[0], len(g.bufs[0]), len(g.ins[0]), r, g.op[r], len(g.bufs[r]), len(g.ins[r]))
+			}
 		}
-	}
-	return true
+		return nil
+	})
 }
 
 // share is this rank's part of n elements.
@@ -234,9 +241,12 @@ func (c *Comm) AllGather(out, in model.Tensor, rows int) {
 	g.wait()
 }
 
-// Barrier meets the other ranks and reports the group's failure.
+// Barrier meets the other ranks and reports the group's failure. It is a
+// call like the others, so a rank at a Barrier while another is in a data
+// movement fails the group rather than letting that one read buffers never
+// published.
 func (c *Comm) Barrier() error {
-	if c.g.wait() {
+	if c.publish("barrier", nil, nil) {
 		return nil
 	}
 	return c.g.Err()

@@ -141,6 +141,60 @@ func TestCollectiveFailures(t *testing.T) {
 	})
 }
 
+// TestCollectiveMismatchThenMore: ranks that disagree go on with more
+// calls, as a model's ops do until its next Barrier. The group must have
+// failed before any rank returns from the call they disagree on, so no rank
+// reads (or sums into) what another publishes for its next call: rank 0's
+// next call here has the shape rank 1's first one had. Run under -race.
+func TestCollectiveMismatchThenMore(t *testing.T) {
+	for range 50 {
+		errs := make([]error, 2)
+		kept := make([]bool, 2)
+		onRanks(2, func(c *Comm, be *Backend) {
+			x, _ := be.Alloc("x", model.Float, 2, 4)
+			be.WriteFloat32(x, []float32{1, 1, 1, 1, 1, 1, 1, 1})
+			if c.Rank() == 0 {
+				c.AllReduceSum(x, 1) // rank 1 sums two rows
+			}
+			y, _ := be.Alloc("y", model.Float, 2, 4)
+			be.WriteFloat32(y, []float32{1, 1, 1, 1, 1, 1, 1, 1})
+			c.AllReduceSum(y, 2)
+			errs[c.Rank()] = c.Barrier()
+			v := make([]float32, 8)
+			be.ReadFloat32(v, y, 2)
+			kept[c.Rank()] = slices.Equal(v, []float32{1, 1, 1, 1, 1, 1, 1, 1})
+		})
+		for r, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), "called all-reduce on 4 values") {
+				t.Fatalf("rank %d: %v, want the mismatch", r, err)
+			}
+		}
+		if !kept[0] {
+			t.Fatal("rank 0's call after the mismatch was summed into by rank 1")
+		}
+	}
+}
+
+// TestCollectiveBarrierMismatch: a rank at a Barrier while another is in
+// an all-reduce fails both, whichever arrives last.
+func TestCollectiveBarrierMismatch(t *testing.T) {
+	for range 50 {
+		errs := make([]error, 2)
+		onRanks(2, func(c *Comm, be *Backend) {
+			if c.Rank() == 0 {
+				x, _ := be.Alloc("x", model.Float, 1, 4)
+				c.AllReduceSum(x, 1)
+			}
+			errs[c.Rank()] = c.Barrier()
+		})
+		for r, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), "called barrier") {
+				t.Fatalf("rank %d: %v, want the mismatch", r, err)
+			}
+		}
+	}
+}
+
 // TestGroupReset: after a failure and Reset, the group serves new calls.
 func TestGroupReset(t *testing.T) {
 	g := NewGroup(2)
