@@ -307,7 +307,7 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	}
 	if fit < 1 || pool != nil && pool.blocks < blocksFor(maxLen, 0, blockSize) {
 		kc := e.m.KVConfig(0, maxLen)
-		per := kc.KVBytesPerToken(kc.ElemBytes(4)) * int64(maxLen)
+		per := kc.KVBytesPerToken(kc.ElemBytes(kvComputeBytes(e.cfg.Backend))) * int64(maxLen)
 		return nil, &ParamError{Field: "dataset", Value: fmt.Sprint(maxLen, " tokens"),
 			Msg: fmt.Sprintf("a request this long needs about %d MiB of KV cache, more than the %s backend's budget", per>>20, e.cfg.Backend)}
 	}
@@ -425,4 +425,14 @@ func noFP8Error(cfg Config, be model.Backend, mc ModelConfig, kv bool) error {
 		msg = "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet (its attention kernels read fp16/bf16 keys and values); it runs on engine cpu as the reference"
 	}
 	return &ParamError{Field: field, Value: "fp8", Msg: msg}
+}
+
+// kvComputeBytes is the width of a KV cache element in the compute type
+// of backend: float32 on the CPU, fp16/bf16 on a GPU (float32 is refused
+// there).
+func kvComputeBytes(backend string) int {
+	if backend == "cpu" {
+		return 4
+	}
+	return 2
 }

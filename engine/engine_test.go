@@ -478,3 +478,12 @@ func TestOverlapMatchesSync(t *testing.T) {
 		}
 	}
 }
+
+// The too-long-request message sizes the KV cache at the backend's own
+// element width: 4 bytes on the CPU, 2 on a GPU (it said twice the MiB
+// on CUDA).
+func TestKVComputeBytes(t *testing.T) {
+	if kvComputeBytes("cpu") != 4 || kvComputeBytes("cuda") != 2 {
+		t.Errorf("cpu %d, cuda %d", kvComputeBytes("cpu"), kvComputeBytes("cuda"))
+	}
+}
