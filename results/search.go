@@ -262,13 +262,16 @@ func (s *Search) judge(row *FrontierRow, r *Results) {
 	pts := row.Points
 	slices.SortStableFunc(pts, func(a, b SearchPoint) int { return cmp.Compare(a.Value, b.Value) })
 	var fail, best *SearchPoint
+	// Other values of the matrix axis may lie outside [low, high]: they
+	// are sweep points, not the search's, and bracket nothing.
+	in := func(p SearchPoint) bool { return p.Value >= s.Low && p.Value <= s.High }
 	for i := range pts {
-		if !pts[i].Meets && fail == nil {
+		if !pts[i].Meets && fail == nil && in(pts[i]) {
 			fail = &pts[i]
 		}
 	}
 	for i := range pts {
-		if pts[i].Meets && (fail == nil || pts[i].Value < fail.Value) {
+		if pts[i].Meets && in(pts[i]) && (fail == nil || pts[i].Value < fail.Value) {
 			best = &pts[i]
 		}
 	}

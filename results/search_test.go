@@ -122,6 +122,10 @@ func TestSearchJudge(t *testing.T) {
 		{"met above a failure", rate, []SearchPoint{pt(1, true), pt(100, true), pt(10, false), pt(5, true)}, FrontierSearching, f(7.07), f(5), f(10)},
 		{"users: adjacent integers", users, []SearchPoint{pt(1, true), pt(64, false), pt(8, true), pt(9, false)}, FrontierFound, nil, f(8), f(9)},
 		{"users: rounded midpoint", users, []SearchPoint{pt(1, true), pt(64, false), pt(8, true), pt(16, false)}, FrontierSearching, f(11), f(8), f(16)},
+		// Sweep points outside [low, high] (other values of the matrix
+		// axis) do not bracket the search.
+		{"failure below low", rate, []SearchPoint{pt(0.5, false), pt(1, true)}, FrontierSearching, f(100), f(1), nil},
+		{"failure above high", rate, []SearchPoint{pt(1, true), pt(100, true), pt(200, false)}, FrontierAboveHigh, nil, f(100), nil},
 		{"max points", capped, []SearchPoint{pt(1, true), pt(100, false), pt(10, true)}, FrontierCapped, nil, f(10), f(100)},
 	} {
 		got := row(tc.s, tc.pts...)

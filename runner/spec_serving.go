@@ -66,6 +66,7 @@ func (d *decoder) openaiBlock(kn, n *yaml.Node) error {
 	}
 	o := &openai.Options{}
 	var urlNode *yaml.Node
+	var urlT driver.Template
 	for _, kv := range kvs {
 		f := "openai." + kv.key
 		switch kv.key {
@@ -79,7 +80,7 @@ func (d *decoder) openaiBlock(kn, n *yaml.Node) error {
 			if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return d.errAt(urlNode, f, "expected http://HOST:PORT or http://HOST:PORT/v1 (may use {port}), got %s", describe(kv.vn))
 			}
-			o.URL = t.Raw
+			o.URL, urlT = t.Raw, t
 		case "model", "api_key_env":
 			s, ok := scalarString(kv.vn)
 			if !ok || s == "" {
@@ -120,7 +121,13 @@ func (d *decoder) openaiBlock(kn, n *yaml.Node) error {
 	if o.URL == "" && o.Server == nil {
 		return d.errAt(kn, "openai", "needs url (a running server: http://HOST:PORT/v1) or server (a command xrun starts per cell, with {port})")
 	}
-	if o.Server != nil && urlNode != nil && !strings.Contains(o.URL, "{port}") && !slices.ContainsFunc(o.Server.Argv, func(t driver.Template) bool { return slices.Contains(t.Names(), "port") }) {
+	// {port} is the port xrun picks for the server it starts: without
+	// one, nothing listens there and every cell would fail to connect.
+	urlPort := slices.Contains(urlT.Names(), "port")
+	if o.Server == nil && urlPort {
+		return d.errAt(urlNode, "openai.url", "{port} is the port of the server xrun starts (openai.server); for a running server give its port")
+	}
+	if o.Server != nil && urlNode != nil && !urlPort && !slices.ContainsFunc(o.Server.Argv, func(t driver.Template) bool { return slices.Contains(t.Names(), "port") }) {
 		return d.errAt(urlNode, "openai.url", "with a server, the url and the server's argv should agree on the port: use {port} in both (xrun picks a free one per cell)")
 	}
 	d.spec.OpenAI = o
@@ -311,6 +318,11 @@ func (d *decoder) checkSearch() error {
 	}
 	if d.spec.SLO == nil {
 		return d.errAt(d.searchKey, "search", "needs an slo block: the targets a load point must meet (e.g. slo: {ttft_ms: 200, tpot_ms: 50, percentile: 99})")
+	}
+	// slo_percentile reads the cells' measured percentiles: any other
+	// percentile would judge every point on a metric that does not exist.
+	if p := d.spec.SLO.Percentile; s.Metric == results.SearchPercentile && !slices.Contains([]float64{50, 90, 95, 99}, p) {
+		return d.errAt(d.searchKey, "search.metric", "slo_percentile judges a point by its measured TTFT and TPOT percentiles, p50, p90, p95 and p99: slo.percentile must be 50, 90, 95 or 99, got %s (or use metric goodput, which takes any percentile)", formatValue(p))
 	}
 	pi := paramIndex[s.Axis]
 	ai, ok := d.axisAt[pi]

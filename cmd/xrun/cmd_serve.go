@@ -28,8 +28,6 @@ type serveOptions struct {
 	seed         int
 	kvFraction   float64
 	drain        time.Duration
-	// ready, when set, receives the address listened on (tests).
-	ready chan<- string
 }
 
 func newServeCommand(a *app) *cobra.Command {
@@ -75,6 +73,13 @@ signal stops at once.`,
 func runServe(ctx context.Context, a *app, opts *serveOptions) error {
 	if opts.model == "" {
 		return usageError{errors.New("--model: required (a zoo model name such as tinyllama-1.1b, or a directory with config.json)")}
+	}
+	// Checked before the model loads, which takes a while.
+	if opts.maxSeqLen < 0 {
+		return usageError{fmt.Errorf("--max-seq-len %d: expected the longest prompt plus max_tokens served, >= 1, or 0 for the model's positions", opts.maxSeqLen)}
+	}
+	if opts.drain < 0 {
+		return usageError{fmt.Errorf("--drain %v: expected how long a graceful shutdown waits, >= 0", opts.drain)}
 	}
 	backend := opts.engine
 	switch backend {
@@ -122,9 +127,6 @@ func runServe(ctx context.Context, a *app, opts *serveOptions) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(l) }()
 	a.log.Info().Str("listen", l.Addr().String()).Str("model", name).Str("backend", e.Backend()).Int("max_seq_len", maxLen).Msg("xrun serve: ready")
-	if opts.ready != nil {
-		opts.ready <- l.Addr().String()
-	}
 	select {
 	case err := <-served:
 		stopHard()

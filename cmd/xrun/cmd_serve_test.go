@@ -121,6 +121,8 @@ func TestServeUsage(t *testing.T) {
 		{[]string{"serve"}, "--model: required"},
 		{[]string{"serve", "--model", "tiny-llama", "--engine", "trtllm"}, "--engine"},
 		{[]string{"serve", "--model", "no-such-model", "--engine", "cpu"}, "no-such-model"},
+		{[]string{"serve", "--model", "tiny-llama", "--engine", "cpu", "--max-seq-len", "-1"}, "--max-seq-len"},
+		{[]string{"serve", "--model", "tiny-llama", "--engine", "cpu", "--drain", "-1s"}, "--drain"},
 	} {
 		r := runCLI(t, nil, tc.args...)
 		if r.code != exitBadInput || !strings.Contains(r.stderr, tc.want) {

@@ -238,7 +238,7 @@ func (s *Server) check(w http.ResponseWriter, model string, n, maxTokens *int, j
 		return bad("max_tokens", "max_tokens: %d: expected at least 1 (xrun serve generates exactly max_tokens tokens)", j.maxTokens)
 	case len(j.ids) == 0:
 		return bad("prompt", "the prompt is empty; expected at least one token id")
-	case len(j.ids)+j.maxTokens > s.o.MaxSeqLen:
+	case j.maxTokens > s.o.MaxSeqLen-len(j.ids): // not the sum: a huge max_tokens would overflow it
 		return bad("max_tokens", "the prompt's %d tokens and max_tokens %d exceed the %d tokens a request may have (xrun serve --max-seq-len)", len(j.ids), j.maxTokens, s.o.MaxSeqLen)
 	}
 	for _, id := range j.ids {

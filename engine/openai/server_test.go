@@ -183,6 +183,8 @@ func TestServerRefuses(t *testing.T) {
 		{"/v1/completions", `{"prompt":[1,2],"n":2}`, 400, "one completion per request"},
 		{"/v1/completions", `{"prompt":[1,2],"max_tokens":0}`, 400, "at least 1"},
 		{"/v1/completions", `{"prompt":[1,2],"max_tokens":95}`, 400, "--max-seq-len"},
+		// So large that prompt plus max_tokens overflows an int.
+		{"/v1/completions", `{"prompt":[1,2],"max_tokens":9223372036854775807}`, 400, "--max-seq-len"},
 		{"/v1/completions", `{"prompt":[1,99999999]}`, 400, "vocabulary"},
 		{"/v1/completions", `{"prompt":[]}`, 400, "empty"},
 		{"/v1/completions", `{"model":"llama","prompt":[1]}`, 404, `serves "tiny-llama"`},
