@@ -252,6 +252,9 @@ func validate(r *Results) (path, msg string) {
 			return fmt.Sprintf("compare[%d].baseline", i), scalar
 		}
 	}
+	if path, msg := checkReference(r.Reference); msg != "" {
+		return path, msg
+	}
 	ids := map[string]bool{}
 	for i := range r.Cells {
 		c := &r.Cells[i]

@@ -2,6 +2,8 @@ package results
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 )
@@ -36,6 +38,10 @@ func normalizeReference(ref *Reference) (*Reference, error) {
 	out := *ref
 	out.Rows = make([]ReferenceRow, len(ref.Rows))
 	for i, row := range ref.Rows {
+		// What the reader refuses is never written (checkReference).
+		if !(row.Value > 0) || math.IsInf(row.Value, 0) {
+			return nil, fmt.Errorf("reference row %d: value %s: expected the published value, a positive number", i, formatValue(row.Value))
+		}
 		out.Rows[i] = ReferenceRow{Match: map[string]any{}, GPU: row.GPU, Value: row.Value}
 		for k, v := range row.Match {
 			c, err := canonicalScalar(v)
@@ -46,6 +52,31 @@ func normalizeReference(ref *Reference) (*Reference, error) {
 		}
 	}
 	return &out, nil
+}
+
+// checkReference checks a read reference as the spec's is checked (the
+// reader's validate): match values scalar (made canonical in place),
+// published values positive. It returns the JSON path and message of the
+// first problem.
+func checkReference(ref *Reference) (path, msg string) {
+	if ref == nil {
+		return "", ""
+	}
+	for i := range ref.Rows {
+		row := &ref.Rows[i]
+		p := fmt.Sprintf("reference.rows[%d]", i)
+		for _, k := range slices.Sorted(maps.Keys(row.Match)) {
+			c, err := canonicalScalar(row.Match[k])
+			if err != nil {
+				return p + ".match." + k, "expected a string, number, bool or null"
+			}
+			row.Match[k] = c
+		}
+		if !(row.Value > 0) || math.IsInf(row.Value, 0) {
+			return p + ".value", formatValue(row.Value) + ": expected the published value, a positive number"
+		}
+	}
+	return "", ""
 }
 
 // matches reports whether row r applies to cell c, which ran on gpu.
@@ -81,7 +112,8 @@ func cellGPU(r *Results, c *Cell) string {
 // referenceTable lays out r's reference against its cells: one row per
 // cell a reference row matches (the first matching row counts), with the
 // cell's axis values, the GPU, the measured median, the published value
-// and measured / published. Reference rows that match no cell are noted.
+// and measured / published. Reference rows that match no cell, or only
+// cells an earlier row took, are noted.
 // nil without a reference.
 func referenceTable(r *Results, ax []axisInfo) *Table {
 	ref := r.Reference
@@ -96,6 +128,12 @@ func referenceTable(r *Results, ax []axisInfo) *Table {
 	t.Columns = append(t.Columns, Column{Name: "GPU"}, Column{Name: "xrun (median)", Right: true},
 		Column{Name: ref.Name, Right: true}, Column{Name: "xrun / " + ref.Name, Right: true})
 	used := make([]bool, len(ref.Rows))
+	// shadow[j] is the row that took the cells row j also matches, so
+	// that j is not said to match nothing; -1: none.
+	shadow := make([]int, len(ref.Rows))
+	for j := range shadow {
+		shadow[j] = -1
+	}
 	cells := cellPtrs(r)
 	sortCells(cells, ax)
 	var gpus []string // the GPUs the cells ran on
@@ -109,6 +147,11 @@ func referenceTable(r *Results, ax []axisInfo) *Table {
 			continue
 		}
 		used[ri] = true
+		for j := ri + 1; j < len(ref.Rows); j++ {
+			if shadow[j] < 0 && ref.Rows[j].matches(c, gpu) {
+				shadow[j] = ri
+			}
+		}
 		var row []string
 		for _, a := range ax {
 			row = append(row, paramString(c, a.Name))
@@ -136,6 +179,8 @@ func referenceTable(r *Results, ax []axisInfo) *Table {
 	for i, row := range ref.Rows {
 		switch {
 		case used[i]:
+		case shadow[i] >= 0:
+			t.Notes = append(t.Notes, fmt.Sprintf("%s row %d (%s) matches only cells that row %d, which comes first, already matched", ref.Name, i, row.describe(), shadow[i]))
 		case row.GPU != "" && !slices.ContainsFunc(gpus, func(g string) bool { return strings.Contains(g, row.GPU) }):
 			other = append(other, row.GPU)
 		default:
@@ -154,7 +199,7 @@ func referenceTable(r *Results, ax []axisInfo) *Table {
 func (r ReferenceRow) describe() string {
 	var parts []string
 	for k, v := range r.Match {
-		parts = append(parts, k+"="+formatScalar(v))
+		parts = append(parts, k+"="+formatParam(k, v))
 	}
 	slices.Sort(parts)
 	if r.GPU != "" {

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,5 +112,83 @@ func TestReferenceMatching(t *testing.T) {
 	r.Reference = nil
 	if referenceTable(r, axes(r)) != nil {
 		t.Error("a table without a reference")
+	}
+}
+
+// TestReferenceShadowedRow: a row that matches cells an earlier row
+// already took (first match counts) is not said to match no cell; the
+// note names the row that counts instead.
+func TestReferenceShadowedRow(t *testing.T) {
+	r := referenceStudy()
+	// Row 6 matches in128_out128 too, as row 0 does (and row 0 counts);
+	// row 7 matches no cell at all.
+	r.Reference.Rows = append(r.Reference.Rows,
+		ReferenceRow{Match: map[string]any{"dataset.input_mean": 128, "dataset.output_mean": 128, "dtype": "fp8"}, Value: 30000},
+		ReferenceRow{Match: map[string]any{"dataset.input_mean": 4096}, Value: 1000})
+	tab := referenceTable(r, axes(r))
+	var shadowed, unmatched bool
+	for _, n := range tab.Notes {
+		switch {
+		case strings.Contains(n, "row 6 ") && strings.Contains(n, "matches no cell"):
+			t.Errorf("a row whose cell an earlier row took: %q", n)
+		case strings.Contains(n, "row 6 ") && strings.Contains(n, "row 0"):
+			shadowed = true
+		case strings.Contains(n, "row 7 ") && strings.Contains(n, "matches no cell"):
+			unmatched = true
+		}
+	}
+	if !shadowed || !unmatched {
+		t.Errorf("notes %q: want row 6 shadowed by row 0 and row 7 matching no cell", tab.Notes)
+	}
+	if len(tab.Rows) != 4 {
+		t.Errorf("%d rows, want one per matched cell (4)", len(tab.Rows))
+	}
+}
+
+// A row's note shows request_rate inf and concurrency none as the spec
+// and the tables write them, not as their stored 0.
+func TestReferenceDescribeZeroWords(t *testing.T) {
+	row := ReferenceRow{Match: map[string]any{"request_rate": 0.0, "concurrency": int64(0), "batch_size": int64(0)}, GPU: "H100"}
+	if got, want := row.describe(), "batch_size=0, concurrency=none, request_rate=inf, gpu H100"; got != want {
+		t.Errorf("describe = %q, want %q", got, want)
+	}
+}
+
+// TestParseReferenceErrors: a results file's reference is checked as it
+// is read, as its cells' parameters are: a match value that is no scalar,
+// or a published value that is not positive, is the file's error (file,
+// line, field), not one that comes later from rendering it.
+func TestParseReferenceErrors(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteDir(dir, referenceStudy()); err != nil {
+		t.Fatal(err)
+	}
+	valid, err := os.ReadFile(filepath.Join(dir, layout.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{`"dataset.input_mean": 5000`, `"dataset.input_mean": {"x": 1}`, `reference.rows[5].match.dataset.input_mean: expected a string, number, bool or null`},
+		{`"value": 3459`, `"value": -5`, `reference.rows[5].value: -5: expected the published value, a positive number`},
+		{`"value": 3459`, `"value": 0`, `reference.rows[5].value: 0: expected the published value, a positive number`},
+	} {
+		data := strings.Replace(string(valid), c.old, c.new, 1)
+		if data == string(valid) {
+			t.Fatalf("%s is not in the file", c.old)
+		}
+		_, err := Parse([]byte(data), "bad.json")
+		var fe *FileError
+		if !errors.As(err, &fe) || !fe.BadInput() || fe.Line == 0 || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want a *FileError with a position saying %q", c.new, err, c.want)
+		}
+	}
+}
+
+// The writer refuses the published values the reader would refuse.
+func TestWriteReferenceValue(t *testing.T) {
+	r := referenceStudy()
+	r.Reference.Rows[2].Value = 0
+	if err := WriteDir(t.TempDir(), r); err == nil || !strings.Contains(err.Error(), "reference row 2: value 0") {
+		t.Errorf("writing a reference value of 0: %v", err)
 	}
 }

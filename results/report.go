@@ -513,11 +513,13 @@ func comparisons(r *Results, ax []axisInfo, notes *[]string) []compareAxis {
 			*notes = append(*notes, fmt.Sprintf("compare %s: the parameter does not vary between cells; nothing to compare", cs.Axis))
 			continue
 		}
-		if !slices.Contains(ax[i].Values, formatScalar(cs.Baseline)) {
-			*notes = append(*notes, fmt.Sprintf("compare %s: baseline %s is not among its values (%s)", cs.Axis, formatScalar(cs.Baseline), strings.Join(ax[i].Values, ", ")))
+		// As the axis' values are shown: inf and none, not 0.
+		base := formatParam(cs.Axis, cs.Baseline)
+		if !slices.Contains(ax[i].Values, base) {
+			*notes = append(*notes, fmt.Sprintf("compare %s: baseline %s is not among its values (%s)", cs.Axis, base, strings.Join(ax[i].Values, ", ")))
 			continue
 		}
-		out = append(out, compareAxis{Axis: cs.Axis, Baseline: formatScalar(cs.Baseline)})
+		out = append(out, compareAxis{Axis: cs.Axis, Baseline: base})
 		done[cs.Axis] = true
 	}
 	for _, a := range ax {

@@ -9,7 +9,8 @@ import (
 // fp8Check refuses at plan time the FP8 cells a run would fail on (issue
 // 22): dtype fp8 and kv_cache_dtype fp8 are xrun's own engine's
 // (TensorRT-LLM takes FP8 as a quantized checkpoint, not a dtype), MLA
-// models' block-scaled FP8 is not supported, and the CUDA backend runs FP8
+// models' block-scaled FP8 is not supported, nor is FP8 with GPT-OSS's
+// expert biases or its sinks and window, and the CUDA backend runs FP8
 // GEMMs for dense layers only and has no FP8 KV cache. On engine auto the
 // backend is chosen when the study runs, so the plan warns and
 // autoCudaFP8Error keeps the error for Cell.CheckBackend.
@@ -33,6 +34,16 @@ func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []i
 		}
 		n, f := d.blame(vals, pi, pModel)
 		return d.errAt(n, f, "%s fp8: model %s is an MLA model (DeepSeek-V3), whose block-scaled FP8 is not supported; use float16 or bfloat16", params[pi].path, p.Model)
+	}
+	// GPT-OSS's features have no FP8 on any backend (engine/model's
+	// ossCheck), so engine cpu is no way out either.
+	switch {
+	case gemms && m.OSSExperts():
+		n, f := d.blame(vals, pDtype, pModel)
+		return d.errAt(n, f, "dtype fp8: model %s's GPT-OSS expert biases and clamped SwiGLU have no FP8 GEMMs on any backend; use bfloat16 or float16", p.Model)
+	case kv && m.OSSAttention():
+		n, f := d.blame(vals, pKVCacheDtype, pModel)
+		return d.errAt(n, f, "kv_cache_dtype fp8: model %s's GPT-OSS attention sinks and sliding window have no FP8 KV cache on any backend; use kv_cache_dtype auto", p.Model)
 	}
 	msg, pi := cudaFP8Problem(p, m, gemms, kv)
 	if msg == "" {

@@ -26,6 +26,12 @@ func TestPlanFP8(t *testing.T) {
 		{"auto MoE fp8 warns", "params: {model: tiny-moe, dtype: fp8}", 1, "", "dtype fp8 on engine auto (params.dtype, line 1)"},
 		{"kv_cache_dtype is the built-in engine's", "params: {model: tinyllama-1.1b, engine: trtllm}\nmatrix: {kv_cache_dtype: [auto, fp8]}", 1, "", ""},
 		{"mla", "params: {model: tiny-deepseek, engine: cpu, kv_cache_dtype: fp8}", 0, "block-scaled FP8 is not supported", ""},
+		// GPT-OSS's features have no FP8 on either backend (engine/model's
+		// ossCheck): refused on cpu too, rather than failing at run time.
+		{"gpt-oss fp8 on cpu", "params: {model: gpt-oss-20b, engine: cpu, dtype: fp8}", 0, "expert biases and clamped SwiGLU have no FP8 GEMMs", ""},
+		{"gpt-oss kv fp8 on cpu", "params: {model: gpt-oss-20b, engine: cpu, kv_cache_dtype: fp8}", 0, "attention sinks and sliding window have no FP8 KV cache", ""},
+		{"gpt-oss fp8 on auto", "params: {model: gpt-oss-20b, dtype: fp8}", 0, "expert biases and clamped SwiGLU have no FP8 GEMMs", ""},
+		{"gpt-oss fp8 on cuda", "params: {model: gpt-oss-20b, engine: cuda, dtype: fp8}", 0, "expert biases and clamped SwiGLU have no FP8 GEMMs", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -120,6 +120,10 @@ func (d *decoder) referenceRow(n *yaml.Node, field string) (results.ReferenceRow
 				if !ok {
 					return row, d.errAt(m.kn, f+"."+m.key, "not a parameter%s", suggestOrList(m.key, paramPaths(false)))
 				}
+				if !params[pi].identity {
+					// Not among a cell's results parameters: no cell could match.
+					return row, d.errAt(m.kn, f+"."+m.key, "%s is not recorded with a cell's results, so no cell can match it; expected a parameter that tells cells apart", m.key)
+				}
 				v, msg := params[pi].parse(m.vn)
 				if msg != "" {
 					return row, d.errAt(resolve(m.vn), f+"."+m.key, "%s", msg)
