@@ -21,7 +21,8 @@ type Config struct {
 	// TensorRT-LLM's FP8 recipe, the rest in bfloat16 (model.Options.FP8).
 	Dtype string
 	// KVCacheDtype is auto (the checkpoint's FP8 KV cache where it
-	// calibrated one, else the compute type) or fp8 (E4M3).
+	// calibrated one, else the compute type), fp8 (E4M3) or compute (the
+	// compute type, whatever the checkpoint calibrated).
 	KVCacheDtype string
 	// MoEWeights is how a MoE model's experts are kept: auto, bf16 (the
 	// compute type: an MXFP4 checkpoint's experts dequantized at load) or
@@ -163,9 +164,9 @@ func (c Config) validate() error {
 		return bad("dtype", c.Dtype, "float16, bfloat16, float32 or fp8")
 	}
 	switch c.KVCacheDtype {
-	case "", "auto", "fp8":
+	case "", "auto", "fp8", "compute":
 	default:
-		return bad("kv_cache_dtype", c.KVCacheDtype, "auto or fp8")
+		return bad("kv_cache_dtype", c.KVCacheDtype, "auto, fp8 or compute")
 	}
 	switch c.MoEWeights {
 	case "", "auto", "bf16", "mxfp4":

@@ -193,7 +193,7 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 		}
 		defer src.Close()
 	}
-	fp8, kvFP8 := cfg.Dtype == "fp8", cfg.KVCacheDtype == "fp8" || cfg.KVCacheDtype != "fp8" && quant != nil && quant.KVCache
+	fp8, kvFP8 := cfg.Dtype == "fp8", cfg.KVCacheDtype == "fp8" || (cfg.KVCacheDtype == "" || cfg.KVCacheDtype == "auto") && quant != nil && quant.KVCache
 	if (fp8 || kvFP8) && mc.MLA() {
 		field := map[bool]string{true: "dtype", false: "kv_cache_dtype"}[fp8]
 		return nil, &ParamError{Field: field, Value: "fp8", Msg: fmt.Sprintf("model %s is an MLA model (DeepSeek-V3), whose block-scaled FP8 is not supported; use float16 or bfloat16", mc.Name)}

@@ -134,7 +134,7 @@ func TestFP8RefusedWithoutKernels(t *testing.T) {
 		{Config{Model: "tiny-llama", Backend: "plain-test", Dtype: "fp8"}, `dtype: "fp8": dtype fp8 needs the plain-test backend's FP8 GEMMs`},
 		{Config{Model: "tiny-llama", Backend: "plain-test", KVCacheDtype: "fp8"}, "kv_cache_dtype fp8 needs the plain-test backend's FP8 KV cache"},
 		{Config{Model: "tiny-deepseek", Dtype: "fp8"}, "MLA model"},
-		{Config{Model: "tiny-llama", KVCacheDtype: "bf16"}, `kv_cache_dtype: "bf16": auto or fp8`},
+		{Config{Model: "tiny-llama", KVCacheDtype: "bf16"}, `kv_cache_dtype: "bf16": auto, fp8 or compute`},
 	} {
 		_, err := New(context.Background(), c.cfg)
 		var pe *ParamError
@@ -419,6 +419,16 @@ func TestFP8Checkpoints(t *testing.T) {
 			}
 			if c.kv != r.kv.FP8 || c.kv && (r.kv.KScale[1] != 0.05 || r.kv.VScale[0] != 0.04) {
 				t.Errorf("%s %+v: KV cache %v with scales %v %v", model_, c, r.kv.FP8, r.kv.KScale, r.kv.VScale)
+			}
+			if c.kv {
+				// kv_cache_dtype compute opts out of the checkpoint's
+				// calibrated FP8 cache.
+				runTokens(t, Config{Model: dir, Backend: "record-test", BatchSize: 2, Dtype: "fp8", KVCacheDtype: "compute"}, reqs)
+				recorded.Lock()
+				if recorded.last.kv.FP8 {
+					t.Errorf("%s %+v: kv_cache_dtype compute kept the FP8 KV cache", model_, c)
+				}
+				recorded.Unlock()
 			}
 			if c.style == "modelopt" && c.dynamic == "" {
 				fp8Tokens = quant

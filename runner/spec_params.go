@@ -314,8 +314,8 @@ var params = [numParams]*param{
 	pDtype: enumParam("dtype", "float16", []string{"float16", "bfloat16", "float32", "fp8"}, func(p *Params) *string { return &p.Dtype },
 		map[string]string{"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}),
 	// Added after cells had ids: in their identity only where given.
-	pKVCacheDtype: whenGivenParam(enumParam("kv_cache_dtype", "auto", []string{"auto", "fp8"}, func(p *Params) *string { return &p.KVCacheDtype },
-		map[string]string{"auto": "kv-auto", "fp8": "kv-fp8"})),
+	pKVCacheDtype: whenGivenParam(enumParam("kv_cache_dtype", "auto", []string{"auto", "fp8", "compute"}, func(p *Params) *string { return &p.KVCacheDtype },
+		map[string]string{"auto": "kv-auto", "fp8": "kv-fp8", "compute": "kv-compute"})),
 	// Added after cells had ids: in their identity only where given.
 	pMoEWeights: whenGivenParam(enumParam("moe_weights", "auto", []string{"auto", "bf16", "mxfp4"}, func(p *Params) *string { return &p.MoEWeights },
 		map[string]string{"auto": "moe-auto", "bf16": "moe-bf16", "mxfp4": "moe-mxfp4"})),
