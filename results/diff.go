@@ -757,20 +757,25 @@ func (d *DiffReport) kernelCells() []CellDiff {
 	return out
 }
 
-// cellLists are the failed, missing, throttled, re-clocked, fixed, added
-// and removed cells.
-func (d *DiffReport) cellLists() (lists []struct {
+// cellList is a titled list of cells a report prints (failed, missing,
+// ...); cellLists keeps only the lists that have cells.
+type cellList struct {
 	title string
 	items []string
-}) {
-	add := func(title string, items []string) {
-		if len(items) > 0 {
-			lists = append(lists, struct {
-				title string
-				items []string
-			}{title, items})
-		}
+}
+
+type cellLists []cellList
+
+func (l *cellLists) add(title string, items []string) {
+	if len(items) > 0 {
+		*l = append(*l, cellList{title, items})
 	}
+}
+
+// cellLists are the failed, missing, throttled, re-clocked, fixed, added
+// and removed cells.
+func (d *DiffReport) cellLists() (lists cellLists) {
+	add := lists.add
 	var failed, missing, fixed, added, removed, throttled, clocks, notCompared []string
 	for _, c := range d.Cells {
 		switch c.Change {

@@ -1046,18 +1046,8 @@ func (t *TrendReport) seriesTable() *Table {
 }
 
 // cellLists are the newly failed and the missing cells.
-func (t *TrendReport) cellLists() (lists []struct {
-	title string
-	items []string
-}) {
-	add := func(title string, items []string) {
-		if len(items) > 0 {
-			lists = append(lists, struct {
-				title string
-				items []string
-			}{title, items})
-		}
-	}
+func (t *TrendReport) cellLists() (lists cellLists) {
+	add := lists.add
 	add("Newly failed in the newest run (counted as regressions)", t.NewlyFailed)
 	add("Ok in the run before the newest, missing or skipped in the newest (not judged)", t.Missing)
 	return lists
