@@ -206,6 +206,7 @@ type ranks struct {
 	// Where ranks other than 0 put what only rank 0 reports.
 	picks  [][]int32
 	counts [][]int32
+	logits [][]float32
 }
 
 // collectives makes the groups of a backend's collectives, by backend
@@ -252,7 +253,7 @@ func newRanks(cfg Config, mc ModelConfig, newBackend func(model.BackendOptions) 
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	p := &ranks{picks: make([][]int32, w), counts: make([][]int32, w)}
+	p := &ranks{picks: make([][]int32, w), counts: make([][]int32, w), logits: make([][]float32, w)}
 	// The world's group, then one per TP group where TP is not the world.
 	sizes := []int{w}
 	if tp > 1 && tp < w {
@@ -406,8 +407,11 @@ func (p *ranks) ExpertCounts(dst []int32) error {
 	return p.all(func(i int, r *rank) error { return r.m.ExpertCounts(scratch(p.counts, i, dst)) })
 }
 
+// ReadLogits is rank 0's, read on every rank at once: reading is a sync
+// point, where a rank replays (or ends capturing) its iteration's graph,
+// and rank 0's graph waits in its collectives for the others' graphs.
 func (p *ranks) ReadLogits(dst []float32) error {
-	return p.on(0, func(r *rank) error { return r.m.ReadLogits(dst) })
+	return p.all(func(i int, r *rank) error { return r.m.ReadLogits(scratch(p.logits, i, dst)) })
 }
 
 // KVConfig is rank 0's share of the cache; every rank holds as much.

@@ -89,6 +89,9 @@ func (s *Stream) Capture(fn func() error) (*Graph, error) {
 
 // Launch queues one replay of the graph on s.
 func (gr *Graph) Launch(s *Stream) error {
+	if gr == nil || gr.exec == nil {
+		return errors.New("cuda: launching a destroyed graph")
+	}
 	return cuErr("cuGraphLaunch", C.xr_cuGraphLaunch(gr.exec, s.s))
 }
 

@@ -137,6 +137,10 @@ func (g *Group) idsLocked() *idOnce {
 // Abort stops every rank's communicator (ncclCommAbort, from this thread,
 // while the ranks' GPU threads may be blocked waiting for a peer that
 // failed): their operations in flight end and every later call fails.
+// NCCL's abort returns only once the graphs holding the communicator are
+// destroyed, which their GPU's thread does (it owns them) as soon as the
+// abort has woken it: the drop is queued first, from another goroutine,
+// since the thread may be blocked.
 func (g *Group) Abort(err error) {
 	g.mu.Lock()
 	if g.err == nil {
@@ -146,11 +150,20 @@ func (g *Group) Abort(err error) {
 	rs := append([]*Rank(nil), g.ranks...)
 	g.mu.Unlock()
 	g.cond.Broadcast()
+	var posted sync.WaitGroup
+	for _, r := range rs {
+		if r != nil && r.b != nil {
+			posted.Go(func() { r.b.dev.Post(func(*cuda.GPU) { r.b.dropGraphs() }, func(error) {}) })
+		}
+	}
 	for _, r := range rs {
 		if r != nil {
 			r.getComm().Abort()
 		}
 	}
+	// Queued before anything that follows the abort (Reset's new
+	// communicators, new graphs).
+	posted.Wait()
 }
 
 // Reset makes new communicators after an Abort (all ranks at once, each
@@ -194,7 +207,10 @@ func (g *Group) Reset() {
 }
 
 // Close destroys every rank's communicator, all at once (destroying one
-// may wait for its peers).
+// may wait for its peers). Each rank first finishes its queued work and
+// drops its captured graphs: NCCL (2.26 on) holds a communicator's
+// destruction, and its abort, until every graph that captured one of its
+// collectives is destroyed, so destroying it first waits for ever.
 func (g *Group) Close() error {
 	g.mu.Lock()
 	rs := append([]*Rank(nil), g.ranks...)
@@ -208,7 +224,11 @@ func (g *Group) Close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = r.b.dev.Do(func(*cuda.GPU) error { return r.getComm().Destroy() })
+			errs[i] = r.b.dev.Do(func(gpu *cuda.GPU) error {
+				serr := gpu.Stream.Sync()
+				r.b.dropGraphs()
+				return errors.Join(serr, r.getComm().Destroy())
+			})
 		}()
 	}
 	wg.Wait()
@@ -255,8 +275,10 @@ func (r *Rank) init(ids *idOnce) error {
 	}
 	return r.b.dev.Do(func(gpu *cuda.GPU) error {
 		if old := r.getComm(); old != nil {
-			old.Abort() // an aborted one: frees nothing twice
+			// The graphs first: NCCL's abort waits for the graphs that
+			// hold the communicator to be destroyed.
 			r.b.dropGraphs()
+			old.Abort() // an aborted one: frees nothing twice
 		}
 		c, err := gpu.NCCLInit(id, r.g.n, r.rank)
 		if err != nil {

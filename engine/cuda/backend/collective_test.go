@@ -156,9 +156,14 @@ func (s *splitModel) step(t *testing.T, st step) ([]float32, []int32) {
 	if err := onRanks(len(s.ms), func(i int) error { return s.ms[i].Forward(&b) }); err != nil {
 		t.Fatal(err)
 	}
+	// Every rank reads (a sync point, where each launches its captured
+	// graph: rank 0's alone would wait for the others' collectives).
 	V := s.ms[0].Config().Vocab
-	logits := make([]float32, len(st)*V)
-	if err := s.ms[0].ReadLogits(logits); err != nil {
+	logits := make([][]float32, len(s.ms))
+	if err := onRanks(len(s.ms), func(i int) error {
+		logits[i] = make([]float32, len(st)*V)
+		return s.ms[i].ReadLogits(logits[i])
+	}); err != nil {
 		t.Fatal(err)
 	}
 	picks := make([][]int32, len(s.ms))
@@ -173,7 +178,7 @@ func (s *splitModel) step(t *testing.T, st step) ([]float32, []int32) {
 			t.Errorf("rank %d picked %v, rank 0 %v", i, picks[i], picks[0])
 		}
 	}
-	return logits, picks[0]
+	return logits[0], picks[0]
 }
 
 // samePicks checks the split's greedy picks against the unsplit model's,
