@@ -25,28 +25,34 @@ func (w MXFP4Weights) check(E, N, K int) error {
 	return nil
 }
 
-// The two kernels' row tiles (GV_BM, GM_BM) and output columns per block
-// (GV_ROWS, GM_BN) in kernels/moe_mxfp4.cu.
+// The kernels' row tiles and output columns per block (kernels/
+// moe_mxfp4.cu: GV_BM, GV_ROWS; GM_BM, GM_BN; TC_BM, TC_BN).
 const (
 	mxfp4GemvBM, mxfp4GemvRows = 8, 16
 	mxfp4GemmBM, mxfp4GemmBN   = 64, 64
+	mxfp4TCBM, mxfp4TCBN       = 64, 64
 )
 
-// mxfp4KernelForce, when "gemv" or "gemm", runs every MXFP4 expert GEMM
-// on that kernel (tests); "" chooses by the rows per expert.
+// mxfp4KernelForce, when "gemv", "gemm" or "tc", runs every MXFP4 expert
+// GEMM on that kernel (tests, benchmarks); "" chooses.
 var mxfp4KernelForce = ""
 
-// mxfp4UseGemm picks the tensor-core kernel once the experts average more
-// than two GEMV tiles of rows (prefill, large decode batches); below, the
-// GEMV streams each weight row once per tile of at most 8 rows.
-func mxfp4UseGemm(sh MoEShape) bool {
+// mxfp4Kernel is the kernel for sh and its row tile and output columns
+// per block. moe_mxfp4_tc at every size: its tensor cores take a tile's
+// token rows 8 at a time, so that decoding a weight block once serves up
+// to 64 rows without padding rows at decode; the GEMV (every weight
+// decoded into float32 per tile of 8 rows, FMAs on the CUDA cores) and
+// the shared-memory GEMM (64 x 64 tiles dequantized into shared memory)
+// ran at 8-10 % of the roofline on an H100 (GPT-OSS-20B, batch 64 and
+// 256) and stay as references.
+func mxfp4Kernel() (name string, bm, cols int) {
 	switch mxfp4KernelForce {
 	case "gemv":
-		return false
+		return "moe_mxfp4_gemv_", mxfp4GemvBM, mxfp4GemvRows
 	case "gemm":
-		return true
+		return "moe_mxfp4_gemm_", mxfp4GemmBM, mxfp4GemmBN
 	}
-	return sh.Rows*sh.K > 2*mxfp4GemvBM*sh.Experts
+	return "moe_mxfp4_tc_", mxfp4TCBM, mxfp4TCBN
 }
 
 // mxfp4Layout places MoEMXFP4's buffers at base (base.Bytes == 0: only
@@ -86,8 +92,7 @@ func MoEMXFP4WorkBytes(dt DType, sh MoEShape) int { return mxfp4Layout(dt, sh, B
 // MXFP4 weights, the activation (moe_oss_glu: GPT-OSS's clamped SwiGLU
 // with o.Limit > 0, else SwiGLU; o's gate/up bias if any), the down GEMM,
 // its bias, and the combine. Nothing is read back, so it can be captured.
-// The GEMMs are moe_mxfp4_gemv at decode sizes, moe_mxfp4_gemm above
-// (mxfp4UseGemm).
+// The GEMMs are moe_mxfp4_tc's (mxfp4Kernel).
 func (g *GPU) MoEMXFP4(s *Stream, dt DType, out, x, idx, wts Buffer, gateUp, down MXFP4Weights, work Buffer, sh MoEShape, o MoEOSS) error {
 	if err := sh.check(); err != nil {
 		return err
@@ -116,20 +121,12 @@ func (g *GPU) MoEMXFP4(s *Stream, dt DType, out, x, idx, wts Buffer, gateUp, dow
 		return nil
 	}
 	w := mxfp4Layout(dt, sh, work)
-	gemm := mxfp4UseGemm(sh)
-	bm := mxfp4GemvBM
-	if gemm {
-		bm = mxfp4GemmBM
-	}
+	kernel, bm, cols := mxfp4Kernel()
 	// Y[p] = A[p] · W_e^T over the tiles; grid x covers every tile
 	// moe_group can write (blocks past hdr[0] exit).
 	tiles := ceilDiv(n, bm) + E
 	matmul := func(A Buffer, W MXFP4Weights, Y Buffer, N, K int) error {
-		name, cols := "moe_mxfp4_gemv_", mxfp4GemvRows
-		if gemm {
-			name, cols = "moe_mxfp4_gemm_", mxfp4GemmBN
-		}
-		f, err := g.function("moe_mxfp4", name+dt.suffix())
+		f, err := g.function("moe_mxfp4", kernel+dt.suffix())
 		if err != nil {
 			return err
 		}

@@ -143,7 +143,7 @@ func TestMXFP4MoE(t *testing.T) {
 				}
 				want := refMXFP4(x, idx, wts, gu, dn, guB, dnB, rows, k, H, F, act)
 				for _, kernel := range []string{"", "gemv", "gemm"} {
-					name := fmt.Sprintf("%s/M%d/%s", dt, rows, map[string]string{"": "auto", "gemv": "gemv", "gemm": "gemm"}[kernel])
+					name := fmt.Sprintf("%s/M%d/%s", dt, rows, map[string]string{"": "auto (tc)", "gemv": "gemv", "gemm": "gemm"}[kernel])
 					if oss {
 						name += "/gpt-oss"
 					}
@@ -180,12 +180,12 @@ func TestMXFP4MoE(t *testing.T) {
 
 // TestMXFP4MoEEdges: rows around the tiles' edges (an expert with 1, 8,
 // 9, 64 and 65 rows, one with none) and output widths that are no
-// multiple of the GEMM's 64 columns (H = 160), both kernels.
+// multiple of 64 columns (H = 160), every kernel.
 func TestMXFP4MoEEdges(t *testing.T) {
 	const rows, k, E, H, F = 147, 1, 6, 160, 96
 	counts := []int{1, 8, 9, 64, 65, 0}
 	for _, dt := range dtypes {
-		for _, kernel := range []string{"gemv", "gemm"} {
+		for _, kernel := range []string{"gemv", "gemm", "tc"} {
 			t.Run(dt.String()+"/"+kernel, func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
 					r := newRand(t)
@@ -313,7 +313,7 @@ func BenchmarkMoEMXFP4(b *testing.B) {
 				}
 			})
 			for _, kernel := range []string{"", "gemv", "gemm"} {
-				name := map[string]string{"": "auto", "gemv": "gemv", "gemm": "gemm"}[kernel]
+				name := map[string]string{"": "auto (tc)", "gemv": "gemv", "gemm": "gemm"}[kernel]
 				b.Run(fmt.Sprintf("gpt-oss/B%d/%s/mxfp4-%s", rows, rt, name), func(b *testing.B) {
 					var d time.Duration
 					do(b, func(t testing.TB, g *GPU) {

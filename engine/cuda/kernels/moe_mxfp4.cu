@@ -13,14 +13,19 @@
 //
 // The GEMMs run over moe_group's tiles (moe_group.cu: tile (expert, first
 // row, end row) of sorted rows, hdr[0] tiles) and read and write whole
-// sorted rows: Y[p][n] = sum_k A[p][k] W_e[n][k] for p in the tile. Two
-// kernels: moe_mxfp4_gemv for tiles of at most 8 rows (decode), warps
-// streaming weight rows with every lane decoding whole blocks; and
-// moe_mxfp4_gemm for tiles of up to 64 rows (prefill), 64 x 64 output
+// sorted rows: Y[p][n] = sum_k A[p][k] W_e[n][k] for p in the tile.
+// moe_mxfp4_tc, the one the engine runs, puts the weights on the tensor
+// cores as mma's first operand and a tile's (up to 64) token rows as its
+// columns, 8 at a time, decoding each weight block once per tile by byte
+// permutes. Two simpler kernels stay as references (tests and benchmarks
+// choose them): moe_mxfp4_gemv for tiles of at most 8 rows, warps
+// streaming weight rows with every lane decoding whole blocks into
+// float32; and moe_mxfp4_gemm for tiles of up to 64 rows, 64 x 64 output
 // tiles on the tensor cores (mma m16n8k16) with the weights dequantized
-// into shared memory one 32-value block per row at a time. Under fp16 the
-// dequantized weights are rounded to fp16 for the tensor cores (exact
-// unless a weight is beyond fp16's range); the GEMV keeps them in float32.
+// into shared memory one 32-value block per row at a time. Under fp16
+// that kernel rounds the dequantized weights to fp16 (exact unless a
+// weight is beyond fp16's range); the GEMV keeps them in float32, and
+// moe_mxfp4_tc applies the scale to float32 sums.
 //
 // mxfp4_random makes the zoo's random experts where they live: the
 // float32 values of model.RandomValue quantized by
@@ -275,6 +280,153 @@ __device__ __forceinline__ void moe_mxfp4_gemm(const T *__restrict__ A, const u8
 	}
 }
 
+// fp4x4 turns the four E2M1 codes of h's low 16 bits (code i in nibble i)
+// into two words of two T values each, w0 = codes 0, 1 and w1 = codes 2,
+// 3 (the first of each pair in the low half), with no arithmetic: each
+// magnitude's low and high byte in T's format come from an 8-entry table
+// by byte permutes (prmt), the sign bits are moved into place.
+template <class T> struct fp4_table;
+template <> struct fp4_table<bf16> { // 0, 0.5, 1, 1.5, 2, 3, 4, 6 as bf16
+	static constexpr u32 lo0 = 0xC0800000u, lo1 = 0xC0804000u, hi0 = 0x3F3F3F00u, hi1 = 0x40404040u;
+};
+template <> struct fp4_table<f16> { // as fp16: low bytes all zero
+	static constexpr u32 lo0 = 0u, lo1 = 0u, hi0 = 0x3E3C3800u, hi1 = 0x46444240u;
+};
+// prmt: byte n of the result is byte (s >> 4n) & 7 of {b, a} (a's bytes
+// first); no selector here sets the sign-replicating bit.
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 s) {
+	u32 r;
+	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
+	return r;
+}
+// ld_nc16 loads 16 read-only bytes through the non-coherent (texture) path.
+__device__ __forceinline__ uint4 ld_nc16(const void *p) {
+	uint4 r;
+	asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+	return r;
+}
+template <class T> __device__ __forceinline__ void fp4x4(u32 h, u32 &w0, u32 &w1) {
+	const u32 sel = h & 0x7777u;
+	const u32 lo = prmt(fp4_table<T>::lo0, fp4_table<T>::lo1, sel);
+	const u32 hi = prmt(fp4_table<T>::hi0, fp4_table<T>::hi1, sel);
+	w0 = prmt(lo, hi, 0x5140u) | ((h & 0x8u) << 12) | ((h & 0x80u) << 24);
+	w1 = prmt(lo, hi, 0x7362u) | ((h & 0x800u) << 4) | ((h & 0x8000u) << 16);
+}
+
+// moe_mxfp4_tc: the tensor-core kernel for every tile size, weights as
+// mma's A operand ("swap AB": Y^T = W A^T, so that a tile's few token rows
+// are mma's n = 8 columns and no tensor-core row is padding at decode).
+// Block (x, y) = tile x (blocks past hdr[0] exit), weight rows y*64 ..
+// y*64 + 63: warp w takes 16 of them, and mma m16n8k16's columns are the
+// tile's (at most 64) rows, 8 at a time, groups past the tile's rows
+// skipped. Per chunk of TC_KC values of k the block stages A's rows in
+// shared memory (padded rows: fragment loads hit distinct banks) while
+// each warp holds its weight rows' blocks in registers. Lane l (g = l / 4,
+// t = l % 4) needs, of a 32-value block of weight rows g and g + 8, the
+// bytes t, t + 4, t + 8, t + 12, the four words' byte t: values 2t, 2t + 1
+// (+8, +16, +24), A's a0..a3 for the block's two k16 steps, decoded by
+// fp4x4 unscaled (E2M1 values are exact in fp16 and bf16). Each block's
+// two mma accumulate into a zeroed fragment that is added to the sum
+// times the row's E8M0 scale in float32: no scaled weight is ever
+// rounded, under fp16 as under bf16, and a NaN scale gives NaN.
+#define TC_BM 64
+#define TC_BN 64
+#define TC_KC 128
+#define TC_LD (TC_KC + 8)
+template <class T>
+__device__ __forceinline__ void moe_mxfp4_tc(const T *__restrict__ A, const u8 *__restrict__ codes,
+	const u8 *__restrict__ scales, T *__restrict__ Y, const int *__restrict__ hdr, const int4 *__restrict__ tiles, int N,
+	int K) {
+	pdl_enter();
+	__shared__ __align__(16) T As[TC_BM * TC_LD];
+	if ((int)blockIdx.x >= hdr[0]) return;
+	const int4 tile = tiles[blockIdx.x];
+	const int e = tile.x, p0 = tile.y, rows = min(tile.z - tile.y, TC_BM);
+	const int groups = (rows + 7) >> 3;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+	const int g = lane >> 2, t = lane & 3;
+	const int KB = K / 32;
+	const int n_lo = blockIdx.y * TC_BN + warp * 16 + g, n_hi = n_lo + 8;
+	const bool ok_lo = n_lo < N, ok_hi = n_hi < N;
+	const u8 *c_lo = codes + ((long long)e * N + n_lo) * (K / 2), *c_hi = c_lo + 8LL * (K / 2);
+	const u8 *s_lo = scales + ((long long)e * N + n_lo) * KB, *s_hi = s_lo + 8LL * KB;
+	const u32 pick = (u32)t | ((u32)(t + 4) << 4); // word x's byte t, then word y's
+	float acc[TC_BM / 8][4];
+#pragma unroll
+	for (int j = 0; j < TC_BM / 8; j++)
+#pragma unroll
+		for (int c = 0; c < 4; c++) acc[j][c] = 0.f;
+	for (int k0 = 0; k0 < K; k0 += TC_KC) {
+		const int nb = min(TC_KC, K - k0) / 32; // K is a multiple of 32
+		// The warp's weight blocks of this chunk, loaded before the
+		// staging below so that their latency overlaps it.
+		uint4 wl[TC_KC / 32], wh[TC_KC / 32];
+		float sl[TC_KC / 32], sh[TC_KC / 32];
+#pragma unroll
+		for (int b = 0; b < TC_KC / 32; b++) {
+			wl[b] = wh[b] = make_uint4(0u, 0u, 0u, 0u);
+			sl[b] = sh[b] = 0.f;
+			const int kb = k0 / 32 + b;
+			if (b < nb && ok_lo) {
+				wl[b] = ld_nc16(c_lo + kb * 16);
+				sl[b] = e8m0(s_lo[kb]);
+			}
+			if (b < nb && ok_hi) {
+				wh[b] = ld_nc16(c_hi + kb * 16);
+				sh[b] = e8m0(s_hi[kb]);
+			}
+		}
+		__syncthreads(); // the last chunk's A is read
+		// A's tile rows (to the last group in use; zeros past the tile)
+		// x this chunk's columns, 16 bytes at a time.
+		const int vecs = nb * 4;
+		for (int i = tid; i < groups * 8 * vecs; i += blockDim.x) {
+			const int r = i / vecs, c = i - r * vecs;
+			uint4 v = make_uint4(0u, 0u, 0u, 0u);
+			if (r < rows) v = *(const uint4 *)(A + (long long)(p0 + r) * K + k0 + c * 8);
+			*(uint4 *)(As + r * TC_LD + c * 8) = v;
+		}
+		__syncthreads();
+#pragma unroll
+		for (int b = 0; b < TC_KC / 32; b++) {
+			if (b >= nb) continue; // a uniform branch: the loops stay unrolled
+			u32 a0[4], a1[4]; // the block's k 0-15 and k 16-31 fragments
+			fp4x4<T>(prmt(wl[b].x, wl[b].y, pick), a0[0], a0[2]);
+			fp4x4<T>(prmt(wh[b].x, wh[b].y, pick), a0[1], a0[3]);
+			fp4x4<T>(prmt(wl[b].z, wl[b].w, pick), a1[0], a1[2]);
+			fp4x4<T>(prmt(wh[b].z, wh[b].w, pick), a1[1], a1[3]);
+#pragma unroll
+			for (int j = 0; j < TC_BM / 8; j++) {
+				if (j >= groups) continue;
+				const T *base = As + (8 * j + g) * TC_LD + b * 32 + 2 * t;
+				const u32 b0[2] = {*(const u32 *)base, *(const u32 *)(base + 8)};
+				const u32 b1[2] = {*(const u32 *)(base + 16), *(const u32 *)(base + 24)};
+				float blk[4] = {0.f, 0.f, 0.f, 0.f};
+				mma(blk, a0, b0, T());
+				mma(blk, a1, b1, T());
+				acc[j][0] += blk[0] * sl[b];
+				acc[j][1] += blk[1] * sl[b];
+				acc[j][2] += blk[2] * sh[b];
+				acc[j][3] += blk[3] * sh[b];
+			}
+		}
+	}
+	// C's c0, c1: weight row g, the group's token rows 2t, 2t + 1; c2, c3:
+	// weight row g + 8.
+#pragma unroll
+	for (int j = 0; j < TC_BM / 8; j++) {
+		if (j >= groups) continue;
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int p = 8 * j + 2 * t + h;
+			if (p >= rows) continue;
+			T *y = Y + (long long)(p0 + p) * N;
+			if (ok_lo) y[n_lo] = from_f32<T>(acc[j][h]);
+			if (ok_hi) y[n_hi] = from_f32<T>(acc[j][2 + h]);
+		}
+	}
+}
+
 #define MOE_MXFP4(T)                                                                                                   \
 	extern "C" __global__ void __launch_bounds__(GV_WARPS * 32) moe_mxfp4_gemv_##T(const T *A, const u8 *codes,        \
 		const u8 *scales, T *Y, const int *hdr, const int4 *tiles, int N, int K) {                                     \
@@ -283,6 +435,10 @@ __device__ __forceinline__ void moe_mxfp4_gemm(const T *__restrict__ A, const u8
 	extern "C" __global__ void __launch_bounds__(128) moe_mxfp4_gemm_##T(const T *A, const u8 *codes,                  \
 		const u8 *scales, T *Y, const int *hdr, const int4 *tiles, int N, int K) {                                     \
 		moe_mxfp4_gemm<T>(A, codes, scales, Y, hdr, tiles, N, K);                                                      \
+	}                                                                                                                  \
+	extern "C" __global__ void __launch_bounds__(128) moe_mxfp4_tc_##T(const T *A, const u8 *codes,                    \
+		const u8 *scales, T *Y, const int *hdr, const int4 *tiles, int N, int K) {                                     \
+		moe_mxfp4_tc<T>(A, codes, scales, Y, hdr, tiles, N, K);                                                        \
 	}
 MOE_MXFP4(f16)
 MOE_MXFP4(bf16)
