@@ -10,9 +10,9 @@ import (
 // moeWeightsCheck refuses at plan time the moe_weights mxfp4 cells a run
 // would fail on (engine.ResolveMoEWeights): MXFP4 experts with dtype fp8,
 // on a tp or ep split, or on experts whose sizes do not split into
-// 32-value blocks. On the CUDA backend the MXFP4 expert kernels are not
-// yet verified on a GPU: asking for them there warns (auto keeps bf16
-// experts on CUDA until they are).
+// 32-value blocks. On the CUDA backend the MXFP4 expert kernel the
+// engine runs is not yet verified on a GPU: asking for it there warns
+// (auto keeps bf16 experts on CUDA until it is, and is faster).
 func (d *decoder) moeWeightsCheck(p *Params, m *engine.ModelConfig, na uint64, vals []int32, warn func(string)) error {
 	if p.MoEWeights != "mxfp4" || na&(1<<pMoEWeights) != 0 {
 		return nil
@@ -30,7 +30,7 @@ func (d *decoder) moeWeightsCheck(p *Params, m *engine.ModelConfig, na uint64, v
 	}
 	if p.Engine == "cuda" || p.Engine == "auto" {
 		n, f := d.blame(vals, pMoEWeights)
-		warn(fmt.Sprintf("moe_weights mxfp4 on engine %s (%s, %s): the CUDA backend's MXFP4 expert kernels are not yet verified on a GPU", p.Engine, f, d.where(n)))
+		warn(fmt.Sprintf("moe_weights mxfp4 on engine %s (%s, %s): the CUDA backend's MXFP4 expert kernel (moe_mxfp4_tc) is not yet verified on a GPU (its reference kernels are, but ran slower than bf16 experts)", p.Engine, f, d.where(n)))
 	}
 	return nil
 }
