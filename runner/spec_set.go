@@ -70,6 +70,7 @@ func (d *decoder) applySet(root *yaml.Node, arg string) error {
 	// --set matrix.dataset.input_mean=[...] sweeps a fixed parameter.
 	if segs[0] == "params" && len(segs) > 1 {
 		removeKey(root, "matrix", strings.Join(segs[1:], "."))
+		pinZips(root, strings.Join(segs[1:], "."))
 	} else if segs[0] == "matrix" {
 		for _, axis := range axesIn(keys[1:], vn) {
 			removeKey(root, append([]string{"params"}, strings.Split(axis, ".")...)...)
@@ -182,4 +183,53 @@ func axesIn(keys []string, vn *yaml.Node) []string {
 		axes = append(axes, keys[0])
 	}
 	return axes
+}
+
+// pinZips takes axis out of every zip of the matrix, as --set params.AXIS
+// takes a plain axis out: each row loses it, a row left the same as an
+// earlier one goes (the zip's other values were paired with it alone),
+// and a zip left with empty rows goes.
+func pinZips(root *yaml.Node, axis string) {
+	zips := resolve(mappingValue(resolve(mappingValue(resolve(root), "matrix")), "zips"))
+	if zips == nil || zips.Kind != yaml.MappingNode {
+		return
+	}
+	for j := 0; j+1 < len(zips.Content); j += 2 {
+		rows := resolve(zips.Content[j+1])
+		if rows == nil || rows.Kind != yaml.SequenceNode {
+			continue
+		}
+		var kept []*yaml.Node
+		var seen []string
+		empty := true
+		for _, row := range rows.Content {
+			removeKey(row, axis)
+			b, err := yaml.Marshal(resolve(row))
+			if err != nil || !slices.Contains(seen, string(b)) {
+				seen = append(seen, string(b))
+				kept = append(kept, row)
+			}
+			if r := resolve(row); r == nil || r.Kind != yaml.MappingNode || len(r.Content) > 0 {
+				empty = false
+			}
+		}
+		rows.Content = kept
+		if empty {
+			zips.Content = append(zips.Content[:j:j], zips.Content[j+2:]...)
+			j -= 2
+		}
+	}
+}
+
+// mappingValue is n's value under key (n a mapping), nil if none.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		if k := n.Content[j]; k.Kind == yaml.ScalarNode && k.Value == key {
+			return n.Content[j+1]
+		}
+	}
+	return nil
 }

@@ -240,6 +240,35 @@ func TestSets(t *testing.T) {
 	}
 }
 
+// --set params.X pins X where the file pairs it with other axes in a zip:
+// every row loses it, rows left alike merge, a zip left empty goes.
+func TestSetPinsZipMember(t *testing.T) {
+	base := `name: z
+params: {model: tiny-llama, dataset: {input_mean: 8}}
+matrix:
+  batch_size: [1, 2]
+  zips:
+    row:
+      - {dataset.output_mean: 4, dataset.num_requests: 30}
+      - {dataset.output_mean: 8, dataset.num_requests: 20}
+      - {dataset.output_mean: 8, dataset.num_requests: 10}
+    only:
+      - {max_num_tokens: 64}
+      - {max_num_tokens: 128}
+`
+	s := mustParse(t, base, "params.dataset.num_requests=7", "params.max_num_tokens=256")
+	var got []string
+	for _, c := range s.Plan.Cells {
+		p := c.Params
+		got = append(got, fmt.Sprintf("bs%d/out%d/n%d/mnt%d", p.BatchSize, p.Dataset.OutputMean, p.Dataset.NumRequests, p.MaxNumTokens))
+	}
+	want := []string{"bs1/out4/n7/mnt256", "bs1/out8/n7/mnt256", "bs2/out4/n7/mnt256", "bs2/out8/n7/mnt256"}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("cells %v, want %v", got, want)
+	}
+}
+
 func TestAnchorsAndAliases(t *testing.T) {
 	s := mustParse(t, `
 name: anchors
