@@ -29,6 +29,17 @@ type ServeOptions struct {
 	// (the KV cache is sized for BatchSize of them); 0: the model's
 	// positions.
 	MaxSeqLen int
+	// Sized, if set, is told how the engine sized itself before the first
+	// request is admitted: a server says so, since a long MaxSeqLen on a
+	// cache of whole-sequence slots admits fewer requests than BatchSize.
+	Sized func(Sizing)
+}
+
+// Sizing is how many requests a served engine keeps in flight.
+type Sizing struct {
+	// Slots is the most requests in flight: BatchSize, or fewer where the
+	// KV cache cannot hold BatchSize requests of MaxSeqLen tokens.
+	Slots, BatchSize, MaxSeqLen int
 }
 
 // Token is one generated token as the engine read it back.
@@ -96,6 +107,9 @@ func (e *engine) Serve(ctx context.Context, in <-chan *Submission, o ServeOption
 		return err
 	}
 	e.m.ResetRouting()
+	if o.Sized != nil {
+		o.Sized(Sizing{Slots: slots, BatchSize: e.cfg.BatchSize, MaxSeqLen: maxLen})
+	}
 	st := &runState{e: e, t0: time.Now(), batch: &model.Batch{}, next: make([]int32, capa.MaxLogitRows), slots: slots, serving: true}
 	fd := &serverFeed{in: in, t0: st.t0, maxLen: maxLen, vocab: e.mc.Vocab, admitted: map[*datasets.Request]*Submission{}}
 	err := st.run(ctx, fd, false)

@@ -96,3 +96,29 @@ func TestServeStops(t *testing.T) {
 		t.Errorf("after %d tokens: %v, want ErrStopped", n, sub.Err())
 	}
 }
+
+// TestServeSized: a served engine says how many requests it keeps in
+// flight, fewer than BatchSize where whole-sequence slots of MaxSeqLen do
+// not fit the KV budget (a server's --max-seq-len left at the model's
+// positions).
+func TestServeSized(t *testing.T) {
+	sw := DefaultSwitches()
+	sw.KVPaged = false
+	for _, c := range []struct {
+		budget int64
+		want   Sizing
+	}{
+		{0, Sizing{Slots: 8, BatchSize: 8, MaxSeqLen: 48}},
+		// tiny-llama: 512 bytes of K and V a position, 24 KiB a 48-slot.
+		{2*24<<10 + 100, Sizing{Slots: 2, BatchSize: 8, MaxSeqLen: 48}},
+	} {
+		e := newEngine(t, Config{Model: "tiny-llama", BatchSize: 8, KVCacheBytes: c.budget, Switches: &sw})
+		var got []Sizing
+		in := make(chan *Submission)
+		close(in)
+		err := e.(Server).Serve(context.Background(), in, ServeOptions{MaxSeqLen: 48, Sized: func(z Sizing) { got = append(got, z) }})
+		if err != nil || len(got) != 1 || got[0] != c.want {
+			t.Errorf("budget %d: sized %+v (err %v), want %+v", c.budget, got, err, c.want)
+		}
+	}
+}

@@ -112,7 +112,16 @@ func runServe(ctx context.Context, a *app, opts *serveOptions) error {
 	if name == "" {
 		name = opts.model
 	}
-	s := openai.NewServer(srvEng, openai.ServerOptions{Model: name, MaxSeqLen: maxLen, Vocab: mc.Vocab})
+	sized := func(z engine.Sizing) {
+		a.log.Info().Int("slots", z.Slots).Int("max_seq_len", z.MaxSeqLen).Msg("xrun serve: requests in flight at most")
+		if z.Slots < z.BatchSize {
+			// Whole-sequence KV slots: the longest request allowed sets
+			// how many fit, whatever the requests' real lengths.
+			a.log.Warn().Int("slots", z.Slots).Int("batch_size", z.BatchSize).Int("max_seq_len", z.MaxSeqLen).
+				Msgf("xrun serve: the KV cache holds %d requests of %d tokens, not --batch-size %d: at most %d are in flight; --max-seq-len (the longest prompt plus max_tokens served) admits more", z.Slots, z.MaxSeqLen, z.BatchSize, z.Slots)
+		}
+	}
+	s := openai.NewServer(srvEng, openai.ServerOptions{Model: name, MaxSeqLen: maxLen, Vocab: mc.Vocab, Sized: sized})
 	l, err := net.Listen("tcp", opts.listen)
 	if err != nil {
 		return usageError{fmt.Errorf("--listen %s: %w", opts.listen, err)}

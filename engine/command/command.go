@@ -41,15 +41,17 @@ const ProfileWindowEnv = "XRUN_PROFILE_WINDOW"
 
 // Placeholders xrun fills besides the parameters.
 var Specials = map[string]string{
-	"dataset":  "the cell's dataset file (TensorRT-LLM's JSONL: task_id, input_ids, output_tokens)",
-	"cell_dir": "the cell's directory",
-	"out_dir":  "a fresh directory for this pass's output",
-	"records":  "where the program writes this pass's per-request records ({out_dir}/records.jsonl)",
-	"report":   "where the program writes this pass's JSON report ({out_dir}/report.json)",
-	"kernels":  "where the program may write the profile window's kernel summary ({out_dir}/kernels.csv, Nsight's cuda_gpu_kern_sum columns)",
-	"pass":     "the pass number: timed repeats from 0, the profiled pass last",
-	"gpus":     "how many GPUs the cell holds",
-	"hf_model": "the model's Hugging Face name (a zoo model) or its directory",
+	"dataset":       "the cell's dataset file (TensorRT-LLM's JSONL: task_id, input_ids, output_tokens)",
+	"cell_dir":      "the cell's directory",
+	"out_dir":       "a fresh directory for this pass's output",
+	"records":       "where the program writes this pass's per-request records ({out_dir}/records.jsonl)",
+	"report":        "where the program writes this pass's JSON report ({out_dir}/report.json)",
+	"kernels":       "where the program may write the profile window's kernel summary ({out_dir}/kernels.csv, Nsight's cuda_gpu_kern_sum columns)",
+	"pass":          "the pass number: timed repeats from 0, the profiled pass last",
+	"gpus":          "how many GPUs the cell holds",
+	"hf_model":      "the model's Hugging Face name (a zoo model) or its directory",
+	"max_input_len": "the longest prompt of the cell's dataset, in tokens",
+	"max_seq_len":   "the longest prompt plus output of the cell's dataset, in tokens (an engine build's max_seq_len)",
 }
 
 // EnvVar is one environment variable of the program.
@@ -225,6 +227,8 @@ func (e *Engine) vars(pass int, outDir string, profiled bool) map[string]string 
 	v["pass"] = strconv.Itoa(pass)
 	v["gpus"] = strconv.Itoa(e.cell.GPUs)
 	v["hf_model"] = hf
+	v["max_input_len"] = strconv.Itoa(e.cell.MaxInputLen)
+	v["max_seq_len"] = strconv.Itoa(e.cell.MaxSeqLen)
 	return v
 }
 

@@ -86,11 +86,13 @@ type EnvVar struct {
 // Specials are the placeholders xrun fills in the server's templates and
 // the URL besides the parameters.
 var Specials = map[string]string{
-	"port":     "a free TCP port on this host, picked for the cell's server",
-	"cell_dir": "the cell's directory",
-	"gpus":     "how many GPUs the cell holds",
-	"hf_model": "the model's Hugging Face name (a zoo model) or its directory",
-	"xrun":     "this xrun's own executable, to start xrun serve",
+	"port":          "a free TCP port on this host, picked for the cell's server",
+	"cell_dir":      "the cell's directory",
+	"gpus":          "how many GPUs the cell holds",
+	"hf_model":      "the model's Hugging Face name (a zoo model) or its directory",
+	"max_input_len": "the longest prompt of the cell's dataset, in tokens",
+	"max_seq_len":   "the longest prompt plus output of the cell's dataset, in tokens (for a server's --max-seq-len or --max-model-len)",
+	"xrun":          "this xrun's own executable, to start xrun serve",
 }
 
 // always are the parameters an openai cell uses whatever its templates
@@ -210,6 +212,8 @@ func (e *Engine) vars(port string) map[string]string {
 	v["cell_dir"] = e.cell.Dir
 	v["gpus"] = strconv.Itoa(e.cell.GPUs)
 	v["hf_model"] = hf
+	v["max_input_len"] = strconv.Itoa(e.cell.MaxInputLen)
+	v["max_seq_len"] = strconv.Itoa(e.cell.MaxSeqLen)
 	v["xrun"] = xrunExe()
 	return v
 }

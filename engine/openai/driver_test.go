@@ -292,3 +292,16 @@ func TestPlannerIgnored(t *testing.T) {
 		t.Errorf("server: %v", byCmd)
 	}
 }
+
+// TestServerCommandLengths: {max_seq_len} and {max_input_len} are the
+// cell dataset's, so a server's KV cache is sized for the requests it
+// will get rather than the model's positions.
+func TestServerCommandLengths(t *testing.T) {
+	o := Options{Server: &ServerCommand{Argv: []driver.Template{tmpl(t, "serve"), tmpl(t, "--max-seq-len"), tmpl(t, "{max_seq_len}"),
+		tmpl(t, "--max-input-len={max_input_len}"), tmpl(t, "{port}")}}}
+	e := &Engine{opt: o, cell: &driver.Cell{MaxInputLen: 300, MaxSeqLen: 428}}
+	got := e.serverCommand("8123").Argv
+	if want := []string{"serve", "--max-seq-len", "428", "--max-input-len=300", "8123"}; !slices.Equal(got, want) {
+		t.Errorf("argv %q, want %q", got, want)
+	}
+}

@@ -24,6 +24,9 @@ type ServerOptions struct {
 	// model's vocabulary (token ids must be below it).
 	MaxSeqLen int
 	Vocab     int
+	// Sized, if set, hears how many requests the engine keeps in flight
+	// (engine.ServeOptions.Sized).
+	Sized func(engine.Sizing)
 	// Now is the clock of the responses' created field; nil: time.Now.
 	Now func() time.Time
 }
@@ -60,7 +63,7 @@ func NewServer(e engine.Server, o ServerOptions) *Server {
 // requests in flight are done, or ctx ends (a hard stop: what is in
 // flight fails).
 func (s *Server) Run(ctx context.Context) error {
-	err := s.eng.Serve(ctx, s.in, engine.ServeOptions{MaxSeqLen: s.o.MaxSeqLen})
+	err := s.eng.Serve(ctx, s.in, engine.ServeOptions{MaxSeqLen: s.o.MaxSeqLen, Sized: s.o.Sized})
 	s.err = err
 	close(s.done)
 	return err
