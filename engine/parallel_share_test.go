@@ -32,6 +32,11 @@ func (b countingBackend) Random(name string, kind model.WeightKind, shape []int,
 	return b.Backend.Random(name, kind, shape, seed, scale)
 }
 
+func (b countingBackend) RandomSlice(name string, kind model.WeightKind, shape []int, seed uint64, scale float32, runs []model.RandomRun) (model.Tensor, error) {
+	b.n.Add(numel(shape))
+	return b.Backend.RandomSlice(name, kind, shape, seed, scale, runs)
+}
+
 // countingGroup is cpu.Group for counting backends: in-process
 // collectives join the CPU backend inside.
 type countingGroup struct{ model.CollectiveGroup }

@@ -27,6 +27,7 @@ type Backend struct {
 	attnT   attnTask
 	moeT    moeTask
 	fillT   fillTask
+	sliceT  sliceTask
 	routeT  routeTask
 	argmaxT argmaxTask
 
@@ -166,6 +167,42 @@ func (b *Backend) Random(name string, kind model.WeightKind, shape []int, seed u
 	*t = fillTask{dst: f, seed: seed, scale: scale}
 	b.pool.run(t, (len(f)+fillChunk-1)/fillChunk)
 	return b.weight(name, kind, slices.Clone(shape), f), nil
+}
+
+// RandomSlice creates a split model's slice of a random weight, its rows
+// filled in parallel as Random's chunks.
+func (b *Backend) RandomSlice(name string, kind model.WeightKind, shape []int, seed uint64, scale float32, runs []model.RandomRun) (model.Tensor, error) {
+	if err := kind.CheckShape(shape); err != nil {
+		return nil, err
+	}
+	f := make([]float32, numel(shape))
+	t := &b.sliceT
+	for _, r := range runs {
+		if r.Cols <= 0 || r.Rows <= 0 || r.Dst+r.Rows*r.Cols > int64(len(f)) {
+			return nil, fmt.Errorf("%s: run %+v outside its slice of %d elements", name, r, len(f))
+		}
+		*t = sliceTask{dst: f, blk: r, rows: max(1, fillChunk/int(r.Cols)), seed: seed, scale: scale}
+		b.pool.run(t, (int(r.Rows)+t.rows-1)/t.rows)
+	}
+	return b.weight(name, kind, slices.Clone(shape), f), nil
+}
+
+// sliceTask fills chunk c of one run: rows rows of it.
+type sliceTask struct {
+	dst   []float32
+	blk   model.RandomRun
+	rows  int
+	seed  uint64
+	scale float32
+}
+
+func (t *sliceTask) run(c, _ int) {
+	r := t.blk
+	lo := int64(c * t.rows)
+	for i := lo; i < min(lo+int64(t.rows), r.Rows); i++ {
+		at := r.Dst + i*r.Cols
+		model.RandomFill(t.dst[at:at+r.Cols], t.seed, r.Src+i*r.Stride, t.scale)
+	}
 }
 
 const fillChunk = 1 << 16
@@ -510,11 +547,12 @@ func (b *Backend) end(name string, t0 time.Time) {
 }
 
 var (
-	_ model.Backend    = (*Backend)(nil)
-	_ model.KVBudget   = (*Backend)(nil)
-	_ model.Pager      = (*Backend)(nil)
-	_ model.FP8GEMMs   = (*Backend)(nil)
-	_ model.FP8KV      = (*Backend)(nil)
-	_ model.Releaser   = (*Backend)(nil)
-	_ model.MLABackend = (*Backend)(nil)
+	_ model.Backend      = (*Backend)(nil)
+	_ model.KVBudget     = (*Backend)(nil)
+	_ model.RandomSlicer = (*Backend)(nil)
+	_ model.Pager        = (*Backend)(nil)
+	_ model.FP8GEMMs     = (*Backend)(nil)
+	_ model.FP8KV        = (*Backend)(nil)
+	_ model.Releaser     = (*Backend)(nil)
+	_ model.MLABackend   = (*Backend)(nil)
 )

@@ -148,6 +148,32 @@ func (c KVConfig) KVBytesPerToken(elemBytes int) int64 {
 	return int64(2*c.Layers*c.KVHeads*c.HeadDim) * int64(elemBytes)
 }
 
+// RandomSlicer is a backend that makes a slice of a random weight (a split
+// model's shard) where it lives, as Random makes a whole one: without it
+// the slice is filled on the host and uploaded, which for a model of tens
+// of billions of weights takes minutes a rank.
+type RandomSlicer interface {
+	// RandomSlice creates a weight of shape whose elements are the runs'
+	// elements of the full random weight (seed, scale): RandomRuns' values.
+	RandomSlice(name string, kind WeightKind, shape []int, seed uint64, scale float32, runs []RandomRun) (Tensor, error)
+}
+
+// RandomRun is a block of a slice of a random weight: Rows rows of Cols
+// elements, row r being the full weight's elements from Src + r*Stride,
+// stored from element Dst + r*Cols of the slice.
+type RandomRun struct{ Dst, Src, Rows, Cols, Stride int64 }
+
+// RandomRuns fills dst with the runs of the random weight (seed, scale):
+// RandomSlice's values.
+func RandomRuns(dst []float32, runs []RandomRun, seed uint64, scale float32) {
+	for _, r := range runs {
+		for i := range r.Rows {
+			at := r.Dst + i*r.Cols
+			RandomFill(dst[at:at+r.Cols], seed, r.Src+i*r.Stride, scale)
+		}
+	}
+}
+
 // Backend is everything the model needs from a device. It has two phases:
 // set-up (Upload, Random, Alloc, NewKVCache, Write*) which may allocate and
 // fail, and iterations (SetBatch, then ops, then Argmax), which must not

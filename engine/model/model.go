@@ -222,10 +222,14 @@ type loader struct {
 
 func (l *loader) random(name string, kind WeightKind, shape []int, scale float64) Tensor {
 	if c, err := l.m.shard.cutFor(name, kind, shape); c != nil || err != nil {
-		// The slice of the full tensor's values, made on the host.
+		// The slice of the full tensor's values, made where it lives when
+		// the backend can, else on the host.
 		var t Tensor
-		if err == nil {
-			t, err = l.m.be.Upload(name, kind, c.random(shape, WeightSeed(l.m.opt.Seed, name), float32(scale)))
+		seed := WeightSeed(l.m.opt.Seed, name)
+		if rs, ok := l.m.be.(RandomSlicer); ok && err == nil {
+			t, err = rs.RandomSlice(name, kind, c.shape(shape), seed, float32(scale), c.runs(shape))
+		} else if err == nil {
+			t, err = l.m.be.Upload(name, kind, c.random(shape, seed, float32(scale)))
 		}
 		if err != nil && l.err == nil {
 			l.err = fmt.Errorf("weight %s: %w", name, err)

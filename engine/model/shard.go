@@ -297,30 +297,9 @@ func (c *cut) shape(full []int) []int {
 // each calls f(dst, src, n) for every run of n consecutive elements the
 // cut takes from a weight of shape full (flat indices, row-major).
 func (c *cut) each(full []int, f func(dst, src, n int)) {
-	n := len(full)
-	R, C := full[n-2], full[n-1]
-	stack := span{0, 1}
-	if n == 3 {
-		stack = span{0, full[0]}
-	}
-	if c.stack != nil {
-		stack = *c.stack
-	}
-	rows := c.rows
-	if rows == nil {
-		rows = []span{{0, R}}
-	}
-	cols := span{0, C}
-	if c.cols != nil {
-		cols = *c.cols
-	}
-	dst := 0
-	for e := stack.lo; e < stack.lo+stack.n; e++ {
-		for _, rs := range rows {
-			for r := rs.lo; r < rs.lo+rs.n; r++ {
-				f(dst, (e*R+r)*C+cols.lo, cols.n)
-				dst += cols.n
-			}
+	for _, r := range c.runs(full) {
+		for i := range r.Rows {
+			f(int(r.Dst+i*r.Cols), int(r.Src+i*r.Stride), int(r.Cols))
 		}
 	}
 }
@@ -341,7 +320,39 @@ func (c *cut) apply(h HostTensor) HostTensor {
 	return out
 }
 
-// random is the slice of the random weight (seed, scale) of shape full.
+// runs are the blocks of the random weight of shape full that make the
+// slice: one per (expert, row span), each of whole rows of the column span.
+func (c *cut) runs(full []int) []RandomRun {
+	n := len(full)
+	R, C := full[n-2], full[n-1]
+	stack := span{0, 1}
+	if n == 3 {
+		stack = span{0, full[0]}
+	}
+	if c.stack != nil {
+		stack = *c.stack
+	}
+	rows := c.rows
+	if rows == nil {
+		rows = []span{{0, R}}
+	}
+	cols := span{0, C}
+	if c.cols != nil {
+		cols = *c.cols
+	}
+	var out []RandomRun
+	dst := int64(0)
+	for e := stack.lo; e < stack.lo+stack.n; e++ {
+		for _, rs := range rows {
+			out = append(out, RandomRun{Dst: dst, Src: int64((e*R+rs.lo)*C + cols.lo), Rows: int64(rs.n), Cols: int64(cols.n), Stride: int64(C)})
+			dst += int64(rs.n * cols.n)
+		}
+	}
+	return out
+}
+
+// random is the slice of the random weight (seed, scale) of shape full,
+// made on the host.
 func (c *cut) random(full []int, seed uint64, scale float32) HostTensor {
 	shape := c.shape(full)
 	n := 1
@@ -349,9 +360,7 @@ func (c *cut) random(full []int, seed uint64, scale float32) HostTensor {
 		n *= d
 	}
 	v := make([]float32, n)
-	c.each(full, func(dst, src, k int) {
-		RandomFill(v[dst:dst+k], seed, int64(src), scale)
-	})
+	RandomRuns(v, c.runs(full), seed, scale)
 	return HostF32(shape, v)
 }
 

@@ -111,6 +111,42 @@ func (b *Backend) Random(name string, kind model.WeightKind, shape []int, seed u
 	return t, nil
 }
 
+var _ model.RandomSlicer = (*Backend)(nil)
+
+// RandomSlice makes a split model's slice of a random weight on the
+// device, one launch per run (model.RandomSlicer).
+func (b *Backend) RandomSlice(name string, kind model.WeightKind, shape []int, seed uint64, scale float32, runs []model.RandomRun) (model.Tensor, error) {
+	if err := kind.CheckShape(shape); err != nil {
+		return nil, err
+	}
+	// No rnd: FP8 requantizes from it as a whole weight (and split
+	// models run no FP8).
+	t := &tensor{name: name, shape: slices.Clone(shape), kind: kFloat}
+	n, es := numel(shape), b.dt.Size()
+	err := b.dev.Do(func(g *cuda.GPU) error {
+		buf, err := b.alloc(g, n*es)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		t.buf = buf
+		b.memWeights += int64(buf.Bytes)
+		for _, r := range runs {
+			if r.Dst < 0 || r.Rows <= 0 || r.Cols <= 0 || r.Dst+r.Rows*r.Cols > int64(n) {
+				return fmt.Errorf("%s: run %+v outside its slice of %d elements", name, r, n)
+			}
+			blk := buf.Slice(int(r.Dst)*es, int(r.Rows*r.Cols)*es)
+			if err := g.RandomFillRows(g.Stream, b.dt, blk, int(r.Rows), int(r.Cols), seed, r.Src, r.Stride, scale); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
 // Alloc creates an activation or index buffer. Captured graphs hold
 // addresses, so a new buffer (the model growing) drops them.
 func (b *Backend) Alloc(name string, dt model.DType, shape ...int) (model.Tensor, error) {
