@@ -65,7 +65,7 @@ var zoo = map[string]ModelConfig{
 		OSS: model.OSS{SlidingWindow: 128, Sinks: true, AttnBias: true, RouterBias: true, ExpertBias: true,
 			SwiGLULimit: 7, SwiGLUAlpha: gptOSSAlpha},
 		Simplifications: []string{
-			"on the CUDA backend experts are fp16/bf16 unless moe_weights is mxfp4 (its MXFP4 expert kernel is not yet verified on a GPU), so by default they read about four times the bytes deployments read; the cpu engine keeps them MXFP4",
+			"on the CUDA backend experts are fp16/bf16 unless moe_weights is mxfp4 (its MXFP4 expert kernel is right but slower than bf16 experts), so by default they read about four times the bytes deployments read; the cpu engine keeps them MXFP4",
 		},
 	},
 	"qwen3-30b-a3b": {

@@ -10,9 +10,10 @@ import (
 // moeWeightsCheck refuses at plan time the moe_weights mxfp4 cells a run
 // would fail on (engine.ResolveMoEWeights): MXFP4 experts with dtype fp8,
 // on a tp or ep split, or on experts whose sizes do not split into
-// 32-value blocks. On the CUDA backend the MXFP4 expert kernel the
-// engine runs is not yet verified on a GPU: asking for it there warns
-// (auto keeps bf16 experts on CUDA until it is, and is faster).
+// 32-value blocks. On the CUDA backend the MXFP4 expert kernel is right
+// but slower than bf16 experts (measured on an H100): asking for it there
+// warns, since deployments run MXFP4 faster (auto keeps bf16 experts on
+// CUDA until it is faster).
 func (d *decoder) moeWeightsCheck(p *Params, m *engine.ModelConfig, na uint64, vals []int32, warn func(string)) error {
 	if p.MoEWeights != "mxfp4" || na&(1<<pMoEWeights) != 0 {
 		return nil
@@ -30,14 +31,14 @@ func (d *decoder) moeWeightsCheck(p *Params, m *engine.ModelConfig, na uint64, v
 	}
 	if p.Engine == "cuda" || p.Engine == "auto" {
 		n, f := d.blame(vals, pMoEWeights)
-		warn(fmt.Sprintf("moe_weights mxfp4 on engine %s (%s, %s): the CUDA backend's MXFP4 expert kernel (moe_mxfp4_tc) is not yet verified on a GPU (its reference kernels are, but ran slower than bf16 experts)", p.Engine, f, d.where(n)))
+		warn(fmt.Sprintf("moe_weights mxfp4 on engine %s (%s, %s): the CUDA backend's MXFP4 expert kernel (moe_mxfp4_tc) runs GPT-OSS-20B slower than bf16 experts (0.86x at batch 64, 0.70x at 256 on an H100), unlike the MXFP4 kernels deployments run", p.Engine, f, d.where(n)))
 	}
 	return nil
 }
 
 // cellMXFP4 is whether a cell's routed experts are MXFP4 on a GPU, as the
 // engine resolves moe_weights there (engine.ResolveMoEWeights: auto is
-// bf16 on CUDA while its MXFP4 kernels are unverified); false off xrun's
+// bf16 on CUDA while its MXFP4 kernel is slower); false off xrun's
 // own engine and where the value is refused.
 func cellMXFP4(p *Params, m *engine.ModelConfig) bool {
 	if !builtinEngine(p.Engine) || m == nil {
