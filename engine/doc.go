@@ -16,7 +16,11 @@
 // rest of MaxNumTokens with prefill chunks (chunked prefill); every request
 // generates exactly its OutputTokens greedily (EOS ignored). Iterations are
 // numbered from the first warm-up iteration, as TensorRT-LLM counts them,
-// which is what ProfileWindow spans refer to.
+// which is what ProfileWindow spans refer to. Before the warm-up requests,
+// once per capacity, a backend that builds something per decode batch size
+// (model.ShapeWarmer: CUDA graphs and cuBLASLt plans) has every such size
+// run in iterations of their own, recorded nowhere (warm.go;
+// XRUN_WARM_SHAPES), as TensorRT-LLM and vLLM capture graphs at start-up.
 //
 // Config.TP and Config.EP split the model over WorldSize(TP, EP) ranks
 // as trtllm-bench's --tp and --ep do (parallel.go): a backend and a model

@@ -147,6 +147,9 @@ type engine struct {
 	m       rankModel // a *model.Model, or the ranks of a split one
 	windows []Span
 	sw      model.Switches
+	// warmed is the capacity whose decode batch sizes were last warmed
+	// (warmShapes).
+	warmed model.Capacity
 }
 
 // New loads (or creates) the model's weights on the configured backend.
@@ -327,6 +330,9 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	}
 	capa.MaxLogitRows = min(capa.MaxLogitRows, capa.MaxTokens)
 	if err := e.m.Reserve(capa); err != nil {
+		return nil, err
+	}
+	if err := e.warmShapes(ctx, capa, pool); err != nil {
 		return nil, err
 	}
 	e.m.ResetRouting()

@@ -106,6 +106,9 @@ func (e *engine) Serve(ctx context.Context, in <-chan *Submission, o ServeOption
 	if err := e.m.Reserve(capa); err != nil {
 		return err
 	}
+	if err := e.warmShapes(ctx, capa, nil); err != nil {
+		return err
+	}
 	e.m.ResetRouting()
 	if o.Sized != nil {
 		o.Sized(Sizing{Slots: slots, BatchSize: e.cfg.BatchSize, MaxSeqLen: maxLen})

@@ -460,8 +460,9 @@ type ranksBackend struct {
 }
 
 var (
-	_ model.KVBudget = (*ranksBackend)(nil)
-	_ model.Pager    = (*ranksBackend)(nil)
+	_ model.KVBudget    = (*ranksBackend)(nil)
+	_ model.Pager       = (*ranksBackend)(nil)
+	_ model.ShapeWarmer = (*ranksBackend)(nil)
 )
 
 func (b *ranksBackend) Close() error { return b.p.close() }
@@ -516,6 +517,17 @@ func (b *ranksBackend) MaxKVBlocks(c model.KVConfig) int {
 		}
 		return 0
 	})
+}
+
+// DecodeBatches are rank 0's (model.ShapeWarmer; the ranks' backends
+// are alike).
+func (b *ranksBackend) DecodeBatches(slots int) (out []int) {
+	b.rank0(func(be model.Backend) {
+		if w, ok := be.(model.ShapeWarmer); ok {
+			out = w.DecodeBatches(slots)
+		}
+	})
+	return out
 }
 
 // Ceilings are those rank 0's backend measured, if it did (the ranks'

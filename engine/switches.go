@@ -143,6 +143,7 @@ type SwitchTable struct {
 	KVPaged         FlagSwitch
 	CUDAKVPaged     FlagSwitch
 	KVBlock         IntSwitch
+	WarmShapes      FlagSwitch
 }
 
 // Switches are all of the engine's switches: their table, not their
@@ -198,6 +199,8 @@ var Switches = SwitchTable{
 		"`1` lets the CUDA backend page its KV cache as XRUN_KV_PAGED says (paged attention kernels: tokens identical to the fixed slots on an H100, speed not yet measured); by default it keeps a fixed slot per request"),
 	KVBlock: pow2Switch("XRUN_KV_BLOCK", 32, 16, 256,
 		"positions per block of the paged KV cache (TensorRT-LLM's tokens_per_block, whose default is 32 too)"),
+	WarmShapes: flagSwitch("XRUN_WARM_SHAPES", true, true,
+		"before a run's warm-up requests (and before xrun serve takes requests), a few untimed decode iterations at every batch size the backend builds something for (CUDA: each graph bucket, its cuBLASLt plans), as TensorRT-LLM and vLLM capture their graphs at start-up; `0` leaves the building to the timed iterations that first reach each size"),
 }
 
 // All lists the switches in the table's order.
@@ -290,6 +293,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		KVPaged:         t.KVPaged.On(getenv),
 		CUDAKVPaged:     t.CUDAKVPaged.On(getenv),
 		KVBlock:         t.KVBlock.Int(getenv),
+		WarmShapes:      t.WarmShapes.On(getenv),
 	}
 }
 

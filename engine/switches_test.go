@@ -25,7 +25,7 @@ var notSwitches = map[string]string{
 }
 
 var (
-	switchToken   = regexp.MustCompile(`XRUN_(?:CUDA_[A-Z0-9_]+|KV_[A-Z0-9_]+|OVERLAP|MEASURE_CEILINGS|MLA_ABSORB)\b`)
+	switchToken   = regexp.MustCompile(`XRUN_(?:CUDA_[A-Z0-9_]+|KV_[A-Z0-9_]+|OVERLAP|MEASURE_CEILINGS|MLA_ABSORB|WARM_SHAPES)\b`)
 	switchLiteral = regexp.MustCompile("[\"`](" + switchToken.String() + ")[\"`]")
 )
 
@@ -119,6 +119,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_KV_PAGED":         {"1", true},
 		"XRUN_CUDA_KV_PAGED":    {"0", true},
 		"XRUN_KV_BLOCK":         {"32", true},
+		"XRUN_WARM_SHAPES":      {"1", true},
 	}
 	got := map[string]entry{}
 	for _, s := range Switches.All() {

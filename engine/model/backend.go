@@ -148,6 +148,17 @@ func (c KVConfig) KVBytesPerToken(elemBytes int) int64 {
 	return int64(2*c.Layers*c.KVHeads*c.HeadDim) * int64(elemBytes)
 }
 
+// ShapeWarmer is a backend whose iterations at some decode batch sizes
+// first build what later ones reuse (a CUDA graph per padded batch, GEMM
+// plans chosen by timing): the engine runs those sizes before a run's
+// timed requests, so that no timed iteration pays for building them.
+type ShapeWarmer interface {
+	// DecodeBatches are the decode batch sizes, up to slots, whose
+	// iterations build something of their own; the engine runs a few
+	// decode iterations at each.
+	DecodeBatches(slots int) []int
+}
+
 // RandomSlicer is a backend that makes a slice of a random weight (a split
 // model's shard) where it lives, as Random makes a whole one: without it
 // the slice is filled on the host and uploaded, which for a model of tens

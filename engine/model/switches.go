@@ -32,4 +32,5 @@ type Switches struct {
 	KVPaged         bool   // XRUN_KV_PAGED (the engine pages the cache where the backend is a Pager)
 	CUDAKVPaged     bool   // XRUN_CUDA_KV_PAGED: the CUDA backend pages too
 	KVBlock         int    // XRUN_KV_BLOCK: positions per KV block
+	WarmShapes      bool   // XRUN_WARM_SHAPES: decode batch sizes warmed before a run (model.ShapeWarmer)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/xrun-dev/xrun/engine/cuda"
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // mode is how the current iteration's ops run.
@@ -106,4 +107,24 @@ func (b *Backend) dropGraphs() {
 		}
 	}
 	clear(b.graphs)
+}
+
+var _ model.ShapeWarmer = (*Backend)(nil)
+
+// DecodeBatches are the decode batches that build something of their own
+// (model.ShapeWarmer): with graphs, each bucket up to slots (its graph and
+// the cuBLASLt plans of its padded rows); without, every size, since each
+// M then has plans of its own.
+func (b *Backend) DecodeBatches(slots int) []int {
+	graphs := false // read where a failed capture turns them off
+	_ = b.dev.Do(func(*cuda.GPU) error { graphs = b.graphsOn; return nil })
+	var out []int
+	for n := 1; n <= slots; n++ {
+		if !graphs {
+			out = append(out, n)
+		} else if k := min(bucketFor(n), slots); len(out) == 0 || out[len(out)-1] != k {
+			out = append(out, k)
+		}
+	}
+	return out
 }
