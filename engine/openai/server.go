@@ -49,6 +49,9 @@ type Server struct {
 	mu     sync.RWMutex
 	closed bool
 	drain  atomic.Bool
+	// sized is set once the engine has sized and warmed itself: /health
+	// says ready from then on, as vLLM's does after its graph capture.
+	sized atomic.Bool
 }
 
 // NewServer puts e behind the API; Run runs it.
@@ -63,7 +66,13 @@ func NewServer(e engine.Server, o ServerOptions) *Server {
 // requests in flight are done, or ctx ends (a hard stop: what is in
 // flight fails).
 func (s *Server) Run(ctx context.Context) error {
-	err := s.eng.Serve(ctx, s.in, engine.ServeOptions{MaxSeqLen: s.o.MaxSeqLen, Sized: s.o.Sized})
+	sized := func(z engine.Sizing) {
+		s.sized.Store(true)
+		if s.o.Sized != nil {
+			s.o.Sized(z)
+		}
+	}
+	err := s.eng.Serve(ctx, s.in, engine.ServeOptions{MaxSeqLen: s.o.MaxSeqLen, Sized: sized})
 	s.err = err
 	close(s.done)
 	return err
@@ -128,6 +137,10 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "server_error", "", "the engine stopped: "+errText(s.err))
 	case s.drain.Load():
 		writeError(w, http.StatusServiceUnavailable, "server_error", "", "the server is shutting down")
+	case !s.sized.Load():
+		// A load generator that starts timing at ready must not time
+		// the warm-up (requests sent now wait for it).
+		writeError(w, http.StatusServiceUnavailable, "server_error", "", "the engine is warming up (its decode batch sizes: XRUN_WARM_SHAPES)")
 	default:
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "ok\n")

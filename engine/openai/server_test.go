@@ -267,3 +267,58 @@ func TestServerDrainsInFlight(t *testing.T) {
 		t.Fatal("the engine did not stop after Close")
 	}
 }
+
+// warmingEngine sizes itself only when released, as an engine warming
+// its decode batch sizes does.
+type warmingEngine struct{ release chan struct{} }
+
+func (w warmingEngine) Serve(ctx context.Context, in <-chan *engine.Submission, o engine.ServeOptions) error {
+	<-w.release
+	o.Sized(engine.Sizing{Slots: 1, BatchSize: 1, MaxSeqLen: o.MaxSeqLen})
+	for range in {
+	}
+	return nil
+}
+
+// TestHealthWaitsForWarmUp: /health answers 503 until the engine has
+// sized and warmed itself, so that a load generator's readiness probe
+// does not start the clock on the warm-up.
+func TestHealthWaitsForWarmUp(t *testing.T) {
+	w := warmingEngine{release: make(chan struct{})}
+	var heard []engine.Sizing
+	s := NewServer(w, ServerOptions{Model: "m", MaxSeqLen: 32, Vocab: 100, Sized: func(z engine.Sizing) { heard = append(heard, z) }})
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(context.Background()) }()
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	status := func() (int, string) {
+		resp, err := http.Get(hs.URL + "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if c, b := status(); c != http.StatusServiceUnavailable || !strings.Contains(b, "warming up") {
+		t.Errorf("before the engine sized itself: %d %s", c, b)
+	}
+	close(w.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, _ := status(); c == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/health never became ready")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.Close()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if len(heard) != 1 || heard[0].MaxSeqLen != 32 {
+		t.Errorf("ServerOptions.Sized heard %+v", heard)
+	}
+}
