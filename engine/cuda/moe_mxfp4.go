@@ -33,26 +33,31 @@ const (
 	mxfp4TCBM, mxfp4TCBN       = 64, 64
 )
 
-// mxfp4KernelForce, when "gemv", "gemm" or "tc", runs every MXFP4 expert
+// mxfp4KernelForce, when "gemv", "gemm", "tc" or "tcp", runs every MXFP4 expert
 // GEMM on that kernel (tests, benchmarks); "" chooses.
 var mxfp4KernelForce = ""
 
 // mxfp4Kernel is the kernel for sh and its row tile and output columns
-// per block. moe_mxfp4_tc at every size: its tensor cores take a tile's
-// token rows 8 at a time, so that decoding a weight block once serves up
-// to 64 rows without padding rows at decode; the GEMV (every weight
-// decoded into float32 per tile of 8 rows, FMAs on the CUDA cores) and
-// the shared-memory GEMM (64 x 64 tiles dequantized into shared memory)
-// ran at 8-10 % of the roofline on an H100 (GPT-OSS-20B, batch 64 and
-// 256) and stay as references.
+// per block. moe_mxfp4_tcp at every size: its tensor cores take a
+// tile's token rows 8 at a time, so that decoding a weight block once
+// serves up to 64 rows without padding rows at decode, and it loads a
+// chunk's weights while multiplying the one before. moe_mxfp4_tc, the
+// same without that pipelining, measured 609 and 1021 us a GPT-OSS-20B
+// expert layer at batch 64 and 256 on an H100 (0.69 and 0.41 TB/s); the
+// GEMV (every weight decoded into float32 per tile of 8 rows, FMAs on the
+// CUDA cores) and the shared-memory GEMM (64 x 64 tiles dequantized into
+// shared memory) ran at 8-10 % of the roofline (GPT-OSS-20B, batch 64
+// and 256). They stay as references.
 func mxfp4Kernel() (name string, bm, cols int) {
 	switch mxfp4KernelForce {
 	case "gemv":
 		return "moe_mxfp4_gemv_", mxfp4GemvBM, mxfp4GemvRows
 	case "gemm":
 		return "moe_mxfp4_gemm_", mxfp4GemmBM, mxfp4GemmBN
+	case "tc":
+		return "moe_mxfp4_tc_", mxfp4TCBM, mxfp4TCBN
 	}
-	return "moe_mxfp4_tc_", mxfp4TCBM, mxfp4TCBN
+	return "moe_mxfp4_tcp_", mxfp4TCBM, mxfp4TCBN
 }
 
 // mxfp4Layout places MoEMXFP4's buffers at base (base.Bytes == 0: only
