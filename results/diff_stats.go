@@ -34,7 +34,7 @@ func relSpread(v []float64) float64 {
 	if len(v) < 2 {
 		return 0
 	}
-	med := median(v)
+	med := Median(v)
 	if med == 0 {
 		return 0
 	}
@@ -42,14 +42,19 @@ func relSpread(v []float64) float64 {
 	for i, x := range v {
 		dev[i] = math.Abs(x - med)
 	}
-	return madScale * median(dev) / math.Abs(med)
+	return madScale * Median(dev) / math.Abs(med)
 }
 
 // pooledSpread combines two relative spreads (root mean square), so that
 // a noisy side widens the band even when the other is quiet.
 func pooledSpread(a, b float64) float64 { return math.Sqrt((a*a + b*b) / 2) }
 
-func median(v []float64) float64 {
+// Median is the middle of v (the mean of the two middle values of an
+// even count); v is not changed. NaN for none.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
 	s := slices.Sorted(slices.Values(v))
 	n := len(s)
 	if n%2 == 1 {

@@ -52,13 +52,24 @@ func profileSections(r *Results, ax []axisInfo) []ProfileSection {
 	return out
 }
 
-// passLine sets the profiled pass's output throughput beside the timed
-// repeats' median: the cost of profiling, which the repeats never pay.
+// passLine sets the profiled pass's speed beside the timed repeats': the
+// cost of profiling, which the repeats never pay. A pass that stopped
+// after its window compares the window's iterations with the same
+// iterations of the repeats; one that ran to its end (older files,
+// external engines), its output throughput with their median.
 func passLine(c *Cell, p *Profile) string {
 	const key = "system_output_throughput_tok_s"
 	pass, ok := p.PassMetrics[key]
 	if !ok {
-		return ""
+		if p.WindowIterationNs <= 0 {
+			return ""
+		}
+		line := fmt.Sprintf("profiled window: %s ms an iteration", formatSig(p.WindowIterationNs/1e6, 4))
+		if t := p.TimedWindowIterationNs; t > 0 {
+			line += fmt.Sprintf(", %.3fx the same iterations of the timed repeats (%s ms; what profiling cost, which the repeats never pay)",
+				p.WindowIterationNs/t, formatSig(t/1e6, 4))
+		}
+		return line
 	}
 	line := "profiled pass: " + formatSig(pass, 4) + " output tok/s"
 	if s, ok := c.Summary[key]; ok && s.Median > 0 {

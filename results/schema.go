@@ -208,10 +208,18 @@ type Profile struct {
 	// Stats are the diagnosis's figures (busy_fraction,
 	// kernels_per_iteration, mean_gap_ns, achieved_bytes_per_s, ...).
 	Stats map[string]float64 `json:"stats,omitempty"`
-	// PassMetrics are the profiled pass's own metrics. The pass runs after
-	// the timed repeats and never joins them; set beside their summary it
-	// shows what profiling cost. Optional (older files lack it).
+	// PassMetrics are the profiled pass's own metrics, where it ran to its
+	// end (older files; external engines). The pass runs after the timed
+	// repeats and never joins them; set beside their summary it shows what
+	// profiling cost. Optional.
 	PassMetrics Metrics `json:"pass_metrics,omitempty"`
+	// WindowIterationNs is the mean duration of the window's iterations
+	// in the profiled pass, and TimedWindowIterationNs the median over the
+	// timed repeats of the same iterations' mean: what profiling cost
+	// where it profiled, for a profiled pass that stopped after its window
+	// (xrun's own engine). Optional (older files lack them).
+	WindowIterationNs      float64 `json:"window_iteration_ns,omitempty"`
+	TimedWindowIterationNs float64 `json:"timed_window_iteration_ns,omitempty"`
 }
 
 // Kernel is one row of a kernel summary.

@@ -465,7 +465,7 @@ func (t *TrendReport) findSteps(fits []*seriesFit) {
 		f.series.Noise = roundValue(f.noise)
 		// Every step that can count moves the level by more than the
 		// threshold, so each saves the fit more than half that.
-		level := math.Abs(median(x))
+		level := math.Abs(Median(x))
 		f.starts = fitLevels(x, max(t.Threshold*level/2, 1e-9*level, math.SmallestNonzeroFloat64))
 		f.prune(t.Threshold, t.NoiseFactor)
 	}
@@ -550,7 +550,7 @@ func (f *seriesFit) segmentRepeats(k int) (before, after []float64) {
 func (f *seriesFit) levels(k int) (before, after float64, nb, na int) {
 	lo, mid, hi := f.segments(k)
 	x := f.medians()
-	return median(x[lo:mid]), median(x[mid:hi]), mid - lo, hi - mid
+	return Median(x[lo:mid]), Median(x[mid:hi]), mid - lo, hi - mid
 }
 
 // judged returns the levels the size of the k-th step is judged by: the
@@ -562,7 +562,7 @@ func (f *seriesFit) judged(k int) (before, after float64) {
 	lo, mid, hi := f.segments(k)
 	x := f.medians()
 	b, a := x[lo:mid], x[mid:hi]
-	before, after = median(b), median(a)
+	before, after = Median(b), Median(a)
 	nearer := func(two []float64, to float64) float64 {
 		return pick(math.Abs(two[0]-to) <= math.Abs(two[1]-to), two[0], two[1])
 	}
@@ -817,24 +817,24 @@ func seriesNoise(x []float64, reps [][]float64) float64 {
 			se = append(se, medianEfficiency*s/math.Sqrt(float64(len(r))))
 		}
 	}
-	level := math.Abs(median(x))
+	level := math.Abs(Median(x))
 	if len(x) < trendMinNoiseRuns || level == 0 {
 		if len(spread) == 0 {
 			return 0
 		}
-		return median(spread)
+		return Median(spread)
 	}
 	d := make([]float64, len(x)-1)
 	for i := 1; i < len(x); i++ {
 		d[i-1] = (x[i] - x[i-1]) / level
 	}
-	md := median(d)
+	md := Median(d)
 	for i := range d {
 		d[i] = math.Abs(d[i] - md)
 	}
-	between := madScale * median(d) / math.Sqrt2
+	between := madScale * Median(d) / math.Sqrt2
 	if len(se) > 0 {
-		return max(between, median(se))
+		return max(between, Median(se))
 	}
 	return between
 }

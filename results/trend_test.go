@@ -464,7 +464,7 @@ func TestFitLevelsOptimal(t *testing.T) {
 		bounds := append(append([]int{0}, starts...), len(x))
 		for i := 1; i < len(bounds); i++ {
 			seg := x[bounds[i-1]:bounds[i]]
-			m := median(seg)
+			m := Median(seg)
 			for _, v := range seg {
 				c += math.Abs(v - m)
 			}
@@ -521,7 +521,7 @@ func TestRunningMedian(t *testing.T) {
 			v := math.Round(rng.NormFloat64()*100) / 4
 			m.push(v)
 			vals = append(vals, v)
-			med, want := median(vals), 0.0
+			med, want := Median(vals), 0.0
 			for _, x := range vals {
 				want += math.Abs(x - med)
 			}

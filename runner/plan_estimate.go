@@ -330,8 +330,13 @@ func (est *Estimate) cell(c *Cell, repeats int, m *measurements) CellEstimate {
 		// arrivals: the expected span of n-1 gaps.
 		ce.Pass = max(ce.Pass, seconds(float64(c.Params.Dataset.NumRequests-1)/r))
 	}
-	if ce.Profiled == 0 && len(c.Params.ProfileSpans()) > 0 {
-		ce.Profiled = time.Duration(float64(ce.Pass+ce.Warmup) * profileOverhead)
+	if spans := c.Params.ProfileSpans(); ce.Profiled == 0 && len(spans) > 0 {
+		// xrun's own engine stops the profiled pass after its window.
+		share := 1.0
+		if !external {
+			share = sim.windowShare(spans)
+		}
+		ce.Profiled = time.Duration(float64(ce.Pass+ce.Warmup) * share * profileOverhead)
 	}
 	if ce.Startup == 0 {
 		ce.Startup = est.Startup

@@ -175,6 +175,9 @@ func (w workload) derate(batch int) float64 {
 // pass and of its warm-up, on the GPU simulated.
 type simulation struct {
 	pass, warmup float64
+	// iters and warmIters are the passes' engine iterations (the
+	// warm-up's come first: a profile window counts from them).
+	iters, warmIters int
 	// slots are the requests in flight at most; the warm-up has
 	// min(slots, warmup) of them.
 	slots, warm int
@@ -199,28 +202,40 @@ func (w workload) simulate(dev profile.Device, memory float64) (simulation, stri
 	// Each iteration's floor is one GPU's share of its work (the GPUs of
 	// a split cell run it at once); communication is left out (see
 	// splitNote).
-	s.pass = w.serve(dev, w.requests, s.slots)
-	s.warmup = w.serve(dev, w.warmup, s.slots)
+	s.pass, s.iters = w.serve(dev, w.requests, s.slots)
+	s.warmup, s.warmIters = w.serve(dev, w.warmup, s.slots)
 	return s, ""
+}
+
+// windowShare is how much of a pass (its warm-up included) runs by the
+// end of the last span (xrun's own engine stops its profiled pass there).
+func (s simulation) windowShare(spans []engine.Span) float64 {
+	n := s.iters + s.warmIters
+	if len(spans) == 0 || n <= 0 {
+		return 1
+	}
+	return min(1, float64(spans[len(spans)-1].Last+1)/float64(n))
 }
 
 // serve is the roofline floor of n requests served slots at a time, in
 // waves: with every request of the same lengths, those admitted together
 // prefill together (in chunks of max_num_tokens), then decode together
-// and leave together.
-func (w workload) serve(dev profile.Device, n, slots int) float64 {
+// and leave together; and its iterations.
+func (w workload) serve(dev profile.Device, n, slots int) (float64, int) {
 	if n <= 0 || slots <= 0 {
-		return 0
+		return 0, 0
 	}
-	t := float64(n/slots) * w.wave(dev, slots)
+	t, iters := w.wave(dev, slots)
+	t, iters = float64(n/slots)*t, n/slots*iters
 	if r := n % slots; r > 0 {
-		t += w.wave(dev, r)
+		rt, ri := w.wave(dev, r)
+		t, iters = t+rt, iters+ri
 	}
-	return t
+	return t, iters
 }
 
-// wave is the floor of k requests admitted together.
-func (w workload) wave(dev profile.Device, k int) float64 {
+// wave is the floor of k requests admitted together, and its iterations.
+func (w workload) wave(dev profile.Device, k int) (float64, int) {
 	dev.ElemBytes = w.elemBytes
 	dev = dev.WithFormats(w.formats)
 	iter := func(it engine.IterationRecord, genContext float64) float64 {
@@ -233,14 +248,17 @@ func (w workload) wave(dev profile.Device, k int) float64 {
 	}
 	prompt := k * w.input
 	t := float64(prompt/w.maxTokens) * iter(chunk(w.maxTokens), 0)
+	n := prompt / w.maxTokens
 	if r := prompt % w.maxTokens; r > 0 {
 		t += iter(chunk(r), 0)
+		n++
 	}
 	// The prefill gives each request its first token; each decode
 	// iteration one more, over a cache of the prompt and half the output
 	// on average.
 	if w.output > 1 {
 		t += float64(w.output-1) * iter(engine.IterationRecord{GenRequests: k}, float64(w.input)+float64(w.output)/2)
+		n += w.output - 1
 	}
-	return t
+	return t, n
 }

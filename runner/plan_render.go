@@ -458,7 +458,7 @@ func (e *Estimate) writeText(bw *bufio.Writer, repeats int) {
 	if len(from) > 0 {
 		fmt.Fprintf(bw, "  from: %s\n", strings.Join(from, ", "))
 	}
-	fmt.Fprintf(bw, "  a cell: %s x (warm-up + timed pass), the profiled pass (%gx one) where it has a window,\n",
+	fmt.Fprintf(bw, "  a cell: %s x (warm-up + timed pass), the profiled pass (%gx one; on xrun's engine only up\n    to its window's end) where it has a window,\n",
 		plural(repeats, "repeat"), e.ProfileOverhead)
 	fmt.Fprintf(bw, "    and start-up: %s on xrun's engine, %s each pass on external engines (a guess)\n",
 		fmtEstimate(e.Startup), fmtEstimate(e.ExternalStartup))

@@ -30,7 +30,8 @@ import (
 // worker and of earlier ones, read back on --resume): a timed repeat takes
 // what the last one took (the engine's warm-up requests run at the start of
 // every pass, so they are part of it); the profiled pass that times
-// profileOverhead; a worker's first step adds the time the last worker took
+// profileOverhead, or, on xrun's own engine, which stops it after its
+// window, the share of it the window ends at; a worker's first step adds the time the last worker took
 // to get its engine ready. A cell with nothing recorded is estimated from
 // the cells most like it that have a repeat recorded (estimateFirst): their
 // time scaled by the work of a repeat. With nothing at all to go by, a step
@@ -174,6 +175,17 @@ func lastRepeat(done []repeatRecord) (pass, setup time.Duration) {
 	return 0, 0
 }
 
+// profiledTime predicts the profiled pass: the share of a pass its window
+// ends at where the last repeat recorded one (xrun's own engine stops
+// there), else a whole pass, either at profileOverhead.
+func profiledTime(done []repeatRecord, pass time.Duration) time.Duration {
+	share := 1.0
+	if n := len(done); n > 0 && done[n-1].WindowShare > 0 {
+		share = min(done[n-1].WindowShare, 1)
+	}
+	return time.Duration(float64(pass) * share * profileOverhead)
+}
+
 // nextStep is the step a worker of a cell of repeats timed repeats, done of
 // them recorded, runs next; first adds the engine's creation to it.
 func nextStep(done []repeatRecord, repeats int, profiled, first bool) step {
@@ -183,7 +195,7 @@ func nextStep(done []repeatRecord, repeats int, profiled, first bool) step {
 	case len(done) < repeats:
 		s = step{name: fmt.Sprintf("repeat %d of %d", len(done)+1, repeats), predicted: pass}
 	case profiled:
-		s = step{name: "the profiled pass", predicted: time.Duration(float64(pass) * profileOverhead)}
+		s = step{name: "the profiled pass", predicted: profiledTime(done, pass)}
 	default:
 		return step{}
 	}
@@ -203,7 +215,7 @@ func remainingTime(done []repeatRecord, repeats int, profiled bool) time.Duratio
 	}
 	d := setup + time.Duration(max(repeats-len(done), 0))*pass
 	if profiled {
-		d += time.Duration(float64(pass) * profileOverhead)
+		d += profiledTime(done, pass)
 	}
 	return d
 }

@@ -176,12 +176,18 @@ func TestWorkerTimeLimit(t *testing.T) {
 	}
 	checkOrigins(t, mustRecord(t, dir, plain), 1, false)
 
-	// Passes of 2 minutes in 8m30s: three repeats end at 6m; the profiled
-	// pass would take 2m24s (+5 % +5s = 2m36s), 2m30s are left.
-	if err := run(profiled, 8*time.Minute+30*time.Second, profiled+":took=2m"); !errors.Is(err, ErrTimeLimit) {
+	// Passes of 2 minutes in 6m15s: three repeats end at 6m (the third
+	// needs until 6m11s); the profiled pass, which stops after its window
+	// (iterations 2-3 of about 6), would take 1.2 times the share of a
+	// pass its window ended at in repeat 3 (+5 % +5s), and 15s are left.
+	if err := run(profiled, 6*time.Minute+15*time.Second, profiled+":took=2m"); !errors.Is(err, ErrTimeLimit) {
 		t.Fatalf("profiled cell: %v, want ErrTimeLimit", err)
 	}
-	stoppedAt(profiled, "the profiled pass", 144*time.Second, 3)
+	kept, _ = loadKeptRepeats(dir, cellNamed(t, s, profiled).wc, 3)
+	if len(kept) != 3 || !(kept[2].WindowShare > 0 && kept[2].WindowShare < 1) {
+		t.Fatalf("repeats %+v: want 3, the last with the share of its pass its window ended at", kept)
+	}
+	stoppedAt(profiled, "the profiled pass", time.Duration(float64(2*time.Minute)*kept[2].WindowShare*profileOverhead), 3)
 	s.record(cellNamed(t, s, profiled), outcome{id: profiled, interrupted: true, timeLimit: readTimeLimitNote(dir, profiled)})
 	if c := s.res.Cells[s.byID[profiled]]; c.Error != "stopped at the time limit after 3 of 3 repeats, before the profiled pass; xrun run --resume runs the profiled pass" {
 		t.Errorf("results.json: %q", c.Error)

@@ -67,6 +67,13 @@ type repeatRecord struct {
 	// requests included) it predicts the cell's next worker under a time
 	// limit (see timelimit.go); records written before it have none.
 	Setup time.Duration `json:"setup_ns,omitempty"`
+	// WindowShare is how much of the pass ran by the end of its profile
+	// window's last iteration (0: no window, the pass never reached it, or
+	// an external engine's, whose profiled pass runs whole); xrun's own
+	// engine stops its profiled pass there. WindowIterationNs is the mean
+	// duration of the window's iterations in this pass.
+	WindowShare       float64 `json:"window_share,omitempty"`
+	WindowIterationNs float64 `json:"window_iteration_ns,omitempty"`
 	// ExpertLoad is repeat 1's routing summary (MoE cells).
 	ExpertLoad *results.ExpertLoad `json:"expert_load,omitempty"`
 	// TelemetryOrigin is when the cell's telemetry began (its first
@@ -249,6 +256,10 @@ func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result
 		Cell: id, Repeat: n, Fingerprint: w.cell.Fingerprint, Backend: w.rec.Backend, Session: w.session,
 		Started: started, Finished: w.clock().UTC(), Setup: w.setup, Metrics: maps.Clone(results.Metrics(res.Metrics)),
 		TelemetryOrigin: w.telOrigin, Files: map[string]int64{},
+	}
+	if spans, _ := engine.ParseProfileWindow(w.cell.Engine.ProfileWindow); len(spans) > 0 && w.external == nil {
+		// Only xrun's own engine stops its profiled pass at the window.
+		r.WindowShare, r.WindowIterationNs = windowTiming(res, spans)
 	}
 	write := func(name string, fn func(io.Writer) error) error {
 		path := repeatPath(w.dir, id, n, name)
@@ -550,4 +561,28 @@ func (w *cellWorker) origins() ([]workerSession, []passOrigin) {
 		passes[i].EarlierSession = passes[i].Session != cur
 	}
 	return sessions, passes
+}
+
+// windowTiming is how much of a pass had run when its profile window
+// ended (the end of its last iteration in a span over the end of its last
+// iteration; 0 if it reached none) and the mean duration of its
+// iterations in the spans.
+func windowTiming(res *engine.Result, spans []engine.Span) (share, meanNs float64) {
+	var sum, end, last time.Duration
+	n := 0
+	for _, it := range res.Iterations {
+		last = max(last, it.Start+it.Duration)
+		for _, s := range spans {
+			if it.Index >= s.First && it.Index <= s.Last {
+				end = max(end, it.Start+it.Duration)
+				sum += it.Duration
+				n++
+				break
+			}
+		}
+	}
+	if n == 0 || last <= 0 {
+		return 0, 0
+	}
+	return float64(end) / float64(last), float64(sum) / float64(n)
 }

@@ -73,19 +73,22 @@ func TestRunWorker(t *testing.T) {
 		}
 		profiled := c.Params.ProfileWindow != "none"
 		if rec.Status != results.StatusOK || len(rec.Repeats) != 2 || rec.Fingerprint != s.cells[c.Index].wc.Fingerprint ||
-			!strings.HasPrefix(rec.Backend, "cpu/") || (rec.Profile != nil) != profiled || profiled && rec.Profile.PassMetrics["system_output_throughput_tok_s"] <= 0 {
+			!strings.HasPrefix(rec.Backend, "cpu/") || (rec.Profile != nil) != profiled {
 			t.Errorf("%s: record %+v", c.ID, rec)
 		}
 		if p := rec.Profile; p != nil && (p.DistinctKernels == 0 || p.DistinctKernels != len(p.Kernels)+len(p.OtherKernels) || len(p.Kernels) > 10) {
 			t.Errorf("%s: %d distinct kernels, %d listed, %d others; want every kernel counted, the top 10 listed", c.ID, p.DistinctKernels, len(p.Kernels), len(p.OtherKernels))
 		}
-		// Two timed passes of 3 requests, and the profiled pass.
-		want := 6
-		if profiled {
-			want = 9
+		// The profiled pass stopped after its window (iterations 2-3):
+		// no metrics of its own, its window's iterations against the
+		// same ones of the timed repeats instead.
+		if p := rec.Profile; p != nil && (len(p.PassMetrics) != 0 || p.WindowIterationNs <= 0 || p.TimedWindowIterationNs <= 0) {
+			t.Errorf("%s: profiled pass metrics %v, window %g ns an iteration (timed %g)", c.ID, p.PassMetrics, p.WindowIterationNs, p.TimedWindowIterationNs)
 		}
-		if n := countLines(t, filepath.Join(layout.CellDir(dir, c.ID), layout.RequestsFile)); n != want {
-			t.Errorf("%s: %d request lines, want %d", c.ID, n, want)
+		// Two timed passes of 3 requests, and what the profiled pass
+		// finished by its window's end (fewer than 3).
+		if n := countLines(t, filepath.Join(layout.CellDir(dir, c.ID), layout.RequestsFile)); n < 6 || n > 6 && !profiled || n >= 9 {
+			t.Errorf("%s: %d request lines, want 6 and, profiled, fewer than 3 more", c.ID, n)
 		}
 		if n := countLines(t, filepath.Join(layout.CellDir(dir, c.ID), layout.IterationsFile)); n < 2 {
 			t.Errorf("%s: %d lines in %s", c.ID, n, layout.IterationsFile)
