@@ -249,16 +249,13 @@ func (p *Plan) EstimateTime(o EstimateOptions) error {
 
 // splitNote is the estimate's caveat for n cells split over GPUs (tp,
 // ep). Their roofline is one GPU's share of each iteration's work
-// (engine.Share), the GPUs running at once, and nothing is added for the
-// collectives: two all-reduces a layer (after attention and after the
-// MLP), the LM head's all-gather, and under ep > 1 the experts'
-// all-reduce. Their cost is latency more than bytes at small batches (an
-// all-reduce of 64 rows of 4096 bf16 values moves 512 KiB, microseconds
-// at NVLink rates, but each call costs several microseconds however
-// small), for which xrun has no measurement yet to base a model on.
+// (engine.Share), the GPUs running at once, plus their collectives
+// (collectiveTime: two all-reduces a layer, the LM head's all-gather, the
+// experts' all-reduce under ep), at a latency and bandwidth from one
+// NVLink measurement.
 func splitNote(n int) string {
-	return fmt.Sprintf("%s split over GPUs (tp, ep): each iteration's floor is one GPU's share of its work (its slice of the model); the collectives between the GPUs (two all-reduces a layer) are not counted, so these estimates are optimistic, most at small batches",
-		plural(n, "cell"))
+	return fmt.Sprintf("%s split over GPUs (tp, ep): each iteration's floor is one GPU's share of its work (its slice of the model), plus its collectives at %.1f µs a call and %.0f GB/s (measured once, two H100s over NVLink; slower over PCIe); on external engines only the share",
+		plural(n, "cell"), collectiveLatency*1e6, collectiveBusBW/1e9)
 }
 
 // fp8Note is the estimate's caveat for n cells of dtype fp8 estimated
@@ -319,8 +316,8 @@ func (est *Estimate) cell(c *Cell, repeats int, m *measurements) CellEstimate {
 		return none(why)
 	default:
 		eff := est.Efficiency * w.derate(sim.slots)
-		ce = CellEstimate{Basis: BasisRoofline, Efficiency: eff, Pass: seconds(sim.pass / eff),
-			Warmup: seconds(sim.warmup / (est.Efficiency * w.derate(sim.warmBatch())))}
+		ce = CellEstimate{Basis: BasisRoofline, Efficiency: eff, Pass: seconds(sim.pass/eff + sim.comm),
+			Warmup: seconds(sim.warmup/(est.Efficiency*w.derate(sim.warmBatch())) + sim.warmComm)}
 		if external {
 			ce.Basis = BasisRooflineExternal
 		}

@@ -178,6 +178,10 @@ type simulation struct {
 	// iters and warmIters are the passes' engine iterations (the
 	// warm-up's come first: a profile window counts from them).
 	iters, warmIters int
+	// comm and warmComm are the seconds of a split cell's collectives
+	// (collectiveTime), apart: they are not the roofline's, and no
+	// efficiency scales them.
+	comm, warmComm float64
 	// slots are the requests in flight at most; the warm-up has
 	// min(slots, warmup) of them.
 	slots, warm int
@@ -202,8 +206,8 @@ func (w workload) simulate(dev profile.Device, memory float64) (simulation, stri
 	// Each iteration's floor is one GPU's share of its work (the GPUs of
 	// a split cell run it at once); communication is left out (see
 	// splitNote).
-	s.pass, s.iters = w.serve(dev, w.requests, s.slots)
-	s.warmup, s.warmIters = w.serve(dev, w.warmup, s.slots)
+	s.pass, s.iters, s.comm = w.serve(dev, w.requests, s.slots)
+	s.warmup, s.warmIters, s.warmComm = w.serve(dev, w.warmup, s.slots)
 	return s, ""
 }
 
@@ -220,26 +224,30 @@ func (s simulation) windowShare(spans []engine.Span) float64 {
 // serve is the roofline floor of n requests served slots at a time, in
 // waves: with every request of the same lengths, those admitted together
 // prefill together (in chunks of max_num_tokens), then decode together
-// and leave together; and its iterations.
-func (w workload) serve(dev profile.Device, n, slots int) (float64, int) {
+// and leave together; its iterations, and the seconds of its collectives.
+func (w workload) serve(dev profile.Device, n, slots int) (float64, int, float64) {
 	if n <= 0 || slots <= 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
-	t, iters := w.wave(dev, slots)
-	t, iters = float64(n/slots)*t, n/slots*iters
+	t, iters, comm := w.wave(dev, slots)
+	waves := float64(n / slots)
+	t, iters, comm = waves*t, n/slots*iters, waves*comm
 	if r := n % slots; r > 0 {
-		rt, ri := w.wave(dev, r)
-		t, iters = t+rt, iters+ri
+		rt, ri, rc := w.wave(dev, r)
+		t, iters, comm = t+rt, iters+ri, comm+rc
 	}
-	return t, iters
+	return t, iters, comm
 }
 
-// wave is the floor of k requests admitted together, and its iterations.
-func (w workload) wave(dev profile.Device, k int) (float64, int) {
+// wave is the floor of k requests admitted together, its iterations, and
+// the seconds of its collectives.
+func (w workload) wave(dev profile.Device, k int) (float64, int, float64) {
 	dev.ElemBytes = w.elemBytes
 	dev = dev.WithFormats(w.formats)
+	comm := 0.0
 	iter := func(it engine.IterationRecord, genContext float64) float64 {
 		sec, _ := dev.Time(profile.RankIterationWorkOn(w.mc, w.split, it, genContext, dev))
+		comm += w.collectiveTime(it)
 		return sec
 	}
 	chunk := func(tokens int) engine.IterationRecord {
@@ -247,8 +255,10 @@ func (w workload) wave(dev profile.Device, k int) (float64, int) {
 		return engine.IterationRecord{CtxTokens: tokens, CtxRequests: reqs}
 	}
 	prompt := k * w.input
-	t := float64(prompt/w.maxTokens) * iter(chunk(w.maxTokens), 0)
-	n := prompt / w.maxTokens
+	full := prompt / w.maxTokens
+	t := float64(full) * iter(chunk(w.maxTokens), 0)
+	comm *= float64(full)
+	n := full
 	if r := prompt % w.maxTokens; r > 0 {
 		t += iter(chunk(r), 0)
 		n++
@@ -257,8 +267,55 @@ func (w workload) wave(dev profile.Device, k int) (float64, int) {
 	// iteration one more, over a cache of the prompt and half the output
 	// on average.
 	if w.output > 1 {
+		before := comm
 		t += float64(w.output-1) * iter(engine.IterationRecord{GenRequests: k}, float64(w.input)+float64(w.output)/2)
+		comm = before + float64(w.output-1)*(comm-before)
 		n += w.output - 1
 	}
-	return t, n
+	return t, n, comm
+}
+
+// The collectives' cost on xrun's own engine split over GPUs, modelled as
+// a latency per call plus its bytes over a bus bandwidth (a ring moves
+// 2(n-1)/n of an all-reduce's bytes and (n-1)/n of an all-gather's). The
+// latency is from one measurement: Llama-3.1-8B at tp 2, batch 64, on two
+// H100s over NVLink (NCCL 2.28) spent 450 us an iteration in 65
+// collectives (64 all-reduces of 512 KiB and the LM head's all-gather),
+// about 7 us a call, of which about 1.5 at the bandwidth taken here. GPUs
+// linked by PCIe alone would be slower.
+const (
+	collectiveLatency = 5.5e-6 // seconds a call
+	collectiveBusBW   = 360e9  // bytes a second
+)
+
+// collectiveTime is the seconds of one iteration's collectives on a split
+// cell of xrun's own engine (0 unsplit or on an external engine): an
+// all-reduce of the iteration's rows after every layer's attention (tp)
+// and MLP (tp; the experts' over the whole world where they are split),
+// and the LM head's all-gather of the sampled rows' logits (tp).
+func (w workload) collectiveTime(it engine.IterationRecord) float64 {
+	tp, ep := max(w.split.TP, 1), max(w.split.EP, 1)
+	world := max(tp, ep)
+	rows := float64(it.CtxTokens + it.GenRequests)
+	if world <= 1 || rows == 0 {
+		return 0
+	}
+	call := func(n int, bytes, ring float64) float64 {
+		return collectiveLatency + ring*float64(n-1)/float64(n)*bytes/collectiveBusBW
+	}
+	hidden := rows * float64(w.mc.Hidden) * float64(w.elemBytes)
+	layers, dense := w.mc.Layers, w.mc.Layers
+	if w.mc.MoE() {
+		dense = min(w.mc.DenseLayers, layers)
+	}
+	t := 0.0
+	if tp > 1 {
+		t += float64(layers+dense) * call(tp, hidden, 2)
+		sampled := float64(it.GenRequests + it.CtxRequests)
+		t += call(tp, sampled*float64(w.mc.Vocab)*4, 1)
+	}
+	if moe := layers - dense; moe > 0 {
+		t += float64(moe) * call(world, hidden, 2)
+	}
+	return t
 }
