@@ -337,6 +337,12 @@ func (est *Estimate) cell(c *Cell, repeats int, m *measurements) CellEstimate {
 	}
 	if ce.Startup == 0 {
 		ce.Startup = est.Startup
+		if ce.Basis == BasisRoofline || ce.Basis == BasisSimilar {
+			// The warming of decode batch sizes, at the pass's efficiency.
+			if eff := ce.Efficiency; eff > 0 && sim.shapes > 0 {
+				ce.Startup += seconds(sim.shapes / eff)
+			}
+		}
 		if external {
 			passes := repeats
 			if ce.Profiled > 0 {

@@ -178,8 +178,21 @@ func TestEstimateRoofline(t *testing.T) {
 	// Its profiled pass stops after iteration 10 of 320: the warm-up's 2
 	// requests in one wave (1 prefill and 63 decode iterations), then 4
 	// waves of 16.
-	if q.Profiled != time.Duration(float64(q.Pass+q.Warmup)*11/320*profileOverhead) || q.Time != 4*(q.Pass+q.Warmup)+q.Profiled+engineStartup {
+	if q.Profiled != time.Duration(float64(q.Pass+q.Warmup)*11/320*profileOverhead) || q.Time != 4*(q.Pass+q.Warmup)+q.Profiled+q.Startup {
 		t.Errorf("profiled cell: %+v", q)
+	}
+	// Its start-up adds the warming of its decode batch sizes (1, 2, 4, 8
+	// and 16: a one-token prefill and 3 decodes each), at its efficiency.
+	var qc *Cell
+	for i := range p.Cells {
+		if strings.HasPrefix(p.Cells[i].ID, "qwen3-30b-a3b_bs16") {
+			qc = &p.Cells[i]
+		}
+	}
+	w, _ := cellWorkload(qc)
+	sim, _ := w.simulate(p.Estimate.Device, p.Estimate.Memory)
+	if warm := q.Startup - engineStartup; sim.shapes <= 0 || warm != seconds(sim.shapes/q.Efficiency) || warm > q.Pass/10 {
+		t.Errorf("profiled cell's start-up %v: %v of warming, want %v (and little next to its pass, %v)", q.Startup, warm, seconds(sim.shapes/q.Efficiency), q.Pass)
 	}
 	ext := cellEstimate(t, p, "llama-3.1-8b_bs32_noprof_trtllm")
 	if ext.Startup != 4*externalStartup || ext.Time != 4*(ext.Pass+ext.Warmup)+ext.Startup {

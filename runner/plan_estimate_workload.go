@@ -182,6 +182,10 @@ type simulation struct {
 	// (collectiveTime), apart: they are not the roofline's, and no
 	// efficiency scales them.
 	comm, warmComm float64
+	// shapes is the roofline floor of the engine's warming of its decode
+	// batch sizes (engine.warmShapes), once a cell: a prefill of one
+	// token and 3 decodes at every CUDA graph bucket up to slots.
+	shapes float64
 	// slots are the requests in flight at most; the warm-up has
 	// min(slots, warmup) of them.
 	slots, warm int
@@ -208,7 +212,35 @@ func (w workload) simulate(dev profile.Device, memory float64) (simulation, stri
 	// splitNote).
 	s.pass, s.iters, s.comm = w.serve(dev, w.requests, s.slots)
 	s.warmup, s.warmIters, s.warmComm = w.serve(dev, w.warmup, s.slots)
+	if builtinEngine(w.engine) {
+		s.shapes = w.warmShapes(dev, s.slots)
+	}
 	return s, ""
+}
+
+// warmShapes is the floor of the engine's warming of decode batch sizes
+// (engine/warm.go) on the CUDA backend's graph buckets (powers of two to
+// 16, then multiples of 16) up to slots, collectives included.
+func (w workload) warmShapes(dev profile.Device, slots int) float64 {
+	dev.ElemBytes = w.elemBytes
+	dev = dev.WithFormats(w.formats)
+	iter := func(it engine.IterationRecord, genContext float64) float64 {
+		sec, _ := dev.Time(profile.RankIterationWorkOn(w.mc, w.split, it, genContext, dev))
+		return sec + w.collectiveTime(it)
+	}
+	t := 0.0
+	for b := 1; b <= slots; {
+		t += iter(engine.IterationRecord{CtxTokens: b, CtxRequests: b}, 0) + 3*iter(engine.IterationRecord{GenRequests: b}, 3)
+		switch {
+		case b >= slots:
+			b++
+		case b < 16:
+			b = min(2*b, slots)
+		default:
+			b = min(b+16, slots)
+		}
+	}
+	return t
 }
 
 // windowShare is how much of a pass (its warm-up included) runs by the

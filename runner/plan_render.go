@@ -460,7 +460,7 @@ func (e *Estimate) writeText(bw *bufio.Writer, repeats int) {
 	}
 	fmt.Fprintf(bw, "  a cell: %s x (warm-up + timed pass), the profiled pass (%gx one; on xrun's engine only up\n    to its window's end) where it has a window,\n",
 		plural(repeats, "repeat"), e.ProfileOverhead)
-	fmt.Fprintf(bw, "    and start-up: %s on xrun's engine, %s each pass on external engines (a guess)\n",
+	fmt.Fprintf(bw, "    and start-up: %s on xrun's engine plus the warming of its decode batch sizes, %s each pass on\n    external engines (a guess)\n",
 		fmtEstimate(e.Startup), fmtEstimate(e.ExternalStartup))
 	fmt.Fprintf(bw, "  roofline: %.1f TB/s and %.0f TFLOP/s (%s),\n    %.1f GiB of memory, over each cell's schedule\n",
 		e.Device.PeakBytesPerSec/1e12, e.Device.PeakFLOPs/1e12, e.Device.PeakSource, gib(e.Memory))
