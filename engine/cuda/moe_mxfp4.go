@@ -33,7 +33,7 @@ const (
 	mxfp4TCBM, mxfp4TCBN       = 64, 64
 )
 
-// mxfp4KernelForce, when "gemv", "gemm", "tc" or "tcp", runs every MXFP4 expert
+// mxfp4KernelForce, when "gemv", "gemm", "tc", "tcp" or "tcw", runs every MXFP4 expert
 // GEMM on that kernel (tests, benchmarks); "" chooses.
 var mxfp4KernelForce = ""
 
@@ -41,8 +41,9 @@ var mxfp4KernelForce = ""
 // per block. moe_mxfp4_tcp at every size: its tensor cores take a
 // tile's token rows 8 at a time, so that decoding a weight block once
 // serves up to 64 rows without padding rows at decode, and it loads a
-// chunk's weights while multiplying the one before. moe_mxfp4_tc, the
-// same without that pipelining, measured 609 and 1021 us a GPT-OSS-20B
+// chunk's weights while multiplying the one before. moe_mxfp4_tcw (twice
+// the chunk, unpipelined) is the other way to more bytes in flight, kept
+// to compare. moe_mxfp4_tc, the same without either, measured 609 and 1021 us a GPT-OSS-20B
 // expert layer at batch 64 and 256 on an H100 (0.69 and 0.41 TB/s); the
 // GEMV (every weight decoded into float32 per tile of 8 rows, FMAs on the
 // CUDA cores) and the shared-memory GEMM (64 x 64 tiles dequantized into
@@ -56,6 +57,8 @@ func mxfp4Kernel() (name string, bm, cols int) {
 		return "moe_mxfp4_gemm_", mxfp4GemmBM, mxfp4GemmBN
 	case "tc":
 		return "moe_mxfp4_tc_", mxfp4TCBM, mxfp4TCBN
+	case "tcw":
+		return "moe_mxfp4_tcw_", mxfp4TCBM, mxfp4TCBN
 	}
 	return "moe_mxfp4_tcp_", mxfp4TCBM, mxfp4TCBN
 }

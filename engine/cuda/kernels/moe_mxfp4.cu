@@ -315,23 +315,23 @@ template <class T> __device__ __forceinline__ void fp4x4(u32 h, u32 &w0, u32 &w1
 
 #define TC_BM 64
 #define TC_BN 64
-#define TC_KC 128
-#define TC_LD (TC_KC + 8)
-#define TC_NB (TC_KC / 32)
 
-// tc_w is a warp's weight blocks of one chunk of TC_KC values of k: its
-// rows g and g + 8 (lo, hi), codes and float32 scales, zero past K or N.
+// tc_w is a warp's weight blocks of one chunk of KC values of k: its rows
+// g and g + 8 (lo, hi), codes and float32 scales, zero past K or N.
+template <int KC>
 struct tc_w {
-	uint4 lo[TC_NB], hi[TC_NB];
-	float slo[TC_NB], shi[TC_NB];
+	static constexpr int NB = KC / 32;
+	uint4 lo[NB], hi[NB];
+	float slo[NB], shi[NB];
 };
 
 // tc_load issues the loads of the chunk from k0 (nothing past K).
-__device__ __forceinline__ void tc_load(tc_w &w, const u8 *c_lo, const u8 *c_hi, const u8 *s_lo, const u8 *s_hi, bool ok_lo,
+template <int KC>
+__device__ __forceinline__ void tc_load(tc_w<KC> &w, const u8 *c_lo, const u8 *c_hi, const u8 *s_lo, const u8 *s_hi, bool ok_lo,
 	bool ok_hi, int k0, int K) {
-	const int nb = max(0, min(TC_KC, K - k0) / 32);
+	const int nb = max(0, min(KC, K - k0) / 32);
 #pragma unroll
-	for (int b = 0; b < TC_NB; b++) {
+	for (int b = 0; b < KC / 32; b++) {
 		w.lo[b] = w.hi[b] = make_uint4(0u, 0u, 0u, 0u);
 		w.slo[b] = w.shi[b] = 0.f;
 		const int kb = k0 / 32 + b;
@@ -347,26 +347,28 @@ __device__ __forceinline__ void tc_load(tc_w &w, const u8 *c_lo, const u8 *c_hi,
 }
 
 // tc_stage copies A's tile rows (to the last group in use; zeros past the
-// tile) x the chunk's columns from k0 into As, 16 bytes at a time.
-template <class T>
+// tile) x the chunk's columns from k0 into As (rows of LD), 16 bytes at a
+// time.
+template <class T, int LD>
 __device__ __forceinline__ void tc_stage(T *As, const T *__restrict__ A, int p0, int rows, int groups, int k0, int nb, int K) {
 	const int vecs = nb * 4;
 	for (int i = threadIdx.x; i < groups * 8 * vecs; i += blockDim.x) {
 		const int r = i / vecs, c = i - r * vecs;
 		uint4 v = make_uint4(0u, 0u, 0u, 0u);
 		if (r < rows) v = *(const uint4 *)(A + (long long)(p0 + r) * K + k0 + c * 8);
-		*(uint4 *)(As + r * TC_LD + c * 8) = v;
+		*(uint4 *)(As + r * LD + c * 8) = v;
 	}
 }
 
 // tc_mma accumulates the chunk's nb blocks: w's weights (mma's A) times
 // the staged token rows (mma's B, 8 a group), each block's two mma into a
 // zeroed fragment added times the row's scale.
-template <class T>
-__device__ __forceinline__ void tc_mma(float (&acc)[TC_BM / 8][4], const tc_w &w, const T *As, int groups, int nb, u32 pick,
+template <class T, int KC>
+__device__ __forceinline__ void tc_mma(float (&acc)[TC_BM / 8][4], const tc_w<KC> &w, const T *As, int groups, int nb, u32 pick,
 	int g, int t) {
+	constexpr int LD = KC + 8;
 #pragma unroll
-	for (int b = 0; b < TC_NB; b++) {
+	for (int b = 0; b < KC / 32; b++) {
 		if (b >= nb) continue; // a uniform branch: the loops stay unrolled
 		u32 a0[4], a1[4];      // the block's k 0-15 and k 16-31 fragments
 		fp4x4<T>(prmt(w.lo[b].x, w.lo[b].y, pick), a0[0], a0[2]);
@@ -376,7 +378,7 @@ __device__ __forceinline__ void tc_mma(float (&acc)[TC_BM / 8][4], const tc_w &w
 #pragma unroll
 		for (int j = 0; j < TC_BM / 8; j++) {
 			if (j >= groups) continue;
-			const T *base = As + (8 * j + g) * TC_LD + b * 32 + 2 * t;
+			const T *base = As + (8 * j + g) * LD + b * 32 + 2 * t;
 			const u32 b0[2] = {*(const u32 *)base, *(const u32 *)(base + 8)};
 			const u32 b1[2] = {*(const u32 *)(base + 16), *(const u32 *)(base + 24)};
 			float blk[4] = {0.f, 0.f, 0.f, 0.f};
@@ -396,7 +398,7 @@ __device__ __forceinline__ void tc_mma(float (&acc)[TC_BM / 8][4], const tc_w &w
 // Block (x, y) = tile x (blocks past hdr[0] exit), weight rows y*64 ..
 // y*64 + 63: warp w takes 16 of them, and mma m16n8k16's columns are the
 // tile's (at most 64) rows, 8 at a time, groups past the tile's rows
-// skipped. Per chunk of TC_KC values of k the block stages A's rows in
+// skipped. Per chunk of KC values of k the block stages A's rows in
 // shared memory (padded rows: fragment loads hit distinct banks) while
 // each warp holds its weight rows' blocks in registers. Lane l (g = l / 4,
 // t = l % 4) needs, of a 32-value block of weight rows g and g + 8, the
@@ -412,13 +414,16 @@ __device__ __forceinline__ void tc_mma(float (&acc)[TC_BM / 8][4], const tc_w &w
 // hides behind a chunk's work rather than the chunk waiting for them:
 // without it (moe_mxfp4_tc) a block's weight loads are in flight only
 // while A is staged, and GPT-OSS-20B's expert layer ran at 0.4-0.7 TB/s
-// on an H100. The sums are the same, block for block.
-template <class T, bool PIPE>
+// on an H100. KC 256 (moe_mxfp4_tcw) is the other way to more bytes in
+// flight: twice the chunk, unpipelined. The sums are the same, block for
+// block, whichever.
+template <class T, bool PIPE, int KC>
 __device__ __forceinline__ void moe_mxfp4_tc(const T *__restrict__ A, const u8 *__restrict__ codes,
 	const u8 *__restrict__ scales, T *__restrict__ Y, const int *__restrict__ hdr, const int4 *__restrict__ tiles, int N,
 	int K) {
 	pdl_enter();
-	__shared__ __align__(16) T As[TC_BM * TC_LD];
+	constexpr int LD = KC + 8; // padded rows: fragment loads hit distinct banks
+	__shared__ __align__(16) T As[TC_BM * LD];
 	if ((int)blockIdx.x >= hdr[0]) return;
 	const int4 tile = tiles[blockIdx.x];
 	const int e = tile.x, p0 = tile.y, rows = min(tile.z - tile.y, TC_BM);
@@ -436,21 +441,21 @@ __device__ __forceinline__ void moe_mxfp4_tc(const T *__restrict__ A, const u8 *
 	for (int j = 0; j < TC_BM / 8; j++)
 #pragma unroll
 		for (int c = 0; c < 4; c++) acc[j][c] = 0.f;
-	tc_w w;
-	if (PIPE) tc_load(w, c_lo, c_hi, s_lo, s_hi, ok_lo, ok_hi, 0, K);
-	for (int k0 = 0; k0 < K; k0 += TC_KC) {
-		const int nb = min(TC_KC, K - k0) / 32; // K is a multiple of 32
-		tc_w next;
+	tc_w<KC> w;
+	if (PIPE) tc_load<KC>(w, c_lo, c_hi, s_lo, s_hi, ok_lo, ok_hi, 0, K);
+	for (int k0 = 0; k0 < K; k0 += KC) {
+		const int nb = min(KC, K - k0) / 32; // K is a multiple of 32
+		tc_w<KC> next;
 		if (PIPE) {
-			tc_load(next, c_lo, c_hi, s_lo, s_hi, ok_lo, ok_hi, k0 + TC_KC, K);
+			tc_load<KC>(next, c_lo, c_hi, s_lo, s_hi, ok_lo, ok_hi, k0 + KC, K);
 		} else {
 			// Loaded before the staging, so that their latency overlaps it.
-			tc_load(w, c_lo, c_hi, s_lo, s_hi, ok_lo, ok_hi, k0, K);
+			tc_load<KC>(w, c_lo, c_hi, s_lo, s_hi, ok_lo, ok_hi, k0, K);
 		}
 		__syncthreads(); // the last chunk's A is read
-		tc_stage<T>(As, A, p0, rows, groups, k0, nb, K);
+		tc_stage<T, LD>(As, A, p0, rows, groups, k0, nb, K);
 		__syncthreads();
-		tc_mma<T>(acc, w, As, groups, nb, pick, g, t);
+		tc_mma<T, KC>(acc, w, As, groups, nb, pick, g, t);
 		if (PIPE) w = next;
 	}
 	// C's c0, c1: weight row g, the group's token rows 2t, 2t + 1; c2, c3:
@@ -480,11 +485,15 @@ __device__ __forceinline__ void moe_mxfp4_tc(const T *__restrict__ A, const u8 *
 	}                                                                                                                  \
 	extern "C" __global__ void __launch_bounds__(128) moe_mxfp4_tc_##T(const T *A, const u8 *codes,                    \
 		const u8 *scales, T *Y, const int *hdr, const int4 *tiles, int N, int K) {                                     \
-		moe_mxfp4_tc<T, false>(A, codes, scales, Y, hdr, tiles, N, K);                                                 \
+		moe_mxfp4_tc<T, false, 128>(A, codes, scales, Y, hdr, tiles, N, K);                                            \
 	}                                                                                                                  \
 	extern "C" __global__ void __launch_bounds__(128) moe_mxfp4_tcp_##T(const T *A, const u8 *codes,                   \
 		const u8 *scales, T *Y, const int *hdr, const int4 *tiles, int N, int K) {                                     \
-		moe_mxfp4_tc<T, true>(A, codes, scales, Y, hdr, tiles, N, K);                                                  \
+		moe_mxfp4_tc<T, true, 128>(A, codes, scales, Y, hdr, tiles, N, K);                                             \
+	}                                                                                                                  \
+	extern "C" __global__ void __launch_bounds__(128) moe_mxfp4_tcw_##T(const T *A, const u8 *codes,                   \
+		const u8 *scales, T *Y, const int *hdr, const int4 *tiles, int N, int K) {                                     \
+		moe_mxfp4_tc<T, false, 256>(A, codes, scales, Y, hdr, tiles, N, K);                                            \
 	}
 MOE_MXFP4(f16)
 MOE_MXFP4(bf16)
