@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/engine/profile"
 	"github.com/xrun-dev/xrun/results"
 )
@@ -229,16 +230,8 @@ func (w workload) warmShapes(dev profile.Device, slots int) float64 {
 		return sec + w.collectiveTime(it)
 	}
 	t := 0.0
-	for b := 1; b <= slots; {
+	for _, b := range cuda.GraphBuckets(slots) {
 		t += iter(engine.IterationRecord{CtxTokens: b, CtxRequests: b}, 0) + 3*iter(engine.IterationRecord{GenRequests: b}, 3)
-		switch {
-		case b >= slots:
-			b++
-		case b < 16:
-			b = min(2*b, slots)
-		default:
-			b = min(b+16, slots)
-		}
 	}
 	return t
 }

@@ -118,13 +118,12 @@ var _ model.ShapeWarmer = (*Backend)(nil)
 func (b *Backend) DecodeBatches(slots int) []int {
 	graphs := false // read where a failed capture turns them off
 	_ = b.dev.Do(func(*cuda.GPU) error { graphs = b.graphsOn; return nil })
-	var out []int
-	for n := 1; n <= slots; n++ {
-		if !graphs {
-			out = append(out, n)
-		} else if k := min(bucketFor(n), slots); len(out) == 0 || out[len(out)-1] != k {
-			out = append(out, k)
-		}
+	if graphs {
+		return cuda.GraphBuckets(slots)
+	}
+	out := make([]int, slots)
+	for i := range out {
+		out[i] = i + 1
 	}
 	return out
 }

@@ -6,6 +6,7 @@ package backend
 import (
 	"fmt"
 
+	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
@@ -27,7 +28,7 @@ type packShape struct {
 	// cuda.AttnRowsSmall and cuda.AttnRowsTiny.
 	largeTokens         int
 	smallRows, tinyRows int
-	// graphs: a decode batch is padded to its graph bucket (bucketFor),
+	// graphs: a decode batch is padded to its graph bucket (cuda.GraphBucket),
 	// but to no more rows than minRows, the smallest activation; 0: none
 	// allocated yet, no padding.
 	graphs  bool
@@ -98,7 +99,7 @@ func packBatch(dst []int32, bt *model.Batch, sh packShape) (packedBatch, error) 
 	rows := T
 	pad := decode && sh.graphs && sh.minRows > 0 && sh.kv
 	if pad {
-		rows = min(bucketFor(T), sh.minRows)
+		rows = min(cuda.GraphBucket(T), sh.minRows)
 	}
 	G, perL, scratch := 0, 0, int32(0)
 	if sh.kv {
@@ -189,16 +190,3 @@ func packBatch(dst []int32, bt *model.Batch, sh packShape) (packedBatch, error) 
 // positions and slots per token, logit rows, and up to two items of four
 // ints per token.
 func layoutInts(rows int) int { return 3*rows + rows + 8*rows + 64 }
-
-// bucketFor is the padded decode batch a graph is captured for: powers of
-// two up to 16, then multiples of 16 (at most 1/16 of padding rows).
-func bucketFor(n int) int {
-	if n <= 16 {
-		p := 1
-		for p < n {
-			p *= 2
-		}
-		return p
-	}
-	return (n + 15) / 16 * 16
-}

@@ -213,11 +213,3 @@ func TestPackBatchErrors(t *testing.T) {
 		t.Errorf("no cache: %v", err)
 	}
 }
-
-func TestBucketFor(t *testing.T) {
-	for n, want := range map[int]int{1: 1, 2: 2, 3: 4, 5: 8, 9: 16, 16: 16, 17: 32, 33: 48, 250: 256} {
-		if got := bucketFor(n); got != want {
-			t.Errorf("bucketFor(%d) = %d, want %d", n, got, want)
-		}
-	}
-}
