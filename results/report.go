@@ -417,7 +417,46 @@ func cellNotes(c *Cell) []string {
 	if note := throttleNote(c.Telemetry); note != "" {
 		n = append(n, fmt.Sprintf("cell %s: %s", c.ID, note))
 	}
+	if note := trendNote(c); note != "" {
+		n = append(n, fmt.Sprintf("cell %s: %s", c.ID, note))
+	}
 	return n
+}
+
+// Repeats that move one way, each past the one before, by more than
+// trendMin from first to last, are a trend rather than noise: the first
+// ones paid for something the later ones did not (building graphs or
+// plans the warm-up did not reach, a cold cache, clocks settling).
+// Four repeats do that by chance once in 12 (2 orders of 24), and the
+// size rules out the rest.
+const (
+	trendMinRepeats = 4
+	trendMin        = 0.10
+)
+
+// trendNote says when a cell's output throughput rose or fell from every
+// repeat to the next; "" otherwise.
+func trendNote(c *Cell) string {
+	const key = "system_output_throughput_tok_s"
+	v := column(c.Repeats, key)
+	if c.Status != StatusOK || len(v) < trendMinRepeats || len(v) != len(c.Repeats) {
+		return ""
+	}
+	up, down := true, true
+	for i := 1; i < len(v); i++ {
+		up = up && v[i] > v[i-1]
+		down = down && v[i] < v[i-1]
+	}
+	first, last := v[0], v[len(v)-1]
+	if !(up || down) || !(first > 0) || math.Abs(last/first-1) <= trendMin {
+		return ""
+	}
+	way := "rose"
+	if down {
+		way = "fell"
+	}
+	return fmt.Sprintf("its %s %s from every repeat to the next (%s to %s, %+.0f%%): a trend, not noise; the first repeats paid for something the later ones did not (a warm-up that missed part of the work, a cold cache, clocks settling), and its median is of the trend",
+		MetricFor(key).Name, way, formatSig(first, 4), formatSig(last, 4), 100*(last/first-1))
 }
 
 // clockColumn is the summary table's column for Telemetry.SMClockMHzMean.

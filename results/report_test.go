@@ -135,3 +135,36 @@ func mustNormalize(t *testing.T, r *Results) *Results {
 	}
 	return n
 }
+
+// TestTrendNote: repeats that rise (or fall) from each to the next by more
+// than 10 % first to last get a note; noise, small drifts and three
+// repeats do not.
+func TestTrendNote(t *testing.T) {
+	cell := func(vals ...float64) *Cell {
+		c := &Cell{ID: "c", Status: StatusOK}
+		for _, v := range vals {
+			c.Repeats = append(c.Repeats, Metrics{"system_output_throughput_tok_s": v})
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		c    *Cell
+		want string
+	}{
+		{cell(16100, 24000, 25100, 25200), "rose from every repeat to the next (16100 to 25200, +57%)"},
+		{cell(30000, 28000, 26000, 25000), "fell from every repeat to the next (30000 to 25000, -17%)"},
+		{cell(100, 101, 102, 103), ""},
+		{cell(16100, 25200, 24000, 25100), ""},
+		{cell(16100, 24000, 25200), ""},
+	} {
+		got := trendNote(tc.c)
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%v: note %q, want %q", column(tc.c.Repeats, "system_output_throughput_tok_s"), got, tc.want)
+		}
+	}
+	failed := cell(1, 2, 3, 4)
+	failed.Status = StatusFailed
+	if got := trendNote(failed); got != "" {
+		t.Errorf("a failed cell: %q", got)
+	}
+}
