@@ -178,13 +178,16 @@ type DiffTests struct {
 
 // CellDiff is one cell id's comparison.
 type CellDiff struct {
-	ID        string       `json:"id"`
-	Change    CellChange   `json:"change"`
-	OldStatus Status       `json:"old_status,omitempty"`
-	NewStatus Status       `json:"new_status,omitempty"`
-	Error     string       `json:"error,omitempty"` // the new run's error
-	Throttled string       `json:"throttled,omitempty"`
-	Metrics   []MetricDiff `json:"metrics,omitempty"`
+	ID        string     `json:"id"`
+	Change    CellChange `json:"change"`
+	OldStatus Status     `json:"old_status,omitempty"`
+	NewStatus Status     `json:"new_status,omitempty"`
+	Error     string     `json:"error,omitempty"` // the new run's error
+	Throttled string     `json:"throttled,omitempty"`
+	// Trend says which side's repeats rose or fell from each to the next
+	// (repeatTrend): its verdicts compare a trend, not noise.
+	Trend   string       `json:"trend,omitempty"`
+	Metrics []MetricDiff `json:"metrics,omitempty"`
 	// Clock is set when the cell ran at mean SM clocks more than
 	// ClockTolerance apart; its metrics then carry PerClock.
 	Clock *ClockDiff `json:"sm_clock,omitempty"`
@@ -292,7 +295,7 @@ func Diff(old, new *Results, opts DiffOptions) *DiffReport {
 	var tests []pendingTest
 	for _, id := range ids {
 		oc, nc := oldCells[id], newCells[id]
-		cd := CellDiff{ID: id, Throttled: throttledNote(oc, nc)}
+		cd := CellDiff{ID: id, Throttled: throttledNote(oc, nc), Trend: trendDiffNote(oc, nc)}
 		if oc != nil {
 			cd.OldStatus = oc.Status
 		}
@@ -533,6 +536,20 @@ func (e *notComparedError) Unwrap() error { return ErrNotCompared }
 func roundP(p float64) float64 {
 	f, _ := strconv.ParseFloat(strconv.FormatFloat(p, 'g', 4, 64), 64)
 	return f
+}
+
+// trendDiffNote names the sides whose repeats trend, with how much.
+func trendDiffNote(oc, nc *Cell) string {
+	var parts []string
+	for _, s := range []struct {
+		side string
+		c    *Cell
+	}{{"old", oc}, {"new", nc}} {
+		if way, first, last, ok := repeatTrend(s.c); ok {
+			parts = append(parts, fmt.Sprintf("%s %s %s to %s (%+.0f%%)", s.side, way, formatSig(first, 4), formatSig(last, 4), 100*(last/first-1)))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func throttledNote(oc, nc *Cell) string {
@@ -776,7 +793,7 @@ func (l *cellLists) add(title string, items []string) {
 // and removed cells.
 func (d *DiffReport) cellLists() (lists cellLists) {
 	add := lists.add
-	var failed, missing, fixed, added, removed, throttled, clocks, notCompared []string
+	var failed, missing, fixed, added, removed, throttled, trends, clocks, notCompared []string
 	for _, c := range d.Cells {
 		switch c.Change {
 		case CellNewlyFailed:
@@ -799,6 +816,9 @@ func (d *DiffReport) cellLists() (lists cellLists) {
 		if c.Throttled != "" {
 			throttled = append(throttled, c.ID+": "+c.Throttled)
 		}
+		if c.Trend != "" {
+			trends = append(trends, c.ID+": "+c.Trend)
+		}
 		if k := c.Clock; k != nil {
 			clocks = append(clocks, fmt.Sprintf("%s: %s → %s MHz (%s)", c.ID, formatNumber(k.OldMHz), formatNumber(k.NewMHz), formatDelta(1+k.Change)))
 		}
@@ -806,6 +826,7 @@ func (d *DiffReport) cellLists() (lists cellLists) {
 	add("Newly failed cells (counted as regressions)", failed)
 	add("Cells ok in OLD, missing or skipped in NEW (not compared; "+pick(d.Missing == MissingFail, "they fail the diff unless --missing warn", "--missing warn")+")", missing)
 	add("Throttled cells (their numbers may reflect the GPU, not the code)", throttled)
+	add("Cells whose output throughput rose or fell from every repeat to the next (a trend, not noise: their verdicts compare where the trends stood)", trends)
 	add("Mean SM clock differs (the per clock column takes it out: throughput per cycle, latency in cycles)", clocks)
 	add("Cells fixed (failed before, ok now)", fixed)
 	add("Cells only in NEW", added)

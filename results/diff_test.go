@@ -3,6 +3,8 @@ package results
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -628,5 +630,35 @@ func TestDiffOutcomeGolden(t *testing.T) {
 			}
 			golden.Check(t, "diff-"+c.name+"."+format+".golden", b.Bytes())
 		}
+	}
+}
+
+// TestDiffTrend: a cell whose repeats trend on either side is named, with
+// the side and how much, in the diff's cell lists and its JSON.
+func TestDiffTrend(t *testing.T) {
+	old, new := loadFixture(t, "nightly-base"), loadFixture(t, "nightly-base")
+	c := &new.Cells[0]
+	for i := range c.Repeats {
+		c.Repeats[i] = maps.Clone(c.Repeats[i])
+		c.Repeats[i][trendKey] = 1000 * float64(10+i)
+	}
+	n := len(c.Repeats)
+	d := Diff(old, new, DiffOptions{Threshold: DefaultThreshold, NoiseFactor: DefaultNoiseFactor})
+	want := fmt.Sprintf("new rose 10000 to %d (%+.0f%%)", 1000*(9+n), 100*(float64(9+n)/10-1))
+	var found bool
+	for _, cd := range d.Cells {
+		switch {
+		case cd.ID == c.ID:
+			found = cd.Trend == want
+		case cd.Trend != "":
+			t.Errorf("cell %s: trend %q, want none", cd.ID, cd.Trend)
+		}
+	}
+	var text bytes.Buffer
+	if err := d.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !found || !strings.Contains(text.String(), "rose or fell from every repeat to the next") || !strings.Contains(text.String(), c.ID+": "+want) {
+		t.Errorf("trend of %s not reported as %q:\n%s", c.ID, want, text.String())
 	}
 }

@@ -434,29 +434,41 @@ const (
 	trendMin        = 0.10
 )
 
-// trendNote says when a cell's output throughput rose or fell from every
-// repeat to the next; "" otherwise.
-func trendNote(c *Cell) string {
-	const key = "system_output_throughput_tok_s"
-	v := column(c.Repeats, key)
-	if c.Status != StatusOK || len(v) < trendMinRepeats || len(v) != len(c.Repeats) {
-		return ""
+// trendKey is the metric whose repeats are checked for a trend.
+const trendKey = "system_output_throughput_tok_s"
+
+// repeatTrend reports whether a cell's output throughput rose or fell
+// from every repeat to the next, by more than trendMin first to last: the
+// way ("rose" or "fell") and the first and last repeats' values.
+func repeatTrend(c *Cell) (way string, first, last float64, ok bool) {
+	if c == nil || c.Status != StatusOK {
+		return "", 0, 0, false
+	}
+	v := column(c.Repeats, trendKey)
+	if len(v) < trendMinRepeats || len(v) != len(c.Repeats) {
+		return "", 0, 0, false
 	}
 	up, down := true, true
 	for i := 1; i < len(v); i++ {
 		up = up && v[i] > v[i-1]
 		down = down && v[i] < v[i-1]
 	}
-	first, last := v[0], v[len(v)-1]
+	first, last = v[0], v[len(v)-1]
 	if !(up || down) || !(first > 0) || math.Abs(last/first-1) <= trendMin {
+		return "", 0, 0, false
+	}
+	return map[bool]string{true: "rose", false: "fell"}[up], first, last, true
+}
+
+// trendNote says when a cell's output throughput rose or fell from every
+// repeat to the next; "" otherwise.
+func trendNote(c *Cell) string {
+	way, first, last, ok := repeatTrend(c)
+	if !ok {
 		return ""
 	}
-	way := "rose"
-	if down {
-		way = "fell"
-	}
 	return fmt.Sprintf("its %s %s from every repeat to the next (%s to %s, %+.0f%%): a trend, not noise; the first repeats paid for something the later ones did not (a warm-up that missed part of the work, a cold cache, clocks settling), and its median is of the trend",
-		MetricFor(key).Name, way, formatSig(first, 4), formatSig(last, 4), 100*(last/first-1))
+		MetricFor(trendKey).Name, way, formatSig(first, 4), formatSig(last, 4), 100*(last/first-1))
 }
 
 // clockColumn is the summary table's column for Telemetry.SMClockMHzMean.
