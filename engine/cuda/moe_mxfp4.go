@@ -102,28 +102,17 @@ func MoEMXFP4WorkBytes(dt DType, sh MoEShape) int { return mxfp4Layout(dt, sh, B
 // its bias, and the combine. Nothing is read back, so it can be captured.
 // The GEMMs are moe_mxfp4_tc's (mxfp4Kernel).
 func (g *GPU) MoEMXFP4(s *Stream, dt DType, out, x, idx, wts Buffer, gateUp, down MXFP4Weights, work Buffer, sh MoEShape, o MoEOSS) error {
-	if err := sh.check(); err != nil {
-		return err
-	}
-	es := dt.Size()
 	n, E, H, F := sh.Rows*sh.K, sh.Experts, sh.Hidden, sh.FFN
-	if err := gateUp.check(E, 2*F, H); err != nil {
+	if err := checkExperts(dt, sh, out, x, idx, wts, work, MoEMXFP4WorkBytes(dt, sh), func() error {
+		if err := gateUp.check(E, 2*F, H); err != nil {
+			return err
+		}
+		return down.check(E, H, F)
+	}); err != nil {
 		return err
 	}
-	if err := down.check(E, H, F); err != nil {
-		return err
-	}
-	switch {
-	case out.Bytes < sh.Rows*H*es || x.Bytes < sh.Rows*H*es:
-		return fmt.Errorf("cuda: MoE input or output smaller than %d x %d", sh.Rows, H)
-	case idx.Bytes < n*4 || wts.Bytes < n*es:
-		return fmt.Errorf("cuda: MoE routing smaller than %d x %d", sh.Rows, sh.K)
-	case o.GateUpBias.Ptr != 0 && o.GateUpBias.Bytes < E*2*F*es || o.DownBias.Ptr != 0 && o.DownBias.Bytes < E*H*es:
+	if es := dt.Size(); o.GateUpBias.Ptr != 0 && o.GateUpBias.Bytes < E*2*F*es || o.DownBias.Ptr != 0 && o.DownBias.Bytes < E*H*es {
 		return fmt.Errorf("cuda: MoE expert biases smaller than %d x %d and %d x %d", E, 2*F, E, H)
-	case work.Bytes < MoEMXFP4WorkBytes(dt, sh):
-		return fmt.Errorf("cuda: MoE workspace of %d bytes, %d needed", work.Bytes, MoEMXFP4WorkBytes(dt, sh))
-	case x.Ptr%16 != 0 || out.Ptr%16 != 0:
-		return fmt.Errorf("cuda: MoE operands must be 16-byte aligned")
 	}
 	if sh.Rows == 0 {
 		return nil
@@ -147,6 +136,30 @@ func (g *GPU) MoEMXFP4(s *Stream, dt DType, out, x, idx, wts Buffer, gateUp, dow
 		}
 		return matmul(A, gateUp, Y, N, K)
 	})
+}
+
+// checkExperts checks the operands of MoE on quantized experts (MoEMXFP4,
+// MoEFP8): the shape, the experts (weights), the input, output and routing
+// sizes, a workspace of at least need bytes, 16-byte alignment.
+func checkExperts(dt DType, sh MoEShape, out, x, idx, wts, work Buffer, need int, weights func() error) error {
+	if err := sh.check(); err != nil {
+		return err
+	}
+	if err := weights(); err != nil {
+		return err
+	}
+	es, n, H := dt.Size(), sh.Rows*sh.K, sh.Hidden
+	switch {
+	case out.Bytes < sh.Rows*H*es || x.Bytes < sh.Rows*H*es:
+		return fmt.Errorf("cuda: MoE input or output smaller than %d x %d", sh.Rows, H)
+	case idx.Bytes < n*4 || wts.Bytes < n*es:
+		return fmt.Errorf("cuda: MoE routing smaller than %d x %d", sh.Rows, sh.K)
+	case work.Bytes < need:
+		return fmt.Errorf("cuda: MoE workspace of %d bytes, %d needed", work.Bytes, need)
+	case x.Ptr%16 != 0 || out.Ptr%16 != 0:
+		return fmt.Errorf("cuda: MoE operands must be 16-byte aligned")
+	}
+	return nil
 }
 
 // MXFP4Random queues the random MXFP4 weight (seed, scale) into w, all of

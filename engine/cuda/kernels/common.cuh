@@ -113,3 +113,10 @@ __device__ __forceinline__ float random_value(u64 seed, long long i, float scale
 	// 2u - 1 is exact too, so the product is the one rounding, as in Go.
 	return __fmul_rn(2.f * u - 1.f, scale);
 }
+
+// ld_nc16 loads 16 read-only bytes through the non-coherent (texture) path.
+__device__ __forceinline__ uint4 ld_nc16(const void *p) {
+	uint4 r;
+	asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+	return r;
+}

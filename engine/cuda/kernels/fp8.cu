@@ -135,22 +135,41 @@ extern "C" __global__ void fp8_quant_bf16(const bf16 *x, u8 *q, int rows, int k,
 // Random weight): the float32 values of random_fill (fill.cu), not their
 // fp16/bf16 rounding, so that scale and codes are exactly what the CPU
 // backend quantizes.
-extern "C" __global__ void fp8_random_amax(long long n, u64 seed, float scale, u32 *amax) {
+// Elements offset .. offset + n - 1 of the weight; the _at kernels take
+// one expert of an Experts stack, quantized with a scale of its own (the
+// CPU backend's QuantizeFP8 per expert), its nscales row scales all s.
+__device__ __forceinline__ void random_amax(long long n, long long offset, u64 seed, float scale, u32 *amax) {
 	pdl_enter();
 	float m = 0.f;
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-		m = amax_acc(m, random_value(seed, i, scale));
+		m = amax_acc(m, random_value(seed, offset + i, scale));
 	m = block_max(m);
 	if (threadIdx.x == 0) atomicMax(amax, __float_as_uint(m));
 }
 
-extern "C" __global__ void fp8_random_quant(u8 *q, long long n, u64 seed, float scale, const u32 *amax, float *scaleOut) {
+__device__ __forceinline__ void random_quant(u8 *q, long long n, long long offset, u64 seed, float scale, const u32 *amax,
+	float *scaleOut, int nscales) {
 	pdl_enter();
 	const float s = fp8_scale(__uint_as_float(*amax));
-	if (blockIdx.x == 0 && threadIdx.x == 0) *scaleOut = s;
+	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < nscales; i += (long long)gridDim.x * blockDim.x)
+		scaleOut[i] = s;
 	const float inv = __frcp_rn(s);
 	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-		q[i] = (u8)f32_to_e4m3(__fmul_rn(random_value(seed, i, scale), inv));
+		q[i] = (u8)f32_to_e4m3(__fmul_rn(random_value(seed, offset + i, scale), inv));
+}
+
+extern "C" __global__ void fp8_random_amax(long long n, u64 seed, float scale, u32 *amax) {
+	random_amax(n, 0, seed, scale, amax);
+}
+extern "C" __global__ void fp8_random_quant(u8 *q, long long n, u64 seed, float scale, const u32 *amax, float *scaleOut) {
+	random_quant(q, n, 0, seed, scale, amax, scaleOut, 1);
+}
+extern "C" __global__ void fp8_random_amax_at(long long n, long long offset, u64 seed, float scale, u32 *amax) {
+	random_amax(n, offset, seed, scale, amax);
+}
+extern "C" __global__ void fp8_random_quant_at(u8 *q, long long n, long long offset, u64 seed, float scale, const u32 *amax,
+	float *scaleOut, int nscales) {
+	random_quant(q, n, offset, seed, scale, amax, scaleOut, nscales);
 }
 
 // The scales of output (i, j): sx[i] or sx[0], sw[j] or sw[0].

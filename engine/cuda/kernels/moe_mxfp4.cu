@@ -299,12 +299,6 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 s) {
 	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(s));
 	return r;
 }
-// ld_nc16 loads 16 read-only bytes through the non-coherent (texture) path.
-__device__ __forceinline__ uint4 ld_nc16(const void *p) {
-	uint4 r;
-	asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-	return r;
-}
 template <class T> __device__ __forceinline__ void fp4x4(u32 h, u32 &w0, u32 &w1) {
 	const u32 sel = h & 0x7777u;
 	const u32 lo = prmt(fp4_table<T>::lo0, fp4_table<T>::lo1, sel);
