@@ -426,7 +426,7 @@ func noFP8Error(cfg Config, be model.Backend, mc ModelConfig, kv bool) error {
 	msg := fmt.Sprintf("%s fp8 needs the %s backend's %s, which it does not have (%s)", field, cfg.Backend, what, be.Name())
 	switch {
 	case field == "dtype" && gemms && mc.MoE():
-		msg = fmt.Sprintf("dtype fp8 on the %s backend runs dense layers only: model %s's MoE experts have no FP8 kernels there (the grouped expert GEMMs read fp16/bf16); run it on engine cpu, or in bfloat16", cfg.Backend, mc.Name)
+		msg = fmt.Sprintf("dtype fp8 on the %s backend runs dense layers only: model %s's MoE experts have FP8 kernels there that are not yet verified on a GPU (XRUN_CUDA_FP8_MOE=1 runs them); run it on engine cpu, or in bfloat16", cfg.Backend, mc.Name)
 	case cfg.Backend == "cuda" && field == "kv_cache_dtype":
 		msg = "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet (its attention kernels read fp16/bf16 keys and values); it runs on engine cpu as the reference"
 	}

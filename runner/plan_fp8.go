@@ -45,7 +45,7 @@ func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []i
 		n, f := d.blame(vals, pKVCacheDtype, pModel)
 		return d.errAt(n, f, "kv_cache_dtype fp8: model %s's GPT-OSS attention sinks and sliding window have no FP8 KV cache on any backend; use kv_cache_dtype auto", p.Model)
 	}
-	msg, pi := cudaFP8Problem(p, m, gemms, kv)
+	msg, pi := cudaFP8Problem(p, m, gemms, kv, d.fp8MoE())
 	if msg == "" {
 		return nil
 	}
@@ -60,14 +60,22 @@ func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []i
 	return nil
 }
 
+// fp8MoE reports whether the environment the spec is read in lets the
+// CUDA backend run FP8 experts (XRUN_CUDA_FP8_MOE=1, opt-in until they are
+// verified on a GPU).
+func (d *decoder) fp8MoE() bool {
+	return d.getenv != nil && engine.Switches.CUDAFP8MoE.On(d.getenv)
+}
+
 // cudaFP8Problem says what of a cell's FP8 the CUDA backend cannot run,
-// and the parameter that asks for it; "" when it can run it all.
-func cudaFP8Problem(p *Params, m *engine.ModelConfig, gemms, kv bool) (string, int) {
+// and the parameter that asks for it; "" when it can run it all. fp8MoE
+// says FP8 experts are switched on.
+func cudaFP8Problem(p *Params, m *engine.ModelConfig, gemms, kv, fp8MoE bool) (string, int) {
 	switch {
 	case kv:
 		return "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet (its attention kernels read fp16/bf16 keys and values); engine cpu runs it as the reference", pKVCacheDtype
-	case gemms && m.MoE():
-		return fmt.Sprintf("dtype fp8 on the CUDA backend runs dense layers only: model %s's MoE experts have no FP8 kernels there; use engine cpu, or bfloat16", p.Model), pDtype
+	case gemms && m.MoE() && !fp8MoE:
+		return fmt.Sprintf("dtype fp8 on the CUDA backend runs dense layers only: model %s's MoE experts have FP8 kernels there that are not yet verified on a GPU (XRUN_CUDA_FP8_MOE=1 runs them); use engine cpu, or bfloat16", p.Model), pDtype
 	}
 	return "", 0
 }
@@ -81,7 +89,7 @@ func (d *decoder) autoCudaFP8Error(p *Params, na uint64, vals []int32) *SpecErro
 	}
 	gemms := p.Dtype == "fp8" && na&(1<<pDtype) == 0
 	kv := p.KVCacheDtype == "fp8" && na&(1<<pKVCacheDtype) == 0
-	msg, pi := cudaFP8Problem(p, m, gemms, kv)
+	msg, pi := cudaFP8Problem(p, m, gemms, kv, d.fp8MoE())
 	if msg == "" {
 		return nil
 	}

@@ -305,15 +305,16 @@ func testGoldenHF(t *testing.T, goldenDir string) {
 	}
 }
 
-// TestEngineRun serves a small dataset through engine.New / Run on the
-// cuda backend (the runner's path) and checks the run's shape.
-func TestEngineRun(t *testing.T) {
-	needGPU(t)
-	e, err := engine.New(context.Background(), engine.Config{Model: "tiny-dense", Backend: "cuda", BatchSize: 8, Warmup: 2, Dtype: "float16"})
+// serveSmall creates the engine of cfg (closed when the test ends) and
+// serves it 20 requests of about 40 tokens in and 20 out (the runner's
+// path): the engine, the requests and the result.
+func serveSmall(t testing.TB, cfg engine.Config) (engine.Engine, []datasets.Request, *engine.Result) {
+	t.Helper()
+	e, err := engine.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
+	t.Cleanup(func() { e.Close() })
 	p := datasets.Params{Dist: datasets.NormDist, NumRequests: 20, InputMean: 40, InputStdev: 10, OutputMean: 20, OutputStdev: 5,
 		Seed: datasets.DefaultSeed, VocabSize: e.Model().DatasetVocab, EOSID: e.Model().EOS}
 	reqs, err := datasets.GenerateAll(p)
@@ -324,6 +325,14 @@ func TestEngineRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, reqs, res
+}
+
+// TestEngineRun serves a small dataset through engine.New / Run on the
+// cuda backend (the runner's path) and checks the run's shape.
+func TestEngineRun(t *testing.T) {
+	needGPU(t)
+	e, reqs, res := serveSmall(t, engine.Config{Model: "tiny-dense", Backend: "cuda", BatchSize: 8, Warmup: 2, Dtype: "float16"})
 	if len(res.Requests) != len(reqs) {
 		t.Fatalf("%d requests served, want %d", len(res.Requests), len(reqs))
 	}

@@ -23,10 +23,11 @@ import (
 // stay in bf16. FP8 GEMMs are never held back for the decode GEMV fusions
 // (fusion.go): the norm in front of one runs on its own.
 //
-// MoE experts have no FP8 kernels here yet (the grouped expert GEMMs read
-// fp16/bf16): a model with experts under dtype fp8 is refused with
-// model.ErrNoFP8, as is an FP8 KV cache (the attention kernels read
-// fp16/bf16 keys and values; the backend is not model.FP8KV).
+// MoE experts run in FP8 only with XRUN_CUDA_FP8_MOE=1 (moe_fp8.go, not
+// yet verified on a GPU); otherwise a model with experts under dtype fp8
+// is refused with model.ErrNoFP8, as is an FP8 KV cache (the attention
+// kernels read fp16/bf16 keys and values; the backend is not
+// model.FP8KV).
 
 // randomFill is how a Random weight was generated.
 type randomFill struct {
@@ -68,7 +69,7 @@ func errNoFP8(name, what string) error {
 	return fmt.Errorf("%s: %s on the CUDA backend: %w", name, what, model.ErrNoFP8)
 }
 
-const noFP8Experts = "FP8 MoE experts (the grouped expert kernels read fp16/bf16 only)"
+const noFP8Experts = "FP8 MoE experts (not yet verified on a GPU: XRUN_CUDA_FP8_MOE=1 runs them)"
 
 // uploadFP8 makes an FP8 GEMM weight of an F8_E4M3 checkpoint tensor: its
 // codes and scales as they are.
@@ -76,7 +77,7 @@ func (b *Backend) uploadFP8(name string, kind model.WeightKind, h model.HostTens
 	switch kind {
 	case model.Matrix:
 	case model.Experts:
-		return nil, errNoFP8(name, noFP8Experts)
+		return b.uploadExpertsFP8(name, h)
 	default:
 		return nil, fmt.Errorf("%s: an F8_E4M3 weight must be a GEMM weight (Matrix)", name)
 	}
@@ -92,17 +93,23 @@ func (b *Backend) uploadFP8(name string, kind model.WeightKind, h model.HostTens
 	if q.static {
 		sc = append(sc, h.FP8.Input)
 	}
+	return b.uploadCodes(name, h, q, sc, func() { b.fp8.maxK = max(b.fp8.maxK, h.Shape[1]) })
+}
+
+// uploadCodes makes a weight of an F8_E4M3 checkpoint tensor's codes and
+// the float32 scales sc (q's), then calls then on the GPU's thread.
+func (b *Backend) uploadCodes(name string, h model.HostTensor, q *fp8Weight, sc []float32, then func()) (model.Tensor, error) {
 	t := &tensor{name: name, shape: slices.Clone(h.Shape), kind: kFloat, q: q}
 	err := b.dev.Do(func(g *cuda.GPU) error {
 		var err error
-		if t.buf, err = b.alloc(g, n); err != nil {
+		if t.buf, err = b.alloc(g, len(h.Data)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		if q.scales, err = b.alloc(g, 4*len(sc)); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		b.memWeights += int64(t.buf.Bytes + q.scales.Bytes)
-		b.fp8.maxK = max(b.fp8.maxK, h.Shape[1])
+		then()
 		if err := g.Stream.Upload(t.buf, h.Data); err != nil {
 			return err
 		}
@@ -126,29 +133,41 @@ func (b *Backend) QuantizeFP8(w model.Tensor) (model.Tensor, error) {
 	switch len(t.shape) {
 	case 2:
 	case 3:
-		return nil, errNoFP8(t.name, noFP8Experts)
+		return b.quantizeExpertsFP8(t)
 	default:
 		return nil, fmt.Errorf("%s: shape %v is not a Matrix weight", t.name, t.shape)
 	}
 	n, k := t.shape[0], t.shape[1]
-	q := &fp8Weight{nw: 1}
-	err := b.dev.Do(func(g *cuda.GPU) error {
-		codes, err := b.alloc(g, n*k)
+	err := b.quantizeInPlace(t, n*k, 1, func(g *cuda.GPU, codes cuda.Buffer, q *fp8Weight) error {
+		b.fp8.maxK = max(b.fp8.maxK, k) // on the GPU's thread, as its readers
+		if t.rnd != nil {
+			return g.FP8QuantizeRandom(g.Stream, codes, n*k, t.rnd.seed, t.rnd.scale, b.fp8.amax, q.scales)
+		}
+		return g.FP8Quantize(g.Stream, b.dt, codes, t.buf, n, k, cuda.FP8Quant{}, b.fp8.amax, q.scales)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// quantizeInPlace replaces t's fp16/bf16 values by n E4M3 codes and nw
+// float32 weight scales, which quantize writes (b.fp8.amax is its
+// scratch).
+func (b *Backend) quantizeInPlace(t *tensor, n, nw int, quantize func(g *cuda.GPU, codes cuda.Buffer, q *fp8Weight) error) error {
+	q := &fp8Weight{nw: nw}
+	return b.dev.Do(func(g *cuda.GPU) error {
+		codes, err := b.alloc(g, n)
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
-		if q.scales, err = b.alloc(g, 4); err != nil {
+		if q.scales, err = b.alloc(g, 4*nw); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 		if err := b.ensureAmax(g); err != nil {
 			return err
 		}
-		if t.rnd != nil {
-			err = g.FP8QuantizeRandom(g.Stream, codes, n*k, t.rnd.seed, t.rnd.scale, b.fp8.amax, q.scales)
-		} else {
-			err = g.FP8Quantize(g.Stream, b.dt, codes, t.buf, n, k, cuda.FP8Quant{}, b.fp8.amax, q.scales)
-		}
-		if err != nil {
+		if err := quantize(g, codes, q); err != nil {
 			return fmt.Errorf("quantizing %s: %w", t.name, err)
 		}
 		// The kernels read the fp16/bf16 weight: done before it goes.
@@ -158,13 +177,8 @@ func (b *Backend) QuantizeFP8(w model.Tensor) (model.Tensor, error) {
 		b.memWeights += int64(codes.Bytes+q.scales.Bytes) - int64(t.buf.Bytes)
 		b.freeOwned(g, t.buf)
 		t.buf, t.rnd, t.q = codes, nil, q
-		b.fp8.maxK = max(b.fp8.maxK, k)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return t, nil
 }
 
 // ensureAmax allocates the amax cell (set-up only).

@@ -42,6 +42,24 @@ func newModelOpt(t testing.TB, be model.Backend, cfg model.Config, opt model.Opt
 	return m
 }
 
+// fp8Reference runs cfg with FP8 GEMMs on the CPU backend (the reference)
+// through the scripted batches: the script and each step's logits.
+func fp8Reference(t testing.TB, cfg model.Config) ([]step, [][]float32) {
+	t.Helper()
+	ref, err := cpu.New(model.BackendOptions{Gemm: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Close() })
+	mc := newModelOpt(t, ref, cfg, model.Options{FP8: true})
+	sc := script(cfg.Vocab)
+	var want [][]float32
+	for _, s := range sc {
+		want = append(want, runStep(t, mc, s))
+	}
+	return sc, want
+}
+
 // TestCUDAFP8MatchesCPU runs tiny-llama and tiny-dense with FP8 GEMMs on
 // the CPU (the reference) and on the GPU (bf16 activations, both GEMM
 // paths) through the scripted batches (prefill, mixed, decode eager,
@@ -54,17 +72,7 @@ func TestCUDAFP8MatchesCPU(t *testing.T) {
 		if !ok {
 			t.Fatalf("no zoo model %s", name)
 		}
-		ref, err := cpu.New(model.BackendOptions{Gemm: "auto"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ref.Close()
-		mc := newModelOpt(t, ref, cfg, model.Options{FP8: true})
-		sc := script(cfg.Vocab)
-		var want [][]float32
-		for _, s := range sc {
-			want = append(want, runStep(t, mc, s))
-		}
+		sc, want := fp8Reference(t, cfg)
 		var bf16 [][]float32
 		mb := newModelOpt(t, newBackend(t, "auto", "bfloat16"), cfg, model.Options{})
 		for _, s := range sc {

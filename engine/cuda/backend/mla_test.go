@@ -3,7 +3,6 @@
 package backend
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/backendtest"
 	"github.com/xrun-dev/xrun/engine/cpu"
@@ -327,22 +325,8 @@ func TestMLAEngineRun(t *testing.T) {
 	needGPU(t)
 	for _, mode := range []string{"learned", "perfect", "uniform"} {
 		t.Run(mode, func(t *testing.T) {
-			e, err := engine.New(context.Background(), engine.Config{Model: "tiny-deepseek", Backend: "cuda", BatchSize: 8, Warmup: 2,
+			e, reqs, res := serveSmall(t, engine.Config{Model: "tiny-deepseek", Backend: "cuda", BatchSize: 8, Warmup: 2,
 				Dtype: "bfloat16", RoutingMode: mode})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
-			p := datasets.Params{Dist: datasets.NormDist, NumRequests: 20, InputMean: 40, InputStdev: 10, OutputMean: 20, OutputStdev: 5,
-				Seed: datasets.DefaultSeed, VocabSize: e.Model().DatasetVocab, EOSID: e.Model().EOS}
-			reqs, err := datasets.GenerateAll(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := e.Run(context.Background(), reqs, engine.RunOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			if len(res.Requests) != len(reqs) {
 				t.Fatalf("%d requests served, want %d", len(res.Requests), len(reqs))
 			}

@@ -108,20 +108,16 @@ func (b *Backend) mxfp4MoE(out, x, idx, weights, gateUp, down, gateUpBias, downB
 	st := b.mxfp4State()
 	o, xi, it, wt := ft(out), ft(x), ft(idx), ft(weights)
 	gub, dnb := ft(gateUpBias), ft(downBias)
-	rows = b.rows(rows)
-	E, F2, H := gu.shape[0], gu.shape[1], gu.shape[2]
-	sh := cuda.MoEShape{Rows: rows, K: k, Experts: E, Hidden: H, FFN: F2 / 2}
-	most := sh
-	most.Rows = max(rows, b.maxRows)
+	sh, most, check := b.expertsOp(gu, dn, o, xi, it, wt, rows, k)
+	E, F2, H := sh.Experts, 2*sh.FFN, sh.Hidden
 	b.op(func(g *cuda.GPU) error {
-		switch {
-		case !gok || !dok:
+		if !gok || !dok {
 			return fmt.Errorf("moe: gate_up and down must both be MXFP4, or neither")
-		case len(dn.shape) != 3 || dn.shape[0] != E || dn.shape[1] != H || dn.shape[2] != F2/2 || F2%2 != 0:
-			return fmt.Errorf("moe: gate_up %v and down %v do not match [E, 2F, H] and [E, H, F]", gu.shape, dn.shape)
-		case it.cols() != k || wt.cols() != k || rows > it.rows() || rows > wt.rows() || rows > xi.rows() || rows > o.rows():
-			return fmt.Errorf("moe: ids %v, weights %v, x %v for %d rows, k = %d", it.shape, wt.shape, xi.shape, rows, k)
-		case gub != nil && numel(gub.shape) != E*F2, dnb != nil && numel(dnb.shape) != E*H:
+		}
+		if err := check(); err != nil {
+			return err
+		}
+		if gub != nil && numel(gub.shape) != E*F2 || dnb != nil && numel(dnb.shape) != E*H {
 			return fmt.Errorf("moe: expert biases %v and %v for experts %v", shapeOf(gub), shapeOf(dnb), gu.shape)
 		}
 		if err := b.growWork(g, &st.work, cuda.MoEMXFP4WorkBytes(b.dt, most), "MXFP4 moe workspace"); err != nil {
@@ -137,6 +133,26 @@ func (b *Backend) mxfp4MoE(out, x, idx, weights, gateUp, down, gateUpBias, downB
 		return g.MoEMXFP4(g.Stream, b.dt, o.buf, xi.buf, it.buf, wt.buf, gw, dw, st.work, sh, e)
 	})
 	return true
+}
+
+// expertsOp is what a MoE op on an expert stack (MXFP4, FP8) needs of its
+// tensors: the shape for rows and for the most rows the workspace is
+// sized for, and the checks of the stacks' and the operands' shapes.
+func (b *Backend) expertsOp(gu, dn, o, xi, it, wt *tensor, rows, k int) (sh, most cuda.MoEShape, check func() error) {
+	rows = b.rows(rows)
+	E, F2, H := gu.shape[0], gu.shape[1], gu.shape[2]
+	sh = cuda.MoEShape{Rows: rows, K: k, Experts: E, Hidden: H, FFN: F2 / 2}
+	most = sh
+	most.Rows = max(rows, b.maxRows)
+	return sh, most, func() error {
+		switch {
+		case len(dn.shape) != 3 || dn.shape[0] != E || dn.shape[1] != H || dn.shape[2] != F2/2 || F2%2 != 0:
+			return fmt.Errorf("moe: gate_up %v and down %v do not match [E, 2F, H] and [E, H, F]", gu.shape, dn.shape)
+		case it.cols() != k || wt.cols() != k || rows > it.rows() || rows > wt.rows() || rows > xi.rows() || rows > o.rows():
+			return fmt.Errorf("moe: ids %v, weights %v, x %v for %d rows, k = %d", it.shape, wt.shape, xi.shape, rows, k)
+		}
+		return nil
+	}
 }
 
 var _ model.MXFP4Experts = (*Backend)(nil)

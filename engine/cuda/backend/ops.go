@@ -227,6 +227,9 @@ func (b *Backend) Route(idx, weights, logits, forced model.Tensor, forcedRow, ro
 
 // MoE runs the experts on the routed tokens and combines them (moe.go).
 func (b *Backend) MoE(out, x, idx, weights, gateUp, down model.Tensor, rows, k int) {
+	if b.fp8MoE(out, x, idx, weights, gateUp, down, rows, k) { // moe_fp8.go
+		return
+	}
 	if b.mxfp4MoE(out, x, idx, weights, gateUp, down, nil, nil, rows, k, model.GLU{}) { // moe_mxfp4.go
 		return
 	}
