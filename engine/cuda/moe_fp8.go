@@ -35,23 +35,10 @@ const fp8MoEBM, fp8MoEBN = 64, 64
 // scale, and FP8Quantize's amax scratch.
 type fp8MoEScratch struct{ q, sx, amax Buffer }
 
-// fp8MoELayout places MoEFP8's buffers at base (base.Bytes == 0: only
-// size them): MoEMXFP4's layout, then the scratch.
+// fp8MoELayout places MoEFP8's buffers (expertsLayout), then the scratch.
 func fp8MoELayout(dt DType, sh MoEShape, base Buffer) (moeWork, fp8MoEScratch) {
-	w := mxfp4Layout(dt, sh, Buffer{Ptr: base.Ptr})
-	n, H, F := sh.Rows*sh.K, sh.Hidden, sh.FFN
-	off := w.bytes
-	take := func(bytes int) Buffer {
-		b := Buffer{Ptr: base.Ptr + DevicePtr(off), Bytes: bytes}
-		off += (bytes + 255) / 256 * 256
-		return b
-	}
-	sc := fp8MoEScratch{q: take(n * max(H, F)), sx: take(8), amax: take(FP8AmaxBytes)}
-	w.bytes = off
-	if base.Bytes != 0 && off > base.Bytes {
-		panic("cuda: FP8 MoE workspace smaller than its layout") // callers check MoEFP8WorkBytes first
-	}
-	return w, sc
+	w, b := expertsLayout(dt, sh, base, fp8MoEBM, sh.Rows*sh.K*max(sh.Hidden, sh.FFN), 8, FP8AmaxBytes)
+	return w, fp8MoEScratch{q: b[0], sx: b[1], amax: b[2]}
 }
 
 // MoEFP8WorkBytes is the workspace MoEFP8 needs for sh.

@@ -63,32 +63,10 @@ func mxfp4Kernel() (name string, bm, cols int) {
 	return "moe_mxfp4_tcp_", mxfp4TCBM, mxfp4TCBN
 }
 
-// mxfp4Layout places MoEMXFP4's buffers at base (base.Bytes == 0: only
-// size them), as ossMoELayout does, with room for the tiles of the
-// smallest row tile.
+// mxfp4Layout places MoEMXFP4's buffers (expertsLayout), with room for
+// the tiles of the smallest row tile.
 func mxfp4Layout(dt DType, sh MoEShape, base Buffer) moeWork {
-	es := dt.Size()
-	n, E, H, F := sh.Rows*sh.K, sh.Experts, sh.Hidden, sh.FFN
-	w := moeWork{nmax: n}
-	off := 0
-	take := func(bytes int) Buffer {
-		b := Buffer{Ptr: base.Ptr + DevicePtr(off), Bytes: bytes}
-		off += (bytes + 255) / 256 * 256
-		return b
-	}
-	w.hdr = take(16 * 4)
-	w.cntOffs = take((2*E + 1) * 4)
-	w.order = take(n * 4)
-	w.where = take(n * 4)
-	w.tiles = take((ceilDiv(n, mxfp4GemvBM) + E) * 16)
-	w.xs = take(n * H * es)
-	w.gu = take(n * 2 * F * es)
-	w.act = take(n * F * es)
-	w.ys = take(n * H * es)
-	w.bytes = off
-	if base.Bytes != 0 && off > base.Bytes {
-		panic("cuda: MXFP4 MoE workspace smaller than its layout") // callers check MoEMXFP4WorkBytes first
-	}
+	w, _ := expertsLayout(dt, sh, base, mxfp4GemvBM)
 	return w
 }
 

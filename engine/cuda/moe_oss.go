@@ -13,11 +13,13 @@ type MoEOSS struct {
 	Limit, Alpha         float32
 }
 
-// ossMoELayout places MoEOSSExperts' buffers at base (base.Bytes == 0:
-// only size them): the grouping's, then the gathered inputs, the gate/up
-// products, the activations and the down products, one row per routed
-// pair.
-func ossMoELayout(dt DType, sh MoEShape, base Buffer) moeWork {
+// expertsLayout places the buffers of MoE on gathered rows (ossExperts:
+// MoEOSSExperts, MoEMXFP4, MoEFP8) at base (base.Bytes == 0: only size
+// them): the grouping's, with room for the tiles of row tiles of minTile
+// rows at least, then the gathered inputs, the gate/up products, the
+// activations and the down products, one row per routed pair, then a
+// buffer of each of the extra sizes.
+func expertsLayout(dt DType, sh MoEShape, base Buffer, minTile int, extra ...int) (moeWork, []Buffer) {
 	es := dt.Size()
 	n, E, H, F := sh.Rows*sh.K, sh.Experts, sh.Hidden, sh.FFN
 	w := moeWork{nmax: n}
@@ -31,15 +33,25 @@ func ossMoELayout(dt DType, sh MoEShape, base Buffer) moeWork {
 	w.cntOffs = take((2*E + 1) * 4)
 	w.order = take(n * 4)
 	w.where = take(n * 4)
-	w.tiles = take((ceilDiv(n, moeGemmSmall.bm) + E) * 16)
+	w.tiles = take((ceilDiv(n, minTile) + E) * 16)
 	w.xs = take(n * H * es)
 	w.gu = take(n * 2 * F * es)
 	w.act = take(n * F * es)
 	w.ys = take(n * H * es)
+	var bufs []Buffer
+	for _, x := range extra {
+		bufs = append(bufs, take(x))
+	}
 	w.bytes = off
 	if base.Bytes != 0 && off > base.Bytes {
-		panic("cuda: GPT-OSS MoE workspace smaller than its layout") // callers check MoEOSSWorkBytes first
+		panic("cuda: MoE workspace smaller than its layout") // callers check the WorkBytes first
 	}
+	return w, bufs
+}
+
+// ossMoELayout places MoEOSSExperts' buffers (expertsLayout).
+func ossMoELayout(dt DType, sh MoEShape, base Buffer) moeWork {
+	w, _ := expertsLayout(dt, sh, base, moeGemmSmall.bm)
 	return w
 }
 
