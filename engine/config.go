@@ -182,8 +182,8 @@ func (c Config) validate() error {
 // backend); bf16 never; auto for what deployments run as MXFP4 (GPT-OSS:
 // the zoo's, and MXFP4 checkpoints), but only where MXFP4 experts are
 // not slower than bf16 ones: on the cpu backend. The CUDA backend's MXFP4
-// expert kernel (moe_mxfp4_tc, before moe_mxfp4_tcp pipelined its weight
-// loads) passed its checks on an H100 but ran
+// expert kernel (moe_mxfp4_tc; a pipelined variant was slower still)
+// passed its checks on an H100 but ran
 // GPT-OSS-20B at 0.86x / 0.70x of bf16 experts at batch 64 / 256, so
 // there auto stays bf16 and mxfp4 must be asked for. mxfp4 on a dense model, or with dtype fp8, is a ParamError.
 func ResolveMoEWeights(backend string, mc ModelConfig, dtype, v string) (bool, error) {

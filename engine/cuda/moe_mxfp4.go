@@ -33,23 +33,18 @@ const (
 	mxfp4TCBM, mxfp4TCBN       = 64, 64
 )
 
-// mxfp4KernelForce, when "gemv", "gemm", "tc", "tcp" or "tcw", runs every MXFP4 expert
+// mxfp4KernelForce, when "gemv", "gemm" or "tc", runs every MXFP4 expert
 // GEMM on that kernel (tests, benchmarks); "" chooses.
 var mxfp4KernelForce = ""
 
 // mxfp4Kernel is the kernel for sh and its row tile and output columns
-// per block. moe_mxfp4_tcp at every size: its tensor cores take a
-// tile's token rows 8 at a time, so that decoding a weight block once
-// serves up to 64 rows without padding rows at decode, and it loads a
-// chunk's weights while multiplying the one before. moe_mxfp4_tcw (twice
-// the chunk, unpipelined) is the other way to more bytes in flight, kept
-// to compare. moe_mxfp4_tc, the same without either, measured 609 and 1021 us a GPT-OSS-20B
-// expert layer at batch 64 and 256 on an H100 (0.69 and 0.41 TB/s); the
-// GEMV (every weight decoded into float32 per tile of 8 rows, FMAs on the
-// CUDA cores) and the shared-memory GEMM (64 x 64 tiles dequantized into
-// shared memory) ran at 8-10 % of the roofline (GPT-OSS-20B, batch 64
-// and 256). They stay as references.
-func mxfp4Kernel() (name string, bm, cols int) {
+// per block: moe_mxfp4_gemv while the routed pairs are at most one per
+// expert (decode at batch 1 and the like: 138 against 161 us a GPT-OSS-20B
+// expert layer on an H200), moe_mxfp4_tc above (632 and 1021 us at batch
+// 64 and 256, where the GEMV took 1832 and 7057 and the shared-memory GEMM
+// 1025 and 1099). Its tensor cores take a tile's token rows 8 at a time,
+// so decoding a weight block once serves up to 64 rows.
+func mxfp4Kernel(sh MoEShape) (name string, bm, cols int) {
 	switch mxfp4KernelForce {
 	case "gemv":
 		return "moe_mxfp4_gemv_", mxfp4GemvBM, mxfp4GemvRows
@@ -57,10 +52,11 @@ func mxfp4Kernel() (name string, bm, cols int) {
 		return "moe_mxfp4_gemm_", mxfp4GemmBM, mxfp4GemmBN
 	case "tc":
 		return "moe_mxfp4_tc_", mxfp4TCBM, mxfp4TCBN
-	case "tcw":
-		return "moe_mxfp4_tcw_", mxfp4TCBM, mxfp4TCBN
 	}
-	return "moe_mxfp4_tcp_", mxfp4TCBM, mxfp4TCBN
+	if sh.Rows*sh.K <= sh.Experts {
+		return "moe_mxfp4_gemv_", mxfp4GemvBM, mxfp4GemvRows
+	}
+	return "moe_mxfp4_tc_", mxfp4TCBM, mxfp4TCBN
 }
 
 // mxfp4Layout places MoEMXFP4's buffers (expertsLayout), with room for
@@ -78,7 +74,7 @@ func MoEMXFP4WorkBytes(dt DType, sh MoEShape) int { return mxfp4Layout(dt, sh, B
 // MXFP4 weights, the activation (moe_oss_glu: GPT-OSS's clamped SwiGLU
 // with o.Limit > 0, else SwiGLU; o's gate/up bias if any), the down GEMM,
 // its bias, and the combine. Nothing is read back, so it can be captured.
-// The GEMMs are moe_mxfp4_tc's (mxfp4Kernel).
+// The GEMMs are mxfp4Kernel's.
 func (g *GPU) MoEMXFP4(s *Stream, dt DType, out, x, idx, wts Buffer, gateUp, down MXFP4Weights, work Buffer, sh MoEShape, o MoEOSS) error {
 	n, E, H, F := sh.Rows*sh.K, sh.Experts, sh.Hidden, sh.FFN
 	if err := checkExperts(dt, sh, out, x, idx, wts, work, MoEMXFP4WorkBytes(dt, sh), func() error {
@@ -96,7 +92,7 @@ func (g *GPU) MoEMXFP4(s *Stream, dt DType, out, x, idx, wts Buffer, gateUp, dow
 		return nil
 	}
 	w := mxfp4Layout(dt, sh, work)
-	kernel, bm, cols := mxfp4Kernel()
+	kernel, bm, cols := mxfp4Kernel(sh)
 	// Y[p] = A[p] · W_e^T over the tiles; grid x covers every tile
 	// moe_group can write (blocks past hdr[0] exit).
 	tiles := ceilDiv(n, bm) + E

@@ -142,8 +142,8 @@ func TestMXFP4MoE(t *testing.T) {
 					guB, dnB = randVals(r, dt, E*2*F, 0.5), randVals(r, dt, E*H, 0.5)
 				}
 				want := refMXFP4(x, idx, wts, gu, dn, guB, dnB, rows, k, H, F, act)
-				for _, kernel := range []string{"", "tc", "tcw", "gemv", "gemm"} {
-					name := fmt.Sprintf("%s/M%d/%s", dt, rows, map[string]string{"": "auto (tcp)", "tc": "tc", "tcw": "tcw", "gemv": "gemv", "gemm": "gemm"}[kernel])
+				for _, kernel := range []string{"", "tc", "gemv", "gemm"} {
+					name := fmt.Sprintf("%s/M%d/%s", dt, rows, map[string]string{"": "auto", "tc": "tc", "gemv": "gemv", "gemm": "gemm"}[kernel])
 					if oss {
 						name += "/gpt-oss"
 					}
@@ -185,7 +185,7 @@ func TestMXFP4MoEEdges(t *testing.T) {
 	const rows, k, E, H, F = 147, 1, 6, 160, 96
 	counts := []int{1, 8, 9, 64, 65, 0}
 	for _, dt := range dtypes {
-		for _, kernel := range []string{"gemv", "gemm", "tc", "tcp", "tcw"} {
+		for _, kernel := range []string{"gemv", "gemm", "tc"} {
 			t.Run(dt.String()+"/"+kernel, func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
 					r := newRand(t)
@@ -312,8 +312,8 @@ func BenchmarkMoEMXFP4(b *testing.B) {
 					t.Fatal(err)
 				}
 			})
-			for _, kernel := range []string{"", "tc", "tcw", "gemv", "gemm"} {
-				name := map[string]string{"": "auto (tcp)", "tc": "tc", "tcw": "tcw", "gemv": "gemv", "gemm": "gemm"}[kernel]
+			for _, kernel := range []string{"", "tc", "gemv", "gemm"} {
+				name := map[string]string{"": "auto", "tc": "tc", "gemv": "gemv", "gemm": "gemm"}[kernel]
 				b.Run(fmt.Sprintf("gpt-oss/B%d/%s/mxfp4-%s", rows, rt, name), func(b *testing.B) {
 					var d time.Duration
 					do(b, func(t testing.TB, g *GPU) {

@@ -14,13 +14,13 @@
 // The GEMMs run over moe_group's tiles (moe_group.cu: tile (expert, first
 // row, end row) of sorted rows, hdr[0] tiles) and read and write whole
 // sorted rows: Y[p][n] = sum_k A[p][k] W_e[n][k] for p in the tile.
-// moe_mxfp4_tc, the one the engine runs, puts the weights on the tensor
-// cores as mma's first operand and a tile's (up to 64) token rows as its
-// columns, 8 at a time, decoding each weight block once per tile by byte
-// permutes. Two simpler kernels stay as references (tests and benchmarks
-// choose them): moe_mxfp4_gemv for tiles of at most 8 rows, warps
-// streaming weight rows with every lane decoding whole blocks into
-// float32; and moe_mxfp4_gemm for tiles of up to 64 rows, 64 x 64 output
+// moe_mxfp4_tc, the one the engine runs above one row per expert, puts the
+// weights on the tensor cores as mma's first operand and a tile's (up to
+// 64) token rows as its columns, 8 at a time, decoding each weight block
+// once per tile by byte permutes. moe_mxfp4_gemv, for tiles of at most 8
+// rows, runs below that (batch 1): warps stream weight rows with every
+// lane decoding whole blocks into float32. moe_mxfp4_gemm stays as a
+// reference (tests and benchmarks choose it) for tiles of up to 64 rows, 64 x 64 output
 // tiles on the tensor cores (mma m16n8k16) with the weights dequantized
 // into shared memory one 32-value block per row at a time. Under fp16
 // that kernel rounds the dequantized weights to fp16 (exact unless a
@@ -403,15 +403,11 @@ __device__ __forceinline__ void tc_mma(float (&acc)[TC_BM / 8][4], const tc_w<KC
 // times the row's E8M0 scale in float32: no scaled weight is ever
 // rounded, under fp16 as under bf16, and a NaN scale gives NaN.
 //
-// PIPE (moe_mxfp4_tcp, the one the engine runs) loads the next chunk's
-// weights before staging and multiplying this one, so that their latency
-// hides behind a chunk's work rather than the chunk waiting for them:
-// without it (moe_mxfp4_tc) a block's weight loads are in flight only
-// while A is staged, and GPT-OSS-20B's expert layer ran at 0.4-0.7 TB/s
-// on an H100. KC 256 (moe_mxfp4_tcw) is the other way to more bytes in
-// flight: twice the chunk, unpipelined. The sums are the same, block for
-// block, whichever.
-template <class T, bool PIPE, int KC>
+// Loading the next chunk's weights before multiplying this one (a
+// software pipeline) and chunks of 256 values were both measured slower:
+// 769 and 745 against 632 us a GPT-OSS-20B expert layer at batch 64, 1246
+// and 1200 against 1021 at 256 (H200).
+template <class T, int KC>
 __device__ __forceinline__ void moe_mxfp4_tc(const T *__restrict__ A, const u8 *__restrict__ codes,
 	const u8 *__restrict__ scales, T *__restrict__ Y, const int *__restrict__ hdr, const int4 *__restrict__ tiles, int N,
 	int K) {
@@ -436,21 +432,14 @@ __device__ __forceinline__ void moe_mxfp4_tc(const T *__restrict__ A, const u8 *
 #pragma unroll
 		for (int c = 0; c < 4; c++) acc[j][c] = 0.f;
 	tc_w<KC> w;
-	if (PIPE) tc_load<KC>(w, c_lo, c_hi, s_lo, s_hi, ok_lo, ok_hi, 0, K);
 	for (int k0 = 0; k0 < K; k0 += KC) {
 		const int nb = min(KC, K - k0) / 32; // K is a multiple of 32
-		tc_w<KC> next;
-		if (PIPE) {
-			tc_load<KC>(next, c_lo, c_hi, s_lo, s_hi, ok_lo, ok_hi, k0 + KC, K);
-		} else {
-			// Loaded before the staging, so that their latency overlaps it.
-			tc_load<KC>(w, c_lo, c_hi, s_lo, s_hi, ok_lo, ok_hi, k0, K);
-		}
+		// Loaded before the staging, so that their latency overlaps it.
+		tc_load<KC>(w, c_lo, c_hi, s_lo, s_hi, ok_lo, ok_hi, k0, K);
 		__syncthreads(); // the last chunk's A is read
 		tc_stage<T, LD>(As, A, p0, rows, groups, k0, nb, K);
 		__syncthreads();
 		tc_mma<T, KC>(acc, w, As, groups, nb, pick, g, t);
-		if (PIPE) w = next;
 	}
 	// C's c0, c1: weight row g, the group's token rows 2t, 2t + 1; c2, c3:
 	// weight row g + 8.
@@ -479,15 +468,7 @@ __device__ __forceinline__ void moe_mxfp4_tc(const T *__restrict__ A, const u8 *
 	}                                                                                                                  \
 	extern "C" __global__ void __launch_bounds__(128) moe_mxfp4_tc_##T(const T *A, const u8 *codes,                    \
 		const u8 *scales, T *Y, const int *hdr, const int4 *tiles, int N, int K) {                                     \
-		moe_mxfp4_tc<T, false, 128>(A, codes, scales, Y, hdr, tiles, N, K);                                            \
-	}                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__(128) moe_mxfp4_tcp_##T(const T *A, const u8 *codes,                   \
-		const u8 *scales, T *Y, const int *hdr, const int4 *tiles, int N, int K) {                                     \
-		moe_mxfp4_tc<T, true, 128>(A, codes, scales, Y, hdr, tiles, N, K);                                             \
-	}                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__(128) moe_mxfp4_tcw_##T(const T *A, const u8 *codes,                   \
-		const u8 *scales, T *Y, const int *hdr, const int4 *tiles, int N, int K) {                                     \
-		moe_mxfp4_tc<T, false, 256>(A, codes, scales, Y, hdr, tiles, N, K);                                            \
+		moe_mxfp4_tc<T, 128>(A, codes, scales, Y, hdr, tiles, N, K);                                                   \
 	}
 MOE_MXFP4(f16)
 MOE_MXFP4(bf16)
