@@ -82,10 +82,11 @@ func refQuant(x []float32, rows, k int, static float32, perRow bool) ([]uint8, [
 // TestFP8Quantize checks the activation quantizer's codes and scales bit
 // for bit against engine/fp8: dynamic per tensor, static, per row; values
 // spread over many binades (subnormal codes, ties and saturation included)
-// and an all-zero row.
+// and an all-zero row; rows of 36 values take the one-by-one loops (no
+// 16-byte packs), 2 x 14336 the largest input every block reduces itself.
 func TestFP8Quantize(t *testing.T) {
 	for _, dt := range dtypes {
-		for _, sh := range [][2]int{{1, 64}, {3, 160}, {17, 4096}, {64, 2880}} {
+		for _, sh := range [][2]int{{1, 64}, {3, 160}, {5, 36}, {2, 14336}, {17, 4096}, {64, 2880}} {
 			rows, k := sh[0], sh[1]
 			t.Run(fmt.Sprintf("%s/%dx%d", dt, rows, k), func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
@@ -343,6 +344,34 @@ func checkFP8(t testing.TB, what string, got, fq, plain []float32) {
 // capability 8.9 (Ada) or 9.0 and later.
 func fp8TensorCores(d DeviceInfo) bool {
 	return d.Major > 8 || d.Major == 8 && d.Minor >= 9
+}
+
+// BenchmarkFP8Quantize times quantizing a GEMM input, dynamic per tensor,
+// at Llama-3.1-8B's two input widths: decode rows every block reduces
+// itself, and larger inputs through the amax kernel. Reported: us/quant and
+// GB/s of bf16 read and codes written.
+func BenchmarkFP8Quantize(b *testing.B) {
+	testGPU(b)
+	for _, k := range []int{4096, 14336} {
+		for _, m := range []int{1, 2, 8, 64, 256, 2048} {
+			b.Run(fmt.Sprintf("M=%d/K=%d", m, k), func(b *testing.B) {
+				var d time.Duration
+				do(b, func(t testing.TB, g *GPU) {
+					x := devAlloc(t, g, m*k*2)
+					xq, sx, amax := devAlloc(t, g, m*k), devAlloc(t, g, 4), devAlloc(t, g, FP8AmaxBytes)
+					if err := g.RandomFill(g.Stream, BF16, x, 99, 0, 1); err != nil {
+						t.Fatal(err)
+					}
+					d = timeLaunches(b, t, g, 1, func(int) error {
+						return g.FP8Quantize(g.Stream, BF16, xq, x, m, k, FP8Quant{}, amax, sx)
+					})
+				})
+				per := d.Seconds() / float64(b.N)
+				b.ReportMetric(per*1e6, "us/quant")
+				b.ReportMetric(float64(3*m*k)/per/1e9, "GB/s")
+			})
+		}
+	}
 }
 
 // BenchmarkGemmFP8 times FP8 against bf16 GEMMs at Llama-3.1-8B's

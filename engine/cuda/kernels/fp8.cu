@@ -73,14 +73,47 @@ __device__ __forceinline__ float block_max(float v) {
 	return v;
 }
 
+// amax_span is max |x| over this thread's share of x[0..n): elements
+// start, start + stride, ... in 16-byte packs of eight where x is aligned,
+// four packs in flight per thread (a scalar loop spent its time waiting on
+// one load after another: 8 to 28 µs to quantize a decode input of 32K
+// values on an H200), then the tail of fewer than eight one by one. A
+// maximum is the same in any order, so the result is exactly the scalar
+// loop's.
+template <class T>
+__device__ __forceinline__ float amax_span(const T *x, long long n, long long start, long long stride) {
+	float m = 0.f;
+	long long done = 0;
+	if ((((unsigned long long)x) & 15) == 0) {
+		const pack8 *v = (const pack8 *)x;
+		const long long nv = n >> 3;
+		long long i = start;
+		for (; i + 3 * stride < nv; i += 4 * stride) {
+			pack8 p[4];
+#pragma unroll
+			for (int u = 0; u < 4; u++) p[u] = v[i + u * stride];
+#pragma unroll
+			for (int u = 0; u < 4; u++)
+#pragma unroll
+				for (int j = 0; j < 8; j++) m = amax_acc(m, pack_get<T>(p[u], j));
+		}
+		for (; i < nv; i += stride) {
+			const pack8 p = v[i];
+#pragma unroll
+			for (int j = 0; j < 8; j++) m = amax_acc(m, pack_get<T>(p, j));
+		}
+		done = nv << 3;
+	}
+	for (long long i = done + start; i < n; i += stride) m = amax_acc(m, to_f32(x[i]));
+	return m;
+}
+
 // fp8_amax: part[b] = max |x| over block b's share of n elements: the
 // partial maxima fp8_quant reduces (no atomics, so nothing to clear).
 template <class T>
 __device__ __forceinline__ void fp8_amax(const T *x, long long n, float *part) {
 	pdl_enter();
-	float m = 0.f;
-	for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-		m = amax_acc(m, to_f32(x[i]));
+	float m = amax_span(x, n, blockIdx.x * (long long)blockDim.x + threadIdx.x, (long long)gridDim.x * blockDim.x);
 	m = block_max(m);
 	if (threadIdx.x == 0) part[blockIdx.x] = m;
 }
@@ -105,12 +138,10 @@ __device__ __forceinline__ void fp8_quant(const T *x, u8 *q, int rows, int k, co
 	float s, m = 0.f;
 	switch (mode) {
 	case FQ_ROW:
-		for (int i = threadIdx.x; i < k; i += blockDim.x) m = amax_acc(m, to_f32(xr[i]));
-		s = fp8_scale(block_max(m));
+		s = fp8_scale(block_max(amax_span(xr, k, threadIdx.x, blockDim.x)));
 		break;
 	case FQ_SELF:
-		for (long long i = threadIdx.x; i < (long long)rows * k; i += blockDim.x) m = amax_acc(m, to_f32(x[i]));
-		s = fp8_scale(block_max(m));
+		s = fp8_scale(block_max(amax_span(x, (long long)rows * k, threadIdx.x, blockDim.x)));
 		break;
 	case FQ_PARTS:
 		for (int i = threadIdx.x; i < nparts; i += blockDim.x) m = fmaxf(m, parts[i]);
@@ -122,7 +153,25 @@ __device__ __forceinline__ void fp8_quant(const T *x, u8 *q, int rows, int k, co
 	const bool perRow = mode == FQ_ROW;
 	if (threadIdx.x == 0 && (perRow || row == 0)) scales[perRow ? row : 0] = s;
 	const float inv = __frcp_rn(s);
-	for (int i = threadIdx.x; i < k; i += blockDim.x) q[row * k + i] = (u8)f32_to_e4m3(__fmul_rn(to_f32(xr[i]), inv));
+	u8 *qr = q + row * k;
+	int done = 0;
+	if ((k & 7) == 0 && (((unsigned long long)xr) & 15) == 0 && (((unsigned long long)qr) & 7) == 0) {
+		// Eight values in, eight codes out (one 16-byte load, one 8-byte store).
+		const pack8 *v = (const pack8 *)xr;
+		uint2 *o = (uint2 *)qr;
+		for (int i = threadIdx.x; i < (k >> 3); i += blockDim.x) {
+			const pack8 p = v[i];
+			u32 lo = 0, hi = 0;
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				lo |= f32_to_e4m3(__fmul_rn(pack_get<T>(p, j), inv)) << (8 * j);
+				hi |= f32_to_e4m3(__fmul_rn(pack_get<T>(p, j + 4), inv)) << (8 * j);
+			}
+			o[i] = make_uint2(lo, hi);
+		}
+		done = k;
+	}
+	for (int i = done + threadIdx.x; i < k; i += blockDim.x) qr[i] = (u8)f32_to_e4m3(__fmul_rn(to_f32(xr[i]), inv));
 }
 extern "C" __global__ void fp8_quant_f16(const f16 *x, u8 *q, int rows, int k, const float *stat, const float *parts, int nparts, float *scales, int mode) {
 	fp8_quant<f16>(x, q, rows, k, stat, parts, nparts, scales, mode);
