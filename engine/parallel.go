@@ -520,14 +520,17 @@ func (b *ranksBackend) MaxKVBlocks(c model.KVConfig) int {
 }
 
 // DecodeBatches are rank 0's (model.ShapeWarmer; the ranks' backends
-// are alike).
-func (b *ranksBackend) DecodeBatches(slots int) (out []int) {
-	b.rank0(func(be model.Backend) {
-		if w, ok := be.(model.ShapeWarmer); ok {
-			out = w.DecodeBatches(slots)
+// are alike), asked of every rank, since asking may set up a rank's
+// warm-up (the CUDA backend's choice of GEMM plans to time).
+func (b *ranksBackend) DecodeBatches(slots int) []int {
+	outs := make([][]int, len(b.p.rs))
+	_ = b.p.all(func(i int, r *rank) error {
+		if w, ok := r.be.(model.ShapeWarmer); ok {
+			outs[i] = w.DecodeBatches(slots)
 		}
+		return nil
 	})
-	return out
+	return outs[0]
 }
 
 // Ceilings are those rank 0's backend measured, if it did (the ranks'

@@ -114,16 +114,25 @@ var _ model.ShapeWarmer = (*Backend)(nil)
 // DecodeBatches are the decode batches that build something of their own
 // (model.ShapeWarmer): with graphs, each bucket up to slots (its graph and
 // the cuBLASLt plans of its padded rows); without, every size, since each
-// M then has plans of its own.
+// M then has plans of its own. cuBLASLt then times the algorithms of
+// those batch sizes only (BlasLt.TuneOnly), all of them in the warm-up
+// that follows.
 func (b *Backend) DecodeBatches(slots int) []int {
-	graphs := false // read where a failed capture turns them off
-	_ = b.dev.Do(func(*cuda.GPU) error { graphs = b.graphsOn; return nil })
-	if graphs {
-		return cuda.GraphBuckets(slots)
-	}
-	out := make([]int, slots)
-	for i := range out {
-		out[i] = i + 1
-	}
+	var out []int
+	_ = b.dev.Do(func(*cuda.GPU) error {
+		// graphsOn is read here, where a failed capture turns it off.
+		if b.graphsOn {
+			out = cuda.GraphBuckets(slots)
+		} else {
+			out = make([]int, slots)
+			for i := range out {
+				out[i] = i + 1
+			}
+		}
+		if b.blas != nil {
+			b.blas.TuneOnly(out)
+		}
+		return nil
+	})
 	return out
 }
