@@ -258,7 +258,7 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 			return nil, &ParamError{Field: "moe_weights", Value: "mxfp4", Msg: fmt.Sprintf("the %s backend (%s) has no MXFP4 expert kernels; expected auto or bf16", cfg.Backend, be.Name())}
 		}
 		if errors.Is(err, model.ErrNoFP8) {
-			return nil, noFP8Error(cfg, be, mc, kvFP8)
+			return nil, noFP8Error(cfg, be, mc, kvFP8, err)
 		}
 		return nil, err
 	}
@@ -413,10 +413,11 @@ func (e *engine) kvPaging(reqs []datasets.Request, maxLen int) (*kvPool, int) {
 }
 
 // noFP8Error is the refusal of FP8 (dtype fp8 or kv_cache_dtype fp8) on a
-// backend without it: what the backend lacks decides which parameter is
-// blamed. The CUDA backend has FP8 GEMMs for dense layers only, and no
+// backend without it, err model.New's: what the backend lacks decides
+// which parameter is blamed. The CUDA backend has FP8 GEMMs, not for all
+// weights (a checkpoint's FP8 experts with a static input scale), and no
 // FP8 KV cache.
-func noFP8Error(cfg Config, be model.Backend, mc ModelConfig, kv bool) error {
+func noFP8Error(cfg Config, be model.Backend, mc ModelConfig, kv bool, err error) error {
 	_, gemms := be.(model.FP8GEMMs)
 	_, kvOK := be.(model.FP8KV)
 	field, what := "dtype", "FP8 GEMMs"
@@ -425,8 +426,9 @@ func noFP8Error(cfg Config, be model.Backend, mc ModelConfig, kv bool) error {
 	}
 	msg := fmt.Sprintf("%s fp8 needs the %s backend's %s, which it does not have (%s)", field, cfg.Backend, what, be.Name())
 	switch {
-	case field == "dtype" && gemms && mc.MoE():
-		msg = fmt.Sprintf("dtype fp8 on the %s backend runs dense layers only: model %s's MoE experts have FP8 kernels there that are not yet verified on a GPU (XRUN_CUDA_FP8_MOE=1 runs them); run it on engine cpu, or in bfloat16", cfg.Backend, mc.Name)
+	case field == "dtype" && gemms:
+		// It has FP8 GEMMs, not for something of this model: err says what.
+		msg = fmt.Sprintf("dtype fp8 on the %s backend cannot run all of model %s (%v); run it in bfloat16", cfg.Backend, mc.Name, err)
 	case cfg.Backend == "cuda" && field == "kv_cache_dtype":
 		msg = "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet (its attention kernels read fp16/bf16 keys and values); it runs on engine cpu as the reference"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -150,20 +151,21 @@ func TestFP8RefusedWithoutKernels(t *testing.T) {
 	if e.(*engine).m.Capacity().BlockSize != 0 {
 		t.Error("a backend without paging got a paged cache")
 	}
-	// The CUDA backend has FP8 GEMMs for dense layers and no FP8 KV cache:
-	// its refusals blame what it lacks.
+	// The CUDA backend has FP8 GEMMs (not for every weight) and no FP8 KV
+	// cache: its refusals blame what it lacks, and say why.
 	dense, _ := LookupModel("tiny-llama")
 	moe, _ := LookupModel("tiny-moe")
+	why := fmt.Errorf("weight experts: FP8 experts with a static or per-token input scale on the CUDA backend: %w", model.ErrNoFP8)
 	for _, c := range []struct {
 		mc          ModelConfig
 		kv          bool
 		field, want string
 	}{
-		{moe, false, "dtype", "dtype fp8 on the cuda backend runs dense layers only: model tiny-moe's MoE experts have FP8 kernels there that are not yet verified on a GPU (XRUN_CUDA_FP8_MOE=1 runs them)"},
+		{moe, false, "dtype", "dtype fp8 on the cuda backend cannot run all of model tiny-moe (weight experts: FP8 experts with a static or per-token input scale"},
 		{dense, true, "kv_cache_dtype", "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet"},
 		{moe, true, "kv_cache_dtype", "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache"},
 	} {
-		err := noFP8Error(Config{Backend: "cuda"}, fp8GEMMsOnly{}, c.mc, c.kv)
+		err := noFP8Error(Config{Backend: "cuda"}, fp8GEMMsOnly{}, c.mc, c.kv, why)
 		var pe *ParamError
 		if !errors.As(err, &pe) || pe.Field != c.field || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s, kv %v: %v; want a ParamError on %s saying %q", c.mc.Name, c.kv, err, c.field, c.want)

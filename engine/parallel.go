@@ -310,7 +310,7 @@ func newRanks(cfg Config, mc ModelConfig, newBackend func(model.BackendOptions) 
 			r.m, err = model.New(r.be, mc, o)
 			if errors.Is(err, model.ErrNoFP8) {
 				// The user's parameter to blame, as New says unsplit.
-				err = noFP8Error(cfg, r.be, mc, opt.KVFP8)
+				err = noFP8Error(cfg, r.be, mc, opt.KVFP8, err)
 			}
 			return err
 		})

@@ -144,7 +144,6 @@ type SwitchTable struct {
 	CUDAKVPaged     FlagSwitch
 	KVBlock         IntSwitch
 	WarmShapes      FlagSwitch
-	CUDAFP8MoE      FlagSwitch
 }
 
 // Switches are all of the engine's switches: their table, not their
@@ -200,10 +199,6 @@ var Switches = SwitchTable{
 		"`1` lets the CUDA backend page its KV cache as XRUN_KV_PAGED says (paged attention kernels: tokens identical to the fixed slots on an H100, speed not yet measured); by default it keeps a fixed slot per request"),
 	KVBlock: pow2Switch("XRUN_KV_BLOCK", 32, 16, 256,
 		"positions per block of the paged KV cache (TensorRT-LLM's tokens_per_block, whose default is 32 too)"),
-	// Off until TestMoEFP8 and TestFP8MoEMatchesCPU have passed on a GPU;
-	// then on, and this switch goes.
-	CUDAFP8MoE: flagSwitch("XRUN_CUDA_FP8_MOE", false, true,
-		"`1` lets `dtype: fp8` run a MoE model's experts in FP8 on the CUDA backend (moe_fp8: E4M3 codes, the input and activations quantized per tensor, as the CPU backend computes them; written without a GPU, not yet verified on one); by default such models are refused there"),
 	WarmShapes: flagSwitch("XRUN_WARM_SHAPES", true, true,
 		"before a run's warm-up requests (and before xrun serve takes requests), a few untimed decode iterations at every batch size the backend builds something for (CUDA: each graph bucket, its cuBLASLt plans), as TensorRT-LLM and vLLM capture their graphs at start-up; `0` leaves the building to the timed iterations that first reach each size"),
 }
@@ -299,7 +294,6 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAKVPaged:     t.CUDAKVPaged.On(getenv),
 		KVBlock:         t.KVBlock.Int(getenv),
 		WarmShapes:      t.WarmShapes.On(getenv),
-		CUDAFP8MoE:      t.CUDAFP8MoE.On(getenv),
 	}
 }
 

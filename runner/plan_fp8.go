@@ -10,10 +10,10 @@ import (
 // 22): dtype fp8 and kv_cache_dtype fp8 are xrun's own engine's
 // (TensorRT-LLM takes FP8 as a quantized checkpoint, not a dtype), MLA
 // models' block-scaled FP8 is not supported, nor is FP8 with GPT-OSS's
-// expert biases or its sinks and window, and the CUDA backend runs FP8
-// GEMMs for dense layers only and has no FP8 KV cache. On engine auto the
-// backend is chosen when the study runs, so the plan warns and
-// autoCudaFP8Error keeps the error for Cell.CheckBackend.
+// expert biases or its sinks and window, and the CUDA backend has no FP8
+// KV cache. On engine auto the backend is chosen when the study runs, so
+// the plan warns and autoCudaFP8Error keeps the error for
+// Cell.CheckBackend.
 func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []int32, warn func(string)) error {
 	gemms := p.Dtype == "fp8" && na&(1<<pDtype) == 0
 	kv := p.KVCacheDtype == "fp8" && na&(1<<pKVCacheDtype) == 0
@@ -45,7 +45,7 @@ func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []i
 		n, f := d.blame(vals, pKVCacheDtype, pModel)
 		return d.errAt(n, f, "kv_cache_dtype fp8: model %s's GPT-OSS attention sinks and sliding window have no FP8 KV cache on any backend; use kv_cache_dtype auto", p.Model)
 	}
-	msg, pi := cudaFP8Problem(p, m, gemms, kv, d.fp8MoE())
+	msg, pi := cudaFP8Problem(kv)
 	if msg == "" {
 		return nil
 	}
@@ -60,22 +60,12 @@ func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []i
 	return nil
 }
 
-// fp8MoE reports whether the environment the spec is read in lets the
-// CUDA backend run FP8 experts (XRUN_CUDA_FP8_MOE=1, opt-in until they are
-// verified on a GPU).
-func (d *decoder) fp8MoE() bool {
-	return d.getenv != nil && engine.Switches.CUDAFP8MoE.On(d.getenv)
-}
-
 // cudaFP8Problem says what of a cell's FP8 the CUDA backend cannot run,
-// and the parameter that asks for it; "" when it can run it all. fp8MoE
-// says FP8 experts are switched on.
-func cudaFP8Problem(p *Params, m *engine.ModelConfig, gemms, kv, fp8MoE bool) (string, int) {
-	switch {
-	case kv:
+// and the parameter that asks for it; "" when it can run it all: its FP8
+// GEMMs take dense layers and MoE experts, so only an FP8 KV cache (kv).
+func cudaFP8Problem(kv bool) (string, int) {
+	if kv {
 		return "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet (its attention kernels read fp16/bf16 keys and values); engine cpu runs it as the reference", pKVCacheDtype
-	case gemms && m.MoE() && !fp8MoE:
-		return fmt.Sprintf("dtype fp8 on the CUDA backend runs dense layers only: model %s's MoE experts have FP8 kernels there that are not yet verified on a GPU (XRUN_CUDA_FP8_MOE=1 runs them); use engine cpu, or bfloat16", p.Model), pDtype
 	}
 	return "", 0
 }
@@ -87,9 +77,8 @@ func (d *decoder) autoCudaFP8Error(p *Params, na uint64, vals []int32) *SpecErro
 	if p.Engine != "auto" || m == nil {
 		return nil
 	}
-	gemms := p.Dtype == "fp8" && na&(1<<pDtype) == 0
 	kv := p.KVCacheDtype == "fp8" && na&(1<<pKVCacheDtype) == 0
-	msg, pi := cudaFP8Problem(p, m, gemms, kv, d.fp8MoE())
+	msg, pi := cudaFP8Problem(kv)
 	if msg == "" {
 		return nil
 	}

@@ -21,9 +21,10 @@ func TestPlanFP8(t *testing.T) {
 		{"cpu kv fp8", "params: {model: tiny-llama, engine: cpu}\nmatrix: {dtype: [bfloat16, fp8], kv_cache_dtype: [auto, fp8]}", 4, "", ""},
 		{"cpu MoE fp8", "params: {model: tiny-moe, engine: cpu, dtype: fp8}", 1, "", ""},
 		{"cuda dense fp8", "params: {model: tiny-llama, engine: cuda}\nmatrix: {dtype: [bfloat16, fp8], gemm_plugin: [auto, disable]}", 4, "", ""},
-		{"cuda MoE fp8", "params: {model: tiny-moe, engine: cuda, dtype: fp8}", 0, "MoE experts have FP8 kernels there that are not yet verified on a GPU (XRUN_CUDA_FP8_MOE=1 runs them)", ""},
+		{"cuda MoE fp8", "params: {model: tiny-moe, engine: cuda, dtype: fp8}", 1, "", ""},
 		{"cuda kv fp8", "params: {model: tiny-llama, engine: cuda, kv_cache_dtype: fp8}", 0, "needs the CUDA backend's FP8 KV cache", ""},
-		{"auto MoE fp8 warns", "params: {model: tiny-moe, dtype: fp8}", 1, "", "dtype fp8 on engine auto (params.dtype, line 1)"},
+		{"auto MoE fp8", "params: {model: tiny-moe, dtype: fp8}", 1, "", ""},
+		{"auto kv fp8 warns", "params: {model: tiny-llama, kv_cache_dtype: fp8}", 1, "", "kv_cache_dtype fp8 on engine auto (params.kv_cache_dtype, line 1)"},
 		{"kv_cache_dtype is the built-in engine's", "params: {model: tinyllama-1.1b, engine: trtllm}\nmatrix: {kv_cache_dtype: [auto, fp8]}", 1, "", ""},
 		{"mla", "params: {model: tiny-deepseek, engine: cpu, kv_cache_dtype: fp8}", 0, "block-scaled FP8 is not supported", ""},
 		// GPT-OSS's features have no FP8 on either backend (engine/model's
@@ -76,17 +77,13 @@ func TestPlanFP8(t *testing.T) {
 	}
 }
 
-// TestPlanFP8MoESwitch: with XRUN_CUDA_FP8_MOE=1 in the environment the
-// spec is read in, a MoE model's fp8 cells on engine cuda plan (the
-// backend runs them); without it they are refused, as above.
-func TestPlanFP8MoESwitch(t *testing.T) {
-	const spec = "params: {model: tiny-moe, engine: cuda, dtype: fp8}"
-	on := func(k string) string { return map[string]string{"XRUN_CUDA_FP8_MOE": "1"}[k] }
-	s, err := ParseSpec("t.yaml", []byte(spec), LoadOptions{Getenv: on})
-	if err != nil || len(s.Plan.Cells) != 1 {
-		t.Fatalf("with the switch: %v", err)
-	}
-	if _, err := ParseSpec("t.yaml", []byte(spec), LoadOptions{Getenv: func(string) string { return "" }}); err == nil {
-		t.Error("without the switch: planned")
+// TestPlanFP8MoEOnCUDA: the CUDA backend runs FP8 experts, so a MoE
+// model's fp8 cell on engine auto is not refused there either.
+func TestPlanFP8MoEOnCUDA(t *testing.T) {
+	s := mustParse(t, "params: {model: tiny-moe, dtype: fp8}\n")
+	for i := range s.Plan.Cells {
+		if err := s.Plan.Cells[i].CheckBackend("cuda"); err != nil {
+			t.Errorf("%s on cuda: %v", s.Plan.Cells[i].ID, err)
+		}
 	}
 }

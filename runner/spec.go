@@ -77,10 +77,6 @@ type LoadOptions struct {
 	Sets []string
 	// MaxCells is the most cells the plan may have; 0 means DefaultMaxCells.
 	MaxCells int
-	// Getenv reads the engine's switches where they decide what a cell
-	// may ask for (XRUN_CUDA_FP8_MOE); nil reads none (every switch at
-	// its default).
-	Getenv func(string) string
 }
 
 // Spec is a decoded, validated and expanded study.
@@ -176,7 +172,6 @@ func ParseSpec(file string, data []byte, opts LoadOptions) (*Spec, error) {
 		data:   data,
 		origin: map[*yaml.Node]string{},
 		models: map[string]*engine.ModelConfig{},
-		getenv: opts.Getenv,
 		spec: &Spec{
 			File: file, Dir: filepath.Dir(file), SchemaVersion: SchemaVersion,
 			Repeats: DefaultRepeats, Sets: slices.Clone(opts.Sets),
@@ -246,7 +241,6 @@ type decoder struct {
 	visits int
 	spec   *Spec
 	models map[string]*engine.ModelConfig
-	getenv func(string) string
 
 	rootNode   *yaml.Node
 	commandKey *yaml.Node

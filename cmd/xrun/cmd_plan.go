@@ -112,7 +112,7 @@ func runPlan(ctx context.Context, a *app, opts *planOptions, args []string) erro
 	default:
 		return usageError{fmt.Errorf("--probe: expected auto, yes or no, got %q", opts.probe)}
 	}
-	spec, err := runner.LoadSpec(args[0], runner.LoadOptions{Sets: opts.sets, MaxCells: opts.maxCells, Getenv: a.gs.Getenv})
+	spec, err := runner.LoadSpec(args[0], runner.LoadOptions{Sets: opts.sets, MaxCells: opts.maxCells})
 	if err != nil {
 		return err
 	}

@@ -240,7 +240,7 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 			return err
 		}
 	}
-	spec, err := runner.LoadSpec(args[0], runner.LoadOptions{Sets: opts.sets, MaxCells: opts.maxCells, Getenv: a.gs.Getenv})
+	spec, err := runner.LoadSpec(args[0], runner.LoadOptions{Sets: opts.sets, MaxCells: opts.maxCells})
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func runRun(ctx context.Context, a *app, opts *runOptions, args []string) error 
 		Command: "xrun run " + args[0], Log: log, Progress: progress,
 	}
 	load := func(sets []string) (*runner.Spec, error) {
-		return runner.LoadSpec(args[0], runner.LoadOptions{Sets: sets, MaxCells: opts.maxCells, Getenv: a.gs.Getenv})
+		return runner.LoadSpec(args[0], runner.LoadOptions{Sets: sets, MaxCells: opts.maxCells})
 	}
 	if opts.resume {
 		spec = resumeSearch(spec, opts, load, log)

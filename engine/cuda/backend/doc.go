@@ -26,9 +26,10 @@
 // next one can do its work too: why a dense layer at decode is five
 // kernels), ops.go (the model's ops), pipeline.go (Argmax and the pipelined
 // picks), profiling.go (CUPTI, the profiler window, NVTX), fp8.go (dtype
-// fp8: E4M3 weights and the FP8 GEMMs, dense layers only; no FP8 KV cache
-// yet), gptoss.go (GPT-OSS: bias adds, attention with sinks over a window
-// on a ring KV cache, experts with biases and the clamped SwiGLU), mla.go
+// fp8: E4M3 weights and the FP8 GEMMs; no FP8 KV cache yet), moe_fp8.go
+// (dtype fp8's MoE experts), gptoss.go (GPT-OSS: bias adds, attention with
+// sinks over a window on a ring KV cache, experts with biases and the
+// clamped SwiGLU), mla.go
 // (DeepSeek-V3's multi-head latent attention and grouped routing),
 // moe_mxfp4.go (moe_weights mxfp4: experts kept as MXFP4 codes and scales,
 // dequantized in the expert kernels; unverified on a GPU, so auto stays

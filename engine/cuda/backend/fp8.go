@@ -23,11 +23,9 @@ import (
 // stay in bf16. FP8 GEMMs are never held back for the decode GEMV fusions
 // (fusion.go): the norm in front of one runs on its own.
 //
-// MoE experts run in FP8 only with XRUN_CUDA_FP8_MOE=1 (moe_fp8.go, not
-// yet verified on a GPU); otherwise a model with experts under dtype fp8
-// is refused with model.ErrNoFP8, as is an FP8 KV cache (the attention
-// kernels read fp16/bf16 keys and values; the backend is not
-// model.FP8KV).
+// MoE experts run in FP8 too (moe_fp8.go). An FP8 KV cache is refused
+// with model.ErrNoFP8 (the attention kernels read fp16/bf16 keys and
+// values; the backend is not model.FP8KV).
 
 // randomFill is how a Random weight was generated.
 type randomFill struct {
@@ -68,8 +66,6 @@ type fp8Scratch struct {
 func errNoFP8(name, what string) error {
 	return fmt.Errorf("%s: %s on the CUDA backend: %w", name, what, model.ErrNoFP8)
 }
-
-const noFP8Experts = "FP8 MoE experts (not yet verified on a GPU: XRUN_CUDA_FP8_MOE=1 runs them)"
 
 // uploadFP8 makes an FP8 GEMM weight of an F8_E4M3 checkpoint tensor: its
 // codes and scales as they are.

@@ -188,15 +188,14 @@ func TestFP8CheckpointMatMul(t *testing.T) {
 }
 
 // TestFP8Refusals: what the CUDA backend has no FP8 kernels for is refused
-// with model.ErrNoFP8 (engine.New turns it into a spec error): MoE
-// experts, and an FP8 KV cache.
+// with model.ErrNoFP8 (engine.New turns it into a spec error): an FP8 KV
+// cache.
 func TestFP8Refusals(t *testing.T) {
 	needGPU(t)
 	for _, c := range []struct {
 		model string
 		opt   model.Options
 	}{
-		{"tiny-moe", model.Options{FP8: true}},
 		{"tiny-llama", model.Options{KVFP8: true}},
 	} {
 		cfg, ok := engine.ZooModel(c.model)
@@ -242,7 +241,6 @@ func TestEngineRunFP8(t *testing.T) {
 		cfg   engine.Config
 		field string
 	}{
-		{engine.Config{Model: "tiny-moe", Backend: "cuda", Dtype: "fp8"}, "dtype"},
 		{engine.Config{Model: "tiny-llama", Backend: "cuda", KVCacheDtype: "fp8"}, "kv_cache_dtype"},
 	} {
 		_, err := engine.New(context.Background(), c.cfg)

@@ -13,20 +13,14 @@ import (
 // FP8 experts (dtype fp8 on a MoE model; model.FP8GEMMs): an Experts
 // stack's codes are the tensor's buf and its scales, one float32 a row
 // [E][N], its q.scales (q.nw = E·N); MoE on such weights runs
-// cuda.MoEFP8, as the CPU backend's moeFP8 computes it.
-//
-// UNVERIFIED ON A GPU: written without one. Opt-in (XRUN_CUDA_FP8_MOE=1)
-// until TestMoEFP8 and TestFP8MoEMatchesCPU pass on one; without it such
-// weights are refused with model.ErrNoFP8, as before.
+// cuda.MoEFP8, as the CPU backend's moeFP8 computes it (TestMoEFP8 and
+// TestFP8MoEMatchesCPU check it on a GPU).
 
 // quantizeExpertsFP8 replaces an Experts stack [E][N][K] by E4M3 codes
 // with a scale per expert, amax/448, repeated for its rows (the CPU
 // backend's QuantizeFP8): of the float32 values a Random weight was
 // generated from, else of its fp16/bf16 values.
 func (b *Backend) quantizeExpertsFP8(t *tensor) (model.Tensor, error) {
-	if !b.fp8MoEOn {
-		return nil, errNoFP8(t.name, noFP8Experts)
-	}
 	E, N, K := t.shape[0], t.shape[1], t.shape[2]
 	if K%16 != 0 {
 		return nil, fmt.Errorf("%s: FP8 experts of rows of %d values: want a multiple of 16", t.name, K)
@@ -77,9 +71,6 @@ func (b *Backend) spreadExpertScales(g *cuda.GPU, scales cuda.Buffer, E, N int) 
 // codes as they are, its scales one a row. A static or per-token input
 // scale is not taken (the kernels quantize the input per tensor).
 func (b *Backend) uploadExpertsFP8(name string, h model.HostTensor) (model.Tensor, error) {
-	if !b.fp8MoEOn {
-		return nil, errNoFP8(name, noFP8Experts)
-	}
 	if err := h.CheckFP8(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -10,14 +10,6 @@ import (
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
-// fp8MoESwitches are the default switches with FP8 experts on
-// (XRUN_CUDA_FP8_MOE, opt-in until these tests pass on a GPU).
-func fp8MoESwitches() *model.Switches {
-	sw := engine.DefaultSwitches()
-	sw.CUDAFP8MoE = true
-	return &sw
-}
-
 // TestFP8MoEMatchesCPU runs tiny-moe with FP8 GEMMs and FP8 experts on
 // the CPU (the reference: engine/cpu's moeFP8) and on the GPU (bf16
 // activations, moe_fp8) through the scripted batches (prefill, mixed,
@@ -32,12 +24,7 @@ func TestFP8MoEMatchesCPU(t *testing.T) {
 	sc, want := fp8Reference(t, cfg)
 	for _, gemm := range []string{"auto", "disable"} {
 		t.Run(gemm, func(t *testing.T) {
-			be, err := New(model.BackendOptions{Gemm: gemm, Dtype: "bfloat16", Switches: fp8MoESwitches()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer be.Close()
-			m := newModelOpt(t, be, cfg, model.Options{FP8: true})
+			m := newModelOpt(t, newBackend(t, gemm, "bfloat16"), cfg, model.Options{FP8: true})
 			var agree, rows int
 			for i, s := range sc {
 				got := runStep(t, m, s)
@@ -60,11 +47,10 @@ func TestFP8MoEMatchesCPU(t *testing.T) {
 
 // TestEngineRunFP8MoE serves a dataset through engine.New / Run with dtype
 // fp8 on tiny-moe (the runner's path: warm-up of decode batch sizes,
-// graphs, expert loads) with FP8 experts switched on.
+// graphs, expert loads).
 func TestEngineRunFP8MoE(t *testing.T) {
 	needGPU(t)
-	e, reqs, res := serveSmall(t, engine.Config{Model: "tiny-moe", Backend: "cuda", BatchSize: 8, Warmup: 2, Dtype: "fp8",
-		Switches: fp8MoESwitches()})
+	e, reqs, res := serveSmall(t, engine.Config{Model: "tiny-moe", Backend: "cuda", BatchSize: 8, Warmup: 2, Dtype: "fp8"})
 	for i, r := range res.Requests {
 		if len(r.OutputIDs) != reqs[i].OutputTokens {
 			t.Errorf("request %d: %d tokens, want %d", i, len(r.OutputIDs), reqs[i].OutputTokens)
