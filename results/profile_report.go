@@ -47,6 +47,9 @@ func profileSections(r *Results, ax []axisInfo) []ProfileSection {
 		if line := passLine(c, p); line != "" {
 			diag = append([]string{line}, diag...)
 		}
+		if line := warmupLine(p); line != "" {
+			diag = append([]string{line}, diag...)
+		}
 		out = append(out, ProfileSection{Cell: c.ID, Label: strings.Join(label, " "), Kernels: t, Diagnosis: diag})
 	}
 	return out
@@ -77,6 +80,21 @@ func passLine(c *Cell, p *Profile) string {
 			pass/s.Median, formatSig(s.Median, 4))
 	}
 	return line
+}
+
+// warmupLine says that a window profiled warm-up iterations, which run
+// the warm-up requests (a batch of a few) rather than the timed ones: its
+// kernel table is not the run's.
+func warmupLine(p *Profile) string {
+	if p.WarmupIterations <= 0 {
+		return ""
+	}
+	of := ""
+	if p.Iterations > 0 {
+		of = fmt.Sprintf(" of its %d", p.Iterations)
+	}
+	return fmt.Sprintf("NOT THE TIMED RUN: %d%s iterations ran the warm-up requests (the timed ones start at iteration %d), so this profile is largely the warm-up's; a profile_window from %d on profiles the run",
+		p.WarmupIterations, of, p.FirstTimedIteration, p.FirstTimedIteration)
 }
 
 // writeProfilesMarkdown draws the profile sections under one heading.

@@ -90,3 +90,21 @@ func TestPassLine(t *testing.T) {
 		t.Errorf("passLine without a summary = %q", got)
 	}
 }
+
+// A window that profiled warm-up iterations says so first, with where the
+// timed requests start; one that did not says nothing.
+func TestWarmupLine(t *testing.T) {
+	got := warmupLine(&Profile{Iterations: 5, WarmupIterations: 5, FirstTimedIteration: 128})
+	want := "NOT THE TIMED RUN: 5 of its 5 iterations ran the warm-up requests (the timed ones start at iteration 128), so this profile is largely the warm-up's; a profile_window from 128 on profiles the run"
+	if got != want {
+		t.Errorf("warmupLine:\n got %q\nwant %q", got, want)
+	}
+	if got := warmupLine(&Profile{Iterations: 5}); got != "" {
+		t.Errorf("warmupLine of a window in the timed run = %q, want none", got)
+	}
+	secs := profileSections(&Results{Cells: []Cell{{ID: "c", Profile: &Profile{Window: "100-104", Iterations: 5, WarmupIterations: 5,
+		FirstTimedIteration: 128, Diagnosis: []string{"d"}}}}}, nil)
+	if len(secs) != 1 || len(secs[0].Diagnosis) != 2 || secs[0].Diagnosis[0] != want {
+		t.Errorf("profile sections %+v: want the warm-up line first, then the diagnosis", secs)
+	}
+}

@@ -220,6 +220,13 @@ type Profile struct {
 	// (xrun's own engine). Optional (older files lack them).
 	WindowIterationNs      float64 `json:"window_iteration_ns,omitempty"`
 	TimedWindowIterationNs float64 `json:"timed_window_iteration_ns,omitempty"`
+	// WarmupIterations is how many of the window's iterations ran the
+	// warm-up requests (warm-up iterations count, as in TensorRT-LLM), and
+	// FirstTimedIteration the first iteration of the timed requests: a
+	// window in the warm-up profiles a batch of warm-up requests, not the
+	// run. Optional (absent: none did, or an older file).
+	WarmupIterations    int `json:"warmup_iterations,omitempty"`
+	FirstTimedIteration int `json:"first_timed_iteration,omitempty"`
 }
 
 // Kernel is one row of a kernel summary.

@@ -30,6 +30,7 @@ func (d *decoder) cellChecks(p *Params, m *engine.ModelConfig, na uint64, vals [
 	if err := d.lengthCheck(p, m, vals, warn); err != nil {
 		return err
 	}
+	d.windowCheck(p, vals, warn)
 	if err := d.fp8Check(p, m, na, vals, warn); err != nil {
 		return err
 	}

@@ -447,6 +447,7 @@ func (w *cellWorker) measure(ctx context.Context) error {
 			w.artifacts = append(w.artifacts, layout.CellArtifact(w.cell.ID, f))
 		}
 		w.rec.Profile.PassMetrics = results.Metrics(res.Metrics)
+		w.rec.Profile.WarmupIterations, w.rec.Profile.FirstTimedIteration = profiledWarmup(res.Iterations)
 		if _, mean := windowTiming(res, spans); mean > 0 {
 			var timed []float64
 			for _, d := range w.done {
@@ -462,6 +463,30 @@ func (w *cellWorker) measure(ctx context.Context) error {
 		w.log.Info().Int("ops", len(res.Ops)).Float64("system_output_throughput_tok_s", res.Metrics["system_output_throughput_tok_s"]).Msg("profiled pass done")
 	}
 	return nil
+}
+
+// profiledWarmup counts the profiled iterations that ran warm-up
+// requests and finds the first timed iteration; 0, 0 when none did.
+func profiledWarmup(its []engine.IterationRecord) (warm, firstTimed int) {
+	firstTimed = -1
+	lastWarm := -1
+	for _, r := range its {
+		if r.Warmup {
+			lastWarm = max(lastWarm, r.Index)
+			if r.Profiled {
+				warm++
+			}
+		} else if firstTimed < 0 {
+			firstTimed = r.Index
+		}
+	}
+	if warm == 0 {
+		return 0, 0
+	}
+	if firstTimed < 0 { // the pass stopped after its window, in the warm-up
+		firstTimed = lastWarm + 1
+	}
+	return warm, firstTimed
 }
 
 // profileRecord is a profiled pass's summary as results.json records it,
