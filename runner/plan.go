@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -143,7 +144,11 @@ func (c *Cell) Flat() map[string]any {
 	m := make(map[string]any, numParams)
 	for pi, p := range params {
 		if p.identity && c.applies(pi) {
-			m[p.path] = p.get(&c.Params)
+			v := p.get(&c.Params)
+			if d, ok := v.(time.Duration); ok { // results files hold JSON scalars
+				v = showDuration(d)
+			}
+			m[p.path] = v
 		}
 	}
 	return m
@@ -291,6 +296,9 @@ func (d *decoder) expand(maxCells int) (*Plan, error) {
 		}
 		if !explicit[pEOSID] {
 			p.Dataset.EOSID = model.EOS
+		}
+		if err := d.sizeForLoad(&p, c.vals); err != nil {
+			return nil, err
 		}
 		if err := d.layersCheck(&p, model, c.vals); err != nil {
 			return nil, err

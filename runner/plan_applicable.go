@@ -114,7 +114,7 @@ func whyNotApplicable(pi int, p *Params) string {
 		return fmt.Sprintf("moe_weights has no effect on dense model %s", p.Model)
 	case pKVFraction:
 		return "kv_cache_free_gpu_mem_fraction has no effect on the cpu engine"
-	case pRequestRate, pBurstiness, pConcurrency:
+	case pRequestRate, pBurstiness, pConcurrency, pLoadDuration:
 		return whyLoadNotApplicable(pi, p)
 	case pLayers:
 		if p.Engine == trtllm.Name {

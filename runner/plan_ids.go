@@ -50,6 +50,9 @@ type cellEncoder struct {
 	baseSlug  [numParams]string
 	identity  []int // hashOrder without the parameters that are not identity
 	perCellPi [numParams]bool
+	// derived are the parameters set per cell from others, whatever the
+	// spec gave (dataset.num_requests under load_duration: sizeForLoad).
+	derived [numParams]bool
 }
 
 func (d *decoder) newEncoder() *cellEncoder {
@@ -67,6 +70,7 @@ func (d *decoder) newEncoder() *cellEncoder {
 			e.baseLine[pi] = appendLine(nil, pi, &d.spec.Params)
 		}
 	}
+	e.derived[pNumRequests] = d.spec.Params.LoadDuration > 0
 	return e
 }
 
@@ -84,7 +88,7 @@ func (e *cellEncoder) appendCell(b []byte, p *Params, na uint64, vals []int32) [
 	for _, pi := range e.identity {
 		switch vi := vals[pi]; {
 		case na&(1<<pi) != 0:
-		case params[pi].whenGiven:
+		case params[pi].whenGiven, e.derived[pi]:
 			// Made canonical per cell (layers: a model's own count is
 			// all).
 			b = appendLine(b, pi, p)

@@ -246,3 +246,46 @@ func TestSearchStalled(t *testing.T) {
 		t.Error("no results: something stalled")
 	}
 }
+
+// load_duration sizes each rate's dataset for about as long a load:
+// ceil(rate x duration) requests, dataset.num_requests the least; it has
+// no effect offline, and a dataset file cannot be sized.
+func TestLoadDuration(t *testing.T) {
+	spec := mustParse(t, `name: l
+params: {model: tiny-llama, engine: cpu, load_duration: 5s, dataset: {num_requests: 120}}
+matrix:
+  request_rate: [inf, 16, 1024, 0.3]
+`)
+	want := map[float64]int{0: 120, 16: 120, 1024: 5120, 0.3: 120}
+	if len(spec.Plan.Cells) != len(want) {
+		t.Fatalf("%d cells, want %d", len(spec.Plan.Cells), len(want))
+	}
+	for _, c := range spec.Plan.Cells {
+		if n := c.Params.Dataset.NumRequests; n != want[c.Params.RequestRate] {
+			t.Errorf("%s: %d requests, want %d", c.ID, n, want[c.Params.RequestRate])
+		}
+		if off := c.Params.RequestRate == 0; off == c.applies(pLoadDuration) {
+			t.Errorf("%s: load_duration applies %v at rate %v", c.ID, !off, c.Params.RequestRate)
+		}
+	}
+	// 33 req/s for 5 s: 165 requests, one dataset of its own.
+	s := mustParse(t, "name: l\nparams: {model: tiny-llama, engine: cpu, request_rate: 33, load_duration: 5s, dataset: {num_requests: 10}}\n")
+	if n := s.Plan.Cells[0].Params.Dataset.NumRequests; n != 165 {
+		t.Errorf("33 req/s for 5s: %d requests, want 165", n)
+	}
+	// Without it, as before: its cells keep their ids.
+	a, b := mustParse(t, "name: a\nparams: {model: tiny-llama, engine: cpu, request_rate: 16}\n"),
+		mustParse(t, "name: a\nparams: {model: tiny-llama, engine: cpu, request_rate: 16, load_duration: none}\n")
+	if a.Plan.Cells[0].Params.Dataset.NumRequests != 1000 || b.Plan.Cells[0].Params.Dataset.NumRequests != 1000 {
+		t.Errorf("no load_duration: %d and %d requests, want 1000", a.Plan.Cells[0].Params.Dataset.NumRequests, b.Plan.Cells[0].Params.Dataset.NumRequests)
+	}
+	for _, c := range []struct{ spec, err string }{
+		{"params: {model: tiny-llama, engine: cpu, request_rate: 16, load_duration: 5s, dataset: {generator: testdata/plan/data/two.jsonl}}",
+			"load_duration sizes a generated dataset"},
+		{"params: {model: tiny-llama, engine: cpu, request_rate: 1e9, load_duration: 1h}", "more than dataset.num_requests allows"},
+		{"params: {model: tiny-llama, engine: cpu, load_duration: 5}", `give a unit: "5s"`},
+		{"params: {model: tiny-llama, engine: cpu, load_duration: -5s}", "expected a positive duration"},
+	} {
+		parseCase(t, c.spec, c.err)
+	}
+}

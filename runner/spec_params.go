@@ -48,6 +48,11 @@ type Params struct {
 	// execution limit, not something measured, so it is in neither the
 	// cell id nor Flat.
 	Timeout time.Duration
+	// LoadDuration sizes a generated dataset for a load at request_rate:
+	// at least ceil(request_rate x LoadDuration) requests, so that every
+	// load point arrives for about as long (0: dataset.num_requests as
+	// given).
+	LoadDuration time.Duration
 	// RequestRate, Burstiness and Concurrency are how requests arrive
 	// (engine.Load): at RequestRate per second (0: inf, all at once),
 	// gamma gaps of shape Burstiness, from at most Concurrency users (0:
@@ -109,6 +114,18 @@ func (r TaskIDRange) String() string {
 	}
 	return strconv.Itoa(r.Min) + "-" + strconv.Itoa(r.Max)
 }
+
+// showDuration is a duration parameter's value as specs write it: "5s",
+// or none.
+func showDuration(d time.Duration) string {
+	if d <= 0 {
+		return "none"
+	}
+	return d.String()
+}
+
+// maxNumRequests is the most requests a dataset may hold.
+const maxNumRequests = 100_000_000
 
 // Span is one profiled range of engine iterations, First..Last inclusive.
 type Span = engine.Span
@@ -296,6 +313,7 @@ const (
 	pVocabSize
 	pEOSID
 	pRandTaskID
+	pLoadDuration
 	numParams
 )
 
@@ -383,7 +401,7 @@ var params = [numParams]*param{
 				return strings.TrimSuffix(baseName(s), ".jsonl")
 			}
 		}},
-	pNumRequests: intParam("dataset.num_requests", 1000, 1, 100_000_000, "n", func(p *Params) *int { return &p.Dataset.NumRequests }),
+	pNumRequests: intParam("dataset.num_requests", 1000, 1, maxNumRequests, "n", func(p *Params) *int { return &p.Dataset.NumRequests }),
 	pInputMean:   intParam("dataset.input_mean", 128, 1, 1<<24, "in", func(p *Params) *int { return &p.Dataset.InputMean }),
 	pInputStdev:  intParam("dataset.input_stdev", 0, 0, 1<<24, "insd", func(p *Params) *int { return &p.Dataset.InputStdev }),
 	pOutputMean:  intParam("dataset.output_mean", 128, 1, 1<<24, "out", func(p *Params) *int { return &p.Dataset.OutputMean }),
@@ -396,6 +414,10 @@ var params = [numParams]*param{
 	pDatasetSeed: intParam("dataset.seed", 420, 0, math.MaxUint32, "dseed", func(p *Params) *int { return &p.Dataset.Seed }),
 	pVocabSize:   derivedParam(intParam("dataset.vocab_size", 0, 1, 1<<31-1, "vocab", func(p *Params) *int { return &p.Dataset.VocabSize })),
 	pEOSID:       derivedParam(intParam("dataset.eos_id", 0, 0, 1<<31-1, "eos", func(p *Params) *int { return &p.Dataset.EOSID })),
+	// Added after cells had ids: in their identity only where given.
+	pLoadDuration: whenGivenParam(&param{path: "load_duration", kind: kindDuration, def: time.Duration(0), identity: true, noAxis: true,
+		doc: `a duration such as "5s" or "2m", or none`, parse: parseTimeout, show: func(v any) string { return showDuration(v.(time.Duration)) },
+		durp: func(p *Params) *time.Duration { return &p.LoadDuration }}),
 	pRandTaskID: {path: "dataset.rand_task_id", kind: kindTaskRange, def: TaskIDRange{}, identity: true,
 		doc: "[MIN, MAX] with 0 <= MIN <= MAX, or none", parse: parseTaskRange,
 		rngp: func(p *Params) *TaskIDRange { return &p.Dataset.RandTaskID },

@@ -194,7 +194,7 @@ repeats: 1
 func TestServingExperimentOnCPU(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	r := runStudy(t, studyEnv(t, "CUDA_VISIBLE_DEVICES=-1"), "run", "--out", out, "../../experiments/serving.yaml",
-		"--set", "params.model=tiny-llama", "--set", "params.dataset.num_requests=24", "--set", "repeats=1",
+		"--set", "params.model=tiny-llama", "--set", "params.dataset.num_requests=24", "--set", "params.load_duration=none", "--set", "repeats=1",
 		"--set", "params.dataset.input_mean=16", "--set", "params.dataset.output_mean=8", "--set", "params.warmup=2",
 		"--set", "params.batch_size=16", "--set", "matrix.request_rate=[100, 400]",
 		"--set", "search={axis: request_rate, low: 100, high: 400, tolerance: 0.5, max_points: 4}")
