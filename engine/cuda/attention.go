@@ -85,6 +85,25 @@ type AttnLaunch struct {
 	// the _paged kernels, which find every cached row through the block
 	// tables, and the capacity Attention is given is ignored.
 	Pages KVPages
+	// FP8, when set, says the cache holds E4M3 codes (KVFP8): the launch
+	// runs attention_tc_f8.cu's kernels, on the tensor cores only.
+	FP8 KVFP8
+}
+
+// KVFP8 is an FP8 (E4M3) KV cache's scales for one layer: a value v is
+// stored as E4M3(v / scale), one byte (kv_cache_dtype fp8; KVWriteFP8
+// writes it, Attention with AttnLaunch.FP8 reads it). The zero value: a
+// cache in the compute type.
+type KVFP8 struct {
+	On   bool
+	K, V float32
+}
+
+func (q KVFP8) check() error {
+	if q.On && !(q.K > 0 && q.V > 0) {
+		return fmt.Errorf("cuda: FP8 KV cache scales %g and %g: want both positive", q.K, q.V)
+	}
+	return nil
 }
 
 // KVPages describes a paged KV cache (the zero value: a contiguous one).
@@ -144,6 +163,42 @@ func (g *GPU) KVWrite(s *Stream, dt DType, k, v, qkv, pos, slot Buffer, tokens, 
 	chunks := 2 * a.KVHeads * a.HeadDim / 8
 	args := g.argsPack().Ptr(k).Ptr(v).Ptr(qkv).Ptr(pos).Ptr(slot).I32(a.Heads).I32(a.KVHeads).I32(a.HeadDim).
 		I32(a.Width()).I32(capacity)
+	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(chunks, 32))}, 0, args)
+}
+
+// KVWriteFP8 is KVWrite into an FP8 cache (one byte a value, E4M3(v /
+// scale) with q's scales), or into a paged one where p is set.
+func (g *GPU) KVWriteFP8(s *Stream, dt DType, k, v, qkv, pos, slot Buffer, tokens, capacity int, p KVPages, a AttnShape, q KVFP8) error {
+	if err := a.check(); err != nil || tokens == 0 {
+		return err
+	}
+	if err := q.check(); err != nil {
+		return err
+	}
+	if !q.On {
+		return fmt.Errorf("cuda: KVWriteFP8 without FP8 scales")
+	}
+	if qkv.Bytes < tokens*a.Width()*dt.Size() || pos.Bytes < tokens*4 || slot.Bytes < tokens*4 {
+		return fmt.Errorf("cuda: KVWriteFP8 buffers too small for %d tokens", tokens)
+	}
+	name, cap := "kv_write_f8_", capacity
+	if p.On() {
+		if err := p.check(); err != nil {
+			return err
+		}
+		name, cap = "kv_write_paged_f8_", p.BlockSize
+	}
+	f, err := g.function("attention", name+dt.suffix())
+	if err != nil {
+		return err
+	}
+	// The reciprocals rounded once in float32, as the CPU backend's.
+	chunks := 2 * a.KVHeads * a.HeadDim / 8
+	args := g.argsPack().Ptr(k).Ptr(v).Ptr(qkv).Ptr(pos).Ptr(slot).I32(a.Heads).I32(a.KVHeads).I32(a.HeadDim).
+		I32(a.Width()).I32(cap).F32(1 / q.K).F32(1 / q.V)
+	if p.On() {
+		args.Ptr(p.Tables).I32(p.Stride)
+	}
 	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(chunks, 32))}, 0, args)
 }
 
@@ -405,6 +460,13 @@ func (c attnTC) smem(headDim int) int {
 	return c.keyWarps * c.stages * 2 * c.keyTile * (headDim + 8) * 2
 }
 
+// smemF8 mirrors the F8 kernels: per key group a decoded K and V tile
+// (keyTile rows of headDim + 8 16-bit values each), then stages x (K, V)
+// E4M3 tiles of keyTile x headDim bytes.
+func (c attnTC) smemF8(headDim int) int {
+	return c.keyWarps * (2*c.keyTile*(headDim+8)*2 + c.stages*2*c.keyTile*headDim)
+}
+
 func (c attnTC) String() string {
 	if c.rowWarps == 0 {
 		return "cuda-core"
@@ -426,13 +488,14 @@ func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		if !ok {
 			return fmt.Errorf("cuda: attention of %d rows per block, head dimension %d: no kernel folds RoPE in (AttnFoldsRope)", l.Rows, a.HeadDim)
 		}
-		if l.Pages.On() {
+		if l.Pages.On() || l.FP8.On {
 			tc = g.pagedTC(tc, a.HeadDim, l.Rows, blocks, true)
 		}
 		return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
 	}
 	tc, _ := g.attnTCDefault(a.HeadDim, l.Rows, blocks)
-	if l.Pages.On() {
+	if l.Pages.On() || l.FP8.On {
+		// The paged and the FP8 kernels are the same configurations.
 		tc = g.pagedTC(tc, a.HeadDim, l.Rows, blocks, false)
 	}
 	return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
@@ -455,6 +518,13 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel with RoPE folded in", tc, a.HeadDim)
 	case l.Rope.Ptr != 0 && l.Rope.Bytes < a.HeadDim*4:
 		return fmt.Errorf("cuda: attention RoPE table of %d bytes", l.Rope.Bytes)
+	case l.FP8.On && tc.rowWarps == 0:
+		return fmt.Errorf("cuda: attention over an FP8 KV cache runs on the tensor cores only (head dimension 64 or 128, XRUN_CUDA_ATTN_TC not 0), not head dimension %d on %s", a.HeadDim, tc)
+	case l.FP8.On && !slices.Contains(attnTCPagedKernels[a.HeadDim], tc) && !slices.Contains(attnTCRopePagedKernels[a.HeadDim], tc):
+		return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel over an FP8 cache (attention_tc_f8.cu: the paged configurations)", tc, a.HeadDim)
+	}
+	if err := l.FP8.check(); err != nil {
+		return err
 	}
 	paged := l.Pages.On()
 	if paged {
@@ -491,6 +561,9 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		}
 		if paged {
 			name += "_paged"
+		}
+		if l.FP8.On {
+			family, name, smem = "attention_tc_f8", name+"_f8", tc.smemF8(a.HeadDim)
 		}
 	}
 	f, err := g.function(family, name)
@@ -532,6 +605,9 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 	}
 	if paged {
 		args.Ptr(l.Pages.Tables).I32(l.Pages.Stride)
+	}
+	if l.FP8.On {
+		args.F32(l.FP8.K).F32(l.FP8.V)
 	}
 	if err := s.Launch(f, Dim3{X: l.N, Y: a.KVHeads, Z: splits}, Dim3{X: threads}, smem, args); err != nil || splits == 1 || counters != 0 {
 		return err

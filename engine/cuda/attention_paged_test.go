@@ -98,29 +98,14 @@ func TestPagedAttention(t *testing.T) {
 func checkPagedAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, bs, rows, splits int, kernels []attnTC) {
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
-	capacity, total := 0, 0
+	pos, slot, items, total, capacity := attnBatch(seqs, AttnItemTokens(a, rows))
 	var lens []int
 	for _, s := range seqs {
-		capacity = max(capacity, s.past+s.n)
-		total += s.past + s.n
 		lens = append(lens, s.past+s.n)
 	}
 	slots := len(seqs) + 1
 	pl := newPagedLayout(r, lens, bs)
 	qkv := randVals(r, dt, total*W, 1.5)
-	pos, slot := make([]int32, total), make([]int32, total)
-	var items []int32
-	per := AttnItemTokens(a, rows)
-	start := 0
-	for i, s := range seqs {
-		for p := range s.past + s.n {
-			pos[start+p], slot[start+p] = int32(p), int32(i+1)
-		}
-		for t0 := s.past; t0 < s.past+s.n; t0 += per {
-			items = append(items, int32(start+t0), int32(min(per, s.past+s.n-t0)), int32(i+1), int32(t0))
-		}
-		start += s.past + s.n
-	}
 	qkvB, posB, slotB := devUpload(t, g, dt, qkv), devUploadT(t, g, pos), devUploadT(t, g, slot)
 	kc, vc := devPoisoned(t, g, dt, slots*KV*capacity*D), devPoisoned(t, g, dt, slots*KV*capacity*D)
 	if err := g.KVWrite(g.Stream, dt, kc, vc, qkvB, posB, slotB, total, capacity, a); err != nil {
@@ -133,23 +118,7 @@ func checkPagedAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []att
 	}
 	checkPagedCache(t, g, dt, a, pl, lens, capacity, kc, vc, kp, vp, func(i, p int) bool { return true })
 
-	refs := make([][]float32, len(seqs))
-	start = 0
-	for i, s := range seqs {
-		L := s.past + s.n
-		q, k, v := make([]float32, s.n*H*D), make([]float32, L*KV*D), make([]float32, L*KV*D)
-		for p := range L {
-			row := qkv[(start+p)*W : (start+p+1)*W]
-			copy(k[p*KV*D:], row[H*D:(H+KV)*D])
-			copy(v[p*KV*D:], row[(H+KV)*D:])
-			if p >= s.past {
-				copy(q[(p-s.past)*H*D:], row[:H*D])
-			}
-		}
-		refs[i] = make([]float32, s.n*H*D)
-		cpu.RefAttention(refs[i], q, k, v, s.n, s.past, H, KV, D)
-		start += L
-	}
+	refs := attnRefs(seqs, qkv, a)
 	fold := splits < 0
 	splits = max(splits, -splits)
 	news := func(got []float32) []float32 { // the new tokens' outputs, sequence after sequence
@@ -257,12 +226,9 @@ func TestPagedAttentionRope(t *testing.T) {
 func checkPagedRope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, bs, rows, splits int, kernels []attnTC) {
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
-	capacity, nPast, nNew := 0, 0, 0
+	posP, slotP, posN, _, items, nPast, nNew, capacity := ropeBatch(seqs)
 	var lens []int
 	for _, s := range seqs {
-		capacity = max(capacity, s.past+s.n)
-		nPast += s.past
-		nNew += s.n
 		lens = append(lens, s.past+s.n)
 	}
 	slots := len(seqs) + 1
@@ -270,21 +236,7 @@ func checkPagedRope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 	table := model.RopeTable(model.Config{Heads: H, KVHeads: KV, HeadDim: D, RopeTheta: 10000}, capacity)
 	past := randVals(r, dt, max(1, nPast)*W, 1.5)
 	fresh := randVals(r, dt, nNew*W, 1.5)
-	posP, slotP := make([]int32, nPast), make([]int32, nPast)
-	posN, slotN := make([]int32, nNew), make([]int32, nNew)
-	var items []int32
-	ip, in := 0, 0
-	for i, s := range seqs {
-		for p := range s.past {
-			posP[ip], slotP[ip] = int32(p), int32(i+1)
-			ip++
-		}
-		items = append(items, int32(in), int32(s.n), int32(i+1), int32(s.past))
-		for j := range s.n {
-			posN[in+j], slotN[in+j] = int32(s.past+j), int32(i+1)
-		}
-		in += s.n
-	}
+	var ip, in int
 	// The reference: queries and keys rotated, rounded as stored.
 	rotP, rotN := append([]float32(nil), past...), append([]float32(nil), fresh...)
 	cpu.RefRoPE(rotP[H*D:], posP, table, nPast, W, KV, D)

@@ -248,31 +248,12 @@ func TestAttentionRope(t *testing.T) {
 func checkAttentionRope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits, short int, kernels []attnTC) {
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
-	capacity, nPast, nNew := 0, 0, 0
-	for _, s := range seqs {
-		capacity = max(capacity, s.past+s.n)
-		nPast += s.past
-		nNew += s.n
-	}
+	posP, slotP, posN, slotN, items, nPast, nNew, capacity := ropeBatch(seqs)
 	slots := len(seqs) + 1 // slot 0 stays unused
 	table := model.RopeTable(model.Config{Heads: H, KVHeads: KV, HeadDim: D, RopeTheta: 10000}, capacity)
 	past := randVals(r, dt, max(1, nPast)*W, 1.5)
 	fresh := randVals(r, dt, nNew*W, 1.5)
-	posP, slotP := make([]int32, nPast), make([]int32, nPast)
-	posN, slotN := make([]int32, nNew), make([]int32, nNew)
-	var items []int32
-	ip, in := 0, 0
-	for i, s := range seqs {
-		for p := range s.past {
-			posP[ip], slotP[ip] = int32(p), int32(i+1)
-			ip++
-		}
-		items = append(items, int32(in), int32(s.n), int32(i+1), int32(s.past))
-		for j := range s.n {
-			posN[in+j], slotN[in+j] = int32(s.past+j), int32(i+1)
-		}
-		in += s.n
-	}
+	var ip, in int
 
 	// The reference: queries and keys rotated, rounded as stored.
 	rotP, rotN := append([]float32(nil), past...), append([]float32(nil), fresh...)
@@ -410,38 +391,55 @@ type attnSeq struct{ past, n int }
 // and against the first kernel.
 func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits, short int, kernels []attnTC) {
 	r := newRand(t)
-	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
-	capacity := 0
-	total := 0
-	for _, s := range seqs {
-		capacity = max(capacity, s.past+s.n)
-		total += s.past + s.n
-	}
+	KV, D, W := a.KVHeads, a.HeadDim, a.Width()
+	pos, slot, items, total, capacity := attnBatch(seqs, AttnItemTokens(a, rows))
 	slots := len(seqs) + 1
 	qkv := randVals(r, dt, total*W, 1.5)
-	pos := make([]int32, total)
-	slot := make([]int32, total)
-	var items []int32
-	per := AttnItemTokens(a, rows)
-	start := 0
-	for i, s := range seqs {
-		for p := range s.past + s.n {
-			pos[start+p], slot[start+p] = int32(p), int32(i+1) // slot 0 stays unused
-		}
-		for t0 := s.past; t0 < s.past+s.n; t0 += per {
-			items = append(items, int32(start+t0), int32(min(per, s.past+s.n-t0)), int32(i+1), int32(t0))
-		}
-		start += s.past + s.n
-	}
 	kc := devPoisoned(t, g, dt, slots*KV*capacity*D)
 	vc := devPoisoned(t, g, dt, slots*KV*capacity*D)
 	qkvB := devUpload(t, g, dt, qkv)
 	if err := g.KVWrite(g.Stream, dt, kc, vc, qkvB, devUploadT(t, g, pos), devUploadT(t, g, slot), total, capacity, a); err != nil {
 		t.Fatal(err)
 	}
-	// The reference, per sequence.
+	refs := attnRefs(seqs, qkv, a)
+	l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits, ShortKeys: short}
+	checkKernels(t, g, dt, a, seqs, refs, qkvB, kc, vc, capacity, l, kernels)
+}
+
+// ropeBatch lays seqs out as the RoPE checks take them: the past tokens
+// (nPast in all) one after another, each one's position and slot
+// (sequence i in slot i + 1), the same for the new tokens (nNew), one
+// work item per sequence (all of its new tokens), and the longest
+// sequence (capacity).
+func ropeBatch(seqs []attnSeq) (posP, slotP, posN, slotN, items []int32, nPast, nNew, capacity int) {
+	for _, s := range seqs {
+		capacity = max(capacity, s.past+s.n)
+		nPast += s.past
+		nNew += s.n
+	}
+	posP, slotP = make([]int32, nPast), make([]int32, nPast)
+	posN, slotN = make([]int32, nNew), make([]int32, nNew)
+	ip, in := 0, 0
+	for i, s := range seqs {
+		for p := range s.past {
+			posP[ip], slotP[ip] = int32(p), int32(i+1)
+			ip++
+		}
+		items = append(items, int32(in), int32(s.n), int32(i+1), int32(s.past))
+		for j := range s.n {
+			posN[in+j], slotN[in+j] = int32(s.past+j), int32(i+1)
+		}
+		in += s.n
+	}
+	return posP, slotP, posN, slotN, items, nPast, nNew, capacity
+}
+
+// attnRefs is engine/cpu's RefAttention of each sequence's new tokens over
+// its whole rows of qkv (laid out as attnBatch lays them).
+func attnRefs(seqs []attnSeq, qkv []float32, a AttnShape) [][]float32 {
+	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
 	refs := make([][]float32, len(seqs))
-	start = 0
+	start := 0
 	for i, s := range seqs {
 		L := s.past + s.n
 		q := make([]float32, s.n*H*D)
@@ -459,14 +457,48 @@ func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 		cpu.RefAttention(refs[i], q, k, v, s.n, s.past, H, KV, D)
 		start += L
 	}
-	fold := splits < 0
-	splits = max(splits, -splits)
+	return refs
+}
+
+// attnBatch lays seqs out as KVWrite and a launch take them: whole
+// sequences one after another (sequence i in slot i + 1; slot 0 stays
+// unused), each token's position and slot, and the work items of their
+// new tokens, per tokens an item at most.
+func attnBatch(seqs []attnSeq, per int) (pos, slot, items []int32, total, capacity int) {
+	for _, s := range seqs {
+		capacity = max(capacity, s.past+s.n)
+		total += s.past + s.n
+	}
+	pos, slot = make([]int32, total), make([]int32, total)
+	start := 0
+	for i, s := range seqs {
+		for p := range s.past + s.n {
+			pos[start+p], slot[start+p] = int32(p), int32(i+1)
+		}
+		for t0 := s.past; t0 < s.past+s.n; t0 += per {
+			items = append(items, int32(start+t0), int32(min(per, s.past+s.n-t0)), int32(i+1), int32(t0))
+		}
+		start += s.past + s.n
+	}
+	return pos, slot, items, total, capacity
+}
+
+// checkKernels runs launch l over the cache (splits negative: merged by
+// the last block) on each kernel, and checks the new tokens' outputs of
+// every sequence against refs and against the first kernel's.
+func checkKernels(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, refs [][]float32, qkvB, kc, vc Buffer, capacity int, l AttnLaunch, kernels []attnTC) {
+	H, KV, D := a.Heads, a.KVHeads, a.HeadDim
+	total := 0
+	for _, s := range seqs {
+		total += s.past + s.n
+	}
+	fold := l.Splits < 0
+	l.Splits = max(l.Splits, -l.Splits)
 	var first []float32
 	for _, kern := range kernels {
 		out := devPoisoned(t, g, dt, total*H*D)
-		l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits, ShortKeys: short}
-		if splits > 1 {
-			l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*splits, rows, D)/2)
+		if l.Splits > 1 {
+			l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*l.Splits, l.Rows, D)/2)
 		}
 		if fold {
 			l.Counters = devUploadT(t, g, make([]int32, l.N*KV))
@@ -474,7 +506,7 @@ func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 		runAttention(t, g, dt, out, qkvB, kc, vc, capacity, a, l, kern)
 		got := download(t, g, dt, out, total*H*D)
 		var news []float32 // the outputs of the new tokens, sequence after sequence
-		start = 0
+		start := 0
 		for i, s := range seqs {
 			L := s.past + s.n
 			seg := got[(start+s.past)*H*D : (start+L)*H*D]

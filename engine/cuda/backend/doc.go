@@ -26,7 +26,8 @@
 // next one can do its work too: why a dense layer at decode is five
 // kernels), ops.go (the model's ops), pipeline.go (Argmax and the pipelined
 // picks), profiling.go (CUPTI, the profiler window, NVTX), fp8.go (dtype
-// fp8: E4M3 weights and the FP8 GEMMs; no FP8 KV cache yet), moe_fp8.go
+// fp8: E4M3 weights and the FP8 GEMMs), kv_fp8.go (kv_cache_dtype fp8:
+// an E4M3 KV cache, opt-in), moe_fp8.go
 // (dtype fp8's MoE experts), gptoss.go (GPT-OSS: bias adds, attention with
 // sinks over a window on a ring KV cache, experts with biases and the
 // clamped SwiGLU), mla.go

@@ -23,9 +23,8 @@ import (
 // stay in bf16. FP8 GEMMs are never held back for the decode GEMV fusions
 // (fusion.go): the norm in front of one runs on its own.
 //
-// MoE experts run in FP8 too (moe_fp8.go). An FP8 KV cache is refused
-// with model.ErrNoFP8 (the attention kernels read fp16/bf16 keys and
-// values; the backend is not model.FP8KV).
+// MoE experts run in FP8 too (moe_fp8.go). An FP8 KV cache is
+// kv_fp8.go's (opt-in until verified on a GPU).
 
 // randomFill is how a Random weight was generated.
 type randomFill struct {

@@ -197,13 +197,17 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 	if c.HeadDim%8 != 0 {
 		return nil, fmt.Errorf("KV cache: head dim %d is not a multiple of 8", c.HeadDim)
 	}
-	layer := (c.Slots + 1) * c.KVHeads * c.Capacity * c.HeadDim * b.dt.Size()
+	if err := b.checkFP8KV(c); err != nil { // kv_fp8.go
+		return nil, err
+	}
+	es := c.ElemBytes(b.dt.Size())
+	layer := (c.Slots + 1) * c.KVHeads * c.Capacity * c.HeadDim * es
 	if c.Paged() {
 		// Blocks (+1 scratch) in place of slots (paged.go).
 		if err := checkPaged(c); err != nil {
 			return nil, err
 		}
-		layer = (c.Blocks + 1) * c.KVHeads * c.BlockSize * c.HeadDim * b.dt.Size()
+		layer = (c.Blocks + 1) * c.KVHeads * c.BlockSize * c.HeadDim * es
 	}
 	kc := &kvCache{c: c, layerBytes: layer, shape: a}
 	all := layer * c.Layers
@@ -297,7 +301,7 @@ func (b *Backend) kvBudget(g *cuda.GPU) (int64, error) {
 // MaxKVSlots is how many slots of c's capacity fit the KV budget (one slot
 // is kept back as the padding rows' scratch slot).
 func (b *Backend) MaxKVSlots(c model.KVConfig) int {
-	per := c.SlotBytes(b.dt.Size()) // a ring's sliding layers count their window only
+	per := c.SlotBytes(c.ElemBytes(b.dt.Size())) // a ring's sliding layers count their window only
 	if per <= 0 {
 		return 0
 	}

@@ -159,7 +159,7 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 	b.op(func(g *cuda.GPU) error {
 		k := c.k.Slice(layer*c.layerBytes, c.layerBytes)
 		v := c.v.Slice(layer*c.layerBytes, c.layerBytes)
-		small := cuda.AttnLaunch{Items: lay.itemsS, N: lay.nS, Rows: lay.rowsS, Splits: lay.splitsS, Work: b.attnWork, Pages: c.pages()}
+		small := cuda.AttnLaunch{Items: lay.itemsS, N: lay.nS, Rows: lay.rowsS, Splits: lay.splitsS, Work: b.attnWork, Pages: c.pages(), FP8: c.fp8(layer)}
 		if b.fuseOn {
 			small.Counters = b.attnCnt
 		}
@@ -172,18 +172,18 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 		switch {
 		case small.Rope.Ptr != 0:
 		case p != nil:
-			if err := b.ropeKV(g, c, k, v, q.buf, p.table.f32, lay); err != nil {
+			if err := b.ropeKV(g, c, layer, k, v, q.buf, p.table.f32, lay); err != nil {
 				return err
 			}
 		default:
-			if err := b.kvWrite(g, c, k, v, q.buf, lay); err != nil {
+			if err := b.kvWrite(g, c, layer, k, v, q.buf, lay); err != nil {
 				return err
 			}
 		}
 		if err := g.Attention(g.Stream, b.dt, o.buf, q.buf, k, v, c.c.Capacity, c.shape, small); err != nil {
 			return err
 		}
-		large := cuda.AttnLaunch{Items: lay.itemsL, N: lay.nL, Rows: cuda.AttnRowsLarge, Splits: 1, Pages: c.pages()}
+		large := cuda.AttnLaunch{Items: lay.itemsL, N: lay.nL, Rows: cuda.AttnRowsLarge, Splits: 1, Pages: c.pages(), FP8: c.fp8(layer)}
 		return g.Attention(g.Stream, b.dt, o.buf, q.buf, k, v, c.c.Capacity, c.shape, large)
 	})
 }

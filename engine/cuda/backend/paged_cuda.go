@@ -91,14 +91,31 @@ func (p *kvPages) upload(g *cuda.GPU) error {
 
 // kvWrite queues the batch's keys and values into layer k, v of c: KVWrite,
 // or KVWritePaged into a paged cache; ropeKV the same for RopeKV.
-func (b *Backend) kvWrite(g *cuda.GPU, c *kvCache, k, v, qkv cuda.Buffer, lay batchLayout) error {
+func (b *Backend) kvWrite(g *cuda.GPU, c *kvCache, layer int, k, v, qkv cuda.Buffer, lay batchLayout) error {
+	if c.c.FP8 {
+		var p cuda.KVPages
+		if c.paged != nil {
+			p = c.pages()
+		}
+		return g.KVWriteFP8(g.Stream, b.dt, k, v, qkv, lay.pos, lay.slot, lay.nTok, c.c.Capacity, p, c.shape, c.fp8(layer))
+	}
 	if c.paged != nil {
 		return g.KVWritePaged(g.Stream, b.dt, k, v, qkv, lay.pos, lay.slot, lay.nTok, c.pages(), c.shape)
 	}
 	return g.KVWrite(g.Stream, b.dt, k, v, qkv, lay.pos, lay.slot, lay.nTok, c.c.Capacity, c.shape)
 }
 
-func (b *Backend) ropeKV(g *cuda.GPU, c *kvCache, k, v, qkv, table cuda.Buffer, lay batchLayout) error {
+func (b *Backend) ropeKV(g *cuda.GPU, c *kvCache, layer int, k, v, qkv, table cuda.Buffer, lay batchLayout) error {
+	if c.c.FP8 {
+		// No fused kernel writes an FP8 cache: RoPE in place, then the
+		// encoding write.
+		h, W := c.shape, c.shape.Width()
+		off := h.Heads * h.HeadDim * b.dt.Size()
+		if err := g.Rope(g.Stream, b.dt, qkv, qkv.Slice(off, qkv.Bytes-off), lay.pos, table, lay.nTok, h.Heads, h.KVHeads, h.HeadDim, W, W); err != nil {
+			return err
+		}
+		return b.kvWrite(g, c, layer, k, v, qkv, lay)
+	}
 	if c.paged != nil {
 		return g.RopeKVPaged(g.Stream, b.dt, k, v, qkv, lay.pos, lay.slot, table, lay.nTok, c.pages(), c.shape)
 	}
@@ -114,7 +131,7 @@ func (b *Backend) maxKVBlocks(c model.KVConfig) int {
 	if c.BlockSize <= 0 {
 		return 0
 	}
-	per := c.KVBytesPerToken(b.dt.Size()) * int64(c.BlockSize)
+	per := c.KVBytesPerToken(c.ElemBytes(b.dt.Size())) * int64(c.BlockSize)
 	var budget int64
 	err := b.dev.Do(func(g *cuda.GPU) (err error) {
 		b.kvSized = false

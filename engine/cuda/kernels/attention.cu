@@ -20,10 +20,17 @@
 #include "common.cuh"
 #include "attn_split.cuh"
 #include "kv_paged.cuh"
+#include "fp8.cuh"
 
-template <class T, bool PAGED>
-__device__ __forceinline__ void kv_write(T *kc, T *vc, const T *qkv, const int *pos, const int *tokSlot,
-	int H, int KV, int D, int W, int cap, const int *tables, int stride) {
+// kv_write's F8 form (kv_write_f8 below) writes an FP8 (E4M3) cache: each
+// value times the reciprocal of its layer's K or V scale (kinv, vinv,
+// rounded once in float32 as the CPU backend's), encoded as
+// engine/fp8.Encode does; one byte a value. The attention over such a
+// cache is attention_tc_f8.cu's.
+template <class T, bool PAGED, bool F8 = false>
+__device__ __forceinline__ void kv_write(typename kv_elem<F8, T>::C *kc, typename kv_elem<F8, T>::C *vc, const T *qkv,
+	const int *pos, const int *tokSlot, int H, int KV, int D, int W, int cap, const int *tables, int stride,
+	float kinv = 1.f, float vinv = 1.f) {
 	pdl_enter();
 	int t = blockIdx.x;
 	int p = pos[t], s = tokSlot[t];
@@ -34,8 +41,16 @@ __device__ __forceinline__ void kv_write(T *kc, T *vc, const T *qkv, const int *
 		int j = isv ? i - n : i;
 		int h = j / cpr, c = j - h * cpr;
 		const pack8 *src = (const pack8 *)(row + (long long)(H + (isv ? KV : 0) + h) * D) + c;
-		T *dst = (isv ? vc : kc) + kv_row<PAGED>(tables, stride, s, KV, h, cap, p) * D;
-		((pack8 *)dst)[c] = *src;
+		auto *dst = (isv ? vc : kc) + kv_row<PAGED>(tables, stride, s, KV, h, cap, p) * D;
+		if constexpr (F8) {
+			const pack8 x = *src;
+			float f[8];
+#pragma unroll
+			for (int e = 0; e < 8; e++) f[e] = pack_get<T>(x, e);
+			((uint2 *)dst)[c] = e4m3x8(f, isv ? vinv : kinv);
+		} else {
+			((pack8 *)dst)[c] = *src;
+		}
 	}
 }
 
@@ -55,6 +70,19 @@ extern "C" __global__ void kv_write_paged_bf16(bf16 *kc, bf16 *vc, const bf16 *q
 	int H, int KV, int D, int W, int bs, const int *tables, int stride) {
 	kv_write<bf16, true>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, bs, tables, stride);
 }
+
+#define KV_WRITE_F8(T)                                                                                         \
+	extern "C" __global__ void kv_write_f8_##T(u8 *kc, u8 *vc, const T *qkv, const int *pos, const int *tokSlot, \
+		int H, int KV, int D, int W, int cap, float kinv, float vinv) {                                        \
+		kv_write<T, false, true>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, cap, nullptr, 0, kinv, vinv);            \
+	}                                                                                                          \
+	extern "C" __global__ void kv_write_paged_f8_##T(u8 *kc, u8 *vc, const T *qkv, const int *pos,             \
+		const int *tokSlot, int H, int KV, int D, int W, int bs, float kinv, float vinv, const int *tables,   \
+		int stride) {                                                                                          \
+		kv_write<T, true, true>(kc, vc, qkv, pos, tokSlot, H, KV, D, W, bs, tables, stride, kinv, vinv);          \
+	}
+KV_WRITE_F8(f16)
+KV_WRITE_F8(bf16)
 
 // rope_kv is rope (kernels/rope.cu) and kv_write in one pass: the query and
 // key heads of each token's fused QKV row are rotated in place, and the

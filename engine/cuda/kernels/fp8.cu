@@ -18,34 +18,7 @@
 // tile on the CUDA cores above. Simple and correct, not fast: cuBLASLt
 // (gemm_plugin auto) is the FP8 path to measure speed with.
 #include "common.cuh"
-
-typedef unsigned char u8;
-
-#define FP8_MAX 448.f
-
-__device__ __forceinline__ u32 f32_to_e4m3(float f) {
-	u32 bits = __float_as_uint(f);
-	u32 sign = (bits >> 24) & 0x80u;
-	u32 a = bits & 0x7fffffffu;
-	if (a > 0x7f800000u) return sign | 0x7fu; // NaN
-	if (a >= 0x43e00000u) return sign | 0x7eu; // 448 or more: saturate
-	int e = (int)(a >> 23) - 127;
-	if (e < -6) {
-		// Subnormal codes are multiples of 2^-9; x · 512 is exact.
-		return sign | (u32)rintf(__uint_as_float(a) * 512.f);
-	}
-	u32 keep = (a & 0x7fffffu) >> 20, rest = a & 0xfffffu;
-	if (rest > 0x80000u || (rest == 0x80000u && (keep & 1u))) keep++;
-	u32 code = ((u32)(e + 7) << 3) + keep; // keep == 8 carries into the exponent
-	return sign | min(code, 0x7eu);
-}
-
-__device__ __forceinline__ float e4m3_to_f32(u32 c) {
-	u32 sign = (c & 0x80u) << 24, e = (c >> 3) & 0xfu, m = c & 7u;
-	if (e == 0) return __uint_as_float(sign | __float_as_uint((float)m * 0.001953125f));
-	if (e == 0xfu && m == 7u) return __uint_as_float(sign | 0x7fc00000u);
-	return __uint_as_float(sign | ((e + 120u) << 23) | (m << 20));
-}
+#include "fp8.cuh"
 
 __device__ __forceinline__ float fp8_scale(float amax) {
 	if (!(amax > 0.f) || !(amax <= 3.402823466e38f)) return 1.f;

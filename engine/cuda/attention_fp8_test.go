@@ -1,0 +1,267 @@
+//go:build cgo && linux
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/xrun-dev/xrun/engine/cpu"
+	"github.com/xrun-dev/xrun/engine/fp8"
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// fp8KV is a random FP8 cache's scales, such that values up to scale
+// (randVals') map below 448, E4M3's largest.
+func fp8KV(r interface{ Float32() float32 }, scale float32) KVFP8 {
+	return KVFP8{On: true, K: scale / 448 * (1 + r.Float32()), V: scale / 448 * (1 + r.Float32())}
+}
+
+// TestAttentionFP8 writes whole random sequences into an FP8 cache with
+// KVWriteFP8 (whose codes must be engine/fp8.Encode's of the values times
+// the scales' reciprocals, bit for bit) and attends their last tokens on
+// every configuration attention_tc_f8.cu instantiates: decode tokens
+// after contexts on both sides of the 16-key tiles, unsplit, split and
+// merged by attn_combine or by the last block, and prefill chunks after
+// cached tokens. The reference is engine/cpu's RefAttention over the
+// cache's decoded values (codes times the scales), as the CPU backend
+// reads its FP8 cache; every kernel must also agree with the first.
+func TestAttentionFP8(t *testing.T) {
+	decode := []attnSeq{{0, 1}, {14, 1}, {16, 1}, {200, 1}, {999, 1}}
+	prefill := []attnSeq{{37, 45}, {5, 64}, {0, 17}, {300, 50}}
+	for _, dt := range dtypes {
+		for _, a := range []AttnShape{{32, 4, 64}, {32, 8, 128}, {8, 2, 128}, {3, 3, 64}} {
+			for _, rn := range []struct {
+				name   string
+				seqs   []attnSeq
+				rows   int
+				splits []int
+			}{
+				{"decode", decode, AttnRowsTiny, []int{1, 3, -3}},
+				{"decode", decode, AttnRowsSmall, []int{1}},
+				{"prefill", prefill, AttnRowsLarge, []int{1}},
+			} {
+				for _, splits := range rn.splits {
+					t.Run(fmt.Sprintf("%s/H%d_KV%d_D%d/%s/rows%d/split%d", dt, a.Heads, a.KVHeads, a.HeadDim, rn.name, rn.rows, splits), func(t *testing.T) {
+						if a.Heads/a.KVHeads > rn.rows {
+							t.Skip("group larger than the block's rows")
+						}
+						var kernels []attnTC
+						for _, c := range attnTCPagedKernels[a.HeadDim] {
+							if c.fits(rn.rows) {
+								kernels = append(kernels, c)
+							}
+						}
+						do(t, func(t testing.TB, g *GPU) { checkAttentionFP8(t, g, dt, a, rn.seqs, rn.rows, splits, kernels) })
+					})
+				}
+			}
+		}
+	}
+}
+
+// fp8Cache allocates an [slots][KV][capacity][D] FP8 cache of codes 0x7f
+// (E4M3's NaN) for K and one for V.
+func fp8Cache(t testing.TB, g *GPU, n int) (Buffer, Buffer) {
+	poison := make([]uint8, n)
+	for i := range poison {
+		poison[i] = 0x7f
+	}
+	return devUploadT(t, g, poison), devUploadT(t, g, poison)
+}
+
+func checkAttentionFP8(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits int, kernels []attnTC) {
+	r := newRand(t)
+	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
+	pos, slot, items, total, capacity := attnBatch(seqs, AttnItemTokens(a, rows))
+	slots := len(seqs) + 1
+	qkv := randVals(r, dt, total*W, 1.5)
+	q8 := fp8KV(r, 1.5)
+	kc, vc := fp8Cache(t, g, slots*KV*capacity*D)
+	qkvB := devUpload(t, g, dt, qkv)
+	if err := g.KVWriteFP8(g.Stream, dt, kc, vc, qkvB, devUploadT(t, g, pos), devUploadT(t, g, slot), total, capacity, KVPages{}, a, q8); err != nil {
+		t.Fatal(err)
+	}
+	kCodes, vCodes := devCodes(t, g, kc, kc.Bytes), devCodes(t, g, vc, vc.Bytes)
+	// The reference reads the keys and values as the cache holds them:
+	// qkv with those decoded. The codes must be fp8.Encode's.
+	kinv, vinv := 1/q8.K, 1/q8.V
+	deq := append([]float32(nil), qkv...)
+	bad := 0
+	for tok := range total {
+		at := (int(slot[tok])*KV*capacity + int(pos[tok])) * D
+		for h := range KV {
+			for d := range D {
+				ki, vi := tok*W+(H+h)*D+d, tok*W+(H+KV+h)*D+d
+				wk, wv := fp8.Encode(qkv[ki]*kinv), fp8.Encode(qkv[vi]*vinv)
+				if c := at + h*capacity*D + d; (kCodes[c] != wk || vCodes[c] != wv) && bad < 5 {
+					bad++
+					t.Errorf("token %d head %d dim %d: codes %#02x %#02x, want %#02x %#02x", tok, h, d, kCodes[c], vCodes[c], wk, wv)
+				}
+				deq[ki], deq[vi] = fp8.Decode(wk)*q8.K, fp8.Decode(wv)*q8.V
+			}
+		}
+	}
+	refs := attnRefs(seqs, deq, a)
+	l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits, ShortKeys: -1, FP8: q8}
+	checkKernels(t, g, dt, a, seqs, refs, qkvB, kc, vc, capacity, l, kernels)
+}
+
+// TestAttentionFP8Rope checks the _rope_f8 decode kernels: the past
+// tokens go into a poisoned FP8 cache through Rope and KVWriteFP8, then
+// one launch rotates the new tokens, writes their keys and values into
+// the cache as E4M3 codes and attends them. The output must match
+// RefRoPE + RefAttention over the decoded cache, and the cache must then
+// hold the new keys (encoded from their rotation in float32: within one
+// E4M3 step of the reference's, which rounds through the storage type
+// first for the past keys only) and values (bit for bit).
+func TestAttentionFP8Rope(t *testing.T) {
+	contexts := []int{1, 15, 16, 17, 200, 257}
+	for _, dt := range dtypes {
+		for _, a := range []AttnShape{{32, 4, 64}, {32, 8, 128}, {8, 2, 128}} {
+			for _, splits := range []int{1, -3} {
+				t.Run(fmt.Sprintf("%s/H%d_KV%d_D%d/split%d", dt, a.Heads, a.KVHeads, a.HeadDim, splits), func(t *testing.T) {
+					var seqs []attnSeq
+					for _, ctx := range contexts {
+						seqs = append(seqs, attnSeq{ctx - 1, 1})
+					}
+					do(t, func(t testing.TB, g *GPU) {
+						for _, c := range attnTCRopePagedKernels[a.HeadDim] {
+							checkAttentionFP8Rope(t, g, dt, a, seqs, splits, c)
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+func checkAttentionFP8Rope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, splits int, kern attnTC) {
+	r := newRand(t)
+	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
+	posP, slotP, posN, _, items, nPast, nNew, capacity := ropeBatch(seqs)
+	slots := len(seqs) + 1
+	table := model.RopeTable(model.Config{Heads: H, KVHeads: KV, HeadDim: D, RopeTheta: 10000}, capacity)
+	past := randVals(r, dt, max(1, nPast)*W, 1.5)
+	fresh := randVals(r, dt, nNew*W, 1.5)
+	q8 := fp8KV(r, 2.2) // rotated values reach |x| sqrt(2)
+	var ip, in int
+	tab := devUploadT(t, g, table)
+	kc, vc := fp8Cache(t, g, slots*KV*capacity*D)
+	if nPast > 0 {
+		pb := devUpload(t, g, dt, past)
+		kv := pb.Slice(H*D*dt.Size(), pb.Bytes-H*D*dt.Size())
+		if err := g.Rope(g.Stream, dt, pb, kv, devUploadT(t, g, posP), tab, nPast, H, KV, D, W, W); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.KVWriteFP8(g.Stream, dt, kc, vc, pb, devUploadT(t, g, posP), devUploadT(t, g, slotP), nPast, capacity, KVPages{}, a, q8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The reference: the past keys rotated and rounded as Rope stores
+	// them, the new ones rotated in float32; all through E4M3.
+	rotP, rotN := append([]float32(nil), past...), append([]float32(nil), fresh...)
+	cpu.RefRoPE(rotP, posP, table, nPast, W, H, D)
+	cpu.RefRoPE(rotP[H*D:], posP, table, nPast, W, KV, D)
+	rotP = dt.Decode(dt.Encode(rotP))
+	cpu.RefRoPE(rotN, posN, table, nNew, W, H, D)
+	cpu.RefRoPE(rotN[H*D:], posN, table, nNew, W, KV, D)
+	deq := func(x, s float32) float32 { return fp8.Decode(fp8.Encode(x*(1/s))) * s }
+	var ref []float32
+	ip, in = 0, 0
+	for _, s := range seqs {
+		L := s.past + s.n
+		q := make([]float32, s.n*H*D)
+		k := make([]float32, L*KV*D)
+		v := make([]float32, L*KV*D)
+		for p := range L {
+			krow, vrow := rotP, past
+			at := ip + p
+			if p >= s.past {
+				krow, vrow, at = rotN, fresh, in+p-s.past
+				copy(q[(p-s.past)*H*D:], dt.Decode(dt.Encode(rotN[at*W:at*W+H*D])))
+			}
+			for j := range KV * D {
+				k[p*KV*D+j] = deq(krow[at*W+H*D+j], q8.K)
+				v[p*KV*D+j] = deq(vrow[at*W+(H+KV)*D+j], q8.V)
+			}
+		}
+		o := make([]float32, s.n*H*D)
+		cpu.RefAttention(o, q, k, v, s.n, s.past, H, KV, D)
+		ref = append(ref, o...)
+		ip += s.past
+		in += s.n
+	}
+	fold := splits < 0
+	splits = max(splits, -splits)
+	out := devPoisoned(t, g, dt, nNew*H*D)
+	l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: AttnRowsTiny, Splits: splits, ShortKeys: -1,
+		Rope: tab, FP8: q8}
+	if splits > 1 {
+		l.Work = devPoisoned(t, g, F16, AttnWorkBytes(l.N*KV*splits, AttnRowsTiny, D)/2)
+	}
+	if fold {
+		l.Counters = devUploadT(t, g, make([]int32, l.N*KV))
+	}
+	runAttention(t, g, dt, out, devUpload(t, g, dt, fresh), kc, vc, capacity, a, l, kern)
+	checkRel(t, fmt.Sprintf("%s_rope f8", kern), download(t, g, dt, out, nNew*H*D), ref)
+	// The new tokens' codes in the cache.
+	kCodes, vCodes := devCodes(t, g, kc, kc.Bytes), devCodes(t, g, vc, vc.Bytes)
+	bad := 0
+	in = 0
+	for i, s := range seqs {
+		for j := range s.n {
+			p, row := s.past+j, in+j
+			for h := range KV {
+				at := ((i+1)*KV+h)*capacity*D + p*D
+				for d := range D {
+					kx := rotN[row*W+(H+h)*D+d]
+					gk := float64(fp8.Decode(kCodes[at+d]) * q8.K)
+					wv := fp8.Encode(fresh[row*W+(H+KV+h)*D+d] * (1 / q8.V))
+					if (vCodes[at+d] != wv || math.Abs(gk-float64(kx)) > math.Abs(float64(kx))/8+float64(q8.K)/512) && bad < 5 {
+						bad++
+						t.Errorf("%s: sequence %d position %d head %d dim %d: key %g (code %#02x) for %g, value code %#02x, want %#02x", kern, i, p, h, d, gk, kCodes[at+d], kx, vCodes[at+d], wv)
+					}
+				}
+			}
+		}
+		in += s.n
+	}
+}
+
+// TestAttnTCF8Kernels checks, without a GPU, that attention_tc_f8.cu
+// instantiates, over a contiguous and a paged cache, exactly the paged
+// configurations (the ones Attention maps an FP8 launch onto, pagedTC),
+// with and without RoPE folded in.
+func TestAttnTCF8Kernels(t *testing.T) {
+	src, err := kernelSource("attention_tc_f8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, macro := range []string{"ATTN_TC_F8_K", "ATTN_TC_F8_KP"} {
+		inst := map[string]bool{}
+		for _, m := range regexp.MustCompile(macro+`\(T, (\d+), (\d+), (\d+), (\d+), (\d+), (true|false),`).FindAllStringSubmatch(src, -1) {
+			inst[strings.Join(m[1:], ",")] = true
+		}
+		for _, fam := range []struct {
+			rope    string
+			kernels map[int][]attnTC
+		}{{"false", attnTCPagedKernels}, {"true", attnTCRopePagedKernels}} {
+			for D, cs := range fam.kernels {
+				for _, c := range cs {
+					key := fmt.Sprintf("%d,%d,%d,%d,%d,%s", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages, fam.rope)
+					if !inst[key] {
+						t.Errorf("%s: %s (head dimension %d, rope %s) is not instantiated", macro, c, D, fam.rope)
+					}
+					delete(inst, key)
+				}
+			}
+		}
+		for k := range inst {
+			t.Errorf("%s(%s) is instantiated but never launched", macro, k)
+		}
+	}
+}

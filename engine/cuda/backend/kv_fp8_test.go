@@ -1,0 +1,102 @@
+//go:build cgo && linux
+
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/cpu"
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// fp8KVModel is tiny-dense with heads of 64, the narrowest the FP8 cache's
+// (tensor-core) attention takes.
+func fp8KVModel(t testing.TB) model.Config {
+	cfg, ok := engine.ZooModel("tiny-dense")
+	if !ok {
+		t.Fatal("no zoo model tiny-dense")
+	}
+	cfg.HeadDim = 64
+	return cfg
+}
+
+// TestFP8KVMatchesCPU runs a model with an FP8 KV cache on the CPU (the
+// reference: float32 values encoded E4M3(v / scale), decoded as read) and
+// on the GPU (XRUN_CUDA_FP8_KV=1; fp16 and bf16, both GEMM paths) through
+// the scripted batches: prefill (RoPE, then KVWriteFP8), mixed, decode
+// eager and in graphs (the _rope_f8 kernels write the new keys). Every
+// logit row within the FP8 models' bound: the GPU encodes keys and values
+// rounded to fp16/bf16 first, which moves a code by one step now and
+// then.
+func TestFP8KVMatchesCPU(t *testing.T) {
+	needGPU(t)
+	cfg := fp8KVModel(t)
+	ref, err := cpu.New(model.BackendOptions{Gemm: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Close() })
+	mc := newModelOpt(t, ref, cfg, model.Options{KVFP8: true})
+	sc := script(cfg.Vocab)
+	var want [][]float32
+	for _, s := range sc {
+		want = append(want, runStep(t, mc, s))
+	}
+	sw := engine.ParseSwitches(func(k string) string {
+		if k == "XRUN_CUDA_FP8_KV" {
+			return "1"
+		}
+		return ""
+	})
+	for _, dtype := range []string{"float16", "bfloat16"} {
+		for _, gemm := range []string{"auto", "disable"} {
+			t.Run(fmt.Sprintf("%s/%s", dtype, gemm), func(t *testing.T) {
+				be, err := New(model.BackendOptions{Gemm: gemm, Dtype: dtype, Switches: &sw})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { be.Close() })
+				m := newModelOpt(t, be, cfg, model.Options{KVFP8: true})
+				for i, s := range sc {
+					relErr(t, fmt.Sprintf("iteration %d (%d sequences)", i, len(s)), runStep(t, m, s), want[i], fp8ModelTol)
+				}
+			})
+		}
+	}
+}
+
+// TestFP8KVRefusals: without XRUN_CUDA_FP8_KV, and for a model whose
+// attention is not on the tensor cores (heads of 32), the cache is
+// refused with model.ErrNoFP8 when it is made.
+func TestFP8KVRefusals(t *testing.T) {
+	needGPU(t)
+	on := engine.ParseSwitches(func(k string) string {
+		if k == "XRUN_CUDA_FP8_KV" {
+			return "1"
+		}
+		return ""
+	})
+	off := engine.ParseSwitches(func(string) string { return "" })
+	narrow, _ := engine.ZooModel("tiny-dense") // heads of 32
+	for _, c := range []struct {
+		name string
+		sw   *model.Switches
+		cfg  model.Config
+	}{{"switch off", &off, fp8KVModel(t)}, {"heads of 32", &on, narrow}} {
+		be, err := New(model.BackendOptions{Gemm: "auto", Dtype: "bfloat16", Switches: c.sw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.New(be, c.cfg, model.Options{KVFP8: true, Seed: 7})
+		if err == nil {
+			err = m.Reserve(model.Capacity{MaxTokens: 64, MaxLogitRows: 8, Slots: 2, MaxLen: 64})
+		}
+		if !errors.Is(err, model.ErrNoFP8) {
+			t.Errorf("%s: %v, want model.ErrNoFP8", c.name, err)
+		}
+		be.Close()
+	}
+}

@@ -1,0 +1,531 @@
+// Attention on the tensor cores (mma.sync m16n8k16, fp32 accumulation):
+// the same work items, cache layout and outputs as attention.cu's CUDA-core
+// kernel, for head dimensions 64 and 128.
+//
+// Why: the CUDA-core kernel computes q k^T and P V in fp32 through shared
+// memory with four block-wide barriers per 64-key tile, so each block is a
+// long chain of dependent latencies; at a decode batch of 256 it ran at a
+// third of the bandwidth its K/V bytes need. Here every product is a few
+// mma instructions per warp, the scores never leave registers, and decode
+// blocks need no block-wide barrier until the end.
+//
+// FlashAttention-2 style, per warp: a warp owns 16 query rows (rows r of a
+// block are token r / G, query head r % G of the block's KV head; decode
+// blocks pad their G rows to 16) and a set of key tiles of KT keys.
+// - S = Q K^T: Q's A fragments are loaded from global memory once, straight
+//   into registers; a K tile sits in shared memory as [key][dim], which is
+//   exactly the "col" B operand, so it loads with plain ldmatrix.
+// - Online softmax in registers: a thread holds two rows (lane / 4 and
+//   lane / 4 + 8); row maxima take two quad shuffles; scores are scaled by
+//   scale * log2(e) in fp32 so every exponential is one ex2. Row sums stay
+//   per thread until the end (each quad's lanes rescale alike).
+// - P V: the m16n8 accumulators of two adjacent 8-key score tiles are, as
+//   they stand, the m16k16 A fragment of P (rounded to 16 bits); V [key][dim]
+//   is the transposed B operand: ldmatrix.trans.
+// - K/V tiles stream into shared memory with cp.async, STAGES deep (zero-
+//   filled past the last key, so masked keys multiply zeros, never stale
+//   cache contents), one barrier per tile among the warps sharing them.
+//
+// A block has MW x KW warps: MW warps of rows (16 each) share the K/V tiles
+// of their key group, and KW key groups take the block's key tiles in turn
+// (tile i to group i % KW), each with its own stages, so they never wait for
+// one another. Decode blocks (MW = 1: one token's G heads) split their keys
+// over KW warps (flash-decoding inside the block) and merge the warps'
+// (m, l, O) through shared memory at the end; prefill blocks (MW = 4, KW =
+// 1: 64 rows) share every tile among their four warps. Across blocks the
+// split of attention.cu is kept (attn_split.cuh): with nsplit > 1 blockIdx.z
+// takes a range of whole tiles and the partial results go to part / ml in
+// the same layout, merged by attn_combine or the last block.
+//
+// Short contexts (decode, split launches): an item with at most shortKeys
+// keys is done by its first block alone (blockIdx.z = 0, every key, the
+// output written directly) and its other blocks return at once. A split
+// costs a dependent round trip through global memory (partials, fence,
+// counter, the last block's reads), more than a short context's keys do
+// when the block's key warps share them; the split count is fixed when a
+// decode graph is captured, so the choice is made here, per item.
+//
+// ROPE (the _rope decode kernels): the launch also does rope_kv's work for
+// its own tokens, so that the decode step needs no kernel between the QKV
+// projection and the attention. The keys from pos0 on are the items' own
+// tokens: each block rotates its rows of Q in registers (the A fragment of
+// column c and its rotate-half partner c + D/2 sit in the same thread,
+// qa[kk] and qa[kk + D/32]); the block whose key range holds a new key
+// fills that key's row of the K/V stage from the QKV row itself (K rotated
+// in registers) rather than from the cache, and writes it and the value
+// into the cache: exactly one block per (key, KV head), and no other block
+// reads that position. Every other key is in the cache from an earlier
+// launch, which the kernel before this one (the QKV projection) does not
+// write: its first tiles are requested before griddepcontrol.wait, so the
+// K/V stream overlaps the end of the projection. The QKV rows are not
+// rotated in place (other blocks of the launch read them): nothing reads
+// them after the attention.
+//
+// PAGED (the _paged kernels): the cache is paged, cap is the block size,
+// and every cached key's row is found through the item's slot's block table
+// (kv_paged.cuh); masked loads read from the cache's base (zero-filled,
+// nothing is read).
+#pragma once
+#include "common.cuh"
+#include "mma.cuh"
+#include "attn_split.cuh"
+#include "kv_paged.cuh"
+#include "fp8.cuh"
+
+// ex2 is 2^x in one instruction; ex2(-inf) = 0.
+__device__ __forceinline__ float ex2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+// pack2 rounds two floats to one 32-bit pair of 16-bit values, lo first.
+__device__ __forceinline__ u32 pack2(float lo, float hi, f16) {
+	u32 r;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+__device__ __forceinline__ u32 pack2(float lo, float hi, bf16) {
+	u32 r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+
+// group_sync is the barrier of the MW warps sharing key group kw's tiles:
+// a warp's own when it is alone, the block's when every warp shares, a
+// named barrier (1 + kw; 0 is __syncthreads') otherwise.
+template <int MW, int KW>
+__device__ __forceinline__ void group_sync(int kw) {
+	if constexpr (MW == 1) {
+		__syncwarp();
+	} else if constexpr (KW == 1) {
+		__syncthreads();
+	} else {
+		asm volatile("bar.sync %0, %1;" ::"r"(1 + kw), "n"(MW * 32) : "memory");
+	}
+}
+
+template <class T, int D, int MW, int KW, int KT, int ST, bool ROPE, bool PAGED = false, bool F8 = false>
+__device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_elem<F8, T>::C *kc,
+	typename kv_elem<F8, T>::C *vc, const int4 *items, int H, int KV, int W, int cap, float scale, float *part,
+	float *ml, int nsplit, int *counters, int rowsMax, const float *table, int shortKeys,
+	const int *tables = nullptr, int stride = 0, float ksc = 1.f, float vsc = 1.f) {
+	static_assert(!ROPE || MW == 1, "RoPE is folded into decode blocks only");
+	typedef typename kv_elem<F8, T>::C C;
+	// Without ROPE the cache holds this launch's own keys, written by the
+	// kernel before: nothing may be read before it is done.
+	if constexpr (!ROPE) pdl_enter();
+	constexpr int LDS = D + 8;     // padded row: the 8 rows of an ldmatrix phase hit distinct banks
+	constexpr int CPR = D / 8;     // 16-byte chunks per row
+	constexpr int TILE = KT * LDS; // elements of one K or V tile
+	constexpr int NG = MW * 32;    // threads of a key group
+	constexpr int NS = KT / 8;     // 8-key score tiles
+	constexpr int NO = D / 8;      // 8-wide output tiles
+	constexpr int LOADS = KT * CPR / NG;
+	static_assert(D % 16 == 0 && KT % 16 == 0 && ST >= 2 && KT * CPR % NG == 0, "shape");
+	// F8: a group's stages hold E4M3 tiles (RAW bytes each), and each tile
+	// in turn is decoded into one pair of 16-bit tiles that the mma read.
+	constexpr int RAW = KT * D;
+	constexpr int GROUP = F8 ? 2 * TILE * (int)sizeof(T) + ST * 2 * RAW : ST * 2 * TILE * (int)sizeof(T);
+	constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
+	const float ninf = -__int_as_float(0x7f800000);
+	extern __shared__ __align__(16) unsigned char smem[];
+
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int mw = warp % MW, kw = warp / MW, gt = mw * 32 + lane;
+	// This group's [ST][K tile, V tile]; under F8 its decoded [K tile, V
+	// tile], then its [ST][K, V] E4M3 tiles (raw).
+	T *const stages = (T *)(smem + kw * GROUP);
+	unsigned char *const raw = smem + kw * GROUP + 2 * TILE * (int)sizeof(T);
+	// Under F8 the scores and the output take the scales (and fp16's 2^8,
+	// e4m3_h16); new keys and values are encoded times their reciprocals.
+	const float kinv = F8 ? __frcp_rn(ksc) : 1.f, vinv = F8 ? __frcp_rn(vsc) : 1.f;
+
+	// The items are the batch layout, copied in before the step's first
+	// kernel: readable before the wait.
+	const int4 it = items[blockIdx.x];
+	const int t0 = it.x, ntok = it.y, slot = it.z, pos0 = it.w;
+	const int h = blockIdx.y, G = H / KV, R = ntok * G;
+	C *kh = kc + ((long long)slot * KV + h) * cap * D;
+	C *vh = vc + ((long long)slot * KV + h) * cap * D;
+
+	int keyBeg = 0, keyEnd = pos0 + ntok; // keys 0..pos0+ntok-1 exist
+	const bool split = nsplit > 1 && keyEnd > shortKeys;
+	if (nsplit > 1 && !split && blockIdx.z != 0) return; // a short context: block 0 does it all
+	if (split) {
+		const int chunk = ((keyEnd + nsplit - 1) / nsplit + KT - 1) / KT * KT;
+		keyBeg = blockIdx.z * chunk;
+		keyEnd = min(keyEnd, keyBeg + chunk);
+	}
+	const int ntiles = keyEnd > keyBeg ? (keyEnd - keyBeg + KT - 1) / KT : 0;
+	const int mine = ntiles > kw ? (ntiles - kw + KW - 1) / KW : 0; // this group's tiles
+
+	// own fills row kr of a K/V stage with new key `key` (>= pos0, under
+	// ROPE) from its token's QKV row, and writes it to the cache: the
+	// thread of chunk ch < D/16 rotates K's chunks ch and ch + D/16 (as
+	// rope_kv: the rounded projection, rotated in fp32, rounded again), and
+	// every thread copies its chunk of V.
+	auto own = [&](int key, int kr, int ch, unsigned char *dk, unsigned char *dv) {
+		const T *src = qkv + (long long)(t0 + key - pos0) * W;
+		const pack8 v = *(const pack8 *)(src + (H + KV + h) * D + ch * 8);
+		// The key's row of the cache, K's and V's.
+		long long crow = (long long)key * D;
+		C *kb = kh, *vb = vh;
+		if constexpr (PAGED) {
+			crow = kv_row<true>(tables, stride, slot, KV, h, cap, key) * D;
+			kb = kc;
+			vb = vc;
+		}
+		if constexpr (F8) {
+			float f[8];
+#pragma unroll
+			for (int e = 0; e < 8; e++) f[e] = pack_get<T>(v, e);
+			const uint2 q = e4m3x8(f, vinv);
+			*(uint2 *)(dv + kr * D + ch * 8) = q;
+			*(uint2 *)(vb + crow + ch * 8) = q;
+		} else {
+			*(pack8 *)((T *)dv + kr * LDS + ch * 8) = v;
+			*(pack8 *)(vb + crow + ch * 8) = v;
+		}
+		if (ch < CPR / 2) {
+			const T *ks = src + (H + h) * D + ch * 8;
+			const pack8 a = *(const pack8 *)ks, b = *(const pack8 *)(ks + D / 2);
+			const float4 *c4 = (const float4 *)(table + (long long)key * D + ch * 8);
+			const float4 *s4 = (const float4 *)(table + (long long)key * D + D / 2 + ch * 8);
+			const float4 cA = c4[0], cB = c4[1], sA = s4[0], sB = s4[1];
+			const float cs[8] = {cA.x, cA.y, cA.z, cA.w, cB.x, cB.y, cB.z, cB.w};
+			const float sn[8] = {sA.x, sA.y, sA.z, sA.w, sB.x, sB.y, sB.z, sB.w};
+			float fa[8], fb[8];
+#pragma unroll
+			for (int e = 0; e < 8; e++) {
+				const float x0 = pack_get<T>(a, e), x1 = pack_get<T>(b, e);
+				fa[e] = x0 * cs[e] - x1 * sn[e];
+				fb[e] = x1 * cs[e] + x0 * sn[e];
+			}
+			if constexpr (F8) {
+				// Encoded from the rotation in float32, as the CPU backend
+				// encodes its keys.
+				const uint2 qa = e4m3x8(fa, kinv), qb = e4m3x8(fb, kinv);
+				*(uint2 *)(dk + kr * D + ch * 8) = qa;
+				*(uint2 *)(dk + kr * D + D / 2 + ch * 8) = qb;
+				*(uint2 *)(kb + crow + ch * 8) = qa;
+				*(uint2 *)(kb + crow + D / 2 + ch * 8) = qb;
+			} else {
+				pack8 ra = {}, rb = {};
+#pragma unroll
+				for (int e = 0; e < 8; e++) {
+					pack_set<T>(ra, e, fa[e]);
+					pack_set<T>(rb, e, fb[e]);
+				}
+				*(pack8 *)((T *)dk + kr * LDS + ch * 8) = ra;
+				*(pack8 *)((T *)dk + kr * LDS + D / 2 + ch * 8) = rb;
+				*(pack8 *)(kb + crow + ch * 8) = ra;
+				*(pack8 *)(kb + crow + D / 2 + ch * 8) = rb;
+			}
+		}
+	};
+	// load queues the group's j-th tile into stage j % ST: the cached keys
+	// (cached) through cp.async, zero-filled past the last key; under ROPE
+	// the new keys (fresh) through own, which must wait for the QKV rows.
+	auto load = [&](int j, bool cached, bool fresh) {
+		const int k0 = keyBeg + (kw + j * KW) * KT;
+		unsigned char *dk, *dv; // the stage's K and V tiles
+		if constexpr (F8) {
+			dk = raw + (j % ST) * 2 * RAW;
+			dv = dk + RAW;
+		} else {
+			dk = (unsigned char *)(stages + (j % ST) * 2 * TILE);
+			dv = dk + TILE * (int)sizeof(T);
+		}
+#pragma unroll
+		for (int i = 0; i < LOADS; i++) {
+			const int c = gt + i * NG, kr = c / CPR, ch = c - kr * CPR;
+			const int key = k0 + kr;
+			const bool ok = key < keyEnd;
+			// A chunk: 8 values, 16 bytes of T or 8 codes; its place in the
+			// stage (rows of LDS values, or of D codes).
+			const u32 sk = F8 ? smem_u32(dk + kr * D + ch * 8) : smem_u32((T *)dk + kr * LDS + ch * 8);
+			const u32 sv = F8 ? smem_u32(dv + kr * D + ch * 8) : smem_u32((T *)dv + kr * LDS + ch * 8);
+			if (ROPE && ok && key >= pos0) {
+				if (fresh) own(key, kr, ch, dk, dv);
+			} else if (cached) {
+				long long off; // masked keys read nothing: from the cache's base
+				if constexpr (PAGED) {
+					off = ok ? kv_row<true>(tables, stride, slot, KV, h, cap, key) * D + ch * 8 : 0;
+				} else {
+					off = ok ? (long long)key * D + ch * 8 : 0;
+				}
+				const C *kb = PAGED ? kc : kh, *vb = PAGED ? vc : vh;
+				if constexpr (F8) {
+					cp_async8(sk, kb + off, ok);
+					cp_async8(sv, vb + off, ok);
+				} else {
+					cp_async16(sk, kb + off, ok);
+					cp_async16(sv, vb + off, ok);
+				}
+			}
+		}
+	};
+	// The first tiles' copies go out before the queries are read, so the
+	// two latencies overlap (under ROPE, before the wait too).
+#pragma unroll
+	for (int s = 0; s < ST - 1; s++) {
+		if (s < mine) load(s, true, false);
+		cp_async_commit();
+	}
+
+	// This thread's rows of the warp's 16, and their A fragments of Q
+	// (rows past R are zeros).
+	const int g4 = lane >> 2, q4 = lane & 3;
+	const int r0 = mw * 16 + g4, r1 = r0 + 8;
+	const bool active = mw * 16 < R; // a warp with no real rows only helps copy
+	// Under ROPE: the angles of this thread's Q elements, [row r0 / r1][16-
+	// column step kk of the first half][columns +0 / +8], cos and sin (the
+	// table is a weight: read before the wait); then the wait, then the new
+	// keys of the tiles already queued.
+	constexpr int QH = ROPE ? D / 32 : 1;
+	float2 qcos[2][QH][2], qsin[2][QH][2];
+	if constexpr (ROPE) {
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const int row = i ? r1 : r0;
+			const int p = pos0 + min(row / G, ntok - 1); // rows past R: any valid position (their Q is zero)
+			const float *tb = table + (long long)p * D + q4 * 2;
+#pragma unroll
+			for (int kk = 0; kk < QH; kk++)
+#pragma unroll
+				for (int hi = 0; hi < 2; hi++) {
+					qcos[i][kk][hi] = *(const float2 *)(tb + kk * 16 + hi * 8);
+					qsin[i][kk][hi] = *(const float2 *)(tb + D / 2 + kk * 16 + hi * 8);
+				}
+		}
+		pdl_enter();
+#pragma unroll
+		for (int s = 0; s < ST - 1; s++)
+			if (s < mine) load(s, false, true);
+	}
+	u32 qa[D / 16][4];
+	{
+		auto qrow = [&](int r) {
+			const int tok = r / G, j = r - tok * G;
+			return qkv + (long long)(t0 + tok) * W + (h * G + j) * D + q4 * 2;
+		};
+		const T *q0 = qrow(r0), *q1 = qrow(r1);
+		const bool ok0 = r0 < R, ok1 = r1 < R;
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			qa[kk][0] = ok0 ? *(const u32 *)(q0 + kk * 16) : 0u;
+			qa[kk][1] = ok1 ? *(const u32 *)(q1 + kk * 16) : 0u;
+			qa[kk][2] = ok0 ? *(const u32 *)(q0 + kk * 16 + 8) : 0u;
+			qa[kk][3] = ok1 ? *(const u32 *)(q1 + kk * 16 + 8) : 0u;
+		}
+	}
+	if constexpr (ROPE) {
+		// qa[kk][j] holds row (j & 1 ? r1 : r0), columns kk * 16 + q4 * 2
+		// (+ 8 for j >= 2) and the next; its partner, D / 2 further, is
+		// qa[kk + D / 32][j]. Rotated in fp32, rounded as rope_kv stores.
+#pragma unroll
+		for (int kk = 0; kk < QH; kk++)
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				const float2 x0 = unpack2(qa[kk][j], T{}), x1 = unpack2(qa[kk + QH][j], T{});
+				const float2 c = qcos[j & 1][kk][j >> 1], sn = qsin[j & 1][kk][j >> 1];
+				qa[kk][j] = pack2(x0.x * c.x - x1.x * sn.x, x0.y * c.y - x1.y * sn.y, T{});
+				qa[kk + QH][j] = pack2(x1.x * c.x + x0.x * sn.x, x1.y * c.y + x0.y * sn.y, T{});
+			}
+	}
+
+	float o[NO][4];
+#pragma unroll
+	for (int d = 0; d < NO; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+	float m[2] = {ninf, ninf}, l[2] = {0.f, 0.f}; // running max (log2 units) and sum per row
+	const float sl2 = scale * LOG2E * (F8 ? ksc * e4m3_h16<T>::mul : 1.f);
+	// Row r sees keys up to its own position (causal) and below keyEnd; a
+	// tile past the warp's first row's limit needs masking.
+	const int lim0 = min(keyEnd - 1, pos0 + r0 / G), lim1 = min(keyEnd - 1, pos0 + r1 / G);
+	const int wlim = min(keyEnd - 1, pos0 + mw * 16 / G);
+
+	for (int j = 0; j < mine; j++) {
+		cp_async_wait<ST - 2>();
+		group_sync<MW, KW>(kw); // tile j landed for the group; its stage of tile j - 1 is free
+		if (j + ST - 1 < mine) load(j + ST - 1, true, true);
+		cp_async_commit();
+		if constexpr (F8) {
+			// Tile j's codes into the group's decoded tiles, 16 a thread at
+			// a time (every warp of the group is past tile j - 1: the sync
+			// above), then a sync before they are read.
+			const unsigned char *rk = raw + (j % ST) * 2 * RAW;
+			constexpr int P16 = KT * D / 16; // 16-code pieces of a tile
+			for (int i = gt; i < 2 * P16; i += NG) {
+				const int isv = i >= P16, q = i - isv * P16, r = q / (D / 16), c16 = q - r * (D / 16);
+				pack8 lo, hi;
+				e4m3x16<T>(*(const uint4 *)(rk + isv * RAW + r * D + c16 * 16), lo, hi);
+				T *dst = stages + isv * TILE + r * LDS + c16 * 16;
+				*(pack8 *)dst = lo;
+				*(pack8 *)(dst + 8) = hi;
+			}
+			group_sync<MW, KW>(kw);
+		}
+		if (!active) continue;
+		const T *ks = F8 ? stages : stages + (j % ST) * 2 * TILE, *vs = ks + TILE;
+		const int k0 = keyBeg + (kw + j * KW) * KT;
+
+		float s[NS][4];
+#pragma unroll
+		for (int n = 0; n < NS; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+#pragma unroll
+			for (int n = 0; n < NS; n += 2) {
+				u32 b[4];
+				ldmatrix_x4(b, smem_u32(ks + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8));
+				mma(s[n], qa[kk], b, T{});
+				mma(s[n + 1], qa[kk], b + 2, T{});
+			}
+		}
+		const bool edge = k0 + KT - 1 > wlim;
+#pragma unroll
+		for (int n = 0; n < NS; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float v = s[n][e] * sl2;
+				if (edge && k0 + n * 8 + q4 * 2 + (e & 1) > (e < 2 ? lim0 : lim1)) v = ninf;
+				s[n][e] = v;
+			}
+		// Online softmax. A row with nothing seen yet (max -inf) subtracts
+		// 0 instead, so that every exponential is of -inf (0), never NaN.
+		float mx[2] = {m[0], m[1]};
+#pragma unroll
+		for (int n = 0; n < NS; n++) {
+			mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+			mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
+		}
+		float alpha[2], mu[2];
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+			mu[i] = mx[i] == ninf ? 0.f : mx[i];
+			alpha[i] = ex2(m[i] - mu[i]);
+			m[i] = mx[i];
+		}
+		float ps[2] = {0.f, 0.f};
+#pragma unroll
+		for (int n = 0; n < NS; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				s[n][e] = ex2(s[n][e] - mu[e >> 1]);
+				ps[e >> 1] += s[n][e];
+			}
+		l[0] = l[0] * alpha[0] + ps[0];
+		l[1] = l[1] * alpha[1] + ps[1];
+#pragma unroll
+		for (int d = 0; d < NO; d++) {
+			o[d][0] *= alpha[0];
+			o[d][1] *= alpha[0];
+			o[d][2] *= alpha[1];
+			o[d][3] *= alpha[1];
+		}
+		// O += P V, 16 keys a step.
+#pragma unroll
+		for (int kk = 0; kk < KT / 16; kk++) {
+			u32 pa[4] = {pack2(s[2 * kk][0], s[2 * kk][1], T{}), pack2(s[2 * kk][2], s[2 * kk][3], T{}),
+				pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
+#pragma unroll
+			for (int d = 0; d < NO; d += 2) {
+				u32 b[4];
+				ldmatrix_x4_trans(b, smem_u32(vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + d * 8 + (lane >> 4) * 8));
+				mma(o[d], pa, b, T{});
+				mma(o[d + 1], pa, b + 2, T{});
+			}
+		}
+	}
+	cp_async_wait<0>(); // only empty groups can be left, but the stages are reused below
+	if constexpr (F8) {
+		const float vm = vsc * e4m3_h16<T>::mul;
+#pragma unroll
+		for (int d = 0; d < NO; d++) {
+			o[d][0] *= vm;
+			o[d][1] *= vm;
+			o[d][2] *= vm;
+			o[d][3] *= vm;
+		}
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+	}
+
+	const long long base = ((long long)(blockIdx.x * KV + h) * nsplit + blockIdx.z) * rowsMax;
+	if constexpr (KW == 1) {
+		// Each warp holds its rows' final (m, l, O): written straight out.
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const int r = i ? r1 : r0;
+			if (r >= R) continue;
+			if (split) {
+				float *p = part + (base + r) * D + q4 * 2;
+#pragma unroll
+				for (int d = 0; d < NO; d++) *(float2 *)(p + d * 8) = make_float2(o[d][2 * i], o[d][2 * i + 1]);
+				if (q4 == 0) *(float2 *)&ml[(base + r) * 2] = make_float2(m[i] * LN2, l[i]);
+			} else {
+				const int tok = r / G, jh = r - tok * G;
+				T *dst = out + (long long)(t0 + tok) * H * D + (h * G + jh) * D + q4 * 2;
+				const float inv = 1.f / l[i];
+#pragma unroll
+				for (int d = 0; d < NO; d++) *(u32 *)(dst + d * 8) = pack2(o[d][2 * i] * inv, o[d][2 * i + 1] * inv, T{});
+			}
+		}
+	} else {
+		// The key groups merge through shared memory: each warp leaves its
+		// (m, l, O) in its group's stages, then the block combines them as
+		// split partials are combined (attn_split.cuh).
+		constexpr int LDO = D + 4;           // floats per row of O
+		constexpr int MERGE = 16 * LDO + 32; // floats per warp: O, then (m, l) per row
+		static_assert(MW * MERGE * 4 <= GROUP, "merge area larger than the stages");
+		group_sync<MW, KW>(kw); // the group is done reading its stages
+		float *mg = (float *)(smem + kw * GROUP) + mw * MERGE;
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const int rl = g4 + 8 * i;
+#pragma unroll
+			for (int d = 0; d < NO; d++) *(float2 *)&mg[rl * LDO + d * 8 + q4 * 2] = make_float2(o[d][2 * i], o[d][2 * i + 1]);
+			if (q4 == 0) *(float2 *)&mg[16 * LDO + rl * 2] = make_float2(m[i], l[i]);
+		}
+		__syncthreads();
+		for (int i = tid; i < R * (D / 2); i += blockDim.x) {
+			const int r = i / (D / 2), d = (i - r * (D / 2)) * 2;
+			const float *src = (const float *)smem + (r >> 4) * MERGE;
+			const int rl = r & 15;
+			float mz[KW], M = ninf;
+#pragma unroll
+			for (int z = 0; z < KW; z++) {
+				mz[z] = src[z * (GROUP / 4) + 16 * LDO + rl * 2];
+				M = fmaxf(M, mz[z]);
+			}
+			float L = 0.f, O0 = 0.f, O1 = 0.f;
+			if (M != ninf) {
+#pragma unroll
+				for (int z = 0; z < KW; z++) {
+					const float *g = src + z * (GROUP / 4);
+					const float e = ex2(mz[z] - M);
+					const float2 oz = *(const float2 *)&g[rl * LDO + d];
+					L += g[16 * LDO + rl * 2 + 1] * e;
+					O0 += oz.x * e;
+					O1 += oz.y * e;
+				}
+			}
+			if (split) {
+				*(float2 *)&part[(base + r) * D + d] = make_float2(O0, O1);
+				if (d == 0) *(float2 *)&ml[(base + r) * 2] = make_float2(M * LN2, L);
+			} else {
+				const int tok = r / G, jh = r - tok * G;
+				const float inv = 1.f / L;
+				*(u32 *)(out + (long long)(t0 + tok) * H * D + (h * G + jh) * D + d) = pack2(O0 * inv, O1 * inv, T{});
+			}
+		}
+	}
+	if (split && counters && split_last(counters + blockIdx.x * KV + h, nsplit))
+		combine_rows<T>(out, part, ml, t0, R, h, H, KV, D, rowsMax, nsplit, (long long)(blockIdx.x * KV + h) * nsplit * rowsMax);
+}

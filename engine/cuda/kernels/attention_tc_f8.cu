@@ -1,0 +1,49 @@
+// The tensor-core attention kernels over an FP8 (E4M3) KV cache
+// (kv_cache_dtype fp8): attention_tc.cuh with F8, a family of its own so
+// that a run without an FP8 cache never compiles it.
+//
+// The cache holds one byte a value, E4M3(v / scale) with a scale per layer
+// for K and one for V (kv_write_f8, attention.cu; the _rope kernels encode
+// their new keys and values alike). A stage of a key group holds E4M3
+// tiles, streamed with cp.async at half the bytes of a 16-bit cache; each
+// tile in turn is decoded into one pair of 16-bit tiles, exactly (every
+// E4M3 value is an fp16 and a bf16 value: fp16's times 2^-8, e4m3_h16),
+// which the same mma read. The scales, and fp16's 2^8, multiply the scores
+// and the output in float32, so no scaled key or value is ever rounded.
+// Two arguments more than attention_tc.cu's kernels: ksc and vsc, the
+// layer's scales.
+#include "attention_tc.cuh"
+
+#define ATTN_TC_F8_K(T, D, MW, KW, KT, ST, ROPE, SUF)                                                          \
+	extern "C" __global__ void __launch_bounds__(MW * KW * 32)                                                  \
+		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##SUF##_f8(T *out, const T *qkv, u8 *kc, u8 *vc, \
+			const int4 *items, int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit,  \
+			int *counters, int rowsMax, const float *table, int shortKeys, float ksc, float vsc) {            \
+		attention_tc<T, D, MW, KW, KT, ST, ROPE, false, true>(out, qkv, kc, vc, items, H, KV, W, cap, scale,   \
+			part, ml, nsplit, counters, rowsMax, table, shortKeys, nullptr, 0, ksc, vsc);                     \
+	}
+#define ATTN_TC_F8_KP(T, D, MW, KW, KT, ST, ROPE, SUF)                                                         \
+	extern "C" __global__ void __launch_bounds__(MW * KW * 32)                                                  \
+		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##SUF##_f8(T *out, const T *qkv, u8 *kc, u8 *vc, \
+			const int4 *items, int H, int KV, int W, int bs, float scale, float *part, float *ml, int nsplit,   \
+			int *counters, int rowsMax, const float *table, int shortKeys, const int *tables, int stride,     \
+			float ksc, float vsc) {                                                                           \
+		attention_tc<T, D, MW, KW, KT, ST, ROPE, true, true>(out, qkv, kc, vc, items, H, KV, W, bs, scale,     \
+			part, ml, nsplit, counters, rowsMax, table, shortKeys, tables, stride, ksc, vsc);                 \
+	}
+// The default configurations only (attnTCF8Kernels in attention.go): decode
+// (few blocks, many), prefill, the decode ones with RoPE folded in, each
+// over a contiguous and a paged cache.
+#define ATTN_TC_F8_ALL(T)                                                                                       \
+	ATTN_TC_F8_K(T, 64, 1, 8, 16, 2, false, ) ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, false, )                        \
+	ATTN_TC_F8_K(T, 64, 4, 1, 32, 3, false, ) ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, false, )                       \
+	ATTN_TC_F8_K(T, 128, 4, 1, 32, 2, false, )                                                                 \
+	ATTN_TC_F8_K(T, 64, 1, 8, 16, 3, true, _rope) ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, true, _rope)                \
+	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, true, _rope)                                                             \
+	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 2, false, _paged) ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, false, _paged)          \
+	ATTN_TC_F8_KP(T, 64, 4, 1, 32, 3, false, _paged) ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, false, _paged)         \
+	ATTN_TC_F8_KP(T, 128, 4, 1, 32, 2, false, _paged)                                                          \
+	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 3, true, _rope_paged) ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, true, _rope_paged)  \
+	ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, true, _rope_paged)
+ATTN_TC_F8_ALL(f16)
+ATTN_TC_F8_ALL(bf16)

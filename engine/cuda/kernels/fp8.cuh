@@ -1,0 +1,90 @@
+// E4M3 (FP8) codes, shared by the FP8 GEMMs (fp8.cu) and the FP8 KV
+// cache (attention.cu's kv_write_f8, attention_tc_f8.cu): the encoder
+// engine/fp8.Encode is, bit for bit, and the decoders.
+#pragma once
+#include "common.cuh"
+
+typedef unsigned char u8;
+
+#define FP8_MAX 448.f
+
+__device__ __forceinline__ u32 f32_to_e4m3(float f) {
+	u32 bits = __float_as_uint(f);
+	u32 sign = (bits >> 24) & 0x80u;
+	u32 a = bits & 0x7fffffffu;
+	if (a > 0x7f800000u) return sign | 0x7fu; // NaN
+	if (a >= 0x43e00000u) return sign | 0x7eu; // 448 or more: saturate
+	int e = (int)(a >> 23) - 127;
+	if (e < -6) {
+		// Subnormal codes are multiples of 2^-9; x · 512 is exact.
+		return sign | (u32)rintf(__uint_as_float(a) * 512.f);
+	}
+	u32 keep = (a & 0x7fffffu) >> 20, rest = a & 0xfffffu;
+	if (rest > 0x80000u || (rest == 0x80000u && (keep & 1u))) keep++;
+	u32 code = ((u32)(e + 7) << 3) + keep; // keep == 8 carries into the exponent
+	return sign | min(code, 0x7eu);
+}
+
+__device__ __forceinline__ float e4m3_to_f32(u32 c) {
+	u32 sign = (c & 0x80u) << 24, e = (c >> 3) & 0xfu, m = c & 7u;
+	if (e == 0) return __uint_as_float(sign | __float_as_uint((float)m * 0.001953125f));
+	if (e == 0xfu && m == 7u) return __uint_as_float(sign | 0x7fc00000u);
+	return __uint_as_float(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+// kv_elem is a KV cache element: T, or an E4M3 code (F8).
+template <bool F8, class T> struct kv_elem {
+	typedef T C;
+};
+template <class T> struct kv_elem<true, T> {
+	typedef u8 C;
+};
+
+// e4m3x2_h16 turns the two codes in the low 16 bits of w into two
+// 16-bit values of T, the first in the low half, with no rounding:
+// fp16's are the codes' bits moved into place, the values times 2^-8
+// (every E4M3 value, subnormals too, is an fp16 value then: the caller
+// multiplies by e4m3_h16<T>::mul); bf16's are the values themselves
+// (mul 1), whose 3-bit mantissas bf16 holds exactly.
+template <class T> struct e4m3_h16;
+template <> struct e4m3_h16<f16> {
+	static constexpr float mul = 256.f;
+	__device__ static __forceinline__ u32 two(u32 w) {
+		return ((w & 0x80u) << 8) | ((w & 0x7fu) << 7) | ((w & 0x8000u) << 16) | ((w & 0x7f00u) << 15);
+	}
+};
+template <> struct e4m3_h16<bf16> {
+	static constexpr float mul = 1.f;
+	__device__ static __forceinline__ u32 one(u32 c) {
+		// Normal codes rebias the exponent (7 to 127); subnormal ones are
+		// m 2^-9, made in float32 (no float32 subnormal on the way).
+		const u32 mag = (c & 0x78u) ? ((c & 0x7fu) << 20) + (120u << 23) : __float_as_uint((float)(c & 7u) * 0.001953125f);
+		return (((c & 0x80u) << 24) | mag) >> 16;
+	}
+	__device__ static __forceinline__ u32 two(u32 w) { return one(w & 0xffu) | (one((w >> 8) & 0xffu) << 16); }
+};
+
+// e4m3x16 decodes 16 codes (one 16-byte load) into two packs of 8 values
+// of T (e4m3_h16's scaling).
+template <class T> __device__ __forceinline__ void e4m3x16(uint4 c, pack8 &lo, pack8 &hi) {
+	lo.w[0] = e4m3_h16<T>::two(c.x);
+	lo.w[1] = e4m3_h16<T>::two(c.x >> 16);
+	lo.w[2] = e4m3_h16<T>::two(c.y);
+	lo.w[3] = e4m3_h16<T>::two(c.y >> 16);
+	hi.w[0] = e4m3_h16<T>::two(c.z);
+	hi.w[1] = e4m3_h16<T>::two(c.z >> 16);
+	hi.w[2] = e4m3_h16<T>::two(c.w);
+	hi.w[3] = e4m3_h16<T>::two(c.w >> 16);
+}
+
+// e4m3x8 encodes 8 floats times inv (the reciprocal of the scale, rounded
+// once, as engine/fp8 multiplies) into 8 codes, the first in the low byte.
+__device__ __forceinline__ uint2 e4m3x8(const float *x, float inv) {
+	u32 lo = 0, hi = 0;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		lo |= f32_to_e4m3(__fmul_rn(x[j], inv)) << (8 * j);
+		hi |= f32_to_e4m3(__fmul_rn(x[j + 4], inv)) << (8 * j);
+	}
+	return make_uint2(lo, hi);
+}
