@@ -429,8 +429,6 @@ func noFP8Error(cfg Config, be model.Backend, mc ModelConfig, kv bool, err error
 	case field == "dtype" && gemms:
 		// It has FP8 GEMMs, not for something of this model: err says what.
 		msg = fmt.Sprintf("dtype fp8 on the %s backend cannot run all of model %s (%v); run it in bfloat16", cfg.Backend, mc.Name, err)
-	case cfg.Backend == "cuda" && field == "kv_cache_dtype":
-		msg = "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet (its attention kernels read fp16/bf16 keys and values); it runs on engine cpu as the reference"
 	}
 	return &ParamError{Field: field, Value: "fp8", Msg: msg}
 }

@@ -151,8 +151,8 @@ func TestFP8RefusedWithoutKernels(t *testing.T) {
 	if e.(*engine).m.Capacity().BlockSize != 0 {
 		t.Error("a backend without paging got a paged cache")
 	}
-	// The CUDA backend has FP8 GEMMs (not for every weight) and no FP8 KV
-	// cache: its refusals blame what it lacks, and say why.
+	// A backend with FP8 GEMMs (not for every weight) and no FP8 KV cache:
+	// its refusals blame what it lacks, and say why.
 	dense, _ := LookupModel("tiny-llama")
 	moe, _ := LookupModel("tiny-moe")
 	why := fmt.Errorf("weight experts: FP8 experts with a static or per-token input scale on the CUDA backend: %w", model.ErrNoFP8)
@@ -162,8 +162,8 @@ func TestFP8RefusedWithoutKernels(t *testing.T) {
 		field, want string
 	}{
 		{moe, false, "dtype", "dtype fp8 on the cuda backend cannot run all of model tiny-moe (weight experts: FP8 experts with a static or per-token input scale"},
-		{dense, true, "kv_cache_dtype", "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet"},
-		{moe, true, "kv_cache_dtype", "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache"},
+		{dense, true, "kv_cache_dtype", "kv_cache_dtype fp8 needs the cuda backend's FP8 KV cache, which it does not have (cuda/cublaslt)"},
+		{moe, true, "kv_cache_dtype", "kv_cache_dtype fp8 needs the cuda backend's FP8 KV cache, which it does not have"},
 	} {
 		err := noFP8Error(Config{Backend: "cuda"}, fp8GEMMsOnly{}, c.mc, c.kv, why)
 		var pe *ParamError
@@ -173,7 +173,7 @@ func TestFP8RefusedWithoutKernels(t *testing.T) {
 	}
 }
 
-// fp8GEMMsOnly is a backend as the CUDA one is: FP8 GEMMs, no FP8 KV cache.
+// fp8GEMMsOnly is a backend with FP8 GEMMs and no FP8 KV cache.
 type fp8GEMMsOnly struct{ model.Backend }
 
 func (fp8GEMMsOnly) Name() string                                     { return "cuda/cublaslt" }

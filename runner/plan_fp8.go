@@ -10,8 +10,10 @@ import (
 // 22): dtype fp8 and kv_cache_dtype fp8 are xrun's own engine's
 // (TensorRT-LLM takes FP8 as a quantized checkpoint, not a dtype), MLA
 // models' block-scaled FP8 is not supported, nor is FP8 with GPT-OSS's
-// expert biases or its sinks and window, and the CUDA backend has no FP8
-// KV cache. On engine auto the backend is chosen when the study runs, so
+// expert biases or its sinks and window, and the CUDA backend's FP8 KV
+// cache needs its tensor-core attention (heads of 64 or 128) and, until it
+// has run on a GPU, XRUN_CUDA_FP8_KV=1 in the run's environment (a
+// warning). On engine auto the backend is chosen when the study runs, so
 // the plan warns and autoCudaFP8Error keeps the error for
 // Cell.CheckBackend.
 func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []int32, warn func(string)) error {
@@ -45,8 +47,12 @@ func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []i
 		n, f := d.blame(vals, pKVCacheDtype, pModel)
 		return d.errAt(n, f, "kv_cache_dtype fp8: model %s's GPT-OSS attention sinks and sliding window have no FP8 KV cache on any backend; use kv_cache_dtype auto", p.Model)
 	}
-	msg, pi := cudaFP8Problem(kv)
+	msg, pi := cudaFP8Problem(kv, m)
 	if msg == "" {
+		if kv && (p.Engine == "cuda" || p.Engine == "auto") {
+			n, f := d.blame(vals, pKVCacheDtype, pEngine)
+			warn(fmt.Sprintf("kv_cache_dtype fp8 on engine %s (%s, %s): the CUDA backend's FP8 KV cache is opt-in until it has run on a GPU; there the run refuses these cells unless XRUN_CUDA_FP8_KV=1 is in its environment", p.Engine, f, d.where(n)))
+		}
 		return nil
 	}
 	switch p.Engine {
@@ -62,10 +68,11 @@ func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []i
 
 // cudaFP8Problem says what of a cell's FP8 the CUDA backend cannot run,
 // and the parameter that asks for it; "" when it can run it all: its FP8
-// GEMMs take dense layers and MoE experts, so only an FP8 KV cache (kv).
-func cudaFP8Problem(kv bool) (string, int) {
-	if kv {
-		return "kv_cache_dtype fp8 needs the CUDA backend's FP8 KV cache, not built yet (its attention kernels read fp16/bf16 keys and values); engine cpu runs it as the reference", pKVCacheDtype
+// GEMMs take dense layers and MoE experts, and its FP8 KV cache (kv) the
+// models whose attention runs on its tensor cores.
+func cudaFP8Problem(kv bool, m *engine.ModelConfig) (string, int) {
+	if kv && m.HeadDim != 64 && m.HeadDim != 128 {
+		return fmt.Sprintf("kv_cache_dtype fp8 needs the CUDA backend's tensor-core attention (heads of 64 or 128), and model %s's heads are %d wide; engine cpu runs it as the reference", m.Name, m.HeadDim), pKVCacheDtype
 	}
 	return "", 0
 }
@@ -78,7 +85,7 @@ func (d *decoder) autoCudaFP8Error(p *Params, na uint64, vals []int32) *SpecErro
 		return nil
 	}
 	kv := p.KVCacheDtype == "fp8" && na&(1<<pKVCacheDtype) == 0
-	msg, pi := cudaFP8Problem(kv)
+	msg, pi := cudaFP8Problem(kv, m)
 	if msg == "" {
 		return nil
 	}
