@@ -355,6 +355,12 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 
 	res := &Result{Backend: e.be.Name(), MaxInFlight: slots}
 	err := st.serve(ctx, warmupRequests(reqs, e.cfg.Warmup, e.cfg.Seed), true)
+	pc, counts := e.be.(model.PlanCounter)
+	var plans0 int
+	var spent0 time.Duration
+	if counts {
+		plans0, spent0 = pc.GEMMPlans()
+	}
 	if err == nil {
 		st.records = make([]RequestRecord, len(reqs))
 		err = st.serve(ctx, reqs, false)
@@ -378,8 +384,22 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	}
 	res.Requests = st.records
 	res.Metrics = ComputeMetrics(res.Requests, e.cfg.NumGPUs)
+	if counts {
+		plans, spent := pc.GEMMPlans()
+		res.Metrics[PlansBuiltKey] = float64(plans - plans0)
+		res.Metrics[PlanMsKey] = float64(spent-spent0) / float64(time.Millisecond)
+	}
 	return res, nil
 }
+
+// PlansBuiltKey and PlanMsKey are the GEMM plans a timed pass built (the
+// backend's model.PlanCounter: shapes it met for the first time there,
+// e.g. a new mix of prompts and decodes) and the host time they took,
+// which the pass's timings include.
+const (
+	PlansBuiltKey = "gemm_plans_built"
+	PlanMsKey     = "gemm_plan_ms"
+)
 
 // warmupRequests picks n requests like trtllm-bench's warm-up (random
 // choice with replacement, shuffled), seeded so runs repeat.

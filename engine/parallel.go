@@ -519,6 +519,25 @@ func (b *ranksBackend) MaxKVBlocks(c model.KVConfig) int {
 	})
 }
 
+var _ model.PlanCounter = (*ranksBackend)(nil)
+
+// GEMMPlans are the ranks' together (model.PlanCounter; zero where their
+// backends build none).
+func (b *ranksBackend) GEMMPlans() (n int, spent time.Duration) {
+	ns := make([]int, len(b.p.rs))
+	ds := make([]time.Duration, len(b.p.rs))
+	_ = b.p.all(func(i int, r *rank) error {
+		if pc, ok := r.be.(model.PlanCounter); ok {
+			ns[i], ds[i] = pc.GEMMPlans()
+		}
+		return nil
+	})
+	for i := range ns {
+		n, spent = n+ns[i], spent+ds[i]
+	}
+	return n, spent
+}
+
 // DecodeBatches are rank 0's (model.ShapeWarmer; the ranks' backends
 // are alike), asked of every rank, since asking may set up a rank's
 // warm-up (the CUDA backend's choice of GEMM plans to time).

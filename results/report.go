@@ -420,8 +420,42 @@ func cellNotes(c *Cell) []string {
 	if note := trendNote(c); note != "" {
 		n = append(n, fmt.Sprintf("cell %s: %s", c.ID, note))
 	}
+	if note := plansNote(c); note != "" {
+		n = append(n, fmt.Sprintf("cell %s: %s", c.ID, note))
+	}
 	return n
 }
+
+// plansNote says when a cell's timed repeats built GEMM plans (the
+// engine's gemm_plans_built): shapes met for the first time inside the
+// measurement, whose building its timings include; "" otherwise.
+func plansNote(c *Cell) string {
+	if c == nil || c.Status != StatusOK {
+		return ""
+	}
+	built, ms := column(c.Repeats, plansBuiltKey), column(c.Repeats, planMsKey)
+	total := 0.0
+	parts := make([]string, len(built))
+	for i, b := range built {
+		total += b
+		parts[i] = strconv.FormatFloat(b, 'f', 0, 64)
+		if i < len(ms) && b > 0 {
+			parts[i] += fmt.Sprintf(" (%s ms)", formatSig(ms[i], 3))
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	return fmt.Sprintf("its timed repeats built GEMM plans inside the measurement (per repeat: %s): shapes met there for the first time, such as a new mix of prompts and decodes, whose building their timings include",
+		strings.Join(parts, ", "))
+}
+
+// plansBuiltKey and planMsKey are engine.PlansBuiltKey and PlanMsKey (the
+// results package does not import the engine).
+const (
+	plansBuiltKey = "gemm_plans_built"
+	planMsKey     = "gemm_plan_ms"
+)
 
 // Repeats that move one way, each past the one before, by more than
 // trendMin from first to last, are a trend rather than noise: the first

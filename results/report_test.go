@@ -168,3 +168,19 @@ func TestTrendNote(t *testing.T) {
 		t.Errorf("a failed cell: %q", got)
 	}
 }
+
+// TestPlansNote: repeats that built GEMM plans in their timings get a
+// note with the counts and times per repeat; none built, or a backend
+// that does not count them, none.
+func TestPlansNote(t *testing.T) {
+	c := &Cell{ID: "c", Status: StatusOK, Repeats: []Metrics{
+		{plansBuiltKey: 57, planMsKey: 43.21}, {plansBuiltKey: 0, planMsKey: 0}, {plansBuiltKey: 2, planMsKey: 1.5}}}
+	if got, want := plansNote(c), "built GEMM plans inside the measurement (per repeat: 57 (43.2 ms), 0, 2 (1.50 ms))"; !strings.Contains(got, want) {
+		t.Errorf("note %q, want it to say %q", got, want)
+	}
+	for _, reps := range [][]Metrics{{{plansBuiltKey: 0, planMsKey: 0}}, {{"system_output_throughput_tok_s": 1}}} {
+		if got := plansNote(&Cell{ID: "c", Status: StatusOK, Repeats: reps}); got != "" {
+			t.Errorf("%v: note %q, want none", reps, got)
+		}
+	}
+}

@@ -56,6 +56,10 @@ type BlasLt struct {
 	// tuneM, once TuneOnly set it, are the only M whose algorithms are
 	// timed (nil: every M up to ltTuneMaxM).
 	tuneM map[int]bool
+	// built plans so far and the host time spent building and timing them
+	// (PlanStats).
+	built int
+	spent time.Duration
 
 	// Timing the candidates of a plan: a buffer larger than the L2 cache
 	// that is cleared before each timed matmul (so the weights come from
@@ -195,6 +199,8 @@ func (b *BlasLt) plan(dt DType, m, n, k int, fp8 bool) (*ltPlan, error) {
 	if p, ok := b.plans[key]; ok {
 		return p, nil
 	}
+	t0 := time.Now()
+	defer func() { b.built, b.spent = b.built+1, b.spent+time.Since(t0) }()
 	shape := fmt.Sprintf("%s M=%d N=%d K=%d", dt, m, n, k)
 	if fp8 {
 		shape = "fp8 e4m3 -> " + shape
@@ -303,6 +309,10 @@ type ltOperands struct {
 	x, w, sx, sw Buffer
 }
 
+// PlanStats is how many plans (GEMM shapes) the library has built so far
+// and the host time spent building them and timing their candidates.
+func (b *BlasLt) PlanStats() (int, time.Duration) { return b.built, b.spent }
+
 // TuneOnly limits timing to the decode batch sizes ms, the ones the
 // engine warms before a run, so that their timing is done before anything
 // is measured. Any other M (a prompt's token count, a batch of prompts and
@@ -332,7 +342,10 @@ func (b *BlasLt) run(s *Stream, dt DType, y Buffer, o ltOperands, m, n, k int, f
 	if !p.tuned && !s.capturing {
 		p.tuned = true
 		if b.g.sw.CUDALtTune && b.tunes(m) && len(p.cands) > 1 {
-			if err := b.tune(s, p, y, o); err != nil {
+			t0 := time.Now()
+			err := b.tune(s, p, y, o)
+			b.spent += time.Since(t0)
+			if err != nil {
 				return fmt.Errorf("timing cuBLASLt algorithms for %s M=%d N=%d K=%d: %w", dt, m, n, k, err)
 			}
 		}

@@ -159,6 +159,15 @@ type ShapeWarmer interface {
 	DecodeBatches(slots int) []int
 }
 
+// PlanCounter is a backend that builds something per GEMM shape the first
+// time the shape runs (the CUDA backend's cuBLASLt plans: descriptors, the
+// heuristic's query, and for decode shapes the timing of its candidates):
+// how many it has built so far and the host time they took. The engine
+// counts the ones built during a timed pass, which paid for them there.
+type PlanCounter interface {
+	GEMMPlans() (built int, spent time.Duration)
+}
+
 // RandomSlicer is a backend that makes a slice of a random weight (a split
 // model's shard) where it lives, as Random makes a whole one: without it
 // the slice is filled on the host and uploaded, which for a model of tens

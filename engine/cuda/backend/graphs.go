@@ -5,6 +5,7 @@ package backend
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/engine/model"
@@ -135,4 +136,18 @@ func (b *Backend) DecodeBatches(slots int) []int {
 		return nil
 	})
 	return out
+}
+
+var _ model.PlanCounter = (*Backend)(nil)
+
+// GEMMPlans are the cuBLASLt plans built so far and their host time
+// (model.PlanCounter); none under gemm_plugin disable.
+func (b *Backend) GEMMPlans() (n int, spent time.Duration) {
+	_ = b.dev.Do(func(*cuda.GPU) error {
+		if b.blas != nil {
+			n, spent = b.blas.PlanStats()
+		}
+		return nil
+	})
+	return n, spent
 }
