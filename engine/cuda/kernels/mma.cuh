@@ -41,3 +41,24 @@ __device__ __forceinline__ void mma(float *c, const u32 *a, const u32 *b, bf16) 
 		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+
+// store_swapab writes a swap-AB tile's sums (the weights as mma's A, the
+// tile's token rows as its columns, 8 a group; moe_mxfp4.cu, moe_fp8.cu):
+// C's c0, c1 are weight row g (output column n_lo) for the group's token
+// rows 2t, 2t + 1, c2, c3 weight row g + 8 (n_hi), each times s_lo or s_hi.
+template <class T, int BM>
+__device__ __forceinline__ void store_swapab(T *Y, const float (&acc)[BM / 8][4], int p0, int rows, int groups, int t,
+	int N, int n_lo, int n_hi, bool ok_lo, bool ok_hi, float s_lo, float s_hi) {
+#pragma unroll
+	for (int j = 0; j < BM / 8; j++) {
+		if (j >= groups) continue;
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int p = 8 * j + 2 * t + h;
+			if (p >= rows) continue;
+			T *y = Y + (long long)(p0 + p) * N;
+			if (ok_lo) y[n_lo] = from_f32<T>(acc[j][h] * s_lo);
+			if (ok_hi) y[n_hi] = from_f32<T>(acc[j][2 + h] * s_hi);
+		}
+	}
+}

@@ -101,22 +101,10 @@ __device__ __forceinline__ void moe_fp8(const u8 *__restrict__ A, const float *_
 			}
 		}
 	}
-	// C's c0, c1: weight row g, the group's token rows 2t, 2t + 1; c2, c3:
-	// weight row g + 8. Both operands were 2^-8 of their values.
+	// Both operands were 2^-8 of their values.
 	const float s = sa[0] * 65536.f;
 	const float s_lo = ok_lo ? s * sw[(long long)e * N + n_lo] : 0.f, s_hi = ok_hi ? s * sw[(long long)e * N + n_hi] : 0.f;
-#pragma unroll
-	for (int j = 0; j < F8_BM / 8; j++) {
-		if (j >= groups) continue;
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-			const int p = 8 * j + 2 * t + h;
-			if (p >= rows) continue;
-			T *y = Y + (long long)(p0 + p) * N;
-			if (ok_lo) y[n_lo] = from_f32<T>(acc[j][h] * s_lo);
-			if (ok_hi) y[n_hi] = from_f32<T>(acc[j][2 + h] * s_hi);
-		}
-	}
+	store_swapab<T, F8_BM>(Y, acc, p0, rows, groups, t, N, n_lo, n_hi, ok_lo, ok_hi, s_lo, s_hi);
 }
 
 extern "C" __global__ void __launch_bounds__(128) moe_fp8_f16(const u8 *A, const float *sa, const u8 *W, const float *sw, f16 *Y,

@@ -441,20 +441,7 @@ __device__ __forceinline__ void moe_mxfp4_tc(const T *__restrict__ A, const u8 *
 		__syncthreads();
 		tc_mma<T, KC>(acc, w, As, groups, nb, pick, g, t);
 	}
-	// C's c0, c1: weight row g, the group's token rows 2t, 2t + 1; c2, c3:
-	// weight row g + 8.
-#pragma unroll
-	for (int j = 0; j < TC_BM / 8; j++) {
-		if (j >= groups) continue;
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-			const int p = 8 * j + 2 * t + h;
-			if (p >= rows) continue;
-			T *y = Y + (long long)(p0 + p) * N;
-			if (ok_lo) y[n_lo] = from_f32<T>(acc[j][h]);
-			if (ok_hi) y[n_hi] = from_f32<T>(acc[j][2 + h]);
-		}
-	}
+	store_swapab<T, TC_BM>(Y, acc, p0, rows, groups, t, N, n_lo, n_hi, ok_lo, ok_hi, 1.f, 1.f);
 }
 
 #define MOE_MXFP4(T)                                                                                                   \
