@@ -21,7 +21,9 @@ import (
 // of a forward pass does. Reported: us/launch and the K/V bytes read per
 // second (every key of every item once). The .../paged runs time the
 // kernels over a paged cache (KVPages: blocks of 32 positions, each slot's
-// blocks in a random order), against their contiguous twins.
+// blocks in a random order), against their contiguous twins; the .../f8
+// runs the FP8 kernels (attention_tc_f8.cu) over a cache of one byte a
+// value, whose KV-GB/s count those bytes.
 func BenchmarkAttention(b *testing.B) {
 	type scen struct {
 		name   string
@@ -51,6 +53,8 @@ func BenchmarkAttention(b *testing.B) {
 		{"decode/B=1", tiny, []attnSeq{{255, 1}}, AttnRowsTiny, AttnMaxSplits},
 		{"prefill/T=8192", tiny, prompts, AttnRowsLarge, 1},
 		{"decode-D128/B=256", AttnShape{32, 8, 128}, decodeSeqs(256, 129, 256), AttnRowsTiny, 1},
+		// Llama-3.1-8B's steady state at TensorRT-LLM's 128/128 row.
+		{"decode-D128/B=2048", AttnShape{32, 8, 128}, decodeSeqs(2048, 129, 256), AttnRowsTiny, 1},
 	}
 	for _, sc := range scens {
 		a := sc.a
@@ -159,6 +163,26 @@ func BenchmarkAttention(b *testing.B) {
 				per := d.Seconds() / float64(b.N)
 				b.ReportMetric(per*1e6, "us/launch")
 				b.ReportMetric(float64(keys*KV*D*2*dt.Size())/per/1e9, "KV-GB/s")
+			})
+		}
+		for _, kern := range paged { // the FP8 kernels are the paged configurations
+			if kern.rowWarps == 0 {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/%s/f8", sc.name, kern), func(b *testing.B) {
+				var d time.Duration
+				do(b, func(t testing.TB, g *GPU) {
+					// Random 16-bit caches read as codes: any byte is one.
+					l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
+						FP8: KVFP8{On: true, K: 0.01, V: 0.01}}
+					d = timeLaunches(b, t, g, 2*copies, func(i int) error {
+						c := i % copies
+						return g.attention(g.Stream, dt, out, qkv, caches[2*c], caches[2*c+1], capacity, a, l, kern)
+					})
+				})
+				per := d.Seconds() / float64(b.N)
+				b.ReportMetric(per*1e6, "us/launch")
+				b.ReportMetric(float64(keys*KV*D*2)/per/1e9, "KV-GB/s")
 			})
 		}
 		do(b, func(t testing.TB, g *GPU) {
