@@ -1,6 +1,7 @@
 // The tensor-core attention kernels over an FP8 (E4M3) KV cache
-// (kv_cache_dtype fp8): attention_tc.cuh with F8, a family of its own so
-// that a run without an FP8 cache never compiles it.
+// (kv_cache_dtype fp8): attention_tc.cuh with F8, in a family of its own
+// (a compile unit beside attention_tc.cu's, cached on disk like every
+// family).
 //
 // The cache holds one byte a value, E4M3(v / scale) with a scale per layer
 // for K and one for V (kv_write_f8, attention.cu; the _rope kernels encode
