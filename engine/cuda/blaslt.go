@@ -207,7 +207,14 @@ func (b *BlasLt) plan(dt DType, m, n, k int, fp8 bool) (*ltPlan, error) {
 	}
 	p := &ltPlan{m: m, n: n, k: k}
 	fail := func(err error) (*ltPlan, error) { p.destroy(); return nil, err }
-	if err := b.addForm(p, dt, false, fp8, shape); err != nil {
+	// A shape that will not be timed needs the heuristic's first choice
+	// only: asking for one result, not 32, spares building a plan (the one
+	// cost a timed pass pays for a new prompt-and-decode mix) the rest.
+	asked := ltHeuristicsAsked
+	if !b.g.sw.CUDALtTune || !b.tunes(m) {
+		asked = 1
+	}
+	if err := b.addForm(p, dt, false, fp8, shape, asked); err != nil {
 		return fail(err)
 	}
 	// At M = 1 the row-major Y[1, n] is also a column-major [1, n] matrix,
@@ -216,7 +223,7 @@ func (b *BlasLt) plan(dt DType, m, n, k int, fp8 bool) (*ltPlan, error) {
 	// B = W seen as column-major [k, n]. The heuristic offers other
 	// kernels for that shape; timing picks among both sets.
 	if m == 1 && b.g.sw.CUDALtTune {
-		if err := b.addForm(p, dt, true, fp8, shape); err != nil {
+		if err := b.addForm(p, dt, true, fp8, shape, ltHeuristicsAsked); err != nil {
 			return fail(err)
 		}
 	}
@@ -229,8 +236,9 @@ func (b *BlasLt) plan(dt DType, m, n, k int, fp8 bool) (*ltPlan, error) {
 }
 
 // addForm creates one form of p's product and appends the heuristic's
-// usable algorithms for it to p.cands.
-func (b *BlasLt) addForm(p *ltPlan, dt DType, swapped, fp8 bool, shape string) error {
+// usable algorithms for it (its best asked, or all it has if none of
+// those is usable) to p.cands.
+func (b *BlasLt) addForm(p *ltPlan, dt DType, swapped, fp8 bool, shape string, asked int) error {
 	f := &ltForm{swapped: swapped, fp8: fp8}
 	p.forms = append(p.forms, f)
 	m, n, k := p.m, p.n, p.k
@@ -258,20 +266,25 @@ func (b *BlasLt) addForm(p *ltPlan, dt DType, swapped, fp8 bool, shape string) e
 		}
 	}
 	var res [ltHeuristicsAsked]C.cublasLtMatmulHeuristicResult_t
-	var got C.int
-	if err := blasErr("cublasLtMatmulAlgoGetHeuristic", C.xr_cublasLtMatmulAlgoGetHeuristic(b.h, f.desc, f.a, f.b, f.d, b.pref,
-		ltHeuristicsAsked, &res[0], &got), shape); err != nil {
-		if swapped {
-			return nil // the usual form alone then
+	for {
+		var got C.int
+		if err := blasErr("cublasLtMatmulAlgoGetHeuristic", C.xr_cublasLtMatmulAlgoGetHeuristic(b.h, f.desc, f.a, f.b, f.d, b.pref,
+			C.int(asked), &res[0], &got), shape); err != nil {
+			if swapped {
+				return nil // the usual form alone then
+			}
+			return err
 		}
-		return err
-	}
-	for i := 0; i < int(got); i++ {
-		if res[i].state == 0 && int(res[i].workspaceSize) <= b.ws.Bytes {
-			p.cands = append(p.cands, ltCand{res: res[i], form: f})
+		for i := 0; i < int(got); i++ {
+			if res[i].state == 0 && int(res[i].workspaceSize) <= b.ws.Bytes {
+				p.cands = append(p.cands, ltCand{res: res[i], form: f})
+			}
 		}
+		if len(p.cands) > 0 || asked >= ltHeuristicsAsked {
+			return nil
+		}
+		asked = ltHeuristicsAsked
 	}
-	return nil
 }
 
 // Prepare builds the plan for a shape ahead of time (before a capture).
