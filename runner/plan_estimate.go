@@ -167,6 +167,9 @@ type CellEstimate struct {
 	Efficiency float64
 	// Note says why a cell has no estimate.
 	Note string
+	// iterations is the simulated pass's engine iterations, the warm-up's
+	// included (0: not simulated).
+	iterations int
 }
 
 // EstimateTime estimates the plan's cells and sets p.Estimate. Options
@@ -242,6 +245,16 @@ func (p *Plan) EstimateTime(o EstimateOptions) error {
 	}
 	if fp8 > 0 {
 		est.Notes = append(est.Notes, fp8Note(fp8, est.Device))
+	}
+	var past []string
+	for i := range p.Cells {
+		c, n := &p.Cells[i], est.Cells[i].iterations
+		if spans := c.Params.ProfileSpans(); len(spans) > 0 && n > 0 && spans[0].First >= n+n/10 {
+			past = append(past, fmt.Sprintf("%s (window %s, about %d iterations)", c.ID, c.Params.ProfileWindow, n))
+		}
+	}
+	if len(past) > 0 {
+		est.Notes = append(est.Notes, windowPastNote(past))
 	}
 	p.Estimate = est
 	return nil
@@ -355,7 +368,22 @@ func (est *Estimate) cell(c *Cell, repeats int, m *measurements) CellEstimate {
 		}
 	}
 	ce.Time = time.Duration(repeats)*(ce.Pass+ce.Warmup) + ce.Profiled + ce.Startup
+	ce.iterations = sim.iters + sim.warmIters
 	return ce
+}
+
+// windowPastNote is the estimate's caveat for cells whose profile window
+// starts after their run's last iteration (the simulated schedule's, a
+// tenth of margin): their profiled pass would hold no iteration. Listed
+// are the first few, as "id (window W, about N iterations)".
+func windowPastNote(cells []string) string {
+	const shown = 3
+	list := strings.Join(cells[:min(len(cells), shown)], ", ")
+	if len(cells) > shown {
+		list += fmt.Sprintf(" and %d more", len(cells)-shown)
+	}
+	return fmt.Sprintf("profile_window starts after the last iteration of %s, the warm-up's iterations included: %s; such a profile would hold no iteration (move the window inside the run)",
+		plural(len(cells), "cell"), list)
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
