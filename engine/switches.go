@@ -181,7 +181,7 @@ var Switches = SwitchTable{
 	CUDAMoELibrary: flagSwitch("XRUN_CUDA_MOE_LT", true, true,
 		"`gemm_plugin: auto` runs the expert GEMMs of eager iterations on cuBLASLt; `0` keeps them on the own grouped kernels there too"),
 	CUDALtTune: flagSwitch("XRUN_CUDA_LT_TUNE", true, true,
-		"cuBLASLt's algorithm for M up to 256 chosen by timing the heuristic's candidates; `0` takes its first choice"),
+		"cuBLASLt's algorithm for the decode batch sizes the engine warms (M up to 256) chosen by timing the heuristic's candidates before the run, every other shape taking its first choice; `0` takes its first choice everywhere"),
 	CUDASync: flagSwitch("XRUN_CUDA_SYNC", false, true,
 		"`1` synchronises after every kernel launch outside graph capture, so that a fault names its kernel (debugging; slow)"),
 	// Printing changes no number.
