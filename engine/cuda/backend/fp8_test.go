@@ -45,13 +45,19 @@ func newModelOpt(t testing.TB, be model.Backend, cfg model.Config, opt model.Opt
 // fp8Reference runs cfg with FP8 GEMMs on the CPU backend (the reference)
 // through the scripted batches: the script and each step's logits.
 func fp8Reference(t testing.TB, cfg model.Config) ([]step, [][]float32) {
+	return cpuReference(t, cfg, model.Options{FP8: true})
+}
+
+// cpuReference runs cfg with opt on the CPU backend through the scripted
+// batches: the script and each step's logits.
+func cpuReference(t testing.TB, cfg model.Config, opt model.Options) ([]step, [][]float32) {
 	t.Helper()
 	ref, err := cpu.New(model.BackendOptions{Gemm: "auto"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ref.Close() })
-	mc := newModelOpt(t, ref, cfg, model.Options{FP8: true})
+	mc := newModelOpt(t, ref, cfg, opt)
 	sc := script(cfg.Vocab)
 	var want [][]float32
 	for _, s := range sc {

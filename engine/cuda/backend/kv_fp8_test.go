@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/xrun-dev/xrun/engine"
-	"github.com/xrun-dev/xrun/engine/cpu"
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
@@ -23,6 +22,16 @@ func fp8KVModel(t testing.TB) model.Config {
 	return cfg
 }
 
+// fp8KVSwitches are the default switches with XRUN_CUDA_FP8_KV on or off.
+func fp8KVSwitches(on bool) model.Switches {
+	return engine.ParseSwitches(func(k string) string {
+		if on && k == "XRUN_CUDA_FP8_KV" {
+			return "1"
+		}
+		return ""
+	})
+}
+
 // TestFP8KVMatchesCPU runs a model with an FP8 KV cache on the CPU (the
 // reference: float32 values encoded E4M3(v / scale), decoded as read) and
 // on the GPU (XRUN_CUDA_FP8_KV=1; fp16 and bf16, both GEMM paths) through
@@ -34,23 +43,8 @@ func fp8KVModel(t testing.TB) model.Config {
 func TestFP8KVMatchesCPU(t *testing.T) {
 	needGPU(t)
 	cfg := fp8KVModel(t)
-	ref, err := cpu.New(model.BackendOptions{Gemm: "auto"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ref.Close() })
-	mc := newModelOpt(t, ref, cfg, model.Options{KVFP8: true})
-	sc := script(cfg.Vocab)
-	var want [][]float32
-	for _, s := range sc {
-		want = append(want, runStep(t, mc, s))
-	}
-	sw := engine.ParseSwitches(func(k string) string {
-		if k == "XRUN_CUDA_FP8_KV" {
-			return "1"
-		}
-		return ""
-	})
+	sc, want := cpuReference(t, cfg, model.Options{KVFP8: true})
+	sw := fp8KVSwitches(true)
 	for _, dtype := range []string{"float16", "bfloat16"} {
 		for _, gemm := range []string{"auto", "disable"} {
 			t.Run(fmt.Sprintf("%s/%s", dtype, gemm), func(t *testing.T) {
@@ -73,13 +67,7 @@ func TestFP8KVMatchesCPU(t *testing.T) {
 // refused with model.ErrNoFP8 when it is made.
 func TestFP8KVRefusals(t *testing.T) {
 	needGPU(t)
-	on := engine.ParseSwitches(func(k string) string {
-		if k == "XRUN_CUDA_FP8_KV" {
-			return "1"
-		}
-		return ""
-	})
-	off := engine.ParseSwitches(func(string) string { return "" })
+	on, off := fp8KVSwitches(true), fp8KVSwitches(false)
 	narrow, _ := engine.ZooModel("tiny-dense") // heads of 32
 	for _, c := range []struct {
 		name string
