@@ -330,7 +330,7 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	}
 	capa.MaxLogitRows = min(capa.MaxLogitRows, capa.MaxTokens)
 	if err := e.m.Reserve(capa); err != nil {
-		return nil, err
+		return nil, e.reserveError(err)
 	}
 	if err := e.warmShapes(ctx, capa, pool); err != nil {
 		return nil, err
@@ -451,6 +451,17 @@ func noFP8Error(cfg Config, be model.Backend, mc ModelConfig, kv bool, err error
 		msg = fmt.Sprintf("dtype fp8 on the %s backend cannot run all of model %s (%v); run it in bfloat16", cfg.Backend, mc.Name, err)
 	}
 	return &ParamError{Field: field, Value: "fp8", Msg: msg}
+}
+
+// reserveError is Reserve's err, where the backend refused the KV cache's
+// FP8 (a cache it has no attention kernels for: model.FP8KV backends check
+// when the cache is made), as the spec error naming kv_cache_dtype that
+// New gives for what it refuses.
+func (e *engine) reserveError(err error) error {
+	if !errors.Is(err, model.ErrNoFP8) {
+		return err
+	}
+	return &ParamError{Field: "kv_cache_dtype", Value: "fp8", Msg: fmt.Sprintf("kv_cache_dtype fp8 on the %s backend (%s) cannot run model %s (%v); expected auto", e.cfg.Backend, e.be.Name(), e.mc.Name, err)}
 }
 
 // kvComputeBytes is the width of a KV cache element in the compute type

@@ -104,7 +104,7 @@ func (e *engine) Serve(ctx context.Context, in <-chan *Submission, o ServeOption
 	capa := model.Capacity{MaxTokens: e.cfg.MaxNumTokens, Slots: slots, MaxLen: maxLen}
 	capa.MaxLogitRows = min(slots, capa.MaxTokens)
 	if err := e.m.Reserve(capa); err != nil {
-		return err
+		return e.reserveError(err)
 	}
 	if err := e.warmShapes(ctx, capa, nil); err != nil {
 		return err

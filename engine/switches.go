@@ -144,7 +144,6 @@ type SwitchTable struct {
 	CUDAKVPaged     FlagSwitch
 	KVBlock         IntSwitch
 	WarmShapes      FlagSwitch
-	CUDAFP8KV       FlagSwitch
 }
 
 // Switches are all of the engine's switches: their table, not their
@@ -200,10 +199,6 @@ var Switches = SwitchTable{
 		"`1` lets the CUDA backend page its KV cache as XRUN_KV_PAGED says (paged attention kernels: tokens identical to the fixed slots on an H100, speed not yet measured); by default it keeps a fixed slot per request"),
 	KVBlock: pow2Switch("XRUN_KV_BLOCK", 32, 16, 256,
 		"positions per block of the paged KV cache (TensorRT-LLM's tokens_per_block, whose default is 32 too)"),
-	// Off until TestAttentionFP8 and TestFP8KVMatchesCPU have passed on a
-	// GPU; then on, and this switch goes.
-	CUDAFP8KV: flagSwitch("XRUN_CUDA_FP8_KV", false, true,
-		"`1` lets the CUDA backend keep an FP8 (E4M3) KV cache, kv_cache_dtype fp8, for models whose attention runs on the tensor cores (head dimension 64 or 128; not GPT-OSS's sinks, not MLA): one byte a value, decoded inside the attention kernels (attention_tc_f8.cu; written without a GPU, not yet verified on one); by default such a cache is refused there"),
 	WarmShapes: flagSwitch("XRUN_WARM_SHAPES", true, true,
 		"before a run's warm-up requests (and before xrun serve takes requests), a few untimed decode iterations at every batch size the backend builds something for (CUDA: each graph bucket, its cuBLASLt plans), as TensorRT-LLM and vLLM capture their graphs at start-up; `0` leaves the building to the timed iterations that first reach each size"),
 }
@@ -299,7 +294,6 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAKVPaged:     t.CUDAKVPaged.On(getenv),
 		KVBlock:         t.KVBlock.Int(getenv),
 		WarmShapes:      t.WarmShapes.On(getenv),
-		CUDAFP8KV:       t.CUDAFP8KV.On(getenv),
 	}
 }
 

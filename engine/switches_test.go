@@ -120,7 +120,6 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_KV_PAGED":    {"0", true},
 		"XRUN_KV_BLOCK":         {"32", true},
 		"XRUN_WARM_SHAPES":      {"1", true},
-		"XRUN_CUDA_FP8_KV":      {"0", true},
 	}
 	got := map[string]entry{}
 	for _, s := range Switches.All() {

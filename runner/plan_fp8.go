@@ -11,9 +11,8 @@ import (
 // (TensorRT-LLM takes FP8 as a quantized checkpoint, not a dtype), MLA
 // models' block-scaled FP8 is not supported, nor is FP8 with GPT-OSS's
 // expert biases or its sinks and window, and the CUDA backend's FP8 KV
-// cache needs its tensor-core attention (heads of 64 or 128) and, until it
-// has run on a GPU, XRUN_CUDA_FP8_KV=1 in the run's environment (a
-// warning). On engine auto the backend is chosen when the study runs, so
+// cache needs its tensor-core attention (heads of 64 or 128). On engine
+// auto the backend is chosen when the study runs, so
 // the plan warns and autoCudaFP8Error keeps the error for
 // Cell.CheckBackend.
 func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []int32, warn func(string)) error {
@@ -49,10 +48,6 @@ func (d *decoder) fp8Check(p *Params, m *engine.ModelConfig, na uint64, vals []i
 	}
 	msg, pi := cudaFP8Problem(kv, m)
 	if msg == "" {
-		if kv && (p.Engine == "cuda" || p.Engine == "auto") {
-			n, f := d.blame(vals, pKVCacheDtype, pEngine)
-			warn(fmt.Sprintf("kv_cache_dtype fp8 on engine %s (%s, %s): the CUDA backend's FP8 KV cache is opt-in until it has run on a GPU; there the run refuses these cells unless XRUN_CUDA_FP8_KV=1 is in its environment", p.Engine, f, d.where(n)))
-		}
 		return nil
 	}
 	switch p.Engine {

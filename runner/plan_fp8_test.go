@@ -23,7 +23,7 @@ func TestPlanFP8(t *testing.T) {
 		{"cuda dense fp8", "params: {model: tiny-llama, engine: cuda}\nmatrix: {dtype: [bfloat16, fp8], gemm_plugin: [auto, disable]}", 4, "", ""},
 		{"cuda MoE fp8", "params: {model: tiny-moe, engine: cuda, dtype: fp8}", 1, "", ""},
 		{"cuda kv fp8, heads of 16", "params: {model: tiny-llama, engine: cuda, kv_cache_dtype: fp8}", 0, "needs the CUDA backend's tensor-core attention (heads of 64 or 128), and model tiny-llama's heads are 16 wide", ""},
-		{"cuda kv fp8, heads of 64: opt-in", "params: {model: llama-3.2-1b, engine: cuda, kv_cache_dtype: fp8}", 1, "", "unless XRUN_CUDA_FP8_KV=1 is in its environment"},
+		{"cuda kv fp8, heads of 64", "params: {model: llama-3.2-1b, engine: cuda, kv_cache_dtype: fp8}", 1, "", ""},
 		{"auto MoE fp8", "params: {model: tiny-moe, dtype: fp8}", 1, "", ""},
 		{"auto kv fp8 warns", "params: {model: tiny-llama, kv_cache_dtype: fp8}", 1, "", "kv_cache_dtype fp8 on engine auto (params.kv_cache_dtype, line 1)"},
 		{"kv_cache_dtype is the built-in engine's", "params: {model: tinyllama-1.1b, engine: trtllm}\nmatrix: {kv_cache_dtype: [auto, fp8]}", 1, "", ""},

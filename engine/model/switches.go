@@ -33,5 +33,4 @@ type Switches struct {
 	CUDAKVPaged     bool   // XRUN_CUDA_KV_PAGED: the CUDA backend pages too
 	KVBlock         int    // XRUN_KV_BLOCK: positions per KV block
 	WarmShapes      bool   // XRUN_WARM_SHAPES: decode batch sizes warmed before a run (model.ShapeWarmer)
-	CUDAFP8KV       bool   // XRUN_CUDA_FP8_KV: an FP8 KV cache on the CUDA backend (opt-in until verified on a GPU)
 }

@@ -59,7 +59,6 @@ type Backend struct {
 	moeLibrary bool // gemm_plugin auto's eager expert GEMMs on cuBLASLt (XRUN_CUDA_MOE_LT)
 	gemvRows   int  // the largest M of the own GEMM's GEMV (cuda.GemvRowsFor)
 	ceilForce  bool // ceilings measured on a known GPU too (XRUN_MEASURE_CEILINGS)
-	fp8KVOn    bool // an FP8 KV cache (XRUN_CUDA_FP8_KV; kv_fp8.go)
 
 	// prof is the CUPTI session of a profiled pass, nil otherwise.
 	prof     *cupti.Session
@@ -177,7 +176,7 @@ func New(o model.BackendOptions) (model.Backend, error) {
 	}
 	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[int]*graphState{},
 		graphsOn: sw.CUDAGraphs, splitOn: sw.CUDAAttnSplit, fuseOn: sw.CUDAFuse, normFuse: sw.CUDAFuseNorm,
-		ropeFold: sw.CUDAAttnRope, moeLibrary: sw.CUDAMoELibrary, gemvRows: cuda.GemvRowsFor(sw), ceilForce: sw.MeasureCeilings, fp8KVOn: sw.CUDAFP8KV}
+		ropeFold: sw.CUDAAttnRope, moeLibrary: sw.CUDAMoELibrary, gemvRows: cuda.GemvRowsFor(sw), ceilForce: sw.MeasureCeilings}
 	err = dev.Do(func(g *cuda.GPU) error {
 		if err := g.LoadKernels(); err != nil {
 			return err

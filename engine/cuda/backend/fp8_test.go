@@ -193,31 +193,10 @@ func TestFP8CheckpointMatMul(t *testing.T) {
 	}
 }
 
-// TestFP8Refusals: what the CUDA backend has no FP8 kernels for is refused
-// with model.ErrNoFP8 (engine.New turns it into a spec error): an FP8 KV
-// cache.
-func TestFP8Refusals(t *testing.T) {
-	needGPU(t)
-	for _, c := range []struct {
-		model string
-		opt   model.Options
-	}{
-		{"tiny-llama", model.Options{KVFP8: true}},
-	} {
-		cfg, ok := engine.ZooModel(c.model)
-		if !ok {
-			t.Fatalf("no zoo model %s", c.model)
-		}
-		_, err := model.New(newBackend(t, "auto", "bfloat16"), cfg, c.opt)
-		if !errors.Is(err, model.ErrNoFP8) {
-			t.Errorf("%s %+v: %v, want model.ErrNoFP8", c.model, c.opt, err)
-		}
-	}
-}
-
 // TestEngineRunFP8 serves a dataset through engine.New / Run with dtype
 // fp8 on the cuda backend (the runner's path), both GEMM paths, and checks
-// that what the backend cannot run is a spec error naming the parameter.
+// that a KV cache the backend cannot keep is a spec error naming the
+// parameter.
 func TestEngineRunFP8(t *testing.T) {
 	needGPU(t)
 	for _, gemm := range []string{"auto", "disable"} {
@@ -243,17 +222,22 @@ func TestEngineRunFP8(t *testing.T) {
 		}
 		t.Logf("%s (fp8): %.0f output tok/s", e.Backend(), res.Metrics["system_output_throughput_tok_s"])
 	}
-	for _, c := range []struct {
-		cfg   engine.Config
-		field string
-	}{
-		{engine.Config{Model: "tiny-llama", Backend: "cuda", KVCacheDtype: "fp8"}, "kv_cache_dtype"},
-	} {
-		_, err := engine.New(context.Background(), c.cfg)
-		var pe *engine.ParamError
-		if !errors.As(err, &pe) || pe.Field != c.field {
-			t.Errorf("%+v: %v, want a ParamError on %s", c.cfg, err, c.field)
-		}
+	// tiny-llama's heads (16) have no tensor-core attention: the FP8
+	// cache is refused when the run makes it.
+	e, err := engine.New(context.Background(), engine.Config{Model: "tiny-llama", Backend: "cuda", KVCacheDtype: "fp8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	reqs, err := datasets.GenerateAll(datasets.Params{Dist: datasets.NormDist, NumRequests: 2, InputMean: 8, OutputMean: 4,
+		Seed: datasets.DefaultSeed, VocabSize: e.Model().DatasetVocab, EOSID: e.Model().EOS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Run(context.Background(), reqs, engine.RunOptions{})
+	var pe *engine.ParamError
+	if !errors.As(err, &pe) || pe.Field != "kv_cache_dtype" {
+		t.Errorf("tiny-llama, kv_cache_dtype fp8: %v, want a ParamError on kv_cache_dtype", err)
 	}
 }
 

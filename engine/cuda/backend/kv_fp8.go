@@ -17,10 +17,8 @@ import (
 // attention_tc_f8.cu's kernels. Half the bytes of a bf16 cache a decode
 // step streams, and twice the requests in the same memory.
 //
-// Opt-in (XRUN_CUDA_FP8_KV=1) until TestAttentionFP8 (engine/cuda) and
-// TestFP8KVMatchesCPU have passed on a GPU. The tensor-core attention only:
-// head dimension 64 or 128, not GPT-OSS's ring (its sinks kernel), not
-// MLA (mla.go).
+// The tensor-core attention only: head dimension 64 or 128, not GPT-OSS's
+// ring (its sinks kernel), not MLA (mla.go).
 
 var _ model.FP8KV = (*Backend)(nil)
 
@@ -34,8 +32,6 @@ func (b *Backend) checkFP8KV(c model.KVConfig) error {
 	switch {
 	case !c.FP8:
 		return nil
-	case !b.fp8KVOn:
-		return errNoFP8("KV cache", what+" (not yet verified on a GPU: XRUN_CUDA_FP8_KV=1 keeps one)")
 	case c.Ring:
 		return errNoFP8("KV cache", what+" for GPT-OSS's attention (sinks, sliding window)")
 	case c.HeadDim != 64 && c.HeadDim != 128:

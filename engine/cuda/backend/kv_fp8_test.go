@@ -22,19 +22,9 @@ func fp8KVModel(t testing.TB) model.Config {
 	return cfg
 }
 
-// fp8KVSwitches are the default switches with XRUN_CUDA_FP8_KV on or off.
-func fp8KVSwitches(on bool) model.Switches {
-	return engine.ParseSwitches(func(k string) string {
-		if on && k == "XRUN_CUDA_FP8_KV" {
-			return "1"
-		}
-		return ""
-	})
-}
-
 // TestFP8KVMatchesCPU runs a model with an FP8 KV cache on the CPU (the
 // reference: float32 values encoded E4M3(v / scale), decoded as read) and
-// on the GPU (XRUN_CUDA_FP8_KV=1; fp16 and bf16, both GEMM paths) through
+// on the GPU (fp16 and bf16, both GEMM paths) through
 // the scripted batches: prefill (RoPE, then KVWriteFP8), mixed, decode
 // eager and in graphs (the _rope_f8 kernels write the new keys). Every
 // logit row within the FP8 models' bound: the GPU encodes keys and values
@@ -44,11 +34,10 @@ func TestFP8KVMatchesCPU(t *testing.T) {
 	needGPU(t)
 	cfg := fp8KVModel(t)
 	sc, want := cpuReference(t, cfg, model.Options{KVFP8: true})
-	sw := fp8KVSwitches(true)
 	for _, dtype := range []string{"float16", "bfloat16"} {
 		for _, gemm := range []string{"auto", "disable"} {
 			t.Run(fmt.Sprintf("%s/%s", dtype, gemm), func(t *testing.T) {
-				be, err := New(model.BackendOptions{Gemm: gemm, Dtype: dtype, Switches: &sw})
+				be, err := New(model.BackendOptions{Gemm: gemm, Dtype: dtype})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -62,28 +51,26 @@ func TestFP8KVMatchesCPU(t *testing.T) {
 	}
 }
 
-// TestFP8KVRefusals: without XRUN_CUDA_FP8_KV, and for a model whose
-// attention is not on the tensor cores (heads of 32), the cache is
-// refused with model.ErrNoFP8 when it is made.
+// TestFP8KVRefusals: for a model whose attention is not on the tensor
+// cores (heads of 32 or 16), the cache is refused with model.ErrNoFP8 when
+// it is made.
 func TestFP8KVRefusals(t *testing.T) {
 	needGPU(t)
-	on, off := fp8KVSwitches(true), fp8KVSwitches(false)
-	narrow, _ := engine.ZooModel("tiny-dense") // heads of 32
-	for _, c := range []struct {
-		name string
-		sw   *model.Switches
-		cfg  model.Config
-	}{{"switch off", &off, fp8KVModel(t)}, {"heads of 32", &on, narrow}} {
-		be, err := New(model.BackendOptions{Gemm: "auto", Dtype: "bfloat16", Switches: c.sw})
+	for _, name := range []string{"tiny-dense", "tiny-llama"} {
+		cfg, ok := engine.ZooModel(name)
+		if !ok {
+			t.Fatalf("no zoo model %s", name)
+		}
+		be, err := New(model.BackendOptions{Gemm: "auto", Dtype: "bfloat16"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := model.New(be, c.cfg, model.Options{KVFP8: true, Seed: 7})
+		m, err := model.New(be, cfg, model.Options{KVFP8: true, Seed: 7})
 		if err == nil {
 			err = m.Reserve(model.Capacity{MaxTokens: 64, MaxLogitRows: 8, Slots: 2, MaxLen: 64})
 		}
 		if !errors.Is(err, model.ErrNoFP8) {
-			t.Errorf("%s: %v, want model.ErrNoFP8", c.name, err)
+			t.Errorf("%s (heads of %d): %v, want model.ErrNoFP8", name, cfg.HeadDim, err)
 		}
 		be.Close()
 	}
