@@ -4,21 +4,41 @@ package cuda
 
 import "fmt"
 
-// gemmConfig mirrors one GEMM(...) instantiation in kernels/gemm.cu.
+// gemmConfig mirrors one GEMM(...) instantiation in kernels/gemm.cu, or
+// one GEMM_WG(...) in kernels/gemm_wgmma.cu (wgmma).
 type gemmConfig struct {
 	name                string
 	bm, bn, bk, threads int
 	stages              int
+	wgmma               bool
 }
 
 // smem is the dynamic shared memory of the configuration: STAGES tiles of
-// (BM + BN) rows of BK + 8 padded elements.
-func (c gemmConfig) smem(es int) int { return c.stages * (c.bm + c.bn) * (c.bk + 8) * es }
+// (BM + BN) rows of BK + 8 padded elements; for wgmma, of BK elements
+// (swizzled, not padded) and 1024 bytes to align the first on.
+func (c gemmConfig) smem(es int) int {
+	if c.wgmma {
+		return c.stages*(c.bm+c.bn)*c.bk*es + 1024
+	}
+	return c.stages * (c.bm + c.bn) * (c.bk + 8) * es
+}
+
+// family is the kernel file of the configuration.
+func (c gemmConfig) family() string {
+	if c.wgmma {
+		return "gemm_wgmma"
+	}
+	return "gemm"
+}
 
 var (
-	gemmSmall  = gemmConfig{"s", 16, 64, 64, 128, 4}
-	gemmMedium = gemmConfig{"m", 64, 64, 64, 128, 3}
-	gemmLarge  = gemmConfig{"l", 128, 128, 32, 256, 3}
+	gemmSmall  = gemmConfig{"s", 16, 64, 64, 128, 4, false}
+	gemmMedium = gemmConfig{"m", 64, 64, 64, 128, 3, false}
+	gemmLarge  = gemmConfig{"l", 128, 128, 32, 256, 3, false}
+	// Hopper's warpgroup MMA (XRUN_CUDA_WGMMA): one warpgroup of 64 rows
+	// up to M = 64, two of 128 rows above.
+	gemmWG1 = gemmConfig{"wg1", 64, 128, 64, 128, 4, true}
+	gemmWG2 = gemmConfig{"wg2", 128, 128, 64, 256, 4, true}
 )
 
 // GemmWorkspaceBytes holds the fp32 split-K partials of the own GEMM.
@@ -45,6 +65,20 @@ func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 	case m > 128 && ceilDiv(m, 128)*ceilDiv(n, 128) >= sms:
 		cfg = gemmLarge
 	}
+	return splitGemm(cfg, m, n, k, sms, wsBytes)
+}
+
+// planGemmWG is planGemm on the wgmma configurations (M above the GEMV's).
+func planGemmWG(m, n, k, sms, wsBytes int) gemmPlan {
+	cfg := gemmWG2
+	if m <= 64 {
+		cfg = gemmWG1
+	}
+	return splitGemm(cfg, m, n, k, sms, wsBytes)
+}
+
+// splitGemm is the split-K of cfg's launch for one shape.
+func splitGemm(cfg gemmConfig, m, n, k, sms, wsBytes int) gemmPlan {
 	tiles := ceilDiv(m, cfg.bm) * ceilDiv(n, cfg.bn)
 	ktiles := ceilDiv(k, cfg.bk)
 	splits := 1
@@ -57,7 +91,8 @@ func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 
 // Gemm queues Y[m,n] = X[m,k] W[n,k]^T on s with the engine's own kernels
 // (gemm_plugin: disable): matrix-vector kernels up to M = GemvRowsFor of
-// the GPU's switches, the tensor-core tiles above. K must be a multiple of
+// the GPU's switches, the tensor-core tiles above (mma.sync; on Hopper
+// with XRUN_CUDA_WGMMA, warpgroup MMAs). K must be a multiple of
 // 8 and X and W 16-byte aligned, which whole allocations and row offsets
 // of multiple-of-8 widths are.
 func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
@@ -82,7 +117,10 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 		g.gemmWS = ws
 	}
 	p := planGemm(m, n, k, g.Info.SMs, g.gemmWS.Bytes)
-	f, err := g.function("gemm", "gemm_"+p.cfg.name+"_"+dt.suffix())
+	if g.sw.CUDAWgmma && g.Info.Major == 9 {
+		p = planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes)
+	}
+	f, err := g.function(p.cfg.family(), "gemm_"+p.cfg.name+"_"+dt.suffix())
 	if err != nil {
 		return err
 	}

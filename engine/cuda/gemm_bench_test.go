@@ -50,6 +50,9 @@ func BenchmarkGemm(b *testing.B) {
 				}
 			})
 			impls := []string{"own", "cublaslt"}
+			if dev.Info.Major == 9 && m > 1 {
+				impls = append(impls, "own-wgmma") // XRUN_CUDA_WGMMA=1
+			}
 			if m == 1 {
 				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")
 			}
@@ -60,6 +63,10 @@ func BenchmarkGemm(b *testing.B) {
 						lt, err := g.BlasLt()
 						if err != nil {
 							t.Fatal(err)
+						}
+						if impl == "own-wgmma" {
+							defer func(on bool) { g.sw.CUDAWgmma = on }(g.sw.CUDAWgmma)
+							g.sw.CUDAWgmma = true
 						}
 						var waves int
 						if _, err := fmt.Sscanf(impl, "own-waves%d", &waves); err == nil {

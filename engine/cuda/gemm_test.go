@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -88,46 +89,10 @@ func pick(y []float32, m, n int, cols []int) []float32 {
 // other on every output. Operands are filled on the device from a fresh
 // seed; the reference reads back exactly what the GPU multiplied.
 func TestGemmZoo(t *testing.T) {
-	ms := []int{1, 2, 8, 17, 64, 256}
 	for _, dt := range dtypes {
 		for _, sh := range zooGemmShapes {
 			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", dt, sh.name, sh.n, sh.k), func(t *testing.T) {
-				do(t, func(t testing.TB, g *GPU) {
-					r := newRand(t)
-					es := dt.Size()
-					maxM := ms[len(ms)-1]
-					w, x := devPoisoned(t, g, dt, sh.n*sh.k), devPoisoned(t, g, dt, maxM*sh.k)
-					if err := g.RandomFill(g.Stream, dt, w, r.Uint64(), 0, 0.1); err != nil {
-						t.Fatal(err)
-					}
-					if err := g.RandomFill(g.Stream, dt, x, r.Uint64(), 0, 1); err != nil {
-						t.Fatal(err)
-					}
-					cols := sampleCols(t, sh.n)
-					wRows := make([][]float32, len(cols))
-					for i, j := range cols {
-						wRows[i] = download(t, g, dt, w.Slice(j*sh.k*es, sh.k*es), sh.k)
-					}
-					xAll := download(t, g, dt, x, maxM*sh.k)
-					lt, err := g.BlasLt()
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, m := range ms {
-						ref := refGemmCols(xAll[:m*sh.k], wRows, m, sh.k)
-						yOwn, yLt := devPoisoned(t, g, dt, m*sh.n), devPoisoned(t, g, dt, m*sh.n)
-						if err := g.Gemm(g.Stream, dt, yOwn, x, w, m, sh.n, sh.k); err != nil {
-							t.Fatal(err)
-						}
-						if err := lt.Matmul(g.Stream, dt, yLt, x, w, m, sh.n, sh.k); err != nil {
-							t.Fatal(err)
-						}
-						own, blas := download(t, g, dt, yOwn, m*sh.n), download(t, g, dt, yLt, m*sh.n)
-						checkRel(t, fmt.Sprintf("own M=%d vs CPU", m), pick(own, m, sh.n, cols), ref)
-						checkRel(t, fmt.Sprintf("cuBLASLt M=%d vs CPU", m), pick(blas, m, sh.n, cols), ref)
-						checkRel(t, fmt.Sprintf("own vs cuBLASLt M=%d, all outputs", m), own, blas)
-					}
-				})
+				do(t, func(t testing.TB, g *GPU) { checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 256}) })
 			})
 		}
 	}
@@ -140,26 +105,98 @@ func TestGemmEdges(t *testing.T) {
 		for _, n := range []int{8, 24, 72, 1000, 4097} {
 			for _, k := range []int{8, 40, 200, 2056} {
 				t.Run(fmt.Sprintf("%s/N%d_K%d", dt, n, k), func(t *testing.T) {
-					do(t, func(t testing.TB, g *GPU) {
-						r := newRand(t)
-						wv := randVals(r, dt, n*k, 0.5)
-						w := devUpload(t, g, dt, wv)
-						wRows := make([][]float32, n)
-						for j := range wRows {
-							wRows[j] = wv[j*k : (j+1)*k]
-						}
-						for _, m := range []int{1, 2, 3, 4, 5, 8, 9, 15, 16, 17, 33, 65, 100, 129, 200, 256} {
-							xv := randVals(r, dt, m*k, 1)
-							y := devPoisoned(t, g, dt, m*n)
-							if err := g.Gemm(g.Stream, dt, y, devUpload(t, g, dt, xv), w, m, n, k); err != nil {
-								t.Fatal(err)
-							}
-							checkRel(t, fmt.Sprintf("own M=%d", m), download(t, g, dt, y, m*n), refGemmCols(xv, wRows, m, k))
-						}
-					})
+					do(t, func(t testing.TB, g *GPU) { checkGemmEdges(t, g, dt, n, k) })
 				})
 			}
 		}
+	}
+}
+
+// TestGemmWgmma runs TestGemmZoo's and TestGemmEdges's checks on the own
+// GEMM's warpgroup-MMA kernels (XRUN_CUDA_WGMMA, gemm_wgmma.cu), at the M
+// of both configurations (64 rows up to M = 64, 128 above) and split-K.
+// Hopper only.
+func TestGemmWgmma(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("the warpgroup MMA is Hopper's (sm_90)")
+	}
+	wgmma := func(t testing.TB, g *GPU, fn func()) {
+		defer func(on bool) { g.sw.CUDAWgmma = on }(g.sw.CUDAWgmma)
+		g.sw.CUDAWgmma = true
+		fn()
+	}
+	for _, dt := range dtypes {
+		for _, sh := range zooGemmShapes {
+			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", dt, sh.name, sh.n, sh.k), func(t *testing.T) {
+				do(t, func(t testing.TB, g *GPU) {
+					wgmma(t, g, func() { checkGemmZoo(t, g, dt, sh, []int{8, 17, 64, 65, 128, 200, 256}) })
+				})
+			})
+		}
+		for _, n := range []int{8, 24, 72, 1000, 4097} {
+			for _, k := range []int{8, 40, 200, 2056} {
+				t.Run(fmt.Sprintf("%s/N%d_K%d", dt, n, k), func(t *testing.T) {
+					do(t, func(t testing.TB, g *GPU) { wgmma(t, g, func() { checkGemmEdges(t, g, dt, n, k) }) })
+				})
+			}
+		}
+	}
+}
+
+// checkGemmZoo is TestGemmZoo's check of one shape at the given M.
+func checkGemmZoo(t testing.TB, g *GPU, dt DType, sh zooGemm, ms []int) {
+	r := newRand(t)
+	es := dt.Size()
+	maxM := slices.Max(ms)
+	w, x := devPoisoned(t, g, dt, sh.n*sh.k), devPoisoned(t, g, dt, maxM*sh.k)
+	if err := g.RandomFill(g.Stream, dt, w, r.Uint64(), 0, 0.1); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.RandomFill(g.Stream, dt, x, r.Uint64(), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	cols := sampleCols(t, sh.n)
+	wRows := make([][]float32, len(cols))
+	for i, j := range cols {
+		wRows[i] = download(t, g, dt, w.Slice(j*sh.k*es, sh.k*es), sh.k)
+	}
+	xAll := download(t, g, dt, x, maxM*sh.k)
+	lt, err := g.BlasLt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		ref := refGemmCols(xAll[:m*sh.k], wRows, m, sh.k)
+		yOwn, yLt := devPoisoned(t, g, dt, m*sh.n), devPoisoned(t, g, dt, m*sh.n)
+		if err := g.Gemm(g.Stream, dt, yOwn, x, w, m, sh.n, sh.k); err != nil {
+			t.Fatal(err)
+		}
+		if err := lt.Matmul(g.Stream, dt, yLt, x, w, m, sh.n, sh.k); err != nil {
+			t.Fatal(err)
+		}
+		own, blas := download(t, g, dt, yOwn, m*sh.n), download(t, g, dt, yLt, m*sh.n)
+		checkRel(t, fmt.Sprintf("own M=%d vs CPU", m), pick(own, m, sh.n, cols), ref)
+		checkRel(t, fmt.Sprintf("cuBLASLt M=%d vs CPU", m), pick(blas, m, sh.n, cols), ref)
+		checkRel(t, fmt.Sprintf("own vs cuBLASLt M=%d, all outputs", m), own, blas)
+	}
+}
+
+// checkGemmEdges is TestGemmEdges's check of one N and K.
+func checkGemmEdges(t testing.TB, g *GPU, dt DType, n, k int) {
+	r := newRand(t)
+	wv := randVals(r, dt, n*k, 0.5)
+	w := devUpload(t, g, dt, wv)
+	wRows := make([][]float32, n)
+	for j := range wRows {
+		wRows[j] = wv[j*k : (j+1)*k]
+	}
+	for _, m := range []int{1, 2, 3, 4, 5, 8, 9, 15, 16, 17, 33, 65, 100, 129, 200, 256} {
+		xv := randVals(r, dt, m*k, 1)
+		y := devPoisoned(t, g, dt, m*n)
+		if err := g.Gemm(g.Stream, dt, y, devUpload(t, g, dt, xv), w, m, n, k); err != nil {
+			t.Fatal(err)
+		}
+		checkRel(t, fmt.Sprintf("own M=%d", m), download(t, g, dt, y, m*n), refGemmCols(xv, wRows, m, k))
 	}
 }
 
@@ -177,8 +214,16 @@ func TestPlanGemm(t *testing.T) {
 		{256, 32000, 2048, "l", 1, 1},
 		{256, 2048, 2048, "m", 2, 4},
 		{3, 64, 8, "s", 1, 1},
+		{64, 2048, 5632, "wg1", 2, 16},
+		{65, 2560, 2048, "wg2", 2, 8},
+		{256, 11264, 2048, "wg2", 1, 2},
+		{256, 32000, 2048, "wg2", 1, 1},
 	} {
-		p := planGemm(c.m, c.n, c.k, 132, GemmWorkspaceBytes)
+		plan := planGemm
+		if strings.HasPrefix(c.cfg, "wg") {
+			plan = planGemmWG
+		}
+		p := plan(c.m, c.n, c.k, 132, GemmWorkspaceBytes)
 		kt := ceilDiv(c.k, p.cfg.bk)
 		if p.cfg.name != c.cfg || p.splits < c.minSplits || p.splits > c.maxSplits || p.kps*p.splits < kt || p.kps*(p.splits-1) >= kt {
 			t.Errorf("planGemm(%d, %d, %d) = %+v; want config %s, %d..%d splits covering %d k-tiles with none empty",

@@ -114,22 +114,7 @@ __device__ __forceinline__ void gemm_tn(const T *__restrict__ X, const T *__rest
 				int r = m0 + wm * WTM + mi * 16 + (lane >> 2) + h * 8;
 				int c = n0 + wn * WTN + ni * 8 + (lane & 3) * 2;
 				if (r >= M || c >= N) continue;
-				float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
-				long long o = (long long)r * N + c;
-				if (P) {
-					float *p = P + (long long)blockIdx.z * M * N + o;
-					if (pairs) {
-						*(float2 *)p = make_float2(v0, v1);
-					} else {
-						p[0] = v0;
-						if (c + 1 < N) p[1] = v1;
-					}
-				} else if (pairs) {
-					*(u32 *)(Y + o) = (u32)from_f32<T>(v0).x | ((u32)from_f32<T>(v1).x << 16);
-				} else {
-					Y[o] = from_f32<T>(v0);
-					if (c + 1 < N) Y[o + 1] = from_f32<T>(v1);
-				}
+				gemm_store2(Y, P, M, N, r, c, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1], pairs);
 			}
 }
 

@@ -62,3 +62,26 @@ __device__ __forceinline__ void store_swapab(T *Y, const float (&acc)[BM / 8][4]
 		}
 	}
 }
+
+// gemm_store2 writes a GEMM accumulator pair, row r, columns c and c + 1
+// of the M x N output (r and c inside it): into Y, rounded, or split-K
+// (P not null) into this split's (blockIdx.z) fp32 partials. pairs: N is
+// even, so the pair is one aligned store.
+template <class T>
+__device__ __forceinline__ void gemm_store2(T *Y, float *P, int M, int N, int r, int c, float v0, float v1, bool pairs) {
+	const long long o = (long long)r * N + c;
+	if (P) {
+		float *p = P + (long long)blockIdx.z * M * N + o;
+		if (pairs) {
+			*(float2 *)p = make_float2(v0, v1);
+		} else {
+			p[0] = v0;
+			if (c + 1 < N) p[1] = v1;
+		}
+	} else if (pairs) {
+		*(u32 *)(Y + o) = (u32)from_f32<T>(v0).x | ((u32)from_f32<T>(v1).x << 16);
+	} else {
+		Y[o] = from_f32<T>(v0);
+		if (c + 1 < N) Y[o + 1] = from_f32<T>(v1);
+	}
+}

@@ -1,0 +1,176 @@
+// The engine's own GEMM on Hopper's warpgroup MMA (gemm_plugin: disable,
+// sm_90a): Y[M,N] = X[M,K] * W[N,K]^T as gemm.cu's, fp16 or bf16 in and
+// out, fp32 accumulation, with wgmma.mma_async instead of mma.sync: a
+// warpgroup (four warps) multiplies a 64 x 128 tile by a 128-wide slice of
+// W in one instruction per 16 of K, reading both operands from shared
+// memory itself, so no ldmatrix, no register-file copy of the operands,
+// and about twice mma.sync's rate on an H100.
+//
+// Block tile: 64 x WGS rows (WGS warpgroups, one 64-row slice each) by 128
+// columns, 64 deep; a STAGES-deep cp.async pipeline. Each tile row is 64
+// values of 16 bits, 128 bytes, stored in the 128-byte swizzle wgmma's
+// descriptors name: 16-byte chunk c of row r at chunk c ^ (r % 8), tiles
+// 1024-byte aligned, so that the eight rows of a core matrix fall in
+// distinct banks. The K step of 16 inside a row moves the descriptor's
+// start by 32 bytes (the hardware applies the swizzle to the address).
+//
+// The MMAs are asynchronous: one commit group per k-tile, at most one
+// left in flight (wait_group 1), so a stage is reloaded two tiles after
+// it was read and loads run STAGES - 2 tiles ahead. cp.async writes
+// through the generic proxy; fence.proxy.async makes them visible to
+// wgmma's before the barrier.
+//
+// Edges in M and N are zero-filled on load and masked on store; K must be
+// a multiple of 8. Split-K as gemm.cu: blockIdx.z takes kps k-tiles and,
+// split, writes fp32 partials that gemm.cu's gemm_reduce sums.
+//
+// On other architectures the kernels are stubs that trap (compiled so that
+// the family builds everywhere); the launcher uses them on sm_90 only.
+#include "common.cuh"
+#include "mma.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define XR_WGMMA 1
+#endif
+
+#ifdef XR_WGMMA
+// desc is the matrix descriptor of a K-major tile at shared address addr
+// in the 128-byte swizzle: the start (16-byte units), the stride between
+// 8-row core-matrix groups (1024 bytes: eight rows of 128), the mode (1:
+// 128-byte swizzle). The leading offset is unused in this layout.
+__device__ __forceinline__ unsigned long long wg_desc(u32 addr) {
+	return (unsigned long long)((addr & 0x3ffffu) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+
+// wg_pin keeps the compiler from moving accumulator reads or writes across
+// the asynchronous MMAs' fences and waits.
+__device__ __forceinline__ void wg_pin(float *d) {
+#pragma unroll
+	for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// wgmma_n128: D[64 x 128] += A[64 x 16] B[16 x 128], both from shared
+// memory (descriptors a, b), fp32 accumulators d in the fragment layout of
+// mma.sync's C, repeated every 8 columns (d[4j..4j+3]: column block j).
+__device__ __forceinline__ void wgmma_n128(float *d, unsigned long long a, unsigned long long b, f16) {
+	asm volatile(
+		"{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+		"{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+		"%64, %65, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+		: "l"(a), "l"(b), "r"(1));
+}
+__device__ __forceinline__ void wgmma_n128(float *d, unsigned long long a, unsigned long long b, bf16) {
+	asm volatile(
+		"{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+		"{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+		"%64, %65, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+		: "l"(a), "l"(b), "r"(1));
+}
+#endif
+
+// wg_load queues a k-tile of R rows (from row r0 of the R x K matrix A,
+// k0 on) into the swizzled tile at shared address s, NT threads 16 bytes
+// at a time; rows past R and columns past K are zeros.
+template <int R, int NT, class T>
+__device__ __forceinline__ void wg_load(u32 s, const T *A, int rows, int r0, int K, int k0, int tid) {
+#pragma unroll
+	for (int i = 0; i < R * 8 / NT; i++) {
+		const int c = tid + i * NT, r = c >> 3, ch = c & 7;
+		const int gr = r0 + r, gk = k0 + ch * 8;
+		const bool ok = gr < rows && gk < K;
+		cp_async16(s + r * 128 + ((ch ^ (r & 7)) << 4), ok ? A + (long long)gr * K + gk : A, ok);
+	}
+}
+
+template <class T, int WGS, int STAGES>
+__device__ __forceinline__ void gemm_wg(const T *__restrict__ X, const T *__restrict__ W, T *__restrict__ Y,
+	float *__restrict__ P, int M, int N, int K, int kps) {
+#ifdef XR_WGMMA
+	pdl_enter();
+	constexpr int ROWS = 64 * WGS, BN = 128, BK = 64, NT = 128 * WGS;
+	constexpr int ABYTES = ROWS * BK * 2, STAGE = ABYTES + BN * BK * 2;
+	constexpr int AHEAD = STAGES - 2; // k-tiles loaded ahead: one stage more stays with the MMAs in flight
+	static_assert(STAGES >= 3, "stages");
+	extern __shared__ unsigned char smem[];
+	const u32 base = (smem_u32(smem) + 1023u) & ~1023u;
+
+	const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+	const int m0 = blockIdx.y * ROWS, n0 = blockIdx.x * BN;
+	const int ktiles = (K + BK - 1) / BK, kt0 = blockIdx.z * kps;
+	const int nk = min(ktiles, kt0 + kps) - kt0; // may be <= 0: then the partials are zeros
+
+
+	float acc[64];
+#pragma unroll
+	for (int i = 0; i < 64; i++) acc[i] = 0.f;
+
+#pragma unroll
+	for (int s = 0; s < AHEAD; s++) {
+		if (s < nk) wg_load<ROWS, NT>(base + s * STAGE, X, M, m0, K, (kt0 + s) * BK, tid);
+		if (s < nk) wg_load<BN, NT>(base + s * STAGE + ABYTES, W, N, n0, K, (kt0 + s) * BK, tid);
+		cp_async_commit();
+	}
+	for (int i = 0; i < nk; i++) {
+		cp_async_wait<AHEAD - 1>();
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		// Tile i landed for everyone; every warpgroup's MMAs of tile
+		// i - 2 are done (the wait below), so its stage may be reloaded.
+		__syncthreads();
+		if (i + AHEAD < nk) {
+			const u32 st = base + (i + AHEAD) % STAGES * STAGE;
+			wg_load<ROWS, NT>(st, X, M, m0, K, (kt0 + i + AHEAD) * BK, tid);
+			wg_load<BN, NT>(st + ABYTES, W, N, n0, K, (kt0 + i + AHEAD) * BK, tid);
+		}
+		cp_async_commit();
+		const u32 sa = base + (i % STAGES) * STAGE + wg * 64 * 128, sb = base + (i % STAGES) * STAGE + ABYTES;
+		wg_pin(acc);
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < BK / 16; kk++) wgmma_n128(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), T{});
+		wg_commit();
+		wg_wait<1>();
+		wg_pin(acc);
+	}
+	wg_wait<0>();
+	wg_pin(acc);
+	cp_async_wait<0>();
+
+	// Epilogue: the warp's 16 rows of its warpgroup's 64; each 8-column
+	// block j holds rows lane/4 and lane/4 + 8, columns 2 (lane % 4) and +1.
+	const bool pairs = (N & 1) == 0;
+	const int rb = m0 + wg * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+	for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int r = rb + h * 8, c = n0 + j * 8 + (lane & 3) * 2;
+			if (r >= M || c >= N) continue;
+			gemm_store2(Y, P, M, N, r, c, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], pairs);
+		}
+#else
+	// Launched where it has no body (not sm_90a): fail loudly, never
+	// leave Y unwritten.
+	asm volatile("trap;");
+#endif
+}
+
+// Configurations, chosen on the host by M (gemm.go): wg1 (one warpgroup,
+// 64 rows) up to M = 64, wg2 (two, 128 rows) above. Names:
+// gemm_<config>_<dtype>.
+#define GEMM_WG(cfg, T, WGS, ST)                                                          \
+	extern "C" __global__ void __launch_bounds__(WGS * 128) gemm_##cfg##_##T(             \
+		const T *X, const T *W, T *Y, float *P, int M, int N, int K, int kps) {           \
+		gemm_wg<T, WGS, ST>(X, W, Y, P, M, N, K, kps);                                    \
+	}
+GEMM_WG(wg1, f16, 1, 4)
+GEMM_WG(wg1, bf16, 1, 4)
+GEMM_WG(wg2, f16, 2, 4)
+GEMM_WG(wg2, bf16, 2, 4)
