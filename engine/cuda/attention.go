@@ -343,58 +343,6 @@ var attnTCRopePagedKernels = map[int][]attnTC{
 	128: {{1, 4, 16, 2}},
 }
 
-// attnTCF8Kernels and attnTCF8RopeKernels are the configurations
-// attention_tc_f8.cu instantiates, each over a contiguous and a paged
-// cache: the paged ones, and each decode one with twice its stages
-// (f8Deeper). A stage of E4M3 tiles holds half the bytes of a 16-bit one,
-// and a decode launch is bound by how many bytes each multiprocessor has
-// in flight, so the same pipeline depth would halve the bandwidth that
-// halving the bytes was to buy.
-var attnTCF8Kernels = map[int][]attnTC{
-	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}, {1, 8, 16, 4}, {1, 4, 16, 6}},
-	128: {{1, 4, 16, 2}, {4, 1, 32, 2}, {1, 4, 16, 4}},
-}
-
-var attnTCF8RopeKernels = map[int][]attnTC{
-	64:  {{1, 8, 16, 3}, {1, 4, 16, 3}, {1, 8, 16, 6}, {1, 4, 16, 6}},
-	128: {{1, 4, 16, 2}, {1, 4, 16, 4}},
-}
-
-// f8Deeper is decode configuration c with twice the stages.
-func f8Deeper(c attnTC) attnTC {
-	if c.rowWarps != 1 {
-		return c
-	}
-	c.stages *= 2
-	return c
-}
-
-// f8TC is the configuration a launch over an FP8 cache runs on, given the
-// one its 16-bit cache would (tc, after XRUN_CUDA_ATTN_TC): the
-// configuration XRUN_CUDA_ATTN_TC names where attention_tc_f8.cu has it,
-// else tc's deeper form (f8Deeper) where it has that and the device's
-// shared memory takes it, else tc or the launch's default (pagedTC).
-func (g *GPU) f8TC(tc attnTC, headDim, rows, blocks int, rope bool) attnTC {
-	list := attnTCF8Kernels[headDim]
-	if rope {
-		list = attnTCF8RopeKernels[headDim]
-	}
-	for _, c := range list {
-		if c.String() == g.sw.CUDAAttnTC && c.fits(rows) {
-			return c
-		}
-	}
-	tc = g.pagedTC(tc, headDim, rows, blocks, rope)
-	if tc.rowWarps == 0 {
-		return tc
-	}
-	d := f8Deeper(tc)
-	if slices.Contains(list, d) && (g.Info.SharedPerBlock == 0 || d.smemF8(headDim) <= g.Info.SharedPerBlock) {
-		return d
-	}
-	return tc
-}
-
 // pagedTC is the configuration a paged launch of rows query rows per block
 // and blocks blocks runs on: tc where it has a _paged kernel, else the
 // default for the launch (the CUDA-core kernel stays the CUDA-core one).
@@ -540,19 +488,14 @@ func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		if !ok {
 			return fmt.Errorf("cuda: attention of %d rows per block, head dimension %d: no kernel folds RoPE in (AttnFoldsRope)", l.Rows, a.HeadDim)
 		}
-		switch {
-		case l.FP8.On:
-			tc = g.f8TC(tc, a.HeadDim, l.Rows, blocks, true)
-		case l.Pages.On():
+		if l.Pages.On() || l.FP8.On {
 			tc = g.pagedTC(tc, a.HeadDim, l.Rows, blocks, true)
 		}
 		return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
 	}
 	tc, _ := g.attnTCDefault(a.HeadDim, l.Rows, blocks)
-	switch {
-	case l.FP8.On:
-		tc = g.f8TC(tc, a.HeadDim, l.Rows, blocks, false)
-	case l.Pages.On():
+	if l.Pages.On() || l.FP8.On {
+		// The paged and the FP8 kernels are the same configurations.
 		tc = g.pagedTC(tc, a.HeadDim, l.Rows, blocks, false)
 	}
 	return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
@@ -571,15 +514,14 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		return fmt.Errorf("cuda: attention items buffer too small for %d items", l.N)
 	case tc.rowWarps > 0 && l.Rows > 16*tc.rowWarps:
 		return fmt.Errorf("cuda: attention rows %d for %s (at most %d)", l.Rows, tc, 16*tc.rowWarps)
-	case l.Rope.Ptr != 0 && !l.FP8.On && !tc.hasRope(a.HeadDim),
-		l.Rope.Ptr != 0 && l.FP8.On && !slices.Contains(attnTCF8RopeKernels[a.HeadDim], tc):
+	case l.Rope.Ptr != 0 && !tc.hasRope(a.HeadDim):
 		return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel with RoPE folded in", tc, a.HeadDim)
 	case l.Rope.Ptr != 0 && l.Rope.Bytes < a.HeadDim*4:
 		return fmt.Errorf("cuda: attention RoPE table of %d bytes", l.Rope.Bytes)
 	case l.FP8.On && tc.rowWarps == 0:
 		return fmt.Errorf("cuda: attention over an FP8 KV cache runs on the tensor cores only (head dimension 64 or 128, XRUN_CUDA_ATTN_TC not 0), not head dimension %d on %s", a.HeadDim, tc)
-	case l.FP8.On && !slices.Contains(attnTCF8Kernels[a.HeadDim], tc) && !slices.Contains(attnTCF8RopeKernels[a.HeadDim], tc):
-		return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel over an FP8 cache (attention_tc_f8.cu)", tc, a.HeadDim)
+	case l.FP8.On && !slices.Contains(attnTCPagedKernels[a.HeadDim], tc) && !slices.Contains(attnTCRopePagedKernels[a.HeadDim], tc):
+		return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel over an FP8 cache (attention_tc_f8.cu: the paged configurations)", tc, a.HeadDim)
 	}
 	if err := l.FP8.check(); err != nil {
 		return err
@@ -590,12 +532,7 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 			return err
 		}
 		list := attnTCPagedKernels[a.HeadDim]
-		switch {
-		case l.FP8.On && l.Rope.Ptr != 0:
-			list = attnTCF8RopeKernels[a.HeadDim]
-		case l.FP8.On:
-			list = attnTCF8Kernels[a.HeadDim]
-		case l.Rope.Ptr != 0:
+		if l.Rope.Ptr != 0 {
 			list = attnTCRopePagedKernels[a.HeadDim]
 		}
 		if tc.rowWarps > 0 && !slices.Contains(list, tc) {

@@ -165,8 +165,8 @@ func BenchmarkAttention(b *testing.B) {
 				b.ReportMetric(float64(keys*KV*D*2*dt.Size())/per/1e9, "KV-GB/s")
 			})
 		}
-		for _, kern := range attnTCF8Kernels[D] {
-			if !kern.fits(sc.rows) {
+		for _, kern := range paged { // the FP8 kernels are the paged configurations
+			if kern.rowWarps == 0 {
 				continue
 			}
 			b.Run(fmt.Sprintf("%s/%s/f8", sc.name, kern), func(b *testing.B) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -51,7 +50,7 @@ func TestAttentionFP8(t *testing.T) {
 							t.Skip("group larger than the block's rows")
 						}
 						var kernels []attnTC
-						for _, c := range attnTCF8Kernels[a.HeadDim] {
+						for _, c := range attnTCPagedKernels[a.HeadDim] {
 							if c.fits(rn.rows) {
 								kernels = append(kernels, c)
 							}
@@ -130,7 +129,7 @@ func TestAttentionFP8Rope(t *testing.T) {
 						seqs = append(seqs, attnSeq{ctx - 1, 1})
 					}
 					do(t, func(t testing.TB, g *GPU) {
-						for _, c := range attnTCF8RopeKernels[a.HeadDim] {
+						for _, c := range attnTCRopePagedKernels[a.HeadDim] {
 							checkAttentionFP8Rope(t, g, dt, a, seqs, splits, c)
 						}
 					})
@@ -242,40 +241,27 @@ func TestAttnTCF8Kernels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst := map[string]bool{}
-	for _, m := range regexp.MustCompile(`ATTN_TC_F8_BOTH\(T, (\d+), (\d+), (\d+), (\d+), (\d+), (true|false),`).FindAllStringSubmatch(src, -1) {
-		inst[strings.Join(m[1:], ",")] = true
-	}
-	for _, fam := range []struct {
-		rope    string
-		kernels map[int][]attnTC
-	}{{"false", attnTCF8Kernels}, {"true", attnTCF8RopeKernels}} {
-		for D, cs := range fam.kernels {
-			for _, c := range cs {
-				key := fmt.Sprintf("%d,%d,%d,%d,%d,%s", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages, fam.rope)
-				if !inst[key] {
-					t.Errorf("%s (head dimension %d, rope %s) is not instantiated", c, D, fam.rope)
+	for _, macro := range []string{"ATTN_TC_F8_K", "ATTN_TC_F8_KP"} {
+		inst := map[string]bool{}
+		for _, m := range regexp.MustCompile(macro+`\(T, (\d+), (\d+), (\d+), (\d+), (\d+), (true|false),`).FindAllStringSubmatch(src, -1) {
+			inst[strings.Join(m[1:], ",")] = true
+		}
+		for _, fam := range []struct {
+			rope    string
+			kernels map[int][]attnTC
+		}{{"false", attnTCPagedKernels}, {"true", attnTCRopePagedKernels}} {
+			for D, cs := range fam.kernels {
+				for _, c := range cs {
+					key := fmt.Sprintf("%d,%d,%d,%d,%d,%s", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages, fam.rope)
+					if !inst[key] {
+						t.Errorf("%s: %s (head dimension %d, rope %s) is not instantiated", macro, c, D, fam.rope)
+					}
+					delete(inst, key)
 				}
-				delete(inst, key)
 			}
 		}
-	}
-	for k := range inst {
-		t.Errorf("ATTN_TC_F8_BOTH(%s) is instantiated but never launched", k)
-	}
-	// f8TC falls back on pagedTC's choices, and deepens decode ones.
-	for _, fam := range []struct {
-		paged, f8 map[int][]attnTC
-	}{{attnTCPagedKernels, attnTCF8Kernels}, {attnTCRopePagedKernels, attnTCF8RopeKernels}} {
-		for D, cs := range fam.paged {
-			for _, c := range cs {
-				if !slices.Contains(fam.f8[D], c) {
-					t.Errorf("head dimension %d: %s has a paged kernel but no FP8 one", D, c)
-				}
-				if d := f8Deeper(c); !slices.Contains(fam.f8[D], d) {
-					t.Errorf("head dimension %d: %s's deeper form %s has no FP8 kernel", D, c, d)
-				}
-			}
+		for k := range inst {
+			t.Errorf("%s(%s) is instantiated but never launched", macro, k)
 		}
 	}
 }

@@ -32,20 +32,19 @@
 		attention_tc<T, D, MW, KW, KT, ST, ROPE, true, true>(out, qkv, kc, vc, items, H, KV, W, bs, scale,     \
 			part, ml, nsplit, counters, rowsMax, table, shortKeys, tables, stride, ksc, vsc);                 \
 	}
-// The configurations of attnTCF8Kernels and attnTCF8RopeKernels
-// (attention.go): the paged family's, and each decode one with twice its
-// stages, since a stage of codes holds half the bytes; each over a
-// contiguous and a paged cache.
-#define ATTN_TC_F8_BOTH(T, D, MW, KW, KT, ST, ROPE, SUF) \
-	ATTN_TC_F8_K(T, D, MW, KW, KT, ST, ROPE, SUF) ATTN_TC_F8_KP(T, D, MW, KW, KT, ST, ROPE, SUF##_paged)
-#define ATTN_TC_F8_ALL(T)                                                                                         \
-	ATTN_TC_F8_BOTH(T, 64, 1, 8, 16, 2, false, ) ATTN_TC_F8_BOTH(T, 64, 1, 4, 16, 3, false, )                    \
-	ATTN_TC_F8_BOTH(T, 64, 4, 1, 32, 3, false, ) ATTN_TC_F8_BOTH(T, 64, 1, 8, 16, 4, false, )                    \
-	ATTN_TC_F8_BOTH(T, 64, 1, 4, 16, 6, false, )                                                                  \
-	ATTN_TC_F8_BOTH(T, 128, 1, 4, 16, 2, false, ) ATTN_TC_F8_BOTH(T, 128, 4, 1, 32, 2, false, )                  \
-	ATTN_TC_F8_BOTH(T, 128, 1, 4, 16, 4, false, )                                                                 \
-	ATTN_TC_F8_BOTH(T, 64, 1, 8, 16, 3, true, _rope) ATTN_TC_F8_BOTH(T, 64, 1, 4, 16, 3, true, _rope)            \
-	ATTN_TC_F8_BOTH(T, 64, 1, 8, 16, 6, true, _rope) ATTN_TC_F8_BOTH(T, 64, 1, 4, 16, 6, true, _rope)            \
-	ATTN_TC_F8_BOTH(T, 128, 1, 4, 16, 2, true, _rope) ATTN_TC_F8_BOTH(T, 128, 1, 4, 16, 4, true, _rope)
+// The default configurations only (attnTCF8Kernels in attention.go): decode
+// (few blocks, many), prefill, the decode ones with RoPE folded in, each
+// over a contiguous and a paged cache.
+#define ATTN_TC_F8_ALL(T)                                                                                       \
+	ATTN_TC_F8_K(T, 64, 1, 8, 16, 2, false, ) ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, false, )                        \
+	ATTN_TC_F8_K(T, 64, 4, 1, 32, 3, false, ) ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, false, )                       \
+	ATTN_TC_F8_K(T, 128, 4, 1, 32, 2, false, )                                                                 \
+	ATTN_TC_F8_K(T, 64, 1, 8, 16, 3, true, _rope) ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, true, _rope)                \
+	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, true, _rope)                                                             \
+	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 2, false, _paged) ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, false, _paged)          \
+	ATTN_TC_F8_KP(T, 64, 4, 1, 32, 3, false, _paged) ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, false, _paged)         \
+	ATTN_TC_F8_KP(T, 128, 4, 1, 32, 2, false, _paged)                                                          \
+	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 3, true, _rope_paged) ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, true, _rope_paged)  \
+	ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, true, _rope_paged)
 ATTN_TC_F8_ALL(f16)
 ATTN_TC_F8_ALL(bf16)
