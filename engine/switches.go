@@ -166,10 +166,8 @@ var Switches = SwitchTable{
 		"the largest M the own GEMM serves with the CUDA-core GEMV; larger M runs on the tensor-core tiles"),
 	CUDAGemvPlan: flagSwitch("XRUN_CUDA_GEMV_PLAN", true, true,
 		"the GEMV's launch plan chosen by the kernels' register counts; `0` keeps the older plan, blind to them"),
-	// Off until TestGemmWgmma has passed on a GPU; then on, and this
-	// switch goes.
-	CUDAWgmma: flagSwitch("XRUN_CUDA_WGMMA", false, true,
-		"`1` runs the own GEMM (gemm_plugin: disable) above the GEMV's rows on Hopper's warpgroup MMA (gemm_wgmma.cu: wgmma.mma_async from swizzled shared memory; not yet verified on a GPU); by default, and on other GPUs, on mma.sync tiles (gemm.cu)"),
+	CUDAWgmma: flagSwitch("XRUN_CUDA_WGMMA", true, true,
+		"on Hopper, the own GEMM (gemm_plugin: disable) above the GEMV's rows runs on the warpgroup MMA (gemm_wgmma.cu: wgmma.mma_async from swizzled shared memory); `0` keeps it on the mma.sync tiles (gemm.cu) that other GPUs run"),
 	CUDAAttnTC: choiceSwitch("XRUN_CUDA_ATTN_TC", "auto", func(v string) bool { return v == "0" || attnTCName.MatchString(v) },
 		"`0`, a configuration (`tc-m1-k4-t16-s3`)",
 		"the tensor-core attention kernel, its configuration chosen per launch; `0` puts every attention launch on the CUDA-core kernel, a configuration's name puts the launches it can serve on it"),

@@ -15,6 +15,8 @@ import (
 // rotate among enough copies to exceed the L2 cache several times, so each
 // launch streams its weights from HBM as in a real forward pass. Reported:
 // us/gemm, TFLOP/s, and GB/s of the bytes that must move (W, X, Y once).
+// On Hopper, own is the warpgroup MMA and own-mmasync the mma.sync tiles
+// (XRUN_CUDA_WGMMA=0).
 func BenchmarkGemm(b *testing.B) {
 	dev := testGPU(b)
 	const dt = F16
@@ -51,7 +53,7 @@ func BenchmarkGemm(b *testing.B) {
 			})
 			impls := []string{"own", "cublaslt"}
 			if dev.Info.Major == 9 && m > 1 {
-				impls = append(impls, "own-wgmma") // XRUN_CUDA_WGMMA=1
+				impls = append(impls, "own-mmasync") // XRUN_CUDA_WGMMA=0
 			}
 			if m == 1 {
 				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")
@@ -64,9 +66,9 @@ func BenchmarkGemm(b *testing.B) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if impl == "own-wgmma" {
+						if impl == "own-mmasync" {
 							defer func(on bool) { g.sw.CUDAWgmma = on }(g.sw.CUDAWgmma)
-							g.sw.CUDAWgmma = true
+							g.sw.CUDAWgmma = false
 						}
 						var waves int
 						if _, err := fmt.Sscanf(impl, "own-waves%d", &waves); err == nil {

@@ -84,8 +84,8 @@ func pick(y []float32, m, n int, cols []int) []float32 {
 	return out
 }
 
-// TestGemmZoo checks the own GEMM and cuBLASLt at every dense zoo shape and
-// decode/prefill M against the CPU on sampled columns, and against each
+// TestGemmZoo checks the own GEMM (on Hopper its warpgroup MMA) and
+// cuBLASLt at every dense zoo shape and decode/prefill M against the CPU on sampled columns, and against each
 // other on every output. Operands are filled on the device from a fresh
 // seed; the reference reads back exactly what the GPU multiplied.
 func TestGemmZoo(t *testing.T) {
@@ -112,31 +112,33 @@ func TestGemmEdges(t *testing.T) {
 	}
 }
 
-// TestGemmWgmma runs TestGemmZoo's and TestGemmEdges's checks on the own
-// GEMM's warpgroup-MMA kernels (XRUN_CUDA_WGMMA, gemm_wgmma.cu), at the M
-// of both configurations (64 rows up to M = 64, 128 above) and split-K.
-// Hopper only.
-func TestGemmWgmma(t *testing.T) {
+// TestGemmMMASync runs TestGemmZoo's and TestGemmEdges's checks on the
+// mma.sync tiles (gemm.cu) where the default is the warpgroup MMA
+// (gemm_wgmma.cu: Hopper, XRUN_CUDA_WGMMA), and on the warpgroup MMA where
+// the switch turned it off; elsewhere TestGemmZoo and TestGemmEdges check
+// the mma.sync tiles already. The M cover both wgmma configurations (64
+// rows up to M = 64, 128 above) and split-K.
+func TestGemmMMASync(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
-		t.Skip("the warpgroup MMA is Hopper's (sm_90)")
+		t.Skip("only Hopper has a second tensor-core GEMM (the warpgroup MMA)")
 	}
-	wgmma := func(t testing.TB, g *GPU, fn func()) {
+	other := func(g *GPU, fn func()) {
 		defer func(on bool) { g.sw.CUDAWgmma = on }(g.sw.CUDAWgmma)
-		g.sw.CUDAWgmma = true
+		g.sw.CUDAWgmma = !g.sw.CUDAWgmma
 		fn()
 	}
 	for _, dt := range dtypes {
 		for _, sh := range zooGemmShapes {
 			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", dt, sh.name, sh.n, sh.k), func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
-					wgmma(t, g, func() { checkGemmZoo(t, g, dt, sh, []int{8, 17, 64, 65, 128, 200, 256}) })
+					other(g, func() { checkGemmZoo(t, g, dt, sh, []int{8, 17, 64, 65, 128, 200, 256}) })
 				})
 			})
 		}
 		for _, n := range []int{8, 24, 72, 1000, 4097} {
 			for _, k := range []int{8, 40, 200, 2056} {
 				t.Run(fmt.Sprintf("%s/N%d_K%d", dt, n, k), func(t *testing.T) {
-					do(t, func(t testing.TB, g *GPU) { wgmma(t, g, func() { checkGemmEdges(t, g, dt, n, k) }) })
+					do(t, func(t testing.TB, g *GPU) { other(g, func() { checkGemmEdges(t, g, dt, n, k) }) })
 				})
 			}
 		}

@@ -17,7 +17,7 @@ type Switches struct {
 	CUDAGemv        bool   // XRUN_CUDA_GEMV
 	CUDAGemvMaxM    int    // XRUN_CUDA_GEMV_MAXM
 	CUDAGemvPlan    bool   // XRUN_CUDA_GEMV_PLAN
-	CUDAWgmma       bool   // XRUN_CUDA_WGMMA: the own GEMM on Hopper's warpgroup MMA
+	CUDAWgmma       bool   // XRUN_CUDA_WGMMA: the own GEMM on Hopper's warpgroup MMA (default on)
 	CUDAAttnTC      string // XRUN_CUDA_ATTN_TC: "auto", "0" or a configuration's name
 	CUDAAttnSplit   bool   // XRUN_CUDA_ATTN_SPLIT
 	CUDAAttnRope    bool   // XRUN_CUDA_ATTN_ROPE
