@@ -129,6 +129,7 @@ type SwitchTable struct {
 	CUDAGemvMaxM    IntSwitch
 	CUDAGemvPlan    FlagSwitch
 	CUDAWgmma       FlagSwitch
+	CUDAWgmmaFP8    FlagSwitch
 	CUDAAttnTC      ChoiceSwitch
 	CUDAAttnSplit   FlagSwitch
 	CUDAAttnRope    FlagSwitch
@@ -168,6 +169,10 @@ var Switches = SwitchTable{
 		"the GEMV's launch plan chosen by the kernels' register counts; `0` keeps the older plan, blind to them"),
 	CUDAWgmma: flagSwitch("XRUN_CUDA_WGMMA", true, true,
 		"on Hopper, the own GEMM (gemm_plugin: disable) above the GEMV's rows runs on the warpgroup MMA (gemm_wgmma.cu: wgmma.mma_async from swizzled shared memory); `0` keeps it on the mma.sync tiles (gemm.cu) that other GPUs run"),
+	// Off until TestGemmFP8Paths has passed on a GPU; then on, and this
+	// switch goes.
+	CUDAWgmmaFP8: flagSwitch("XRUN_CUDA_WGMMA_FP8", false, true,
+		"`1` runs the own FP8 GEMM (dtype fp8, gemm_plugin: disable) above 8 rows on Hopper's warpgroup MMA too, in its E4M3 form (with XRUN_CUDA_WGMMA; not yet verified on a GPU); by default on CUDA-core tiles (fp8.cu)"),
 	CUDAAttnTC: choiceSwitch("XRUN_CUDA_ATTN_TC", "auto", func(v string) bool { return v == "0" || attnTCName.MatchString(v) },
 		"`0`, a configuration (`tc-m1-k4-t16-s3`)",
 		"the tensor-core attention kernel, its configuration chosen per launch; `0` puts every attention launch on the CUDA-core kernel, a configuration's name puts the launches it can serve on it"),
@@ -282,6 +287,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAGemvMaxM:    t.CUDAGemvMaxM.Int(getenv),
 		CUDAGemvPlan:    t.CUDAGemvPlan.On(getenv),
 		CUDAWgmma:       t.CUDAWgmma.On(getenv),
+		CUDAWgmmaFP8:    t.CUDAWgmmaFP8.On(getenv),
 		CUDAAttnTC:      t.CUDAAttnTC.Get(getenv),
 		CUDAAttnSplit:   t.CUDAAttnSplit.On(getenv),
 		CUDAAttnRope:    t.CUDAAttnRope.On(getenv),

@@ -119,8 +119,11 @@ type FP8Operand struct {
 const fp8GemvRows = 8
 
 // GemmFP8 queues Y[m,n] = (X[m,k] W[n,k]^T) · scale_x · scale_w with the
-// engine's own FP8 kernels (gemm_plugin disable), Y in dt. K must be a
-// multiple of 16 and the codes 16-byte aligned.
+// engine's own FP8 kernels (gemm_plugin disable), Y in dt: up to
+// fp8GemvRows rows matrix-vector products, above on Hopper the warpgroup
+// MMA over E4M3 (gemm_wgmma.cu; XRUN_CUDA_WGMMA_FP8), elsewhere CUDA-core
+// tiles (fp8.cu). K must be a multiple of 16 and the codes 16-byte
+// aligned.
 func (g *GPU) GemmFP8(s *Stream, dt DType, y Buffer, x, w FP8Operand, m, n, k int) error {
 	if err := checkGemmFP8(dt, y, x, w, m, n, k); err != nil {
 		return err
@@ -133,6 +136,17 @@ func (g *GPU) GemmFP8(s *Stream, dt DType, y Buffer, x, w FP8Operand, m, n, k in
 			return 1
 		}
 		return 0
+	}
+	if m > fp8GemvRows && g.wgmmaFP8() {
+		// Hopper: the warpgroup MMA's E4M3 form (gemm_wgmma.cu).
+		if err := g.gemmWorkspace(s); err != nil {
+			return err
+		}
+		p := planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes, true)
+		return g.launchGemm(s, dt, y, p, m, n, k, func(a *Args, part Buffer) *Args {
+			return a.Ptr(x.Codes).Ptr(w.Codes).Ptr(y).Ptr(part).Ptr(x.Scales).I32(b2i(x.PerRow)).Ptr(w.Scales).I32(b2i(w.PerRow)).
+				I32(m).I32(n).I32(k).I32(p.kps)
+		})
 	}
 	name, grid, block := "fp8_gemm_", Dim3{X: ceilDiv(n, 64), Y: ceilDiv(m, 64)}, Dim3{X: 256}
 	if m <= fp8GemvRows {

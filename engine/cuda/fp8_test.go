@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,36 +265,65 @@ func (c *fp8Case) ref(m int, cols []int) (fq, plain []float32) {
 // sampled columns, and against each other on every output. cuBLASLt's FP8
 // kernels need Ada or Hopper; elsewhere its half is skipped.
 func TestGemmFP8Zoo(t *testing.T) {
-	ms := []int{1, 2, 8, 17, 64, 256}
 	for _, sh := range zooGemmShapes {
 		t.Run(fmt.Sprintf("%s_N%d_K%d", sh.name, sh.n, sh.k), func(t *testing.T) {
-			do(t, func(t testing.TB, g *GPU) {
-				c := newFP8Case(t, g, sh.n, sh.k, ms[len(ms)-1], false)
-				lt, err := g.BlasLt()
-				if err != nil {
-					t.Fatal(err)
-				}
-				cols := sampleCols(t, sh.n)
-				for _, m := range ms {
-					fq, plain := c.ref(m, cols)
-					yOwn, yLt := devPoisoned(t, g, BF16, m*sh.n), devPoisoned(t, g, BF16, m*sh.n)
-					if err := g.GemmFP8(g.Stream, BF16, yOwn, c.x, c.w, m, sh.n, sh.k); err != nil {
-						t.Fatal(err)
-					}
-					own := download(t, g, BF16, yOwn, m*sh.n)
-					checkFP8(t, fmt.Sprintf("own M=%d", m), pick(own, m, sh.n, cols), fq, plain)
-					if !fp8TensorCores(g.Info) {
-						continue
-					}
-					if err := lt.MatmulFP8(g.Stream, BF16, yLt, c.x, c.w, m, sh.n, sh.k); err != nil {
-						t.Fatal(err)
-					}
-					blas := download(t, g, BF16, yLt, m*sh.n)
-					checkFP8(t, fmt.Sprintf("cuBLASLt M=%d", m), pick(blas, m, sh.n, cols), fq, plain)
-					checkRel(t, fmt.Sprintf("own vs cuBLASLt M=%d, all outputs", m), own, blas)
-				}
-			})
+			do(t, func(t testing.TB, g *GPU) { checkGemmFP8Zoo(t, g, sh) })
 		})
+	}
+}
+
+// TestGemmFP8Paths runs TestGemmFP8Zoo's and TestGemmFP8PerRow's checks on
+// the own FP8 GEMM's other tiles where a GPU has two: on Hopper the
+// warpgroup MMA's E4M3 form (gemm_wgmma.cu) beside the CUDA-core tiles
+// (fp8.cu), whichever XRUN_CUDA_WGMMA_FP8 does not choose.
+func TestGemmFP8Paths(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("only Hopper has a second FP8 GEMM (the warpgroup MMA)")
+	}
+	other := func(g *GPU, fn func()) {
+		defer func(a, b bool) { g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = a, b }(g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8)
+		on := !g.wgmmaFP8()
+		g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = on, on
+		fn()
+	}
+	for _, sh := range zooGemmShapes {
+		t.Run(fmt.Sprintf("%s_N%d_K%d", sh.name, sh.n, sh.k), func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) { other(g, func() { checkGemmFP8Zoo(t, g, sh) }) })
+		})
+	}
+	for _, sh := range fp8PerRowShapes {
+		t.Run(fmt.Sprintf("per-row/%s_N%d_K%d", sh.name, sh.n, sh.k), func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) { other(g, func() { checkGemmFP8PerRow(t, g, sh) }) })
+		})
+	}
+}
+
+// checkGemmFP8Zoo is TestGemmFP8Zoo's check of one shape.
+func checkGemmFP8Zoo(t testing.TB, g *GPU, sh zooGemm) {
+	ms := []int{1, 2, 8, 17, 64, 65, 256}
+	c := newFP8Case(t, g, sh.n, sh.k, ms[len(ms)-1], false)
+	lt, err := g.BlasLt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := sampleCols(t, sh.n)
+	for _, m := range ms {
+		fq, plain := c.ref(m, cols)
+		yOwn, yLt := devPoisoned(t, g, BF16, m*sh.n), devPoisoned(t, g, BF16, m*sh.n)
+		if err := g.GemmFP8(g.Stream, BF16, yOwn, c.x, c.w, m, sh.n, sh.k); err != nil {
+			t.Fatal(err)
+		}
+		own := download(t, g, BF16, yOwn, m*sh.n)
+		checkFP8(t, fmt.Sprintf("own M=%d", m), pick(own, m, sh.n, cols), fq, plain)
+		if !fp8TensorCores(g.Info) {
+			continue
+		}
+		if err := lt.MatmulFP8(g.Stream, BF16, yLt, c.x, c.w, m, sh.n, sh.k); err != nil {
+			t.Fatal(err)
+		}
+		blas := download(t, g, BF16, yLt, m*sh.n)
+		checkFP8(t, fmt.Sprintf("cuBLASLt M=%d", m), pick(blas, m, sh.n, cols), fq, plain)
+		checkRel(t, fmt.Sprintf("own vs cuBLASLt M=%d, all outputs", m), own, blas)
 	}
 }
 
@@ -301,29 +331,34 @@ func TestGemmFP8Zoo(t *testing.T) {
 // and an input scale per row (checkpoints' per-channel weights and
 // per-token activations), and that cuBLASLt's path refuses them.
 func TestGemmFP8PerRow(t *testing.T) {
-	for _, sh := range []zooGemm{{"tiny-llama/gate_up", 320, 64}, {"tinyllama/o", 2048, 2048}, {"edge", 1000, 208}} {
+	for _, sh := range fp8PerRowShapes {
 		t.Run(fmt.Sprintf("%s_N%d_K%d", sh.name, sh.n, sh.k), func(t *testing.T) {
-			do(t, func(t testing.TB, g *GPU) {
-				c := newFP8Case(t, g, sh.n, sh.k, 65, true)
-				cols := sampleCols(t, sh.n)
-				for _, m := range []int{1, 5, 8, 9, 65} {
-					fq, plain := c.ref(m, cols)
-					y := devPoisoned(t, g, BF16, m*sh.n)
-					if err := g.GemmFP8(g.Stream, BF16, y, c.x, c.w, m, sh.n, sh.k); err != nil {
-						t.Fatal(err)
-					}
-					checkFP8(t, fmt.Sprintf("own M=%d", m), pick(download(t, g, BF16, y, m*sh.n), m, sh.n, cols), fq, plain)
-				}
-				lt, err := g.BlasLt()
-				if err != nil {
-					t.Fatal(err)
-				}
-				y := devPoisoned(t, g, BF16, sh.n)
-				if err := lt.MatmulFP8(g.Stream, BF16, y, c.x, c.w, 1, sh.n, sh.k); err == nil {
-					t.Error("cuBLASLt's FP8 path took per-row scales")
-				}
-			})
+			do(t, func(t testing.TB, g *GPU) { checkGemmFP8PerRow(t, g, sh) })
 		})
+	}
+}
+
+var fp8PerRowShapes = []zooGemm{{"tiny-llama/gate_up", 320, 64}, {"tinyllama/o", 2048, 2048}, {"edge", 1000, 208}}
+
+// checkGemmFP8PerRow is TestGemmFP8PerRow's check of one shape.
+func checkGemmFP8PerRow(t testing.TB, g *GPU, sh zooGemm) {
+	c := newFP8Case(t, g, sh.n, sh.k, 65, true)
+	cols := sampleCols(t, sh.n)
+	for _, m := range []int{1, 5, 8, 9, 65} {
+		fq, plain := c.ref(m, cols)
+		y := devPoisoned(t, g, BF16, m*sh.n)
+		if err := g.GemmFP8(g.Stream, BF16, y, c.x, c.w, m, sh.n, sh.k); err != nil {
+			t.Fatal(err)
+		}
+		checkFP8(t, fmt.Sprintf("own M=%d", m), pick(download(t, g, BF16, y, m*sh.n), m, sh.n, cols), fq, plain)
+	}
+	lt, err := g.BlasLt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := devPoisoned(t, g, BF16, sh.n)
+	if err := lt.MatmulFP8(g.Stream, BF16, y, c.x, c.w, 1, sh.n, sh.k); err == nil {
+		t.Error("cuBLASLt's FP8 path took per-row scales")
 	}
 }
 
@@ -386,7 +421,13 @@ func BenchmarkGemmFP8(b *testing.B) {
 	shapes := []zooGemm{{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}}
 	for _, sh := range shapes {
 		for _, m := range []int{1, 64, 256, 2048} {
-			for _, impl := range []string{"cublaslt-bf16", "cublaslt-fp8", "own-fp8"} {
+			impls := []string{"cublaslt-bf16", "cublaslt-fp8", "own-fp8"}
+			if dev.Info.Major == 9 && m > fp8GemvRows {
+				// The warpgroup MMA and fp8.cu's CUDA-core tiles, whatever
+				// XRUN_CUDA_WGMMA_FP8 says.
+				impls = append(impls, "own-fp8-wgmma", "own-fp8-cores")
+			}
+			for _, impl := range impls {
 				b.Run(fmt.Sprintf("%s/%s/M=%d/N=%d/K=%d", impl, sh.name, m, sh.n, sh.k), func(b *testing.B) {
 					fp8 := impl != "cublaslt-bf16"
 					wBytes := sh.n * sh.k
@@ -399,6 +440,11 @@ func BenchmarkGemmFP8(b *testing.B) {
 					}
 					var d time.Duration
 					do(b, func(t testing.TB, g *GPU) {
+						if impl == "own-fp8-wgmma" || impl == "own-fp8-cores" {
+							defer func(a, b bool) { g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = a, b }(g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8)
+							on := impl == "own-fp8-wgmma"
+							g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = on, on
+						}
 						lt, err := g.BlasLt()
 						if err != nil {
 							t.Fatal(err)
@@ -432,7 +478,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 							if err := g.FP8Quantize(g.Stream, BF16, xq, x, m, sh.k, FP8Quant{}, amax, sx); err != nil {
 								return err
 							}
-							if impl == "own-fp8" {
+							if strings.HasPrefix(impl, "own-fp8") {
 								return g.GemmFP8(g.Stream, BF16, y, xo, w, m, sh.n, sh.k)
 							}
 							return lt.MatmulFP8(g.Stream, BF16, y, xo, w, m, sh.n, sh.k)

@@ -2,7 +2,10 @@
 
 package cuda
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // gemmConfig mirrors one GEMM(...) instantiation in kernels/gemm.cu, or
 // one GEMM_WG(...) in kernels/gemm_wgmma.cu (wgmma).
@@ -41,6 +44,9 @@ var (
 	// M = 64 and 256 (gate_up M=256: 43.1 us against 84.2; cuBLASLt 20.1).
 	gemmWG1 = gemmConfig{"wg1", 64, 128, 64, 128, 4, true}
 	gemmWG2 = gemmConfig{"wg2", 128, 128, 64, 256, 4, true}
+	// The same over E4M3 codes (GemmFP8): 128 codes a row of a tile.
+	gemmF8WG1 = gemmConfig{"f8_wg1", 64, 128, 128, 128, 4, true}
+	gemmF8WG2 = gemmConfig{"f8_wg2", 128, 128, 128, 256, 4, true}
 )
 
 // GemmWorkspaceBytes holds the fp32 split-K partials of the own GEMM.
@@ -70,11 +76,16 @@ func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 	return splitGemm(cfg, m, n, k, sms, wsBytes)
 }
 
-// planGemmWG is planGemm on the wgmma configurations (M above the GEMV's).
-func planGemmWG(m, n, k, sms, wsBytes int) gemmPlan {
-	cfg := gemmWG2
+// planGemmWG is planGemm on the wgmma configurations (M above the GEMV's),
+// over E4M3 codes with fp8.
+func planGemmWG(m, n, k, sms, wsBytes int, fp8 bool) gemmPlan {
+	small, large := gemmWG1, gemmWG2
+	if fp8 {
+		small, large = gemmF8WG1, gemmF8WG2
+	}
+	cfg := large
 	if m <= 64 {
-		cfg = gemmWG1
+		cfg = small
 	}
 	return splitGemm(cfg, m, n, k, sms, wsBytes)
 }
@@ -109,25 +120,52 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 	if m <= g.gemvRows {
 		return g.gemv(s, dt, y, x, w, m, n, k, GemvFusion{})
 	}
-	if g.gemmWS.Bytes == 0 {
-		if s.capturing {
-			return fmt.Errorf("cuda: the GEMM workspace must be allocated before a capture (call Gemm or LoadKernels first)")
-		}
-		ws, err := g.Alloc(GemmWorkspaceBytes)
-		if err != nil {
-			return err
-		}
-		g.gemmWS = ws
+	if err := g.gemmWorkspace(s); err != nil {
+		return err
 	}
 	p := planGemm(m, n, k, g.Info.SMs, g.gemmWS.Bytes)
-	if g.sw.CUDAWgmma && g.Info.Major == 9 {
-		p = planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes)
+	if g.wgmma() {
+		p = planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes, false)
+	}
+	return g.launchGemm(s, dt, y, p, m, n, k, func(a *Args, part Buffer) *Args {
+		return a.Ptr(x).Ptr(w).Ptr(y).Ptr(part).I32(m).I32(n).I32(k).I32(p.kps)
+	})
+}
+
+// wgmma reports whether the own GEMMs run on the warpgroup MMA: Hopper,
+// XRUN_CUDA_WGMMA; wgmmaFP8 the own FP8 GEMM, XRUN_CUDA_WGMMA_FP8 too.
+func (g *GPU) wgmma() bool    { return g.sw.CUDAWgmma && g.Info.Major == 9 }
+func (g *GPU) wgmmaFP8() bool { return g.wgmma() && g.sw.CUDAWgmmaFP8 }
+
+// gemmWorkspace allocates the split-K partials' workspace where it is not
+// yet (never inside a capture).
+func (g *GPU) gemmWorkspace(s *Stream) error {
+	if g.gemmWS.Bytes > 0 {
+		return nil
+	}
+	if s.capturing {
+		return fmt.Errorf("cuda: the GEMM workspace must be allocated before a capture (call Gemm or LoadKernels first)")
+	}
+	ws, err := g.Alloc(GemmWorkspaceBytes)
+	if err != nil {
+		return err
+	}
+	g.gemmWS = ws
+	return nil
+}
+
+// launchGemm launches plan p's tile kernel (its arguments from args, given
+// the partials' buffer, empty unsplit) and, split, gemm_reduce into y.
+func (g *GPU) launchGemm(s *Stream, dt DType, y Buffer, p gemmPlan, m, n, k int, args func(a *Args, part Buffer) *Args) error {
+	es := dt.Size()
+	if strings.HasPrefix(p.cfg.name, "f8_") { // E4M3 codes
+		es = 1
 	}
 	f, err := g.function(p.cfg.family(), "gemm_"+p.cfg.name+"_"+dt.suffix())
 	if err != nil {
 		return err
 	}
-	smem := p.cfg.smem(dt.Size())
+	smem := p.cfg.smem(es)
 	if smem > 48<<10 && f.smemOptIn < smem {
 		if err := f.setMaxDynamicShared(smem); err != nil {
 			return err
@@ -138,9 +176,8 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 	if p.splits > 1 {
 		part = g.gemmWS
 	}
-	a := g.argsPack().Ptr(x).Ptr(w).Ptr(y).Ptr(part).I32(m).I32(n).I32(k).I32(p.kps)
 	grid := Dim3{X: ceilDiv(n, p.cfg.bn), Y: ceilDiv(m, p.cfg.bm), Z: p.splits}
-	if err := s.Launch(f, grid, Dim3{X: p.cfg.threads}, smem, a); err != nil {
+	if err := s.Launch(f, grid, Dim3{X: p.cfg.threads}, smem, args(g.argsPack(), part)); err != nil {
 		return err
 	}
 	if p.splits == 1 {
@@ -151,6 +188,6 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 		return err
 	}
 	mn := m * n
-	a = g.argsPack().Ptr(y).Ptr(part).U64(uint64(mn)).I32(p.splits)
+	a := g.argsPack().Ptr(y).Ptr(part).U64(uint64(mn)).I32(p.splits)
 	return s.Launch(r, Dim3{X: min(ceilDiv(mn, 256), 8*g.Info.SMs)}, Dim3{X: 256}, 0, a)
 }

@@ -220,12 +220,15 @@ func TestPlanGemm(t *testing.T) {
 		{65, 2560, 2048, "wg2", 2, 8},
 		{256, 11264, 2048, "wg2", 1, 2},
 		{256, 32000, 2048, "wg2", 1, 1},
+		{64, 4096, 14336, "f8_wg1", 2, 16},
+		{2048, 6144, 4096, "f8_wg2", 1, 1},
 	} {
-		plan := planGemm
-		if strings.HasPrefix(c.cfg, "wg") {
-			plan = planGemmWG
+		p := planGemm(c.m, c.n, c.k, 132, GemmWorkspaceBytes)
+		if strings.HasPrefix(c.cfg, "f8_") {
+			p = planGemmWG(c.m, c.n, c.k, 132, GemmWorkspaceBytes, true)
+		} else if strings.HasPrefix(c.cfg, "wg") {
+			p = planGemmWG(c.m, c.n, c.k, 132, GemmWorkspaceBytes, false)
 		}
-		p := plan(c.m, c.n, c.k, 132, GemmWorkspaceBytes)
 		kt := ceilDiv(c.k, p.cfg.bk)
 		if p.cfg.name != c.cfg || p.splits < c.minSplits || p.splits > c.maxSplits || p.kps*p.splits < kt || p.kps*(p.splits-1) >= kt {
 			t.Errorf("planGemm(%d, %d, %d) = %+v; want config %s, %d..%d splits covering %d k-tiles with none empty",

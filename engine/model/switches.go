@@ -18,6 +18,7 @@ type Switches struct {
 	CUDAGemvMaxM    int    // XRUN_CUDA_GEMV_MAXM
 	CUDAGemvPlan    bool   // XRUN_CUDA_GEMV_PLAN
 	CUDAWgmma       bool   // XRUN_CUDA_WGMMA: the own GEMM on Hopper's warpgroup MMA (default on)
+	CUDAWgmmaFP8    bool   // XRUN_CUDA_WGMMA_FP8: its E4M3 form for the own FP8 GEMM
 	CUDAAttnTC      string // XRUN_CUDA_ATTN_TC: "auto", "0" or a configuration's name
 	CUDAAttnSplit   bool   // XRUN_CUDA_ATTN_SPLIT
 	CUDAAttnRope    bool   // XRUN_CUDA_ATTN_ROPE

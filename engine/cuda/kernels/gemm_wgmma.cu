@@ -20,13 +20,20 @@
 // through the generic proxy; fence.proxy.async makes them visible to
 // wgmma's before the barrier.
 //
+// The same kernels over E4M3 codes (GemmFP8, gemm_plugin disable with
+// dtype fp8): 128 codes a row of a tile, wgmma's k32 E4M3 form, the
+// scales of fp8.cu's kernels applied to the fp32 products in the
+// epilogue.
+//
 // Edges in M and N are zero-filled on load and masked on store; K must be
-// a multiple of 8. Split-K as gemm.cu: blockIdx.z takes kps k-tiles and,
-// split, writes fp32 partials that gemm.cu's gemm_reduce sums.
+// a multiple of 8 (16 for codes). Split-K as gemm.cu: blockIdx.z takes
+// kps k-tiles and, split, writes fp32 partials (scaled, for codes) that
+// gemm.cu's gemm_reduce sums.
 //
 // On other architectures the kernels are stubs that trap (compiled so that
 // the family builds everywhere); the launcher uses them on sm_90 only.
 #include "common.cuh"
+#include "fp8.cuh"
 #include "mma.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -53,9 +60,11 @@ __device__ __forceinline__ void wg_pin(float *d) {
 	for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// wgmma_n128: D[64 x 128] += A[64 x 16] B[16 x 128], both from shared
+// wgmma_n128: D[64 x 128] += A[64 x k] B[k x 128], both from shared
 // memory (descriptors a, b), fp32 accumulators d in the fragment layout of
-// mma.sync's C, repeated every 8 columns (d[4j..4j+3]: column block j).
+// mma.sync's C, repeated every 8 columns (d[4j..4j+3]: column block j);
+// k is 16 of fp16 or bf16, 32 of E4M3 (the last argument's type): 32
+// bytes of each row either way.
 __device__ __forceinline__ void wgmma_n128(float *d, unsigned long long a, unsigned long long b, f16) {
 	asm volatile(
 		"{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -74,29 +83,44 @@ __device__ __forceinline__ void wgmma_n128(float *d, unsigned long long a, unsig
 		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 		: "l"(a), "l"(b), "r"(1));
 }
+__device__ __forceinline__ void wgmma_n128(float *d, unsigned long long a, unsigned long long b, u8) {
+	asm volatile(
+		"{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+		"{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+		"%64, %65, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+		: "l"(a), "l"(b), "r"(1));
+}
 #endif
 
 // wg_load queues a k-tile of R rows (from row r0 of the R x K matrix A,
-// k0 on) into the swizzled tile at shared address s, NT threads 16 bytes
-// at a time; rows past R and columns past K are zeros.
-template <int R, int NT, class T>
-__device__ __forceinline__ void wg_load(u32 s, const T *A, int rows, int r0, int K, int k0, int tid) {
+// k0 on; 128 bytes of each row) into the swizzled tile at shared address
+// s, NT threads 16 bytes at a time; rows past R and columns past K are
+// zeros.
+template <int R, int NT, class E>
+__device__ __forceinline__ void wg_load(u32 s, const E *A, int rows, int r0, int K, int k0, int tid) {
+	constexpr int EPC = 16 / (int)sizeof(E); // elements per 16-byte chunk
 #pragma unroll
 	for (int i = 0; i < R * 8 / NT; i++) {
 		const int c = tid + i * NT, r = c >> 3, ch = c & 7;
-		const int gr = r0 + r, gk = k0 + ch * 8;
+		const int gr = r0 + r, gk = k0 + ch * EPC;
 		const bool ok = gr < rows && gk < K;
 		cp_async16(s + r * 128 + ((ch ^ (r & 7)) << 4), ok ? A + (long long)gr * K + gk : A, ok);
 	}
 }
 
-template <class T, int WGS, int STAGES>
-__device__ __forceinline__ void gemm_wg(const T *__restrict__ X, const T *__restrict__ W, T *__restrict__ Y,
-	float *__restrict__ P, int M, int N, int K, int kps) {
+// gemm_wg: Y (in T) = X W^T over elements E, T itself or E4M3 codes (u8),
+// whose products are scaled in the epilogue by sx (one, or one per row of
+// X: sxRows) and sw (one, or one per row of W), as fp8.cu's kernels.
+template <class T, class E, int WGS, int STAGES>
+__device__ __forceinline__ void gemm_wg(const E *__restrict__ X, const E *__restrict__ W, T *__restrict__ Y,
+	float *__restrict__ P, const float *sx, int sxRows, const float *sw, int swRows, int M, int N, int K, int kps) {
 #ifdef XR_WGMMA
 	pdl_enter();
-	constexpr int ROWS = 64 * WGS, BN = 128, BK = 64, NT = 128 * WGS;
-	constexpr int ABYTES = ROWS * BK * 2, STAGE = ABYTES + BN * BK * 2;
+	constexpr bool F8 = sizeof(E) == 1;
+	constexpr int ROWS = 64 * WGS, BN = 128, BK = 128 / (int)sizeof(E), NT = 128 * WGS; // BK: 128 bytes of a row
+	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	constexpr int AHEAD = STAGES - 2; // k-tiles loaded ahead: one stage more stays with the MMAs in flight
 	static_assert(STAGES >= 3, "stages");
 	extern __shared__ unsigned char smem[];
@@ -134,7 +158,7 @@ __device__ __forceinline__ void gemm_wg(const T *__restrict__ X, const T *__rest
 		wg_pin(acc);
 		wg_fence();
 #pragma unroll
-		for (int kk = 0; kk < BK / 16; kk++) wgmma_n128(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), T{});
+		for (int kk = 0; kk < 4; kk++) wgmma_n128(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
 		wg_commit();
 		wg_wait<1>();
 		wg_pin(acc);
@@ -153,7 +177,13 @@ __device__ __forceinline__ void gemm_wg(const T *__restrict__ X, const T *__rest
 		for (int h = 0; h < 2; h++) {
 			const int r = rb + h * 8, c = n0 + j * 8 + (lane & 3) * 2;
 			if (r >= M || c >= N) continue;
-			gemm_store2(Y, P, M, N, r, c, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1], pairs);
+			float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+			if constexpr (F8) {
+				const float s = sx[sxRows ? r : 0];
+				v0 *= s * sw[swRows ? c : 0];
+				v1 *= s * sw[swRows ? min(c + 1, N - 1) : 0];
+			}
+			gemm_store2(Y, P, M, N, r, c, v0, v1, pairs);
 		}
 #else
 	// Launched where it has no body (not sm_90a): fail loudly, never
@@ -162,15 +192,26 @@ __device__ __forceinline__ void gemm_wg(const T *__restrict__ X, const T *__rest
 #endif
 }
 
-// Configurations, chosen on the host by M (gemm.go): wg1 (one warpgroup,
-// 64 rows) up to M = 64, wg2 (two, 128 rows) above. Names:
-// gemm_<config>_<dtype>.
-#define GEMM_WG(cfg, T, WGS, ST)                                                          \
-	extern "C" __global__ void __launch_bounds__(WGS * 128) gemm_##cfg##_##T(             \
-		const T *X, const T *W, T *Y, float *P, int M, int N, int K, int kps) {           \
-		gemm_wg<T, WGS, ST>(X, W, Y, P, M, N, K, kps);                                    \
+// Configurations, chosen on the host by M (gemm.go, fp8.go): wg1 (one
+// warpgroup, 64 rows) up to M = 64, wg2 (two, 128 rows) above. Names:
+// gemm_<config>_<dtype>, and gemm_f8_<config>_<dtype> over E4M3 codes
+// (GemmFP8; dtype is Y's).
+#define GEMM_WG(cfg, T, WGS, ST)                                                                   \
+	extern "C" __global__ void __launch_bounds__(WGS * 128) gemm_##cfg##_##T(                      \
+		const T *X, const T *W, T *Y, float *P, int M, int N, int K, int kps) {                    \
+		gemm_wg<T, T, WGS, ST>(X, W, Y, P, nullptr, 0, nullptr, 0, M, N, K, kps);                  \
+	}
+#define GEMM_WG_F8(cfg, T, WGS, ST)                                                                \
+	extern "C" __global__ void __launch_bounds__(WGS * 128) gemm_f8_##cfg##_##T(const u8 *X,       \
+		const u8 *W, T *Y, float *P, const float *sx, int sxRows, const float *sw, int swRows, int M, \
+		int N, int K, int kps) {                                                                   \
+		gemm_wg<T, u8, WGS, ST>(X, W, Y, P, sx, sxRows, sw, swRows, M, N, K, kps);                 \
 	}
 GEMM_WG(wg1, f16, 1, 4)
 GEMM_WG(wg1, bf16, 1, 4)
 GEMM_WG(wg2, f16, 2, 4)
 GEMM_WG(wg2, bf16, 2, 4)
+GEMM_WG_F8(wg1, f16, 1, 4)
+GEMM_WG_F8(wg1, bf16, 1, 4)
+GEMM_WG_F8(wg2, f16, 2, 4)
+GEMM_WG_F8(wg2, bf16, 2, 4)
