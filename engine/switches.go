@@ -130,6 +130,7 @@ type SwitchTable struct {
 	CUDAGemvPlan    FlagSwitch
 	CUDAWgmma       FlagSwitch
 	CUDAWgmmaFP8    FlagSwitch
+	CUDAWgmmaTile   ChoiceSwitch
 	CUDAAttnTC      ChoiceSwitch
 	CUDAAttnSplit   FlagSwitch
 	CUDAAttnRope    FlagSwitch
@@ -169,6 +170,8 @@ var Switches = SwitchTable{
 		"the GEMV's launch plan chosen by the kernels' register counts; `0` keeps the older plan, blind to them"),
 	CUDAWgmma: flagSwitch("XRUN_CUDA_WGMMA", true, true,
 		"on Hopper, the own GEMM (gemm_plugin: disable) above the GEMV's rows runs on the warpgroup MMA (gemm_wgmma.cu: wgmma.mma_async from swizzled shared memory); `0` keeps it on the mma.sync tiles (gemm.cu) that other GPUs run"),
+	CUDAWgmmaTile: choiceSwitch("XRUN_CUDA_WGMMA_TILE", "auto", func(v string) bool { return v == "wg1" || v == "wg2" || v == "wg2w" },
+		"`wg1`, `wg2`, `wg2w`", "the warpgroup-MMA GEMMs' tile, chosen by M (64 x 128 up to M = 64, 128 x 128 above); a name forces it (`wg2w`: 128 x 256)"),
 	// Off until TestGemmFP8Paths has passed on a GPU; then on, and this
 	// switch goes.
 	CUDAWgmmaFP8: flagSwitch("XRUN_CUDA_WGMMA_FP8", false, true,
@@ -288,6 +291,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAGemvPlan:    t.CUDAGemvPlan.On(getenv),
 		CUDAWgmma:       t.CUDAWgmma.On(getenv),
 		CUDAWgmmaFP8:    t.CUDAWgmmaFP8.On(getenv),
+		CUDAWgmmaTile:   t.CUDAWgmmaTile.Get(getenv),
 		CUDAAttnTC:      t.CUDAAttnTC.Get(getenv),
 		CUDAAttnSplit:   t.CUDAAttnSplit.On(getenv),
 		CUDAAttnRope:    t.CUDAAttnRope.On(getenv),

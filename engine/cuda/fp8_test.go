@@ -425,7 +425,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 			if dev.Info.Major == 9 && m > fp8GemvRows {
 				// The warpgroup MMA and fp8.cu's CUDA-core tiles, whatever
 				// XRUN_CUDA_WGMMA_FP8 says.
-				impls = append(impls, "own-fp8-wgmma", "own-fp8-cores")
+				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cores")
 			}
 			for _, impl := range impls {
 				b.Run(fmt.Sprintf("%s/%s/M=%d/N=%d/K=%d", impl, sh.name, m, sh.n, sh.k), func(b *testing.B) {
@@ -440,10 +440,13 @@ func BenchmarkGemmFP8(b *testing.B) {
 					}
 					var d time.Duration
 					do(b, func(t testing.TB, g *GPU) {
-						if impl == "own-fp8-wgmma" || impl == "own-fp8-cores" {
-							defer func(a, b bool) { g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = a, b }(g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8)
-							on := impl == "own-fp8-wgmma"
+						if impl != "own-fp8" && strings.HasPrefix(impl, "own-fp8") {
+							defer func(a, b bool, c string) { g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile = a, b, c }(g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile)
+							on := impl != "own-fp8-cores"
 							g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = on, on
+							if impl == "own-fp8-wg2w" {
+								g.sw.CUDAWgmmaTile = "wg2w"
+							}
 						}
 						lt, err := g.BlasLt()
 						if err != nil {

@@ -44,10 +44,19 @@ var (
 	// M = 64 and 256 (gate_up M=256: 43.1 us against 84.2; cuBLASLt 20.1).
 	gemmWG1 = gemmConfig{"wg1", 64, 128, 64, 128, 4, true}
 	gemmWG2 = gemmConfig{"wg2", 128, 128, 64, 256, 4, true}
+	// 128 x 256 tiles: not chosen by M yet (XRUN_CUDA_WGMMA_TILE=wg2w).
+	gemmWG2W = gemmConfig{"wg2w", 128, 256, 64, 256, 4, true}
 	// The same over E4M3 codes (GemmFP8): 128 codes a row of a tile.
-	gemmF8WG1 = gemmConfig{"f8_wg1", 64, 128, 128, 128, 4, true}
-	gemmF8WG2 = gemmConfig{"f8_wg2", 128, 128, 128, 256, 4, true}
+	gemmF8WG1  = gemmConfig{"f8_wg1", 64, 128, 128, 128, 4, true}
+	gemmF8WG2  = gemmConfig{"f8_wg2", 128, 128, 128, 256, 4, true}
+	gemmF8WG2W = gemmConfig{"f8_wg2w", 128, 256, 128, 256, 4, true}
 )
+
+// gemmWGTiles are the wgmma configurations by XRUN_CUDA_WGMMA_TILE's
+// names: 16-bit and E4M3.
+var gemmWGTiles = map[string][2]gemmConfig{
+	"wg1": {gemmWG1, gemmF8WG1}, "wg2": {gemmWG2, gemmF8WG2}, "wg2w": {gemmWG2W, gemmF8WG2W},
+}
 
 // GemmWorkspaceBytes holds the fp32 split-K partials of the own GEMM.
 const GemmWorkspaceBytes = 16 << 20
@@ -77,17 +86,20 @@ func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 }
 
 // planGemmWG is planGemm on the wgmma configurations (M above the GEMV's),
-// over E4M3 codes with fp8.
-func planGemmWG(m, n, k, sms, wsBytes int, fp8 bool) gemmPlan {
-	small, large := gemmWG1, gemmWG2
+// over E4M3 codes with fp8: the tile XRUN_CUDA_WGMMA_TILE names, else by M.
+func planGemmWG(m, n, k, sms, wsBytes int, fp8 bool, tile string) gemmPlan {
+	i := 0
 	if fp8 {
-		small, large = gemmF8WG1, gemmF8WG2
+		i = 1
 	}
-	cfg := large
-	if m <= 64 {
-		cfg = small
+	cfgs, ok := gemmWGTiles[tile]
+	if !ok {
+		cfgs = gemmWGTiles["wg2"]
+		if m <= 64 {
+			cfgs = gemmWGTiles["wg1"]
+		}
 	}
-	return splitGemm(cfg, m, n, k, sms, wsBytes)
+	return splitGemm(cfgs[i], m, n, k, sms, wsBytes)
 }
 
 // splitGemm is the split-K of cfg's launch for one shape.
@@ -125,7 +137,7 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 	}
 	p := planGemm(m, n, k, g.Info.SMs, g.gemmWS.Bytes)
 	if g.wgmma() {
-		p = planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes, false)
+		p = planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes, false, g.sw.CUDAWgmmaTile)
 	}
 	return g.launchGemm(s, dt, y, p, m, n, k, func(a *Args, part Buffer) *Args {
 		return a.Ptr(x).Ptr(w).Ptr(y).Ptr(part).I32(m).I32(n).I32(k).I32(p.kps)

@@ -53,7 +53,8 @@ func BenchmarkGemm(b *testing.B) {
 			})
 			impls := []string{"own", "cublaslt"}
 			if dev.Info.Major == 9 && m > 1 {
-				impls = append(impls, "own-mmasync") // XRUN_CUDA_WGMMA=0
+				// XRUN_CUDA_WGMMA=0, and each XRUN_CUDA_WGMMA_TILE.
+				impls = append(impls, "own-mmasync", "own-wg1", "own-wg2", "own-wg2w")
 			}
 			if m == 1 {
 				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")
@@ -69,6 +70,10 @@ func BenchmarkGemm(b *testing.B) {
 						if impl == "own-mmasync" {
 							defer func(on bool) { g.sw.CUDAWgmma = on }(g.sw.CUDAWgmma)
 							g.sw.CUDAWgmma = false
+						}
+						if tile, ok := strings.CutPrefix(impl, "own-wg"); ok {
+							defer func(v string) { g.sw.CUDAWgmmaTile = v }(g.sw.CUDAWgmmaTile)
+							g.sw.CUDAWgmmaTile = "wg" + tile
 						}
 						var waves int
 						if _, err := fmt.Sscanf(impl, "own-waves%d", &waves); err == nil {

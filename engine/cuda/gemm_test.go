@@ -145,6 +145,38 @@ func TestGemmMMASync(t *testing.T) {
 	}
 }
 
+// TestGemmWgmmaTiles forces each warpgroup-MMA tile (XRUN_CUDA_WGMMA_TILE)
+// on a few zoo shapes and the edge shapes, 16-bit and E4M3: the tile M
+// does not choose (wg2w, and wg1 above 64 rows) must be right too.
+func TestGemmWgmmaTiles(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("the warpgroup MMA is Hopper's (sm_90)")
+	}
+	shapes := []zooGemm{{"tinyllama/qkv", 2560, 2048}, {"tinyllama/down", 2048, 5632}, {"llama-3.1-8b/qkv", 6144, 4096}, {"odd", 1000, 208}}
+	for _, tile := range []string{"wg1", "wg2", "wg2w"} {
+		force := func(g *GPU, fn func()) {
+			defer func(a, b bool, c string) { g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile = a, b, c }(g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile)
+			g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile = true, true, tile
+			fn()
+		}
+		for _, sh := range shapes {
+			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", tile, sh.name, sh.n, sh.k), func(t *testing.T) {
+				do(t, func(t testing.TB, g *GPU) {
+					force(g, func() {
+						for _, dt := range dtypes {
+							checkGemmZoo(t, g, dt, sh, []int{8, 65, 200, 256})
+						}
+						checkGemmFP8Zoo(t, g, sh)
+					})
+				})
+			})
+		}
+		t.Run(tile+"/edges", func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) { force(g, func() { checkGemmEdges(t, g, BF16, 4097, 2056) }) })
+		})
+	}
+}
+
 // checkGemmZoo is TestGemmZoo's check of one shape at the given M.
 func checkGemmZoo(t testing.TB, g *GPU, dt DType, sh zooGemm, ms []int) {
 	r := newRand(t)
@@ -225,9 +257,9 @@ func TestPlanGemm(t *testing.T) {
 	} {
 		p := planGemm(c.m, c.n, c.k, 132, GemmWorkspaceBytes)
 		if strings.HasPrefix(c.cfg, "f8_") {
-			p = planGemmWG(c.m, c.n, c.k, 132, GemmWorkspaceBytes, true)
+			p = planGemmWG(c.m, c.n, c.k, 132, GemmWorkspaceBytes, true, "auto")
 		} else if strings.HasPrefix(c.cfg, "wg") {
-			p = planGemmWG(c.m, c.n, c.k, 132, GemmWorkspaceBytes, false)
+			p = planGemmWG(c.m, c.n, c.k, 132, GemmWorkspaceBytes, false, "auto")
 		}
 		kt := ceilDiv(c.k, p.cfg.bk)
 		if p.cfg.name != c.cfg || p.splits < c.minSplits || p.splits > c.maxSplits || p.kps*p.splits < kt || p.kps*(p.splits-1) >= kt {

@@ -19,6 +19,7 @@ type Switches struct {
 	CUDAGemvPlan    bool   // XRUN_CUDA_GEMV_PLAN
 	CUDAWgmma       bool   // XRUN_CUDA_WGMMA: the own GEMM on Hopper's warpgroup MMA (default on)
 	CUDAWgmmaFP8    bool   // XRUN_CUDA_WGMMA_FP8: its E4M3 form for the own FP8 GEMM
+	CUDAWgmmaTile   string // XRUN_CUDA_WGMMA_TILE: "auto", "wg1", "wg2" or "wg2w"
 	CUDAAttnTC      string // XRUN_CUDA_ATTN_TC: "auto", "0" or a configuration's name
 	CUDAAttnSplit   bool   // XRUN_CUDA_ATTN_SPLIT
 	CUDAAttnRope    bool   // XRUN_CUDA_ATTN_ROPE

@@ -7,7 +7,7 @@
 // and about twice mma.sync's rate on an H100.
 //
 // Block tile: 64 x WGS rows (WGS warpgroups, one 64-row slice each) by 128
-// columns, 64 deep; a STAGES-deep cp.async pipeline. Each tile row is 64
+// or 256 columns, 64 deep; a STAGES-deep cp.async pipeline. Each tile row is 64
 // values of 16 bits, 128 bytes, stored in the 128-byte swizzle wgmma's
 // descriptors name: 16-byte chunk c of row r at chunk c ^ (r % 8), tiles
 // 1024-byte aligned, so that the eight rows of a core matrix fall in
@@ -55,14 +55,15 @@ template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma
 
 // wg_pin keeps the compiler from moving accumulator reads or writes across
 // the asynchronous MMAs' fences and waits.
-__device__ __forceinline__ void wg_pin(float *d) {
+template <int N> __device__ __forceinline__ void wg_pin(float *d) {
 #pragma unroll
-	for (int i = 0; i < 64; i++) asm volatile("" : "+f"(d[i])::"memory");
+	for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// wgmma_n128: D[64 x 128] += A[64 x k] B[k x 128], both from shared
-// memory (descriptors a, b), fp32 accumulators d in the fragment layout of
-// mma.sync's C, repeated every 8 columns (d[4j..4j+3]: column block j);
+// wgmma_n128 (and _n256): D[64 x 128] += A[64 x k] B[k x 128], both from
+// shared memory (descriptors a, b), fp32 accumulators d in the fragment
+// layout of mma.sync's C, repeated every 8 columns (d[4j..4j+3]: column
+// block j);
 // k is 16 of fp16 or bf16, 32 of E4M3 (the last argument's type): 32
 // bytes of each row either way.
 __device__ __forceinline__ void wgmma_n128(float *d, unsigned long long a, unsigned long long b, f16) {
@@ -92,6 +93,33 @@ __device__ __forceinline__ void wgmma_n128(float *d, unsigned long long a, unsig
 		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 		: "l"(a), "l"(b), "r"(1));
 }
+__device__ __forceinline__ void wgmma_n256(float *d, unsigned long long a, unsigned long long b, f16) {
+	asm volatile(
+		"{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+		"{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+		"%128, %129, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+		: "l"(a), "l"(b), "r"(1));
+}
+__device__ __forceinline__ void wgmma_n256(float *d, unsigned long long a, unsigned long long b, bf16) {
+	asm volatile(
+		"{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+		"{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+		"%128, %129, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+		: "l"(a), "l"(b), "r"(1));
+}
+__device__ __forceinline__ void wgmma_n256(float *d, unsigned long long a, unsigned long long b, u8) {
+	asm volatile(
+		"{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+		"wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 "
+		"{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+		"%128, %129, p, 1, 1, 0, 0;\n}\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+		: "l"(a), "l"(b), "r"(1));
+}
 #endif
 
 // wg_load queues a k-tile of R rows (from row r0 of the R x K matrix A,
@@ -113,13 +141,14 @@ __device__ __forceinline__ void wg_load(u32 s, const E *A, int rows, int r0, int
 // gemm_wg: Y (in T) = X W^T over elements E, T itself or E4M3 codes (u8),
 // whose products are scaled in the epilogue by sx (one, or one per row of
 // X: sxRows) and sw (one, or one per row of W), as fp8.cu's kernels.
-template <class T, class E, int WGS, int STAGES>
+template <class T, class E, int WGS, int BN, int STAGES>
 __device__ __forceinline__ void gemm_wg(const E *__restrict__ X, const E *__restrict__ W, T *__restrict__ Y,
 	float *__restrict__ P, const float *sx, int sxRows, const float *sw, int swRows, int M, int N, int K, int kps) {
 #ifdef XR_WGMMA
 	pdl_enter();
 	constexpr bool F8 = sizeof(E) == 1;
-	constexpr int ROWS = 64 * WGS, BN = 128, BK = 128 / (int)sizeof(E), NT = 128 * WGS; // BK: 128 bytes of a row
+	constexpr int ROWS = 64 * WGS, BK = 128 / (int)sizeof(E), NT = 128 * WGS, NA = BN / 2; // BK: 128 bytes of a row
+	static_assert(BN == 128 || BN == 256, "tile width");
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	constexpr int AHEAD = STAGES - 2; // k-tiles loaded ahead: one stage more stays with the MMAs in flight
 	static_assert(STAGES >= 3, "stages");
@@ -132,9 +161,9 @@ __device__ __forceinline__ void gemm_wg(const E *__restrict__ X, const E *__rest
 	const int nk = min(ktiles, kt0 + kps) - kt0; // may be <= 0: then the partials are zeros
 
 
-	float acc[64];
+	float acc[NA];
 #pragma unroll
-	for (int i = 0; i < 64; i++) acc[i] = 0.f;
+	for (int i = 0; i < NA; i++) acc[i] = 0.f;
 
 #pragma unroll
 	for (int s = 0; s < AHEAD; s++) {
@@ -155,16 +184,22 @@ __device__ __forceinline__ void gemm_wg(const E *__restrict__ X, const E *__rest
 		}
 		cp_async_commit();
 		const u32 sa = base + (i % STAGES) * STAGE + wg * 64 * 128, sb = base + (i % STAGES) * STAGE + ABYTES;
-		wg_pin(acc);
+		wg_pin<NA>(acc);
 		wg_fence();
 #pragma unroll
-		for (int kk = 0; kk < 4; kk++) wgmma_n128(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+		for (int kk = 0; kk < 4; kk++) {
+			if constexpr (BN == 128) {
+				wgmma_n128(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			} else {
+				wgmma_n256(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			}
+		}
 		wg_commit();
 		wg_wait<1>();
-		wg_pin(acc);
+		wg_pin<NA>(acc);
 	}
 	wg_wait<0>();
-	wg_pin(acc);
+	wg_pin<NA>(acc);
 	cp_async_wait<0>();
 
 	// Epilogue: the warp's 16 rows of its warpgroup's 64; each 8-column
@@ -192,26 +227,23 @@ __device__ __forceinline__ void gemm_wg(const E *__restrict__ X, const E *__rest
 #endif
 }
 
-// Configurations, chosen on the host by M (gemm.go, fp8.go): wg1 (one
-// warpgroup, 64 rows) up to M = 64, wg2 (two, 128 rows) above. Names:
-// gemm_<config>_<dtype>, and gemm_f8_<config>_<dtype> over E4M3 codes
-// (GemmFP8; dtype is Y's).
-#define GEMM_WG(cfg, T, WGS, ST)                                                                   \
+// Configurations (gemm.go's gemmWG*, chosen by M or XRUN_CUDA_WGMMA_TILE):
+// wg1 (one warpgroup, 64 rows) up to M = 64, wg2 (two, 128 rows) above,
+// wg2w (two, 128 rows by 256 columns). Names: gemm_<config>_<dtype>, and
+// gemm_f8_<config>_<dtype> over E4M3 codes (GemmFP8; dtype is Y's).
+#define GEMM_WG(cfg, T, WGS, BN, ST)                                                               \
 	extern "C" __global__ void __launch_bounds__(WGS * 128) gemm_##cfg##_##T(                      \
 		const T *X, const T *W, T *Y, float *P, int M, int N, int K, int kps) {                    \
-		gemm_wg<T, T, WGS, ST>(X, W, Y, P, nullptr, 0, nullptr, 0, M, N, K, kps);                  \
+		gemm_wg<T, T, WGS, BN, ST>(X, W, Y, P, nullptr, 0, nullptr, 0, M, N, K, kps);              \
 	}
-#define GEMM_WG_F8(cfg, T, WGS, ST)                                                                \
+#define GEMM_WG_F8(cfg, T, WGS, BN, ST)                                                            \
 	extern "C" __global__ void __launch_bounds__(WGS * 128) gemm_f8_##cfg##_##T(const u8 *X,       \
 		const u8 *W, T *Y, float *P, const float *sx, int sxRows, const float *sw, int swRows, int M, \
 		int N, int K, int kps) {                                                                   \
-		gemm_wg<T, u8, WGS, ST>(X, W, Y, P, sx, sxRows, sw, swRows, M, N, K, kps);                 \
+		gemm_wg<T, u8, WGS, BN, ST>(X, W, Y, P, sx, sxRows, sw, swRows, M, N, K, kps);             \
 	}
-GEMM_WG(wg1, f16, 1, 4)
-GEMM_WG(wg1, bf16, 1, 4)
-GEMM_WG(wg2, f16, 2, 4)
-GEMM_WG(wg2, bf16, 2, 4)
-GEMM_WG_F8(wg1, f16, 1, 4)
-GEMM_WG_F8(wg1, bf16, 1, 4)
-GEMM_WG_F8(wg2, f16, 2, 4)
-GEMM_WG_F8(wg2, bf16, 2, 4)
+#define GEMM_WG_ALL(T)                                                                     \
+	GEMM_WG(wg1, T, 1, 128, 4) GEMM_WG(wg2, T, 2, 128, 4) GEMM_WG(wg2w, T, 2, 256, 4)       \
+	GEMM_WG_F8(wg1, T, 1, 128, 4) GEMM_WG_F8(wg2, T, 2, 128, 4) GEMM_WG_F8(wg2w, T, 2, 256, 4)
+GEMM_WG_ALL(f16)
+GEMM_WG_ALL(bf16)
