@@ -8,8 +8,9 @@
 // their new keys and values alike). A stage of a key group holds E4M3
 // tiles, streamed with cp.async at half the bytes of a 16-bit cache; each
 // tile in turn is decoded into one pair of 16-bit tiles, exactly (every
-// E4M3 value is an fp16 and a bf16 value: fp16's times 2^-8, e4m3_h16),
-// which the same mma read. The scales, and fp16's 2^8, multiply the scores
+// E4M3 value is an fp16 and a bf16 value; by cvt on Ada and Hopper, else
+// by bit arithmetic, fp16's then times 2^-8: e4m3_h16), which the same
+// mma read. The scales, and where so fp16's 2^8, multiply the scores
 // and the output in float32, so no scaled key or value is ever rounded.
 // Two arguments more than attention_tc.cu's kernels: ksc and vsc, the
 // layer's scales.

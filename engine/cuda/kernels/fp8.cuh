@@ -40,13 +40,45 @@ template <class T> struct kv_elem<true, T> {
 	typedef u8 C;
 };
 
-// e4m3x2_h16 turns the two codes in the low 16 bits of w into two
-// 16-bit values of T, the first in the low half, with no rounding:
-// fp16's are the codes' bits moved into place, the values times 2^-8
-// (every E4M3 value, subnormals too, is an fp16 value then: the caller
-// multiplies by e4m3_h16<T>::mul); bf16's are the values themselves
-// (mul 1), whose 3-bit mantissas bf16 holds exactly.
+// e4m3_h16<T>::two turns the two codes in the low 16 bits of w into two
+// 16-bit values of T, the first in the low half, with no rounding (every
+// E4M3 value is an fp16 and a bf16 value), times e4m3_h16<T>::mul's
+// reciprocal, which the caller multiplies back in float32.
+//
+// Ada and Hopper (sm_89 and later) convert in hardware: cvt's E4M3-to-
+// fp16x2 form, exact, and for bf16 on through float32 (exact again), five
+// instructions a pair where the bit arithmetic below takes about twenty
+// for bf16: the FP8 KV cache's attention decodes every cached value, and
+// was bound by it (mul 1). Elsewhere: fp16's are the codes' bits moved
+// into place, the values times 2^-8 (subnormals too: mul 256); bf16's the
+// values themselves, the exponent rebiased (7 to 127) and subnormal codes
+// (m 2^-9) made in float32.
 template <class T> struct e4m3_h16;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+__device__ __forceinline__ u32 e4m3x2_f16x2(u32 w) {
+	u32 r;
+	asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"((unsigned short)(w & 0xffffu)));
+	return r;
+}
+template <> struct e4m3_h16<f16> {
+	static constexpr float mul = 1.f;
+	__device__ static __forceinline__ u32 two(u32 w) { return e4m3x2_f16x2(w); }
+};
+template <> struct e4m3_h16<bf16> {
+	static constexpr float mul = 1.f;
+	__device__ static __forceinline__ u32 two(u32 w) {
+		u32 r;
+		asm("{\n.reg .b16 lo, hi;\n.reg .f32 flo, fhi;\n"
+			"mov.b32 {lo, hi}, %1;\n"
+			"cvt.f32.f16 flo, lo;\n"
+			"cvt.f32.f16 fhi, hi;\n"
+			"cvt.rn.bf16x2.f32 %0, fhi, flo;\n}"
+			: "=r"(r)
+			: "r"(e4m3x2_f16x2(w)));
+		return r;
+	}
+};
+#else
 template <> struct e4m3_h16<f16> {
 	static constexpr float mul = 256.f;
 	__device__ static __forceinline__ u32 two(u32 w) {
@@ -63,6 +95,7 @@ template <> struct e4m3_h16<bf16> {
 	}
 	__device__ static __forceinline__ u32 two(u32 w) { return one(w & 0xffu) | (one((w >> 8) & 0xffu) << 16); }
 };
+#endif
 
 // e4m3x16 decodes 16 codes (one 16-byte load) into two packs of 8 values
 // of T (e4m3_h16's scaling).
