@@ -6,12 +6,12 @@
 // memory itself, so no ldmatrix, no register-file copy of the operands,
 // and about twice mma.sync's rate on an H100.
 //
-// Block tile: 64 x WGS rows (WGS warpgroups, one 64-row slice each) by 128
-// or 256 columns, 64 deep; a STAGES-deep cp.async pipeline. Each tile row is 64
-// values of 16 bits, 128 bytes, stored in the 128-byte swizzle wgmma's
-// descriptors name: 16-byte chunk c of row r at chunk c ^ (r % 8), tiles
-// 1024-byte aligned, so that the eight rows of a core matrix fall in
-// distinct banks. The K step of 16 inside a row moves the descriptor's
+// Block tile: 64 x WGS rows (WGS warpgroups, one 64-row slice each) by
+// 128 or 256 columns, 64 deep; a STAGES-deep cp.async pipeline. Each tile
+// row is 64 values of 16 bits, 128 bytes, stored in the 128-byte swizzle
+// wgmma's descriptors name: 16-byte chunk c of row r at chunk c ^ (r % 8),
+// tiles 1024-byte aligned, so that the eight rows of a core matrix fall
+// in distinct banks. The K step of 16 inside a row moves the descriptor's
 // start by 32 bytes (the hardware applies the swizzle to the address).
 //
 // The MMAs are asynchronous: one commit group per k-tile, at most one
