@@ -53,8 +53,9 @@ func BenchmarkGemm(b *testing.B) {
 			})
 			impls := []string{"own", "cublaslt"}
 			if dev.Info.Major == 9 && m > 1 {
-				// XRUN_CUDA_WGMMA=0, and each XRUN_CUDA_WGMMA_TILE.
-				impls = append(impls, "own-mmasync", "own-wg1", "own-wg2", "own-wg2w")
+				// XRUN_CUDA_WGMMA=0, each XRUN_CUDA_WGMMA_TILE, and split-K aiming
+				// at one block an SM (the wgmma tiles run one an SM).
+				impls = append(impls, "own-mmasync", "own-wg1", "own-wg2", "own-wg2w", "own-waves1")
 			}
 			if m == 1 {
 				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")
