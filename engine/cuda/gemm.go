@@ -118,9 +118,9 @@ func splitGemm(cfg gemmConfig, m, n, k, sms, wsBytes int) gemmPlan {
 // (gemm_plugin: disable): matrix-vector kernels up to M = GemvRowsFor of
 // the GPU's switches, the tensor-core tiles above: on Hopper warpgroup
 // MMAs (gemm_wgmma.cu; XRUN_CUDA_WGMMA=0 turns them off), elsewhere
-// mma.sync (gemm.cu). K must be a multiple of
-// 8 and X and W 16-byte aligned, which whole allocations and row offsets
-// of multiple-of-8 widths are.
+// mma.sync (gemm.cu). K must be a multiple of 8 and X and W 16-byte
+// aligned, which whole allocations and row offsets of multiple-of-8 widths
+// are.
 func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 	if err := checkGemm(dt, y, x, w, m, n, k); err != nil {
 		return err
