@@ -139,6 +139,7 @@ type SwitchTable struct {
 	CUDAMoEHints    IntSwitch
 	CUDAMoELibrary  FlagSwitch
 	CUDALtTune      FlagSwitch
+	CUDALtReuse     FlagSwitch
 	CUDASync        FlagSwitch
 	CUDALtLog       FlagSwitch
 	MeasureCeilings FlagSwitch
@@ -192,6 +193,9 @@ var Switches = SwitchTable{
 		"`gemm_plugin: auto` runs the expert GEMMs of eager iterations on cuBLASLt; `0` keeps them on the own grouped kernels there too"),
 	CUDALtTune: flagSwitch("XRUN_CUDA_LT_TUNE", true, true,
 		"cuBLASLt's algorithm for the decode batch sizes the engine warms (M up to 256) chosen by timing the heuristic's candidates before the run, every other shape taking its first choice; `0` takes its first choice everywhere"),
+	// Off until a serving sweep on a GPU says what it saves and costs.
+	CUDALtReuse: flagSwitch("XRUN_CUDA_LT_REUSE", false, true,
+		"`1`: a cuBLASLt GEMM shape met for the first time, outside the decode batch sizes that are timed, takes the algorithm the heuristic chose for an earlier M of its power-of-two bucket where cublasLtMatmulAlgoCheck accepts it, as TensorRT-LLM's GEMM plugin keeps a tactic per M range; new plans then skip the heuristic (mixed prompt and decode batches meet hundreds of new M, built inside the timed run); by default every new M asks the heuristic"),
 	CUDASync: flagSwitch("XRUN_CUDA_SYNC", false, true,
 		"`1` synchronises after every kernel launch outside graph capture, so that a fault names its kernel (debugging; slow)"),
 	// Printing changes no number.
@@ -300,6 +304,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAMoEHints:    t.CUDAMoEHints.Int(getenv),
 		CUDAMoELibrary:  t.CUDAMoELibrary.On(getenv),
 		CUDALtTune:      t.CUDALtTune.On(getenv),
+		CUDALtReuse:     t.CUDALtReuse.On(getenv),
 		CUDASync:        t.CUDASync.On(getenv),
 		CUDALtLog:       t.CUDALtLog.On(getenv),
 		MeasureCeilings: t.MeasureCeilings.On(getenv),

@@ -115,6 +115,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_MOE_HINTS":   {"3", true},
 		"XRUN_CUDA_MOE_LT":      {"1", true},
 		"XRUN_CUDA_LT_TUNE":     {"1", true},
+		"XRUN_CUDA_LT_REUSE":    {"0", true},
 		"XRUN_CUDA_SYNC":        {"0", true},
 		"XRUN_CUDA_LT_LOG":      {"0", false},
 		"XRUN_MEASURE_CEILINGS": {"0", false},

@@ -60,6 +60,12 @@ type BlasLt struct {
 	// (PlanStats).
 	built int
 	spent time.Duration
+	// seeds are, with XRUN_CUDA_LT_REUSE, the heuristic's choice for the
+	// first untimed M of each power-of-two bucket of a shape (ltBucket),
+	// which later M of the bucket reuse once cublasLtMatmulAlgoCheck
+	// accepts it; reused counts those plans.
+	seeds  map[gemmShape]C.cublasLtMatmulAlgo_t
+	reused int
 
 	// Timing the candidates of a plan: a buffer larger than the L2 cache
 	// that is cleared before each timed matmul (so the weights come from
@@ -110,7 +116,7 @@ func (g *GPU) BlasLt() (*BlasLt, error) {
 	if err := loadBlasLt(); err != nil {
 		return nil, err
 	}
-	b := &BlasLt{g: g, plans: map[gemmShape]*ltPlan{}}
+	b := &BlasLt{g: g, plans: map[gemmShape]*ltPlan{}, seeds: map[gemmShape]C.cublasLtMatmulAlgo_t{}}
 	if err := blasErr("cublasLtCreate", C.xr_cublasLtCreate(&b.h), ""); err != nil {
 		return nil, err
 	}
@@ -214,8 +220,30 @@ func (b *BlasLt) plan(dt DType, m, n, k int, fp8 bool) (*ltPlan, error) {
 	if !b.g.sw.CUDALtTune || !b.tunes(m) {
 		asked = 1
 	}
-	if err := b.addForm(p, dt, false, fp8, shape, asked); err != nil {
+	// An untimed shape whose bucket has a seed takes the seed's algorithm
+	// where cuBLASLt accepts it for this M (XRUN_CUDA_LT_REUSE), sparing
+	// the heuristic.
+	seedKey := gemmShape{dt, ltBucket(m), n, k, fp8}
+	reuse := b.g.sw.CUDALtReuse && asked == 1 && m > 1
+	f, err := b.newForm(p, dt, false, fp8, shape)
+	if err != nil {
 		return fail(err)
+	}
+	if algo, ok := b.seeds[seedKey]; reuse && ok {
+		var res C.cublasLtMatmulHeuristicResult_t
+		if C.xr_cublasLtMatmulAlgoCheck(b.h, f.desc, f.a, f.b, f.d, &algo, &res) == 0 && int(res.workspaceSize) <= b.ws.Bytes {
+			res.algo, res.state = algo, 0
+			p.cands = append(p.cands, ltCand{res: res, form: f})
+			b.reused++
+		}
+	}
+	if len(p.cands) == 0 {
+		if err := b.heuristics(p, f, shape, asked); err != nil {
+			return fail(err)
+		}
+		if _, ok := b.seeds[seedKey]; reuse && !ok && len(p.cands) > 0 {
+			b.seeds[seedKey] = p.cands[0].res.algo
+		}
 	}
 	// At M = 1 the row-major Y[1, n] is also a column-major [1, n] matrix,
 	// so the product can be posed the other way round too: D[1, n] =
@@ -223,7 +251,11 @@ func (b *BlasLt) plan(dt DType, m, n, k int, fp8 bool) (*ltPlan, error) {
 	// B = W seen as column-major [k, n]. The heuristic offers other
 	// kernels for that shape; timing picks among both sets.
 	if m == 1 && b.g.sw.CUDALtTune {
-		if err := b.addForm(p, dt, true, fp8, shape, ltHeuristicsAsked); err != nil {
+		f, err := b.newForm(p, dt, true, fp8, shape)
+		if err != nil {
+			return fail(err)
+		}
+		if err := b.heuristics(p, f, shape, ltHeuristicsAsked); err != nil {
 			return fail(err)
 		}
 	}
@@ -235,18 +267,28 @@ func (b *BlasLt) plan(dt DType, m, n, k int, fp8 bool) (*ltPlan, error) {
 	return p, nil
 }
 
-// addForm creates one form of p's product and appends the heuristic's
-// usable algorithms for it (its best asked, or all it has if none of
-// those is usable) to p.cands.
-func (b *BlasLt) addForm(p *ltPlan, dt DType, swapped, fp8 bool, shape string, asked int) error {
+// ltBucket is M's power-of-two bucket: the smallest power of two >= m.
+// TensorRT-LLM's GEMM plugin likewise profiles M by powers of two and
+// keeps each tactic for the M of its range.
+func ltBucket(m int) int {
+	b := 1
+	for b < m {
+		b <<= 1
+	}
+	return b
+}
+
+// newForm creates one form of p's product (its descriptor and layouts),
+// appended to p.forms.
+func (b *BlasLt) newForm(p *ltPlan, dt DType, swapped, fp8 bool, shape string) (*ltForm, error) {
 	f := &ltForm{swapped: swapped, fp8: fp8}
 	p.forms = append(p.forms, f)
 	m, n, k := p.m, p.n, p.k
 	if err := blasErr("cublasLtMatmulDescCreate", C.xr_cublasLtMatmulDescCreate(&f.desc, cublasCompute32F, cudaR32F), shape); err != nil {
-		return err
+		return nil, err
 	}
 	if err := blasErr("cublasLtMatmulDescSetAttribute", C.xr_cublasLtMatmulDescSetAttributeInt(f.desc, ltDescTransA, cublasOpT), "TRANSA "+shape); err != nil {
-		return err
+		return nil, err
 	}
 	type lay struct {
 		dst            *C.cublasLtMatrixLayout_t
@@ -262,9 +304,16 @@ func (b *BlasLt) addForm(p *ltPlan, dt DType, swapped, fp8 bool, shape string, a
 			t = cudaR8FE4M3
 		}
 		if err := blasErr("cublasLtMatrixLayoutCreate", C.xr_cublasLtMatrixLayoutCreate(l.dst, t, C.uint64_t(l.rows), C.uint64_t(l.cols), C.int64_t(l.ld)), shape); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	return f, nil
+}
+
+// heuristics appends the heuristic's usable algorithms for form f of p
+// (its best asked, or all it has if none of those is usable) to p.cands.
+func (b *BlasLt) heuristics(p *ltPlan, f *ltForm, shape string, asked int) error {
+	swapped := f.swapped
 	var res [ltHeuristicsAsked]C.cublasLtMatmulHeuristicResult_t
 	for {
 		var got C.int

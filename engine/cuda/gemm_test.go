@@ -268,3 +268,53 @@ func TestPlanGemm(t *testing.T) {
 		}
 	}
 }
+
+// TestBlasLtReuse: with XRUN_CUDA_LT_REUSE, untimed M of one power-of-two
+// bucket after the first reuse its algorithm (checked by cuBLASLt) instead
+// of asking the heuristic, and their products still match the CPU; a
+// timed decode size and M = 1 never do. On a fresh handle, so that the
+// count is this test's own.
+func TestBlasLtReuse(t *testing.T) {
+	do(t, func(t testing.TB, g *GPU) {
+		defer func(on bool) { g.sw.CUDALtReuse = on }(g.sw.CUDALtReuse)
+		g.sw.CUDALtReuse = true
+		if g.blas != nil {
+			if err := g.blas.close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lt, err := g.BlasLt()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lt.TuneOnly([]int{1, 8})
+		defer func() {
+			if err := lt.close(); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		const n, k = 1000, 208
+		r := newRand(t)
+		for _, dt := range dtypes {
+			wv := randVals(r, dt, n*k, 0.5)
+			w := devUpload(t, g, dt, wv)
+			wRows := make([][]float32, n)
+			for j := range wRows {
+				wRows[j] = wv[j*k : (j+1)*k]
+			}
+			before := lt.reused
+			// 300 seeds bucket 512, 301..500 reuse it; 8 is timed, 1 is M = 1.
+			for _, m := range []int{300, 301, 419, 500, 8, 1} {
+				xv := randVals(r, dt, m*k, 1)
+				y := devPoisoned(t, g, dt, m*n)
+				if err := lt.Matmul(g.Stream, dt, y, devUpload(t, g, dt, xv), w, m, n, k); err != nil {
+					t.Fatal(err)
+				}
+				checkRel(t, fmt.Sprintf("%s M=%d", dt, m), download(t, g, dt, y, m*n), refGemmCols(xv, wRows, m, k))
+			}
+			if got := lt.reused - before; got != 3 {
+				t.Errorf("%s: %d plans reused a bucket's algorithm, want 3 (M 301, 419, 500)", dt, got)
+			}
+		}
+	})
+}

@@ -187,6 +187,9 @@ static cublasStatus_t (*p_cublasLtMatmulPreferenceSetAttribute)(cublasLtMatmulPr
 static cublasStatus_t (*p_cublasLtMatmulAlgoGetHeuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t,
 	cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
 	cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t *, int *);
+static cublasStatus_t (*p_cublasLtMatmulAlgoCheck)(cublasLtHandle_t, cublasLtMatmulDesc_t,
+	cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+	const cublasLtMatmulAlgo_t *, cublasLtMatmulHeuristicResult_t *);
 static cublasStatus_t (*p_cublasLtMatmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *,
 	const void *, cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t, const void *,
 	const void *, cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t,
@@ -197,7 +200,7 @@ static const struct entry lt_entries[] = {
 	E(cublasLtMatmulDescDestroy), E(cublasLtMatmulDescSetAttribute), E(cublasLtMatrixLayoutCreate),
 	E(cublasLtMatrixLayoutDestroy), E(cublasLtMatmulPreferenceCreate),
 	E(cublasLtMatmulPreferenceDestroy), E(cublasLtMatmulPreferenceSetAttribute),
-	E(cublasLtMatmulAlgoGetHeuristic), E(cublasLtMatmul),
+	E(cublasLtMatmulAlgoGetHeuristic), E(cublasLtMatmulAlgoCheck), E(cublasLtMatmul),
 };
 
 static nvrtcResult (*p_nvrtcVersion)(int *, int *);
@@ -399,6 +402,11 @@ cublasStatus_t xr_cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMat
 	cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
 	cublasLtMatmulPreference_t p, int requested, cublasLtMatmulHeuristicResult_t *results, int *returned) {
 	return p_cublasLtMatmulAlgoGetHeuristic(h, d, a, b, c, c, p, requested, results, returned);
+}
+cublasStatus_t xr_cublasLtMatmulAlgoCheck(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+	cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, const cublasLtMatmulAlgo_t *algo,
+	cublasLtMatmulHeuristicResult_t *result) {
+	return p_cublasLtMatmulAlgoCheck(h, d, a, b, c, c, algo, result);
 }
 
 static const float one = 1.0f, zero = 0.0f;

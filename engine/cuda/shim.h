@@ -166,6 +166,11 @@ cublasStatus_t xr_cublasLtMatmulPreferenceSetWorkspace(cublasLtMatmulPreference_
 cublasStatus_t xr_cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
 	cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
 	cublasLtMatmulPreference_t p, int requested, cublasLtMatmulHeuristicResult_t *results, int *returned);
+// xr_cublasLtMatmulAlgoCheck checks algo on a problem (C = D) and fills
+// result's workspace size; result->algo is not written.
+cublasStatus_t xr_cublasLtMatmulAlgoCheck(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+	cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, const cublasLtMatmulAlgo_t *algo,
+	cublasLtMatmulHeuristicResult_t *result);
 // xr_cublasLtMatmul computes D = A*B with alpha 1 and beta 0 (D also serves
 // as C), the only form the engine needs.
 cublasStatus_t xr_cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,

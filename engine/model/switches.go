@@ -28,6 +28,7 @@ type Switches struct {
 	CUDAMoEHints    int    // XRUN_CUDA_MOE_HINTS
 	CUDAMoELibrary  bool   // XRUN_CUDA_MOE_LT
 	CUDALtTune      bool   // XRUN_CUDA_LT_TUNE
+	CUDALtReuse     bool   // XRUN_CUDA_LT_REUSE: one heuristic choice per power-of-two bucket of M
 	CUDASync        bool   // XRUN_CUDA_SYNC
 	CUDALtLog       bool   // XRUN_CUDA_LT_LOG
 	MeasureCeilings bool   // XRUN_MEASURE_CEILINGS
