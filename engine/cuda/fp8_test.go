@@ -281,7 +281,7 @@ func TestGemmFP8Paths(t *testing.T) {
 		t.Skip("only Hopper has a second FP8 GEMM (the warpgroup MMA)")
 	}
 	other := func(g *GPU, fn func()) {
-		defer func(a, b bool) { g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = a, b }(g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8)
+		defer keepSwitches(g)()
 		on := !g.wgmmaFP8()
 		g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = on, on
 		fn()
@@ -441,7 +441,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 					var d time.Duration
 					do(b, func(t testing.TB, g *GPU) {
 						if impl != "own-fp8" && strings.HasPrefix(impl, "own-fp8") {
-							defer func(a, b bool, c string) { g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile = a, b, c }(g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile)
+							defer keepSwitches(g)()
 							on := impl != "own-fp8-cores"
 							g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = on, on
 							if impl == "own-fp8-wg2w" {

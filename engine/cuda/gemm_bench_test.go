@@ -69,11 +69,11 @@ func BenchmarkGemm(b *testing.B) {
 							t.Fatal(err)
 						}
 						if impl == "own-mmasync" {
-							defer func(on bool) { g.sw.CUDAWgmma = on }(g.sw.CUDAWgmma)
+							defer keepSwitches(g)()
 							g.sw.CUDAWgmma = false
 						}
 						if tile, ok := strings.CutPrefix(impl, "own-wg"); ok {
-							defer func(v string) { g.sw.CUDAWgmmaTile = v }(g.sw.CUDAWgmmaTile)
+							defer keepSwitches(g)()
 							g.sw.CUDAWgmmaTile = "wg" + tile
 						}
 						var waves int

@@ -123,7 +123,7 @@ func TestGemmMMASync(t *testing.T) {
 		t.Skip("only Hopper has a second tensor-core GEMM (the warpgroup MMA)")
 	}
 	other := func(g *GPU, fn func()) {
-		defer func(on bool) { g.sw.CUDAWgmma = on }(g.sw.CUDAWgmma)
+		defer keepSwitches(g)()
 		g.sw.CUDAWgmma = !g.sw.CUDAWgmma
 		fn()
 	}
@@ -155,7 +155,7 @@ func TestGemmWgmmaTiles(t *testing.T) {
 	shapes := []zooGemm{{"tinyllama/qkv", 2560, 2048}, {"tinyllama/down", 2048, 5632}, {"llama-3.1-8b/qkv", 6144, 4096}, {"odd", 1000, 208}}
 	for _, tile := range []string{"wg1", "wg2", "wg2w"} {
 		force := func(g *GPU, fn func()) {
-			defer func(a, b bool, c string) { g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile = a, b, c }(g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile)
+			defer keepSwitches(g)()
 			g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile = true, true, tile
 			fn()
 		}
@@ -276,7 +276,7 @@ func TestPlanGemm(t *testing.T) {
 // count is this test's own.
 func TestBlasLtReuse(t *testing.T) {
 	do(t, func(t testing.TB, g *GPU) {
-		defer func(on bool) { g.sw.CUDALtReuse = on }(g.sw.CUDALtReuse)
+		defer keepSwitches(g)()
 		g.sw.CUDALtReuse = true
 		if g.blas != nil {
 			if err := g.blas.close(); err != nil {

@@ -91,6 +91,13 @@ func do(t testing.TB, fn func(t testing.TB, g *GPU)) {
 	}
 }
 
+// keepSwitches snapshots g's switches and returns what restores them:
+// defer keepSwitches(g)() before a test or benchmark changes some.
+func keepSwitches(g *GPU) func() {
+	old := g.sw
+	return func() { g.sw = old }
+}
+
 // timeLaunches is a benchmark's timed loop on the GPU's thread: warm
 // launches first (modules, plans, clocks, caches), then b.N more timed with
 // device events around them. Launches are not synchronised meanwhile (the

@@ -146,7 +146,7 @@ func BenchmarkMoE(b *testing.B) {
 							if err != nil {
 								t.Fatal(err)
 							}
-							defer func(tile string, flags int) { g.sw.CUDAMoETile, g.sw.CUDAMoEHints = tile, flags }(g.sw.CUDAMoETile, g.sw.CUDAMoEHints)
+							defer keepSwitches(g)()
 							switch impl {
 							case "own-s", "own-m":
 								g.sw.CUDAMoETile = impl[len(impl)-1:]
