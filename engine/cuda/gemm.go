@@ -135,9 +135,11 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 	if err := g.gemmWorkspace(s); err != nil {
 		return err
 	}
-	p := planGemm(m, n, k, g.Info.SMs, g.gemmWS.Bytes)
+	var p gemmPlan
 	if g.wgmma() {
 		p = planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes, false, g.sw.CUDAWgmmaTile)
+	} else {
+		p = planGemm(m, n, k, g.Info.SMs, g.gemmWS.Bytes)
 	}
 	return g.launchGemm(s, dt, y, p, m, n, k, func(a *Args, part Buffer) *Args {
 		return a.Ptr(x).Ptr(w).Ptr(y).Ptr(part).I32(m).I32(n).I32(k).I32(p.kps)
