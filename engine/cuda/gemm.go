@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"strings"
 )
 
 // gemmConfig mirrors one GEMM(...) instantiation in kernels/gemm.cu, or
@@ -14,6 +13,7 @@ type gemmConfig struct {
 	bm, bn, bk, threads int
 	stages              int
 	wgmma               bool
+	fp8                 bool // E4M3 codes in (GemmFP8), a byte an element
 }
 
 // smem is the dynamic shared memory of the configuration: STAGES tiles of
@@ -35,21 +35,21 @@ func (c gemmConfig) family() string {
 }
 
 var (
-	gemmSmall  = gemmConfig{"s", 16, 64, 64, 128, 4, false}
-	gemmMedium = gemmConfig{"m", 64, 64, 64, 128, 3, false}
-	gemmLarge  = gemmConfig{"l", 128, 128, 32, 256, 3, false}
+	gemmSmall  = gemmConfig{"s", 16, 64, 64, 128, 4, false, false}
+	gemmMedium = gemmConfig{"m", 64, 64, 64, 128, 3, false, false}
+	gemmLarge  = gemmConfig{"l", 128, 128, 32, 256, 3, false, false}
 	// Hopper's warpgroup MMA (XRUN_CUDA_WGMMA): one warpgroup of 64 rows
 	// up to M = 64, two of 128 rows above. BenchmarkGemm on an H200,
 	// TinyLlama's projections, fp16: 1.07-1.96x the mma.sync tiles at
 	// M = 64 and 256 (gate_up M=256: 43.1 us against 84.2; cuBLASLt 20.1).
-	gemmWG1 = gemmConfig{"wg1", 64, 128, 64, 128, 4, true}
-	gemmWG2 = gemmConfig{"wg2", 128, 128, 64, 256, 4, true}
+	gemmWG1 = gemmConfig{"wg1", 64, 128, 64, 128, 4, true, false}
+	gemmWG2 = gemmConfig{"wg2", 128, 128, 64, 256, 4, true, false}
 	// 128 x 256 tiles: not chosen by M yet (XRUN_CUDA_WGMMA_TILE=wg2w).
-	gemmWG2W = gemmConfig{"wg2w", 128, 256, 64, 256, 4, true}
+	gemmWG2W = gemmConfig{"wg2w", 128, 256, 64, 256, 4, true, false}
 	// The same over E4M3 codes (GemmFP8): 128 codes a row of a tile.
-	gemmF8WG1  = gemmConfig{"f8_wg1", 64, 128, 128, 128, 4, true}
-	gemmF8WG2  = gemmConfig{"f8_wg2", 128, 128, 128, 256, 4, true}
-	gemmF8WG2W = gemmConfig{"f8_wg2w", 128, 256, 128, 256, 4, true}
+	gemmF8WG1  = gemmConfig{"f8_wg1", 64, 128, 128, 128, 4, true, true}
+	gemmF8WG2  = gemmConfig{"f8_wg2", 128, 128, 128, 256, 4, true, true}
+	gemmF8WG2W = gemmConfig{"f8_wg2w", 128, 256, 128, 256, 4, true, true}
 )
 
 // gemmWGTiles are the wgmma configurations by XRUN_CUDA_WGMMA_TILE's
@@ -172,7 +172,7 @@ func (g *GPU) gemmWorkspace(s *Stream) error {
 // the partials' buffer, empty unsplit) and, split, gemm_reduce into y.
 func (g *GPU) launchGemm(s *Stream, dt DType, y Buffer, p gemmPlan, m, n, k int, args func(a *Args, part Buffer) *Args) error {
 	es := dt.Size()
-	if strings.HasPrefix(p.cfg.name, "f8_") { // E4M3 codes
+	if p.cfg.fp8 {
 		es = 1
 	}
 	f, err := g.function(p.cfg.family(), "gemm_"+p.cfg.name+"_"+dt.suffix())
