@@ -24,6 +24,17 @@ import (
 // Whole-model checks on the GPU: they skip (saying why) where no GPU is
 // usable, so `go test ./...` passes on machines without one.
 
+// zooConfig is zoo model name's configuration; a name the zoo lacks fails
+// the test.
+func zooConfig(t testing.TB, name string) model.Config {
+	t.Helper()
+	cfg, ok := engine.ZooModel(name)
+	if !ok {
+		t.Fatalf("no zoo model %s", name)
+	}
+	return cfg
+}
+
 func needGPU(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -154,10 +165,7 @@ func newModel(t testing.TB, be model.Backend, cfg model.Config, src model.Weight
 func TestCUDAMatchesCPU(t *testing.T) {
 	needGPU(t)
 	for _, name := range []string{"tiny-dense", "tiny-llama"} {
-		cfg, ok := engine.ZooModel(name)
-		if !ok {
-			t.Fatalf("no zoo model %s", name)
-		}
+		cfg := zooConfig(t, name)
 		ref, err := cpu.New(model.BackendOptions{Gemm: "auto"})
 		if err != nil {
 			t.Fatal(err)

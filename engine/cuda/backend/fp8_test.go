@@ -74,10 +74,7 @@ func cpuReference(t testing.TB, cfg model.Config, opt model.Options) ([]step, []
 func TestCUDAFP8MatchesCPU(t *testing.T) {
 	needGPU(t)
 	for _, name := range []string{"tiny-llama", "tiny-dense"} {
-		cfg, ok := engine.ZooModel(name)
-		if !ok {
-			t.Fatalf("no zoo model %s", name)
-		}
+		cfg := zooConfig(t, name)
 		sc, want := fp8Reference(t, cfg)
 		var bf16 [][]float32
 		mb := newModelOpt(t, newBackend(t, "auto", "bfloat16"), cfg, model.Options{})

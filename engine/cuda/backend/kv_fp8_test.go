@@ -7,17 +7,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // fp8KVModel is tiny-dense with heads of 64, the narrowest the FP8 cache's
 // (tensor-core) attention takes.
 func fp8KVModel(t testing.TB) model.Config {
-	cfg, ok := engine.ZooModel("tiny-dense")
-	if !ok {
-		t.Fatal("no zoo model tiny-dense")
-	}
+	cfg := zooConfig(t, "tiny-dense")
 	cfg.HeadDim = 64
 	return cfg
 }
@@ -57,10 +53,7 @@ func TestFP8KVMatchesCPU(t *testing.T) {
 func TestFP8KVRefusals(t *testing.T) {
 	needGPU(t)
 	for _, name := range []string{"tiny-dense", "tiny-llama"} {
-		cfg, ok := engine.ZooModel(name)
-		if !ok {
-			t.Fatalf("no zoo model %s", name)
-		}
+		cfg := zooConfig(t, name)
 		be, err := New(model.BackendOptions{Gemm: "auto", Dtype: "bfloat16"})
 		if err != nil {
 			t.Fatal(err)

@@ -17,10 +17,7 @@ import (
 // TestCUDAFP8MatchesCPU does for dense models.
 func TestFP8MoEMatchesCPU(t *testing.T) {
 	needGPU(t)
-	cfg, ok := engine.ZooModel("tiny-moe")
-	if !ok {
-		t.Fatal("no zoo model tiny-moe")
-	}
+	cfg := zooConfig(t, "tiny-moe")
 	sc, want := fp8Reference(t, cfg)
 	for _, gemm := range []string{"auto", "disable"} {
 		t.Run(gemm, func(t *testing.T) {
