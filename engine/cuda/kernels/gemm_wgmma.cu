@@ -72,20 +72,23 @@ template <int N> __device__ __forceinline__ void wg_pin(float *d) {
 #define WG_REG128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
 // WGMMA defines wgmma_nN for operands of type TAG: SHAPE.f32.TY.TY, its
 // descriptors and scale-d numbered A, B and S after the accumulators.
-#define WGMMA(N, TAG, SHAPE, TY, REGS, ACC, A, B, S)                                                       \
+// TRANS is the imm-trans-a/b pair (both K-major) for fp16/bf16; the E4M3
+// forms take none: K-major is their only layout, and ptxas rejects the
+// instruction with them.
+#define WGMMA(N, TAG, SHAPE, TY, REGS, ACC, A, B, S, TRANS)                                                \
 	__device__ __forceinline__ void wgmma_n##N(float *d, unsigned long long a, unsigned long long b, TAG) { \
 		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " S ", 0;\n"                                        \
 					 "wgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY " " REGS ", " A ", " B         \
-					 ", p, 1, 1, 0, 0;\n}\n"                                                               \
+					 ", p, 1, 1" TRANS ";\n}\n"                                                            \
 			: ACC                                                                                          \
 			: "l"(a), "l"(b), "r"(1));                                                                     \
 	}
-WGMMA(128, f16, "m64n128k16", "f16", WG_REG64, WG_ACC64, "%64", "%65", "%66")
-WGMMA(128, bf16, "m64n128k16", "bf16", WG_REG64, WG_ACC64, "%64", "%65", "%66")
-WGMMA(128, u8, "m64n128k32", "e4m3", WG_REG64, WG_ACC64, "%64", "%65", "%66")
-WGMMA(256, f16, "m64n256k16", "f16", WG_REG128, WG_ACC128, "%128", "%129", "%130")
-WGMMA(256, bf16, "m64n256k16", "bf16", WG_REG128, WG_ACC128, "%128", "%129", "%130")
-WGMMA(256, u8, "m64n256k32", "e4m3", WG_REG128, WG_ACC128, "%128", "%129", "%130")
+WGMMA(128, f16, "m64n128k16", "f16", WG_REG64, WG_ACC64, "%64", "%65", "%66", ", 0, 0")
+WGMMA(128, bf16, "m64n128k16", "bf16", WG_REG64, WG_ACC64, "%64", "%65", "%66", ", 0, 0")
+WGMMA(128, u8, "m64n128k32", "e4m3", WG_REG64, WG_ACC64, "%64", "%65", "%66", "")
+WGMMA(256, f16, "m64n256k16", "f16", WG_REG128, WG_ACC128, "%128", "%129", "%130", ", 0, 0")
+WGMMA(256, bf16, "m64n256k16", "bf16", WG_REG128, WG_ACC128, "%128", "%129", "%130", ", 0, 0")
+WGMMA(256, u8, "m64n256k32", "e4m3", WG_REG128, WG_ACC128, "%128", "%129", "%130", "")
 #endif
 
 // wg_load queues a k-tile of R rows (from row r0 of the R x K matrix A,
