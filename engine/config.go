@@ -29,6 +29,14 @@ type Config struct {
 	// mxfp4 (MXFP4 codes and scales, dequantized inside the expert GEMMs;
 	// see ResolveMoEWeights).
 	MoEWeights string
+	// FP8Activations is how dtype fp8's GEMMs scale their input
+	// activations (model.FP8Activations): auto (a checkpoint's own scheme;
+	// weights quantized at load get static scales calibrated at load, as a
+	// ModelOpt checkpoint carries them), static (the checkpoint's
+	// input_scale, else calibrated at load) or dynamic (amax/448 of every
+	// GEMM's input each iteration, per token where the checkpoint says
+	// so). Other dtypes have no FP8 GEMMs: there it has no effect.
+	FP8Activations string
 	// BatchSize is the most requests in flight (trtllm-bench
 	// --max_batch_size); default 2048 as in TensorRT-LLM.
 	BatchSize int
@@ -173,7 +181,23 @@ func (c Config) validate() error {
 	default:
 		return bad("moe_weights", c.MoEWeights, "auto, bf16 or mxfp4")
 	}
+	if _, ok := fp8Activations(c.FP8Activations); !ok {
+		return bad("fp8_activations", c.FP8Activations, "auto, static or dynamic")
+	}
 	return nil
+}
+
+// fp8Activations maps fp8_activations to the model's scheme ("": auto).
+func fp8Activations(v string) (model.FP8Activations, bool) {
+	switch v {
+	case "", "auto":
+		return model.FP8ActAuto, true
+	case "static":
+		return model.FP8ActStatic, true
+	case "dynamic":
+		return model.FP8ActDynamic, true
+	}
+	return 0, false
 }
 
 // ResolveMoEWeights is whether a cell keeps its experts as MXFP4

@@ -232,7 +232,9 @@ func New(ctx context.Context, cfg Config) (Engine, error) {
 	bsw := sw
 	bopt := model.BackendOptions{Gemm: cfg.GemmPlugin, Dtype: dtype, Threads: cfg.Threads, Device: cfg.Device,
 		KVCacheBytes: cfg.KVCacheBytes, KVCacheFraction: cfg.KVCacheFreeGPUMemFraction, Switches: &bsw}
-	opt := model.Options{Seed: uint64(cfg.Seed), Routing: routing, MLAPlain: !sw.MLAAbsorb, FP8: fp8, KVFP8: kvFP8, Quant: quant, MXFP4: mxfp4}
+	acts, _ := fp8Activations(cfg.FP8Activations)
+	opt := model.Options{Seed: uint64(cfg.Seed), Routing: routing, MLAPlain: !sw.MLAAbsorb, FP8: fp8, KVFP8: kvFP8,
+		FP8Activations: acts, Quant: quant, MXFP4: mxfp4}
 	if src != nil {
 		opt.Weights = src
 	}
@@ -446,6 +448,12 @@ func noFP8Error(cfg Config, be model.Backend, mc ModelConfig, kv bool, err error
 	}
 	msg := fmt.Sprintf("%s fp8 needs the %s backend's %s, which it does not have (%s)", field, cfg.Backend, what, be.Name())
 	switch {
+	case field == "dtype" && gemms && errors.Is(err, model.ErrNoFP8Calibration):
+		acts := cfg.FP8Activations
+		if acts == "" {
+			acts = "auto"
+		}
+		return &ParamError{Field: "fp8_activations", Value: acts, Msg: fmt.Sprintf("fp8_activations %s gives model %s static FP8 input scales calibrated at load, which the %s backend (%s) cannot calibrate; expected dynamic", acts, mc.Name, cfg.Backend, be.Name())}
 	case field == "dtype" && gemms:
 		// It has FP8 GEMMs, not for something of this model: err says what.
 		msg = fmt.Sprintf("dtype fp8 on the %s backend cannot run all of model %s (%v); run it in bfloat16", cfg.Backend, mc.Name, err)

@@ -334,11 +334,13 @@ func writeFP8Checkpoint(t *testing.T, src string, c ckpt) (fp8Dir, deqDir string
 }
 
 // recorder is the CPU backend, remembering the FP8 weights and the KV
-// cache it was given.
+// cache it was given, and how many calibrations of static FP8 input
+// scales it ran.
 type recorder struct {
 	*cpu.Backend
-	fp8 map[string]model.HostTensor
-	kv  model.KVConfig
+	fp8          map[string]model.HostTensor
+	kv           model.KVConfig
+	calibrations int
 }
 
 var recorded = struct {
@@ -365,6 +367,13 @@ func (r *recorder) Upload(name string, kind model.WeightKind, h model.HostTensor
 		r.fp8[name] = h
 	}
 	return r.Backend.Upload(name, kind, h)
+}
+
+func (r *recorder) CalibrateFP8(on bool) error {
+	if on {
+		r.calibrations++
+	}
+	return r.Backend.CalibrateFP8(on)
 }
 
 func (r *recorder) NewKVCache(c model.KVConfig) (model.KVCache, error) {

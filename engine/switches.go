@@ -125,6 +125,7 @@ type SwitchTable struct {
 	CUDAPDL         FlagSwitch
 	CUDAFuse        FlagSwitch
 	CUDAFuseNorm    FlagSwitch
+	CUDAFP8Fuse     FlagSwitch
 	CUDAGemv        FlagSwitch
 	CUDAGemvMaxM    IntSwitch
 	CUDAGemvPlan    FlagSwitch
@@ -163,6 +164,8 @@ var Switches = SwitchTable{
 	CUDAFuse:   flagSwitch("XRUN_CUDA_FUSE", true, true, "ops held back and fused into the op that consumes them (RoPE into attention, the decode GEMVs' epilogues); `0` runs each in a kernel of its own"),
 	CUDAFuseNorm: flagSwitch("XRUN_CUDA_FUSE_NORM", true, true,
 		"RMSNorm folded into the decode GEMVs' prologue; `0` keeps it in a kernel of its own"),
+	CUDAFP8Fuse: flagSwitch("XRUN_CUDA_FP8_FUSE", true, true,
+		"dtype fp8: an FP8 GEMM whose input has a static scale (a checkpoint's input_scale, or calibrated at load) has it quantized by the RMSNorm or SwiGLU producing it, in the same kernel (with XRUN_CUDA_FUSE); `0` runs the norm or SwiGLU, then a quantize kernel"),
 	CUDAGemv: flagSwitch("XRUN_CUDA_GEMV", true, true,
 		"the own GEMM's CUDA-core GEMV for small M; `0` puts every M on the tensor-core tiles (as `XRUN_CUDA_GEMV_MAXM=0`)"),
 	CUDAGemvMaxM: intSwitch("XRUN_CUDA_GEMV_MAXM", 4, 0, 8, "`0`..`8`",
@@ -290,6 +293,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAPDL:         t.CUDAPDL.On(getenv),
 		CUDAFuse:        t.CUDAFuse.On(getenv),
 		CUDAFuseNorm:    t.CUDAFuseNorm.On(getenv),
+		CUDAFP8Fuse:     t.CUDAFP8Fuse.On(getenv),
 		CUDAGemv:        t.CUDAGemv.On(getenv),
 		CUDAGemvMaxM:    t.CUDAGemvMaxM.Int(getenv),
 		CUDAGemvPlan:    t.CUDAGemvPlan.On(getenv),

@@ -101,6 +101,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_PDL":         {"1", true},
 		"XRUN_CUDA_FUSE":        {"1", true},
 		"XRUN_CUDA_FUSE_NORM":   {"1", true},
+		"XRUN_CUDA_FP8_FUSE":    {"1", true},
 		"XRUN_CUDA_GEMV":        {"1", true},
 		"XRUN_CUDA_GEMV_MAXM":   {"4", true},
 		"XRUN_CUDA_GEMV_PLAN":   {"1", true},

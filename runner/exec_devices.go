@@ -195,7 +195,7 @@ func engineConfig(c *Cell, backend string) engine.Config {
 	p := &c.Params
 	return engine.Config{
 		Model: absModel(c.ModelRef), Layers: p.Layers, Backend: backend, Dtype: p.Dtype, KVCacheDtype: p.KVCacheDtype,
-		MoEWeights: p.MoEWeights, BatchSize: p.BatchSize, MaxNumTokens: p.MaxNumTokens, GemmPlugin: p.GemmPlugin,
+		MoEWeights: p.MoEWeights, FP8Activations: p.FP8Activations, BatchSize: p.BatchSize, MaxNumTokens: p.MaxNumTokens, GemmPlugin: p.GemmPlugin,
 		RoutingMode: p.RoutingMode, ProfileWindow: p.ProfileWindow, Seed: p.Seed, Warmup: p.Warmup,
 		NumGPUs: p.GPUsPerCell, KVCacheFreeGPUMemFraction: p.KVCacheFreeGPUMemFraction,
 		TP: p.TP, EP: builtinEP(p, c.Model), Load: cellLoad(p),

@@ -49,8 +49,12 @@ func notApplicable(p *Params, m *engine.ModelConfig, pl driver.Planner) (uint64,
 		na |= externalOnly
 	} else {
 		// TensorRT-LLM and other engines take experts as the checkpoint
-		// has them.
-		na |= 1<<pKVCacheDtype | 1<<pMoEWeights
+		// has them, and FP8 as a quantized checkpoint.
+		na |= 1<<pKVCacheDtype | 1<<pMoEWeights | 1<<pFP8Activations
+	}
+	if p.Dtype != "fp8" {
+		// Only FP8 GEMMs have activation scales.
+		na |= 1 << pFP8Activations
 	}
 	if p.Engine == trtllm.Name {
 		// TensorRT-LLM has no option to build or run part of a model.
@@ -112,6 +116,11 @@ func whyNotApplicable(pi int, p *Params) string {
 			return fmt.Sprintf("moe_weights has no effect on engine %s (it is xrun's own engine's; TensorRT-LLM keeps experts as the checkpoint has them)", p.Engine)
 		}
 		return fmt.Sprintf("moe_weights has no effect on dense model %s", p.Model)
+	case pFP8Activations:
+		if !builtinEngine(p.Engine) {
+			return fmt.Sprintf("fp8_activations has no effect on engine %s (it is xrun's own engine's; TensorRT-LLM scales activations as its FP8 checkpoint says)", p.Engine)
+		}
+		return fmt.Sprintf("fp8_activations has no effect with dtype %s (it is how dtype fp8's GEMMs scale their inputs)", p.Dtype)
 	case pKVFraction:
 		return "kv_cache_free_gpu_mem_fraction has no effect on the cpu engine"
 	case pRequestRate, pBurstiness, pConcurrency, pLoadDuration:

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -85,6 +86,68 @@ func TestPlanFP8MoEOnCUDA(t *testing.T) {
 	for i := range s.Plan.Cells {
 		if err := s.Plan.Cells[i].CheckBackend("cuda"); err != nil {
 			t.Errorf("%s on cuda: %v", s.Plan.Cells[i].ID, err)
+		}
+	}
+}
+
+// fp8_activations: an axis of dtype fp8 on the built-in engine, in a
+// cell's id only where given, handed to the engine as written, collapsed
+// with other dtypes and on external engines, and in each cell's params
+// where it applies. (A bad value's message is in testdata/bad, 233.)
+func TestPlanFP8Activations(t *testing.T) {
+	cases := []struct {
+		name, spec string
+		cells      int    // cells planned
+		collapsed  string // a substring of every collapse reason; "" for none
+		err        string // a substring of the error; "" when the spec plans
+	}{
+		{"cpu axis", "params: {model: tiny-llama, engine: cpu, dtype: fp8}\nmatrix: {fp8_activations: [auto, static, dynamic]}", 3, "", ""},
+		{"cuda MoE axis", "params: {model: tiny-moe, engine: cuda, dtype: fp8}\nmatrix: {fp8_activations: [static, dynamic]}", 2, "", ""},
+		{"bfloat16 collapses", "params: {model: tiny-llama, engine: cuda, dtype: bfloat16}\nmatrix: {fp8_activations: [static, dynamic]}", 1, "fp8_activations has no effect with dtype bfloat16", ""},
+		{"with the dtype axis", "params: {model: tiny-llama, engine: cuda}\nmatrix: {dtype: [bfloat16, fp8], fp8_activations: [static, dynamic]}", 3, "fp8_activations has no effect with dtype bfloat16", ""},
+		{"trtllm collapses", "params: {model: tinyllama-1.1b, engine: trtllm}\nmatrix: {fp8_activations: [static, dynamic]}", 1, "fp8_activations has no effect on engine trtllm", ""},
+		{"bad value", "params: {model: tiny-llama, engine: cpu, dtype: fp8, fp8_activations: per_token}", 0, "", `"per_token" is not one of auto, static or dynamic`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := parseCase(t, c.spec, c.err)
+			if s == nil {
+				return
+			}
+			if len(s.Plan.Cells) != c.cells {
+				t.Errorf("%d cells, want %d", len(s.Plan.Cells), c.cells)
+			}
+			col := s.Plan.Collapsed
+			if (c.collapsed == "") != (len(col) == 0) {
+				t.Errorf("collapsed %+v, want some only with %q", col, c.collapsed)
+			}
+			for _, cc := range col {
+				if !strings.Contains(cc.Reason, c.collapsed) {
+					t.Errorf("collapse reason %q, want %q", cc.Reason, c.collapsed)
+				}
+			}
+			for i := range s.Plan.Cells {
+				cell := &s.Plan.Cells[i]
+				if cfg := engineConfig(cell, "cpu"); cfg.FP8Activations != cell.Params.FP8Activations || cfg.FP8Activations == "" {
+					t.Errorf("%s: engine config fp8_activations %q, params %q", cell.ID, cfg.FP8Activations, cell.Params.FP8Activations)
+				}
+				_, in := cell.Flat()["fp8_activations"]
+				if want := cell.Params.Dtype == "fp8" && builtinEngine(cell.Params.Engine); in != want {
+					t.Errorf("%s (dtype %s, engine %s): fp8_activations in its params %v, want %v", cell.ID, cell.Params.Dtype, cell.Params.Engine, in, want)
+				}
+			}
+		})
+	}
+	// In the id where given only: a spec without it keeps its ids.
+	without := mustParse(t, "params: {model: tiny-llama, engine: cpu, dtype: fp8}\n")
+	with := mustParse(t, "params: {model: tiny-llama, engine: cpu, dtype: fp8, fp8_activations: auto}\n")
+	if a, b := without.Plan.Cells[0].ID, with.Plan.Cells[0].ID; a == b || strings.Contains(a, "fp8act") {
+		t.Errorf("ids %q without fp8_activations and %q with it", a, b)
+	}
+	axis := mustParse(t, "params: {model: tiny-llama, engine: cpu, dtype: fp8}\nmatrix: {fp8_activations: [static, dynamic]}\n")
+	for i, want := range []string{"fp8act-static", "fp8act-dynamic"} {
+		if id := axis.Plan.Cells[i].ID; !strings.Contains(id, want) {
+			t.Errorf("cell %d id %q lacks %q", i, id, want)
 		}
 	}
 }

@@ -33,6 +33,9 @@ type Params struct {
 	// Layers runs the model's first Layers layers at their exact shapes; 0
 	// means all of them (canonical: a count equal to the model's is 0).
 	Layers int
+	// FP8Activations is auto | static | dynamic (built-in engine, dtype
+	// fp8: how the FP8 GEMMs scale their input activations).
+	FP8Activations string
 	// KVCacheFreeGPUMemFraction is the share of free GPU memory the KV cache may take.
 	KVCacheFreeGPUMemFraction float64
 	// TrtllmBackend is trtllm-bench's --backend (engine trtllm).
@@ -281,6 +284,7 @@ const (
 	pDtype
 	pKVCacheDtype
 	pMoEWeights
+	pFP8Activations
 	pBatchSize
 	pMaxNumTokens
 	pGemmPlugin
@@ -337,6 +341,9 @@ var params = [numParams]*param{
 	// Added after cells had ids: in their identity only where given.
 	pMoEWeights: whenGivenParam(enumParam("moe_weights", "auto", []string{"auto", "bf16", "mxfp4"}, func(p *Params) *string { return &p.MoEWeights },
 		map[string]string{"auto": "moe-auto", "bf16": "moe-bf16", "mxfp4": "moe-mxfp4"})),
+	// Added after cells had ids: in their identity only where given.
+	pFP8Activations: whenGivenParam(enumParam("fp8_activations", "auto", []string{"auto", "static", "dynamic"}, func(p *Params) *string { return &p.FP8Activations },
+		map[string]string{"auto": "fp8act-auto", "static": "fp8act-static", "dynamic": "fp8act-dynamic"})),
 	// TensorRT-LLM's default max_batch_size, as the engine's.
 	pBatchSize:    intParam("batch_size", 2048, 1, 1<<20, "bs", func(p *Params) *int { return &p.BatchSize }),
 	pMaxNumTokens: intParam("max_num_tokens", 8192, 1, 1<<30, "mnt", func(p *Params) *int { return &p.MaxNumTokens }),

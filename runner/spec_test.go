@@ -101,7 +101,7 @@ func TestDefaults(t *testing.T) {
 	}
 	c := s.Plan.Cells[0]
 	want := Params{
-		Engine: "auto", Model: "tinyllama-1.1b", Dtype: "float16", KVCacheDtype: "auto", MoEWeights: "auto", BatchSize: 2048, MaxNumTokens: 8192,
+		Engine: "auto", Model: "tinyllama-1.1b", Dtype: "float16", KVCacheDtype: "auto", MoEWeights: "auto", FP8Activations: "auto", BatchSize: 2048, MaxNumTokens: 8192,
 		GemmPlugin: "auto", RoutingMode: "learned", ProfileWindow: "none", Seed: 0, Warmup: 2,
 		GPUsPerCell: 1, KVCacheFreeGPUMemFraction: 0.9, TrtllmBackend: "pytorch", TP: 1, PP: 1, EP: 1, ExtraLLMAPIOptions: "none", Timeout: 0, Burstiness: 1,
 		Dataset: DatasetParams{

@@ -27,12 +27,21 @@ type fp8Weight struct {
 	// dynamic, per tensor or, with perToken, per row.
 	input    float32
 	perToken bool
+	// experts marks an Experts stack, whose input is never calibrated.
+	experts bool
+	// amax is the largest amax of the inputs seen while calibrating.
+	amax float32
 }
 
-// fp8Scratch holds a quantized GEMM input and its scales.
+// fp8Scratch holds a quantized GEMM input and its scales, and the state
+// of a calibration (CalibrateFP8).
 type fp8Scratch struct {
 	x  []float32 // the input's E4M3 values
 	sx []float32 // its scale per row (one when per tensor)
+	// calibrating: the Matrix weights whose input is dynamic per tensor
+	// keep their inputs' largest amax; seen are those that had input.
+	calibrating bool
+	seen        []*fp8Weight
 }
 
 // uploadFP8 makes an FP8 GEMM weight of an F8_E4M3 host tensor.
@@ -52,7 +61,7 @@ func (b *Backend) uploadFP8(name string, kind model.WeightKind, h model.HostTens
 		f[i] = fp8.Decode(c)
 	}
 	rows := n / h.Shape[len(h.Shape)-1]
-	q := &fp8Weight{scale: make([]float32, rows), input: h.FP8.Input, perToken: h.FP8.PerToken}
+	q := &fp8Weight{scale: make([]float32, rows), input: h.FP8.Input, perToken: h.FP8.PerToken, experts: kind == model.Experts}
 	for r := range rows {
 		q.scale[r] = h.FP8.RowScale(r)
 	}
@@ -76,7 +85,7 @@ func (b *Backend) QuantizeFP8(w model.Tensor) (model.Tensor, error) {
 	default:
 		return nil, fmt.Errorf("%s: shape %v is not a Matrix or Experts weight", t.name, t.shape)
 	}
-	t.q = &fp8Weight{scale: make([]float32, experts*n)}
+	t.q = &fp8Weight{scale: make([]float32, experts*n), experts: len(t.shape) == 3}
 	for e := range experts {
 		// Packed panels hold the weights and zero padding, which neither
 		// changes the largest magnitude nor quantizes to anything but 0.
@@ -119,11 +128,40 @@ func (s *fp8Scratch) quantizeInput(x []float32, rows, k int, q *fp8Weight) ([]fl
 	}
 	sc := q.input
 	if sc == 0 {
-		sc = fp8.Scale(fp8.AbsMax(xs))
+		amax := fp8.AbsMax(xs)
+		sc = fp8.Scale(amax)
+		if s.calibrating && !q.experts {
+			if !slices.Contains(s.seen, q) {
+				s.seen = append(s.seen, q)
+			}
+			q.amax = max(q.amax, amax)
+		}
 	}
 	fp8.RoundTrip(xs, sc)
 	s.sx[0] = sc
 	return xs, s.sx[:1]
+}
+
+// CalibrateFP8 begins (on) or ends a calibration of static input scales
+// (model.FP8Calibrator). Every op runs before its call returns, on the
+// caller's goroutine, and quantizeInput runs before an op's work is
+// spread over the pool, so the amaxes need no locks. Ending it gives each
+// Matrix weight that saw input while its input was dynamic per tensor
+// the static scale fp8.Scale(amax); an op that failed meanwhile is
+// reported instead.
+func (b *Backend) CalibrateFP8(on bool) error {
+	s := &b.fp8
+	for _, q := range s.seen {
+		if !on && b.err == nil {
+			q.input = fp8.Scale(q.amax)
+		}
+		q.amax = 0
+	}
+	s.calibrating, s.seen = on, s.seen[:0]
+	if !on {
+		return b.takeErr()
+	}
+	return nil
 }
 
 // scaleOutput multiplies out[r][j] (rows × n, ldo apart) by sx[r] (or

@@ -9,7 +9,8 @@
 // matmul plans (gemm_plugin auto) beside the own tensor-core GEMM
 // (gemm_plugin disable), and for dtype fp8 cuBLASLt's FP8 GEMMs beside the
 // own FP8 kernels, with the activation quantizers bit for bit engine/fp8's
-// (fp8.go); the roofline's ceilings (the table measured on the
+// (fp8.go), for static scales also fused into the RMSNorm and SwiGLU that
+// produce a GEMM's input (fp8_fused.go); the roofline's ceilings (the table measured on the
 // H100 and H200, and MeasureCeilings for any other GPU, kept beside the
 // kernel cache); and the device probe behind `xrun devices`, run in a
 // re-executed child so that a hung driver cannot hang xrun.

@@ -80,6 +80,22 @@ func (g *GPU) FP8Quantize(s *Stream, dt DType, q, x Buffer, rows, k int, mode FP
 	return s.Launch(f, Dim3{X: rows}, Dim3{X: min(256, ceilDiv(k, 128)*32)}, 0, a)
 }
 
+// FP8CalibAmax queues *cell = max(*cell, max |x[i]|) over x's first n
+// values (NaNs skipped, as fp8.AbsMax does): the running amax that
+// calibrates a static input scale. cell is one float32 (its bits maxed
+// into atomically), zeroed by the caller before the first.
+func (g *GPU) FP8CalibAmax(s *Stream, dt DType, x Buffer, n int, cell Buffer) error {
+	if n <= 0 || x.Bytes < n*dt.Size() || cell.Bytes < 4 {
+		return fmt.Errorf("cuda: FP8 calibration amax of %d values in %d bytes into %d", n, x.Bytes, cell.Bytes)
+	}
+	f, err := g.function("fp8", "fp8_calib_amax_"+dt.suffix())
+	if err != nil {
+		return err
+	}
+	grid := Dim3{X: min(ceilDiv(n, 256*8), 4*g.Info.SMs)}
+	return s.Launch(f, grid, Dim3{X: 256}, 0, g.argsPack().Ptr(x).U64(uint64(n)).Ptr(cell.Slice(0, 4)))
+}
+
 // FP8QuantizeRandom queues q[i] = E4M3(RandomValue(seed, i, scale) / s)
 // for the n elements of a random weight, s = amax/448 of those float32
 // values (written to scaleOut): QuantizeFP8 of a Random weight, with the

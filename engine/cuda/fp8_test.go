@@ -497,3 +497,52 @@ func BenchmarkGemmFP8(b *testing.B) {
 		}
 	}
 }
+
+// TestFP8CalibAmax checks calibration's running amax against engine/fp8's
+// AbsMax of the same values, exactly: over two launches into one cell
+// (the second from where the first stopped: for most n an address that is
+// not 16-byte aligned, read value by value), values over many binades,
+// with a NaN (skipped), an infinity, and all zeros.
+func TestFP8CalibAmax(t *testing.T) {
+	for _, dt := range dtypes {
+		for _, n := range []int{2, 37, 4096, 7*4096 + 5, 1000 * 14336} {
+			for _, c := range []string{"finite", "nan", "inf", "zero"} {
+				t.Run(fmt.Sprintf("%s/n=%d/%s", dt, n, c), func(t *testing.T) {
+					do(t, func(t testing.TB, g *GPU) {
+						r := newRand(t)
+						x := make([]float32, n)
+						if c != "zero" {
+							for i := range x {
+								v := float32(math.Exp2(float64(r.IntN(24)-16))) * (2*r.Float32() - 1)
+								x[i] = dt.ToFloat32(dt.FromFloat32(v))
+							}
+						}
+						switch c {
+						case "nan":
+							x[r.IntN(n)] = float32(math.NaN())
+						case "inf":
+							x[r.IntN(n)] = float32(math.Inf(-1))
+						}
+						xb := devUpload(t, g, dt, x)
+						cell := devAlloc(t, g, 4)
+						if err := g.Stream.Zero(cell); err != nil {
+							t.Fatal(err)
+						}
+						h := n / 2
+						if err := g.FP8CalibAmax(g.Stream, dt, xb, h, cell); err != nil {
+							t.Fatal(err)
+						}
+						es := dt.Size()
+						if err := g.FP8CalibAmax(g.Stream, dt, xb.Slice(h*es, (n-h)*es), n-h, cell); err != nil {
+							t.Fatal(err)
+						}
+						got, want := devF32(t, g, cell, 1)[0], fp8.AbsMax(x)
+						if math.Float32bits(got) != math.Float32bits(want) {
+							t.Errorf("amax %g (%#08x), want %g (%#08x)", got, math.Float32bits(got), want, math.Float32bits(want))
+						}
+					})
+				})
+			}
+		}
+	}
+}

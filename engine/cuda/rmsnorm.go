@@ -4,7 +4,7 @@ package cuda
 
 import "fmt"
 
-// rmsnormMaxChunks is MAXV of kernels/rmsnorm.cu: 16-byte chunks a thread
+// rmsnormMaxChunks is MAXV of kernels/rmsnorm.cuh: 16-byte chunks a thread
 // keeps in registers.
 const rmsnormMaxChunks = 4
 

@@ -40,6 +40,16 @@
 // (QuantizeMXFP4Block), identically on every backend; an MXFP4
 // checkpoint's values come through unchanged.
 //
+// FP8 (fp8.go, Options.FP8 and KVFP8, dtype and kv_cache_dtype fp8): the
+// linear layers of attention and the MLP or experts as E4M3 GEMMs in
+// TensorRT-LLM's FP8 recipe (the optional FP8GEMMs interface), and an
+// E4M3 KV cache (FP8KV); ErrNoFP8 without them. How the GEMMs scale their
+// inputs is Options.FP8Activations (fp8_activations): a checkpoint's own
+// scheme, dynamic, or static per-tensor scales, which weights quantized at
+// load get from one pass over a fixed calibration batch at the end of New
+// (fp8calib.go, the optional FP8Calibrator interface; expert stacks stay
+// dynamic).
+//
 // # The backend contract
 //
 // Tensors are opaque handles the backend owns (device memory on CUDA).

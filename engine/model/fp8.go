@@ -11,12 +11,14 @@ import (
 // FP8 GEMMs follow TensorRT-LLM's FP8 recipe (ModelOpt's quant_algo FP8):
 // the linear layers of attention and the MLP or experts have E4M3 weights
 // with a per-tensor scale (per output channel where a checkpoint gives
-// them), their input activations are quantized to E4M3 per tensor (a
-// checkpoint's static input_scale, else dynamically: amax/448 over the
-// GEMM's rows) or per token (a checkpoint whose activations are dynamic
-// per token), and the GEMM multiplies E4M3 values with float32
-// accumulation and scales its output by the two scales. The embedding, the
-// norms, attention, the MoE router and the LM head stay in the compute type.
+// them), their input activations are quantized to E4M3 per tensor (with a
+// static scale: a checkpoint's input_scale, or one calibrated at load,
+// fp8calib.go; else dynamically: amax/448 over the GEMM's rows) or per
+// token (a checkpoint whose activations are dynamic per token), as
+// Options.FP8Activations says, and the GEMM multiplies E4M3 values with
+// float32 accumulation and scales its output by the two scales. The
+// embedding, the norms, attention, the MoE router and the LM head stay in
+// the compute type.
 
 // FP8Scales are the scales of an E4M3 GEMM weight (HostTensor.FP8).
 type FP8Scales struct {
@@ -107,6 +109,55 @@ type FP8GEMMs interface {
 	QuantizeFP8(w Tensor) (Tensor, error)
 }
 
+// FP8Activations is how FP8 GEMMs scale their input activations
+// (Options.FP8Activations, the fp8_activations parameter).
+type FP8Activations int
+
+const (
+	// FP8ActAuto keeps a checkpoint's own scheme (static input_scale,
+	// dynamic per tensor or per token) and gives weights quantized at load
+	// (random weights, fp16/bf16 checkpoints) static scales calibrated at
+	// load, as a ModelOpt FP8 checkpoint — what TensorRT-LLM deploys —
+	// carries them.
+	FP8ActAuto FP8Activations = iota
+	// FP8ActStatic gives every FP8 GEMM a static per-tensor input scale:
+	// the checkpoint's input_scale where it has one, else calibrated at
+	// load (Model.calibrateFP8).
+	FP8ActStatic
+	// FP8ActDynamic quantizes every FP8 GEMM's input with its own amax/448
+	// each iteration (per token where the checkpoint says so), ignoring a
+	// checkpoint's input_scale.
+	FP8ActDynamic
+)
+
+// String is the fp8_activations value: auto, static or dynamic.
+func (a FP8Activations) String() string {
+	switch a {
+	case FP8ActAuto:
+		return "auto"
+	case FP8ActStatic:
+		return "static"
+	case FP8ActDynamic:
+		return "dynamic"
+	}
+	return fmt.Sprintf("FP8Activations(%d)", int(a))
+}
+
+// FP8Calibrator is implemented by FP8GEMMs backends that can calibrate
+// static input scales: the model runs its calibration batch between
+// CalibrateFP8(true) and CalibrateFP8(false).
+type FP8Calibrator interface {
+	// CalibrateFP8(true) begins calibration: from then on every FP8 GEMM
+	// weight whose input is quantized dynamically per tensor keeps the
+	// largest amax of its inputs (its GEMMs still quantize dynamically).
+	// CalibrateFP8(false) ends it, after the work queued before it is
+	// done: each such weight that saw input gets fp8.Scale(amax) as its
+	// static input scale, and its GEMMs quantize with it from then on.
+	// Expert stacks (Experts weights) are not calibrated: they keep
+	// dynamic scales.
+	CalibrateFP8(on bool) error
+}
+
 // FP8KV is implemented by backends whose KV cache can hold E4M3 keys and
 // values (KVConfig.FP8, kv_cache_dtype fp8).
 type FP8KV interface {
@@ -116,6 +167,11 @@ type FP8KV interface {
 // ErrNoFP8 is a model asked to run FP8 GEMMs or an FP8 KV cache on a
 // backend without them.
 var ErrNoFP8 = errors.New("the backend has no FP8")
+
+// ErrNoFP8Calibration is a model whose FP8 GEMMs need static input scales
+// calibrated at load on a backend that is not an FP8Calibrator; it is an
+// ErrNoFP8 too.
+var ErrNoFP8Calibration = fmt.Errorf("%w calibration of static input scales", ErrNoFP8)
 
 // Quant is how a checkpoint's linear layers are quantized, from its
 // quantization config (engine reads ModelOpt's and compressed-tensors').

@@ -31,6 +31,9 @@ type Options struct {
 	// must be FP8KV), with a checkpoint's k_scale and v_scale per layer
 	// where it has them, else 1.
 	KVFP8 bool
+	// FP8Activations is how FP8 GEMMs scale their inputs (with FP8 only;
+	// the zero value is FP8ActAuto).
+	FP8Activations FP8Activations
 	// Quant is the checkpoint's quantization scheme (nil: none declared).
 	Quant *Quant
 	// Parallel makes the model one rank of a tensor- and expert-parallel
@@ -143,6 +146,9 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 	if cfg.MLA() && (opt.FP8 || opt.KVFP8) {
 		return nil, fmt.Errorf("model %q: FP8 on MLA models (DeepSeek-V3's block-scaled FP8) is not supported: %w", cfg.Name, ErrNoFP8)
 	}
+	if a := opt.FP8Activations; a < FP8ActAuto || a > FP8ActDynamic {
+		return nil, fmt.Errorf("model %q: unknown FP8 activation scheme %v", cfg.Name, a)
+	}
 	if cfg.MLA() || cfg.GroupedRouting() {
 		mla, ok := be.(MLABackend)
 		if !ok {
@@ -211,6 +217,11 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
+	if l.fp8Calibrate() {
+		if err := m.calibrateFP8(); err != nil {
+			return nil, err
+		}
+	}
 	return m, nil
 }
 
@@ -218,6 +229,10 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 type loader struct {
 	m   *Model
 	err error
+	// FP8 Matrix weights whose input is left quantized dynamically per
+	// tensor: quantized at load (random, or a checkpoint's fp16/bf16
+	// tensor), and a checkpoint's own F8_E4M3 ones (fp8Calibrate).
+	fp8Quantized, fp8Dynamic int
 }
 
 func (l *loader) random(name string, kind WeightKind, shape []int, scale float64) Tensor {
@@ -358,21 +373,27 @@ func (l *loader) qmatrix(name string, kind WeightKind, shape []int, gain float64
 		}
 		return nil
 	}
-	return l.quantize(l.matrix(name, kind, shape, gain))
+	return l.quantize(kind, l.matrix(name, kind, shape, gain))
 }
 
 // uploadFP8 uploads a checkpoint's weight as an FP8 GEMM weight: its own
-// codes and scales, or quantized per tensor when it is not FP8.
+// codes and scales (activations as Options.FP8Activations says), or
+// quantized per tensor when it is not FP8.
 func (l *loader) uploadFP8(name string, kind WeightKind, h HostTensor) Tensor {
 	if l.err != nil {
 		return nil
 	}
 	if h.DType != "F8_E4M3" {
-		return l.quantize(l.upload(name, kind, h))
+		return l.quantize(kind, l.upload(name, kind, h))
 	}
 	if err := h.CheckFP8(); err != nil {
 		l.err = &WeightError{File: l.m.opt.Weights.Where(name), Tensor: name, Msg: err.Error()}
 		return nil
+	}
+	s := l.fp8Activations(kind, *h.FP8)
+	h.FP8 = &s
+	if kind == Matrix && s.Input == 0 && !s.PerToken {
+		l.fp8Dynamic++
 	}
 	t, err := l.m.be.Upload(name, kind, h)
 	if err != nil {
@@ -381,8 +402,45 @@ func (l *loader) uploadFP8(name string, kind WeightKind, h HostTensor) Tensor {
 	return t
 }
 
-// quantize replaces a weight in the compute type by its FP8 form.
-func (l *loader) quantize(t Tensor) Tensor {
+// fp8Activations is a checkpoint's activation scheme s for a weight of
+// kind under Options.FP8Activations: dynamic drops the input_scale (per
+// token stays per token); static makes a Matrix weight's per-token input
+// per tensor, for calibration to give it a static scale. Expert stacks are
+// not calibrated, so static leaves them as the checkpoint has them.
+func (l *loader) fp8Activations(kind WeightKind, s FP8Scales) FP8Scales {
+	switch l.m.opt.FP8Activations {
+	case FP8ActDynamic:
+		s.Input = 0
+	case FP8ActStatic:
+		if kind == Matrix {
+			s.PerToken = false
+		}
+	}
+	return s
+}
+
+// fp8Calibrate reports whether the model's FP8 Matrix weights left
+// dynamic per tensor get static input scales calibrated at load
+// (calibrateFP8): under static whenever there are any; under auto when
+// weights were quantized at load, unless the checkpoint's own activations
+// are dynamic per tensor — the calibrator cannot tell its weights from
+// those quantized at load, so that scheme then holds for all of them.
+func (l *loader) fp8Calibrate() bool {
+	if !l.m.opt.FP8 {
+		return false
+	}
+	switch l.m.opt.FP8Activations {
+	case FP8ActStatic:
+		return l.fp8Quantized+l.fp8Dynamic > 0
+	case FP8ActAuto:
+		return l.fp8Quantized > 0 && l.fp8Dynamic == 0
+	}
+	return false
+}
+
+// quantize replaces a weight of kind in the compute type by its FP8 form
+// (activations dynamic per tensor until calibrated).
+func (l *loader) quantize(kind WeightKind, t Tensor) Tensor {
 	if l.err != nil || t == nil {
 		return t
 	}
@@ -390,13 +448,18 @@ func (l *loader) quantize(t Tensor) Tensor {
 	if err != nil {
 		l.err = fmt.Errorf("quantizing to FP8: %w", err)
 	}
+	if kind == Matrix {
+		l.fp8Quantized++
+	}
 	return q
 }
 
 // fp8Scales reads the scales of an F8_E4M3 checkpoint tensor name (a
 // ".weight"): name's weight_scale (one, or one per row), and its
 // input_scale where the checkpoint's activations are static. A missing
-// one is an error naming it.
+// one is an error naming it (under fp8_activations dynamic too: the
+// checkpoint contradicts its own config). The scheme is the checkpoint's;
+// uploadFP8 applies Options.FP8Activations.
 func (l *loader) fp8Scales(name string, h HostTensor) (*FP8Scales, error) {
 	src := l.m.opt.Weights
 	base := strings.TrimSuffix(name, ".weight")

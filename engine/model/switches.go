@@ -14,6 +14,7 @@ type Switches struct {
 	CUDAPDL         bool   // XRUN_CUDA_PDL
 	CUDAFuse        bool   // XRUN_CUDA_FUSE
 	CUDAFuseNorm    bool   // XRUN_CUDA_FUSE_NORM
+	CUDAFP8Fuse     bool   // XRUN_CUDA_FP8_FUSE
 	CUDAGemv        bool   // XRUN_CUDA_GEMV
 	CUDAGemvMaxM    int    // XRUN_CUDA_GEMV_MAXM
 	CUDAGemvPlan    bool   // XRUN_CUDA_GEMV_PLAN

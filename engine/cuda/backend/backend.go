@@ -55,6 +55,7 @@ type Backend struct {
 	splitOn    bool // split-K decode attention (XRUN_CUDA_ATTN_SPLIT)
 	fuseOn     bool // deferred ops fused into the op that consumes them (XRUN_CUDA_FUSE; fusion.go)
 	normFuse   bool // RMSNorms into the decode GEMV's prologue (XRUN_CUDA_FUSE_NORM)
+	fp8Fuse    bool // FP8 GEMM inputs quantized by the norm or SwiGLU producing them (XRUN_CUDA_FP8_FUSE)
 	ropeFold   bool // RoPE and the cache write folded into decode attention (XRUN_CUDA_ATTN_ROPE)
 	moeLibrary bool // gemm_plugin auto's eager expert GEMMs on cuBLASLt (XRUN_CUDA_MOE_LT)
 	gemvRows   int  // the largest M of the own GEMM's GEMV (cuda.GemvRowsFor)
@@ -175,7 +176,7 @@ func New(o model.BackendOptions) (model.Backend, error) {
 		return nil, err
 	}
 	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[int]*graphState{},
-		graphsOn: sw.CUDAGraphs, splitOn: sw.CUDAAttnSplit, fuseOn: sw.CUDAFuse, normFuse: sw.CUDAFuseNorm,
+		graphsOn: sw.CUDAGraphs, splitOn: sw.CUDAAttnSplit, fuseOn: sw.CUDAFuse, normFuse: sw.CUDAFuseNorm, fp8Fuse: sw.CUDAFP8Fuse,
 		ropeFold: sw.CUDAAttnRope, moeLibrary: sw.CUDAMoELibrary, gemvRows: cuda.GemvRowsFor(sw), ceilForce: sw.MeasureCeilings}
 	err = dev.Do(func(g *cuda.GPU) error {
 		if err := g.LoadKernels(); err != nil {

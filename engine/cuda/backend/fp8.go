@@ -4,9 +4,11 @@ package backend
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/xrun-dev/xrun/engine/cuda"
+	"github.com/xrun-dev/xrun/engine/fp8"
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
@@ -21,7 +23,16 @@ import (
 // disable and for per-row scales (cuBLASLt's Hopper FP8 path takes
 // per-tensor scales only). Attention, norms, the router and the LM head
 // stay in bf16. FP8 GEMMs are never held back for the decode GEMV fusions
-// (fusion.go): the norm in front of one runs on its own.
+// (fusion.go); where a GEMM's input has a static scale, the RMSNorm or
+// SwiGLU in front of it writes its codes itself (XRUN_CUDA_FP8_FUSE,
+// fusion.go, kernels/fp8_fused.cu), so that no quantize pass runs.
+//
+// Static input scales come from a checkpoint's input_scale or from
+// calibration at load (model.FP8Calibrator, CalibrateFP8): while it is on,
+// the GEMMs of weights quantized dynamically per tensor also keep their
+// input's largest magnitude in a device cell, and at its end each weight
+// that saw input gets fp8.Scale of it, computed on the host as the CPU
+// backend computes it.
 //
 // MoE experts run in FP8 too (moe_fp8.go). An FP8 KV cache is
 // kv_fp8.go's (opt-in until verified on a GPU).
@@ -33,12 +44,22 @@ type randomFill struct {
 }
 
 // fp8Weight is an FP8 GEMM weight's scales: scales holds nw float32
-// weight scales (1, or one per row), then the static input scale if any.
+// weight scales (1, or one per row), then a checkpoint's static input
+// scale if it has one. static is the device float32 of the input's static
+// scale (Bytes 0: dynamic): that one of scales, or one of the buffer
+// calibration made for the weights it reached (endCalibration). Its
+// fields change on the GPU's thread inside dev.Do (set-up, calibration)
+// and, seen, on the caller's while calibrating; each side reads them
+// after the other's change (dev.Do and dev.Post order the two).
 type fp8Weight struct {
 	scales   cuda.Buffer
 	nw       int
-	static   bool
+	static   cuda.Buffer
 	perToken bool
+	// cell is 1 + the index of the weight's amax cell in b.fp8.cells while
+	// calibrating (0: not calibrated); seen says a GEMM reached it.
+	cell int
+	seen bool
 }
 
 func (q *fp8Weight) operand(codes cuda.Buffer) cuda.FP8Operand {
@@ -46,19 +67,31 @@ func (q *fp8Weight) operand(codes cuda.Buffer) cuda.FP8Operand {
 }
 
 func (q *fp8Weight) input() cuda.FP8Quant {
-	m := cuda.FP8Quant{PerRow: q.perToken}
-	if q.static {
-		m.Static = q.scales.Slice(4*q.nw, 4)
-	}
-	return m
+	return cuda.FP8Quant{Static: q.static, PerRow: q.perToken}
 }
+
+// fusable says the GEMM's input is quantized per tensor with a static
+// scale: the kernel producing it can write its codes (fusion.go).
+func (q *fp8Weight) fusable() bool { return q.static.Bytes > 0 && !q.perToken }
 
 // fp8Scratch is the quantized input of the FP8 GEMM being run: codes,
 // scales (one per row at most) and the amax cell, sized for the largest
-// activation and the widest K of any FP8 weight (maxK).
+// activation and the widest K of any FP8 weight (maxK); and what
+// calibration and the fused quantization need.
 type fp8Scratch struct {
 	xq, sx, amax cuda.Buffer
 	maxK         int
+
+	// On the caller's goroutine: the Matrix FP8 weights (calibration's
+	// candidates), whether any GEMM's input has a static scale (fusion.go
+	// holds norms and SwiGLUs back only then) and whether calibration is
+	// on.
+	weights     []*tensor
+	anyStatic   bool
+	calibrating bool
+	// cells are calibration's amax cells, one float32 per calibrated
+	// weight.
+	cells cuda.Buffer
 }
 
 // errNoFP8 refuses what this backend has no FP8 kernels for.
@@ -83,12 +116,24 @@ func (b *Backend) uploadFP8(name string, kind model.WeightKind, h model.HostTens
 	if len(h.Data) != n {
 		return nil, fmt.Errorf("%s: %d bytes for shape %v of F8_E4M3", name, len(h.Data), h.Shape)
 	}
-	q := &fp8Weight{nw: len(h.FP8.Weight), static: h.FP8.Input > 0, perToken: h.FP8.PerToken}
+	q := &fp8Weight{nw: len(h.FP8.Weight), perToken: h.FP8.PerToken}
+	static := h.FP8.Input > 0
 	sc := slices.Clone(h.FP8.Weight)
-	if q.static {
+	if static {
 		sc = append(sc, h.FP8.Input)
 	}
-	return b.uploadCodes(name, h, q, sc, func() { b.fp8.maxK = max(b.fp8.maxK, h.Shape[1]) })
+	t, err := b.uploadCodes(name, h, q, sc, func() {
+		b.fp8.maxK = max(b.fp8.maxK, h.Shape[1])
+		if static {
+			q.static = q.scales.Slice(4*q.nw, 4)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.fp8.weights = append(b.fp8.weights, ft(t))
+	b.fp8.anyStatic = b.fp8.anyStatic || static
+	return t, nil
 }
 
 // uploadCodes makes a weight of an F8_E4M3 checkpoint tensor's codes and
@@ -143,6 +188,7 @@ func (b *Backend) QuantizeFP8(w model.Tensor) (model.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	b.fp8.weights = append(b.fp8.weights, t)
 	return t, nil
 }
 
@@ -220,11 +266,19 @@ func (b *Backend) ensureFP8Input(g *cuda.GPU, rows int) error {
 }
 
 // matmulFP8 queues out = x · wᵀ for an FP8 weight: x quantized into the
-// scratch, then cuBLASLt's FP8 GEMM (gemm_plugin auto, per-tensor scales)
-// or the own one.
-func (b *Backend) matmulFP8(o, xi, wt *tensor, rows int) {
+// scratch (by the held-back op pre that produces x, where fusion.go gives
+// one, else on its own, its amax kept too while calibrating), then
+// cuBLASLt's FP8 GEMM (gemm_plugin auto, per-tensor scales) or the own
+// one.
+func (b *Backend) matmulFP8(o, xi, wt *tensor, rows int, pre *pending) {
 	n, k := wt.shape[0], wt.shape[1]
 	q := wt.q
+	mode := q.input()
+	var cell cuda.Buffer
+	if b.fp8.calibrating && q.cell > 0 {
+		q.seen = true
+		cell = b.fp8.cells.Slice(4*(q.cell-1), 4)
+	}
 	b.op(func(g *cuda.GPU) error {
 		if xi.cols() != k || o.cols() != n {
 			return fmt.Errorf("matmul %s: x has %d columns, out %d, weight is %v", wt.name, xi.cols(), o.cols(), wt.shape)
@@ -232,11 +286,24 @@ func (b *Backend) matmulFP8(o, xi, wt *tensor, rows int) {
 		if err := b.ensureFP8Input(g, rows); err != nil {
 			return err
 		}
-		mode := q.input()
-		if err := g.FP8Quantize(g.Stream, b.dt, b.fp8.xq, xi.buf, rows, k, mode, b.fp8.amax, b.fp8.sx); err != nil {
-			return fmt.Errorf("matmul %s: %w", wt.name, err)
-		}
 		x := cuda.FP8Operand{Codes: b.fp8.xq, Scales: b.fp8.sx, PerRow: mode.PerRow}
+		switch {
+		case pre != nil:
+			// The GEMM reads the static scale where it is.
+			x.Scales = mode.Static
+			if err := b.fp8Produce(g, pre, rows, k, mode.Static); err != nil {
+				return fmt.Errorf("matmul %s: %w", wt.name, err)
+			}
+		default:
+			if cell.Bytes > 0 {
+				if err := g.FP8CalibAmax(g.Stream, b.dt, xi.buf, rows*k, cell); err != nil {
+					return fmt.Errorf("matmul %s: %w", wt.name, err)
+				}
+			}
+			if err := g.FP8Quantize(g.Stream, b.dt, b.fp8.xq, xi.buf, rows, k, mode, b.fp8.amax, b.fp8.sx); err != nil {
+				return fmt.Errorf("matmul %s: %w", wt.name, err)
+			}
+		}
 		w := q.operand(wt.buf)
 		if b.blas != nil && !x.PerRow && !w.PerRow {
 			return b.blas.MatmulFP8(g.Stream, b.dt, o.buf, x, w, rows, n, k)
@@ -245,5 +312,123 @@ func (b *Backend) matmulFP8(o, xi, wt *tensor, rows int) {
 	})
 }
 
-// Compile-time check: the backend runs FP8 GEMMs.
-var _ model.FP8GEMMs = (*Backend)(nil)
+// CalibrateFP8 begins (on) or ends calibration (model.FP8Calibrator).
+// Beginning drops the captured graphs (a replay would skip the amax
+// kernels) and zeroes a cell for each Matrix weight whose input is
+// quantized dynamically per tensor. Ending waits for the work queued
+// before it, reads the cells and gives each weight that saw input the
+// static scale fp8.Scale(amax) from then on; the graphs captured meanwhile
+// go, since they quantize the old way.
+func (b *Backend) CalibrateFP8(on bool) error {
+	if on == b.fp8.calibrating {
+		return fmt.Errorf("fp8 calibration is already %s", map[bool]string{true: "on", false: "off"}[on])
+	}
+	b.release()
+	if on {
+		return b.beginCalibration()
+	}
+	return b.endCalibration()
+}
+
+func (b *Backend) beginCalibration() error {
+	var qs []*fp8Weight
+	for _, t := range b.fp8.weights {
+		if q := t.q; q != nil && q.static.Bytes == 0 && !q.perToken {
+			qs = append(qs, q)
+		}
+	}
+	err := b.dev.Do(func(g *cuda.GPU) error {
+		if err := b.flush(g); err != nil {
+			return err
+		}
+		if err := g.Stream.Sync(); err != nil {
+			return err
+		}
+		b.dropGraphs()
+		if len(qs) == 0 {
+			return nil
+		}
+		cells, err := b.alloc(g, 4*len(qs))
+		if err != nil {
+			return fmt.Errorf("fp8 calibration: %w", err)
+		}
+		b.fp8.cells = cells
+		for i, q := range qs {
+			q.cell, q.seen = i+1, false
+		}
+		return g.Stream.Zero(cells)
+	})
+	if err != nil {
+		return err
+	}
+	b.fp8.calibrating = true
+	return nil
+}
+
+func (b *Backend) endCalibration() error {
+	b.fp8.calibrating = false
+	made := false
+	err := b.dev.Do(func(g *cuda.GPU) error {
+		err := b.flush(g)
+		// Whatever happened, the cells go, and with them the graphs
+		// captured meanwhile, whose amax kernels write into them.
+		if serr := g.Stream.Sync(); err == nil {
+			err = serr
+		}
+		b.dropGraphs()
+		var qs []*fp8Weight
+		for _, t := range b.fp8.weights {
+			if q := t.q; q != nil && q.cell > 0 {
+				qs = append(qs, q)
+			}
+		}
+		cells := b.fp8.cells
+		defer func() {
+			for _, q := range qs {
+				q.cell = 0
+			}
+			b.freeOwned(g, cells)
+			b.fp8.cells = cuda.Buffer{}
+		}()
+		if err != nil || len(qs) == 0 {
+			return err
+		}
+		bits := make([]uint32, cells.Bytes/4)
+		if err := cuda.DownloadSlice(g.Stream, bits, cells); err != nil {
+			return fmt.Errorf("fp8 calibration: %w", err)
+		}
+		var scales []float32
+		var to []*fp8Weight
+		for _, q := range qs {
+			if q.seen {
+				scales = append(scales, fp8.Scale(math.Float32frombits(bits[q.cell-1])))
+				to = append(to, q)
+			}
+		}
+		if len(to) == 0 {
+			return nil
+		}
+		buf, err := b.alloc(g, 4*len(scales))
+		if err != nil {
+			return fmt.Errorf("fp8 calibration: %w", err)
+		}
+		if err := cuda.UploadSlice(g.Stream, buf, scales); err != nil {
+			return fmt.Errorf("fp8 calibration: %w", err)
+		}
+		b.memWeights += int64(buf.Bytes)
+		for i, q := range to {
+			q.static = buf.Slice(4*i, 4)
+		}
+		made = true
+		return nil
+	})
+	b.fp8.anyStatic = b.fp8.anyStatic || made
+	return err
+}
+
+// Compile-time checks: the backend runs FP8 GEMMs and calibrates their
+// static input scales.
+var (
+	_ model.FP8GEMMs      = (*Backend)(nil)
+	_ model.FP8Calibrator = (*Backend)(nil)
+)

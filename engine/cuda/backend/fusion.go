@@ -15,49 +15,72 @@ import (
 // its work in the same kernel. b.pend is touched on the caller's goroutine
 // only; the states and what each op does in them:
 //
-//	held          op that takes it            kernel queued
-//	----          ----------------            -------------
-//	RoPE of qkv   Attention on qkv            the decode attention rotating q, k and
-//	                                          writing the cache (ropeFold, decode items
-//	                                          only, cuda.GPU.AttnFoldsRope), else RopeKV
-//	                                          (rotation and cache write), then attention
-//	RMSNorm → x   MatMul of x (GEMV rows)     nothing yet: the GEMM is held, the norm
-//	                                          its prologue
-//	GEMM → y      SwiGLU of y (gate_up rows)  GEMV, norm prologue if held, SwiGLU epilogue
-//	GEMM → y      Add / AddRMSNorm of y       GEMV + residual epilogue (no prologue);
-//	              (no norm prologue)          AddRMSNorm then holds its RMSNorm (or, with
-//	                                          normFuse off, queues it alone)
+//	held             op that takes it            kernel queued
+//	----             ----------------            -------------
+//	RoPE of qkv      Attention on qkv            the decode attention rotating q, k and
+//	                                             writing the cache (ropeFold, decode items
+//	                                             only, cuda.GPU.AttnFoldsRope), else RopeKV
+//	                                             (rotation and cache write), then attention
+//	RMSNorm → x      MatMul of x (GEMV rows)     nothing yet: the GEMM is held, the norm
+//	                                             its prologue (normFuse; not AddRMSNorm's)
+//	GEMM → y         SwiGLU of y (gate_up rows)  GEMV, norm prologue if held, SwiGLU epilogue
+//	GEMM → y         Add / AddRMSNorm of y       GEMV + residual epilogue (no prologue);
+//	                 (no norm prologue)          AddRMSNorm then holds its RMSNorm (or, with
+//	                                             normFuse and fp8Fuse off, queues it alone)
+//	RMSNorm → x,     MatMul of x, FP8 weight     fp8_rmsnorm / fp8_add_rmsnorm writing x's
+//	AddRMSNorm → x   with a static per-tensor    E4M3 codes into the GEMM's input scratch
+//	                 input scale                 (x itself is not written), then the FP8 GEMM
+//	SwiGLU → a       MatMul of a, FP8 weight     fp8_swiglu writing a's codes, then the FP8
+//	                 with a static scale         GEMM (a is not written)
 //
 // What is held back and when: RoPE whenever fuseOn (XRUN_CUDA_FUSE) and
 // the head dimension is a multiple of 16, with either gemm_plugin and at
 // any batch (a prefill's RoPE becomes RopeKV: one kernel instead of RoPE
 // and KVWrite); a GEMM and an out-of-place RMSNorm (normFuse,
 // XRUN_CUDA_FUSE_NORM) only on the own GEMM's decode path (gemvFusing:
-// gemm_plugin disable, rows <= cuda.GemvRowsFor(switches)). Holding an op
-// first releases the one held before; any op that does not take the held
-// one (Embed, HeadNorm, GatherRows, Route, MoE, Zero, a norm in place, a
-// GEMM of another tensor), and every synchronising call (SetBatch, Write*,
-// Read*, Argmax, ArgmaxStart), first queues it as it is (release): the
-// same kernel it would have run unheld, or, for a GEMM with a norm
-// prologue, the GEMV doing both.
+// gemm_plugin disable, rows <= cuda.GemvRowsFor(switches)); an
+// out-of-place RMSNorm, AddRMSNorm or SwiGLU at any batch and with either
+// gemm_plugin where some FP8 GEMM's input has a static scale (fp8Fusing:
+// fuseOn, fp8Fuse, XRUN_CUDA_FP8_FUSE, and a checkpoint's input_scale or
+// calibration, fp8.go). Holding an op first releases the one held before;
+// any op that does not take the held one (Embed, HeadNorm, GatherRows,
+// Route, MoE, Zero, a norm in place, a GEMM of another tensor or of a
+// dynamically quantized FP8 weight), and every synchronising call
+// (SetBatch, Write*, Read*, Argmax, ArgmaxStart, CalibrateFP8), first
+// queues it as it is (release): the same kernel it would have run unheld,
+// or, for a GEMM with a norm prologue, the GEMV doing both.
+//
+// The FP8 fusions leave the held op's own output unwritten: they rely on
+// the model reading it only through that GEMM, as Forward does on dense
+// layers (ln1's output feeds only the QKV projection, ln2's only gate_up,
+// SwiGLU's only down; on MoE layers the router, a bf16 GEMM, reads ln2's
+// output first and releases the norm). The attention output that o_proj
+// reads has no producer to fold into: it is quantized on its own, with the
+// static scale (no amax pass).
 //
 // So a dense layer at decode with gemm_plugin disable is five kernels
 // where Forward asks for nine ops: QKV (norm in front), attention (RoPE
 // and the cache write in front), output projection (+ residual), gate_up
-// (norm in front, SwiGLU behind) and down (+ residual).
+// (norm in front, SwiGLU behind) and down (+ residual). With FP8 GEMMs
+// whose inputs have static scales it is nine at any batch and with either
+// gemm_plugin, where unfused it was twelve: add + norm + quantize, QKV,
+// attention (RoPE in front), quantize, output projection, add + norm +
+// quantize, gate_up, SwiGLU + quantize, down.
 //
-// pending is the op held back: a RoPE, an RMSNorm or a GEMM (with the
-// RMSNorm it took as its prologue, if any).
+// pending is the op held back: a RoPE, an RMSNorm (with the residual add
+// in front for AddRMSNorm: delta), a SwiGLU, or a GEMM (with the RMSNorm
+// it took as its prologue, if any).
 type pending struct {
 	kind  pendKind
 	qkv   *tensor // RoPE
 	table *tensor
 	h     model.HeadLayout
 	lay   batchLayout
-	out   *tensor // GEMM: out = x w^T; norm: out = RMSNorm(res) * nw
+	out   *tensor // GEMM: out = x w^T; norm: out = RMSNorm(res) * nw; SwiGLU: out = swiglu(x)
 	x, w  *tensor
 	rows  int
 	res   *tensor // norm, or a GEMM's norm prologue (then x is the norm's out)
+	delta *tensor // AddRMSNorm: res += delta first
 	nw    *tensor
 	eps   float32
 }
@@ -68,6 +91,7 @@ const (
 	pendRope pendKind = iota
 	pendGemm
 	pendNorm
+	pendSwiGLU
 )
 
 // release queues the held-back op, if any, on its own.
@@ -81,7 +105,13 @@ func (b *Backend) release() {
 	case pendRope:
 		b.rope(p.qkv, p.table, p.h, p.lay)
 	case pendNorm:
+		if p.delta != nil {
+			b.addRMSNorm(p.res, p.delta, p.nw, p.out, p.rows, p.eps)
+			return
+		}
 		b.rmsnorm(p.out, p.res, p.nw, p.rows, p.eps)
+	case pendSwiGLU:
+		b.swiglu(p.out, p.x, p.rows)
 	case pendGemm:
 		if p.res == nil {
 			b.matmul(p.out, p.x, p.w, p.rows)
@@ -112,6 +142,61 @@ func (b *Backend) takeGemm(t *tensor, rows int, fits func(*pending) bool) *pendi
 	}
 	b.release()
 	return nil
+}
+
+// takeNormPrologue returns the held-back RMSNorm into x over rows if the
+// decode GEMV may take it as its prologue (normFuse, and a norm alone:
+// the prologue has no residual add), and releases anything else.
+func (b *Backend) takeNormPrologue(x *tensor, rows int) *pending {
+	if p := b.pend; p != nil && p.kind == pendNorm && p.out == x && p.rows == rows && p.delta == nil && b.normFuse {
+		b.pend = nil
+		return p
+	}
+	b.release()
+	return nil
+}
+
+// fp8Fusing is whether out-of-place norms and SwiGLUs are held back for
+// an FP8 GEMM that may quantize their output in the same kernel.
+func (b *Backend) fp8Fusing() bool {
+	return b.fuseOn && b.fp8Fuse && b.fp8.anyStatic
+}
+
+// takeFP8Producer returns the held-back norm or SwiGLU into x over rows
+// if the FP8 weight q quantizes its input with a static per-tensor scale
+// (the producer then writes the codes), and releases anything else.
+func (b *Backend) takeFP8Producer(x *tensor, rows int, q *fp8Weight) *pending {
+	p := b.pend
+	if p != nil && b.fp8Fusing() && q.fusable() && p.out == x && p.rows == rows &&
+		(p.kind == pendSwiGLU || p.kind == pendNorm && p.res != x) {
+		b.pend = nil
+		return p
+	}
+	b.release()
+	return nil
+}
+
+// fp8Produce queues the held-back producer p of an FP8 GEMM's input,
+// writing its rows x k codes with the static scale into the GEMM's input
+// scratch instead of its own output.
+func (b *Backend) fp8Produce(g *cuda.GPU, p *pending, rows, k int, scale cuda.Buffer) error {
+	xq := b.fp8.xq
+	switch {
+	case p.kind == pendSwiGLU:
+		gu := p.x
+		if gu.cols() != 2*k {
+			return fmt.Errorf("swiglu: gate_up has %d columns, out %d", gu.cols(), k)
+		}
+		es := b.dt.Size()
+		up := gu.buf.Slice(k*es, gu.buf.Bytes-k*es)
+		return g.FP8SwiGLU(g.Stream, b.dt, xq, gu.buf, up, scale, rows, k, 2*k)
+	case p.res.cols() != k:
+		return fmt.Errorf("rmsnorm: x has %d columns, out %d", p.res.cols(), k)
+	case p.delta != nil:
+		return g.FP8AddRMSNorm(g.Stream, b.dt, xq, p.res.buf, p.delta.buf, p.nw.buf, scale, rows, k, p.eps)
+	default:
+		return g.FP8RMSNorm(g.Stream, b.dt, xq, p.res.buf, p.nw.buf, scale, rows, k, p.eps)
+	}
 }
 
 // plainGemm: a held-back GEMM without a norm prologue (one that may take

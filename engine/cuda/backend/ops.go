@@ -26,8 +26,9 @@ func (b *Backend) RMSNorm(out, x, w model.Tensor, rows int, eps float32) {
 	o, xi, wi := ft(out), ft(x), ft(w)
 	rows = b.rows(rows)
 	// An in-place norm is not held back: the GEMM's prologue would write
-	// the rows other blocks are still reading.
-	if b.gemvFusing(rows) && b.normFuse && o != xi {
+	// the rows other blocks are still reading (and a fused FP8 norm would
+	// leave x as it was).
+	if o != xi && (b.gemvFusing(rows) && b.normFuse || b.fp8Fusing()) {
 		b.release()
 		b.pend = &pending{kind: pendNorm, out: o, res: xi, nw: wi, rows: rows, eps: eps}
 		return
@@ -50,13 +51,23 @@ func (b *Backend) AddRMSNorm(residual, delta, w, out model.Tensor, rows int, eps
 	if p := b.takeGemm(d, rows, plainGemm); p != nil {
 		b.gemv(p, r, cuda.GemvFusion{Residual: true})
 		b.pend = &pending{kind: pendNorm, out: o, res: r, nw: wi, rows: rows, eps: eps}
-		if !b.normFuse {
+		if !b.normFuse && !b.fp8Fusing() {
 			b.release()
 		}
 		return
 	}
+	// An FP8 GEMM of out with a static input scale may quantize it in the
+	// same kernel (fusion.go).
+	if o != r && b.fp8Fusing() {
+		b.pend = &pending{kind: pendNorm, out: o, res: r, delta: d, nw: wi, rows: rows, eps: eps}
+		return
+	}
+	b.addRMSNorm(r, d, wi, o, rows, eps)
+}
+
+func (b *Backend) addRMSNorm(r, d, w, o *tensor, rows int, eps float32) {
 	b.op(func(g *cuda.GPU) error {
-		return g.AddRMSNorm(g.Stream, b.dt, o.buf, r.buf, d.buf, wi.buf, rows, r.cols(), eps)
+		return g.AddRMSNorm(g.Stream, b.dt, o.buf, r.buf, d.buf, w.buf, rows, r.cols(), eps)
 	})
 }
 
@@ -73,18 +84,19 @@ func (b *Backend) Add(dst, src model.Tensor, rows int) {
 
 // MatMul is the gemm_plugin GEMM: cuBLASLt (auto) or the own kernel. On
 // the own GEMM's decode path it is held back (see pending), taking a
-// held-back RMSNorm of x into its prologue.
+// held-back RMSNorm of x into its prologue. An FP8 GEMM is never held
+// back; with a static input scale it takes a held-back norm or SwiGLU of
+// x, which then writes x's codes.
 func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
 	o, xi, wt := ft(out), ft(x), ft(w)
 	rows = b.rows(rows)
-	if wt.q != nil { // FP8 (fp8.go): not held back
-		b.release()
-		b.matmulFP8(o, xi, wt, rows)
+	if wt.q != nil { // FP8 (fp8.go)
+		b.matmulFP8(o, xi, wt, rows, b.takeFP8Producer(xi, rows, wt.q))
 		return
 	}
 	if b.gemvFusing(rows) {
 		p := &pending{kind: pendGemm, out: o, x: xi, w: wt, rows: rows}
-		if n := b.take(pendNorm, xi, rows); n != nil {
+		if n := b.takeNormPrologue(xi, rows); n != nil {
 			p.res, p.nw, p.eps = n.res, n.nw, n.eps
 		}
 		b.pend = p
@@ -195,6 +207,12 @@ func (b *Backend) SwiGLU(out, gateUp model.Tensor, rows int) {
 	glu := func(p *pending) bool { return gu.cols() == 2*o.cols() && p.w.shape[0] == gu.cols() }
 	if p := b.takeGemm(gu, rows, glu); p != nil {
 		b.gemv(p, o, cuda.GemvFusion{GLU: true})
+		return
+	}
+	// An FP8 GEMM of out with a static input scale may quantize it in the
+	// same kernel (fusion.go).
+	if o != gu && b.fp8Fusing() {
+		b.pend = &pending{kind: pendSwiGLU, out: o, x: gu, rows: rows}
 		return
 	}
 	b.swiglu(o, gu, rows)

@@ -93,6 +93,21 @@ __device__ __forceinline__ void fp8_amax(const T *x, long long n, float *part) {
 extern "C" __global__ void fp8_amax_f16(const f16 *x, long long n, float *part) { fp8_amax<f16>(x, n, part); }
 extern "C" __global__ void fp8_amax_bf16(const bf16 *x, long long n, float *part) { fp8_amax<bf16>(x, n, part); }
 
+// fp8_calib_amax: *cell = max(*cell, max |x|) over n elements, NaNs
+// skipped (fp8.AbsMax): calibration's running amax of an FP8 GEMM's input
+// (static input scales calibrated at load), kept as the float's bits, which
+// order as the floats do since none is negative; the cell is zeroed when
+// calibration starts. A load-time path: any grid is right.
+template <class T>
+__device__ __forceinline__ void fp8_calib_amax(const T *x, long long n, u32 *cell) {
+	pdl_enter();
+	float m = amax_span(x, n, blockIdx.x * (long long)blockDim.x + threadIdx.x, (long long)gridDim.x * blockDim.x);
+	m = block_max(m);
+	if (threadIdx.x == 0) atomicMax(cell, __float_as_uint(m));
+}
+extern "C" __global__ void fp8_calib_amax_f16(const f16 *x, long long n, u32 *cell) { fp8_calib_amax<f16>(x, n, cell); }
+extern "C" __global__ void fp8_calib_amax_bf16(const bf16 *x, long long n, u32 *cell) { fp8_calib_amax<bf16>(x, n, cell); }
+
 // Modes of fp8_quant's scale.
 #define FQ_STATIC 0 // *stat, the checkpoint's
 #define FQ_PARTS 1  // amax of the nparts partial maxima fp8_amax wrote

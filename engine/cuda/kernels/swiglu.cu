@@ -2,6 +2,7 @@
 // gate and up rows are ld elements apart, so they can be the two halves of
 // one fused gate_up projection (ld = 2F) or separate buffers (ld = F).
 #include "common.cuh"
+#include "swiglu.cuh"
 
 template <class T>
 __device__ __forceinline__ void swiglu(pack8 *out, const T *gate, const T *up, int rows, int F, long long ld) {
@@ -14,13 +15,7 @@ __device__ __forceinline__ void swiglu(pack8 *out, const T *gate, const T *up, i
 		int c = (int)(idx - r * f8);
 		pack8 g = *(const pack8 *)(gate + r * ld + c * 8);
 		pack8 u = *(const pack8 *)(up + r * ld + c * 8);
-		pack8 o = {};
-#pragma unroll
-		for (int e = 0; e < 8; e++) {
-			float gv = pack_get<T>(g, e);
-			pack_set<T>(o, e, gv / (1.f + __expf(-gv)) * pack_get<T>(u, e));
-		}
-		out[idx] = o;
+		out[idx] = swiglu8<T>(g, u);
 	}
 }
 
