@@ -37,7 +37,8 @@ type Backend struct {
 	hosts []cuda.HostBuffer
 
 	cache            *kvCache
-	minRows, maxRows int // first dimensions of the Float activations
+	minRows, maxRows int              // first dimensions of the live Float activations
+	acts             map[*tensor]bool // the live Float activations (Alloc, until Free)
 
 	// Batch layout: int32 arrays in one device buffer, written through
 	// one pinned staging buffer with one host-to-device copy.

@@ -45,7 +45,7 @@ type randomFill struct {
 
 // fp8Weight is an FP8 GEMM weight's scales: scales holds nw float32
 // weight scales (1, or one per row), then a checkpoint's static input
-// scale if it has one. static is the device float32 of the input's static
+// scale if it has one, at scaleSlot(nw). static is the device float32 of the input's static
 // scale (Bytes 0: dynamic): that one of scales, or one of the buffer
 // calibration made for the weights it reached (endCalibration). Its
 // fields change on the GPU's thread inside dev.Do (set-up, calibration)
@@ -65,6 +65,17 @@ type fp8Weight struct {
 func (q *fp8Weight) operand(codes cuda.Buffer) cuda.FP8Operand {
 	return cuda.FP8Operand{Codes: codes, Scales: q.scales.Slice(0, 4*q.nw), PerRow: q.nw > 1}
 }
+
+// scaleAlign is the alignment of a static input scale on the device: the
+// fused path hands it to cuBLASLt as the A scale pointer, which cuBLASLt
+// refuses (CUBLAS_STATUS_NOT_SUPPORTED, seen on an H200 with CUDA 13.0)
+// at an address that is only 4-byte aligned.
+const scaleAlign = 16
+
+// scaleSlot is the index of a checkpoint's static input scale in a
+// weight's scales, after its nw weight scales: the first scaleAlign-byte
+// boundary.
+func scaleSlot(nw int) int { return (nw*4 + scaleAlign - 1) / scaleAlign * scaleAlign / 4 }
 
 func (q *fp8Weight) input() cuda.FP8Quant {
 	return cuda.FP8Quant{Static: q.static, PerRow: q.perToken}
@@ -119,13 +130,15 @@ func (b *Backend) uploadFP8(name string, kind model.WeightKind, h model.HostTens
 	q := &fp8Weight{nw: len(h.FP8.Weight), perToken: h.FP8.PerToken}
 	static := h.FP8.Input > 0
 	sc := slices.Clone(h.FP8.Weight)
+	at := scaleSlot(q.nw)
 	if static {
+		sc = append(sc, make([]float32, at-q.nw)...)
 		sc = append(sc, h.FP8.Input)
 	}
 	t, err := b.uploadCodes(name, h, q, sc, func() {
 		b.fp8.maxK = max(b.fp8.maxK, h.Shape[1])
 		if static {
-			q.static = q.scales.Slice(4*q.nw, 4)
+			q.static = q.scales.Slice(4*at, 4)
 		}
 	})
 	if err != nil {
@@ -397,11 +410,13 @@ func (b *Backend) endCalibration() error {
 		if err := cuda.DownloadSlice(g.Stream, bits, cells); err != nil {
 			return fmt.Errorf("fp8 calibration: %w", err)
 		}
+		// One scale every scaleAlign bytes: cuBLASLt reads them in place.
 		var scales []float32
 		var to []*fp8Weight
 		for _, q := range qs {
 			if q.seen {
 				scales = append(scales, fp8.Scale(math.Float32frombits(bits[q.cell-1])))
+				scales = append(scales, make([]float32, scaleAlign/4-1)...)
 				to = append(to, q)
 			}
 		}
@@ -417,7 +432,7 @@ func (b *Backend) endCalibration() error {
 		}
 		b.memWeights += int64(buf.Bytes)
 		for i, q := range to {
-			q.static = buf.Slice(4*i, 4)
+			q.static = buf.Slice(scaleAlign*i, 4)
 		}
 		made = true
 		return nil

@@ -5,6 +5,7 @@ package backend
 import (
 	"fmt"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/xrun-dev/xrun/engine"
@@ -16,13 +17,15 @@ import (
 // inputs (XRUN_CUDA_FP8_FUSE, fusion.go), on whole models.
 
 // newFP8Backend is a backend whose cuBLASLt takes its heuristic's
-// algorithm (fixedLt: two backends then run the same GEMMs), with the
-// fused FP8 quantization on or off.
+// algorithm (two backends then run the same GEMMs), with the fused FP8
+// quantization on or off, and the other switches as the environment sets
+// them (XRUN_CUDA_GRAPHS=0 and the like narrow a failure down).
 func newFP8Backend(t testing.TB, gemm string, fuse bool) *Backend {
 	t.Helper()
-	sw := fixedLt()
+	sw := engine.ParseSwitches(os.Getenv)
+	sw.CUDALtTune = false
 	sw.CUDAFP8Fuse = fuse
-	be, err := New(model.BackendOptions{Gemm: gemm, Dtype: "bfloat16", Switches: sw})
+	be, err := New(model.BackendOptions{Gemm: gemm, Dtype: "bfloat16", Switches: &sw})
 	if err != nil {
 		t.Fatal(err)
 	}

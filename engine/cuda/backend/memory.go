@@ -174,13 +174,39 @@ func (b *Backend) Alloc(name string, dt model.DType, shape ...int) (model.Tensor
 		return nil, err
 	}
 	if t.kind == kFloat {
-		if b.minRows == 0 || shape[0] < b.minRows {
-			b.minRows = shape[0]
+		if b.acts == nil {
+			b.acts = map[*tensor]bool{}
 		}
-		b.maxRows = max(b.maxRows, shape[0])
+		b.acts[t] = true
+		b.actRows()
 	}
 	return t, nil
 }
+
+// actRows sets minRows and maxRows from the live Float activations: a
+// decode batch is padded to no more rows than the smallest holds.
+func (b *Backend) actRows() {
+	b.minRows, b.maxRows = 0, 0
+	for t := range b.acts {
+		if b.minRows == 0 || t.shape[0] < b.minRows {
+			b.minRows = t.shape[0]
+		}
+		b.maxRows = max(b.maxRows, t.shape[0])
+	}
+}
+
+// FreeKVCache gives back a KV cache the model dropped (model.Releaser).
+func (b *Backend) FreeKVCache(c model.KVCache) {
+	if kc, ok := c.(*kvCache); ok {
+		b.free(kc)
+	}
+}
+
+// The model frees what Reserve replaces, so that a replaced activation's
+// rows no longer bound the padding of decode batches (actRows): a model
+// calibrated on a short batch first (engine/model/fp8calib.go) would
+// otherwise pad every later decode batch to that batch's one logit row.
+var _ model.Releaser = (*Backend)(nil)
 
 // NewKVCache allocates the cache, refusing one larger than KVFreeFraction
 // of the memory still free, and sizes the batch layout buffers for the
@@ -320,7 +346,16 @@ func (b *Backend) MaxKVSlots(c model.KVConfig) int {
 
 // Free releases a tensor's or KV cache's device memory now. Graphs that
 // might hold its address are dropped.
-func (b *Backend) Free(t model.Tensor) {
+func (b *Backend) Free(t model.Tensor) { b.free(t) }
+
+func (b *Backend) free(t any) {
+	b.release()
+	act := false
+	if x, ok := t.(*tensor); ok && b.acts[x] {
+		act = true
+		delete(b.acts, x)
+		b.actRows()
+	}
 	_ = b.dev.Do(func(g *cuda.GPU) error {
 		if err := g.Stream.Sync(); err != nil {
 			return err
@@ -328,6 +363,9 @@ func (b *Backend) Free(t model.Tensor) {
 		b.dropGraphs()
 		switch x := t.(type) {
 		case *tensor:
+			if act {
+				b.memActs -= int64(x.buf.Bytes)
+			}
 			b.freeOwned(g, x.buf, x.f32)
 			x.buf, x.f32 = cuda.Buffer{}, cuda.Buffer{}
 			if x.q != nil {

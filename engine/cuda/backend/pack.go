@@ -100,6 +100,11 @@ func packBatch(dst []int32, bt *model.Batch, sh packShape) (packedBatch, error) 
 	pad := decode && sh.graphs && sh.minRows > 0 && sh.kv
 	if pad {
 		rows = min(cuda.GraphBucket(T), sh.minRows)
+		if rows < T {
+			// An activation smaller than the batch (it fails in the
+			// ops): no bucket, no padding.
+			rows, pad = T, false
+		}
 	}
 	G, perL, scratch := 0, 0, int32(0)
 	if sh.kv {
