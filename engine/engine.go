@@ -55,11 +55,19 @@ type Hooks struct {
 
 // RequestRecord is one timed request. Times are since the run started
 // (the warm-up included); Start is when it was submitted (all at once,
-// after the warm-up), FirstToken when its first generated token existed,
-// End when its last did.
+// after the warm-up; under a request_rate, its scheduled arrival, as a
+// user's clock starts then), FirstToken when its first generated token
+// existed, End when its last did.
 type RequestRecord struct {
-	TaskID       int           `json:"task_id"`
-	Start        time.Duration `json:"start_ns"`
+	TaskID int           `json:"task_id"`
+	Start  time.Duration `json:"start_ns"`
+	// Sent is when the request left the load generator, on Start's
+	// clock; zero means at Start. A client (engine openai) that held an
+	// arrived request back, waiting for a free slot of its in-flight
+	// bound, sends it after its Start: the latencies count that wait, as
+	// the built-in engine's queue does, and the achieved rate is of the
+	// sends (ServingMetrics).
+	Sent         time.Duration `json:"sent_ns,omitempty"`
 	FirstToken   time.Duration `json:"first_token_ns"`
 	End          time.Duration `json:"end_ns"`
 	InputTokens  int           `json:"input_tokens"`

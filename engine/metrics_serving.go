@@ -37,6 +37,18 @@ const (
 	SLOAttainmentKey = "slo_attainment"
 )
 
+// Keys of the requests a load generator held back past their scheduled
+// arrival, waiting for a free slot of its in-flight bound (engine
+// openai's openai.max_in_flight), in a pass under a request_rate: how
+// many, the longest wait (Sent - Start, in ms) and the bound. The engine
+// that held them sets them, only in a pass where one waited; their
+// latencies count the wait.
+const (
+	HeldRequestsKey = "client_held_requests"
+	HeldMaxMsKey    = "client_held_max_ms"
+	HeldBoundKey    = "client_max_in_flight"
+)
+
 // ITLKeys are the inter-token latency's keys: every gap between two
 // consecutive tokens of a request, over all requests (vLLM's ITL; TPOT is
 // the mean gap per request).
@@ -46,25 +58,31 @@ var ITLKeys = []string{"itl_avg_ms", "itl_p50_ms", "itl_p90_ms", "itl_p95_ms", "
 // function of the records:
 //
 //   - achieved_request_rate_req_s: requests over the span of their
-//     submissions, (n-1) / (last start - first start): the rate the load
-//     generator kept (absent with fewer than 2 requests or all submitted
-//     at once).
+//     sends, (n-1) / (last send - first send), a send being Sent where a
+//     record has one, else Start: the rate the load generator kept
+//     (absent with fewer than 2 requests or all sent at once). Under a
+//     request_rate a client's Start is the scheduled arrival, so that its
+//     latencies count a wait for its in-flight bound; the sends show the
+//     rate it could keep, below the offered one when it fell behind.
 //   - itl_*_ms: the inter-token latency percentiles, where the records
 //     have token times.
 //   - with an SLO, goodput_req_s: the requests meeting it over the total
 //     latency (first start to last end), and slo_attainment: the share of
-//     requests meeting it (0 to 1).
+//     requests meeting it (0 to 1); both, as TTFT and the end-to-end
+//     latency, from Start.
 func ServingMetrics(reqs []RequestRecord, slo *SLO) map[string]float64 {
 	m := map[string]float64{}
 	n := len(reqs)
 	if n == 0 {
 		return m
 	}
-	first, lastStart, last := reqs[0].Start, reqs[0].Start, reqs[0].End
+	first, last := reqs[0].Start, reqs[0].End
+	firstSent, lastSent := reqs[0].sent(), reqs[0].sent()
 	var gaps []float64
 	meet := 0
 	for _, r := range reqs {
-		first, lastStart, last = min(first, r.Start), max(lastStart, r.Start), max(last, r.End)
+		first, last = min(first, r.Start), max(last, r.End)
+		firstSent, lastSent = min(firstSent, r.sent()), max(lastSent, r.sent())
 		for i := 1; i < len(r.TokenTimes); i++ {
 			gaps = append(gaps, float64(r.TokenTimes[i]-r.TokenTimes[i-1])/1e6)
 		}
@@ -72,7 +90,7 @@ func ServingMetrics(reqs []RequestRecord, slo *SLO) map[string]float64 {
 			meet++
 		}
 	}
-	if span := lastStart - first; n > 1 && span > 0 {
+	if span := lastSent - firstSent; n > 1 && span > 0 {
 		m[AchievedRateKey] = float64(n-1) / span.Seconds()
 	}
 	if len(gaps) > 0 {
@@ -98,4 +116,12 @@ func ServingMetrics(reqs []RequestRecord, slo *SLO) map[string]float64 {
 		}
 	}
 	return m
+}
+
+// sent is when the request left the load generator (Sent, zero: Start).
+func (r RequestRecord) sent() time.Duration {
+	if r.Sent == 0 {
+		return r.Start
+	}
+	return r.Sent
 }

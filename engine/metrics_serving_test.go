@@ -48,6 +48,39 @@ func TestServingMetrics(t *testing.T) {
 	}
 }
 
+// TestServingMetricsSent: a load generator that held requests back past
+// their scheduled arrivals (Start) sent them later (Sent): the achieved
+// rate is of the sends, what it could keep, while TTFT, the SLO and the
+// goodput count from the arrivals.
+func TestServingMetricsSent(t *testing.T) {
+	ms := time.Millisecond
+	// Offered every 10 ms; the client could send only every 40 ms. The
+	// first request went at its arrival (Sent zero: at Start).
+	reqs := []RequestRecord{
+		{Start: 0, FirstToken: 30 * ms, End: 30 * ms, OutputTokens: 1},
+		{Start: 10 * ms, Sent: 40 * ms, FirstToken: 70 * ms, End: 70 * ms, OutputTokens: 1},
+		{Start: 20 * ms, Sent: 80 * ms, FirstToken: 110 * ms, End: 110 * ms, OutputTokens: 1},
+	}
+	m := ServingMetrics(reqs, &SLO{TTFTms: 50})
+	// TTFTs from the arrivals: 30, 60 and 90 ms; from the sends all 30.
+	want := map[string]float64{AchievedRateKey: 2 / 0.08, SLOAttainmentKey: 1.0 / 3, GoodputKey: 1 / 0.11}
+	if len(m) != len(want) {
+		t.Errorf("keys %v, want %v", m, want)
+	}
+	for k, w := range want {
+		if g, ok := m[k]; !ok || math.Abs(g-w) > 1e-9 {
+			t.Errorf("%s = %v, want %v", k, g, w)
+		}
+	}
+	// Sent as the records of a client that kept up: the offered rate.
+	for i := range reqs {
+		reqs[i].Sent = reqs[i].Start
+	}
+	if g := ServingMetrics(reqs, nil)[AchievedRateKey]; math.Abs(g-100) > 1e-9 {
+		t.Errorf("sent at their arrivals: achieved rate %v, want 100", g)
+	}
+}
+
 func TestServingMetricsEdges(t *testing.T) {
 	if m := ServingMetrics(nil, &SLO{TTFTms: 1}); len(m) != 0 {
 		t.Errorf("no requests: %v", m)

@@ -423,8 +423,50 @@ func cellNotes(c *Cell) []string {
 	if note := plansNote(c); note != "" {
 		n = append(n, fmt.Sprintf("cell %s: %s", c.ID, note))
 	}
+	if note := heldNote(c); note != "" {
+		n = append(n, fmt.Sprintf("cell %s: %s", c.ID, note))
+	}
 	return n
 }
+
+// heldNote says when the load generator held a cell's requests back past
+// their scheduled arrival for a free slot of its in-flight bound (engine
+// openai's client_held_requests): the server did not keep up with the
+// offered rate, and the wait, which the latencies include, sat in the
+// client; "" otherwise.
+func heldNote(c *Cell) string {
+	if c == nil || c.Status != StatusOK {
+		return ""
+	}
+	total, bound := 0.0, 0.0
+	parts := make([]string, len(c.Repeats))
+	for i, r := range c.Repeats {
+		n := r[heldRequestsKey]
+		total += n
+		bound = max(bound, r[heldBoundKey])
+		parts[i] = strconv.FormatFloat(n, 'f', 0, 64)
+		if n > 0 {
+			parts[i] += fmt.Sprintf(" (up to %s ms)", formatSig(r[heldMaxMsKey], 3))
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	limit := "openai.max_in_flight"
+	if bound > 0 {
+		limit += " (" + strconv.FormatFloat(bound, 'f', 0, 64) + ")"
+	}
+	return fmt.Sprintf("requests waited in the load generator for a free slot of %s after their scheduled arrival (per repeat: %s): the server did not keep up with the offered rate; their latencies count the wait, and the achieved request rate is of the sends",
+		limit, strings.Join(parts, ", "))
+}
+
+// heldRequestsKey, heldMaxMsKey and heldBoundKey are engine's
+// HeldRequestsKey, HeldMaxMsKey and HeldBoundKey.
+const (
+	heldRequestsKey = "client_held_requests"
+	heldMaxMsKey    = "client_held_max_ms"
+	heldBoundKey    = "client_max_in_flight"
+)
 
 // plansNote says when a cell's timed repeats built GEMM plans (the
 // engine's gemm_plans_built): shapes met for the first time inside the

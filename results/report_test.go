@@ -169,6 +169,28 @@ func TestTrendNote(t *testing.T) {
 	}
 }
 
+// TestHeldNote: repeats whose load generator held requests back for a
+// free slot of openai.max_in_flight get a note with the counts, the
+// longest waits and the bound; none held, none.
+func TestHeldNote(t *testing.T) {
+	c := &Cell{ID: "c", Status: StatusOK, Repeats: []Metrics{
+		{heldRequestsKey: 120, heldMaxMsKey: 4748.2, heldBoundKey: 256}, {"request_throughput_req_s": 500}, {heldRequestsKey: 3, heldMaxMsKey: 1.234, heldBoundKey: 256}}}
+	got := heldNote(c)
+	for _, want := range []string{"openai.max_in_flight (256)", "after their scheduled arrival", "(per repeat: 120 (up to 4748 ms), 0, 3 (up to 1.23 ms))", "their latencies count the wait"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("note %q, want it to say %q", got, want)
+		}
+	}
+	if notes := cellNotes(c); len(notes) != 1 || !strings.HasPrefix(notes[0], "cell c: requests waited") {
+		t.Errorf("cell notes %q", notes)
+	}
+	for _, reps := range [][]Metrics{{{"system_output_throughput_tok_s": 1}}, {{heldRequestsKey: 0}}} {
+		if got := heldNote(&Cell{ID: "c", Status: StatusOK, Repeats: reps}); got != "" {
+			t.Errorf("%v: note %q, want none", reps, got)
+		}
+	}
+}
+
 // TestPlansNote: repeats that built GEMM plans in their timings get a
 // note with the counts and times per repeat; none built, or a backend
 // that does not count them, none.

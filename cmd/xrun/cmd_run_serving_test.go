@@ -84,6 +84,40 @@ repeats: 1
 	}
 }
 
+// TestRunOpenAIHeldNote: a server slower than the offered rate, behind
+// openai.max_in_flight 2, makes requests wait in xrun; their latencies
+// count from their arrivals, the pass's metrics say how many waited, and
+// results.md notes it under the cell.
+func TestRunOpenAIHeldNote(t *testing.T) {
+	spec := writeSpec(t, "held", `name: held
+params:
+  engine: openai
+  model: tiny-llama
+  warmup: 0
+  request_rate: 200
+  dataset: {num_requests: 12, input_mean: 4, output_mean: 3}
+`+fakeServer(`, --ttft, 20ms, --tpot, 1ms`)+`  max_in_flight: 2
+repeats: 1
+`)
+	out := filepath.Join(t.TempDir(), "out")
+	r := runStudy(t, studyEnv(t), "run", "--out", out, spec)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	res, _ := loadResults(t, out)
+	if len(res.Cells) != 1 || res.Cells[0].Status != results.StatusOK || len(res.Cells[0].Repeats) != 1 {
+		t.Fatalf("cells %+v", res.Cells)
+	}
+	m := res.Cells[0].Repeats[0]
+	if m["client_held_requests"] < 1 || m["client_max_in_flight"] != 2 || m["client_held_max_ms"] <= 0 || m["ttft_max_ms"] < m["client_held_max_ms"] {
+		t.Errorf("metrics %v: want requests held for max_in_flight 2, their waits in TTFT", m)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil || !strings.Contains(string(md), "waited in the load generator for a free slot of openai.max_in_flight (2)") {
+		t.Errorf("results.md has no note of the held requests: %v\n%s", err, md)
+	}
+}
+
 // TestRunOpenAIAgainstServe loads xrun serve (the test binary as xrun,
 // started per cell as {xrun} serve) beside the cpu engine under the same
 // request rate: both measure the same requests, the HTTP path's cells

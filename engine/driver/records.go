@@ -26,12 +26,14 @@ type FormatError = profile.FormatError
 // recordLine is one line of a records file: the fields of xrun's own
 // requests.jsonl. pass, profiled and output_ids may be left out;
 // first_token_ns too, when the program does not stream (then TTFT, TPOT
-// and the output speed are not reported).
+// and the output speed are not reported); sent_ns too, when the request
+// was sent at its start_ns.
 type recordLine struct {
 	Pass         *int    `json:"pass"`
 	Profiled     *bool   `json:"profiled"`
 	TaskID       *int    `json:"task_id"`
 	Start        *int64  `json:"start_ns"`
+	Sent         *int64  `json:"sent_ns"`
 	FirstToken   *int64  `json:"first_token_ns"`
 	End          *int64  `json:"end_ns"`
 	InputTokens  *int    `json:"input_tokens"`
@@ -53,7 +55,9 @@ type Records struct {
 // each with the request's input length and exactly its output_tokens, and
 // times that make sense (start <= first token <= end). The records come
 // back in dataset order, their times moved so that the first request
-// starts at 0.
+// starts at 0. A record's sent_ns, when it has one, is when a load
+// generator that held the request back past its start (its scheduled
+// arrival) sent it: start_ns <= sent_ns <= end_ns.
 func ReadRecords(path string, reqs []datasets.Request) (*Records, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -94,7 +98,7 @@ func ParseRecords(r io.Reader, file string, reqs []datasets.Request) (*Records, 
 		if l.Profiled != nil && *l.Profiled {
 			continue // a profiled pass's records are not timed ones
 		}
-		raws = append(raws, RawRecord{Line: line, TaskID: l.TaskID, Start: l.Start, FirstToken: l.FirstToken, End: l.End,
+		raws = append(raws, RawRecord{Line: line, TaskID: l.TaskID, Start: l.Start, Sent: l.Sent, FirstToken: l.FirstToken, End: l.End,
 			InputTokens: l.InputTokens, OutputTokens: l.OutputTokens, OutputIDs: l.OutputIDs, TokenTimes: l.TokenTimes})
 	}
 	if err := sc.Err(); err != nil {
@@ -110,6 +114,7 @@ type RawRecord struct {
 	Line, Index  int
 	TaskID       *int
 	Start        *int64
+	Sent         *int64 // nil: sent at Start (see engine.RequestRecord.Sent)
 	FirstToken   *int64 // nil, or negative: not measured
 	End          *int64
 	InputTokens  *int
@@ -144,6 +149,7 @@ func CheckRecords(file string, raws []RawRecord, reqs []datasets.Request, byOrde
 	out := make([]engine.RequestRecord, len(reqs))
 	seen := make([]bool, len(reqs))
 	n, withFirst := 0, 0
+	hasSent := make([]bool, len(reqs))
 	for ri := range raws {
 		l := &raws[ri]
 		bad := func(format string, args ...any) error {
@@ -181,6 +187,8 @@ func CheckRecords(file string, raws []RawRecord, reqs []datasets.Request, byOrde
 			return nil, bad("task_id %d: expected %d (the dataset's request %d; its task ids repeat, so records must come in dataset order)", *l.TaskID, q.TaskID, i)
 		case *l.Start < 0 || *l.End < *l.Start:
 			return nil, bad("task_id %d: start_ns %d and end_ns %d: expected 0 <= start_ns <= end_ns", q.TaskID, *l.Start, *l.End)
+		case l.Sent != nil && (*l.Sent < *l.Start || *l.Sent > *l.End):
+			return nil, bad("task_id %d: sent_ns %d is outside [start_ns, end_ns] = [%d, %d]", q.TaskID, *l.Sent, *l.Start, *l.End)
 		case first != nil && (*first < *l.Start || *first > *l.End):
 			return nil, bad("task_id %d: first_token_ns %d is outside [start_ns, end_ns] = [%d, %d]", q.TaskID, *first, *l.Start, *l.End)
 		case *l.InputTokens != len(q.InputIDs):
@@ -199,6 +207,9 @@ func CheckRecords(file string, raws []RawRecord, reqs []datasets.Request, byOrde
 		}
 		rec := engine.RequestRecord{TaskID: q.TaskID, Start: time.Duration(*l.Start), End: time.Duration(*l.End),
 			InputTokens: *l.InputTokens, OutputTokens: *l.OutputTokens, OutputIDs: l.OutputIDs}
+		if l.Sent != nil {
+			rec.Sent, hasSent[i] = time.Duration(*l.Sent), true
+		}
 		if first != nil {
 			rec.FirstToken = time.Duration(*first)
 			withFirst++
@@ -229,6 +240,9 @@ func CheckRecords(file string, raws []RawRecord, reqs []datasets.Request, byOrde
 	for i := range out {
 		out[i].Start -= t0
 		out[i].End -= t0
+		if hasSent[i] {
+			out[i].Sent -= t0
+		}
 		for j := range out[i].TokenTimes {
 			out[i].TokenTimes[j] -= t0
 		}

@@ -1,9 +1,11 @@
 package driver
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xrun-dev/xrun/datasets"
 	"github.com/xrun-dev/xrun/engine"
@@ -52,6 +54,29 @@ func TestParseRecords(t *testing.T) {
 	}
 }
 
+// TestParseRecordsSent: sent_ns, where a record has one, moves with the
+// other times; a record without it was sent at its start (Sent zero), and
+// the achieved rate is of the sends.
+func TestParseRecordsSent(t *testing.T) {
+	in := `{"task_id":0,"start_ns":1000,"sent_ns":1000,"first_token_ns":1100,"end_ns":1400,"input_tokens":3,"output_tokens":4}
+{"task_id":1,"start_ns":1200,"sent_ns":1700,"first_token_ns":1800,"end_ns":1900,"input_tokens":2,"output_tokens":2}
+{"task_id":2,"start_ns":1400,"first_token_ns":1500,"end_ns":1600,"input_tokens":1,"output_tokens":3}
+`
+	r, err := ParseRecords(strings.NewReader(in), "records.jsonl", testReqs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range []struct{ start, sent time.Duration }{{0, 0}, {200, 700}, {400, 0}} {
+		if g := r.Requests[i]; g.Start != w.start || g.Sent != w.sent {
+			t.Errorf("record %d: start %v sent %v, want %v and %v", i, g.Start, g.Sent, w.start, w.sent)
+		}
+	}
+	// Sends at 0, 700 and 400 ns: two gaps over 700 ns.
+	if got, want := engine.ServingMetrics(r.Requests, nil)[engine.AchievedRateKey], 2/700e-9; math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("achieved rate %v, want %v", got, want)
+	}
+}
+
 func TestParseRecordsWithoutFirstToken(t *testing.T) {
 	in := `{"task_id":0,"start_ns":0,"end_ns":40,"input_tokens":3,"output_tokens":4}
 {"task_id":1,"start_ns":0,"end_ns":30,"input_tokens":2,"output_tokens":2}
@@ -88,6 +113,9 @@ func TestParseRecordsErrors(t *testing.T) {
 		{"missing request", line(0, 3, 4, "") + line(2, 1, 3, ""), "records.jsonl: 2 records for the dataset's 3 requests (none for task_id 1)"},
 		{"mixed first token", line(0, 3, 4, `,"first_token_ns":1`) + line(1, 2, 2, "") + line(2, 1, 3, ""), "records.jsonl: first-token times in 1 of 3 records"},
 		{"end before start", `{"task_id":0,"start_ns":10,"end_ns":5,"input_tokens":3,"output_tokens":4}` + "\n", "expected 0 <= start_ns <= end_ns"},
+		{"sent before start", `{"task_id":0,"start_ns":5,"sent_ns":4,"end_ns":10,"input_tokens":3,"output_tokens":4}` + "\n", "records.jsonl:1: task_id 0: sent_ns 4 is outside [start_ns, end_ns] = [5, 10]"},
+		{"sent after end", line(0, 3, 4, "") + line(1, 2, 2, `,"sent_ns":11`), "records.jsonl:2: task_id 1: sent_ns 11 is outside [start_ns, end_ns] = [0, 10]"},
+		{"sent not a number", line(0, 3, 4, `,"sent_ns":"3"`), "records.jsonl:1: not a request record"},
 		{"two values", line(0, 3, 4, "")[:len(line(0, 3, 4, ""))-1] + " {}\n", "more than one JSON value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,6 +158,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 func FuzzParseRecords(f *testing.F) {
 	f.Add(`{"task_id":0,"start_ns":0,"end_ns":40,"input_tokens":3,"output_tokens":4}`)
 	f.Add(`{"task_id":1,"start_ns":0,"first_token_ns":3,"end_ns":30,"input_tokens":2,"output_tokens":2,"output_ids":[1,2]}`)
+	f.Add(`{"task_id":2,"start_ns":5,"sent_ns":9,"first_token_ns":12,"end_ns":30,"input_tokens":1,"output_tokens":3}`)
 	f.Add("{}\n[]\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		r, err := ParseRecords(strings.NewReader(in), "f", testReqs())
@@ -137,7 +166,7 @@ func FuzzParseRecords(f *testing.F) {
 			return
 		}
 		for _, q := range r.Requests {
-			if q.Start < 0 || q.End < q.Start || q.FirstToken < q.Start || q.FirstToken > q.End {
+			if q.Start < 0 || q.End < q.Start || q.FirstToken < q.Start || q.FirstToken > q.End || q.Sent != 0 && (q.Sent < q.Start || q.Sent > q.End) {
 				t.Fatalf("accepted an impossible record %+v", q)
 			}
 		}

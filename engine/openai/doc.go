@@ -26,7 +26,18 @@
 // max_tokens = min_tokens = the request's output_tokens and ignore_eos,
 // streamed; it times every chunk on its own clock: the send, each chunk
 // (its token times; a chunk may carry several tokens), the end. Requests
-// in flight are bounded (concurrency, or openai.max_in_flight). The
+// in flight are bounded (concurrency, or openai.max_in_flight). Under a
+// request_rate (without concurrency) a request's latencies count from
+// its scheduled arrival, not its send, as a user's would and as the
+// built-in engine's queue counts them: a server that cannot keep up
+// fills max_in_flight, and the requests it holds back wait in the
+// client, a wait that timing from the send would leave out (coordinated
+// omission). max_in_flight only bounds the connections; each record
+// keeps its send (sent_ns), the achieved request rate is of the sends,
+// and a pass that held requests back says how many, for how long at
+// most, and the bound (engine.HeldRequestsKey), which results.md notes
+// under the cell. Under concurrency (a closed loop) and in the warm-up,
+// a request's clock starts at its send. The
 // server is given by URL or started for each cell from an argv template
 // ({port} a free port xrun picks, {xrun} the running xrun, for xrun
 // serve, parameters by path), with a readiness probe and its output kept

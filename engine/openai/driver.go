@@ -57,8 +57,10 @@ type Options struct {
 	// APIChat.
 	API string `json:"api,omitempty"`
 	// RequestTimeout bounds each request, from its send to its stream's
-	// end; MaxInFlight the requests in flight at once (a closed loop's
-	// users bound them instead).
+	// end; MaxInFlight the requests in flight at once, the connections
+	// (a closed loop's users bound them instead). Under a request_rate a
+	// request it holds back still counts from its scheduled arrival, and
+	// the pass's metrics say how many were held (engine.HeldRequestsKey).
 	RequestTimeout time.Duration `json:"request_timeout_ns,omitempty"`
 	MaxInFlight    int           `json:"max_in_flight,omitempty"`
 	// Server, when set, is started for each cell.
@@ -387,11 +389,11 @@ func (e *Engine) Run(ctx context.Context, reqs []datasets.Request, opts engine.R
 		return nil, err
 	}
 	if n := min(e.cell.Engine.Warmup, len(reqs)); n > 0 {
-		if _, err := e.send(ctx, reqs[:n], engine.Load{}); err != nil {
+		if _, _, err := e.send(ctx, reqs[:n], engine.Load{}); err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	raws, err := e.send(ctx, reqs, e.cell.Engine.Load)
+	raws, held, err := e.send(ctx, reqs, e.cell.Engine.Load)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +407,25 @@ func (e *Engine) Run(ctx context.Context, reqs []datasets.Request, opts engine.R
 	}
 	res := &engine.Result{Backend: e.Backend(), MaxInFlight: e.cell.Engine.BatchSize, Requests: recs.Requests}
 	res.Metrics = recs.Metrics(max(1, e.cell.Engine.NumGPUs))
+	if n, longest := heldBack(recs.Requests, held); n > 0 {
+		res.Metrics[engine.HeldRequestsKey] = float64(n)
+		res.Metrics[engine.HeldMaxMsKey] = float64(longest) / float64(time.Millisecond)
+		res.Metrics[engine.HeldBoundKey] = float64(e.opt.MaxInFlight)
+	}
 	return res, nil
+}
+
+// heldBack counts the requests send held back for a free in-flight slot
+// and finds the longest of their waits, from their records' scheduled
+// arrival (Start) to their send.
+func heldBack(recs []engine.RequestRecord, held []bool) (n int, longest time.Duration) {
+	for i, h := range held {
+		if h {
+			n++
+			longest = max(longest, recs[i].Sent-recs[i].Start)
+		}
+	}
+	return n, longest
 }
 
 // writeRaw keeps what the client measured in the pass's directory.
@@ -416,8 +436,12 @@ func writeRaw(path string, raws []driver.RawRecord) error {
 	}
 	enc := json.NewEncoder(f)
 	for _, r := range raws {
-		if err := enc.Encode(map[string]any{"task_id": r.TaskID, "start_ns": r.Start, "first_token_ns": r.FirstToken, "end_ns": r.End,
-			"input_tokens": r.InputTokens, "output_tokens": r.OutputTokens, "token_times_ns": r.TokenTimes}); err != nil {
+		line := map[string]any{"task_id": r.TaskID, "start_ns": r.Start, "first_token_ns": r.FirstToken, "end_ns": r.End,
+			"input_tokens": r.InputTokens, "output_tokens": r.OutputTokens, "token_times_ns": r.TokenTimes}
+		if r.Sent != nil {
+			line["sent_ns"] = r.Sent
+		}
+		if err := enc.Encode(line); err != nil {
 			f.Close()
 			return err
 		}
@@ -426,18 +450,30 @@ func writeRaw(path string, raws []driver.RawRecord) error {
 }
 
 // send sends reqs at load's arrival times, at most the in-flight bound
-// at once, and returns what the client measured, times from its start.
-// The first failure stops the pass.
-func (e *Engine) send(ctx context.Context, reqs []datasets.Request, load engine.Load) ([]driver.RawRecord, error) {
+// at once, and returns what the client measured, times from its start,
+// and which requests it held back past their arrival for a free slot of
+// openai.max_in_flight. The first failure stops the pass.
+//
+// Under a request_rate (an open loop) a request's Start is its scheduled
+// arrival and Sent when it left: a user's clock starts when the request
+// arrives, so a wait for a free slot (a server that cannot keep up) or
+// for this loop counts in its latency, as it does in the built-in
+// engine's queue. Timed from the send, a saturated server's queue moves
+// into the client and out of the numbers (coordinated omission). A
+// closed loop's users wait for their own previous request by design, and
+// the warm-up has no schedule: there Start is the send.
+func (e *Engine) send(ctx context.Context, reqs []datasets.Request, load engine.Load) ([]driver.RawRecord, []bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	arrive := load.Arrivals(len(reqs))
+	scheduled := arrive != nil && load.Concurrency == 0
 	limit := e.opt.MaxInFlight
 	if load.Concurrency > 0 {
 		limit = load.Concurrency
 	}
 	slots := make(chan struct{}, limit)
 	raws := make([]driver.RawRecord, len(reqs))
+	held := make([]bool, len(reqs))
 	var (
 		mu       sync.Mutex
 		firstErr error
@@ -465,10 +501,15 @@ loop:
 		}
 		select {
 		case slots <- struct{}{}:
-		case <-ctx.Done():
-			break loop
-		case <-died:
-			break loop
+		default:
+			held[i] = scheduled
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				break loop
+			case <-died:
+				break loop
+			}
 		}
 		wg.Add(1)
 		go func(i int) {
@@ -488,6 +529,11 @@ loop:
 			ns := func(at time.Time) int64 { return int64(at.Sub(t0)) }
 			r := driver.RawRecord{Index: i, TaskID: &q.TaskID}
 			start, end := ns(t.Start), ns(t.End)
+			if scheduled {
+				sent := start
+				start = int64(arrive[i])
+				r.Sent = &sent
+			}
 			in, out := len(q.InputIDs), t.OutputTokens
 			r.Start, r.End, r.InputTokens, r.OutputTokens = &start, &end, &in, &out
 			if len(t.Chunks) > 0 {
@@ -502,15 +548,15 @@ loop:
 	}
 	wg.Wait()
 	if ex := e.waitExit(firstErr); ex != nil {
-		return nil, fmt.Errorf("the server exited during the pass: %w", ex)
+		return nil, nil, fmt.Errorf("the server exited during the pass: %w", ex)
 	}
 	if firstErr != nil {
-		return nil, firstErr
+		return nil, nil, firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return raws, nil
+	return raws, held, nil
 }
 
 // ExitWait is how long a pass whose request failed without an HTTP

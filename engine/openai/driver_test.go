@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -93,11 +94,16 @@ func TestClientAgainstServeArrivals(t *testing.T) {
 			t.Fatalf("%+v: the schedule's mean gap %.4fs and CV %.2f are beyond 4 standard errors (%.0f%%, %.0f%%) of the targets %.4fs and %.2f",
 				l, sched, schedCV, 100*meanTol, 100*cvTol, 1/l.RequestRate, wantCV)
 		}
-		var starts []time.Duration
-		for _, r := range res.Requests {
-			starts = append(starts, r.Start)
+		// Each request's clock starts at its scheduled arrival; its send
+		// follows the schedule's gaps.
+		var sends []time.Duration
+		for i, r := range res.Requests {
+			if r.Start != sched0(l, n)[i] || r.Sent < r.Start || r.FirstToken < r.Sent {
+				t.Fatalf("%+v: request %d: start %v, sent %v, first token %v; scheduled at %v", l, i, r.Start, r.Sent, r.FirstToken, sched0(l, n)[i])
+			}
+			sends = append(sends, r.Sent)
 		}
-		mean, cv := gaps(starts)
+		mean, cv := gaps(sends)
 		if math.Abs(mean-sched) > 0.1*sched || math.Abs(cv-schedCV) > 0.2*schedCV {
 			t.Errorf("%+v: sent with mean gap %.4fs and CV %.2f; the schedule has %.4fs and %.2f", l, mean, cv, sched, schedCV)
 		}
@@ -115,6 +121,74 @@ func TestClientAgainstServeArrivals(t *testing.T) {
 	}
 }
 
+// sched0 is l's schedule of n requests moved to start at 0, as the
+// checked records are.
+func sched0(l engine.Load, n int) []time.Duration {
+	a := l.Arrivals(n)
+	out := make([]time.Duration, n)
+	for i := range a {
+		out[i] = a[i] - a[0]
+	}
+	return out
+}
+
+// TestOpenLoopCountsTheClientsWait: a server slower than the offered
+// rate, behind max_in_flight 2, makes requests wait in the client. Their
+// clocks still start at their scheduled arrivals, so TTFT counts the
+// wait; the sends come later and slower than the offer, and the pass
+// says how many waited, for how long at most, and the bound. Timed from
+// the sends instead, TTFT would stay near the fake's 2 x 20 ms whatever
+// the offered rate (coordinated omission).
+func TestOpenLoopCountsTheClientsWait(t *testing.T) {
+	const n, rate, ttft = 16, 200.0, 20 * time.Millisecond
+	url := fake(t, &openaitest.Server{TTFT: ttft, TPOT: time.Millisecond})
+	l := engine.Load{RequestRate: rate, Burstiness: 1, Seed: 7}
+	c := cell(t, l, 1)
+	e := open(t, Options{URL: url, MaxInFlight: 2}, c)
+	res, err := e.Run(context.Background(), requests(n, 3, 2), engine.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := sched0(l, n)
+	var waited, longest time.Duration
+	late := 0
+	for i, r := range res.Requests {
+		if d := r.Start - sched[i]; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("request %d starts at %v, scheduled at %v", i, r.Start, sched[i])
+		}
+		wait := r.Sent - r.Start
+		if wait < 0 || r.FirstToken-r.Start < wait+ttft {
+			t.Errorf("request %d: start %v, sent %v, first token %v: TTFT must count the %v wait and the server's %v", i, r.Start, r.Sent, r.FirstToken, wait, ttft)
+		}
+		if wait > 10*time.Millisecond {
+			late++
+		}
+		waited += wait
+		longest = max(longest, wait)
+	}
+	// 16 requests in about 80 ms against at most 2 x (1 / 40 ms) served:
+	// the last ones wait some 200 ms.
+	if late < n/2 || longest < 100*time.Millisecond {
+		t.Errorf("%d of %d requests sent more than 10 ms after their arrival, the longest %v after; want most of them, by 100 ms or more", late, n, longest)
+	}
+	m := engine.ServingMetrics(res.Requests, &engine.SLO{TTFTms: 60, Percentile: 99})
+	if got := m[engine.AchievedRateKey]; got <= 0 || got > rate/2 {
+		t.Errorf("achieved rate %v req/s for an offered %v: the sends must show the client falling behind", got, rate)
+	}
+	if got := m[engine.SLOAttainmentKey]; got > 0.5 {
+		t.Errorf("SLO attainment %v at TTFT <= 60 ms, although most requests waited their turn for 40 ms or more", got)
+	}
+	if res.Metrics[engine.HeldRequestsKey] < float64(late) || res.Metrics[engine.HeldRequestsKey] > n-1 || res.Metrics[engine.HeldBoundKey] != 2 ||
+		math.Abs(res.Metrics[engine.HeldMaxMsKey]-float64(longest)/1e6) > 1e-6 {
+		t.Errorf("held metrics %v; want at least %d held, the longest %v, bound 2", res.Metrics, late, longest)
+	}
+	// The pass's records.jsonl keeps the sends.
+	raw, err := os.ReadFile(filepath.Join(driver.PassDir(c, 0), "records.jsonl"))
+	if err != nil || strings.Count(string(raw), `"sent_ns":`) != n {
+		t.Errorf("records.jsonl: %v\n%s", err, raw)
+	}
+}
+
 func TestClientStreamingTimes(t *testing.T) {
 	base, _, _ := serveTiny(t)
 	reqs := requests(12, 6, 7)
@@ -125,6 +199,9 @@ func TestClientStreamingTimes(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, r := range res.Requests {
+			if r.Sent != 0 {
+				t.Errorf("%s: request %d of a closed loop: sent %v, want it at its start %v", api, i, r.Sent, r.Start)
+			}
 			// xrun serve streams a chunk per token.
 			if len(r.TokenTimes) != 7 || !slices.IsSorted(r.TokenTimes) || r.TokenTimes[0] != r.FirstToken || r.Start > r.FirstToken || r.TokenTimes[6] > r.End {
 				t.Errorf("%s: request %d: start %v first %v end %v tokens %v", api, i, r.Start, r.FirstToken, r.End, r.TokenTimes)
