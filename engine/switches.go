@@ -175,11 +175,9 @@ var Switches = SwitchTable{
 	CUDAWgmma: flagSwitch("XRUN_CUDA_WGMMA", true, true,
 		"on Hopper, the own GEMM (gemm_plugin: disable) above the GEMV's rows runs on the warpgroup MMA (gemm_wgmma.cu: wgmma.mma_async from swizzled shared memory); `0` keeps it on the mma.sync tiles (gemm.cu) that other GPUs run"),
 	CUDAWgmmaTile: choiceSwitch("XRUN_CUDA_WGMMA_TILE", "auto", func(v string) bool { return v == "wg1" || v == "wg2" || v == "wg2w" },
-		"`wg1`, `wg2`, `wg2w`", "the warpgroup-MMA GEMMs' tile, chosen by M (64 x 128 up to M = 64, 128 x 128 above); a name forces it (`wg2w`: 128 x 256)"),
-	// Off until TestGemmFP8Paths has passed on a GPU; then on, and this
-	// switch goes.
-	CUDAWgmmaFP8: flagSwitch("XRUN_CUDA_WGMMA_FP8", false, true,
-		"`1` runs the own FP8 GEMM (dtype fp8, gemm_plugin: disable) above 8 rows on Hopper's warpgroup MMA too, in its E4M3 form (with XRUN_CUDA_WGMMA; not yet verified on a GPU); by default on CUDA-core tiles (fp8.cu)"),
+		"`wg1`, `wg2`, `wg2w`", "the warpgroup-MMA GEMMs' tile, chosen by M: 64 x 128 up to M = 64 (fp16/bf16: split-K to one block per multiprocessor), 128 x 128 above, fp16/bf16 128 x 256 above M = 128; a name forces it (`wg2w`: 128 x 256)"),
+	CUDAWgmmaFP8: flagSwitch("XRUN_CUDA_WGMMA_FP8", true, true,
+		"the own FP8 GEMM (dtype fp8, gemm_plugin: disable) above 8 rows on Hopper's warpgroup MMA in its E4M3 form (with XRUN_CUDA_WGMMA); `0` runs it on CUDA-core tiles (fp8.cu), 10-20x slower"),
 	CUDAAttnTC: choiceSwitch("XRUN_CUDA_ATTN_TC", "auto", func(v string) bool { return v == "0" || attnTCName.MatchString(v) },
 		"`0`, a configuration (`tc-m1-k4-t16-s3`)",
 		"the tensor-core attention kernel, its configuration chosen per launch; `0` puts every attention launch on the CUDA-core kernel, a configuration's name puts the launches it can serve on it"),

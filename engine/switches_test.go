@@ -111,7 +111,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_ATTN_SHORT":  {"256", true},
 		"XRUN_CUDA_MOE_TILE":    {"auto", true},
 		"XRUN_CUDA_WGMMA":       {"1", true},
-		"XRUN_CUDA_WGMMA_FP8":   {"0", true},
+		"XRUN_CUDA_WGMMA_FP8":   {"1", true},
 		"XRUN_CUDA_WGMMA_TILE":  {"auto", true},
 		"XRUN_CUDA_MOE_HINTS":   {"3", true},
 		"XRUN_CUDA_MOE_LT":      {"1", true},

@@ -82,7 +82,7 @@ func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 	case m > 128 && ceilDiv(m, 128)*ceilDiv(n, 128) >= sms:
 		cfg = gemmLarge
 	}
-	return splitGemm(cfg, m, n, k, sms, wsBytes)
+	return splitGemm(cfg, m, n, k, sms, wsBytes, gemmWaves)
 }
 
 // planGemmWG is planGemm on the wgmma configurations (M above the GEMV's),
@@ -93,21 +93,35 @@ func planGemmWG(m, n, k, sms, wsBytes int, fp8 bool, tile string) gemmPlan {
 		i = 1
 	}
 	cfgs, ok := gemmWGTiles[tile]
+	waves := gemmWaves
 	if !ok {
-		cfgs = gemmWGTiles["wg2"]
-		if m <= 64 {
+		// By BenchmarkGemm on an H200 (TinyLlama's shapes, fp16): at M =
+		// 64 one wave of split-K blocks is as fast or faster (LM head 38.0
+		// against 51.4 us, gate_up 20.3 against 23.2); at M = 256 the 128 x
+		// 256 tile is 7-13 % faster on all four shapes. E4M3 keeps 128 x
+		// 128 there (wg2w was slower on three of four Llama-3.1-8B shapes).
+		switch {
+		case m <= 64:
 			cfgs = gemmWGTiles["wg1"]
+			if !fp8 {
+				waves = 1
+			}
+		case m > 128 && !fp8:
+			cfgs = gemmWGTiles["wg2w"]
+		default:
+			cfgs = gemmWGTiles["wg2"]
 		}
 	}
-	return splitGemm(cfgs[i], m, n, k, sms, wsBytes)
+	return splitGemm(cfgs[i], m, n, k, sms, wsBytes, waves)
 }
 
-// splitGemm is the split-K of cfg's launch for one shape.
-func splitGemm(cfg gemmConfig, m, n, k, sms, wsBytes int) gemmPlan {
+// splitGemm is the split-K of cfg's launch for one shape, aiming at waves
+// blocks per multiprocessor.
+func splitGemm(cfg gemmConfig, m, n, k, sms, wsBytes, waves int) gemmPlan {
 	tiles := ceilDiv(m, cfg.bm) * ceilDiv(n, cfg.bn)
 	ktiles := ceilDiv(k, cfg.bk)
 	splits := 1
-	for tiles*splits < gemmWaves*sms && ktiles/(splits*2) >= 8 && splits*2*m*n*4 <= wsBytes {
+	for tiles*splits < waves*sms && ktiles/(splits*2) >= 8 && splits*2*m*n*4 <= wsBytes {
 		splits *= 2
 	}
 	kps := ceilDiv(ktiles, splits)
