@@ -784,7 +784,12 @@ var ErrCapacity = errors.New("batch exceeds the reserved capacity")
 // attention kernel, or, where that cannot take it (prefill), into RopeKV
 // with the cache write; a dense layer at decode is then eight kernels. On
 // MoE layers the router GEMV takes ln2's norm, and the experts' output is
-// added by an AddRMSNorm kernel. XRUN_CUDA_FUSE=0 turns all of this off,
+// added by an AddRMSNorm kernel. With dtype fp8 and static input scales (a
+// checkpoint's, or calibrated at load), the CUDA backend quantizes the
+// QKV, gate_up and down GEMMs' inputs inside the norm or SwiGLU kernel that
+// produces them and never writes ln1's output, ln2's (dense layers) or
+// SwiGLU's: so no other op may read m.h or m.act after such a GEMM (on MoE
+// layers the bf16 router reads m.h first, and that norm runs unfused). XRUN_CUDA_FUSE=0 turns all of this off,
 // XRUN_CUDA_FUSE_NORM=0 the norms' part, XRUN_CUDA_ATTN_ROPE=0 the
 // folding into attention (engine.Switches). The CPU backend runs every op
 // on its own.
