@@ -36,3 +36,14 @@ func checkWarning(t *testing.T, warned []string, want string) {
 		t.Errorf("warnings %q, want one saying %q", warned, want)
 	}
 }
+
+// planCells is parseCase that also checks the plan's cell count; nil where
+// the spec failed as wanted.
+func planCells(t *testing.T, spec, wantErr string, cells int) *Spec {
+	t.Helper()
+	s := parseCase(t, spec, wantErr)
+	if s != nil && len(s.Plan.Cells) != cells {
+		t.Errorf("%d cells, want %d", len(s.Plan.Cells), cells)
+	}
+	return s
+}
