@@ -132,6 +132,7 @@ type SwitchTable struct {
 	CUDAWgmma       FlagSwitch
 	CUDAWgmmaFP8    FlagSwitch
 	CUDAWgmmaTile   ChoiceSwitch
+	CUDAGemmWaves   IntSwitch
 	CUDAAttnTC      ChoiceSwitch
 	CUDAAttnSplit   FlagSwitch
 	CUDAAttnRope    FlagSwitch
@@ -176,6 +177,8 @@ var Switches = SwitchTable{
 		"on Hopper, the own GEMM (gemm_plugin: disable) above the GEMV's rows runs on the warpgroup MMA (gemm_wgmma.cu: wgmma.mma_async from swizzled shared memory); `0` keeps it on the mma.sync tiles (gemm.cu) that other GPUs run"),
 	CUDAWgmmaTile: choiceSwitch("XRUN_CUDA_WGMMA_TILE", "auto", func(v string) bool { return v == "wg1" || v == "wg2" || v == "wg2w" },
 		"`wg1`, `wg2`, `wg2w`", "the warpgroup-MMA GEMMs' tile, chosen by M: 64 x 128 up to M = 64 (fp16/bf16: split-K to one block per multiprocessor), 128 x 128 above, fp16/bf16 128 x 256 above M = 128; a name forces it (`wg2w`: 128 x 256)"),
+	CUDAGemmWaves: intSwitch("XRUN_CUDA_GEMM_WAVES", 0, 0, 8, "`0`..`8`",
+		"the own GEMM's split-K target, blocks per multiprocessor: `0` chooses by M (one on the warpgroup-MMA fp16/bf16 tiles up to M = 64, else two); `1`..`8` sets it"),
 	CUDAWgmmaFP8: flagSwitch("XRUN_CUDA_WGMMA_FP8", true, true,
 		"the own FP8 GEMM (dtype fp8, gemm_plugin: disable) above 8 rows on Hopper's warpgroup MMA in its E4M3 form (with XRUN_CUDA_WGMMA); `0` runs it on CUDA-core tiles (fp8.cu), 10-20x slower"),
 	CUDAAttnTC: choiceSwitch("XRUN_CUDA_ATTN_TC", "auto", func(v string) bool { return v == "0" || attnTCName.MatchString(v) },
@@ -298,6 +301,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAWgmma:       t.CUDAWgmma.On(getenv),
 		CUDAWgmmaFP8:    t.CUDAWgmmaFP8.On(getenv),
 		CUDAWgmmaTile:   t.CUDAWgmmaTile.Get(getenv),
+		CUDAGemmWaves:   t.CUDAGemmWaves.Int(getenv),
 		CUDAAttnTC:      t.CUDAAttnTC.Get(getenv),
 		CUDAAttnSplit:   t.CUDAAttnSplit.On(getenv),
 		CUDAAttnRope:    t.CUDAAttnRope.On(getenv),

@@ -113,6 +113,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_WGMMA":       {"1", true},
 		"XRUN_CUDA_WGMMA_FP8":   {"1", true},
 		"XRUN_CUDA_WGMMA_TILE":  {"auto", true},
+		"XRUN_CUDA_GEMM_WAVES":  {"0", true},
 		"XRUN_CUDA_MOE_HINTS":   {"3", true},
 		"XRUN_CUDA_MOE_LT":      {"1", true},
 		"XRUN_CUDA_LT_TUNE":     {"1", true},

@@ -158,7 +158,7 @@ func (g *GPU) GemmFP8(s *Stream, dt DType, y Buffer, x, w FP8Operand, m, n, k in
 		if err := g.gemmWorkspace(s); err != nil {
 			return err
 		}
-		p := planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes, true, g.sw.CUDAWgmmaTile)
+		p := planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes, true, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
 		return g.launchGemm(s, dt, y, p, m, n, k, func(a *Args, part Buffer) *Args {
 			return a.Ptr(x.Codes).Ptr(w.Codes).Ptr(y).Ptr(part).Ptr(x.Scales).I32(b2i(x.PerRow)).Ptr(w.Scales).I32(b2i(w.PerRow)).
 				I32(m).I32(n).I32(k).I32(p.kps)

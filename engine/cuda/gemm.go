@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
 )
 
@@ -67,14 +68,15 @@ type gemmPlan struct {
 	splits, kps int
 }
 
-// gemmWaves is how many blocks per multiprocessor split-K aims for; the
-// benchmark sweeps it.
-var gemmWaves = 2
+// gemmWaves is how many blocks per multiprocessor split-K aims for unless
+// XRUN_CUDA_GEMM_WAVES or planGemmWG's choice by M says otherwise.
+const gemmWaves = 2
 
 // planGemm picks a tile configuration by M, then splits K until the grid
-// has about gemmWaves blocks per multiprocessor, keeping at least 8 k-tiles
-// (256 or 512 of K) per split and the partials within the workspace.
-func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
+// has about waves (0: gemmWaves) blocks per multiprocessor, keeping at
+// least 8 k-tiles (256 or 512 of K) per split and the partials within the
+// workspace.
+func planGemm(m, n, k, sms, wsBytes, waves int) gemmPlan {
 	cfg := gemmMedium
 	switch {
 	case m <= 16:
@@ -82,18 +84,19 @@ func planGemm(m, n, k, sms, wsBytes int) gemmPlan {
 	case m > 128 && ceilDiv(m, 128)*ceilDiv(n, 128) >= sms:
 		cfg = gemmLarge
 	}
-	return splitGemm(cfg, m, n, k, sms, wsBytes, gemmWaves)
+	return splitGemm(cfg, m, n, k, sms, wsBytes, cmp.Or(waves, gemmWaves))
 }
 
 // planGemmWG is planGemm on the wgmma configurations (M above the GEMV's),
-// over E4M3 codes with fp8: the tile XRUN_CUDA_WGMMA_TILE names, else by M.
-func planGemmWG(m, n, k, sms, wsBytes int, fp8 bool, tile string) gemmPlan {
+// over E4M3 codes with fp8: the tile XRUN_CUDA_WGMMA_TILE names, else by M,
+// and waves blocks per multiprocessor (0: by M too).
+func planGemmWG(m, n, k, sms, wsBytes int, fp8 bool, tile string, waves int) gemmPlan {
 	i := 0
 	if fp8 {
 		i = 1
 	}
 	cfgs, ok := gemmWGTiles[tile]
-	waves := gemmWaves
+	byM := gemmWaves
 	if !ok {
 		// By BenchmarkGemm on an H200 (TinyLlama's shapes, fp16): at M =
 		// 64 one wave of split-K blocks is as fast or faster (LM head 38.0
@@ -104,7 +107,7 @@ func planGemmWG(m, n, k, sms, wsBytes int, fp8 bool, tile string) gemmPlan {
 		case m <= 64:
 			cfgs = gemmWGTiles["wg1"]
 			if !fp8 {
-				waves = 1
+				byM = 1
 			}
 		case m > 128 && !fp8:
 			cfgs = gemmWGTiles["wg2w"]
@@ -112,7 +115,7 @@ func planGemmWG(m, n, k, sms, wsBytes int, fp8 bool, tile string) gemmPlan {
 			cfgs = gemmWGTiles["wg2"]
 		}
 	}
-	return splitGemm(cfgs[i], m, n, k, sms, wsBytes, waves)
+	return splitGemm(cfgs[i], m, n, k, sms, wsBytes, cmp.Or(waves, byM))
 }
 
 // splitGemm is the split-K of cfg's launch for one shape, aiming at waves
@@ -151,9 +154,9 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 	}
 	var p gemmPlan
 	if g.wgmma() {
-		p = planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes, false, g.sw.CUDAWgmmaTile)
+		p = planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes, false, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
 	} else {
-		p = planGemm(m, n, k, g.Info.SMs, g.gemmWS.Bytes)
+		p = planGemm(m, n, k, g.Info.SMs, g.gemmWS.Bytes, g.sw.CUDAGemmWaves)
 	}
 	return g.launchGemm(s, dt, y, p, m, n, k, func(a *Args, part Buffer) *Args {
 		return a.Ptr(x).Ptr(w).Ptr(y).Ptr(part).I32(m).I32(n).I32(k).I32(p.kps)

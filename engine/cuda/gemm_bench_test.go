@@ -78,8 +78,8 @@ func BenchmarkGemm(b *testing.B) {
 						}
 						var waves int
 						if _, err := fmt.Sscanf(impl, "own-waves%d", &waves); err == nil {
-							defer func(w int) { gemmWaves = w }(gemmWaves)
-							gemmWaves = waves
+							defer keepSwitches(g)()
+							g.sw.CUDAGemmWaves = waves
 						}
 						run := func(i int) error {
 							if strings.HasPrefix(impl, "own") {

@@ -255,11 +255,11 @@ func TestPlanGemm(t *testing.T) {
 		{64, 4096, 14336, "f8_wg1", 2, 16},
 		{2048, 6144, 4096, "f8_wg2", 1, 1},
 	} {
-		p := planGemm(c.m, c.n, c.k, 132, GemmWorkspaceBytes)
+		p := planGemm(c.m, c.n, c.k, 132, GemmWorkspaceBytes, 0)
 		if strings.HasPrefix(c.cfg, "f8_") {
-			p = planGemmWG(c.m, c.n, c.k, 132, GemmWorkspaceBytes, true, "auto")
+			p = planGemmWG(c.m, c.n, c.k, 132, GemmWorkspaceBytes, true, "auto", 0)
 		} else if strings.HasPrefix(c.cfg, "wg") {
-			p = planGemmWG(c.m, c.n, c.k, 132, GemmWorkspaceBytes, false, "auto")
+			p = planGemmWG(c.m, c.n, c.k, 132, GemmWorkspaceBytes, false, "auto", 0)
 		}
 		kt := ceilDiv(c.k, p.cfg.bk)
 		if p.cfg.name != c.cfg || p.splits < c.minSplits || p.splits > c.maxSplits || p.kps*p.splits < kt || p.kps*(p.splits-1) >= kt {

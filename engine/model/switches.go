@@ -21,6 +21,7 @@ type Switches struct {
 	CUDAWgmma       bool   // XRUN_CUDA_WGMMA: the own GEMM on Hopper's warpgroup MMA (default on)
 	CUDAWgmmaFP8    bool   // XRUN_CUDA_WGMMA_FP8: its E4M3 form for the own FP8 GEMM
 	CUDAWgmmaTile   string // XRUN_CUDA_WGMMA_TILE: "auto", "wg1", "wg2" or "wg2w"
+	CUDAGemmWaves   int    // XRUN_CUDA_GEMM_WAVES: the own GEMM's split-K target (0: by M)
 	CUDAAttnTC      string // XRUN_CUDA_ATTN_TC: "auto", "0" or a configuration's name
 	CUDAAttnSplit   bool   // XRUN_CUDA_ATTN_SPLIT
 	CUDAAttnRope    bool   // XRUN_CUDA_ATTN_ROPE
