@@ -26,15 +26,16 @@
 // next one can do its work too: why a dense layer at decode is five
 // kernels), ops.go (the model's ops), pipeline.go (Argmax and the pipelined
 // picks), profiling.go (CUPTI, the profiler window, NVTX), fp8.go (dtype
-// fp8: E4M3 weights and the FP8 GEMMs), kv_fp8.go (kv_cache_dtype fp8:
-// an E4M3 KV cache, opt-in), moe_fp8.go
+// fp8: E4M3 weights, the FP8 GEMMs, static input scales calibrated at load
+// and the quantization fused into the norms and SwiGLU), kv_fp8.go
+// (kv_cache_dtype fp8: an E4M3 KV cache), moe_fp8.go
 // (dtype fp8's MoE experts), gptoss.go (GPT-OSS: bias adds, attention with
 // sinks over a window on a ring KV cache, experts with biases and the
 // clamped SwiGLU), mla.go
 // (DeepSeek-V3's multi-head latent attention and grouped routing),
 // moe_mxfp4.go (moe_weights mxfp4: experts kept as MXFP4 codes and scales,
-// dequantized in the expert kernels; unverified on a GPU, so auto stays
-// bf16 here),
+// dequantized in the expert kernels; slower than bf16 experts on an H200,
+// so auto stays bf16 here),
 // collective.go (tensor and expert parallelism: model.Collective over
 // NCCL, one communicator per rank on its GPU's thread, the operations
 // queued like ops and captured in the iteration's graph; registered with

@@ -35,7 +35,7 @@ import (
 // backend computes it.
 //
 // MoE experts run in FP8 too (moe_fp8.go). An FP8 KV cache is
-// kv_fp8.go's (opt-in until verified on a GPU).
+// kv_fp8.go's (kv_cache_dtype fp8).
 
 // randomFill is how a Random weight was generated.
 type randomFill struct {
