@@ -47,3 +47,22 @@ func planCells(t *testing.T, spec, wantErr string, cells int) *Spec {
 	}
 	return s
 }
+
+// checkIDWhenGiven checks a parameter added after cells had ids: base (a
+// spec's params) plans the same cell ids without it, a value given puts it
+// in the id (with != without, and no slugPrefix in the id without it), and
+// an axis of values gives each cell its slug.
+func checkIDWhenGiven(t *testing.T, base, param, given, slugPrefix string, axis []string) {
+	t.Helper()
+	without := mustParse(t, "params: {"+base+"}\n")
+	with := mustParse(t, "params: {"+base+", "+param+": "+given+"}\n")
+	if a, b := without.Plan.Cells[0].ID, with.Plan.Cells[0].ID; a == b || strings.Contains(a, slugPrefix) {
+		t.Errorf("ids %q without %s and %q with it", a, param, b)
+	}
+	ax := mustParse(t, "params: {"+base+"}\nmatrix: {"+param+": ["+strings.Join(axis, ", ")+"]}\n")
+	for i, v := range axis {
+		if id, want := ax.Plan.Cells[i].ID, slugPrefix+v; !strings.Contains(id, want) {
+			t.Errorf("cell %d id %q lacks %q", i, id, want)
+		}
+	}
+}

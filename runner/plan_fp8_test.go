@@ -133,15 +133,5 @@ func TestPlanFP8Activations(t *testing.T) {
 		})
 	}
 	// In the id where given only: a spec without it keeps its ids.
-	without := mustParse(t, "params: {model: tiny-llama, engine: cpu, dtype: fp8}\n")
-	with := mustParse(t, "params: {model: tiny-llama, engine: cpu, dtype: fp8, fp8_activations: auto}\n")
-	if a, b := without.Plan.Cells[0].ID, with.Plan.Cells[0].ID; a == b || strings.Contains(a, "fp8act") {
-		t.Errorf("ids %q without fp8_activations and %q with it", a, b)
-	}
-	axis := mustParse(t, "params: {model: tiny-llama, engine: cpu, dtype: fp8}\nmatrix: {fp8_activations: [static, dynamic]}\n")
-	for i, want := range []string{"fp8act-static", "fp8act-dynamic"} {
-		if id := axis.Plan.Cells[i].ID; !strings.Contains(id, want) {
-			t.Errorf("cell %d id %q lacks %q", i, id, want)
-		}
-	}
+	checkIDWhenGiven(t, "model: tiny-llama, engine: cpu, dtype: fp8", "fp8_activations", "auto", "fp8act-", []string{"static", "dynamic"})
 }

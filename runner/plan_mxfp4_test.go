@@ -50,17 +50,7 @@ func TestPlanMoEWeights(t *testing.T) {
 		})
 	}
 	// In the id where given only: a spec without it keeps its ids.
-	without := mustParse(t, "params: {model: tiny-moe, engine: cpu}\n")
-	with := mustParse(t, "params: {model: tiny-moe, engine: cpu, moe_weights: mxfp4}\n")
-	if a, b := without.Plan.Cells[0].ID, with.Plan.Cells[0].ID; a == b || strings.Contains(a, "moe-") {
-		t.Errorf("ids %q without moe_weights and %q with it", a, b)
-	}
-	axis := mustParse(t, "params: {model: tiny-moe, engine: cpu}\nmatrix: {moe_weights: [bf16, mxfp4]}\n")
-	for i, want := range []string{"moe-bf16", "moe-mxfp4"} {
-		if id := axis.Plan.Cells[i].ID; !strings.Contains(id, want) {
-			t.Errorf("cell %d id %q lacks %q", i, id, want)
-		}
-	}
+	checkIDWhenGiven(t, "model: tiny-moe, engine: cpu", "moe_weights", "mxfp4", "moe-", []string{"bf16", "mxfp4"})
 }
 
 // TestMoEWeightsMemory: a cell of MXFP4 experts needs its routed experts'
