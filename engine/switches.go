@@ -133,6 +133,7 @@ type SwitchTable struct {
 	CUDAWgmmaFP8    FlagSwitch
 	CUDAWgmmaTile   ChoiceSwitch
 	CUDAGemmWaves   IntSwitch
+	CUDAGemmTMA     ChoiceSwitch
 	CUDAAttnTC      ChoiceSwitch
 	CUDAAttnSplit   FlagSwitch
 	CUDAAttnRope    FlagSwitch
@@ -179,6 +180,8 @@ var Switches = SwitchTable{
 		"`wg1`, `wg2`, `wg2w`", "the warpgroup-MMA GEMMs' tile, chosen by M: 64 x 128 up to M = 64 (fp16/bf16: split-K to one block per multiprocessor), 128 x 128 above, fp16/bf16 128 x 256 above M = 128; a name forces it (`wg2w`: 128 x 256)"),
 	CUDAGemmWaves: intSwitch("XRUN_CUDA_GEMM_WAVES", 0, 0, 8, "`0`..`8`",
 		"the own GEMM's split-K target, blocks per multiprocessor: `0` chooses by M (one on the warpgroup-MMA fp16/bf16 tiles up to M = 64, else two); `1`..`8` sets it"),
+	CUDAGemmTMA: choiceSwitch("XRUN_CUDA_GEMM_TMA", "auto", func(v string) bool { return v == "1" || v == "0" },
+		"`1`, `0`", "on Hopper, the own GEMM's warpgroup-MMA tiles (16-bit and E4M3) fed by TMA loads from a producer warpgroup through an mbarrier pipeline (gemm_tma.cu) where a launch does not split K (prefill chunks, wide outputs) and for FP8 codes above 64 rows, the cp.async kernels with split-K partials in global memory (gemm_wgmma.cu) where a 16-bit or 64-row launch splits it; `1` puts every launch on TMA (a split then adds its partial tiles inside a thread-block cluster), `0` none"),
 	CUDAWgmmaFP8: flagSwitch("XRUN_CUDA_WGMMA_FP8", true, true,
 		"the own FP8 GEMM (dtype fp8, gemm_plugin: disable) above 8 rows on Hopper's warpgroup MMA in its E4M3 form (with XRUN_CUDA_WGMMA); `0` runs it on CUDA-core tiles (fp8.cu), 10-20x slower"),
 	CUDAAttnTC: choiceSwitch("XRUN_CUDA_ATTN_TC", "auto", func(v string) bool { return v == "0" || attnTCName.MatchString(v) },
@@ -302,6 +305,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAWgmmaFP8:    t.CUDAWgmmaFP8.On(getenv),
 		CUDAWgmmaTile:   t.CUDAWgmmaTile.Get(getenv),
 		CUDAGemmWaves:   t.CUDAGemmWaves.Int(getenv),
+		CUDAGemmTMA:     t.CUDAGemmTMA.Get(getenv),
 		CUDAAttnTC:      t.CUDAAttnTC.Get(getenv),
 		CUDAAttnSplit:   t.CUDAAttnSplit.On(getenv),
 		CUDAAttnRope:    t.CUDAAttnRope.On(getenv),

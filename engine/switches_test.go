@@ -114,6 +114,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_WGMMA_FP8":   {"1", true},
 		"XRUN_CUDA_WGMMA_TILE":  {"auto", true},
 		"XRUN_CUDA_GEMM_WAVES":  {"0", true},
+		"XRUN_CUDA_GEMM_TMA":    {"auto", true},
 		"XRUN_CUDA_MOE_HINTS":   {"3", true},
 		"XRUN_CUDA_MOE_LT":      {"1", true},
 		"XRUN_CUDA_LT_TUNE":     {"1", true},
@@ -223,7 +224,7 @@ func TestParseSwitches(t *testing.T) {
 		t.Fatalf("model.Switches has %d fields, the table %d switches", n, m)
 	}
 	// A value other than the default, per kind of switch.
-	other := map[string]string{"XRUN_CUDA_ATTN_TC": "tc-m1-k4-t16-s3", "XRUN_CUDA_MOE_TILE": "l", "XRUN_CUDA_WGMMA_TILE": "wg2w"}
+	other := map[string]string{"XRUN_CUDA_ATTN_TC": "tc-m1-k4-t16-s3", "XRUN_CUDA_MOE_TILE": "l", "XRUN_CUDA_WGMMA_TILE": "wg2w", "XRUN_CUDA_GEMM_TMA": "1"}
 	tv := reflect.ValueOf(Switches)
 	for i := range tv.NumField() {
 		field := tv.Type().Field(i).Name

@@ -198,6 +198,11 @@ type GPU struct {
 	// while the one before it drains and wait in griddepcontrol.wait, which
 	// hides most of the gap between the small kernels of a decode step.
 	pdl bool
+	// launchEx: the driver has cuLaunchKernelEx (clusters, PDL); tma: it
+	// encodes TMA descriptors (cuTensorMapEncodeTiled), which the own
+	// GEMM's TMA kernels (gemm_tma.cu) read; tmaps caches those.
+	launchEx, tma bool
+	tmaps         map[tmapKey]*[128]byte
 	// sw are the switches the launchers follow (WithSwitches), and
 	// gemvRows the largest M the own GEMM sends to the GEMV
 	// (GemvRowsFor(sw)). Tests change them on the GPU's thread.
@@ -222,8 +227,9 @@ func openGPU(index int, o options) (*GPU, error) {
 		return nil, fmt.Errorf("GPU %d (%s): %s", index, info.Name, info.Unusable)
 	}
 	g := &GPU{Info: info, cacheDir: o.cacheDir, syncLaunches: *o.syncLaunches,
-		pdl: info.Major >= 9 && o.sw.CUDAPDL && C.xr_has_launch_ex() != 0,
-		sw:  *o.sw, gemvRows: GemvRowsFor(*o.sw),
+		pdl:      info.Major >= 9 && o.sw.CUDAPDL && C.xr_has_launch_ex() != 0,
+		launchEx: C.xr_has_launch_ex() != 0, tma: C.xr_has_tensor_map() != 0, tmaps: map[tmapKey]*[128]byte{},
+		sw: *o.sw, gemvRows: GemvRowsFor(*o.sw),
 		modules: map[string]*module{}, funcs: map[string]*Function{}}
 	if err := cuErrf("cuDeviceGet", C.xr_cuDeviceGet(&g.dev, C.int(index)), "ordinal %d", index); err != nil {
 		return nil, err

@@ -147,14 +147,14 @@ func (g *GPU) GemmFP8(s *Stream, dt DType, y Buffer, x, w FP8Operand, m, n, k in
 	if k%16 != 0 || x.Codes.Ptr%16 != 0 || w.Codes.Ptr%16 != 0 {
 		return fmt.Errorf("cuda: own FP8 GEMM needs K %% 16 == 0 and 16-byte aligned codes (got K=%d, X at %#x, W at %#x)", k, x.Codes.Ptr, w.Codes.Ptr)
 	}
-	b2i := func(b bool) int {
-		if b {
-			return 1
-		}
-		return 0
-	}
 	if m > fp8GemvRows && g.wgmmaFP8() {
-		// Hopper: the warpgroup MMA's E4M3 form (gemm_wgmma.cu).
+		// Hopper: the warpgroup MMA's E4M3 form (gemm_tma.cu, or
+		// gemm_wgmma.cu without TMA).
+		if p, ok := g.tmaPlanFor(m, n, k, true); ok {
+			return g.launchGemmTMA(s, dt, y, x.Codes, w.Codes, p, 1, m, n, k, func(a *Args) *Args {
+				return a.Ptr(x.Scales).I32(b2i(x.PerRow)).Ptr(w.Scales).I32(b2i(w.PerRow))
+			})
+		}
 		if err := g.gemmWorkspace(s); err != nil {
 			return err
 		}

@@ -413,6 +413,9 @@ func BenchmarkFP8Quantize(b *testing.B) {
 // projections for M = 1, 64, 256 and 2048: cuBLASLt bf16, cuBLASLt FP8 and
 // the own FP8 kernels, each FP8 one with its input's quantization (amax and
 // quantize kernels, dynamic per tensor) counted, as a forward pass runs it.
+// On Hopper the own kernels also run forced: the warpgroup MMA (TMA-fed
+// as XRUN_CUDA_GEMM_TMA chooses; -tma and -cpasync force each), its 128 x
+// 256 tile, and the CUDA-core tiles.
 // Weights rotate among copies larger than the L2 cache together, as in
 // BenchmarkGemm. Reported: us/gemm, TFLOP/s, GB/s of the bytes that must
 // move (W at its width, X and Y in bf16).
@@ -425,7 +428,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 			if dev.Info.Major == 9 && m > fp8GemvRows {
 				// The warpgroup MMA and fp8.cu's CUDA-core tiles, whatever
 				// XRUN_CUDA_WGMMA_FP8 says.
-				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cores")
+				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores")
 			}
 			for _, impl := range impls {
 				b.Run(fmt.Sprintf("%s/%s/M=%d/N=%d/K=%d", impl, sh.name, m, sh.n, sh.k), func(b *testing.B) {
@@ -446,6 +449,12 @@ func BenchmarkGemmFP8(b *testing.B) {
 							g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = on, on
 							if impl == "own-fp8-wg2w" {
 								g.sw.CUDAWgmmaTile = "wg2w"
+							}
+							if impl == "own-fp8-tma" {
+								g.sw.CUDAGemmTMA = "1"
+							}
+							if impl == "own-fp8-cpasync" {
+								g.sw.CUDAGemmTMA = "0" // gemm_wgmma.cu's cp.async kernels
 							}
 						}
 						lt, err := g.BlasLt()

@@ -149,6 +149,9 @@ func (g *GPU) Gemm(s *Stream, dt DType, y, x, w Buffer, m, n, k int) error {
 	if m <= g.gemvRows {
 		return g.gemv(s, dt, y, x, w, m, n, k, GemvFusion{})
 	}
+	if p, ok := g.tmaPlanFor(m, n, k, false); ok {
+		return g.launchGemmTMA(s, dt, y, x, w, p, dt.Size(), m, n, k, nil)
+	}
 	if err := g.gemmWorkspace(s); err != nil {
 		return err
 	}

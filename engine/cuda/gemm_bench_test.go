@@ -10,12 +10,14 @@ import (
 )
 
 // BenchmarkGemm times the own GEMM (gemm_plugin: disable) against cuBLASLt
-// (auto) at TinyLlama-1.1B's projections for decode batches M = 1, 64, 256,
-// fp16. Device time comes from events around b.N launches; the weights
+// (auto) at TinyLlama-1.1B's projections for decode batches M = 1, 64, 256
+// and a prefill chunk of 2048, fp16. Device time comes from events around b.N launches; the weights
 // rotate among enough copies to exceed the L2 cache several times, so each
 // launch streams its weights from HBM as in a real forward pass. Reported:
 // us/gemm, TFLOP/s, and GB/s of the bytes that must move (W, X, Y once).
-// On Hopper, own is the warpgroup MMA and own-mmasync the mma.sync tiles
+// On Hopper, own is the warpgroup MMA as XRUN_CUDA_GEMM_TMA chooses, own-tma
+// its TMA kernels at every M (=1; -wg1, -wg2 force a tile), own-cpasync its
+// cp.async kernels (=0) and own-mmasync the mma.sync tiles
 // (XRUN_CUDA_WGMMA=0).
 func BenchmarkGemm(b *testing.B) {
 	dev := testGPU(b)
@@ -24,7 +26,7 @@ func BenchmarkGemm(b *testing.B) {
 		{"qkv", 2560, 2048}, {"o", 2048, 2048}, {"gate_up", 11264, 2048}, {"down", 2048, 5632}, {"lm", 32000, 2048},
 	}
 	for _, sh := range shapes {
-		for _, m := range []int{1, 64, 256} {
+		for _, m := range []int{1, 64, 256, 2048} {
 			var ws []Buffer
 			var x, y Buffer
 			wBytes := sh.n * sh.k * dt.Size()
@@ -52,10 +54,13 @@ func BenchmarkGemm(b *testing.B) {
 				}
 			})
 			impls := []string{"own", "cublaslt"}
-			if dev.Info.Major == 9 && m > 1 {
-				// XRUN_CUDA_WGMMA=0, each XRUN_CUDA_WGMMA_TILE, and split-K aiming
-				// at one block an SM (the wgmma tiles run one an SM).
-				impls = append(impls, "own-mmasync", "own-wg1", "own-wg2", "own-wg2w", "own-waves1")
+			switch {
+			case dev.Info.Major == 9 && m == 2048:
+				impls = append(impls, "own-cpasync", "own-tma")
+			case dev.Info.Major == 9 && m > 1:
+				// XRUN_CUDA_WGMMA=0, the cp.async kernels (XRUN_CUDA_GEMM_TMA=0),
+				// each XRUN_CUDA_WGMMA_TILE, and split-K aiming at one block an SM.
+				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-waves1")
 			}
 			if m == 1 {
 				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")
@@ -71,6 +76,17 @@ func BenchmarkGemm(b *testing.B) {
 						if impl == "own-mmasync" {
 							defer keepSwitches(g)()
 							g.sw.CUDAWgmma = false
+						}
+						if impl == "own-cpasync" {
+							defer keepSwitches(g)()
+							g.sw.CUDAGemmTMA = "0"
+						}
+						if rest, ok := strings.CutPrefix(impl, "own-tma"); ok {
+							defer keepSwitches(g)()
+							g.sw.CUDAGemmTMA = "1"
+							if tile, ok := strings.CutPrefix(rest, "-wg"); ok {
+								g.sw.CUDAWgmmaTile = "wg" + tile
+							}
 						}
 						if tile, ok := strings.CutPrefix(impl, "own-wg"); ok {
 							defer keepSwitches(g)()

@@ -269,6 +269,96 @@ func TestPlanGemm(t *testing.T) {
 	}
 }
 
+// TestPlanGemmTMA checks the TMA kernels' plans: the tile by M, splits
+// within a cluster, every block with k-tiles, no split where the tiles
+// alone fill the GPU (prefill), and a split where a decode's tiles would
+// leave most multiprocessors idle.
+func TestPlanGemmTMA(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k    int
+		fp8        bool
+		tile, cfg  string
+		waves      int
+		minS, maxS int
+	}{
+		{64, 2560, 2048, false, "auto", "wg1", 0, 2, 8},
+		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
+		{256, 2560, 2048, false, "auto", "wg2w", 0, 3, 8},
+		{256, 11264, 2048, false, "auto", "wg2w", 0, 1, 4},
+		{8192, 2560, 2048, false, "auto", "wg2w", 0, 1, 1},
+		{100, 2048, 5632, false, "auto", "wg2", 0, 2, 8},
+		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},
+		{2048, 28672, 4096, true, "auto", "wg2", 0, 1, 1},
+		{256, 2560, 2048, false, "wg1", "wg1", 0, 1, 8},
+		{256, 2560, 2048, false, "auto", "wg2w", 1, 7, 7}, // ceil(132 / 20) blocks a tile
+		{17, 72, 40, false, "auto", "wg1", 0, 1, 1},       // one k-tile: nothing to split
+	} {
+		p := planGemmTMA(c.m, c.n, c.k, 132, c.fp8, c.tile, c.waves)
+		bk := 64
+		if c.fp8 {
+			bk = 128
+		}
+		kt := ceilDiv(c.k, bk)
+		if p.cfg.name != c.cfg || p.splits < c.minS || p.splits > c.maxS || p.splits > tmaMaxCluster ||
+			p.kps*p.splits < kt || p.kps*(p.splits-1) >= kt {
+			t.Errorf("planGemmTMA(%d, %d, %d, fp8 %v, %s, waves %d) = %+v; want %s, %d..%d splits covering %d k-tiles with none empty",
+				c.m, c.n, c.k, c.fp8, c.tile, c.waves, p, c.cfg, c.minS, c.maxS, kt)
+		}
+		if sm := p.cfg.smem() * p.cfg.perSM; sm > 227<<10 {
+			t.Errorf("%s: %d blocks of %d bytes of shared memory do not fit a multiprocessor", p.cfg.name, p.cfg.perSM, p.cfg.smem())
+		}
+	}
+}
+
+// TestGemmTMA runs the own GEMM on the TMA kernels at every launch
+// (XRUN_CUDA_GEMM_TMA=1: every tile, split or not) and on none (=0),
+// 16-bit and E4M3, against the CPU (checkGemmZoo, checkGemmFP8Zoo,
+// checkGemmEdges); the default mix is TestGemmZoo's and TestGemmEdges's.
+func TestGemmTMA(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	shapes := []zooGemm{{"tinyllama/qkv", 2560, 2048}, {"tinyllama/down", 2048, 5632}, {"llama-3.1-8b/qkv", 6144, 4096}, {"odd", 1000, 208}}
+	for _, tma := range []string{"1", "0"} {
+		for _, tile := range []string{"auto", "wg1", "wg2", "wg2w"} {
+			for _, waves := range []int{0, 1, 4} {
+				if tma == "0" && (waves != 0 || tile != "auto") {
+					continue // the cp.async kernels' tiles and splits: TestGemmWgmmaTiles
+				}
+				name := fmt.Sprintf("tma=%s/%s/waves=%d", tma, tile, waves)
+				force := func(g *GPU, fn func()) {
+					defer keepSwitches(g)()
+					g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAGemmTMA = true, true, tma
+					g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves = tile, waves
+					fn()
+				}
+				for _, sh := range shapes {
+					t.Run(fmt.Sprintf("%s/%s_N%d_K%d", name, sh.name, sh.n, sh.k), func(t *testing.T) {
+						do(t, func(t testing.TB, g *GPU) {
+							force(g, func() {
+								for _, dt := range dtypes {
+									checkGemmZoo(t, g, dt, sh, []int{8, 65, 256, 1031})
+								}
+								checkGemmFP8Zoo(t, g, sh)
+							})
+						})
+					})
+				}
+				t.Run(name+"/edges", func(t *testing.T) {
+					do(t, func(t testing.TB, g *GPU) {
+						force(g, func() {
+							for _, dt := range dtypes {
+								checkGemmEdges(t, g, dt, 4097, 2056)
+								checkGemmEdges(t, g, dt, 72, 40)
+							}
+						})
+					})
+				})
+			}
+		}
+	}
+}
+
 // TestBlasLtReuse: with XRUN_CUDA_LT_REUSE, untimed M of one power-of-two
 // bucket after the first reuse its algorithm (checked by cuBLASLt) instead
 // of asking the heuristic, and their products still match the CPU; a

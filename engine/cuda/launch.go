@@ -137,6 +137,12 @@ func (a *Args) put(size int, write func([]byte)) *Args {
 	return a
 }
 
+// Blob appends 128 opaque bytes (a TMA descriptor, TensorMap), which the
+// kernel takes by value at 64-byte alignment.
+func (a *Args) Blob(v *[128]byte) *Args {
+	return a.put(128, func(b []byte) { copy(b, v[:]) })
+}
+
 // Ptr appends a device pointer.
 func (a *Args) Ptr(b Buffer) *Args { return a.U64(uint64(b.Ptr)) }
 
@@ -168,32 +174,59 @@ func (g *GPU) argsPack() *Args { return g.args.reset() }
 // list once all its kernels wait.
 var pdlFamilies = map[string]bool{
 	"argmax": true, "attention": true, "attention_tc": true, "embedding": true, "fill": true, "fp8_fused": true, "gemm": true,
-	"gemm_wgmma": true, "gemv": true, "ops": true, "rmsnorm": true, "rope": true, "swiglu": true,
+	"gemm_tma": true, "gemm_wgmma": true, "gemv": true, "ops": true, "rmsnorm": true, "rope": true, "swiglu": true,
 }
 
 // Launch queues f on s, with programmatic dependent launch where the GPU
 // allows it (GPU.pdl) and f's family waits for it (pdlFamilies). With sync launches on (and outside a capture) it
 // also waits, so that an asynchronous fault names the kernel.
 func (s *Stream) Launch(f *Function, grid, block Dim3, smem int, a *Args) error {
+	return s.launch(f, grid, block, smem, a, 0)
+}
+
+// LaunchCluster is Launch with thread-block clusters of clusterZ blocks
+// along Z (cuLaunchKernelEx's cluster dimension; grid.Z a multiple of it):
+// the blocks of a cluster run at once on one GPC and may read each
+// other's shared memory. clusterZ <= 1 is a plain launch.
+func (s *Stream) LaunchCluster(f *Function, grid, block Dim3, smem int, a *Args, clusterZ int) error {
+	if clusterZ > 1 && (!s.g.launchEx || max(grid.Z, 1)%clusterZ != 0) {
+		return fmt.Errorf("cuda: %s: clusters of %d blocks need cuLaunchKernelEx and a grid Z that is a multiple (grid Z %d)", f.name, clusterZ, grid.Z)
+	}
+	return s.launch(f, grid, block, smem, a, max(clusterZ, 0))
+}
+
+func (s *Stream) launch(f *Function, grid, block Dim3, smem int, a *Args, clusterZ int) error {
 	gz, bz := max(grid.Z, 1), max(block.Z, 1)
 	gy, by := max(grid.Y, 1), max(block.Y, 1)
 	args, offs := (*C.uchar)(unsafe.Pointer(&a.buf[0])), &a.off[0]
+	pdl := s.g.pdl && pdlFamilies[f.family]
 	var rc C.CUresult
-	if s.g.pdl && pdlFamilies[f.family] {
+	switch {
+	case clusterZ > 1:
+		rc = C.xr_launch_ex(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
+			C.uint(smem), s.s, args, offs, C.int(a.n), C.int(b2i(pdl)), 1, 1, C.uint(clusterZ))
+	case pdl:
 		rc = C.xr_launch_pdl(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
 			C.uint(smem), s.s, args, offs, C.int(a.n))
-	} else {
+	default:
 		rc = C.xr_launch(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
 			C.uint(smem), s.s, args, offs, C.int(a.n))
 	}
-	if err := cuErrf("cuLaunchKernel", rc, "%s grid %dx%dx%d block %dx%dx%d smem %d", f.name,
-		grid.X, gy, gz, block.X, by, bz, smem); err != nil {
+	if err := cuErrf("cuLaunchKernel", rc, "%s grid %dx%dx%d block %dx%dx%d smem %d cluster z %d", f.name,
+		grid.X, gy, gz, block.X, by, bz, smem, clusterZ); err != nil {
 		return err
 	}
 	if s.g.syncLaunches && !s.capturing {
 		return cuErrf("cuStreamSynchronize", C.xr_cuStreamSynchronize(s.s), "after kernel %s", f.name)
 	}
 	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

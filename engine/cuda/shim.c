@@ -70,11 +70,16 @@ static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, un
 	unsigned, unsigned, unsigned, CUstream, void **, void **);
 
 // CUlaunchConfig and CUlaunchAttribute as cuda.h (12.0+) lays them out, for
-// the one attribute used: programmatic stream serialization (PDL).
+// the attributes used: programmatic stream serialization (PDL) and the
+// thread-block cluster's dimensions.
 typedef struct {
 	int id;
 	char pad[4];
-	union { char raw[64]; int programmaticStreamSerializationAllowed; } value;
+	union {
+		char raw[64];
+		int programmaticStreamSerializationAllowed;
+		struct { unsigned x, y, z; } clusterDim;
+	} value;
 } xr_launch_attr;
 typedef struct {
 	unsigned gridDimX, gridDimY, gridDimZ;
@@ -87,6 +92,12 @@ typedef struct {
 _Static_assert(sizeof(xr_launch_attr) == 72, "CUlaunchAttribute is 4 + 4 + 64 bytes");
 _Static_assert(sizeof(xr_launch_config) == 56, "CUlaunchConfig is 7 x 4 bytes, a stream, a pointer and a count");
 static CUresult (*p_cuLaunchKernelEx)(const xr_launch_config *, CUfunction, void **, void **);
+
+// cuTensorMapEncodeTiled (12.0+), for TMA loads; the map is 128 opaque
+// bytes, 64-byte aligned.
+typedef struct { _Alignas(64) unsigned long long v[16]; } xr_tensor_map;
+static CUresult (*p_cuTensorMapEncodeTiled)(xr_tensor_map *, int, unsigned, void *, const unsigned long long *,
+	const unsigned long long *, const unsigned *, const unsigned *, int, int, int, int);
 
 static CUresult (*p_cuProfilerStart)(void);
 static CUresult (*p_cuProfilerStop)(void);
@@ -163,6 +174,10 @@ int xr_load_cuda(const char *path, char *err, size_t errlen) {
 	status = 0;
 	if (gp("cuLaunchKernelEx", (void **)&p_cuLaunchKernelEx, api_version, 0, &status) != 0) {
 		p_cuLaunchKernelEx = NULL;
+	}
+	status = 0;
+	if (gp("cuTensorMapEncodeTiled", (void **)&p_cuTensorMapEncodeTiled, api_version, 0, &status) != 0) {
+		p_cuTensorMapEncodeTiled = NULL;
 	}
 	h_cuda = h;
 	return XR_OK;
@@ -337,6 +352,13 @@ int xr_has_launch_ex(void) { return p_cuLaunchKernelEx != NULL; }
 CUresult xr_launch_pdl(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 	unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
 	const unsigned char *args, const int *offsets, int nargs) {
+	return xr_launch_ex(f, gx, gy, gz, bx, by, bz, smem, s, args, offsets, nargs, 1, 0, 0, 0);
+}
+
+CUresult xr_launch_ex(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+	unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
+	const unsigned char *args, const int *offsets, int nargs,
+	int pdl, unsigned cx, unsigned cy, unsigned cz) {
 	void *params[32];
 	if (nargs < 0 || nargs > 32) {
 		return 1; // CUDA_ERROR_INVALID_VALUE
@@ -347,12 +369,41 @@ CUresult xr_launch_pdl(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 	for (int i = 0; i < nargs; i++) {
 		params[i] = (void *)(args + offsets[i]);
 	}
-	xr_launch_attr attr;
-	memset(&attr, 0, sizeof attr);
-	attr.id = 6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-	attr.value.programmaticStreamSerializationAllowed = 1;
-	xr_launch_config cfg = {gx, gy, gz, bx, by, bz, smem, s, &attr, 1};
+	xr_launch_attr attrs[2];
+	unsigned n = 0;
+	memset(attrs, 0, sizeof attrs);
+	if (pdl) {
+		attrs[n].id = 6; // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+		attrs[n].value.programmaticStreamSerializationAllowed = 1;
+		n++;
+	}
+	if (cx > 0) {
+		attrs[n].id = 4; // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+		attrs[n].value.clusterDim.x = cx;
+		attrs[n].value.clusterDim.y = cy;
+		attrs[n].value.clusterDim.z = cz;
+		n++;
+	}
+	xr_launch_config cfg = {gx, gy, gz, bx, by, bz, smem, s, attrs, n};
 	return p_cuLaunchKernelEx(&cfg, f, params, NULL);
+}
+
+int xr_has_tensor_map(void) { return p_cuTensorMapEncodeTiled != NULL; }
+
+CUresult xr_tensor_map_2d(unsigned char out[128], int dtype, CUdeviceptr addr, unsigned long long inner,
+	unsigned long long rows, unsigned long long row_bytes, unsigned box_inner, unsigned box_rows, int swizzle, int l2promo) {
+	if (!p_cuTensorMapEncodeTiled) {
+		return 801; // CUDA_ERROR_NOT_SUPPORTED
+	}
+	xr_tensor_map m;
+	unsigned long long dims[2] = {inner, rows}, strides[1] = {row_bytes};
+	unsigned box[2] = {box_inner, box_rows}, estr[2] = {1, 1};
+	// interleave none (0); out-of-bounds elements read as zeros (0)
+	CUresult r = p_cuTensorMapEncodeTiled(&m, dtype, 2, (void *)(uintptr_t)addr, dims, strides, box, estr, 0, swizzle, l2promo, 0);
+	if (r == 0) {
+		memcpy(out, &m, 128);
+	}
+	return r;
 }
 
 CUresult xr_upload(CUdeviceptr dst, const void *src, size_t n, CUstream s, int *failed) {

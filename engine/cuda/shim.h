@@ -139,6 +139,21 @@ int xr_has_launch_ex(void);
 CUresult xr_launch_pdl(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 	unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
 	const unsigned char *args, const int *offsets, int nargs);
+// xr_launch_ex is cuLaunchKernelEx with PDL (pdl != 0) and thread-block
+// clusters of cx x cy x cz blocks (cx == 0: no cluster attribute).
+CUresult xr_launch_ex(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+	unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
+	const unsigned char *args, const int *offsets, int nargs,
+	int pdl, unsigned cx, unsigned cy, unsigned cz);
+// xr_tensor_map_2d encodes a TMA descriptor (cuTensorMapEncodeTiled) of a
+// row-major rows x inner matrix at addr, row_bytes apart, read in boxes of
+// box_inner x box_rows elements into out (128 bytes); dtype, swizzle and
+// l2promo are cuda.h's CUtensorMapDataType, CUtensorMapSwizzle and
+// CUtensorMapL2promotion values. xr_has_tensor_map says whether the
+// driver has the entry point.
+int xr_has_tensor_map(void);
+CUresult xr_tensor_map_2d(unsigned char out[128], int dtype, CUdeviceptr addr, unsigned long long inner,
+	unsigned long long rows, unsigned long long row_bytes, unsigned box_inner, unsigned box_rows, int swizzle, int l2promo);
 
 // Synchronous copies through a stream, in one call so that no Go pointer is
 // held by the driver after the call returns. *failed names the step (0 the

@@ -1,0 +1,204 @@
+//go:build cgo && linux
+
+package cuda
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import "fmt"
+
+// tmaConfig mirrors one GEMM_TMA(...) instantiation in kernels/gemm_tma.cu:
+// a producer warpgroup issuing TMA loads and rows/64 consumer warpgroups
+// multiplying, a rows x bn tile, stages k-tiles in flight. The names are
+// XRUN_CUDA_WGMMA_TILE's, as the cp.async kernels' (gemm_wgmma.cu).
+type tmaConfig struct {
+	name     string
+	rows, bn int
+	stages   int
+	perSM    int // blocks a multiprocessor holds at once (shared memory)
+}
+
+var tmaConfigs = map[string]tmaConfig{
+	"wg1":  {"wg1", 64, 128, 4, 2},
+	"wg2":  {"wg2", 128, 128, 6, 1},
+	"wg2w": {"wg2w", 128, 256, 4, 1},
+}
+
+func (c tmaConfig) threads() int { return (c.rows/64 + 1) * 128 }
+
+// smem: the stages (a tile row is 128 bytes), 1024 bytes to align the first
+// on for the 128-byte swizzle, and two mbarriers a stage.
+func (c tmaConfig) smem() int { return c.stages*(c.rows+c.bn)*128 + 1024 + 16*c.stages }
+
+// tmaMaxCluster is the largest split of K: the blocks of one output tile
+// form a cluster (portable clusters hold at most 8) and add their partial
+// tiles through each other's shared memory.
+const tmaMaxCluster = 8
+
+// The cost model's constants, in k-tiles of one block's time: filling the
+// pipeline before the first MMA, and the cluster's reduction of a split.
+const (
+	tmaFill   = 2
+	tmaReduce = 2
+)
+
+// tmaPlan is the launch of the TMA GEMM for one shape: splits blocks (a
+// cluster) share each output tile, kps k-tiles each.
+type tmaPlan struct {
+	cfg         tmaConfig
+	splits, kps int
+}
+
+// planGemmTMA picks the tile as planGemmWG does (by M unless tile names
+// one), then the split of K: with waves (XRUN_CUDA_GEMM_WAVES) > 0 the
+// smallest that gives waves blocks a multiprocessor; else none where the
+// tiles fill the GPU's slots, and otherwise the one whose estimated time
+// (waves of blocks times their k-tiles, plus the fill and the reduction)
+// is least.
+func planGemmTMA(m, n, k, sms int, fp8 bool, tile string, waves int) tmaPlan {
+	cfg, ok := tmaConfigs[tile]
+	if !ok {
+		switch {
+		case m <= 64:
+			cfg = tmaConfigs["wg1"]
+		case m > 128 && !fp8:
+			cfg = tmaConfigs["wg2w"]
+		default:
+			cfg = tmaConfigs["wg2"]
+		}
+	}
+	bk := 64 // 128 bytes of a row: 64 16-bit values or 128 codes
+	if fp8 {
+		bk = 128
+	}
+	tiles := ceilDiv(m, cfg.rows) * ceilDiv(n, cfg.bn)
+	ktiles := ceilDiv(k, bk)
+	maxS := min(tmaMaxCluster, ktiles)
+	split := func(s int) tmaPlan {
+		kps := ceilDiv(ktiles, s)
+		return tmaPlan{cfg: cfg, splits: ceilDiv(ktiles, kps), kps: kps}
+	}
+	if waves > 0 {
+		return split(min(maxS, max(1, ceilDiv(waves*sms, tiles))))
+	}
+	slots := sms * cfg.perSM
+	if tiles >= slots {
+		return split(1) // the tiles alone fill the GPU (prefill): a split only adds its reduction
+	}
+	best, bestCost := split(1), -1
+	for s := 1; s <= maxS; s++ {
+		p := split(s)
+		if p.splits != s {
+			continue // the same k-tiles per block as a smaller split
+		}
+		cost := ceilDiv(tiles*s, slots) * (p.kps + tmaFill)
+		if s > 1 {
+			cost += tmaReduce
+		}
+		if bestCost < 0 || cost < bestCost {
+			best, bestCost = p, cost
+		}
+	}
+	return best
+}
+
+// tmaPlanFor is the TMA kernels' plan for a launch, and whether to use it:
+// on Hopper with the warpgroup MMA, a driver that encodes tensor maps and
+// launches clusters, and XRUN_CUDA_GEMM_TMA: `1` always; `auto` where K is
+// not split, and for E4M3 codes also where the 128-row tile splits it.
+// BenchmarkGemm and BenchmarkGemmFP8 on an H200 (us): unsplit, the TMA
+// kernels take 0.70-0.84x the cp.async kernels' time (M = 2048: qkv 53.3
+// against 69.5, gate_up 173.6 against 229.9; FP8 gate_up 581 against 769);
+// split at M = 256, the cluster's reduction wins over global partials for
+// codes (FP8 o 22.3 against 32.5, down 45.4 against 64.7) but not for
+// 16-bit values (qkv 22.2 against 16.0) or at M = 64 (FP8 o 22.5 against
+// 19.9).
+func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
+	mode := g.sw.CUDAGemmTMA
+	if !g.wgmma() || mode == "0" || !g.tma || !g.launchEx {
+		return tmaPlan{}, false
+	}
+	p := planGemmTMA(m, n, k, g.Info.SMs, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
+	return p, mode == "1" || p.splits == 1 || fp8 && p.cfg.rows == 128
+}
+
+// tmapKey is what a tensor map encodes: a row-major rows x inner matrix of
+// es-byte elements at ptr, read in boxes of boxRows rows.
+type tmapKey struct {
+	ptr                      DevicePtr
+	inner, rows, boxRows, es int
+}
+
+// tensorMap returns the TMA descriptor of buffer b as a rows x inner
+// matrix, 128-byte rows of a box swizzled as wgmma reads them, rows and
+// columns past the edges read as zeros. Encoding is host work only; the
+// maps are kept, since a decode step multiplies the same buffers at the
+// same shapes every time.
+func (g *GPU) tensorMap(b Buffer, rows, inner, boxRows, es int) (*[128]byte, error) {
+	key := tmapKey{b.Ptr, inner, rows, boxRows, es}
+	if m, ok := g.tmaps[key]; ok {
+		return m, nil
+	}
+	if len(g.tmaps) >= 1<<14 {
+		clear(g.tmaps) // shapes seen once (prompts of every length): start over
+	}
+	const (
+		u8, u16    = 0, 1 // CU_TENSOR_MAP_DATA_TYPE_UINT8, _UINT16: the bytes move as they are
+		swizzle128 = 3    // CU_TENSOR_MAP_SWIZZLE_128B
+		l2Promo256 = 3    // CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+	)
+	dtype := u16
+	if es == 1 {
+		dtype = u8
+	}
+	m := new([128]byte)
+	rc := C.xr_tensor_map_2d((*C.uchar)(&m[0]), C.int(dtype), C.CUdeviceptr(b.Ptr), C.ulonglong(inner), C.ulonglong(rows),
+		C.ulonglong(inner*es), C.uint(128/es), C.uint(boxRows), swizzle128, l2Promo256)
+	if err := cuErrf("cuTensorMapEncodeTiled", rc, "%d x %d matrix of %d-byte elements at %#x, boxes of %d rows", rows, inner, es, b.Ptr, boxRows); err != nil {
+		return nil, err
+	}
+	g.tmaps[key] = m
+	return m, nil
+}
+
+// launchGemmTMA queues Y = X W^T on the TMA kernels by plan p: X is m x k,
+// W n x k, es-byte elements (1: E4M3 codes, whose scales scales appends
+// after Y).
+func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, m, n, k int, scales func(a *Args) *Args) error {
+	fp8 := scales != nil
+	tx, err := g.tensorMap(x, m, k, p.cfg.rows, es)
+	if err != nil {
+		return err
+	}
+	tw, err := g.tensorMap(w, n, k, p.cfg.bn, es)
+	if err != nil {
+		return err
+	}
+	name := "gemm_tma_" + p.cfg.name + "_" + dt.suffix()
+	if fp8 {
+		name = "gemm_tma_f8_" + p.cfg.name + "_" + dt.suffix()
+	}
+	f, err := g.function("gemm_tma", name)
+	if err != nil {
+		return err
+	}
+	smem := p.cfg.smem()
+	if f.smemOptIn < smem {
+		if err := f.setMaxDynamicShared(smem); err != nil {
+			return err
+		}
+		f.smemOptIn = smem
+	}
+	a := g.argsPack().Blob(tx).Blob(tw).Ptr(y)
+	if fp8 {
+		a = scales(a)
+	}
+	a.I32(m).I32(n).I32(k).I32(p.kps)
+	grid := Dim3{X: ceilDiv(n, p.cfg.bn), Y: ceilDiv(m, p.cfg.rows), Z: p.splits}
+	if grid.Y > 65535 {
+		return fmt.Errorf("cuda: TMA GEMM: M=%d needs %d row tiles, at most 65535", m, grid.Y)
+	}
+	return s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, smem, a, p.splits)
+}

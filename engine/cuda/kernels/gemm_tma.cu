@@ -1,0 +1,258 @@
+// The engine's own GEMM on Hopper (gemm_plugin: disable, sm_90a), fed by
+// the tensor memory accelerator: Y[M,N] = X[M,K] * W[N,K]^T, fp16 or bf16
+// in and out or E4M3 codes in with scales (as gemm_wgmma.cu's kernels),
+// fp32 accumulation on wgmma.mma_async.
+//
+// Warp specialised. Warpgroup 0 is the producer: one thread waits for a
+// stage to be free, tells the stage's "full" mbarrier how many bytes to
+// expect and issues two TMA loads (a box of the X rows and one of the W
+// rows, 128 bytes of each row, in the 128-byte swizzle wgmma's descriptors
+// name; rows and columns past the edges arrive as zeros). Warpgroups 1..C
+// are the consumers, 64 rows of the tile each: they wait on "full", issue
+// their MMAs and, once the MMAs of the tile before have completed
+// (wait_group 1), free that tile's stage on its "empty" mbarrier. So every
+// stage is in flight at once, where gemm_wgmma.cu's cp.async loads, issued
+// by the threads that also multiply, ran two tiles ahead with a block-wide
+// barrier a tile; and no thread computes a load address.
+//
+// Split K: the blocks of one output tile (gridDim.z of them, each kps
+// k-tiles) form a thread-block cluster. Each writes its fp32 partial tile
+// into its own shared memory (the stages are done with); after a cluster
+// barrier, block r adds up rows r*ROWS/S.. of all S partial tiles, reading
+// the others' shared memory (ld.shared::cluster), and stores them; a
+// second barrier keeps every block's memory alive until all have read it.
+// No partials go through global memory and no reduction kernel follows.
+//
+// With two consumer warpgroups the producer gives registers back
+// (setmaxnreg) so that the consumers can hold 128 accumulators each.
+#include "common.cuh"
+#include "fp8.cuh"
+#include "mma.cuh"
+#include "wgmma.cuh"
+
+// tmap is a CUtensorMap: 128 opaque bytes from cuTensorMapEncodeTiled,
+// passed by value (__grid_constant__, so TMA reads it in parameter space).
+// TMA_MAX_CLUSTER is gemm_tma.go's tmaMaxCluster: the most blocks that
+// split one tile's K.
+#define TMA_MAX_CLUSTER 8
+
+struct __align__(64) tmap {
+	u64 v[16];
+};
+
+#ifdef XR_WGMMA
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// mbar_wait returns once the phase of parity ph has completed (for a fresh
+// barrier, parity 1 counts as completed: the producer's first pass).
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 ph) {
+	asm volatile("{\n"
+				 ".reg .pred done;\n"
+				 "WAIT:\n"
+				 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+				 "@!done bra WAIT;\n"
+				 "}\n" ::"r"(bar),
+		"r"(ph)
+		: "memory");
+}
+// tma_load2d copies the box at (c0 inner, c1 rows) of the tensor map m into
+// shared memory at dst, completing bytes on the mbarrier bar.
+__device__ __forceinline__ void tma_load2d(u32 dst, const tmap *m, int c0, int c1, u32 bar) {
+	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+		"l"((u64)m), "r"(c0), "r"(c1), "r"(bar)
+		: "memory");
+}
+// bar_sync_all is a block-wide barrier (named barrier 1, all NT threads)
+// that the producer and the consumers reach from their own code.
+template <int NT> __device__ __forceinline__ void bar_sync_all() { asm volatile("bar.sync 1, %0;" ::"n"(NT) : "memory"); }
+__device__ __forceinline__ void cluster_sync() {
+	asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
+}
+__device__ __forceinline__ int cluster_rank() {
+	int r;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+	return r;
+}
+// ld_cluster4 reads 16 bytes at shared address a of cluster block q.
+__device__ __forceinline__ float4 ld_cluster4(u32 a, int q) {
+	u32 ra;
+	float4 v;
+	asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(q));
+	asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(ra));
+	return v;
+}
+#endif
+
+// tma_store4 writes columns c..c+3 of row r of Y (inside M; columns past N
+// dropped), scaled for codes as gemm_wgmma.cu's epilogue.
+template <class T, bool F8>
+__device__ __forceinline__ void tma_store4(T *Y, int M, int N, int r, int c, float4 v, const float *sx, int sxRows,
+	const float *sw, int swRows) {
+	if (r >= M) return;
+	float a[4] = {v.x, v.y, v.z, v.w};
+	if constexpr (F8) {
+		const float s = sx[sxRows ? r : 0];
+#pragma unroll
+		for (int j = 0; j < 4; j++) a[j] *= s * sw[swRows ? min(c + j, N - 1) : 0];
+	}
+	T *y = Y + (long long)r * N + c;
+	if ((N & 3) == 0 && c + 3 < N) {
+		((u32 *)y)[0] = (u32)from_f32<T>(a[0]).x | ((u32)from_f32<T>(a[1]).x << 16);
+		((u32 *)y)[1] = (u32)from_f32<T>(a[2]).x | ((u32)from_f32<T>(a[3]).x << 16);
+	} else {
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			if (c + j < N) y[j] = from_f32<T>(a[j]);
+	}
+}
+
+template <class T, class E, int C, int BN, int STAGES>
+__device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
+	const float *sw, int swRows, int M, int N, int K, int kps) {
+#ifdef XR_WGMMA
+	constexpr bool F8 = sizeof(E) == 1;
+	constexpr int ROWS = 64 * C, BK = 128 / (int)sizeof(E), NA = BN / 2, NT = (C + 1) * 128;
+	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
+	static_assert(BN == 128 || BN == 256, "tile width");
+	extern __shared__ unsigned char smem[];
+	const u32 base = (smem_u32(smem) + 1023u) & ~1023u;
+	const u32 full = base + STAGES * STAGE, empty = full + STAGES * 8;
+
+	const int tid = threadIdx.x, wg = tid >> 7;
+	const int m0 = blockIdx.y * ROWS, n0 = blockIdx.x * BN;
+	const int ktiles = (K + BK - 1) / BK, kt0 = blockIdx.z * kps;
+	const int nk = min(ktiles, kt0 + kps) - kt0; // >= 1: the launcher's splits leave none empty
+
+	if (tid == 0) {
+		for (int s = 0; s < STAGES; s++) {
+			mbar_init(full + 8 * s, 1);
+			mbar_init(empty + 8 * s, C);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+	}
+	__syncthreads();
+	pdl_enter(); // before the first load of X, which the kernel before may write
+
+	if (wg == 0) {
+		// Producer. Its path never joins the consumers' (their register
+		// counts differ after setmaxnreg); it meets them only at barriers.
+		if constexpr (C == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+		if (tid == 0) {
+			for (int i = 0; i < nk; i++) {
+				const int s = i % STAGES;
+				mbar_wait(empty + 8 * s, ((i / STAGES) & 1) ^ 1);
+				mbar_expect(full + 8 * s, STAGE);
+				const int k0 = (kt0 + i) * BK;
+				tma_load2d(base + s * STAGE, &tx, k0, m0, full + 8 * s);
+				tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+			}
+		}
+		if (gridDim.z > 1) { // the split's barriers, as the consumers pass them below
+			bar_sync_all<NT>();
+			cluster_sync();
+			cluster_sync();
+		}
+		return;
+	}
+
+	if constexpr (C == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+	float acc[NA];
+#pragma unroll
+	for (int i = 0; i < NA; i++) acc[i] = 0.f;
+	const u32 aoff = (wg - 1) * 64 * 128;
+	for (int i = 0; i < nk; i++) {
+		const int s = i % STAGES;
+		mbar_wait(full + 8 * s, (i / STAGES) & 1);
+		const u32 sa = base + s * STAGE + aoff, sb = base + s * STAGE + ABYTES;
+		wg_mma_ktile<BN, E>(acc, sa, sb);
+		wg_wait<1>(); // the MMAs of tile i - 1 are done: its stage is free
+		wg_pin<NA>(acc);
+		if (i > 0 && (tid & 127) == 0) mbar_arrive(empty + 8 * ((i - 1) % STAGES));
+	}
+	wg_wait<0>();
+	wg_pin<NA>(acc);
+
+	// Accumulator layout: the warp's 16 rows of its warpgroup's 64; each
+	// 8-column block j holds rows lane/4 and lane/4 + 8, columns 2 (lane % 4)
+	// and +1.
+	const int warp = (tid >> 5) & 3, lane = tid & 31;
+	const int rl = (wg - 1) * 64 + warp * 16 + (lane >> 2); // row in the tile
+	if (gridDim.z == 1) {
+		wg_store<T, BN, F8>(acc, Y, (float *)nullptr, M, N, m0 + rl, n0, lane, sx, sxRows, sw, swRows);
+		return;
+	}
+
+	// Split: every block's partial tile into its shared memory (rows LD
+	// floats apart, 16-byte aligned for the reads), once both consumers are
+	// done reading the stages; then the consumers add up their rows of the
+	// cluster's tiles.
+	constexpr int LD = BN + 8; // = 8 (mod 32): a half-warp's float2 stores hit 32 distinct banks
+	static_assert(ROWS * LD * 4 <= STAGES * STAGE, "the partial tile fits in the stages");
+	bar_sync_all<NT>();
+	float *red = (float *)(smem + (base - smem_u32(smem)));
+#pragma unroll
+	for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+			*(float2 *)&red[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+	cluster_sync();
+	const int S = gridDim.z, rank = cluster_rank();
+	const int per = (ROWS + S - 1) / S, r0 = rank * per, n4 = max(0, min(ROWS, r0 + per) - r0) * (BN / 4);
+	// Two float4 a thread a round, each read from every block of the
+	// cluster before any is added: up to 16 remote reads in flight, where
+	// one at a time would wait out the latency of each.
+	for (int e = tid - 128; e < n4; e += 2 * (NT - 128)) {
+		float4 p[2][TMA_MAX_CLUSTER];
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int eu = min(e + u * (NT - 128), n4 - 1);
+			const u32 off = base + (u32)((r0 + eu / (BN / 4)) * LD + (eu % (BN / 4)) * 4) * 4;
+#pragma unroll
+			for (int q = 0; q < TMA_MAX_CLUSTER; q++)
+				if (q < S) p[u][q] = ld_cluster4(off, q);
+		}
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int eu = e + u * (NT - 128);
+			if (eu >= n4) break;
+			float4 v = p[u][0]; // in rank order: the same sums whichever block adds them
+#pragma unroll
+			for (int q = 1; q < TMA_MAX_CLUSTER; q++)
+				if (q < S) v.x += p[u][q].x, v.y += p[u][q].y, v.z += p[u][q].z, v.w += p[u][q].w;
+			const int r = r0 + eu / (BN / 4), c = (eu % (BN / 4)) * 4;
+			if (n0 + c < N) tma_store4<T, F8>(Y, M, N, m0 + r, n0 + c, v, sx, sxRows, sw, swRows);
+		}
+	}
+	cluster_sync(); // no block leaves while another reads its tile
+#else
+	// Launched where it has no body (not sm_90a): fail loudly, never leave
+	// Y unwritten.
+	asm volatile("trap;");
+#endif
+}
+
+// Configurations (gemm_tma.go's tmaConfigs; names as XRUN_CUDA_WGMMA_TILE's):
+// wg1: one consumer, 64 x 128, four stages (two blocks a multiprocessor);
+// wg2: two, 128 x 128, six stages; wg2w: two, 128 x 256, four stages.
+// gemm_tma_<config>_<dtype>, and gemm_tma_f8_<config>_<dtype> over E4M3
+// codes (dtype is Y's).
+#define GEMM_TMA(cfg, T, C, BN, ST, MINB)                                                                              \
+	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_##cfg##_##T(                           \
+		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps) {        \
+		gemm_tma<T, T, C, BN, ST>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps);                                    \
+	}                                                                                                                  \
+	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_f8_##cfg##_##T(                        \
+		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, const float *sx, int sxRows,           \
+		const float *sw, int swRows, int M, int N, int K, int kps) {                                                   \
+		gemm_tma<T, u8, C, BN, ST>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps);                                   \
+	}
+#define GEMM_TMA_ALL(T) GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2w, T, 2, 256, 4, 1)
+GEMM_TMA_ALL(f16)
+GEMM_TMA_ALL(bf16)

@@ -1,0 +1,105 @@
+// Hopper's warpgroup MMA (sm_90a), shared by the own GEMMs that use it:
+// gemm_wgmma.cu (cp.async loads) and gemm_tma.cu (TMA loads, warp
+// specialised). XR_WGMMA is defined where the instructions exist; the
+// kernels compile to traps elsewhere.
+#pragma once
+#include "common.cuh"
+#include "mma.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define XR_WGMMA 1
+#endif
+
+#ifdef XR_WGMMA
+// desc is the matrix descriptor of a K-major tile at shared address addr
+// in the 128-byte swizzle: the start (16-byte units), the stride between
+// 8-row core-matrix groups (1024 bytes: eight rows of 128), the mode (1:
+// 128-byte swizzle). The leading offset is unused in this layout.
+__device__ __forceinline__ unsigned long long wg_desc(u32 addr) {
+	return (unsigned long long)((addr & 0x3ffffu) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+
+// wg_pin keeps the compiler from moving accumulator reads or writes across
+// the asynchronous MMAs' fences and waits.
+template <int N> __device__ __forceinline__ void wg_pin(float *d) {
+#pragma unroll
+	for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// wgmma_n128 (and _n256): D[64 x 128] += A[64 x k] B[k x 128], both from
+// shared memory (descriptors a, b), fp32 accumulators d in the fragment
+// layout of mma.sync's C, repeated every 8 columns (d[4j..4j+3]: column
+// block j); k is 16 of fp16 or bf16, 32 of E4M3 (the last argument's
+// type): 32 bytes of each row either way. WG_ACC* are the accumulator
+// operands (d[0..63], on to d[127] for n256), WG_REG* their registers.
+#define WG_ACC64 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define WG_ACC128 WG_ACC64, "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define WG_REG64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define WG_REG128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+// WGMMA defines wgmma_nN for operands of type TAG: SHAPE.f32.TY.TY, its
+// descriptors and scale-d numbered A, B and S after the accumulators.
+// TRANS is the imm-trans-a/b pair (both K-major) for fp16/bf16; the E4M3
+// forms take none: K-major is their only layout, and ptxas rejects the
+// instruction with them.
+#define WGMMA(N, TAG, SHAPE, TY, REGS, ACC, A, B, S, TRANS)                                                \
+	__device__ __forceinline__ void wgmma_n##N(float *d, unsigned long long a, unsigned long long b, TAG) { \
+		asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " S ", 0;\n"                                        \
+					 "wgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY " " REGS ", " A ", " B         \
+					 ", p, 1, 1" TRANS ";\n}\n"                                                            \
+			: ACC                                                                                          \
+			: "l"(a), "l"(b), "r"(1));                                                                     \
+	}
+WGMMA(128, f16, "m64n128k16", "f16", WG_REG64, WG_ACC64, "%64", "%65", "%66", ", 0, 0")
+WGMMA(128, bf16, "m64n128k16", "bf16", WG_REG64, WG_ACC64, "%64", "%65", "%66", ", 0, 0")
+WGMMA(128, u8, "m64n128k32", "e4m3", WG_REG64, WG_ACC64, "%64", "%65", "%66", "")
+WGMMA(256, f16, "m64n256k16", "f16", WG_REG128, WG_ACC128, "%128", "%129", "%130", ", 0, 0")
+WGMMA(256, bf16, "m64n256k16", "bf16", WG_REG128, WG_ACC128, "%128", "%129", "%130", ", 0, 0")
+WGMMA(256, u8, "m64n256k32", "e4m3", WG_REG128, WG_ACC128, "%128", "%129", "%130", "")
+
+// wg_mma_ktile queues one k-tile's MMAs (128 bytes of each row: four steps
+// of 32 bytes) of the 64 x BN accumulators from the swizzled tiles at sa
+// (64 rows of X) and sb (BN rows of W), as one commit group.
+template <int BN, class E> __device__ __forceinline__ void wg_mma_ktile(float *acc, u32 sa, u32 sb) {
+	wg_pin<BN / 2>(acc);
+	wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < 4; kk++) {
+		if constexpr (BN == 128) {
+			wgmma_n128(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+		} else {
+			wgmma_n256(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+		}
+	}
+	wg_commit();
+}
+#endif
+
+// wg_store writes a warpgroup's 64 x BN accumulators, this thread's share:
+// each 8-column block j holds rows rb and rb + 8 (rb: the warp's 16 rows,
+// lane / 4 in), columns n0 + 8j + 2 (lane % 4) and +1; into Y, or split-K
+// partials P (gemm_store2), scaled for E4M3 codes by sx (one, or one a row:
+// sxRows) and sw (one, or one a column: swRows). Rows past M and columns
+// past N are dropped.
+template <class T, int BN, bool F8>
+__device__ __forceinline__ void wg_store(const float *acc, T *Y, float *P, int M, int N, int rb, int n0, int lane,
+	const float *sx, int sxRows, const float *sw, int swRows) {
+	const bool pairs = (N & 1) == 0;
+#pragma unroll
+	for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int r = rb + h * 8, c = n0 + j * 8 + (lane & 3) * 2;
+			if (r >= M || c >= N) continue;
+			float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+			if constexpr (F8) {
+				const float s = sx[sxRows ? r : 0];
+				v0 *= s * sw[swRows ? c : 0];
+				v1 *= s * sw[swRows ? min(c + 1, N - 1) : 0];
+			}
+			gemm_store2(Y, P, M, N, r, c, v0, v1, pairs);
+		}
+}
