@@ -34,7 +34,10 @@ func (c tmaConfig) smem() int { return c.stages*(c.rows+c.bn)*128 + 1024 + 16*c.
 
 // tmaMaxCluster is the largest split of K: the blocks of one output tile
 // form a cluster (portable clusters hold at most 8) and add their partial
-// tiles through each other's shared memory.
+// tiles through each other's shared memory. Splits are powers of two: a
+// cluster's blocks must run at once on one GPC (16 or 18 multiprocessors
+// on an H100), so clusters of 6 blocks of one a multiprocessor leave a
+// quarter of each GPC idle, where 2, 4 or 8 fill it.
 const tmaMaxCluster = 8
 
 // The cost model's constants, in k-tiles of one block's time: filling the
@@ -52,8 +55,9 @@ type tmaPlan struct {
 }
 
 // planGemmTMA picks the tile as planGemmWG does (by M unless tile names
-// one), then the split of K: with waves (XRUN_CUDA_GEMM_WAVES) > 0 the
-// smallest that gives waves blocks a multiprocessor; else none where the
+// one), then the split of K, a power of two: with waves
+// (XRUN_CUDA_GEMM_WAVES) > 0 the smallest that gives waves blocks a
+// multiprocessor; else none where the
 // tiles fill the GPU's slots, and otherwise the one whose estimated time
 // (waves of blocks times their k-tiles, plus the fill and the reduction)
 // is least.
@@ -81,23 +85,23 @@ func planGemmTMA(m, n, k, sms int, fp8 bool, tile string, waves int) tmaPlan {
 		return tmaPlan{cfg: cfg, splits: ceilDiv(ktiles, kps), kps: kps}
 	}
 	if waves > 0 {
-		return split(min(maxS, max(1, ceilDiv(waves*sms, tiles))))
+		s := 1
+		for s < maxS && tiles*s < waves*sms {
+			s *= 2
+		}
+		return split(min(s, maxS))
 	}
 	slots := sms * cfg.perSM
 	if tiles >= slots {
 		return split(1) // the tiles alone fill the GPU (prefill): a split only adds its reduction
 	}
-	best, bestCost := split(1), -1
-	for s := 1; s <= maxS; s++ {
+	best, bestCost := split(1), ktiles+tmaFill
+	for s := 2; s <= maxS; s *= 2 {
 		p := split(s)
 		if p.splits != s {
 			continue // the same k-tiles per block as a smaller split
 		}
-		cost := ceilDiv(tiles*s, slots) * (p.kps + tmaFill)
-		if s > 1 {
-			cost += tmaReduce
-		}
-		if bestCost < 0 || cost < bestCost {
+		if cost := ceilDiv(tiles*s, slots)*(p.kps+tmaFill) + tmaReduce; cost < bestCost {
 			best, bestCost = p, cost
 		}
 	}
