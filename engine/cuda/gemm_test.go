@@ -283,15 +283,16 @@ func TestPlanGemmTMA(t *testing.T) {
 	}{
 		{64, 2560, 2048, false, "auto", "wg1", 0, 2, 8},
 		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
-		{256, 2560, 2048, false, "auto", "wg2w", 0, 4, 4},
-		{256, 11264, 2048, false, "auto", "wg2w", 0, 1, 4},
+		{256, 2560, 2048, false, "auto", "wg2", 0, 2, 4}, // split: 128 x 128
+		{256, 11264, 2048, false, "auto", "wg2", 0, 1, 4},
 		{8192, 2560, 2048, false, "auto", "wg2w", 0, 1, 1},
 		{100, 2048, 5632, false, "auto", "wg2", 0, 2, 8},
 		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},
 		{2048, 28672, 4096, true, "auto", "wg2", 0, 1, 1},
 		{256, 2560, 2048, false, "wg1", "wg1", 0, 1, 8},
-		{256, 2560, 2048, false, "auto", "wg2w", 1, 8, 8}, // 132 / 20 blocks a tile, rounded up to a power of two
-		{17, 72, 40, false, "auto", "wg1", 0, 1, 1},       // one k-tile: nothing to split
+		{256, 2560, 2048, false, "wg2w", "wg2w", 1, 8, 8},  // 132 / 20 blocks a tile, rounded up to a power of two
+		{256, 32000, 2048, false, "auto", "wg2w", 0, 1, 1}, // 250 tiles fill the GPU unsplit
+		{17, 72, 40, false, "auto", "wg1", 0, 1, 1},        // one k-tile: nothing to split
 	} {
 		p := planGemmTMA(c.m, c.n, c.k, 132, c.fp8, c.tile, c.waves)
 		bk := 64

@@ -68,7 +68,14 @@ func planGemmTMA(m, n, k, sms int, fp8 bool, tile string, waves int) tmaPlan {
 		case m <= 64:
 			cfg = tmaConfigs["wg1"]
 		case m > 128 && !fp8:
-			cfg = tmaConfigs["wg2w"]
+			// 128 x 256 where the tiles fill the GPU unsplit; where K must
+			// be split, 128 x 128 (BenchmarkGemm, H200, M = 256, split:
+			// qkv 11.1 us against 13.2 on 128 x 256, gate_up 33.5 against
+			// 43.9).
+			if w := planGemmTMA(m, n, k, sms, fp8, "wg2w", waves); w.splits == 1 {
+				return w
+			}
+			cfg = tmaConfigs["wg2"]
 		default:
 			cfg = tmaConfigs["wg2"]
 		}
@@ -111,21 +118,22 @@ func planGemmTMA(m, n, k, sms int, fp8 bool, tile string, waves int) tmaPlan {
 // tmaPlanFor is the TMA kernels' plan for a launch, and whether to use it:
 // on Hopper with the warpgroup MMA, a driver that encodes tensor maps and
 // launches clusters, and XRUN_CUDA_GEMM_TMA: `1` always; `auto` where K is
-// not split, and for E4M3 codes also where the 128-row tile splits it.
-// BenchmarkGemm and BenchmarkGemmFP8 on an H200 (us): unsplit, the TMA
-// kernels take 0.70-0.84x the cp.async kernels' time (M = 2048: qkv 53.3
-// against 69.5, gate_up 173.6 against 229.9; FP8 gate_up 581 against 769);
-// split at M = 256, the cluster's reduction wins over global partials for
-// codes (FP8 o 22.3 against 32.5, down 45.4 against 64.7) but not for
-// 16-bit values (qkv 22.2 against 16.0) or at M = 64 (FP8 o 22.5 against
-// 19.9).
+// not split, and where the 128-row tiles split it. BenchmarkGemm and
+// BenchmarkGemmFP8 on an H200 (us): unsplit, the TMA kernels take
+// 0.70-0.84x the cp.async kernels' time (M = 2048: qkv 53.2 against 69.9,
+// gate_up 175 against 246; FP8 gate_up 584 against 745); split at M = 256
+// on 128 x 128 tiles, the cluster's reduction mostly beats global partials
+// (FP8 o 22.2 against 33.5, down 45.7 against 65.7; fp16 qkv 11.1 against
+// 15.8, gate_up 33.5 against 37.5, down 25.4 against 21.4); at M = 64 the
+// 64-row tiles' splits do not (FP8 o 22.3 against 19.8, fp16 down 14.6
+// against 12.2).
 func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	mode := g.sw.CUDAGemmTMA
 	if !g.wgmma() || mode == "0" || !g.tma || !g.launchEx {
 		return tmaPlan{}, false
 	}
 	p := planGemmTMA(m, n, k, g.Info.SMs, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
-	return p, mode == "1" || p.splits == 1 || fp8 && p.cfg.rows == 128
+	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128
 }
 
 // tmapKey is what a tensor map encodes: a row-major rows x inner matrix of
