@@ -181,7 +181,7 @@ var Switches = SwitchTable{
 	CUDAGemmWaves: intSwitch("XRUN_CUDA_GEMM_WAVES", 0, 0, 8, "`0`..`8`",
 		"the own GEMM's split-K target, blocks per multiprocessor: `0` chooses by M (one on the warpgroup-MMA fp16/bf16 tiles up to M = 64, else two); `1`..`8` sets it"),
 	CUDAGemmTMA: choiceSwitch("XRUN_CUDA_GEMM_TMA", "auto", func(v string) bool { return v == "1" || v == "0" },
-		"`1`, `0`", "on Hopper, the own GEMM's warpgroup-MMA tiles (16-bit and E4M3) fed by TMA loads from a producer warpgroup through an mbarrier pipeline (gemm_tma.cu) where a launch does not split K (prefill chunks, wide outputs) or has more than 64 rows, the cp.async kernels with split-K partials in global memory (gemm_wgmma.cu) where a launch of up to 64 rows splits it; `1` puts every launch on TMA (a split then adds its partial tiles inside a thread-block cluster), `0` none"),
+		"`1`, `0`", "on Hopper, the own GEMM's warpgroup-MMA tiles (16-bit and E4M3) fed by TMA loads from a producer warpgroup through an mbarrier pipeline (gemm_tma.cu) where a launch does not split K (prefill chunks, wide outputs) or splits it over more than 128 rows (64 for FP8 codes), the cp.async kernels with split-K partials in global memory (gemm_wgmma.cu) where a smaller launch splits it; `1` puts every launch on TMA (a split then adds its partial tiles inside a thread-block cluster), `0` none"),
 	CUDAWgmmaFP8: flagSwitch("XRUN_CUDA_WGMMA_FP8", true, true,
 		"the own FP8 GEMM (dtype fp8, gemm_plugin: disable) above 8 rows on Hopper's warpgroup MMA in its E4M3 form (with XRUN_CUDA_WGMMA); `0` runs it on CUDA-core tiles (fp8.cu), 10-20x slower"),
 	CUDAAttnTC: choiceSwitch("XRUN_CUDA_ATTN_TC", "auto", func(v string) bool { return v == "0" || attnTCName.MatchString(v) },

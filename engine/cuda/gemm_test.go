@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/xrun-dev/xrun/engine/cpu"
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // refGemmCols is the CPU backend's reference GEMM (engine/cpu.RefGEMM,
@@ -307,6 +308,38 @@ func TestPlanGemmTMA(t *testing.T) {
 		}
 		if sm := p.cfg.smem() * p.cfg.perSM; sm > 227<<10 {
 			t.Errorf("%s: %d blocks of %d bytes of shared memory do not fit a multiprocessor", p.cfg.name, p.cfg.perSM, p.cfg.smem())
+		}
+	}
+}
+
+// TestTMAPolicy checks which launches XRUN_CUDA_GEMM_TMA=auto puts on the
+// TMA kernels (pure host logic): unsplit ones, and splits of the 128-row
+// tiles for codes or above 128 rows; `1` takes all, `0` none.
+func TestTMAPolicy(t *testing.T) {
+	g := &GPU{Info: DeviceInfo{Major: 9, SMs: 132}, tma: true, launchEx: true,
+		sw: model.Switches{CUDAWgmma: true, CUDAWgmmaTile: "auto", CUDAGemmTMA: "auto"}}
+	for _, c := range []struct {
+		m, n, k int
+		fp8     bool
+		want    bool
+	}{
+		{2048, 2560, 2048, false, true}, // prefill: unsplit
+		{64, 32000, 2048, false, true},  // the LM head fills the GPU unsplit
+		{64, 2560, 2048, false, false},  // 64-row split: cp.async
+		{128, 2560, 2048, false, false}, // 16-bit 128-row split at M <= 128: cp.async
+		{256, 2560, 2048, false, true},  // 16-bit split above 128 rows: TMA
+		{128, 6144, 4096, true, true},   // codes: the 128-row split on TMA
+		{64, 4096, 4096, true, false},
+	} {
+		_, got := g.tmaPlanFor(c.m, c.n, c.k, c.fp8)
+		if got != c.want {
+			t.Errorf("tmaPlanFor(%d, %d, %d, fp8 %v) uses TMA: %v, want %v", c.m, c.n, c.k, c.fp8, got, c.want)
+		}
+	}
+	for mode, want := range map[string]bool{"1": true, "0": false} {
+		g.sw.CUDAGemmTMA = mode
+		if _, got := g.tmaPlanFor(64, 2560, 2048, false); got != want {
+			t.Errorf("XRUN_CUDA_GEMM_TMA=%s: TMA %v, want %v", mode, got, want)
 		}
 	}
 }

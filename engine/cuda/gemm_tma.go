@@ -118,7 +118,8 @@ func planGemmTMA(m, n, k, sms int, fp8 bool, tile string, waves int) tmaPlan {
 // tmaPlanFor is the TMA kernels' plan for a launch, and whether to use it:
 // on Hopper with the warpgroup MMA, a driver that encodes tensor maps and
 // launches clusters, and XRUN_CUDA_GEMM_TMA: `1` always; `auto` where K is
-// not split, and where the 128-row tiles split it. BenchmarkGemm and
+// not split, and where the 128-row tiles split it for E4M3 codes or for
+// more than 128 rows of 16-bit values. BenchmarkGemm and
 // BenchmarkGemmFP8 on an H200 (us): unsplit, the TMA kernels take
 // 0.70-0.84x the cp.async kernels' time (M = 2048: qkv 53.2 against 69.9,
 // gate_up 175 against 246; FP8 gate_up 584 against 745); split at M = 256
@@ -126,14 +127,16 @@ func planGemmTMA(m, n, k, sms int, fp8 bool, tile string, waves int) tmaPlan {
 // (FP8 o 22.2 against 33.5, down 45.7 against 65.7; fp16 qkv 11.1 against
 // 15.8, gate_up 33.5 against 37.5, down 25.4 against 21.4); at M = 64 the
 // 64-row tiles' splits do not (FP8 o 22.3 against 19.8, fp16 down 14.6
-// against 12.2).
+// against 12.2). End to end (gemm.yaml, H200, disable/auto): TMA splits at
+// 16-bit batch 256 0.775x against 0.740x on cp.async, at batch 128 0.741x
+// against 0.772x.
 func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	mode := g.sw.CUDAGemmTMA
 	if !g.wgmma() || mode == "0" || !g.tma || !g.launchEx {
 		return tmaPlan{}, false
 	}
 	p := planGemmTMA(m, n, k, g.Info.SMs, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
-	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128
+	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128 && (fp8 || m > 128)
 }
 
 // tmapKey is what a tensor map encodes: a row-major rows x inner matrix of
