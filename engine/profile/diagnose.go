@@ -36,6 +36,9 @@ const (
 	// taking this share of the window mean launches, not kernels, set the
 	// pace (eager launches cost ~2.5 us each on an H200, bench/GPU.md).
 	launchGapShare = 0.15
+	// overlapShare: kernels overlapping their predecessors on a stream
+	// for this share of kernel time get a note (overlapNote).
+	overlapShare = 0.05
 )
 
 // Finding is one pattern the numbers show, with the figures that
@@ -118,7 +121,44 @@ func DiagnoseSplit(res *engine.Result, mc engine.ModelConfig, dev Device, sp Spl
 	}
 	d.measure(res.Ops, spans)
 	d.findings(res.Ops)
+	d.overlapNote(res.Ops)
 	return d
+}
+
+// overlapNote says how much kernel time is a kernel overlapping the one
+// before it on its stream. With programmatic dependent launch (the CUDA
+// backend's default on Hopper) a kernel's blocks start while its
+// predecessor drains and wait on the GPU for it; the profiler times them
+// from their start, so the wait counts twice: in the predecessor's time
+// and in the waiting kernel's, and the kernel summary's per-kernel times
+// and shares overstate the kernels that wait (a 3 µs SwiGLU behind a
+// 20 µs GEMM shows 20 µs). The busy time, a union, counts it once.
+func (d *Diagnosis) overlapNote(ops []model.OpRecord) {
+	byStream := map[uint32][]*model.OpRecord{}
+	for i := range ops {
+		if op := &ops[i]; isKernel(op) {
+			byStream[op.Stream] = append(byStream[op.Stream], op)
+		}
+	}
+	n, over := 0, time.Duration(0)
+	for _, ks := range byStream {
+		slices.SortFunc(ks, func(a, b *model.OpRecord) int { return cmp.Compare(a.Start, b.Start) })
+		end := ks[0].Start + ks[0].Duration
+		for _, k := range ks[1:] {
+			if k.Start < end {
+				n++
+				over += min(end, k.Start+k.Duration) - k.Start
+			}
+			end = max(end, k.Start+k.Duration)
+		}
+	}
+	if d.KernelTime <= 0 || float64(over) < overlapShare*float64(d.KernelTime) {
+		return
+	}
+	d.Notes = append(d.Notes, fmt.Sprintf("%d of %d kernels started before the kernel before them on their stream had ended "+
+		"(programmatic dependent launch: their blocks wait on the GPU): %s of the %s of kernel time (%.1f%%) is that overlap, "+
+		"counted in both kernels, so the kernel summary's times and shares overstate the waiting kernels; the busy time counts it once",
+		n, d.Kernels, fmtDur(float64(over)), fmtDur(float64(d.KernelTime)), 100*float64(over)/float64(d.KernelTime)))
 }
 
 // measure computes busy time (the union of op intervals, clipped to the

@@ -78,3 +78,36 @@ func TestDiagnoseCommunication(t *testing.T) {
 		t.Error("Stats has communication_share without collectives")
 	}
 }
+
+// TestDiagnoseOverlap: kernels that start before the one before them on
+// their stream ends (programmatic dependent launch) get a note with the
+// overlap's share of kernel time; kernels on different streams, or back to
+// back, do not.
+func TestDiagnoseOverlap(t *testing.T) {
+	mc, _ := engine.ZooModel("tinyllama-1.1b")
+	h200, _ := GPUDevice("NVIDIA H200")
+	us := time.Microsecond
+	iters := []engine.IterationRecord{{Index: 0, GenRequests: 64, Start: 0, Duration: 100 * us, Profiled: true}}
+	ops := []model.OpRecord{
+		{Name: "gemm_wg2w_f16", Start: 0, Duration: 20 * us, Stream: 13},
+		// Launched 2 µs in, waits for the GEMM, runs 3 µs: 23 µs recorded.
+		{Name: "swiglu_f16", Start: 2 * us, Duration: 21 * us, Stream: 13},
+		{Name: "gemm_wg2w_f16", Start: 30 * us, Duration: 20 * us, Stream: 13},
+		// Another stream's kernel at the same time is concurrency, not a wait.
+		{Name: "other", Start: 30 * us, Duration: 10 * us, Stream: 14},
+	}
+	d := Diagnose(&engine.Result{Backend: "cuda", Iterations: iters, Ops: ops}, mc, h200)
+	i := slices.IndexFunc(d.Notes, func(n string) bool { return strings.Contains(n, "programmatic dependent launch") })
+	if i < 0 {
+		t.Fatalf("no overlap note; diagnosis:\n%s", strings.Join(d.Lines(), "\n"))
+	}
+	// 18 µs of overlap (2..20) in 71 µs of kernel time.
+	if n := d.Notes[i]; !strings.Contains(n, "1 of 4 kernels") || !strings.Contains(n, "18.0 µs") || !strings.Contains(n, "(25.4%)") {
+		t.Errorf("note %q", n)
+	}
+	ops[1].Start, ops[1].Duration = 20*us, 3*us // back to back: no note
+	d = Diagnose(&engine.Result{Backend: "cuda", Iterations: iters, Ops: ops}, mc, h200)
+	if slices.ContainsFunc(d.Notes, func(n string) bool { return strings.Contains(n, "programmatic dependent launch") }) {
+		t.Errorf("overlap note without overlap: %q", d.Notes)
+	}
+}
