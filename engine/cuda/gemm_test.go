@@ -153,29 +153,50 @@ func TestGemmWgmmaTiles(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
 		t.Skip("the warpgroup MMA is Hopper's (sm_90)")
 	}
-	shapes := []zooGemm{{"tinyllama/qkv", 2560, 2048}, {"tinyllama/down", 2048, 5632}, {"llama-3.1-8b/qkv", 6144, 4096}, {"odd", 1000, 208}}
 	for _, tile := range []string{"wg1", "wg2", "wg2w"} {
-		force := func(g *GPU, fn func()) {
-			defer keepSwitches(g)()
-			g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAWgmmaTile = true, true, tile
-			fn()
-		}
-		for _, sh := range shapes {
-			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", tile, sh.name, sh.n, sh.k), func(t *testing.T) {
-				do(t, func(t testing.TB, g *GPU) {
-					force(g, func() {
-						for _, dt := range dtypes {
-							checkGemmZoo(t, g, dt, sh, []int{8, 65, 200, 256})
-						}
-						checkGemmFP8Zoo(t, g, sh)
-					})
-				})
-			})
-		}
-		t.Run(tile+"/edges", func(t *testing.T) {
-			do(t, func(t testing.TB, g *GPU) { force(g, func() { checkGemmEdges(t, g, BF16, 4097, 2056) }) })
+		checkGemmForced(t, tile, []int{8, 65, 200, 256}, []DType{BF16}, [][2]int{{4097, 2056}}, func(sw *model.Switches) {
+			sw.CUDAWgmma, sw.CUDAWgmmaFP8, sw.CUDAWgmmaTile = true, true, tile
 		})
 	}
+}
+
+// forcedGemmShapes are the zoo shapes (and an odd one) the GEMM tests that
+// force a kernel path check.
+var forcedGemmShapes = []zooGemm{{"tinyllama/qkv", 2560, 2048}, {"tinyllama/down", 2048, 5632}, {"llama-3.1-8b/qkv", 6144, 4096}, {"odd", 1000, 208}}
+
+// checkGemmForced runs, with the switches set chooses, checkGemmZoo at ms
+// (every 16-bit dtype) and checkGemmFP8Zoo on forcedGemmShapes, then
+// checkGemmEdges at each N, K of edges in each of edgeDTs, as subtests
+// name/<shape> and name/edges.
+func checkGemmForced(t *testing.T, name string, ms []int, edgeDTs []DType, edges [][2]int, set func(sw *model.Switches)) {
+	force := func(g *GPU, fn func()) {
+		defer keepSwitches(g)()
+		set(&g.sw)
+		fn()
+	}
+	for _, sh := range forcedGemmShapes {
+		t.Run(fmt.Sprintf("%s/%s_N%d_K%d", name, sh.name, sh.n, sh.k), func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) {
+				force(g, func() {
+					for _, dt := range dtypes {
+						checkGemmZoo(t, g, dt, sh, ms)
+					}
+					checkGemmFP8Zoo(t, g, sh)
+				})
+			})
+		})
+	}
+	t.Run(name+"/edges", func(t *testing.T) {
+		do(t, func(t testing.TB, g *GPU) {
+			force(g, func() {
+				for _, dt := range edgeDTs {
+					for _, e := range edges {
+						checkGemmEdges(t, g, dt, e[0], e[1])
+					}
+				}
+			})
+		})
+	})
 }
 
 // checkGemmZoo is TestGemmZoo's check of one shape at the given M.
@@ -352,42 +373,17 @@ func TestGemmTMA(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
-	shapes := []zooGemm{{"tinyllama/qkv", 2560, 2048}, {"tinyllama/down", 2048, 5632}, {"llama-3.1-8b/qkv", 6144, 4096}, {"odd", 1000, 208}}
 	for _, tma := range []string{"1", "0"} {
 		for _, tile := range []string{"auto", "wg1", "wg2", "wg2w"} {
 			for _, waves := range []int{0, 1, 4} {
 				if tma == "0" && (waves != 0 || tile != "auto") {
 					continue // the cp.async kernels' tiles and splits: TestGemmWgmmaTiles
 				}
-				name := fmt.Sprintf("tma=%s/%s/waves=%d", tma, tile, waves)
-				force := func(g *GPU, fn func()) {
-					defer keepSwitches(g)()
-					g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8, g.sw.CUDAGemmTMA = true, true, tma
-					g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves = tile, waves
-					fn()
-				}
-				for _, sh := range shapes {
-					t.Run(fmt.Sprintf("%s/%s_N%d_K%d", name, sh.name, sh.n, sh.k), func(t *testing.T) {
-						do(t, func(t testing.TB, g *GPU) {
-							force(g, func() {
-								for _, dt := range dtypes {
-									checkGemmZoo(t, g, dt, sh, []int{8, 65, 256, 1031})
-								}
-								checkGemmFP8Zoo(t, g, sh)
-							})
-						})
+				checkGemmForced(t, fmt.Sprintf("tma=%s/%s/waves=%d", tma, tile, waves), []int{8, 65, 256, 1031}, dtypes, [][2]int{{4097, 2056}, {72, 40}},
+					func(sw *model.Switches) {
+						sw.CUDAWgmma, sw.CUDAWgmmaFP8, sw.CUDAGemmTMA = true, true, tma
+						sw.CUDAWgmmaTile, sw.CUDAGemmWaves = tile, waves
 					})
-				}
-				t.Run(name+"/edges", func(t *testing.T) {
-					do(t, func(t testing.TB, g *GPU) {
-						force(g, func() {
-							for _, dt := range dtypes {
-								checkGemmEdges(t, g, dt, 4097, 2056)
-								checkGemmEdges(t, g, dt, 72, 40)
-							}
-						})
-					})
-				})
 			}
 		}
 	}
