@@ -54,13 +54,13 @@ type tmaPlan struct {
 	splits, kps int
 }
 
-// planGemmTMA picks the tile as planGemmWG does (by M unless tile names
-// one), then the split of K, a power of two: with waves
-// (XRUN_CUDA_GEMM_WAVES) > 0 the smallest that gives waves blocks a
-// multiprocessor; else none where the
-// tiles fill the GPU's slots, and otherwise the one whose estimated time
-// (waves of blocks times their k-tiles, plus the fill and the reduction)
-// is least.
+// planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
+// M = 64; 128 x 128 above, and for 16-bit values above M = 128 the 128 x 256
+// tile where it needs no split), then the split of K, a power of two: with
+// waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest that gives waves blocks a
+// multiprocessor; else none where the tiles fill the GPU's slots, and
+// otherwise the one whose estimated time (waves of blocks times their
+// k-tiles, plus the fill and the reduction) is least.
 func planGemmTMA(m, n, k, sms int, fp8 bool, tile string, waves int) tmaPlan {
 	cfg, ok := tmaConfigs[tile]
 	if !ok {
