@@ -37,8 +37,9 @@
 // the runner keeps them in the cell's record.
 //
 // Result holds per-request records (the runner's requests.jsonl),
-// per-iteration records (iterations.csv), Metrics (exactly MetricKeys,
-// ComputeMetrics: a pure function of the request records), the expert load
+// per-iteration records (iterations.csv), Metrics (MetricKeys,
+// ComputeMetrics: a pure function of the request records, and the pass's
+// max_in_flight and GEMM plans built), the expert load
 // of MoE models, and per-op timings of profiled passes (on the CPU these
 // are the profile's "kernels").
 //

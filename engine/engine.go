@@ -107,7 +107,8 @@ type Result struct {
 	Requests []RequestRecord
 	// Iterations are all iterations, warm-up ones flagged.
 	Iterations []IterationRecord
-	// Metrics has exactly MetricKeys (nil for a Partial result).
+	// Metrics has MetricKeys, MaxInFlightKey and, on a backend that
+	// counts them, PlansBuiltKey and PlanMsKey (nil for a Partial result).
 	Metrics map[string]float64
 	// ExpertLoad is set for MoE models.
 	ExpertLoad *ExpertLoad
@@ -309,7 +310,12 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	}
 	// Like TensorRT-LLM's capacity scheduler, admit no more requests at once
 	// than the KV cache can hold whole: fixed slots of the longest, or,
-	// paged, the blocks each request's length needs (kvblocks.go).
+	// paged, the blocks each request's length needs (kvblocks.go). The
+	// activations come first, so that the cache is sized by the memory
+	// they leave.
+	if err := e.reserveActivations(min(e.cfg.MaxNumTokens, prompt+min(e.cfg.BatchSize, len(reqs))), min(e.cfg.BatchSize, len(reqs))); err != nil {
+		return nil, err
+	}
 	fit := e.cfg.BatchSize
 	pool, blockSize := e.kvPaging(reqs, maxLen)
 	switch kb, ok := e.be.(model.KVBudget); {
@@ -394,12 +400,27 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	}
 	res.Requests = st.records
 	res.Metrics = ComputeMetrics(res.Requests, e.cfg.NumGPUs)
+	res.Metrics[MaxInFlightKey] = float64(slots)
 	if counts {
 		plans, spent := pc.GEMMPlans()
 		res.Metrics[PlansBuiltKey] = float64(plans - plans0)
 		res.Metrics[PlanMsKey] = float64(spent-spent0) / float64(time.Millisecond)
 	}
 	return res, nil
+}
+
+// reserveActivations allocates the activations of iterations of up to
+// tokens tokens and logit rows (no more than the tokens), before the KV
+// cache is sized: kv_cache_free_gpu_mem_fraction is of the memory free
+// after the weights and the runtime buffers, as in TensorRT-LLM, and the
+// plan's memory check counts them so. The cache keeps its size.
+func (e *engine) reserveActivations(tokens, rows int) error {
+	c := e.m.Capacity()
+	c.MaxTokens, c.MaxLogitRows = max(c.MaxTokens, tokens), max(c.MaxLogitRows, min(rows, tokens))
+	if err := e.m.Reserve(c); err != nil {
+		return e.reserveError(err)
+	}
+	return nil
 }
 
 // PlansBuiltKey and PlanMsKey are the GEMM plans a timed pass built (the
@@ -410,6 +431,10 @@ const (
 	PlansBuiltKey = "gemm_plans_built"
 	PlanMsKey     = "gemm_plan_ms"
 )
+
+// MaxInFlightKey is Result.MaxInFlight among a pass's metrics: the most
+// requests it could hold at once (batch_size, or what the KV cache held).
+const MaxInFlightKey = "max_in_flight"
 
 // warmupRequests picks n requests like trtllm-bench's warm-up (random
 // choice with replacement, shuffled), seeded so runs repeat.

@@ -88,8 +88,11 @@ func TestRunSchedulesInFlight(t *testing.T) {
 	if !res.Iterations[0].Warmup || ctxTok != timedIn || genReqs != timedGen {
 		t.Errorf("timed iterations carried %d prompt tokens and %d decode steps, want %d and %d", ctxTok, genReqs, timedIn, timedGen)
 	}
-	if len(res.Metrics) != len(MetricKeys) || res.Metrics["num_requests"] != 10 {
+	if len(res.Metrics) != len(MetricKeys)+1 || res.Metrics["num_requests"] != 10 {
 		t.Errorf("metrics %v", res.Metrics)
+	}
+	if res.MaxInFlight != bs || res.Metrics[MaxInFlightKey] != bs {
+		t.Errorf("max in flight %d (metric %v), want batch_size %d", res.MaxInFlight, res.Metrics[MaxInFlightKey], bs)
 	}
 	if res.ExpertLoad != nil || res.Ops != nil {
 		t.Error("dense timed run has expert load or ops")
@@ -386,8 +389,8 @@ func TestKVBudgetCapsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want.MaxInFlight != 8 || got.MaxInFlight != 2 {
-		t.Fatalf("in flight: %d and %d, want 8 and 2", want.MaxInFlight, got.MaxInFlight)
+	if want.MaxInFlight != 8 || got.MaxInFlight != 2 || got.Metrics[MaxInFlightKey] != 2 {
+		t.Fatalf("in flight: %d and %d (metric %v), want 8 and 2", want.MaxInFlight, got.MaxInFlight, got.Metrics[MaxInFlightKey])
 	}
 	for _, it := range got.Iterations {
 		if it.CtxRequests+it.GenRequests > 2 {

@@ -92,6 +92,9 @@ func (e *engine) Serve(ctx context.Context, in <-chan *Submission, o ServeOption
 	}
 	// As Run: no more requests in flight than the KV cache holds whole,
 	// each sized for the longest request allowed.
+	if err := e.reserveActivations(e.cfg.MaxNumTokens, e.cfg.BatchSize); err != nil {
+		return err
+	}
 	fit := e.cfg.BatchSize
 	if kb, ok := e.be.(model.KVBudget); ok {
 		fit = kb.MaxKVSlots(e.m.KVConfig(0, maxLen))

@@ -100,6 +100,9 @@ var registry = func() []Metric {
 		Metric{Key: "num_requests", Name: "Number of requests", Unit: "req", Better: Neither, BenchUnit: "requests", Exact: true},
 		Metric{Key: "total_input_tokens", Name: "Total Input Length (tokens)", Unit: "tok", Better: Neither, BenchUnit: "input-tok", Exact: true},
 		Metric{Key: "total_output_tokens", Name: "Total Output Length (tokens)", Unit: "tok", Better: Neither, BenchUnit: "output-tok", Exact: true},
+		// xrun's engine's: batch_size, or fewer where the KV cache held no
+		// more whole (trtllm-bench's report gives its runtime batch size).
+		Metric{Key: MaxInFlightKey, Name: "Max Requests in Flight", Unit: "req", Better: Neither, BenchUnit: "max-in-flight-req", Exact: true},
 		// xrun's own, from the GPUs' energy counter over each timed repeat
 		// (AddEnergyMetrics); trtllm-bench has none.
 		Metric{Key: EnergyPerTokenKey, Name: "Energy per Output Token (J/token)", Unit: "J/tok", Better: LowerIsBetter, BenchUnit: "J/out-tok", Energy: true},

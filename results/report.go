@@ -426,7 +426,46 @@ func cellNotes(c *Cell) []string {
 	if note := heldNote(c); note != "" {
 		n = append(n, fmt.Sprintf("cell %s: %s", c.ID, note))
 	}
+	if note := inFlightNote(c); note != "" {
+		n = append(n, fmt.Sprintf("cell %s: %s", c.ID, note))
+	}
 	return n
+}
+
+// MaxInFlightKey is engine.MaxInFlightKey: the most requests a pass could
+// hold at once.
+const MaxInFlightKey = "max_in_flight"
+
+// inFlightNote says when the KV cache held fewer requests at once than the
+// cell's batch_size and its requests, which bounds its throughput; ""
+// otherwise (and for results without the metric).
+func inFlightNote(c *Cell) string {
+	if c == nil || c.Status != StatusOK {
+		return ""
+	}
+	held := column(c.Repeats, MaxInFlightKey)
+	if len(held) == 0 {
+		return ""
+	}
+	bs, ok1 := asFloat(c.Params["batch_size"])
+	reqs := column(c.Repeats, "num_requests")
+	bound := bs
+	if len(reqs) > 0 {
+		bound = min(bs, slices.Min(reqs))
+	}
+	if !ok1 || slices.Max(held) >= bound {
+		return ""
+	}
+	parts := make([]string, len(held))
+	for i, h := range held {
+		parts[i] = strconv.FormatFloat(h, 'f', 0, 64)
+	}
+	what := "at most " + parts[0] + " requests ran at once"
+	if slices.Min(held) != slices.Max(held) {
+		what = "at most " + strings.Join(parts, ", ") + " requests ran at once (per repeat)"
+	}
+	return fmt.Sprintf("%s, fewer than batch_size %s: the KV cache held no more whole (kv_cache_free_gpu_mem_fraction of the memory left by the weights and activations)",
+		what, strconv.FormatFloat(bs, 'f', 0, 64))
 }
 
 // heldNote says when the load generator held a cell's requests back past

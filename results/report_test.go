@@ -191,6 +191,33 @@ func TestHeldNote(t *testing.T) {
 	}
 }
 
+// TestInFlightNote: a cell whose KV cache held fewer requests at once than
+// both its batch_size and its requests gets a note (per repeat where they
+// differ); one bound by batch_size or by its requests, or results without
+// the metric, none.
+func TestInFlightNote(t *testing.T) {
+	cell := func(bs int64, reps ...Metrics) *Cell {
+		return &Cell{ID: "c", Status: StatusOK, Params: Params{"batch_size": bs}, Repeats: reps}
+	}
+	for _, tc := range []struct {
+		c    *Cell
+		want string
+	}{
+		{cell(2048, Metrics{MaxInFlightKey: 229, "num_requests": 3000}, Metrics{MaxInFlightKey: 229, "num_requests": 3000}),
+			"at most 229 requests ran at once, fewer than batch_size 2048: the KV cache held no more"},
+		{cell(2048, Metrics{MaxInFlightKey: 1960, "num_requests": 30000}, Metrics{MaxInFlightKey: 1904, "num_requests": 30000}),
+			"at most 1960, 1904 requests ran at once (per repeat), fewer than batch_size 2048"},
+		{cell(64, Metrics{MaxInFlightKey: 64, "num_requests": 3000}), ""},
+		{cell(2048, Metrics{MaxInFlightKey: 100, "num_requests": 100}), ""},
+		{cell(2048, Metrics{"num_requests": 100}), ""},
+	} {
+		got := inFlightNote(tc.c)
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("%v: note %q, want %q", tc.c.Repeats, got, tc.want)
+		}
+	}
+}
+
 // TestPlansNote: repeats that built GEMM plans in their timings get a
 // note with the counts and times per repeat; none built, or a backend
 // that does not count them, none.

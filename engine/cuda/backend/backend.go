@@ -78,10 +78,9 @@ type Backend struct {
 	tmp                 []int32 // host layout scratch
 
 	fp8 fp8Scratch // FP8 GEMM inputs (fp8.go)
-	// kvSizedBy is the budget MaxKVSlots last sized the cache by
-	// (kvSized): kvBudget keeps to it (memory.go).
-	kvSizedBy int64
-	kvSized   bool
+	// kvBudgetBytes is the KV budget measured when the cache was first
+	// sized; kvBudget keeps to it (memory.go).
+	kvBudgetBytes int64
 }
 
 type kind int

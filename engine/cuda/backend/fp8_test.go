@@ -238,9 +238,8 @@ func TestEngineRunFP8(t *testing.T) {
 	}
 }
 
-// TestKVBudgetAfterActivations: the engine sizes the KV cache
-// (MaxKVSlots) before Reserve allocates the activations and then the
-// cache; the cache sized so must still fit (at batch 2048, TensorRT-LLM's
+// TestKVBudgetAfterActivations: the cache MaxKVSlots sizes still fits
+// once more activations are allocated after the sizing (at batch 2048, TensorRT-LLM's
 // default and the perf-overview study's, the cache is the whole budget).
 func TestKVBudgetAfterActivations(t *testing.T) {
 	needGPU(t)
@@ -256,4 +255,38 @@ func TestKVBudgetAfterActivations(t *testing.T) {
 	if _, err := be.NewKVCache(c); err != nil {
 		t.Fatalf("the cache MaxKVSlots sized (%d slots) does not fit once the activations are allocated: %v", c.Slots, err)
 	}
+}
+
+// TestKVBudgetStands: every run of an engine holds as many requests at once
+// where the KV cache bounds them. Measured again for each run, the budget
+// shrank by what the first run left allocated (graphs, scratch), and a
+// cell's first repeat ran more requests at once than the others.
+func TestKVBudgetStands(t *testing.T) {
+	needGPU(t)
+	e, err := engine.New(context.Background(), engine.Config{Model: "tiny-llama", Backend: "cuda", BatchSize: 1024, KVCacheFreeGPUMemFraction: 0.002})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	reqs, err := datasets.GenerateAll(datasets.Params{Dist: datasets.NormDist, NumRequests: 600, InputMean: 48, OutputMean: 16,
+		Seed: datasets.DefaultSeed, VocabSize: e.Model().DatasetVocab, EOSID: e.Model().EOS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first int
+	for i := range 3 {
+		res, err := e.Run(context.Background(), reqs, engine.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case res.MaxInFlight >= 600 || res.MaxInFlight < 1:
+			t.Fatalf("run %d: %d requests at once: the KV cache should bound them below 600", i, res.MaxInFlight)
+		case i == 0:
+			first = res.MaxInFlight
+		case res.MaxInFlight != first:
+			t.Errorf("run %d held %d requests at once, run 0 %d", i, res.MaxInFlight, first)
+		}
+	}
+	t.Logf("%d requests at once in every run", first)
 }

@@ -250,7 +250,7 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 		if err := b.ensureLayout(g, max(b.maxRows, c.Slots)); err != nil {
 			return err
 		}
-		budget, err := b.kvBudget(g)
+		budget, err := b.kvBudget(g, false)
 		if err != nil {
 			return err
 		}
@@ -295,11 +295,23 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 	return kc, nil
 }
 
-// kvBudget is BackendOptions.KVCacheBytes, or the fraction of the device
-// memory free now (the current cache counted as free: it is replaced).
-func (b *Backend) kvBudget(g *cuda.GPU) (int64, error) {
+// kvBudget is BackendOptions.KVCacheBytes, or KVFreeFraction of the
+// device memory free (the current cache counted as free: it is replaced).
+// The engine sizes the cache (MaxKVSlots, maxKVBlocks: size true) after
+// reserving its activations, TensorRT-LLM's meaning (the memory free
+// after the weights and runtime buffers), and the budget measured then
+// stands for the backend's life, so that every run of a cell holds as
+// many requests at once: measured again, it would shrink by what the
+// first run left behind (captured graphs, the FP8 GEMMs' input scratch),
+// and a cell's first repeat would run more requests at once than the
+// others. A cache allocated before any sizing (FP8 calibration at load)
+// is checked against the memory free then.
+func (b *Backend) kvBudget(g *cuda.GPU, size bool) (int64, error) {
 	if b.opt.KVCacheBytes > 0 {
 		return b.opt.KVCacheBytes, nil
+	}
+	if b.kvBudgetBytes > 0 {
+		return b.kvBudgetBytes, nil
 	}
 	frac := b.opt.KVCacheFraction
 	if frac <= 0 {
@@ -313,13 +325,8 @@ func (b *Backend) kvBudget(g *cuda.GPU) (int64, error) {
 		free += uint64(b.cache.k.Bytes + b.cache.v.Bytes) // an MLA cache has no v
 	}
 	budget := int64(frac * float64(free))
-	// The engine sizes the cache (MaxKVSlots), then Reserve allocates the
-	// activations and the layout, then the cache: the budget MaxKVSlots
-	// sized it by stands, so that the cache fits (the share the fraction
-	// leaves free holds what was allocated in between; an allocation that
-	// does not fit still fails).
-	if b.kvSized {
-		budget = max(budget, b.kvSizedBy)
+	if size {
+		b.kvBudgetBytes = budget
 	}
 	return budget, nil
 }
@@ -333,9 +340,7 @@ func (b *Backend) MaxKVSlots(c model.KVConfig) int {
 	}
 	var budget int64
 	err := b.dev.Do(func(g *cuda.GPU) (err error) {
-		b.kvSized = false
-		budget, err = b.kvBudget(g)
-		b.kvSized, b.kvSizedBy = err == nil, budget
+		budget, err = b.kvBudget(g, true)
 		return
 	})
 	if err != nil {

@@ -61,7 +61,7 @@ func (b *Backend) newMLACache(c model.KVConfig) (model.KVCache, error) {
 		if err := b.ensureLayout(g, max(b.maxRows, c.Slots)); err != nil {
 			return err
 		}
-		budget, err := b.kvBudget(g)
+		budget, err := b.kvBudget(g, false)
 		if err != nil {
 			return err
 		}

@@ -125,8 +125,7 @@ func (b *Backend) ropeKV(g *cuda.GPU, c *kvCache, layer int, k, v, qkv, table cu
 // maxKVBlocks is how many blocks of c.BlockSize positions fit the KV budget
 // (kvBudget: BackendOptions.KVCacheBytes, or kv_cache_free_gpu_mem_fraction
 // of the memory free after weights and workspaces, TensorRT-LLM's meaning),
-// one kept back as the scratch block; the budget it sized by stands until
-// the cache is allocated, as MaxKVSlots's does.
+// one kept back as the scratch block.
 func (b *Backend) maxKVBlocks(c model.KVConfig) int {
 	if c.BlockSize <= 0 {
 		return 0
@@ -134,9 +133,7 @@ func (b *Backend) maxKVBlocks(c model.KVConfig) int {
 	per := c.KVBytesPerToken(c.ElemBytes(b.dt.Size())) * int64(c.BlockSize)
 	var budget int64
 	err := b.dev.Do(func(g *cuda.GPU) (err error) {
-		b.kvSized = false
-		budget, err = b.kvBudget(g)
-		b.kvSized, b.kvSizedBy = err == nil, budget
+		budget, err = b.kvBudget(g, true)
 		return
 	})
 	if err != nil {
