@@ -138,6 +138,7 @@ type SwitchTable struct {
 	CUDAAttnSplit   FlagSwitch
 	CUDAAttnRope    FlagSwitch
 	CUDAAttnShort   IntSwitch
+	CUDAAttnF8Regs  FlagSwitch
 	CUDAMoETile     ChoiceSwitch
 	CUDAMoEHints    IntSwitch
 	CUDAMoELibrary  FlagSwitch
@@ -192,6 +193,8 @@ var Switches = SwitchTable{
 		"RoPE and the KV cache write folded into decode attention; `0` runs them in a kernel of their own before it"),
 	CUDAAttnShort: intSwitch("XRUN_CUDA_ATTN_SHORT", 256, math.MinInt, math.MaxInt, "an integer",
 		"decode items of at most this many keys are done in one pass, unsplit; `0` or less: never"),
+	CUDAAttnF8Regs: flagSwitch("XRUN_CUDA_ATTN_F8_REGS", true, true,
+		"kv_cache_dtype fp8: decode attention loads its MMA operands from the E4M3 codes and converts them in registers by bit arithmetic (attention_tc_f8.cu's _f8r kernels); `0` decodes each tile into 16-bit tiles in shared memory first, as prefill does"),
 	CUDAMoETile: choiceSwitch("XRUN_CUDA_MOE_TILE", "auto", func(v string) bool { return v == "s" || v == "m" || v == "l" },
 		"`s`, `m`, `l`", "the expert GEMMs' row tile, chosen per launch; a size forces it"),
 	CUDAMoEHints: intSwitch("XRUN_CUDA_MOE_HINTS", 3, 0, 3, "`0`..`3`",
@@ -310,6 +313,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAAttnSplit:   t.CUDAAttnSplit.On(getenv),
 		CUDAAttnRope:    t.CUDAAttnRope.On(getenv),
 		CUDAAttnShort:   t.CUDAAttnShort.Int(getenv),
+		CUDAAttnF8Regs:  t.CUDAAttnF8Regs.On(getenv),
 		CUDAMoETile:     t.CUDAMoETile.Get(getenv),
 		CUDAMoEHints:    t.CUDAMoEHints.Int(getenv),
 		CUDAMoELibrary:  t.CUDAMoELibrary.On(getenv),

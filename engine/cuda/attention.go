@@ -462,10 +462,19 @@ func (c attnTC) smem(headDim int) int {
 
 // smemF8 mirrors the F8 kernels: per key group a decoded K and V tile
 // (keyTile rows of headDim + 8 16-bit values each), then stages x (K, V)
-// E4M3 tiles of keyTile x headDim bytes.
-func (c attnTC) smemF8(headDim int) int {
+// E4M3 tiles of keyTile rows of headDim bytes; the _f8r kernels (regs)
+// have no decoded tiles and rows of headDim + 16 bytes.
+func (c attnTC) smemF8(headDim int, regs bool) int {
+	if regs {
+		return c.keyWarps * c.stages * 2 * c.keyTile * (headDim + 16)
+	}
 	return c.keyWarps * (2*c.keyTile*(headDim+8)*2 + c.stages*2*c.keyTile*headDim)
 }
+
+// f8Regs reports whether c's launches over an FP8 cache convert the codes
+// in registers (attention_tc.cuh's REGS: decode configurations, one row
+// warp, with XRUN_CUDA_ATTN_F8_REGS).
+func (g *GPU) f8Regs(c attnTC) bool { return c.rowWarps == 1 && g.sw.CUDAAttnF8Regs }
 
 func (c attnTC) String() string {
 	if c.rowWarps == 0 {
@@ -563,7 +572,10 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 			name += "_paged"
 		}
 		if l.FP8.On {
-			family, name, smem = "attention_tc_f8", name+"_f8", tc.smemF8(a.HeadDim)
+			family, name, smem = "attention_tc_f8", name+"_f8", tc.smemF8(a.HeadDim, false)
+			if g.f8Regs(tc) {
+				name, smem = name+"r", tc.smemF8(a.HeadDim, true)
+			}
 		}
 	}
 	f, err := g.function(family, name)

@@ -169,21 +169,39 @@ func BenchmarkAttention(b *testing.B) {
 			if kern.rowWarps == 0 {
 				continue
 			}
-			b.Run(fmt.Sprintf("%s/%s/f8", sc.name, kern), func(b *testing.B) {
-				var d time.Duration
-				do(b, func(t testing.TB, g *GPU) {
-					// Random 16-bit caches read as codes: any byte is one.
-					l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
-						FP8: KVFP8{On: true, K: 0.01, V: 0.01}}
-					d = timeLaunches(b, t, g, 2*copies, func(i int) error {
-						c := i % copies
-						return g.attention(g.Stream, dt, out, qkv, caches[2*c], caches[2*c+1], capacity, a, l, kern)
+			// Decode configurations in both forms (XRUN_CUDA_ATTN_F8_REGS):
+			// .../f8 converts in registers, .../f8-smem decodes each tile
+			// into shared memory first; each with fp16 and bf16 queries
+			// (their conversions differ). The buffers are 16-bit either way.
+			forms := []bool{true}
+			if kern.rowWarps == 1 {
+				forms = append(forms, false)
+			}
+			for _, regs := range forms {
+				for _, fdt := range []DType{F16, BF16} {
+					name := fmt.Sprintf("%s/%s/f8", sc.name, kern)
+					if !regs {
+						name += "-smem"
+					}
+					b.Run(name+"/"+fdt.String(), func(b *testing.B) {
+						var d time.Duration
+						do(b, func(t testing.TB, g *GPU) {
+							defer keepSwitches(g)()
+							g.sw.CUDAAttnF8Regs = regs
+							// Random 16-bit caches read as codes: any byte is one.
+							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
+								FP8: KVFP8{On: true, K: 0.01, V: 0.01}}
+							d = timeLaunches(b, t, g, 2*copies, func(i int) error {
+								c := i % copies
+								return g.attention(g.Stream, fdt, out, qkv, caches[2*c], caches[2*c+1], capacity, a, l, kern)
+							})
+						})
+						per := d.Seconds() / float64(b.N)
+						b.ReportMetric(per*1e6, "us/launch")
+						b.ReportMetric(float64(keys*KV*D*2)/per/1e9, "KV-GB/s")
 					})
-				})
-				per := d.Seconds() / float64(b.N)
-				b.ReportMetric(per*1e6, "us/launch")
-				b.ReportMetric(float64(keys*KV*D*2)/per/1e9, "KV-GB/s")
-			})
+				}
+			}
 		}
 		do(b, func(t testing.TB, g *GPU) {
 			for _, buf := range slices.Concat(caches, pagedCaches, []Buffer{qkv, out, itemsB, work, cnt, tablesB}) {

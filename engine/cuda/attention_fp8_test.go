@@ -55,12 +55,32 @@ func TestAttentionFP8(t *testing.T) {
 								kernels = append(kernels, c)
 							}
 						}
-						do(t, func(t testing.TB, g *GPU) { checkAttentionFP8(t, g, dt, a, rn.seqs, rn.rows, splits, kernels) })
+						// Decode kernels in both forms: the codes converted in
+						// registers (_f8r, the default) and decoded through
+						// shared memory (_f8).
+						for _, regs := range []bool{true, false} {
+							t.Run(f8Form(regs), func(t *testing.T) {
+								do(t, func(t testing.TB, g *GPU) {
+									defer keepSwitches(g)()
+									g.sw.CUDAAttnF8Regs = regs
+									checkAttentionFP8(t, g, dt, a, rn.seqs, rn.rows, splits, kernels)
+								})
+							})
+						}
 					})
 				}
 			}
 		}
 	}
+}
+
+// f8Form names the kernels XRUN_CUDA_ATTN_F8_REGS picks for decode: _f8r
+// (the codes converted in registers) or _f8 (decoded in shared memory).
+func f8Form(regs bool) string {
+	if regs {
+		return "f8r"
+	}
+	return "f8"
 }
 
 // fp8Cache allocates an [slots][KV][capacity][D] FP8 cache of codes 0x7f
@@ -128,11 +148,17 @@ func TestAttentionFP8Rope(t *testing.T) {
 					for _, ctx := range contexts {
 						seqs = append(seqs, attnSeq{ctx - 1, 1})
 					}
-					do(t, func(t testing.TB, g *GPU) {
-						for _, c := range attnTCRopePagedKernels[a.HeadDim] {
-							checkAttentionFP8Rope(t, g, dt, a, seqs, splits, c)
-						}
-					})
+					for _, regs := range []bool{true, false} {
+						t.Run(f8Form(regs), func(t *testing.T) {
+							do(t, func(t testing.TB, g *GPU) {
+								defer keepSwitches(g)()
+								g.sw.CUDAAttnF8Regs = regs
+								for _, c := range attnTCRopePagedKernels[a.HeadDim] {
+									checkAttentionFP8Rope(t, g, dt, a, seqs, splits, c)
+								}
+							})
+						})
+					}
 				})
 			}
 		}
@@ -235,7 +261,8 @@ func checkAttentionFP8Rope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []a
 // TestAttnTCF8Kernels checks, without a GPU, that attention_tc_f8.cu
 // instantiates, over a contiguous and a paged cache, exactly the paged
 // configurations (the ones Attention maps an FP8 launch onto, pagedTC),
-// with and without RoPE folded in.
+// with and without RoPE folded in; the decode ones (one row warp) also in
+// their _f8r form (f8Regs), the others not.
 func TestAttnTCF8Kernels(t *testing.T) {
 	src, err := kernelSource("attention_tc_f8")
 	if err != nil {
@@ -243,8 +270,11 @@ func TestAttnTCF8Kernels(t *testing.T) {
 	}
 	for _, macro := range []string{"ATTN_TC_F8_K", "ATTN_TC_F8_KP"} {
 		inst := map[string]bool{}
-		for _, m := range regexp.MustCompile(macro+`\(T, (\d+), (\d+), (\d+), (\d+), (\d+), (true|false),`).FindAllStringSubmatch(src, -1) {
-			inst[strings.Join(m[1:], ",")] = true
+		for _, m := range regexp.MustCompile(macro+`\(T, (\d+), (\d+), (\d+), (\d+), (\d+), (true|false), \w*, (true|false), (f8r?)\)`).FindAllStringSubmatch(src, -1) {
+			if (m[7] == "true") != (m[8] == "f8r") {
+				t.Errorf("%s: REGS %s named _%s", macro, m[7], m[8])
+			}
+			inst[strings.Join(m[1:7], ",")+","+m[8]] = true
 		}
 		for _, fam := range []struct {
 			rope    string
@@ -252,11 +282,17 @@ func TestAttnTCF8Kernels(t *testing.T) {
 		}{{"false", attnTCPagedKernels}, {"true", attnTCRopePagedKernels}} {
 			for D, cs := range fam.kernels {
 				for _, c := range cs {
-					key := fmt.Sprintf("%d,%d,%d,%d,%d,%s", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages, fam.rope)
-					if !inst[key] {
-						t.Errorf("%s: %s (head dimension %d, rope %s) is not instantiated", macro, c, D, fam.rope)
+					forms := []string{"f8"}
+					if c.rowWarps == 1 {
+						forms = append(forms, "f8r")
 					}
-					delete(inst, key)
+					for _, f := range forms {
+						key := fmt.Sprintf("%d,%d,%d,%d,%d,%s,%s", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages, fam.rope, f)
+						if !inst[key] {
+							t.Errorf("%s: %s (head dimension %d, rope %s) is not instantiated as _%s", macro, c, D, fam.rope, f)
+						}
+						delete(inst, key)
+					}
 				}
 			}
 		}

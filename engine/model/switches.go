@@ -27,6 +27,7 @@ type Switches struct {
 	CUDAAttnSplit   bool   // XRUN_CUDA_ATTN_SPLIT
 	CUDAAttnRope    bool   // XRUN_CUDA_ATTN_ROPE
 	CUDAAttnShort   int    // XRUN_CUDA_ATTN_SHORT
+	CUDAAttnF8Regs  bool   // XRUN_CUDA_ATTN_F8_REGS: FP8-cache decode attention converts in registers
 	CUDAMoETile     string // XRUN_CUDA_MOE_TILE: "auto", "s", "m" or "l"
 	CUDAMoEHints    int    // XRUN_CUDA_MOE_HINTS
 	CUDAMoELibrary  bool   // XRUN_CUDA_MOE_LT

@@ -105,12 +105,13 @@ __device__ __forceinline__ void group_sync(int kw) {
 	}
 }
 
-template <class T, int D, int MW, int KW, int KT, int ST, bool ROPE, bool PAGED = false, bool F8 = false>
+template <class T, int D, int MW, int KW, int KT, int ST, bool ROPE, bool PAGED = false, bool F8 = false, bool REGS = false>
 __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_elem<F8, T>::C *kc,
 	typename kv_elem<F8, T>::C *vc, const int4 *items, int H, int KV, int W, int cap, float scale, float *part,
 	float *ml, int nsplit, int *counters, int rowsMax, const float *table, int shortKeys,
 	const int *tables = nullptr, int stride = 0, float ksc = 1.f, float vsc = 1.f) {
 	static_assert(!ROPE || MW == 1, "RoPE is folded into decode blocks only");
+	static_assert(!REGS || (F8 && MW == 1), "codes converted in registers: decode blocks over an FP8 cache");
 	typedef typename kv_elem<F8, T>::C C;
 	// Without ROPE the cache holds this launch's own keys, written by the
 	// kernel before: nothing may be read before it is done.
@@ -123,10 +124,23 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	constexpr int NO = D / 8;      // 8-wide output tiles
 	constexpr int LOADS = KT * CPR / NG;
 	static_assert(D % 16 == 0 && KT % 16 == 0 && ST >= 2 && KT * CPR % NG == 0, "shape");
-	// F8: a group's stages hold E4M3 tiles (RAW bytes each), and each tile
-	// in turn is decoded into one pair of 16-bit tiles that the mma read.
-	constexpr int RAW = KT * D;
-	constexpr int GROUP = F8 ? 2 * TILE * (int)sizeof(T) + ST * 2 * RAW : ST * 2 * TILE * (int)sizeof(T);
+	// F8: a group's stages hold E4M3 tiles (RAW bytes each, rows of RS).
+	// Without REGS each tile in turn is decoded into one pair of 16-bit
+	// tiles (DEC bytes) that the mma read; with REGS (decode blocks: a warp
+	// alone reads its tiles) the mma operands are loaded from the codes by
+	// ldmatrix and converted in registers (e4m3_bits), no decoded tile, and
+	// the rows are padded by 16 bytes so that an ldmatrix phase's 8 rows
+	// fall on distinct banks.
+	constexpr int RS = REGS ? D + 16 : D;
+	constexpr int RAW = KT * RS;
+	constexpr int DEC = F8 && !REGS ? 2 * TILE * (int)sizeof(T) : 0;
+	constexpr int GROUP = F8 ? DEC + ST * 2 * RAW : ST * 2 * TILE * (int)sizeof(T);
+	// REGS: the order of the head dimension inside each 16-wide step of
+	// Q K^T is permuted so that a thread's B operand is four adjacent codes
+	// of one key (one 32-bit ldmatrix element, dims 4 q4 .. 4 q4 + 3); Q's A
+	// fragments follow (the dot product does not care in which order), and
+	// the output tiles of P V are split into even and odd dimensions.
+	constexpr int QO = REGS ? 4 : 2, HO = REGS ? 2 : 8;
 	constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 	const float ninf = -__int_as_float(0x7f800000);
 	extern __shared__ __align__(16) unsigned char smem[];
@@ -134,9 +148,9 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	const int mw = warp % MW, kw = warp / MW, gt = mw * 32 + lane;
 	// This group's [ST][K tile, V tile]; under F8 its decoded [K tile, V
-	// tile], then its [ST][K, V] E4M3 tiles (raw).
+	// tile] (not with REGS), then its [ST][K, V] E4M3 tiles (raw).
 	T *const stages = (T *)(smem + kw * GROUP);
-	unsigned char *const raw = smem + kw * GROUP + 2 * TILE * (int)sizeof(T);
+	unsigned char *const raw = smem + kw * GROUP + DEC;
 	// Under F8 the scores and the output take the scales (and e4m3_h16's
 	// mul); new keys and values are encoded times their reciprocals.
 	const float kinv = F8 ? __frcp_rn(ksc) : 1.f, vinv = F8 ? __frcp_rn(vsc) : 1.f;
@@ -181,7 +195,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 #pragma unroll
 			for (int e = 0; e < 8; e++) f[e] = pack_get<T>(v, e);
 			const uint2 q = e4m3x8(f, vinv);
-			*(uint2 *)(dv + kr * D + ch * 8) = q;
+			*(uint2 *)(dv + kr * RS + ch * 8) = q;
 			*(uint2 *)(vb + crow + ch * 8) = q;
 		} else {
 			*(pack8 *)((T *)dv + kr * LDS + ch * 8) = v;
@@ -206,8 +220,8 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 				// Encoded from the rotation in float32, as the CPU backend
 				// encodes its keys.
 				const uint2 qa = e4m3x8(fa, kinv), qb = e4m3x8(fb, kinv);
-				*(uint2 *)(dk + kr * D + ch * 8) = qa;
-				*(uint2 *)(dk + kr * D + D / 2 + ch * 8) = qb;
+				*(uint2 *)(dk + kr * RS + ch * 8) = qa;
+				*(uint2 *)(dk + kr * RS + D / 2 + ch * 8) = qb;
 				*(uint2 *)(kb + crow + ch * 8) = qa;
 				*(uint2 *)(kb + crow + D / 2 + ch * 8) = qb;
 			} else {
@@ -243,9 +257,9 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 			const int key = k0 + kr;
 			const bool ok = key < keyEnd;
 			// A chunk: 8 values, 16 bytes of T or 8 codes; its place in the
-			// stage (rows of LDS values, or of D codes).
-			const u32 sk = F8 ? smem_u32(dk + kr * D + ch * 8) : smem_u32((T *)dk + kr * LDS + ch * 8);
-			const u32 sv = F8 ? smem_u32(dv + kr * D + ch * 8) : smem_u32((T *)dv + kr * LDS + ch * 8);
+			// stage (rows of LDS values, or of RS codes).
+			const u32 sk = F8 ? smem_u32(dk + kr * RS + ch * 8) : smem_u32((T *)dk + kr * LDS + ch * 8);
+			const u32 sv = F8 ? smem_u32(dv + kr * RS + ch * 8) : smem_u32((T *)dv + kr * LDS + ch * 8);
 			if (ROPE && ok && key >= pos0) {
 				if (fresh) own(key, kr, ch, dk, dv);
 			} else if (cached) {
@@ -290,13 +304,13 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		for (int i = 0; i < 2; i++) {
 			const int row = i ? r1 : r0;
 			const int p = pos0 + min(row / G, ntok - 1); // rows past R: any valid position (their Q is zero)
-			const float *tb = table + (long long)p * D + q4 * 2;
+			const float *tb = table + (long long)p * D + q4 * QO;
 #pragma unroll
 			for (int kk = 0; kk < QH; kk++)
 #pragma unroll
 				for (int hi = 0; hi < 2; hi++) {
-					qcos[i][kk][hi] = *(const float2 *)(tb + kk * 16 + hi * 8);
-					qsin[i][kk][hi] = *(const float2 *)(tb + D / 2 + kk * 16 + hi * 8);
+					qcos[i][kk][hi] = *(const float2 *)(tb + kk * 16 + hi * HO);
+					qsin[i][kk][hi] = *(const float2 *)(tb + D / 2 + kk * 16 + hi * HO);
 				}
 		}
 		pdl_enter();
@@ -308,7 +322,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	{
 		auto qrow = [&](int r) {
 			const int tok = r / G, j = r - tok * G;
-			return qkv + (long long)(t0 + tok) * W + (h * G + j) * D + q4 * 2;
+			return qkv + (long long)(t0 + tok) * W + (h * G + j) * D + q4 * QO;
 		};
 		const T *q0 = qrow(r0), *q1 = qrow(r1);
 		const bool ok0 = r0 < R, ok1 = r1 < R;
@@ -316,13 +330,13 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		for (int kk = 0; kk < D / 16; kk++) {
 			qa[kk][0] = ok0 ? *(const u32 *)(q0 + kk * 16) : 0u;
 			qa[kk][1] = ok1 ? *(const u32 *)(q1 + kk * 16) : 0u;
-			qa[kk][2] = ok0 ? *(const u32 *)(q0 + kk * 16 + 8) : 0u;
-			qa[kk][3] = ok1 ? *(const u32 *)(q1 + kk * 16 + 8) : 0u;
+			qa[kk][2] = ok0 ? *(const u32 *)(q0 + kk * 16 + HO) : 0u;
+			qa[kk][3] = ok1 ? *(const u32 *)(q1 + kk * 16 + HO) : 0u;
 		}
 	}
 	if constexpr (ROPE) {
-		// qa[kk][j] holds row (j & 1 ? r1 : r0), columns kk * 16 + q4 * 2
-		// (+ 8 for j >= 2) and the next; its partner, D / 2 further, is
+		// qa[kk][j] holds row (j & 1 ? r1 : r0), columns kk * 16 + q4 * QO
+		// (+ HO for j >= 2) and the next; its partner, D / 2 further, is
 		// qa[kk + D / 32][j]. Rotated in fp32, rounded as rope_kv stores.
 #pragma unroll
 		for (int kk = 0; kk < QH; kk++)
@@ -339,7 +353,8 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 #pragma unroll
 	for (int d = 0; d < NO; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
 	float m[2] = {ninf, ninf}, l[2] = {0.f, 0.f}; // running max (log2 units) and sum per row
-	const float sl2 = scale * LOG2E * (F8 ? ksc * e4m3_h16<T>::mul : 1.f);
+	constexpr float F8MUL = REGS ? e4m3_bits<T>::mul : e4m3_h16<T>::mul;
+	const float sl2 = scale * LOG2E * (F8 ? ksc * F8MUL : 1.f);
 	// Row r sees keys up to its own position (causal) and below keyEnd; a
 	// tile past the warp's first row's limit needs masking.
 	const int lim0 = min(keyEnd - 1, pos0 + r0 / G), lim1 = min(keyEnd - 1, pos0 + r1 / G);
@@ -350,16 +365,17 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		group_sync<MW, KW>(kw); // tile j landed for the group; its stage of tile j - 1 is free
 		if (j + ST - 1 < mine) load(j + ST - 1, true, true);
 		cp_async_commit();
-		if constexpr (F8) {
+		// Tile j's codes (REGS: read by ldmatrix below).
+		const unsigned char *const rk = raw + (j % ST) * 2 * RAW, *const rv = rk + RAW;
+		if constexpr (F8 && !REGS) {
 			// Tile j's codes into the group's decoded tiles, 16 a thread at
 			// a time (every warp of the group is past tile j - 1: the sync
 			// above), then a sync before they are read.
-			const unsigned char *rk = raw + (j % ST) * 2 * RAW;
 			constexpr int P16 = KT * D / 16; // 16-code pieces of a tile
 			for (int i = gt; i < 2 * P16; i += NG) {
 				const int isv = i >= P16, q = i - isv * P16, r = q / (D / 16), c16 = q - r * (D / 16);
 				pack8 lo, hi;
-				e4m3x16<T>(*(const uint4 *)(rk + isv * RAW + r * D + c16 * 16), lo, hi);
+				e4m3x16<T>(*(const uint4 *)(rk + isv * RAW + r * RS + c16 * 16), lo, hi);
 				T *dst = stages + isv * TILE + r * LDS + c16 * 16;
 				*(pack8 *)dst = lo;
 				*(pack8 *)(dst + 8) = hi;
@@ -373,14 +389,32 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		float s[NS][4];
 #pragma unroll
 		for (int n = 0; n < NS; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+		if constexpr (REGS) {
+			// Four 8-key x 16-dim blocks of codes an ldmatrix: keys n, n + 1
+			// (8 each) x dims kk, kk + 1 (16 each); a thread's element is
+			// its key's dims 4 q4 .. 4 q4 + 3, the B operand's two pairs.
 #pragma unroll
-		for (int kk = 0; kk < D / 16; kk++) {
+			for (int kk = 0; kk < D / 16; kk += 2)
 #pragma unroll
-			for (int n = 0; n < NS; n += 2) {
-				u32 b[4];
-				ldmatrix_x4(b, smem_u32(ks + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8));
-				mma(s[n], qa[kk], b, T{});
-				mma(s[n + 1], qa[kk], b + 2, T{});
+				for (int n = 0; n < NS; n += 2) {
+					u32 c[4];
+					ldmatrix_x4(c, smem_u32(rk + (n * 8 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (kk + (lane >> 4)) * 16));
+#pragma unroll
+					for (int x = 0; x < 4; x++) {
+						const u32 b[2] = {e4m3_bits<T>::two(__byte_perm(c[x], 0, 0x4140)), e4m3_bits<T>::two(__byte_perm(c[x], 0, 0x4342))};
+						mma(s[n + (x & 1)], qa[kk + (x >> 1)], b, T{});
+					}
+				}
+		} else {
+#pragma unroll
+			for (int kk = 0; kk < D / 16; kk++) {
+#pragma unroll
+				for (int n = 0; n < NS; n += 2) {
+					u32 b[4];
+					ldmatrix_x4(b, smem_u32(ks + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8));
+					mma(s[n], qa[kk], b, T{});
+					mma(s[n + 1], qa[kk], b + 2, T{});
+				}
 			}
 		}
 		const bool edge = k0 + KT - 1 > wlim;
@@ -431,18 +465,38 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		for (int kk = 0; kk < KT / 16; kk++) {
 			u32 pa[4] = {pack2(s[2 * kk][0], s[2 * kk][1], T{}), pack2(s[2 * kk][2], s[2 * kk][3], T{}),
 				pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
+			if constexpr (REGS) {
+				// Four 8-key x 16-dim blocks, transposed: keys +0, +8 x dims
+				// c, c + 1; a thread's element is keys 2 q4, 2 q4 + 1 of two
+				// adjacent dims (bytes: key 2 q4's pair, then the next key's).
+				// Output tile 2 c holds block c's even dims, 2 c + 1 its odd.
 #pragma unroll
-			for (int d = 0; d < NO; d += 2) {
-				u32 b[4];
-				ldmatrix_x4_trans(b, smem_u32(vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + d * 8 + (lane >> 4) * 8));
-				mma(o[d], pa, b, T{});
-				mma(o[d + 1], pa, b + 2, T{});
+				for (int c = 0; c < D / 16; c += 2) {
+					u32 v[4];
+					ldmatrix_x4_trans(v, smem_u32(rv + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (c + (lane >> 4)) * 16));
+#pragma unroll
+					for (int hb = 0; hb < 2; hb++) {
+						const u32 lo = v[2 * hb], hi = v[2 * hb + 1];
+						const u32 be[2] = {e4m3_bits<T>::two(__byte_perm(lo, 0, 0x4240)), e4m3_bits<T>::two(__byte_perm(hi, 0, 0x4240))};
+						const u32 bo[2] = {e4m3_bits<T>::two(__byte_perm(lo, 0, 0x4341)), e4m3_bits<T>::two(__byte_perm(hi, 0, 0x4341))};
+						mma(o[2 * (c + hb)], pa, be, T{});
+						mma(o[2 * (c + hb) + 1], pa, bo, T{});
+					}
+				}
+			} else {
+#pragma unroll
+				for (int d = 0; d < NO; d += 2) {
+					u32 b[4];
+					ldmatrix_x4_trans(b, smem_u32(vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + d * 8 + (lane >> 4) * 8));
+					mma(o[d], pa, b, T{});
+					mma(o[d + 1], pa, b + 2, T{});
+				}
 			}
 		}
 	}
 	cp_async_wait<0>(); // only empty groups can be left, but the stages are reused below
 	if constexpr (F8) {
-		const float vm = vsc * e4m3_h16<T>::mul;
+		const float vm = vsc * F8MUL;
 #pragma unroll
 		for (int d = 0; d < NO; d++) {
 			o[d][0] *= vm;
@@ -457,6 +511,20 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
 	}
 
+	// Pair d of row i (0: r0, 1: r1) of this thread's O and its first
+	// column: columns d * 8 + q4 * 2 and the next; under REGS, output tile
+	// 2 c held block c's even dims and 2 c + 1 its odd, so a thread's pairs
+	// are columns c * 16 + q4 * 4 + {0, 1} and {2, 3}.
+	auto pairAt = [&](int d, int i, int &col) -> float2 {
+		if constexpr (REGS) {
+			const int c = d >> 1, hf = d & 1;
+			col = c * 16 + q4 * 4 + hf * 2;
+			return make_float2(o[2 * c][2 * i + hf], o[2 * c + 1][2 * i + hf]);
+		} else {
+			col = d * 8 + q4 * 2;
+			return make_float2(o[d][2 * i], o[d][2 * i + 1]);
+		}
+	};
 	const long long base = ((long long)(blockIdx.x * KV + h) * nsplit + blockIdx.z) * rowsMax;
 	if constexpr (KW == 1) {
 		// Each warp holds its rows' final (m, l, O): written straight out.
@@ -465,16 +533,24 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 			const int r = i ? r1 : r0;
 			if (r >= R) continue;
 			if (split) {
-				float *p = part + (base + r) * D + q4 * 2;
+				float *p = part + (base + r) * D;
 #pragma unroll
-				for (int d = 0; d < NO; d++) *(float2 *)(p + d * 8) = make_float2(o[d][2 * i], o[d][2 * i + 1]);
+				for (int d = 0; d < NO; d++) {
+					int col;
+					const float2 v = pairAt(d, i, col);
+					*(float2 *)(p + col) = v;
+				}
 				if (q4 == 0) *(float2 *)&ml[(base + r) * 2] = make_float2(m[i] * LN2, l[i]);
 			} else {
 				const int tok = r / G, jh = r - tok * G;
-				T *dst = out + (long long)(t0 + tok) * H * D + (h * G + jh) * D + q4 * 2;
+				T *dst = out + (long long)(t0 + tok) * H * D + (h * G + jh) * D;
 				const float inv = 1.f / l[i];
 #pragma unroll
-				for (int d = 0; d < NO; d++) *(u32 *)(dst + d * 8) = pack2(o[d][2 * i] * inv, o[d][2 * i + 1] * inv, T{});
+				for (int d = 0; d < NO; d++) {
+					int col;
+					const float2 v = pairAt(d, i, col);
+					*(u32 *)(dst + col) = pack2(v.x * inv, v.y * inv, T{});
+				}
 			}
 		}
 	} else {
@@ -490,7 +566,11 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		for (int i = 0; i < 2; i++) {
 			const int rl = g4 + 8 * i;
 #pragma unroll
-			for (int d = 0; d < NO; d++) *(float2 *)&mg[rl * LDO + d * 8 + q4 * 2] = make_float2(o[d][2 * i], o[d][2 * i + 1]);
+			for (int d = 0; d < NO; d++) {
+				int col;
+				const float2 v = pairAt(d, i, col);
+				*(float2 *)&mg[rl * LDO + col] = v;
+			}
 			if (q4 == 0) *(float2 *)&mg[16 * LDO + rl * 2] = make_float2(m[i], l[i]);
 		}
 		__syncthreads();

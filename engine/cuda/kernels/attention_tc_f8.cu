@@ -6,46 +6,70 @@
 // The cache holds one byte a value, E4M3(v / scale) with a scale per layer
 // for K and one for V (kv_write_f8, attention.cu; the _rope kernels encode
 // their new keys and values alike). A stage of a key group holds E4M3
-// tiles, streamed with cp.async at half the bytes of a 16-bit cache; each
-// tile in turn is decoded into one pair of 16-bit tiles, exactly (every
-// E4M3 value is an fp16 and a bf16 value; by cvt on Ada and Hopper, else
-// by bit arithmetic, fp16's then times 2^-8: e4m3_h16), which the same
-// mma read. The scales, and where so fp16's 2^8, multiply the scores
-// and the output in float32, so no scaled key or value is ever rounded.
+// tiles, streamed with cp.async at half the bytes of a 16-bit cache. The
+// _f8 kernels decode each tile in turn into one pair of 16-bit tiles,
+// exactly (every E4M3 value is an fp16 and a bf16 value; by cvt on Ada
+// and Hopper, else by bit arithmetic, fp16's then times 2^-8: e4m3_h16),
+// which the same mma read; the _f8r decode kernels (one row warp: no
+// tile to share) load the mma operands from the codes and convert them in
+// registers by bit arithmetic alone (e4m3_bits, times 2^-8 or 2^-120).
+// The scales, and those powers of two, multiply the scores and the output
+// in float32, so no scaled key or value is ever rounded.
 // Two arguments more than attention_tc.cu's kernels: ksc and vsc, the
 // layer's scales.
 #include "attention_tc.cuh"
 
-#define ATTN_TC_F8_K(T, D, MW, KW, KT, ST, ROPE, SUF)                                                          \
+#define ATTN_TC_F8_K(T, D, MW, KW, KT, ST, ROPE, SUF, REGS, F)                                                \
 	extern "C" __global__ void __launch_bounds__(MW * KW * 32)                                                  \
-		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##SUF##_f8(T *out, const T *qkv, u8 *kc, u8 *vc, \
+		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##SUF##_##F(T *out, const T *qkv, u8 *kc, u8 *vc, \
 			const int4 *items, int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit,  \
 			int *counters, int rowsMax, const float *table, int shortKeys, float ksc, float vsc) {            \
-		attention_tc<T, D, MW, KW, KT, ST, ROPE, false, true>(out, qkv, kc, vc, items, H, KV, W, cap, scale,   \
-			part, ml, nsplit, counters, rowsMax, table, shortKeys, nullptr, 0, ksc, vsc);                     \
+		attention_tc<T, D, MW, KW, KT, ST, ROPE, false, true, REGS>(out, qkv, kc, vc, items, H, KV, W, cap,    \
+			scale, part, ml, nsplit, counters, rowsMax, table, shortKeys, nullptr, 0, ksc, vsc);              \
 	}
-#define ATTN_TC_F8_KP(T, D, MW, KW, KT, ST, ROPE, SUF)                                                         \
+#define ATTN_TC_F8_KP(T, D, MW, KW, KT, ST, ROPE, SUF, REGS, F)                                               \
 	extern "C" __global__ void __launch_bounds__(MW * KW * 32)                                                  \
-		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##SUF##_f8(T *out, const T *qkv, u8 *kc, u8 *vc, \
+		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##SUF##_##F(T *out, const T *qkv, u8 *kc, u8 *vc, \
 			const int4 *items, int H, int KV, int W, int bs, float scale, float *part, float *ml, int nsplit,   \
 			int *counters, int rowsMax, const float *table, int shortKeys, const int *tables, int stride,     \
 			float ksc, float vsc) {                                                                           \
-		attention_tc<T, D, MW, KW, KT, ST, ROPE, true, true>(out, qkv, kc, vc, items, H, KV, W, bs, scale,     \
-			part, ml, nsplit, counters, rowsMax, table, shortKeys, tables, stride, ksc, vsc);                 \
+		attention_tc<T, D, MW, KW, KT, ST, ROPE, true, true, REGS>(out, qkv, kc, vc, items, H, KV, W, bs,      \
+			scale, part, ml, nsplit, counters, rowsMax, table, shortKeys, tables, stride, ksc, vsc);          \
 	}
-// The default configurations only (attnTCF8Kernels in attention.go): decode
-// (few blocks, many), prefill, the decode ones with RoPE folded in, each
-// over a contiguous and a paged cache.
-#define ATTN_TC_F8_ALL(T)                                                                                       \
-	ATTN_TC_F8_K(T, 64, 1, 8, 16, 2, false, ) ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, false, )                        \
-	ATTN_TC_F8_K(T, 64, 4, 1, 32, 3, false, ) ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, false, )                       \
-	ATTN_TC_F8_K(T, 128, 4, 1, 32, 2, false, )                                                                 \
-	ATTN_TC_F8_K(T, 64, 1, 8, 16, 3, true, _rope) ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, true, _rope)                \
-	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, true, _rope)                                                             \
-	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 2, false, _paged) ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, false, _paged)          \
-	ATTN_TC_F8_KP(T, 64, 4, 1, 32, 3, false, _paged) ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, false, _paged)         \
-	ATTN_TC_F8_KP(T, 128, 4, 1, 32, 2, false, _paged)                                                          \
-	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 3, true, _rope_paged) ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, true, _rope_paged)  \
-	ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, true, _rope_paged)
+// The default configurations only (attention.go's attnTCPagedKernels and
+// attnTCRopePagedKernels): decode (few blocks, many), prefill, the decode
+// ones with RoPE folded in, each over a contiguous and a paged cache; the
+// decode ones (one row warp) in both forms, _f8 (the codes decoded into
+// 16-bit tiles in shared memory) and _f8r (converted in registers:
+// attention_tc.cuh's REGS; XRUN_CUDA_ATTN_F8_REGS chooses).
+#define ATTN_TC_F8_ALL(T) \
+	ATTN_TC_F8_K(T, 64, 1, 8, 16, 2, false, , false, f8) \
+	ATTN_TC_F8_K(T, 64, 1, 8, 16, 2, false, , true, f8r) \
+	ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, false, , false, f8) \
+	ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, false, , true, f8r) \
+	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, false, , false, f8) \
+	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, false, , true, f8r) \
+	ATTN_TC_F8_K(T, 64, 4, 1, 32, 3, false, , false, f8) \
+	ATTN_TC_F8_K(T, 128, 4, 1, 32, 2, false, , false, f8) \
+	ATTN_TC_F8_K(T, 64, 1, 8, 16, 3, true, _rope, false, f8) \
+	ATTN_TC_F8_K(T, 64, 1, 8, 16, 3, true, _rope, true, f8r) \
+	ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, true, _rope, false, f8) \
+	ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, true, _rope, true, f8r) \
+	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, true, _rope, false, f8) \
+	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, true, _rope, true, f8r) \
+	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 2, false, _paged, false, f8) \
+	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 2, false, _paged, true, f8r) \
+	ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, false, _paged, false, f8) \
+	ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, false, _paged, true, f8r) \
+	ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, false, _paged, false, f8) \
+	ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, false, _paged, true, f8r) \
+	ATTN_TC_F8_KP(T, 64, 4, 1, 32, 3, false, _paged, false, f8) \
+	ATTN_TC_F8_KP(T, 128, 4, 1, 32, 2, false, _paged, false, f8) \
+	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 3, true, _rope_paged, false, f8) \
+	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 3, true, _rope_paged, true, f8r) \
+	ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, true, _rope_paged, false, f8) \
+	ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, true, _rope_paged, true, f8r) \
+	ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, true, _rope_paged, false, f8) \
+	ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, true, _rope_paged, true, f8r)
 ATTN_TC_F8_ALL(f16)
 ATTN_TC_F8_ALL(bf16)

@@ -97,6 +97,26 @@ template <> struct e4m3_h16<bf16> {
 };
 #endif
 
+// e4m3_bits<T>::two turns two codes, the low bytes of x's 16-bit halves
+// (the other bytes zero: __byte_perm picks them), into a pair of T by
+// moving each code's sign, exponent and mantissa into T's fields as they
+// are: the value times 2^-8 for fp16 (exponent bias 15 against 7) or
+// 2^-120 for bf16 (127), subnormal codes included, which mul undoes in
+// float32. Integer operations only, a few a pair, where e4m3_h16's bf16
+// conversion is four cvt: the decode attention over an FP8 cache converts
+// every value it reads, and was bound by that. bf16's values are tiny:
+// products that fall below float32's normal range may be flushed, terms
+// under 2^-6 of the scales, far below what the codes resolve.
+template <class T> struct e4m3_bits;
+template <> struct e4m3_bits<f16> {
+	static constexpr float mul = 256.f;
+	__device__ static __forceinline__ u32 two(u32 x) { return ((x & 0x00800080u) << 8) | ((x & 0x007f007fu) << 7); }
+};
+template <> struct e4m3_bits<bf16> {
+	static constexpr float mul = 1329227995784915872903807060280344576.f; // 2^120
+	__device__ static __forceinline__ u32 two(u32 x) { return ((x & 0x00800080u) << 8) | ((x & 0x007f007fu) << 4); }
+};
+
 // e4m3x16 decodes 16 codes (one 16-byte load) into two packs of 8 values
 // of T (e4m3_h16's scaling).
 template <class T> __device__ __forceinline__ void e4m3x16(uint4 c, pack8 &lo, pack8 &hi) {
