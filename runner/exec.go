@@ -165,6 +165,9 @@ type runCell struct {
 	kept  []repeatRecord
 	first step
 	rest  time.Duration
+	// roof is the roofline's estimate of one repeat (roofPass) on the
+	// study's GPUs, in seconds; 0 where the plan has none.
+	roof float64
 }
 
 // Run executes a study: it locks the results directory, generates the

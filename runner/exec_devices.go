@@ -130,6 +130,11 @@ func (s *study) buildPlan(sel []bool) error {
 			}
 		}
 		rc := &runCell{cell: c, selected: sel[i]}
+		gpu := DefaultEstimateGPU
+		if len(s.gpus) > 0 {
+			gpu = s.gpus[0].Name
+		}
+		rc.roof = roofPass(c, gpu)
 		device := hostDevice()
 		external := !builtinEngine(backend)
 		if s.slurm != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -478,5 +479,37 @@ func TestEstimateJSON(t *testing.T) {
 	spec.Plan.WriteJSON(&b)
 	if strings.Contains(b.String(), `"estimate": {`) {
 		t.Error("a plan without an estimate wrote one")
+	}
+}
+
+// TestRoofPass: the roofline's estimate of one repeat is there for a cell
+// of xrun's engine (longer for a longer dataset, on any GPU name, known or
+// not) and not for one on the cpu engine.
+func TestRoofPass(t *testing.T) {
+	spec, err := ParseSpec("roof.yaml", []byte(`schema_version: 1
+name: roof
+params:
+  model: tiny-llama
+  dataset: {num_requests: 64, input_mean: 32}
+matrix:
+  engine: [cuda, cpu]
+  dataset.output_mean: [16, 64]
+`), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roof := map[string]float64{}
+	for i := range spec.Plan.Cells {
+		c := &spec.Plan.Cells[i]
+		for _, gpu := range []string{"NVIDIA H200", "Some GPU"} {
+			r := roofPass(c, gpu)
+			roof[fmt.Sprint(c.Params.Engine, c.Params.Dataset.OutputMean)] = r
+			if (r > 0) != (c.Params.Engine == "cuda") {
+				t.Errorf("%s on %s: roofPass %g", c.ID, gpu, r)
+			}
+		}
+	}
+	if !(roof["cuda64"] > roof["cuda16"]) {
+		t.Errorf("roofPass: 64 outputs %g, 16 outputs %g: want the longer dataset longer", roof["cuda64"], roof["cuda16"])
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,7 +35,8 @@ import (
 // window, the share of it the window ends at; a worker's first step adds the time the last worker took
 // to get its engine ready. A cell with nothing recorded is estimated from
 // the cells most like it that have a repeat recorded (estimateFirst): their
-// time scaled by the work of a repeat. With nothing at all to go by, a step
+// time scaled by the work of a repeat (the roofline's, else the tokens').
+// With nothing at all to go by, a step
 // starts while at least timeLimitFloor is left: there is no better guess,
 // and the time would otherwise go unused.
 
@@ -459,20 +461,22 @@ func passTimeFault(fault string) (time.Duration, string) {
 }
 
 // pace is a cell's recorded speed: how long its last timed repeat took,
-// how long its worker took to get ready, and the work of one repeat
-// (repeatWork; 0 when unknown).
+// how long its worker took to get ready, and the work of one repeat: the
+// roofline's seconds (roofPass) and the tokens (repeatWork), each 0 when
+// unknown.
 type pace struct {
 	id     string
 	params results.Params
 	pass   time.Duration
 	setup  time.Duration
+	roof   float64
 	work   float64
 }
 
 // paceOf is a cell's pace from its record when it is complete, else from
 // the repeats kept for it; ok is false when neither says.
 func paceOf(rc *runCell, rec *cellRecord) (p pace, ok bool) {
-	p = pace{id: rc.cell.ID, params: rc.wc.Params, work: repeatWork(rc.wc.Params)}
+	p = pace{id: rc.cell.ID, params: rc.wc.Params, roof: rc.roof, work: repeatWork(rc.wc.Params)}
 	if rec != nil {
 		for i := len(rec.Passes) - 1; i >= 0; i-- {
 			if q := rec.Passes[i]; !q.Profiled && q.Finished.After(q.Started) {
@@ -514,15 +518,18 @@ func repeatWork(p results.Params) float64 {
 // estimateFirst predicts the first step of a cell with nothing recorded
 // (its own prediction otherwise stands) from paces: of the recorded cells
 // whose parameters differ from its in the fewest places, the slowest, its
-// repeat scaled by the work of one. Cells of one study mostly differ in one
-// axis, and the slowest neighbour errs towards holding a cell back rather
-// than starting one that is then cut off and lost.
+// repeat scaled by the work of one: by the roofline's estimates of the two
+// (roofPass) where both have one, which weigh prompts against outputs and
+// count the requests the KV cache holds at once, else by their tokens.
+// Cells of one study mostly differ in one axis, and the slowest neighbour
+// errs towards holding a cell back rather than starting one that is then
+// cut off and lost.
 func estimateFirst(rc *runCell, paces []pace) step {
 	s := rc.first
 	if s.name == "" || s.predicted > 0 {
 		return s
 	}
-	work := repeatWork(rc.wc.Params)
+	roof, work := rc.roof, repeatWork(rc.wc.Params)
 	best, from := -1, ""
 	var pred time.Duration
 	for _, p := range paces {
@@ -531,7 +538,14 @@ func estimateFirst(rc *runCell, paces []pace) step {
 		}
 		d := paramDistance(rc.wc.Params, p.params)
 		t := p.pass
-		if work > 0 && p.work > 0 {
+		switch {
+		case roof > 0 && p.roof > 0:
+			r := roof / p.roof
+			if math.Abs(r-1) > 0.01 {
+				r *= roofMargin
+			}
+			t = time.Duration(float64(t) * r)
+		case work > 0 && p.work > 0:
 			t = time.Duration(float64(t) * work / p.work)
 		}
 		t += p.setup
@@ -545,6 +559,32 @@ func estimateFirst(rc *runCell, paces []pace) step {
 	s.predicted = pred
 	s.basis = fmt.Sprintf("estimated from cell %s (%d parameters differ)", from, best)
 	return s
+}
+
+// roofMargin multiplies a prediction scaled by the roofline from a cell of
+// other work: the engine's share of the roofline differs between workloads
+// (on an H100, Llama-3.1-8B FP8's perf-overview rows ran at 48 % of it at
+// 128/128 and 80-83 % where outputs are long, bench/results/
+// trtllm-perf-overview-rows-h100), and the estimate errs towards holding a
+// cell back.
+const roofMargin = 1.5
+
+// roofPass is the plan's roofline estimate of one repeat of c (its warm-up
+// and timed pass) on a GPU of that name (DefaultEstimateGPU's ceilings
+// where xrun knows none for it), in seconds; 0 where the plan has none (a
+// cell on the cpu engine, a dataset file). Its efficiency and the GPU's
+// speed cancel in the ratio of two cells' estimates.
+func roofPass(c *Cell, gpu string) float64 {
+	dev, _, mem, ok := estimateDevice(gpu)
+	if !ok {
+		dev, _, mem, _ = estimateDevice(DefaultEstimateGPU)
+	}
+	est := &Estimate{Device: dev, Memory: mem, Efficiency: DefaultEfficiency, OwnGEMMEfficiency: DefaultEfficiency * ownGEMMDerate}
+	ce := est.cell(c, 1, nil)
+	if ce.Basis != BasisRoofline && ce.Basis != BasisRooflineExternal {
+		return 0
+	}
+	return (ce.Pass + ce.Warmup).Seconds()
 }
 
 // workParams are the parameters repeatWork scales by: a difference in

@@ -391,12 +391,14 @@ func TestLPTOrderKeepsCPUCells(t *testing.T) {
 // left takes the next cell that would; the run stops as interrupted, at the
 // time limit, the cell not started kept as it was.
 func TestScheduleTimeLimit(t *testing.T) {
-	// One GPU, 6 minutes: cell 0 (nothing recorded) takes 4; cell 1
-	// (5m recorded) then does not fit in 2, cell 2 (1m) does.
-	s, order := gpuStudy(t, 1, 3, map[int]time.Duration{1: 5 * time.Minute, 2: time.Minute})
+	// One GPU, 6 minutes: cell 0 (nothing recorded; batch 1, predicted
+	// at about twice its slowest neighbour's 1m40s by the roofline, times
+	// roofMargin: 5m) takes 4m30s; cell 1 (1m40s recorded) then does not
+	// fit in 1m30s, cell 2 (1m) does.
+	s, order := gpuStudy(t, 1, 3, map[int]time.Duration{1: 100 * time.Second, 2: time.Minute})
 	clock := &fakeClock{t: time.Now()}
 	s.limit = &budget{deadline: clock.now().Add(6 * time.Minute), limit: "--time-limit 6m0s", now: clock.now}
-	fake := &timedCells{clock: clock, took: map[string]time.Duration{s.cells[0].cell.ID: 4 * time.Minute}}
+	fake := &timedCells{clock: clock, took: map[string]time.Duration{s.cells[0].cell.ID: 270 * time.Second}}
 	s.exec = fake
 	res, err := s.execute(context.Background())
 	if !errors.Is(err, ErrTimeLimit) || !errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "xrun run --resume continues") {
@@ -547,6 +549,22 @@ func TestEstimateFirst(t *testing.T) {
 				t.Errorf("estimateFirst = %+v, want %s %q", got, tc.want, tc.basis)
 			}
 		})
+	}
+	// Cells the roofline estimates scale by its estimates, not by tokens:
+	// 128/128 x 30,000 requests is 16x the tokens of 1000/2000 x 161, but
+	// runs at 1,960 requests at once against 161.
+	long := results.Params{"batch_size": 2048, "dataset.num_requests": 161, "dataset.input_mean": 1000, "dataset.output_mean": 2000}
+	short := results.Params{"batch_size": 2048, "dataset.num_requests": 30000, "dataset.input_mean": 128, "dataset.output_mean": 128}
+	rc := cell("short", short)
+	rc.roof = 50
+	got := estimateFirst(rc, []pace{{id: "long", params: long, pass: 42 * time.Second, roof: 20, work: 161 * 3000}})
+	if got.predicted != 157500*time.Millisecond {
+		t.Errorf("by the roofline: %+v, want 2m37.5s (42s x 50 / 20 x roofMargin)", got)
+	}
+	rc.roof = 0
+	tokens := float64(42*time.Second) * 30000 * 256 / (161 * 3000)
+	if got := estimateFirst(rc, []pace{{id: "long", params: long, pass: 42 * time.Second, roof: 20, work: 161 * 3000}}); got.predicted != time.Duration(tokens) {
+		t.Errorf("without the target's roofline, by tokens: %+v", got)
 	}
 	own := cell("b1-auto", params(1, 3000, "auto"))
 	own.first.predicted = time.Minute

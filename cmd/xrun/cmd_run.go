@@ -100,8 +100,10 @@ end past the limit is not started, and the run stops as an interrupted one
 does (exit status 130): every repeat finished is kept and --resume runs the
 rest. A pass is predicted from the cell's last recorded repeat (also those an
 earlier run recorded; the profiled pass x1.2) with a margin of 5 % + 5s; a
-cell with nothing recorded starts while 30s are left, and a pass still running
-at the limit is stopped and lost. On several GPUs, cells predicted to take
+cell with none of its own from the most similar cell recorded, scaled by the
+plan's roofline estimates of the two (x1.5 where they differ) or else by their
+tokens; with nothing recorded at all a cell starts while 30s are left. A pass
+still running at the limit is stopped and lost. On several GPUs, cells predicted to take
 longest start first. Inside a Slurm job that sets SLURM_JOB_END_TIME (recent
 Slurm) the job's end is a time limit too; with --executor slurm, each task's
 (--time-limit is for local runs).
