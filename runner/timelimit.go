@@ -295,9 +295,11 @@ func stoppedNote(kept, repeats int, c *workerCell) string {
 // predict them. Cells with nothing recorded come before those: they have all
 // of their repeats ahead of them, and under a time limit work that cannot be
 // predicted is best started early, while work that can fills the end.
-// Among themselves they keep the plan's order, as do cells on the cpu
-// backend, which keep their places. results.json keeps the plan's order
-// whatever the order of running.
+// Among themselves they go longest first by the roofline's estimate of a
+// repeat (roofPass; a study's rows can differ a hundredfold, and one left
+// to the end keeps a GPU busy alone), cells without one after, in the
+// plan's order; cells on the cpu backend keep their places. results.json
+// keeps the plan's order whatever the order of running.
 func lptOrder(queue []*runCell) []*runCell {
 	var at []int
 	var gpu []*runCell
@@ -313,6 +315,9 @@ func lptOrder(queue []*runCell) []*runCell {
 				return -1
 			}
 			return 1
+		}
+		if a.rest == 0 {
+			return cmp.Compare(b.roof, a.roof)
 		}
 		return cmp.Compare(b.rest, a.rest)
 	})

@@ -385,6 +385,21 @@ func TestLPTOrderKeepsCPUCells(t *testing.T) {
 	if want := []string{"b", "cpu", "c", "a"}; !slices.Equal(got, want) {
 		t.Errorf("lptOrder = %v, want %v", got, want)
 	}
+	// Cells with nothing recorded: longest first by the roofline, those
+	// without an estimate after them in their order.
+	r := func(id string, roof float64) *runCell {
+		rc := c(id, 1, 0)
+		rc.roof = roof
+		return rc
+	}
+	q = []*runCell{r("short", 10), r("none1", 0), r("long", 500), c("recorded", 1, time.Hour), r("none2", 0), r("mid", 80)}
+	got = got[:0]
+	for _, rc := range lptOrder(q) {
+		got = append(got, rc.cell.ID)
+	}
+	if want := []string{"long", "mid", "short", "none1", "none2", "recorded"}; !slices.Equal(got, want) {
+		t.Errorf("lptOrder of unrecorded cells = %v, want %v", got, want)
+	}
 }
 
 // TestScheduleTimeLimit: a GPU whose next cell would not finish in the time

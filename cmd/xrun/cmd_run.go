@@ -103,10 +103,11 @@ earlier run recorded; the profiled pass x1.2) with a margin of 5 % + 5s; a
 cell with none of its own from the most similar cell recorded, scaled by the
 plan's roofline estimates of the two (x1.5 where they differ) or else by their
 tokens; with nothing recorded at all a cell starts while 30s are left. A pass
-still running at the limit is stopped and lost. On several GPUs, cells predicted to take
-longest start first. Inside a Slurm job that sets SLURM_JOB_END_TIME (recent
-Slurm) the job's end is a time limit too; with --executor slurm, each task's
-(--time-limit is for local runs).
+still running at the limit is stopped and lost. On several GPUs, cells with
+nothing recorded start first, longest first by the plan's roofline estimate,
+then the others longest first by their recorded repeats. Inside a Slurm job
+that sets SLURM_JOB_END_TIME (recent Slurm) the job's end is a time limit too;
+with --executor slurm, each task's (--time-limit is for local runs).
 
 A spec's search block (an SLO search) runs in rounds: each adds the next load
 point of every group still searching and resumes the study. --only and
