@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -112,8 +113,10 @@ func cellGPU(r *Results, c *Cell) string {
 // referenceTable lays out r's reference against its cells: one row per
 // cell a reference row matches (the first matching row counts), with the
 // cell's axis values, the GPU, the measured median, the published value
-// and measured / published. Reference rows that match no cell, or only
-// cells an earlier row took, are noted.
+// and measured / published; where the cells recorded it, the requests the
+// engine held at once (max_in_flight's median: what the KV cache allowed,
+// which explains much of a gap). Reference rows that match no cell, or
+// only cells an earlier row took, are noted.
 // nil without a reference.
 func referenceTable(r *Results, ax []axisInfo) *Table {
 	ref := r.Reference
@@ -127,6 +130,10 @@ func referenceTable(r *Results, ax []axisInfo) *Table {
 	}
 	t.Columns = append(t.Columns, Column{Name: "GPU"}, Column{Name: "xrun (median)", Right: true},
 		Column{Name: ref.Name, Right: true}, Column{Name: "xrun / " + ref.Name, Right: true})
+	inFlight := slices.ContainsFunc(r.Cells, func(c Cell) bool { return len(column(c.Repeats, MaxInFlightKey)) > 0 })
+	if inFlight {
+		t.Columns = append(t.Columns, Column{Name: "requests at once", Right: true})
+	}
 	used := make([]bool, len(ref.Rows))
 	// shadow[j] is the row that took the cells row j also matches, so
 	// that j is not said to match nothing; -1: none.
@@ -168,7 +175,15 @@ func referenceTable(r *Results, ax []axisInfo) *Table {
 				ratio = fmt.Sprintf("%.2fx", s.Median/want)
 			}
 		}
-		t.Rows = append(t.Rows, append(row, gpu, measured, formatNumber(want), ratio))
+		row = append(row, gpu, measured, formatNumber(want), ratio)
+		if inFlight {
+			held := "-"
+			if s, _ := summarize(column(c.Repeats, MaxInFlightKey)); c.Status == StatusOK && s.N > 0 {
+				held = strconv.FormatFloat(s.Median, 'f', -1, 64)
+			}
+			row = append(row, held)
+		}
+		t.Rows = append(t.Rows, row)
 	}
 	if ref.Source != "" {
 		t.Notes = append(t.Notes, ref.Name+": "+ref.Source)
