@@ -288,3 +288,23 @@ func TestWriteDir(t *testing.T) {
 		t.Error("a failed WriteDir changed report.html")
 	}
 }
+
+// TestStudyPageReference: a study with a reference block (the perf-
+// overview study's rows on an H100) shows results.md's "Against" table in
+// its summary, the published figures and the ratios beside xrun's.
+func TestStudyPageReference(t *testing.T) {
+	r, err := results.ReadFile("../../bench/results/trtllm-perf-overview-rows-h100/results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, r, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	doc := checkPage(t, buf.Bytes())
+	for _, want := range []string{"Against trtllm-perf-overview", "22714", "0.57x", "requests at once"} {
+		if !strings.Contains(doc.text, want) {
+			t.Errorf("the page does not say %q", want)
+		}
+	}
+}
