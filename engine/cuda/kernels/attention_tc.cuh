@@ -151,8 +151,9 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	// tile] (not with REGS), then its [ST][K, V] E4M3 tiles (raw).
 	T *const stages = (T *)(smem + kw * GROUP);
 	unsigned char *const raw = smem + kw * GROUP + DEC;
-	// Under F8 the scores and the output take the scales (and e4m3_h16's
-	// mul); new keys and values are encoded times their reciprocals.
+	// Under F8 the scores and the output take the scales (and the
+	// decoder's mul, F8MUL); new keys and values are encoded times their
+	// reciprocals.
 	const float kinv = F8 ? __frcp_rn(ksc) : 1.f, vinv = F8 ? __frcp_rn(vsc) : 1.f;
 
 	// The items are the batch layout, copied in before the step's first
