@@ -166,14 +166,18 @@ func TestPagedMatchesContiguous(t *testing.T) {
 
 // pagedRun serves reqs on the cuda backend, paged or not (XRUN_KV_PAGED
 // and XRUN_CUDA_KV_PAGED both on, or both off), under a KV budget of
-// budget bytes (0: the default), cuBLASLt's algorithms fixed (fixedLt),
-// and returns the result.
-func pagedRun(t *testing.T, name string, paged bool, batch int, budget int64, reqs []datasets.Request) *engine.Result {
+// budget bytes (0: the default), with a cache of kv_cache_dtype kv ("":
+// the model's), cuBLASLt's algorithms fixed (fixedLt) and the switches
+// tweak sets, and returns the result.
+func pagedRun(t *testing.T, name string, paged bool, batch int, budget int64, kv string, reqs []datasets.Request, tweak ...func(*model.Switches)) *engine.Result {
 	t.Helper()
 	sw := fixedLt()
 	sw.KVPaged, sw.CUDAKVPaged = paged, paged
+	for _, f := range tweak {
+		f(sw)
+	}
 	e, err := engine.New(context.Background(), engine.Config{Model: name, Backend: "cuda", BatchSize: batch, Warmup: 2, Dtype: "float16",
-		KVCacheBytes: budget, Switches: sw})
+		KVCacheBytes: budget, KVCacheDtype: kv, Switches: sw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,20 +234,42 @@ func TestPagedEngineTokens(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg, _ := engine.ZooModel(name)
 			reqs, _ := variedRequests(t, cfg.DatasetVocab, cfg.EOS)
-			contig := pagedRun(t, name, false, 16, 0, reqs)
-			paged := pagedRun(t, name, true, 16, 0, reqs)
-			if a, b := peakInFlight(contig), peakInFlight(paged); a != b {
-				t.Errorf("peak requests in flight: contiguous %d, paged %d; the same budget should admit alike", a, b)
+			samePagedTokens(t, reqs, pagedRun(t, name, false, 16, 0, "", reqs), pagedRun(t, name, true, 16, 0, "", reqs))
+		})
+	}
+}
+
+// samePagedTokens checks that the paged run admitted requests as the
+// contiguous one did and gave every request the same tokens.
+func samePagedTokens(t *testing.T, reqs []datasets.Request, contig, paged *engine.Result) {
+	t.Helper()
+	if a, b := peakInFlight(contig), peakInFlight(paged); a != b {
+		t.Errorf("peak requests in flight: contiguous %d, paged %d; the same budget should admit alike", a, b)
+	}
+	for i := range reqs {
+		want, got := contig.Requests[i].OutputIDs, paged.Requests[i].OutputIDs
+		for j := range min(len(want), len(got)) {
+			if want[j] != got[j] {
+				t.Errorf("request %d token %d: paged %d, contiguous %d", i, j, got[j], want[j])
+				break
 			}
-			for i := range reqs {
-				want, got := contig.Requests[i].OutputIDs, paged.Requests[i].OutputIDs
-				for j := range min(len(want), len(got)) {
-					if want[j] != got[j] {
-						t.Errorf("request %d token %d: paged %d, contiguous %d", i, j, got[j], want[j])
-						break
-					}
-				}
-			}
+		}
+	}
+}
+
+// TestPagedEngineTokensFP8KV: as TestPagedEngineTokens over an FP8 cache
+// (kv_cache_dtype fp8: attention_tc_f8.cu's _paged kernels, the decode
+// ones converting the codes in registers, _f8r, and decoding them in
+// shared memory, _f8) on TinyLlama-1.1B, whose attention is on the tensor
+// cores: paged and contiguous give the same tokens.
+func TestPagedEngineTokensFP8KV(t *testing.T) {
+	needGPU(t)
+	cfg, _ := engine.ZooModel("tinyllama-1.1b")
+	reqs, _ := variedRequests(t, cfg.DatasetVocab, cfg.EOS)
+	for _, regs := range []bool{true, false} {
+		t.Run(map[bool]string{true: "f8r", false: "f8"}[regs], func(t *testing.T) {
+			form := func(sw *model.Switches) { sw.CUDAAttnF8Regs = regs }
+			samePagedTokens(t, reqs, pagedRun(t, "tinyllama-1.1b", false, 16, 0, "fp8", reqs, form), pagedRun(t, "tinyllama-1.1b", true, 16, 0, "fp8", reqs, form))
 		})
 	}
 }
@@ -258,8 +284,8 @@ func TestPagedAdmitsMore(t *testing.T) {
 	reqs, maxLen := variedRequests(t, cfg.DatasetVocab, cfg.EOS)
 	perToken := int64(2*cfg.Layers*cfg.KVHeads*cfg.HeadDim) * 2 // fp16 K and V
 	budget := 5 * int64(maxLen) * perToken
-	contig := pagedRun(t, "tiny-llama", false, 64, budget, reqs)
-	paged := pagedRun(t, "tiny-llama", true, 64, budget, reqs)
+	contig := pagedRun(t, "tiny-llama", false, 64, budget, "", reqs)
+	paged := pagedRun(t, "tiny-llama", true, 64, budget, "", reqs)
 	a, b := peakInFlight(contig), peakInFlight(paged)
 	t.Logf("longest request %d positions, budget %d bytes: at most %d requests in flight with fixed slots (MaxInFlight %d), %d paged (MaxInFlight %d)",
 		maxLen, budget, a, contig.MaxInFlight, b, paged.MaxInFlight)
