@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -38,10 +39,20 @@ func profileSections(r *Results, ax []axisInfo) []ProfileSection {
 		}
 		t := &Table{Title: title, Columns: []Column{{"Time (%)", true}, {"Total Time (ns)", true}, {"Instances", true},
 			{"Avg (ns)", true}, {"Med (ns)", true}, {"Min (ns)", true}, {"Max (ns)", true}, {"StdDev (ns)", true}, {"Name", false}}}
+		// The exclusive time, where the profile has it, last: as
+		// kernels.csv puts it after Nsight's columns.
+		exclusive := slices.ContainsFunc(p.Kernels, func(k Kernel) bool { return k.ExclusiveNs > 0 })
+		if exclusive {
+			t.Columns = append(t.Columns, Column{"Exclusive Time (ns)", true})
+		}
 		f1 := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 		for _, k := range p.Kernels {
-			t.Rows = append(t.Rows, []string{f1(k.TimePct), fmt.Sprint(k.TotalNs), fmt.Sprint(k.Instances), f1(k.AvgNs), f1(k.MedNs),
-				fmt.Sprint(k.MinNs), fmt.Sprint(k.MaxNs), f1(k.StdDevNs), clip(k.Name, 100)})
+			row := []string{f1(k.TimePct), fmt.Sprint(k.TotalNs), fmt.Sprint(k.Instances), f1(k.AvgNs), f1(k.MedNs),
+				fmt.Sprint(k.MinNs), fmt.Sprint(k.MaxNs), f1(k.StdDevNs), clip(k.Name, 100)}
+			if exclusive {
+				row = append(row, fmt.Sprint(k.ExclusiveNs))
+			}
+			t.Rows = append(t.Rows, row)
 		}
 		diag := p.Diagnosis
 		if line := passLine(c, p); line != "" {

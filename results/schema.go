@@ -240,6 +240,11 @@ type Kernel struct {
 	MinNs     int64   `json:"min_ns"`
 	MaxNs     int64   `json:"max_ns"`
 	StdDevNs  float64 `json:"stddev_ns"`
+	// ExclusiveNs is the time the kernel had its stream to itself (a
+	// kernel that started under programmatic dependent launch while its
+	// predecessor drained counts from that one's end); 0: unknown (an
+	// outside profiler's summary, or an older file).
+	ExclusiveNs int64 `json:"exclusive_ns,omitempty"`
 }
 
 // KernelTime is a kernel below a profile's top list: enough to compare

@@ -132,7 +132,8 @@ func DiagnoseSplit(res *engine.Result, mc engine.ModelConfig, dev Device, sp Spl
 // from their start, so the wait counts twice: in the predecessor's time
 // and in the waiting kernel's, and the kernel summary's per-kernel times
 // and shares overstate the kernels that wait (a 3 µs SwiGLU behind a
-// 20 µs GEMM shows 20 µs). The busy time, a union, counts it once.
+// 20 µs GEMM shows 20 µs). Its exclusive time (KernelStat.ExclusiveNs)
+// and the busy time, a union, count it once.
 func (d *Diagnosis) overlapNote(ops []model.OpRecord) {
 	byStream := map[uint32][]*model.OpRecord{}
 	for i := range ops {
@@ -157,7 +158,7 @@ func (d *Diagnosis) overlapNote(ops []model.OpRecord) {
 	}
 	d.Notes = append(d.Notes, fmt.Sprintf("%d of %d kernels started before the kernel before them on their stream had ended "+
 		"(programmatic dependent launch: their blocks wait on the GPU): %s of the %s of kernel time (%.1f%%) is that overlap, "+
-		"counted in both kernels, so the kernel summary's times and shares overstate the waiting kernels; the busy time counts it once",
+		"counted in both kernels, so the kernel summary's times and shares overstate the waiting kernels; its Exclusive Time column and the busy time count it once",
 		n, d.Kernels, fmtDur(float64(over)), fmtDur(float64(d.KernelTime)), 100*float64(over)/float64(d.KernelTime)))
 }
 

@@ -1,6 +1,7 @@
 // Package profile turns the op records of a profiled engine pass into what
 // a performance engineer reads: the kernel summary (kernels.csv, with
-// exactly the columns of Nsight Systems' "CUDA GPU Kernel Summary"), a
+// the columns of Nsight Systems' "CUDA GPU Kernel Summary" and, last,
+// each kernel's exclusive time on its stream), a
 // timeline in the Chrome trace event format (trace.json, for Perfetto and
 // chrome://tracing) and a diagnosis computed from the numbers against a
 // roofline. It computes a GPU cell's roofline from its records

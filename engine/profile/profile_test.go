@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -263,6 +264,7 @@ func TestSummarizeStatistics(t *testing.T) {
 
 func TestReadKernelsCSV(t *testing.T) {
 	header := strings.Join(kernelsHeader, ",") + "\n"
+	xheader := strings.Join(kernelsHeader, ",") + ",Exclusive Time (ns)\n"
 	good := header + "60.0,600,2,300.0,300.0,200,400,141.4,\"void k<int>(int, float)\"\n40.0,400,1,400.0,400.0,400,400,0.0,b\n"
 	stats, err := ReadKernelsCSV(strings.NewReader(good), "k.csv")
 	if err != nil || len(stats) != 2 || stats[0].Name != "void k<int>(int, float)" || stats[1].TotalNs != 400 {
@@ -271,6 +273,16 @@ func TestReadKernelsCSV(t *testing.T) {
 	var b bytes.Buffer
 	if err := WriteKernelsCSV(&b, stats); err != nil || b.String() != good {
 		t.Errorf("round trip:\n%s\nwant\n%s (%v)", b.String(), good, err)
+	}
+	// xrun's own, with the exclusive time last.
+	own := xheader + "60.0,600,2,300.0,300.0,200,400,141.4,a,450\n40.0,400,1,400.0,400.0,400,400,0.0,b,400\n"
+	stats, err = ReadKernelsCSV(strings.NewReader(own), "k.csv")
+	if err != nil || len(stats) != 2 || stats[0].ExclusiveNs != 450 || stats[1].ExclusiveNs != 400 {
+		t.Fatalf("ReadKernelsCSV with the exclusive time = %+v, %v", stats, err)
+	}
+	b.Reset()
+	if err := WriteKernelsCSV(&b, stats); err != nil || b.String() != own {
+		t.Errorf("round trip with the exclusive time:\n%s\nwant\n%s (%v)", b.String(), own, err)
 	}
 	for _, tc := range []struct{ name, in, want string }{
 		{"empty", "", "k.csv: empty; expected the header"},
@@ -282,6 +294,10 @@ func TestReadKernelsCSV(t *testing.T) {
 		{"instances", header + "1,5,0,3,3,2,4,1,k\n", `k.csv:2: kernel "k": 0 instances`},
 		{"minmax", header + "1,5,2,3,3,5,4,1,k\n", `k.csv:2: kernel "k": Min (ns) 5 is above Max (ns) 4`},
 		{"quote", header + "1,5,2,3,3,2,4,1,\"k\n", "k.csv:2: extraneous or missing \" in quoted-field"},
+		{"column", strings.TrimSuffix(header, "\n") + ",Other\n", "k.csv:1: header"},
+		{"exclusive", xheader + "1,5,2,3,3,2,4,1,k,6\n", `k.csv:2: kernel "k": Exclusive Time (ns) 6 is above Total Time (ns) 5`},
+		{"exclusive number", xheader + "1,5,2,3,3,2,4,1,k,x\n", `k.csv:2: column "Exclusive Time (ns)": "x" is not a non-negative integer`},
+		{"exclusive fields", xheader + "1,5,2,3,3,2,4,1,k\n", "k.csv:2: wrong number of fields"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ReadKernelsCSV(strings.NewReader(tc.in), "k.csv")
@@ -298,6 +314,7 @@ func TestReadKernelsCSV(t *testing.T) {
 func FuzzReadKernelsCSV(f *testing.F) {
 	header := strings.Join(kernelsHeader, ",") + "\n"
 	f.Add(header + "60.0,600,2,300.0,300.0,200,400,141.4,\"void k<int>(int, float)\"\n")
+	f.Add(strings.TrimSuffix(header, "\n") + ",Exclusive Time (ns)\n60.0,600,2,300.0,300.0,200,400,141.4,k,450\n")
 	f.Add(header)
 	f.Add("")
 	f.Fuzz(func(t *testing.T, in string) {
@@ -318,7 +335,8 @@ func FuzzReadKernelsCSV(f *testing.F) {
 			t.Fatalf("re-read: %v (%d vs %d rows)", err, len(again), len(stats))
 		}
 		for i := range stats {
-			if again[i].Name != stats[i].Name || again[i].TotalNs != stats[i].TotalNs || again[i].Instances != stats[i].Instances {
+			if again[i].Name != stats[i].Name || again[i].TotalNs != stats[i].TotalNs || again[i].Instances != stats[i].Instances ||
+				again[i].ExclusiveNs != stats[i].ExclusiveNs {
 				t.Fatalf("row %d changed: %+v -> %+v", i, stats[i], again[i])
 			}
 		}
@@ -506,5 +524,29 @@ func TestDiagnoseMoEStages(t *testing.T) {
 	dense := Diagnose(&engine.Result{Backend: "cuda", Iterations: res.Iterations, Ops: res.Ops[:1]}, mc, h200)
 	if slices.ContainsFunc(dense.Findings, func(f Finding) bool { return f.Pattern == PatternMoE }) {
 		t.Error("MoE finding on a profile without MoE kernels")
+	}
+}
+
+// TestSummarizeExclusive: a kernel that starts while the one before it on
+// its stream still runs (programmatic dependent launch) has its exclusive
+// time counted from that one's end; kernels on another stream, or after a
+// gap, keep theirs whole; copies are not kernels.
+func TestSummarizeExclusive(t *testing.T) {
+	us := time.Microsecond
+	ops := []model.OpRecord{
+		{Name: "gemm", Start: 0, Duration: 20 * us, Stream: 7},
+		{Name: "swiglu", Start: 2 * us, Duration: 21 * us, Stream: 7}, // waits 18 us in the GEMM's time
+		{Name: "copy", Kind: model.OpMemcpy, Start: 5 * us, Duration: 50 * us, Stream: 7},
+		{Name: "gemm", Start: 30 * us, Duration: 20 * us, Stream: 7},   // after a gap
+		{Name: "swiglu", Start: 35 * us, Duration: 10 * us, Stream: 7}, // wholly inside the GEMM
+		{Name: "norm", Start: 1 * us, Duration: 4 * us, Stream: 9},     // another stream
+	}
+	got := map[string][2]int64{}
+	for _, s := range Summarize(ops) {
+		got[s.Name] = [2]int64{s.TotalNs, s.ExclusiveNs}
+	}
+	want := map[string][2]int64{"gemm": {40000, 40000}, "swiglu": {31000, 3000}, "norm": {4000, 4000}}
+	if !maps.Equal(got, want) {
+		t.Errorf("Summarize total and exclusive ns = %v, want %v", got, want)
 	}
 }
