@@ -52,7 +52,7 @@ func ProfileKernels(c *Cell, label string) (k KernelCell, ok bool) {
 	}
 	all := slices.Clone(p.Kernels)
 	for _, o := range p.OtherKernels {
-		all = append(all, Kernel{Name: o.Name, TotalNs: o.TotalNs, Instances: o.Instances})
+		all = append(all, Kernel{Name: o.Name, TotalNs: o.TotalNs, Instances: o.Instances, ExclusiveNs: o.ExclusiveNs})
 	}
 	return KernelCell{ID: c.ID, Label: label, Iterations: p.Iterations, Kernels: all,
 		Complete: p.DistinctKernels > 0 && p.DistinctKernels <= len(all)}, true
@@ -83,6 +83,17 @@ type KernelDiff struct {
 	// perIter is true when both cells know their iteration count, so times
 	// are per iteration; otherwise they are window totals.
 	perIter bool
+	// exclusive is true when both cells list every kernel with its
+	// exclusive time (Kernel.ExclusiveNs, xrun's engine's profiles), which
+	// the diff then compares: Nsight's totals count a kernel that waited
+	// for its predecessor under programmatic dependent launch in both.
+	exclusive bool
+}
+
+// allExclusive reports whether c lists every kernel it ran, each with its
+// exclusive time.
+func allExclusive(c KernelCell) bool {
+	return c.Complete && !slices.ContainsFunc(c.Kernels, func(k Kernel) bool { return k.ExclusiveNs <= 0 })
 }
 
 // DiffKernels compares the kernel summaries of two cells: rows sorted by
@@ -90,7 +101,7 @@ type KernelDiff struct {
 // the order of their largest kernel.
 func DiffKernels(a, b KernelCell) *KernelDiff {
 	a.Label, b.Label = cmp.Or(a.Label, "A"), cmp.Or(b.Label, "B")
-	d := &KernelDiff{A: a, B: b, perIter: a.Iterations > 0 && b.Iterations > 0}
+	d := &KernelDiff{A: a, B: b, perIter: a.Iterations > 0 && b.Iterations > 0, exclusive: allExclusive(a) && allExclusive(b)}
 	idx := map[string]int{}
 	for i := range a.Kernels {
 		idx[a.Kernels[i].Name] = len(d.Rows)
@@ -131,15 +142,20 @@ func DiffKernels(a, b KernelCell) *KernelDiff {
 }
 
 // time is a kernel's time in the unit the diff compares: nanoseconds per
-// iteration, or the window total; -1 when the kernel is not listed.
+// iteration, or the window total, exclusive where the diff is; -1 when
+// the kernel is not listed.
 func (d *KernelDiff) time(k *Kernel, c *KernelCell) float64 {
 	if k == nil {
 		return -1
 	}
-	if d.perIter {
-		return float64(k.TotalNs) / float64(c.Iterations)
+	ns := k.TotalNs
+	if d.exclusive {
+		ns = k.ExclusiveNs
 	}
-	return float64(k.TotalNs)
+	if d.perIter {
+		return float64(ns) / float64(c.Iterations)
+	}
+	return float64(ns)
 }
 
 func (d *KernelDiff) timeA(r KernelDiffRow) float64 { return d.time(r.A, &d.A) }
@@ -255,6 +271,9 @@ func (d *KernelDiff) Table() *Table {
 	}
 	if !d.perIter {
 		t.Notes = append(t.Notes, "times are window totals: the number of profiled iterations is not known for both cells")
+	}
+	if d.exclusive {
+		t.Notes = append(t.Notes, "times are exclusive (kernels.csv's Exclusive Time): a kernel that started before the one ahead of it on its stream ended (programmatic dependent launch) counts from that one's end")
 	}
 	return t
 }

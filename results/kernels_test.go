@@ -330,3 +330,36 @@ func TestDistinctKernelsChecked(t *testing.T) {
 		t.Errorf("a new file's kernels: complete %v, %d kernels; want all 12", k.Complete, len(k.Kernels))
 	}
 }
+
+// TestDiffKernelsExclusive: where both cells list every kernel with its
+// exclusive time, the diff compares those (a SwiGLU that waited 17 us for
+// its GEMM under programmatic dependent launch shows its own 3 us) and
+// says so; where one cell lacks them, Nsight's totals, as before.
+func TestDiffKernelsExclusive(t *testing.T) {
+	cell := func(id string, swiglu, swigluExcl int64, withExcl bool) KernelCell {
+		ks := []Kernel{{Name: "gemm", TimePct: 50, TotalNs: 20000, Instances: 1, ExclusiveNs: 20000}, {Name: "swiglu", TimePct: 50, TotalNs: swiglu, Instances: 1, ExclusiveNs: swigluExcl}}
+		if !withExcl {
+			for i := range ks {
+				ks[i].ExclusiveNs = 0
+			}
+		}
+		return KernelCell{ID: id, Iterations: 1, Kernels: ks, Complete: true}
+	}
+	d := DiffKernels(cell("a", 20000, 3000, true), cell("b", 4000, 3500, true))
+	var b bytes.Buffer
+	if err := d.Render(&b, "text"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"3.00 µs", "3.50 µs", "times are exclusive"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("exclusive diff does not say %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := DiffKernels(cell("a", 20000, 3000, true), cell("b", 4000, 0, false)).Render(&b, "text"); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.String(); !strings.Contains(s, "20.0 µs") || strings.Contains(s, "exclusive") {
+		t.Errorf("one cell without exclusive times: want Nsight's totals and no note:\n%s", s)
+	}
+}

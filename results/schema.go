@@ -250,9 +250,10 @@ type Kernel struct {
 // KernelTime is a kernel below a profile's top list: enough to compare
 // it between cells.
 type KernelTime struct {
-	Name      string `json:"name"`
-	TotalNs   int64  `json:"total_ns"`
-	Instances int64  `json:"instances"`
+	Name        string `json:"name"`
+	TotalNs     int64  `json:"total_ns"`
+	Instances   int64  `json:"instances"`
+	ExclusiveNs int64  `json:"exclusive_ns,omitempty"` // Kernel.ExclusiveNs
 }
 
 // Telemetry summarises GPU telemetry sampled during the cell's timed

@@ -507,7 +507,7 @@ func topKernels(p *results.Profile, n int) *results.Profile {
 	n = min(n, len(p.Kernels))
 	p.DistinctKernels = len(p.Kernels)
 	for _, k := range p.Kernels[n:] {
-		p.OtherKernels = append(p.OtherKernels, results.KernelTime{Name: k.Name, TotalNs: k.TotalNs, Instances: k.Instances})
+		p.OtherKernels = append(p.OtherKernels, results.KernelTime{Name: k.Name, TotalNs: k.TotalNs, Instances: k.Instances, ExclusiveNs: k.ExclusiveNs})
 	}
 	p.Kernels = p.Kernels[:n]
 	return p
