@@ -272,7 +272,10 @@ func (d *KernelDiff) Table() *Table {
 	if !d.perIter {
 		t.Notes = append(t.Notes, "times are window totals: the number of profiled iterations is not known for both cells")
 	}
-	if d.exclusive {
+	overlapped := func(c *KernelCell) bool {
+		return slices.ContainsFunc(c.Kernels, func(k Kernel) bool { return k.ExclusiveNs < k.TotalNs })
+	}
+	if d.exclusive && (overlapped(&d.A) || overlapped(&d.B)) {
 		t.Notes = append(t.Notes, "times are exclusive (kernels.csv's Exclusive Time): a kernel that started before the one ahead of it on its stream ended (programmatic dependent launch) counts from that one's end")
 	}
 	return t
