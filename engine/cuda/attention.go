@@ -582,11 +582,8 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 	if err != nil {
 		return err
 	}
-	if smem > 48<<10 && f.smemOptIn < smem {
-		if err := f.setMaxDynamicShared(smem); err != nil {
-			return err
-		}
-		f.smemOptIn = smem
+	if err := f.allowShared(smem); err != nil {
+		return err
 	}
 	var part, ml, counters DevicePtr
 	if splits > 1 {

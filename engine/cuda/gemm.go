@@ -200,11 +200,8 @@ func (g *GPU) launchGemm(s *Stream, dt DType, y Buffer, p gemmPlan, m, n, k int,
 		return err
 	}
 	smem := p.cfg.smem(es)
-	if smem > 48<<10 && f.smemOptIn < smem {
-		if err := f.setMaxDynamicShared(smem); err != nil {
-			return err
-		}
-		f.smemOptIn = smem
+	if err := f.allowShared(smem); err != nil {
+		return err
 	}
 	part := Buffer{}
 	if p.splits > 1 {

@@ -200,11 +200,8 @@ func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, 
 		return err
 	}
 	smem := p.cfg.smem()
-	if f.smemOptIn < smem {
-		if err := f.setMaxDynamicShared(smem); err != nil {
-			return err
-		}
-		f.smemOptIn = smem
+	if err := f.allowShared(smem); err != nil {
+		return err
 	}
 	a := g.argsPack().Blob(tx).Blob(tw).Ptr(y)
 	if fp8 {

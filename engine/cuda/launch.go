@@ -104,10 +104,21 @@ func (g *GPU) function(family, name string) (*Function, error) {
 	return f, nil
 }
 
-// setMaxDynamicShared lets f use up to bytes of dynamic shared memory.
-func (f *Function) setMaxDynamicShared(bytes int) error {
-	return cuErrf("cuFuncSetAttribute", C.xr_cuFuncSetAttribute(f.f, funcAttrMaxDynamicShared, C.int(bytes)),
-		"%s: %d bytes of dynamic shared memory", f.name, bytes)
+// allowShared lets f launch with bytes of dynamic shared memory, raising
+// its limit once per size. It asks whatever the size, not only above the
+// 48 KiB a launch gets without asking: a kernel's static shared memory
+// counts against those too (attention_tc_f8's D=64 decode with 48 KiB of
+// padded stages failed to launch so).
+func (f *Function) allowShared(bytes int) error {
+	if bytes <= f.smemOptIn {
+		return nil
+	}
+	if err := cuErrf("cuFuncSetAttribute", C.xr_cuFuncSetAttribute(f.f, funcAttrMaxDynamicShared, C.int(bytes)),
+		"%s: %d bytes of dynamic shared memory", f.name, bytes); err != nil {
+		return err
+	}
+	f.smemOptIn = bytes
+	return nil
 }
 
 // Dim3 is a grid or block shape.

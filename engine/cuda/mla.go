@@ -111,11 +111,8 @@ func (g *GPU) MLAAttention(st *Stream, dt DType, out, q, kvb, cache, pos, slot B
 		return err
 	}
 	smem := mlaAttnSmem(s)
-	if smem > 48<<10 && f.smemOptIn < smem {
-		if err := f.setMaxDynamicShared(smem); err != nil {
-			return err
-		}
-		f.smemOptIn = smem
+	if err := f.allowShared(smem); err != nil {
+		return err
 	}
 	a := g.argsPack().Ptr(out).Ptr(q).Ptr(kvb).Ptr(cache).Ptr(pos).Ptr(slot).I32(tokens).I32(s.Heads).I32(s.NopeDim).
 		I32(s.RopeDim).I32(s.VDim).I32(s.Latent).F32(s.Scale * float32(math.Log2E)).I32(capacity)
@@ -289,11 +286,8 @@ func (g *GPU) MLAAttentionSplit(st *Stream, dt DType, out, q, kvb, cache, pos, s
 		if err != nil {
 			return err
 		}
-		if smem > 48<<10 && f.smemOptIn < smem {
-			if err := f.setMaxDynamicShared(smem); err != nil {
-				return err
-			}
-			f.smemOptIn = smem
+		if err := f.allowShared(smem); err != nil {
+			return err
 		}
 		return st.Launch(f, grid, Dim3{X: threads}, smem, a)
 	}

@@ -398,10 +398,8 @@ func (g *GPU) MoE(s *Stream, dt DType, out, x, idx, wts, gateUp, down, work Buff
 	tiles := ceilDiv(n, cfg.bm) + sh.Experts // at least the tiles moe_group writes
 	fn := func(name string) (*Function, error) {
 		f, err := g.function("moe_gemm", name+"_"+cfg.name+"_"+dt.suffix())
-		if err == nil && f.smemOptIn < cfg.smem {
-			if err = f.setMaxDynamicShared(cfg.smem); err == nil {
-				f.smemOptIn = cfg.smem
-			}
+		if err == nil {
+			err = f.allowShared(cfg.smem)
 		}
 		return f, err
 	}

@@ -96,11 +96,8 @@ func (g *GPU) MoEOSSExperts(s *Stream, dt DType, out, x, idx, wts, gateUp, down,
 		if err != nil {
 			return err
 		}
-		if f.smemOptIn < cfg.smem {
-			if err := f.setMaxDynamicShared(cfg.smem); err != nil {
-				return err
-			}
-			f.smemOptIn = cfg.smem
+		if err := f.allowShared(cfg.smem); err != nil {
+			return err
 		}
 		kt := ceilDiv(K, moeBK)
 		a := g.argsPack().Ptr(A).Ptr(W).Ptr(Y).Ptr(Buffer{}).Ptr(w.hdr).Ptr(w.tiles).I32(N).I32(K).I32(kt).U64(0).
