@@ -32,13 +32,13 @@ func (c *kvCache) pages() cuda.KVPages {
 
 // checkPaged refuses what the paged kernels cannot serve: GPT-OSS's ring
 // cache (its sink attention keeps fixed slots, as on the CPU) and block
-// sizes that are not powers of two (the kernels shift and mask).
+// sizes that are not powers of two (the kernels shift and mask). An FP8
+// cache pages as a 16-bit one does (kvWrite, attention_tc_f8.cu's _paged
+// kernels).
 func checkPaged(c model.KVConfig) error {
 	switch {
 	case c.Ring:
 		return fmt.Errorf("KV cache: GPT-OSS's ring cache is not paged (model.Pageable)")
-	case c.FP8:
-		return fmt.Errorf("KV cache: the CUDA backend has no FP8 KV cache, paged or not")
 	case c.BlockSize&(c.BlockSize-1) != 0 || c.Blocks <= 0:
 		return fmt.Errorf("KV cache: %d blocks of %d positions (a power of two, at least one block)", c.Blocks, c.BlockSize)
 	}
