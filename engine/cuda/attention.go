@@ -343,32 +343,6 @@ var attnTCRopePagedKernels = map[int][]attnTC{
 	128: {{1, 4, 16, 2}},
 }
 
-// attnTCF8Kernels are decode configurations attention_tc_f8.cu also
-// instantiates over a contiguous FP8 cache, in their _f8r form only (plain
-// and _rope): more work a warp in flight than the default's (3 stages,
-// 32-key tiles, 8 or 2 key warps), for the long contexts where the default
-// reads the codes at about half the bandwidth a 16-bit cache's reads
-// reach. XRUN_CUDA_ATTN_TC names one to time it in a whole run
-// (attnTCF8Named); BenchmarkAttention sweeps them.
-var attnTCF8Kernels = map[int][]attnTC{
-	128: {{1, 4, 16, 3}, {1, 4, 32, 2}, {1, 8, 16, 2}, {1, 2, 32, 3}},
-}
-
-// attnTCF8Named is the attnTCF8Kernels configuration XRUN_CUDA_ATTN_TC
-// names, for a decode launch (rows query rows per block) over a
-// contiguous FP8 cache converting in registers, or false.
-func (g *GPU) attnTCF8Named(headDim int, l AttnLaunch) (attnTC, bool) {
-	if !l.FP8.On || l.Pages.On() || l.Rows > 16 || !g.sw.CUDAAttnF8Regs {
-		return attnTC{}, false
-	}
-	for _, c := range attnTCF8Kernels[headDim] {
-		if c.String() == g.sw.CUDAAttnTC {
-			return c, true
-		}
-	}
-	return attnTC{}, false
-}
-
 // pagedTC is the configuration a paged launch of rows query rows per block
 // and blocks blocks runs on: tc where it has a _paged kernel, else the
 // default for the launch (the CUDA-core kernel stays the CUDA-core one).
@@ -526,18 +500,12 @@ func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		if l.Pages.On() || l.FP8.On {
 			tc = g.pagedTC(tc, a.HeadDim, l.Rows, blocks, true)
 		}
-		if c, ok := g.attnTCF8Named(a.HeadDim, l); ok {
-			tc = c
-		}
 		return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
 	}
 	tc, _ := g.attnTCDefault(a.HeadDim, l.Rows, blocks)
 	if l.Pages.On() || l.FP8.On {
 		// The paged and the FP8 kernels are the same configurations.
 		tc = g.pagedTC(tc, a.HeadDim, l.Rows, blocks, false)
-	}
-	if c, ok := g.attnTCF8Named(a.HeadDim, l); ok {
-		tc = c
 	}
 	return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
 }
@@ -555,15 +523,14 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		return fmt.Errorf("cuda: attention items buffer too small for %d items", l.N)
 	case tc.rowWarps > 0 && l.Rows > 16*tc.rowWarps:
 		return fmt.Errorf("cuda: attention rows %d for %s (at most %d)", l.Rows, tc, 16*tc.rowWarps)
-	case l.Rope.Ptr != 0 && !tc.hasRope(a.HeadDim) && !(l.FP8.On && slices.Contains(attnTCF8Kernels[a.HeadDim], tc)):
+	case l.Rope.Ptr != 0 && !tc.hasRope(a.HeadDim):
 		return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel with RoPE folded in", tc, a.HeadDim)
 	case l.Rope.Ptr != 0 && l.Rope.Bytes < a.HeadDim*4:
 		return fmt.Errorf("cuda: attention RoPE table of %d bytes", l.Rope.Bytes)
 	case l.FP8.On && tc.rowWarps == 0:
 		return fmt.Errorf("cuda: attention over an FP8 KV cache runs on the tensor cores only (head dimension 64 or 128, XRUN_CUDA_ATTN_TC not 0), not head dimension %d on %s", a.HeadDim, tc)
-	case l.FP8.On && !slices.Contains(attnTCPagedKernels[a.HeadDim], tc) && !slices.Contains(attnTCRopePagedKernels[a.HeadDim], tc) &&
-		(l.Pages.On() || !g.f8Regs(tc) || !slices.Contains(attnTCF8Kernels[a.HeadDim], tc)):
-		return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel over an FP8 cache (attention_tc_f8.cu: the paged configurations, and attnTCF8Kernels' over a contiguous cache as _f8r)", tc, a.HeadDim)
+	case l.FP8.On && !slices.Contains(attnTCPagedKernels[a.HeadDim], tc) && !slices.Contains(attnTCRopePagedKernels[a.HeadDim], tc):
+		return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel over an FP8 cache (attention_tc_f8.cu: the paged configurations)", tc, a.HeadDim)
 	}
 	if err := l.FP8.check(); err != nil {
 		return err

@@ -168,15 +168,7 @@ func BenchmarkAttention(b *testing.B) {
 				b.ReportMetric(float64(keys*KV*D*2*dt.Size())/per/1e9, "KV-GB/s")
 			})
 		}
-		// The FP8 kernels are the paged configurations, and over a
-		// contiguous cache attnTCF8Kernels' (_f8r only).
-		f8 := slices.Clone(paged)
-		for _, c := range attnTCF8Kernels[D] {
-			if c.fits(sc.rows) {
-				f8 = append(f8, c)
-			}
-		}
-		for _, kern := range f8 {
+		for _, kern := range paged { // the FP8 kernels are the paged configurations
 			if kern.rowWarps == 0 {
 				continue
 			}
@@ -185,7 +177,7 @@ func BenchmarkAttention(b *testing.B) {
 			// into shared memory first; each with fp16 and bf16 queries
 			// (their conversions differ). The buffers are 16-bit either way.
 			forms := []bool{true}
-			if kern.rowWarps == 1 && slices.Contains(paged, kern) {
+			if kern.rowWarps == 1 {
 				forms = append(forms, false)
 			}
 			for _, regs := range forms {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -61,12 +60,6 @@ func TestAttentionFP8(t *testing.T) {
 						// shared memory (_f8).
 						for _, regs := range []bool{true, false} {
 							t.Run(f8Form(regs), func(t *testing.T) {
-								kernels := kernels
-								for _, c := range attnTCF8Kernels[a.HeadDim] {
-									if regs && c.fits(rn.rows) {
-										kernels = append(kernels, c) // _f8r only
-									}
-								}
 								do(t, func(t testing.TB, g *GPU) {
 									defer keepSwitches(g)()
 									g.sw.CUDAAttnF8Regs = regs
@@ -160,11 +153,7 @@ func TestAttentionFP8Rope(t *testing.T) {
 							do(t, func(t testing.TB, g *GPU) {
 								defer keepSwitches(g)()
 								g.sw.CUDAAttnF8Regs = regs
-								kernels := attnTCRopePagedKernels[a.HeadDim]
-								if regs {
-									kernels = append(slices.Clone(kernels), attnTCF8Kernels[a.HeadDim]...)
-								}
-								for _, c := range kernels {
+								for _, c := range attnTCRopePagedKernels[a.HeadDim] {
 									checkAttentionFP8Rope(t, g, dt, a, seqs, splits, c)
 								}
 							})
@@ -273,8 +262,7 @@ func checkAttentionFP8Rope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []a
 // instantiates, over a contiguous and a paged cache, exactly the paged
 // configurations (the ones Attention maps an FP8 launch onto, pagedTC),
 // with and without RoPE folded in; the decode ones (one row warp) also in
-// their _f8r form (f8Regs), the others not; and attnTCF8Kernels over a
-// contiguous cache as _f8r alone.
+// their _f8r form (f8Regs), the others not.
 func TestAttnTCF8Kernels(t *testing.T) {
 	src, err := kernelSource("attention_tc_f8")
 	if err != nil {
@@ -302,19 +290,6 @@ func TestAttnTCF8Kernels(t *testing.T) {
 						key := fmt.Sprintf("%d,%d,%d,%d,%d,%s,%s", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages, fam.rope, f)
 						if !inst[key] {
 							t.Errorf("%s: %s (head dimension %d, rope %s) is not instantiated as _%s", macro, c, D, fam.rope, f)
-						}
-						delete(inst, key)
-					}
-				}
-			}
-		}
-		if macro == "ATTN_TC_F8_K" { // attnTCF8Kernels: contiguous, _f8r only
-			for D, cs := range attnTCF8Kernels {
-				for _, c := range cs {
-					for _, rope := range []string{"false", "true"} {
-						key := fmt.Sprintf("%d,%d,%d,%d,%d,%s,f8r", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages, rope)
-						if c.rowWarps != 1 || !inst[key] {
-							t.Errorf("%s: %s (head dimension %d, rope %s) is not instantiated as _f8r", macro, c, D, rope)
 						}
 						delete(inst, key)
 					}

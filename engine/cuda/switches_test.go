@@ -20,7 +20,7 @@ func TestSwitchesMatchKernels(t *testing.T) {
 	if h := s.CUDAMoEHints; h.Min != 0 || h.Max != 3 || h.Default != strconv.Itoa(moeDefaultFlags) {
 		t.Errorf("%s: %d..%d, default %s; the kernels take 0..3, default %d", h.Name, h.Min, h.Max, h.Default, moeDefaultFlags)
 	}
-	for _, set := range []map[int][]attnTC{attnTCKernels, attnTCRopeKernels, attnTCF8Kernels} {
+	for _, set := range []map[int][]attnTC{attnTCKernels, attnTCRopeKernels} {
 		for _, cs := range set {
 			for _, c := range cs {
 				if v := s.CUDAAttnTC.Value(func(string) string { return c.String() }); v != c.String() {

@@ -71,18 +71,5 @@
 	ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, true, _rope_paged, true, f8r) \
 	ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, true, _rope_paged, false, f8) \
 	ATTN_TC_F8_KP(T, 128, 1, 4, 16, 2, true, _rope_paged, true, f8r)
-// attention.go's attnTCF8Kernels: decode configurations over a contiguous
-// cache as _f8r only, plain and with RoPE folded in.
-#define ATTN_TC_F8_MORE(T) \
-	ATTN_TC_F8_K(T, 128, 1, 4, 16, 3, false, , true, f8r) \
-	ATTN_TC_F8_K(T, 128, 1, 4, 16, 3, true, _rope, true, f8r) \
-	ATTN_TC_F8_K(T, 128, 1, 4, 32, 2, false, , true, f8r) \
-	ATTN_TC_F8_K(T, 128, 1, 4, 32, 2, true, _rope, true, f8r) \
-	ATTN_TC_F8_K(T, 128, 1, 8, 16, 2, false, , true, f8r) \
-	ATTN_TC_F8_K(T, 128, 1, 8, 16, 2, true, _rope, true, f8r) \
-	ATTN_TC_F8_K(T, 128, 1, 2, 32, 3, false, , true, f8r) \
-	ATTN_TC_F8_K(T, 128, 1, 2, 32, 3, true, _rope, true, f8r)
 ATTN_TC_F8_ALL(f16)
 ATTN_TC_F8_ALL(bf16)
-ATTN_TC_F8_MORE(f16)
-ATTN_TC_F8_MORE(bf16)
