@@ -23,7 +23,8 @@ func normalizeRoofline(rf Roofline, sum map[string]Summary) (Roofline, error) {
 		name string
 		v    *float64
 	}{{"floor_s", &rf.FloorS}, {"output_tok_s", &rf.OutputTokS}, {"memory_bound_s", &rf.MemoryBoundS}, {"bytes", &rf.Bytes},
-		{"flops", &rf.FLOPs}, {"peak_bytes_per_s", &rf.PeakBytesPerS}, {"peak_flop_per_s", &rf.PeakFLOPS}} {
+		{"flops", &rf.FLOPs}, {"peak_bytes_per_s", &rf.PeakBytesPerS}, {"peak_flop_per_s", &rf.PeakFLOPS},
+		{"peak_fp8_flop_per_s", &rf.PeakFP8FLOPS}} {
 		if math.IsNaN(*f.v) || math.IsInf(*f.v, 0) || *f.v < 0 {
 			return rf, fmt.Errorf("%s: %v cannot be stored; expected a finite number >= 0", f.name, *f.v)
 		}
@@ -78,8 +79,12 @@ func rooflineNotes(cells []*Cell) []string {
 		if formatRoofline(c) == "-" {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s: median %s over the roofline's (output tokens over the sum, across the timed iterations, of max(bytes / %s, FLOPs / %s): weights read once per iteration, on MoE models only the experts its tokens reached, plus the KV cache); %s, %s",
-			rooflineColumn, MetricFor(rooflineMetric).Name, FormatRate(rf.PeakBytesPerS, "B/s"), FormatRate(rf.PeakFLOPS, "FLOP/s"), rf.Device, rf.PeakSource))
+		flops := "FLOPs / " + FormatRate(rf.PeakFLOPS, "FLOP/s")
+		if rf.PeakFP8FLOPS > 0 {
+			flops = "FLOPs at " + FormatRate(rf.PeakFLOPS, "FLOP/s") + ", the FP8 linear layers' at " + FormatRate(rf.PeakFP8FLOPS, "FLOP/s")
+		}
+		out = append(out, fmt.Sprintf("%s: median %s over the roofline's (output tokens over the sum, across the timed iterations, of max(bytes / %s, %s): weights read once per iteration, on MoE models only the experts its tokens reached, plus the KV cache); %s, %s",
+			rooflineColumn, MetricFor(rooflineMetric).Name, FormatRate(rf.PeakBytesPerS, "B/s"), flops, rf.Device, rf.PeakSource))
 	}
 	return dedupe(out)
 }
@@ -150,13 +155,21 @@ func diffRoofline(oc, nc *Cell) *RooflineDiff {
 // GPU and ceilings, the fields that set a roofline's scale. The work
 // (bytes, FLOPs) is the cell's own on each side and may differ.
 func sameCeilings(a, b *Roofline) bool {
-	return a.Device == b.Device && a.PeakBytesPerS == b.PeakBytesPerS && a.PeakFLOPS == b.PeakFLOPS
+	// Records before the FP8 rate was kept leave it 0: compared only
+	// where both sides have it.
+	fp8 := a.PeakFP8FLOPS == b.PeakFP8FLOPS || a.PeakFP8FLOPS == 0 || b.PeakFP8FLOPS == 0
+	return a.Device == b.Device && a.PeakBytesPerS == b.PeakBytesPerS && a.PeakFLOPS == b.PeakFLOPS && fp8
 }
 
 // ceilings names a roofline's GPU and ceilings: "NVIDIA H200 (4.30 TB/s,
-// 790 TFLOP/s)".
+// 790 TFLOP/s)", and the FP8 GEMMs' rate where kept: "..., FP8 1.58
+// PFLOP/s)".
 func ceilings(rf *Roofline, digits int) string {
-	return fmt.Sprintf("%s (%s, %s)", rf.Device, formatRateSig(rf.PeakBytesPerS, "B/s", digits), formatRateSig(rf.PeakFLOPS, "FLOP/s", digits))
+	fp8 := ""
+	if rf.PeakFP8FLOPS > 0 {
+		fp8 = ", FP8 " + formatRateSig(rf.PeakFP8FLOPS, "FLOP/s", digits)
+	}
+	return fmt.Sprintf("%s (%s, %s%s)", rf.Device, formatRateSig(rf.PeakBytesPerS, "B/s", digits), formatRateSig(rf.PeakFLOPS, "FLOP/s", digits), fp8)
 }
 
 // rooflineDiffNote qualifies the roofline section of a diff.

@@ -329,3 +329,34 @@ func TestSameRepeats(t *testing.T) {
 		t.Error("NaN against NaN: want the same repeats")
 	}
 }
+
+// TestRooflineFP8Rate: an FP8 model's roofline keeps the rate its FP8
+// GEMMs were counted at; results.md's note names it beside the compute
+// dtype's, and a diff tells two FP8 rates apart but not one record that
+// kept it from one that predates it.
+func TestRooflineFP8Rate(t *testing.T) {
+	base := Roofline{OutputTokS: 52356, Fraction: 0.516, Device: "NVIDIA H200", PeakBytesPerS: 4.3e12, PeakFLOPS: 790e12,
+		PeakSource: "measured on an H200: device-to-device copy and bf16 GEMM"}
+	fp8 := base
+	fp8.PeakFP8FLOPS = 1.58e15
+	cell := func(rf Roofline) *Cell { return &Cell{Status: StatusOK, Roofline: &rf} }
+	notes := rooflineNotes([]*Cell{cell(fp8)})
+	if len(notes) != 1 || !strings.Contains(notes[0], "max(bytes / 4.30 TB/s, FLOPs at 790 TFLOP/s, the FP8 linear layers' at 1.58 PFLOP/s)") {
+		t.Errorf("FP8 note: %q", notes)
+	}
+	if notes := rooflineNotes([]*Cell{cell(base)}); len(notes) != 1 || !strings.Contains(notes[0], "max(bytes / 4.30 TB/s, FLOPs / 790 TFLOP/s)") {
+		t.Errorf("note without FP8: %q", notes)
+	}
+	if rd := diffRoofline(cell(base), cell(fp8)); rd.Delta == nil || rd.Note != "" {
+		t.Errorf("a record without the FP8 rate against one with it: %+v; want compared", rd)
+	}
+	other := fp8
+	other.PeakFP8FLOPS = 1.98e15
+	want := "ceilings differ: NVIDIA H200 (4.30 TB/s, 790 TFLOP/s, FP8 1.58 PFLOP/s) -> NVIDIA H200 (4.30 TB/s, 790 TFLOP/s, FP8 1.98 PFLOP/s)"
+	if rd := diffRoofline(cell(fp8), cell(other)); rd.Delta != nil || !strings.HasPrefix(rd.Note, want) {
+		t.Errorf("two FP8 rates: %+v; want %q", rd, want)
+	}
+	if _, err := normalizeRoofline(Roofline{PeakFP8FLOPS: math.Inf(1)}, nil); err == nil || !strings.Contains(err.Error(), "peak_fp8_flop_per_s") {
+		t.Errorf("an infinite FP8 rate: %v", err)
+	}
+}

@@ -349,7 +349,11 @@ type Roofline struct {
 	Device        string  `json:"device"`
 	PeakBytesPerS float64 `json:"peak_bytes_per_s"`
 	PeakFLOPS     float64 `json:"peak_flop_per_s"`
-	PeakSource    string  `json:"peak_source"`
+	// PeakFP8FLOPS is the rate the FP8 linear layers' GEMMs were counted
+	// at, for a model with FP8 weights (dtype fp8) only: their FLOPs are
+	// part of FLOPs, at this rate rather than PeakFLOPS.
+	PeakFP8FLOPS float64 `json:"peak_fp8_flop_per_s,omitempty"`
+	PeakSource   string  `json:"peak_source"`
 	// Basis says which records the work was computed from.
 	Basis string `json:"basis"`
 }

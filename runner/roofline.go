@@ -107,8 +107,18 @@ func cellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 		FloorS: rf.Seconds, OutputTokS: rf.OutputTokS, MemoryBoundS: rf.MemoryBoundSeconds,
 		Iterations: rf.Iterations, Bytes: rf.Work.Bytes, FLOPs: rf.Work.FLOPs,
 		Device: rf.Device.Name, PeakBytesPerS: rf.Device.PeakBytesPerSec, PeakFLOPS: rf.Device.PeakFLOPs, PeakSource: rf.Device.PeakSource,
-		Basis: rf.Basis,
+		PeakFP8FLOPS: fp8Rate(rf.Device), Basis: rf.Basis,
 	}, nil
+}
+
+// fp8Rate is the rate a roofline counted FP8 GEMMs at: for FP8 linear
+// layers on a GPU with an FP8 ceiling, else 0 (their FLOPs then count at
+// the compute dtype's, as the basis says).
+func fp8Rate(d profile.Device) float64 {
+	if !d.FP8 {
+		return 0
+	}
+	return d.PeakFP8FLOPs
 }
 
 // builtinCell reports whether a cell's flat parameters run xrun's own

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -252,6 +253,18 @@ func TestCellRooflineRecordedCeilings(t *testing.T) {
 	}
 	if got, want := rf.FloorS/h200.FloorS, 4.3/1.6; math.Abs(got-want) > 1e-6*want {
 		t.Errorf("floor A100 / H200 = %g, want %g (bandwidth bound)", got, want)
+	}
+	// An FP8 model's roofline keeps the rate its FP8 GEMMs were counted
+	// at (twice the H200's measured bf16 GEMM); a float16 one none.
+	if h200.PeakFP8FLOPS != 0 {
+		t.Errorf("float16 cell: FP8 rate %g, want none", h200.PeakFP8FLOPS)
+	}
+	f8 := c
+	f8.Params = maps.Clone(c.Params)
+	f8.Params["dtype"] = "fp8"
+	fp8, err := cellRoofline(fixtureCellDir("dense-gpu"), &f8, r.Environment)
+	if err != nil || fp8.PeakFP8FLOPS != 2*h200.PeakFLOPS {
+		t.Errorf("fp8 cell: %+v, %v; want the FP8 rate %g", fp8, err, 2*h200.PeakFLOPS)
 	}
 }
 
