@@ -172,25 +172,30 @@ func BenchmarkAttention(b *testing.B) {
 			if kern.rowWarps == 0 {
 				continue
 			}
-			// Decode configurations in both forms (XRUN_CUDA_ATTN_F8_REGS):
-			// .../f8 converts in registers, .../f8-smem decodes each tile
-			// into shared memory first; each with fp16 and bf16 queries
-			// (their conversions differ). The buffers are 16-bit either way.
-			forms := []bool{true}
+			// Decode configurations in each form (f8Forms): .../f8 converts
+			// in registers, .../f8-smem decodes each tile into shared
+			// memory first, .../f8q does Q K^T on the E4M3 tensor cores
+			// (head dimension 128, sm_89 and later); each with fp16 and
+			// bf16 queries (their conversions differ). The buffers are
+			// 16-bit either way.
+			forms := []f8Form{f8Forms[0]}
 			if kern.rowWarps == 1 {
-				forms = append(forms, false)
+				forms = append(forms, f8Form{"f8-smem", false, false})
 			}
-			for _, regs := range forms {
+			if kern.rowWarps == 1 && D == 128 && fp8TensorCores(dev.Info) {
+				forms = append(forms, f8Forms[2])
+			}
+			for _, form := range forms {
 				for _, fdt := range []DType{F16, BF16} {
-					name := fmt.Sprintf("%s/%s/f8", sc.name, kern)
-					if !regs {
-						name += "-smem"
+					name := fmt.Sprintf("%s/%s/%s", sc.name, kern, form.name)
+					if form.name == "f8r" {
+						name = fmt.Sprintf("%s/%s/f8", sc.name, kern) // the name earlier figures carry
 					}
 					b.Run(name+"/"+fdt.String(), func(b *testing.B) {
 						var d time.Duration
 						do(b, func(t testing.TB, g *GPU) {
 							defer keepSwitches(g)()
-							g.sw.CUDAAttnF8Regs = regs
+							g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8QMMA = form.regs, form.qmma
 							// Random 16-bit caches read as codes: any byte is one.
 							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
 								FP8: KVFP8{On: true, K: 0.01, V: 0.01}}

@@ -55,14 +55,15 @@ func TestAttentionFP8(t *testing.T) {
 								kernels = append(kernels, c)
 							}
 						}
-						// Decode kernels in both forms: the codes converted in
-						// registers (_f8r, the default) and decoded through
-						// shared memory (_f8).
-						for _, regs := range []bool{true, false} {
-							t.Run(f8Form(regs), func(t *testing.T) {
+						// Decode kernels in each form: the codes converted in
+						// registers (_f8r, the default), decoded through
+						// shared memory (_f8), and Q K^T on the E4M3 tensor
+						// cores (_f8q).
+						for _, form := range f8Forms {
+							t.Run(form.name, func(t *testing.T) {
 								do(t, func(t testing.TB, g *GPU) {
 									defer keepSwitches(g)()
-									g.sw.CUDAAttnF8Regs = regs
+									form.set(t, g, a.HeadDim)
 									checkAttentionFP8(t, g, dt, a, rn.seqs, rn.rows, splits, kernels)
 								})
 							})
@@ -74,13 +75,25 @@ func TestAttentionFP8(t *testing.T) {
 	}
 }
 
-// f8Form names the kernels XRUN_CUDA_ATTN_F8_REGS picks for decode: _f8r
-// (the codes converted in registers) or _f8 (decoded in shared memory).
-func f8Form(regs bool) string {
-	if regs {
-		return "f8r"
+// f8Forms are the decode kernels' forms over an FP8 cache, as the switches
+// pick them: _f8r (the codes converted in registers, XRUN_CUDA_ATTN_F8_REGS),
+// _f8 (decoded in shared memory) and _f8q (Q K^T on the E4M3 tensor cores,
+// XRUN_CUDA_ATTN_F8_QMMA: head dimension 128, sm_89 and later, else
+// skipped).
+var f8Forms = []f8Form{{"f8r", true, false}, {"f8", false, false}, {"f8q", true, true}}
+
+type f8Form struct {
+	name       string
+	regs, qmma bool
+}
+
+// set sets g's switches to the form, or skips t where g or the head
+// dimension has no such kernels.
+func (f f8Form) set(t testing.TB, g *GPU, headDim int) {
+	if f.qmma && (headDim != 128 || !fp8TensorCores(g.Info)) {
+		t.Skipf("_f8q: head dimension 128 on sm_89 or later, not %d on %s", headDim, g.Info.Arch())
 	}
-	return "f8"
+	g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8QMMA = f.regs, f.qmma
 }
 
 // fp8Cache allocates an [slots][KV][capacity][D] FP8 cache of codes 0x7f
@@ -148,11 +161,11 @@ func TestAttentionFP8Rope(t *testing.T) {
 					for _, ctx := range contexts {
 						seqs = append(seqs, attnSeq{ctx - 1, 1})
 					}
-					for _, regs := range []bool{true, false} {
-						t.Run(f8Form(regs), func(t *testing.T) {
+					for _, form := range f8Forms {
+						t.Run(form.name, func(t *testing.T) {
 							do(t, func(t testing.TB, g *GPU) {
 								defer keepSwitches(g)()
-								g.sw.CUDAAttnF8Regs = regs
+								form.set(t, g, a.HeadDim)
 								for _, c := range attnTCRopePagedKernels[a.HeadDim] {
 									checkAttentionFP8Rope(t, g, dt, a, seqs, splits, c)
 								}
@@ -262,7 +275,8 @@ func checkAttentionFP8Rope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []a
 // instantiates, over a contiguous and a paged cache, exactly the paged
 // configurations (the ones Attention maps an FP8 launch onto, pagedTC),
 // with and without RoPE folded in; the decode ones (one row warp) also in
-// their _f8r form (f8Regs), the others not.
+// their _f8r form (f8Regs), and at head dimension 128 over a contiguous
+// cache their _f8q form (f8QMMA), the others not.
 func TestAttnTCF8Kernels(t *testing.T) {
 	src, err := kernelSource("attention_tc_f8")
 	if err != nil {
@@ -270,11 +284,11 @@ func TestAttnTCF8Kernels(t *testing.T) {
 	}
 	for _, macro := range []string{"ATTN_TC_F8_K", "ATTN_TC_F8_KP"} {
 		inst := map[string]bool{}
-		for _, m := range regexp.MustCompile(macro+`\(T, (\d+), (\d+), (\d+), (\d+), (\d+), (true|false), \w*, (true|false), (f8r?)\)`).FindAllStringSubmatch(src, -1) {
-			if (m[7] == "true") != (m[8] == "f8r") {
-				t.Errorf("%s: REGS %s named _%s", macro, m[7], m[8])
+		for _, m := range regexp.MustCompile(macro+`\(T, (\d+), (\d+), (\d+), (\d+), (\d+), (true|false), \w*, (true|false), (true|false), (f8[rq]?)\)`).FindAllStringSubmatch(src, -1) {
+			if (m[7] == "true") != (m[9] != "f8") || (m[8] == "true") != (m[9] == "f8q") {
+				t.Errorf("%s: REGS %s, QM %s named _%s", macro, m[7], m[8], m[9])
 			}
-			inst[strings.Join(m[1:7], ",")+","+m[8]] = true
+			inst[strings.Join(m[1:7], ",")+","+m[9]] = true
 		}
 		for _, fam := range []struct {
 			rope    string
@@ -285,6 +299,9 @@ func TestAttnTCF8Kernels(t *testing.T) {
 					forms := []string{"f8"}
 					if c.rowWarps == 1 {
 						forms = append(forms, "f8r")
+					}
+					if c.rowWarps == 1 && D == 128 && macro == "ATTN_TC_F8_K" {
+						forms = append(forms, "f8q") // contiguous only
 					}
 					for _, f := range forms {
 						key := fmt.Sprintf("%d,%d,%d,%d,%d,%s,%s", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages, fam.rope, f)

@@ -3,10 +3,13 @@
 package backend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
@@ -66,5 +69,41 @@ func TestFP8KVRefusals(t *testing.T) {
 			t.Errorf("%s (heads of %d): %v, want model.ErrNoFP8", name, cfg.HeadDim, err)
 		}
 		be.Close()
+	}
+}
+
+// TestFP8KVQMMAMatchesCPU is TestFP8KVMatchesCPU at heads of 128 (Llama-
+// 3's), the decode attention in each form XRUN_CUDA_ATTN_F8_QMMA chooses:
+// the codes converted in registers (_f8r) and Q K^T on the E4M3 tensor
+// cores (_f8q, each query row split into two E4M3 terms), which must stay
+// within the same bound. A GPU before sm_89 has no _f8q (skipped).
+func TestFP8KVQMMAMatchesCPU(t *testing.T) {
+	needGPU(t)
+	d, err := cuda.Probe(context.Background())
+	if err != nil || len(d.GPUs) == 0 {
+		t.Fatalf("probe: %v", err)
+	}
+	cfg := fp8KVModel(t)
+	cfg.HeadDim = 128
+	sc, want := cpuReference(t, cfg, model.Options{KVFP8: true})
+	for _, qmma := range []bool{false, true} {
+		for _, dtype := range []string{"float16", "bfloat16"} {
+			t.Run(fmt.Sprintf("qmma=%v/%s", qmma, dtype), func(t *testing.T) {
+				sw := engine.DefaultSwitches()
+				sw.CUDAAttnF8QMMA = qmma
+				be, err := New(model.BackendOptions{Gemm: "auto", Dtype: dtype, Switches: &sw})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { be.Close() })
+				m := newModelOpt(t, be, cfg, model.Options{KVFP8: true})
+				if g := d.GPUs[0]; qmma && (g.Major < 8 || g.Major == 8 && g.Minor < 9) {
+					t.Skipf("no _f8q before sm_89 (%s): its decode steps are refused", g.Arch())
+				}
+				for i, s := range sc {
+					relErr(t, fmt.Sprintf("iteration %d (%d sequences)", i, len(s)), runStep(t, m, s), want[i], fp8ModelTol)
+				}
+			})
+		}
 	}
 }

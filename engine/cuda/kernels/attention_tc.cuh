@@ -105,13 +105,15 @@ __device__ __forceinline__ void group_sync(int kw) {
 	}
 }
 
-template <class T, int D, int MW, int KW, int KT, int ST, bool ROPE, bool PAGED = false, bool F8 = false, bool REGS = false>
+template <class T, int D, int MW, int KW, int KT, int ST, bool ROPE, bool PAGED = false, bool F8 = false, bool REGS = false,
+	bool QM = false>
 __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_elem<F8, T>::C *kc,
 	typename kv_elem<F8, T>::C *vc, const int4 *items, int H, int KV, int W, int cap, float scale, float *part,
 	float *ml, int nsplit, int *counters, int rowsMax, const float *table, int shortKeys,
 	const int *tables = nullptr, int stride = 0, float ksc = 1.f, float vsc = 1.f) {
 	static_assert(!ROPE || MW == 1, "RoPE is folded into decode blocks only");
 	static_assert(!REGS || (F8 && MW == 1), "codes converted in registers: decode blocks over an FP8 cache");
+	static_assert(!QM || (REGS && D % 32 == 0), "Q K^T on the E4M3 tensor cores: _f8r decode blocks");
 	typedef typename kv_elem<F8, T>::C C;
 	// Without ROPE the cache holds this launch's own keys, written by the
 	// kernel before: nothing may be read before it is done.
@@ -298,9 +300,31 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	// column step kk of the first half][columns +0 / +8], cos and sin (the
 	// table is a weight: read before the wait); then the wait, then the new
 	// keys of the tiles already queued.
-	constexpr int QH = ROPE ? D / 32 : 1;
+	constexpr int QH = ROPE && !QM ? D / 32 : 1;
 	float2 qcos[2][QH][2], qsin[2][QH][2];
-	if constexpr (ROPE) {
+	// QM: the same for the E4M3 fragments' elements, [row][32-column block
+	// b of the first half][16-column half][4 columns].
+	constexpr int QB = QM ? D / 32 : 1, QBR = ROPE && QM ? D / 64 : 1;
+	float4 qc8[2][QBR][2], qs8[2][QBR][2];
+	if constexpr (ROPE && QM) {
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const int row = i ? r1 : r0;
+			const int p = pos0 + min(row / G, ntok - 1);
+			const float *tb = table + (long long)p * D + q4 * 4;
+#pragma unroll
+			for (int b = 0; b < QBR; b++)
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					qc8[i][b][hf] = *(const float4 *)(tb + b * 32 + hf * 16);
+					qs8[i][b][hf] = *(const float4 *)(tb + D / 2 + b * 32 + hf * 16);
+				}
+		}
+		pdl_enter();
+#pragma unroll
+		for (int s = 0; s < ST - 1; s++)
+			if (s < mine) load(s, false, true);
+	} else if constexpr (ROPE) {
 #pragma unroll
 		for (int i = 0; i < 2; i++) {
 			const int row = i ? r1 : r0;
@@ -319,8 +343,78 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		for (int s = 0; s < ST - 1; s++)
 			if (s < mine) load(s, false, true);
 	}
-	u32 qa[D / 16][4];
-	{
+	// QM: each row of Q times 448 over its largest magnitude (qsc[i] undoes
+	// it), split into two E4M3 terms (e4m3x4_split), the m16n8k32 A
+	// fragments of both: qh[b][j], ql[b][j] hold row (j & 1 ? r1 : r0),
+	// columns b * 32 + (j >> 1) * 16 + q4 * 4 .. + 3, in their natural order
+	// (the cached keys' order: no permutation). The rotation, under ROPE, is
+	// rope_kv's (fp32, rounded to T), as below; the split keeps about 8
+	// significant bits of each element, bf16's 8 and 3 fewer than fp16's.
+	u32 qh[QB][4], ql[QB][4];
+	float qsc[2] = {1.f, 1.f};
+	if constexpr (QM) {
+		float x[2][QB][2][4];
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			const int row = i ? r1 : r0, tok = row / G, j = row - tok * G;
+			const T *q = qkv + (long long)(t0 + tok) * W + (h * G + j) * D + q4 * 4;
+#pragma unroll
+			for (int b = 0; b < QB; b++)
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					const uint2 v = row < R ? *(const uint2 *)(q + b * 32 + hf * 16) : make_uint2(0u, 0u);
+					const float2 a = unpack2(v.x, T{}), c = unpack2(v.y, T{});
+					x[i][b][hf][0] = a.x;
+					x[i][b][hf][1] = a.y;
+					x[i][b][hf][2] = c.x;
+					x[i][b][hf][3] = c.y;
+				}
+		}
+		if constexpr (ROPE) {
+			// Column c of the first half and its partner c + D / 2 are block
+			// b and b + D / 64 of the same thread.
+#pragma unroll
+			for (int i = 0; i < 2; i++)
+#pragma unroll
+				for (int b = 0; b < QBR; b++)
+#pragma unroll
+					for (int hf = 0; hf < 2; hf++) {
+						const float cs[4] = {qc8[i][b][hf].x, qc8[i][b][hf].y, qc8[i][b][hf].z, qc8[i][b][hf].w};
+						const float sn[4] = {qs8[i][b][hf].x, qs8[i][b][hf].y, qs8[i][b][hf].z, qs8[i][b][hf].w};
+#pragma unroll
+						for (int e = 0; e < 4; e++) {
+							const float x0 = x[i][b][hf][e], x1 = x[i][b + QBR][hf][e];
+							x[i][b][hf][e] = to_f32(from_f32<T>(x0 * cs[e] - x1 * sn[e]));
+							x[i][b + QBR][hf][e] = to_f32(from_f32<T>(x1 * cs[e] + x0 * sn[e]));
+						}
+					}
+		}
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			float amax = 0.f;
+#pragma unroll
+			for (int b = 0; b < QB; b++)
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) amax = fmaxf(amax, fabsf(x[i][b][hf][e]));
+			amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1)); // the row's quad
+			amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+			const float inv = amax > 0.f ? FP8_MAX / amax : 0.f;
+			qsc[i] = amax / FP8_MAX;
+#pragma unroll
+			for (int b = 0; b < QB; b++)
+#pragma unroll
+				for (int hf = 0; hf < 2; hf++) {
+					float y[4];
+#pragma unroll
+					for (int e = 0; e < 4; e++) y[e] = x[i][b][hf][e] * inv;
+					e4m3x4_split(y, qh[b][i + 2 * hf], ql[b][i + 2 * hf]);
+				}
+		}
+	}
+	u32 qa[QM ? 1 : D / 16][4];
+	if constexpr (!QM) {
 		auto qrow = [&](int r) {
 			const int tok = r / G, j = r - tok * G;
 			return qkv + (long long)(t0 + tok) * W + (h * G + j) * D + q4 * QO;
@@ -335,7 +429,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 			qa[kk][3] = ok1 ? *(const u32 *)(q1 + kk * 16 + HO) : 0u;
 		}
 	}
-	if constexpr (ROPE) {
+	if constexpr (ROPE && !QM) {
 		// qa[kk][j] holds row (j & 1 ? r1 : r0), columns kk * 16 + q4 * QO
 		// (+ HO for j >= 2) and the next; its partner, D / 2 further, is
 		// qa[kk + D / 32][j]. Rotated in fp32, rounded as rope_kv stores.
@@ -355,7 +449,9 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	for (int d = 0; d < NO; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
 	float m[2] = {ninf, ninf}, l[2] = {0.f, 0.f}; // running max (log2 units) and sum per row
 	constexpr float F8MUL = REGS ? e4m3_bits<T>::mul : e4m3_h16<T>::mul;
-	const float sl2 = scale * LOG2E * (F8 ? ksc * F8MUL : 1.f);
+	const float sl2 = scale * LOG2E * (F8 ? ksc * (QM ? 1.f : F8MUL) : 1.f);
+	// A row's scale: QM's Q rows carry their own.
+	const float sr[2] = {sl2 * qsc[0], sl2 * qsc[1]};
 	// Row r sees keys up to its own position (causal) and below keyEnd; a
 	// tile past the warp's first row's limit needs masking.
 	const int lim0 = min(keyEnd - 1, pos0 + r0 / G), lim1 = min(keyEnd - 1, pos0 + r1 / G);
@@ -390,7 +486,25 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		float s[NS][4];
 #pragma unroll
 		for (int n = 0; n < NS; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-		if constexpr (REGS) {
+		if constexpr (QM) {
+			// The same ldmatrix as below, each block of codes as it stands a
+			// B operand of m16n8k32 (a thread's element is its key's columns
+			// 4 q4 .. 4 q4 + 3 of a 16-column half): keys n with columns
+			// b * 32 .. + 31 are {c[0], c[2]}, keys n + 1 {c[1], c[3]}; each
+			// times both terms of Q.
+#pragma unroll
+			for (int b = 0; b < D / 32; b++)
+#pragma unroll
+				for (int n = 0; n < NS; n += 2) {
+					u32 c[4];
+					ldmatrix_x4(c, smem_u32(rk + (n * 8 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (2 * b + (lane >> 4)) * 16));
+					const u32 b0[2] = {c[0], c[2]}, b1[2] = {c[1], c[3]};
+					mma_e4m3(s[n], qh[b], b0);
+					mma_e4m3(s[n], ql[b], b0);
+					mma_e4m3(s[n + 1], qh[b], b1);
+					mma_e4m3(s[n + 1], ql[b], b1);
+				}
+		} else if constexpr (REGS) {
 			// Four 8-key x 16-dim blocks of codes an ldmatrix: keys n, n + 1
 			// (8 each) x dims kk, kk + 1 (16 each); a thread's element is
 			// its key's dims 4 q4 .. 4 q4 + 3, the B operand's two pairs.
@@ -423,7 +537,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		for (int n = 0; n < NS; n++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
-				float v = s[n][e] * sl2;
+				float v = s[n][e] * sr[e >> 1];
 				if (edge && k0 + n * 8 + q4 * 2 + (e & 1) > (e < 2 ? lim0 : lim1)) v = ninf;
 				s[n][e] = v;
 			}

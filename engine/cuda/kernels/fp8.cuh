@@ -97,6 +97,42 @@ template <> struct e4m3_h16<bf16> {
 };
 #endif
 
+// e4m3x4_split encodes four floats (x[0] in the low byte) as E4M3 codes
+// and the remainders as four more: hi = E4M3(x), lo = E4M3(x - hi's
+// value), so hi + lo carries about 8 significant bits where a code alone
+// carries 4 (round to nearest even, saturating at 448, both). Ada and
+// Hopper convert in hardware (cvt's f32-to-e4m3x2: the first operand the
+// high byte; e4m3x2-to-f16x2: the low byte the low half); elsewhere
+// f32_to_e4m3 and e4m3_to_f32, the same values.
+__device__ __forceinline__ void e4m3x4_split(const float *x, u32 &hi, u32 &lo) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+	float r[4];
+#pragma unroll
+	for (int p = 0; p < 2; p++) {
+		unsigned short h;
+		asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(x[2 * p + 1]), "f"(x[2 * p]));
+		hi = p ? hi | ((u32)h << 16) : (u32)h;
+		const float2 v = unpack2(e4m3x2_f16x2(h), f16{});
+		r[2 * p] = x[2 * p] - v.x;
+		r[2 * p + 1] = x[2 * p + 1] - v.y;
+	}
+#pragma unroll
+	for (int p = 0; p < 2; p++) {
+		unsigned short l;
+		asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(l) : "f"(r[2 * p + 1]), "f"(r[2 * p]));
+		lo = p ? lo | ((u32)l << 16) : (u32)l;
+	}
+#else
+	hi = lo = 0;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		const u32 c = f32_to_e4m3(x[j]);
+		hi |= c << (8 * j);
+		lo |= f32_to_e4m3(x[j] - e4m3_to_f32(c)) << (8 * j);
+	}
+#endif
+}
+
 // e4m3_bits<T>::two turns two codes, the low bytes of x's 16-bit halves
 // (the other bytes zero: __byte_perm picks them), into a pair of T by
 // moving each code's sign, exponent and mantissa into T's fields as they
