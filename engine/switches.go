@@ -139,7 +139,7 @@ type SwitchTable struct {
 	CUDAAttnRope    FlagSwitch
 	CUDAAttnShort   IntSwitch
 	CUDAAttnF8Regs  FlagSwitch
-	CUDAAttnF8QMMA  FlagSwitch
+	CUDAAttnF8MMA   ChoiceSwitch
 	CUDAMoETile     ChoiceSwitch
 	CUDAMoEHints    IntSwitch
 	CUDAMoELibrary  FlagSwitch
@@ -196,8 +196,8 @@ var Switches = SwitchTable{
 		"decode items of at most this many keys are done in one pass, unsplit; `0` or less: never"),
 	CUDAAttnF8Regs: flagSwitch("XRUN_CUDA_ATTN_F8_REGS", true, true,
 		"kv_cache_dtype fp8: decode attention loads its MMA operands from the E4M3 codes and converts them in registers by bit arithmetic (attention_tc_f8.cu's _f8r kernels); `0` decodes each tile into 16-bit tiles in shared memory first, as prefill does"),
-	CUDAAttnF8QMMA: flagSwitch("XRUN_CUDA_ATTN_F8_QMMA", false, true,
-		"kv_cache_dtype fp8, head dimension 128, a contiguous cache, sm_89 and later: decode attention's Q K^T on the E4M3 tensor cores (attention_tc_f8.cu's _f8q kernels: each query row split into two E4M3 terms, the key codes unconverted), P V as the _f8r kernels do; `1` turns it on"),
+	CUDAAttnF8MMA: choiceSwitch("XRUN_CUDA_ATTN_F8_MMA", "0", func(v string) bool { return v == "qk" || v == "qkpv" },
+		"`qk`, `qkpv`", "kv_cache_dtype fp8, head dimension 128, a contiguous cache, sm_89 and later: decode attention's products on the E4M3 tensor cores; `qk` Q K^T (attention_tc_f8.cu's _f8q kernels: each query row split into two E4M3 terms, the key codes unconverted), `qkpv` P V too (_f8p: P split alike, the value codes unconverted); `0` converts the codes (XRUN_CUDA_ATTN_F8_REGS chooses how)"),
 	CUDAMoETile: choiceSwitch("XRUN_CUDA_MOE_TILE", "auto", func(v string) bool { return v == "s" || v == "m" || v == "l" },
 		"`s`, `m`, `l`", "the expert GEMMs' row tile, chosen per launch; a size forces it"),
 	CUDAMoEHints: intSwitch("XRUN_CUDA_MOE_HINTS", 3, 0, 3, "`0`..`3`",
@@ -317,7 +317,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAAttnRope:    t.CUDAAttnRope.On(getenv),
 		CUDAAttnShort:   t.CUDAAttnShort.Int(getenv),
 		CUDAAttnF8Regs:  t.CUDAAttnF8Regs.On(getenv),
-		CUDAAttnF8QMMA:  t.CUDAAttnF8QMMA.On(getenv),
+		CUDAAttnF8MMA:   t.CUDAAttnF8MMA.Get(getenv),
 		CUDAMoETile:     t.CUDAMoETile.Get(getenv),
 		CUDAMoEHints:    t.CUDAMoEHints.Int(getenv),
 		CUDAMoELibrary:  t.CUDAMoELibrary.On(getenv),

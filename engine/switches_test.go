@@ -110,7 +110,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_ATTN_ROPE":    {"1", true},
 		"XRUN_CUDA_ATTN_SHORT":   {"256", true},
 		"XRUN_CUDA_ATTN_F8_REGS": {"1", true},
-		"XRUN_CUDA_ATTN_F8_QMMA": {"0", true},
+		"XRUN_CUDA_ATTN_F8_MMA":  {"0", true},
 		"XRUN_CUDA_MOE_TILE":     {"auto", true},
 		"XRUN_CUDA_WGMMA":        {"1", true},
 		"XRUN_CUDA_WGMMA_FP8":    {"1", true},
@@ -226,7 +226,8 @@ func TestParseSwitches(t *testing.T) {
 		t.Fatalf("model.Switches has %d fields, the table %d switches", n, m)
 	}
 	// A value other than the default, per kind of switch.
-	other := map[string]string{"XRUN_CUDA_ATTN_TC": "tc-m1-k4-t16-s3", "XRUN_CUDA_MOE_TILE": "l", "XRUN_CUDA_WGMMA_TILE": "wg2w", "XRUN_CUDA_GEMM_TMA": "1"}
+	other := map[string]string{"XRUN_CUDA_ATTN_TC": "tc-m1-k4-t16-s3", "XRUN_CUDA_MOE_TILE": "l", "XRUN_CUDA_WGMMA_TILE": "wg2w", "XRUN_CUDA_GEMM_TMA": "1",
+		"XRUN_CUDA_ATTN_F8_MMA": "qkpv"}
 	tv := reflect.ValueOf(Switches)
 	for i := range tv.NumField() {
 		field := tv.Type().Field(i).Name

@@ -476,19 +476,21 @@ func (c attnTC) smemF8(headDim int, regs bool) int {
 // warp, with XRUN_CUDA_ATTN_F8_REGS).
 func (g *GPU) f8Regs(c attnTC) bool { return c.rowWarps == 1 && g.sw.CUDAAttnF8Regs }
 
-// f8QMMA reports whether c's launches over an FP8 cache do Q K^T on the
-// E4M3 tensor cores (attention_tc_f8.cu's _f8q kernels: the _f8r
-// configurations of head dimension 128 over a contiguous cache, with
-// XRUN_CUDA_ATTN_F8_QMMA; a paged cache keeps _f8r), and an error where
-// that is asked of a GPU without them (before sm_89).
-func (g *GPU) f8QMMA(c attnTC, headDim int, paged bool) (bool, error) {
-	if !g.sw.CUDAAttnF8QMMA || !g.f8Regs(c) || headDim != 128 || paged {
-		return false, nil
+// f8MMA is the form of c's launches over an FP8 cache whose products run
+// on the E4M3 tensor cores (XRUN_CUDA_ATTN_F8_MMA, for the _f8r
+// configurations of head dimension 128 over a contiguous cache; a paged
+// cache keeps _f8r): "q" (Q K^T: the _f8q kernels), "p" (and P V: _f8p),
+// or "" for none; an error where that is asked of a GPU without them
+// (before sm_89).
+func (g *GPU) f8MMA(c attnTC, headDim int, paged bool) (string, error) {
+	form := map[string]string{"qk": "q", "qkpv": "p"}[g.sw.CUDAAttnF8MMA]
+	if form == "" || !g.f8Regs(c) || headDim != 128 || paged {
+		return "", nil
 	}
 	if d := g.Info; d.Major < 8 || d.Major == 8 && d.Minor < 9 {
-		return false, fmt.Errorf("cuda: XRUN_CUDA_ATTN_F8_QMMA=1 needs the E4M3 tensor cores of sm_89 or later, not %s", d.Arch())
+		return "", fmt.Errorf("cuda: XRUN_CUDA_ATTN_F8_MMA=%s needs the E4M3 tensor cores of sm_89 or later, not %s", g.sw.CUDAAttnF8MMA, d.Arch())
 	}
-	return true, nil
+	return form, nil
 }
 
 func (c attnTC) String() string {
@@ -588,12 +590,12 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		}
 		if l.FP8.On {
 			family, name, smem = "attention_tc_f8", name+"_f8", tc.smemF8(a.HeadDim, false)
-			qmma, err := g.f8QMMA(tc, a.HeadDim, paged)
+			form, err := g.f8MMA(tc, a.HeadDim, paged)
 			switch {
 			case err != nil:
 				return err
-			case qmma:
-				name, smem = name+"q", tc.smemF8(a.HeadDim, true)
+			case form != "":
+				name, smem = name+form, tc.smemF8(a.HeadDim, true)
 			case g.f8Regs(tc):
 				name, smem = name+"r", tc.smemF8(a.HeadDim, true)
 			}

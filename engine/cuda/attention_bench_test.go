@@ -174,16 +174,17 @@ func BenchmarkAttention(b *testing.B) {
 			}
 			// Decode configurations in each form (f8Forms): .../f8 converts
 			// in registers, .../f8-smem decodes each tile into shared
-			// memory first, .../f8q does Q K^T on the E4M3 tensor cores
-			// (head dimension 128, sm_89 and later); each with fp16 and
+			// memory first, .../f8q does Q K^T on the E4M3 tensor cores,
+			// .../f8p P V too (head dimension 128, sm_89 and later); each
+			// with fp16 and
 			// bf16 queries (their conversions differ). The buffers are
 			// 16-bit either way.
 			forms := []f8Form{f8Forms[0]}
 			if kern.rowWarps == 1 {
-				forms = append(forms, f8Form{"f8-smem", false, false})
+				forms = append(forms, f8Form{"f8-smem", false, "0"})
 			}
 			if kern.rowWarps == 1 && D == 128 && fp8TensorCores(dev.Info) {
-				forms = append(forms, f8Forms[2])
+				forms = append(forms, f8Forms[2:]...)
 			}
 			for _, form := range forms {
 				for _, fdt := range []DType{F16, BF16} {
@@ -195,7 +196,7 @@ func BenchmarkAttention(b *testing.B) {
 						var d time.Duration
 						do(b, func(t testing.TB, g *GPU) {
 							defer keepSwitches(g)()
-							g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8QMMA = form.regs, form.qmma
+							g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8MMA = form.regs, form.mma
 							// Random 16-bit caches read as codes: any byte is one.
 							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
 								FP8: KVFP8{On: true, K: 0.01, V: 0.01}}

@@ -77,23 +77,24 @@ func TestAttentionFP8(t *testing.T) {
 
 // f8Forms are the decode kernels' forms over an FP8 cache, as the switches
 // pick them: _f8r (the codes converted in registers, XRUN_CUDA_ATTN_F8_REGS),
-// _f8 (decoded in shared memory) and _f8q (Q K^T on the E4M3 tensor cores,
-// XRUN_CUDA_ATTN_F8_QMMA: head dimension 128, sm_89 and later, else
-// skipped).
-var f8Forms = []f8Form{{"f8r", true, false}, {"f8", false, false}, {"f8q", true, true}}
+// _f8 (decoded in shared memory), _f8q (Q K^T on the E4M3 tensor cores) and
+// _f8p (P V too; XRUN_CUDA_ATTN_F8_MMA: head dimension 128, sm_89 and
+// later, else skipped).
+var f8Forms = []f8Form{{"f8r", true, "0"}, {"f8", false, "0"}, {"f8q", true, "qk"}, {"f8p", true, "qkpv"}}
 
 type f8Form struct {
-	name       string
-	regs, qmma bool
+	name string
+	regs bool
+	mma  string // XRUN_CUDA_ATTN_F8_MMA
 }
 
 // set sets g's switches to the form, or skips t where g or the head
 // dimension has no such kernels.
 func (f f8Form) set(t testing.TB, g *GPU, headDim int) {
-	if f.qmma && (headDim != 128 || !fp8TensorCores(g.Info)) {
-		t.Skipf("_f8q: head dimension 128 on sm_89 or later, not %d on %s", headDim, g.Info.Arch())
+	if f.mma != "0" && (headDim != 128 || !fp8TensorCores(g.Info)) {
+		t.Skipf("_%s: head dimension 128 on sm_89 or later, not %d on %s", f.name, headDim, g.Info.Arch())
 	}
-	g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8QMMA = f.regs, f.qmma
+	g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8MMA = f.regs, f.mma
 }
 
 // fp8Cache allocates an [slots][KV][capacity][D] FP8 cache of codes 0x7f
@@ -276,7 +277,7 @@ func checkAttentionFP8Rope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []a
 // configurations (the ones Attention maps an FP8 launch onto, pagedTC),
 // with and without RoPE folded in; the decode ones (one row warp) also in
 // their _f8r form (f8Regs), and at head dimension 128 over a contiguous
-// cache their _f8q form (f8QMMA), the others not.
+// cache their _f8q and _f8p forms (f8MMA), the others not.
 func TestAttnTCF8Kernels(t *testing.T) {
 	src, err := kernelSource("attention_tc_f8")
 	if err != nil {
@@ -284,11 +285,11 @@ func TestAttnTCF8Kernels(t *testing.T) {
 	}
 	for _, macro := range []string{"ATTN_TC_F8_K", "ATTN_TC_F8_KP"} {
 		inst := map[string]bool{}
-		for _, m := range regexp.MustCompile(macro+`\(T, (\d+), (\d+), (\d+), (\d+), (\d+), (true|false), \w*, (true|false), (true|false), (f8[rq]?)\)`).FindAllStringSubmatch(src, -1) {
-			if (m[7] == "true") != (m[9] != "f8") || (m[8] == "true") != (m[9] == "f8q") {
-				t.Errorf("%s: REGS %s, QM %s named _%s", macro, m[7], m[8], m[9])
+		for _, m := range regexp.MustCompile(macro+`\(T, (\d+), (\d+), (\d+), (\d+), (\d+), (true|false), \w*, (true|false), (true|false), (true|false), (f8[rqp]?)\)`).FindAllStringSubmatch(src, -1) {
+			if f := m[10]; (m[7] == "true") != (f != "f8") || (m[8] == "true") != (f == "f8q" || f == "f8p") || (m[9] == "true") != (f == "f8p") {
+				t.Errorf("%s: REGS %s, QM %s, PM %s named _%s", macro, m[7], m[8], m[9], f)
 			}
-			inst[strings.Join(m[1:7], ",")+","+m[9]] = true
+			inst[strings.Join(m[1:7], ",")+","+m[10]] = true
 		}
 		for _, fam := range []struct {
 			rope    string
@@ -301,7 +302,7 @@ func TestAttnTCF8Kernels(t *testing.T) {
 						forms = append(forms, "f8r")
 					}
 					if c.rowWarps == 1 && D == 128 && macro == "ATTN_TC_F8_K" {
-						forms = append(forms, "f8q") // contiguous only
+						forms = append(forms, "f8q", "f8p") // contiguous only
 					}
 					for _, f := range forms {
 						key := fmt.Sprintf("%d,%d,%d,%d,%d,%s,%s", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages, fam.rope, f)

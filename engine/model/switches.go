@@ -28,7 +28,7 @@ type Switches struct {
 	CUDAAttnRope    bool   // XRUN_CUDA_ATTN_ROPE
 	CUDAAttnShort   int    // XRUN_CUDA_ATTN_SHORT
 	CUDAAttnF8Regs  bool   // XRUN_CUDA_ATTN_F8_REGS: FP8-cache decode attention converts in registers
-	CUDAAttnF8QMMA  bool   // XRUN_CUDA_ATTN_F8_QMMA: and does Q K^T on the E4M3 tensor cores (D 128, sm_89+)
+	CUDAAttnF8MMA   string // XRUN_CUDA_ATTN_F8_MMA: "0", "qk" or "qkpv": its products on the E4M3 tensor cores (D 128, sm_89+)
 	CUDAMoETile     string // XRUN_CUDA_MOE_TILE: "auto", "s", "m" or "l"
 	CUDAMoEHints    int    // XRUN_CUDA_MOE_HINTS
 	CUDAMoELibrary  bool   // XRUN_CUDA_MOE_LT

@@ -72,12 +72,13 @@ func TestFP8KVRefusals(t *testing.T) {
 	}
 }
 
-// TestFP8KVQMMAMatchesCPU is TestFP8KVMatchesCPU at heads of 128 (Llama-
-// 3's), the decode attention in each form XRUN_CUDA_ATTN_F8_QMMA chooses:
-// the codes converted in registers (_f8r) and Q K^T on the E4M3 tensor
-// cores (_f8q, each query row split into two E4M3 terms), which must stay
-// within the same bound. A GPU before sm_89 has no _f8q (skipped).
-func TestFP8KVQMMAMatchesCPU(t *testing.T) {
+// TestFP8KVMMAMatchesCPU is TestFP8KVMatchesCPU at heads of 128 (Llama-
+// 3's), the decode attention in each form XRUN_CUDA_ATTN_F8_MMA chooses:
+// the codes converted in registers (_f8r), Q K^T on the E4M3 tensor cores
+// (_f8q, each query row split into two E4M3 terms) and P V there too
+// (_f8p), which must stay within the same bound. A GPU before sm_89 has no
+// _f8q or _f8p (skipped).
+func TestFP8KVMMAMatchesCPU(t *testing.T) {
 	needGPU(t)
 	d, err := cuda.Probe(context.Background())
 	if err != nil || len(d.GPUs) == 0 {
@@ -86,19 +87,19 @@ func TestFP8KVQMMAMatchesCPU(t *testing.T) {
 	cfg := fp8KVModel(t)
 	cfg.HeadDim = 128
 	sc, want := cpuReference(t, cfg, model.Options{KVFP8: true})
-	for _, qmma := range []bool{false, true} {
+	for _, mma := range []string{"0", "qk", "qkpv"} {
 		for _, dtype := range []string{"float16", "bfloat16"} {
-			t.Run(fmt.Sprintf("qmma=%v/%s", qmma, dtype), func(t *testing.T) {
+			t.Run(fmt.Sprintf("mma=%s/%s", mma, dtype), func(t *testing.T) {
 				sw := engine.DefaultSwitches()
-				sw.CUDAAttnF8QMMA = qmma
+				sw.CUDAAttnF8MMA = mma
 				be, err := New(model.BackendOptions{Gemm: "auto", Dtype: dtype, Switches: &sw})
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { be.Close() })
 				m := newModelOpt(t, be, cfg, model.Options{KVFP8: true})
-				if g := d.GPUs[0]; qmma && (g.Major < 8 || g.Major == 8 && g.Minor < 9) {
-					t.Skipf("no _f8q before sm_89 (%s): its decode steps are refused", g.Arch())
+				if g := d.GPUs[0]; mma != "0" && (g.Major < 8 || g.Major == 8 && g.Minor < 9) {
+					t.Skipf("no _f8q or _f8p before sm_89 (%s): its decode steps are refused", g.Arch())
 				}
 				for i, s := range sc {
 					relErr(t, fmt.Sprintf("iteration %d (%d sequences)", i, len(s)), runStep(t, m, s), want[i], fp8ModelTol)
