@@ -101,36 +101,27 @@ template <> struct e4m3_h16<bf16> {
 // and the remainders as four more: hi = E4M3(x), lo = E4M3(x - hi's
 // value), so hi + lo carries about 8 significant bits where a code alone
 // carries 4 (round to nearest even, saturating at 448, both). Ada and
-// Hopper convert in hardware (cvt's f32-to-e4m3x2: the first operand the
-// high byte; e4m3x2-to-f16x2: the low byte the low half); elsewhere
-// f32_to_e4m3 and e4m3_to_f32, the same values.
+// Hopper convert in hardware, each value given to cvt's f32-to-e4m3x2 as
+// both operands (so the code is either byte, whichever the pair's order)
+// and decoded by its e4m3x2-to-f16x2; elsewhere f32_to_e4m3 and
+// e4m3_to_f32, the same values.
 __device__ __forceinline__ void e4m3x4_split(const float *x, u32 &hi, u32 &lo) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-	float r[4];
-#pragma unroll
-	for (int p = 0; p < 2; p++) {
-		unsigned short h;
-		asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(x[2 * p + 1]), "f"(x[2 * p]));
-		hi = p ? hi | ((u32)h << 16) : (u32)h;
-		const float2 v = unpack2(e4m3x2_f16x2(h), f16{});
-		r[2 * p] = x[2 * p] - v.x;
-		r[2 * p + 1] = x[2 * p + 1] - v.y;
-	}
-#pragma unroll
-	for (int p = 0; p < 2; p++) {
-		unsigned short l;
-		asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(l) : "f"(r[2 * p + 1]), "f"(r[2 * p]));
-		lo = p ? lo | ((u32)l << 16) : (u32)l;
-	}
-#else
 	hi = lo = 0;
 #pragma unroll
 	for (int j = 0; j < 4; j++) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+		unsigned short h, l;
+		asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(h) : "f"(x[j]));
+		const float r = x[j] - unpack2(e4m3x2_f16x2(h), f16{}).x;
+		asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(l) : "f"(r));
+		hi |= (u32)(h & 0xffu) << (8 * j);
+		lo |= (u32)(l & 0xffu) << (8 * j);
+#else
 		const u32 c = f32_to_e4m3(x[j]);
 		hi |= c << (8 * j);
 		lo |= f32_to_e4m3(x[j] - e4m3_to_f32(c)) << (8 * j);
-	}
 #endif
+	}
 }
 
 // e4m3_bits<T>::two turns two codes, the low bytes of x's 16-bit halves
