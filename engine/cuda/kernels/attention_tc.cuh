@@ -581,40 +581,28 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		for (int kk = 0; kk < KT / 16; kk++) {
 			u32 pa[4] = {pack2(s[2 * kk][0], s[2 * kk][1], T{}), pack2(s[2 * kk][2], s[2 * kk][3], T{}),
 				pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
-			if constexpr (PM) {
-				// m16n8k32 with both halves of k the same 16 keys: A's first
-				// half P times 448 as E4M3 codes, its second the remainders
-				// (e4m3x4_split), B's halves the same value codes, so one
-				// mma adds (hi + lo) V. A thread's P elements are keys 2 q4,
-				// 2 q4 + 1 of score tiles 2 kk and 2 kk + 1, as they stand
-				// (k 4 q4 .. 4 q4 + 3 taken as those keys); its value codes
-				// for them come from the transposed blocks below: bytes 0, 2
-				// of keys +0's and of keys +8's for a block's even dim 2 g4,
-				// bytes 1, 3 for its odd one (the output tiles _f8r keeps).
-				u32 p8[4];
-#pragma unroll
-				for (int i = 0; i < 2; i++) {
-					const float y[4] = {s[2 * kk][2 * i] * FP8_MAX, s[2 * kk][2 * i + 1] * FP8_MAX, s[2 * kk + 1][2 * i] * FP8_MAX,
-						s[2 * kk + 1][2 * i + 1] * FP8_MAX};
-					e4m3x4_split(y, p8[i], p8[2 + i]);
-				}
-#pragma unroll
-				for (int c = 0; c < D / 16; c += 2) {
-					u32 v[4];
-					ldmatrix_x4_trans(v, smem_u32(rv + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (c + (lane >> 4)) * 16));
-#pragma unroll
-					for (int hb = 0; hb < 2; hb++) {
-						const u32 ev = __byte_perm(v[2 * hb], v[2 * hb + 1], 0x6420), od = __byte_perm(v[2 * hb], v[2 * hb + 1], 0x7531);
-						const u32 be[2] = {ev, ev}, bo[2] = {od, od};
-						mma_e4m3(o[2 * (c + hb)], p8, be);
-						mma_e4m3(o[2 * (c + hb) + 1], p8, bo);
-					}
-				}
-			} else if constexpr (REGS) {
+			if constexpr (REGS) {
 				// Four 8-key x 16-dim blocks, transposed: keys +0, +8 x dims
 				// c, c + 1; a thread's element is keys 2 q4, 2 q4 + 1 of two
 				// adjacent dims (bytes: key 2 q4's pair, then the next key's).
 				// Output tile 2 c holds block c's even dims, 2 c + 1 its odd.
+				// PM: m16n8k32 with both halves of k the same 16 keys: A's
+				// first half P times 448 as E4M3 codes, its second the
+				// remainders (e4m3x4_split), B's halves the same value codes,
+				// so one mma adds (hi + lo) V. A thread's P elements are keys
+				// 2 q4, 2 q4 + 1 of score tiles 2 kk and 2 kk + 1, as they
+				// stand (k 4 q4 .. 4 q4 + 3 taken as those keys), and its
+				// value codes for them bytes 0, 2 of keys +0's and of keys
+				// +8's elements for the even dim, bytes 1, 3 for the odd.
+				u32 p8[4];
+				if constexpr (PM) {
+#pragma unroll
+					for (int i = 0; i < 2; i++) {
+						const float y[4] = {s[2 * kk][2 * i] * FP8_MAX, s[2 * kk][2 * i + 1] * FP8_MAX,
+							s[2 * kk + 1][2 * i] * FP8_MAX, s[2 * kk + 1][2 * i + 1] * FP8_MAX};
+						e4m3x4_split(y, p8[i], p8[2 + i]);
+					}
+				}
 #pragma unroll
 				for (int c = 0; c < D / 16; c += 2) {
 					u32 v[4];
@@ -622,10 +610,17 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 #pragma unroll
 					for (int hb = 0; hb < 2; hb++) {
 						const u32 lo = v[2 * hb], hi = v[2 * hb + 1];
-						const u32 be[2] = {e4m3_bits<T>::two(__byte_perm(lo, 0, 0x4240)), e4m3_bits<T>::two(__byte_perm(hi, 0, 0x4240))};
-						const u32 bo[2] = {e4m3_bits<T>::two(__byte_perm(lo, 0, 0x4341)), e4m3_bits<T>::two(__byte_perm(hi, 0, 0x4341))};
-						mma(o[2 * (c + hb)], pa, be, T{});
-						mma(o[2 * (c + hb) + 1], pa, bo, T{});
+						if constexpr (PM) {
+							const u32 ev = __byte_perm(lo, hi, 0x6420), od = __byte_perm(lo, hi, 0x7531);
+							const u32 be[2] = {ev, ev}, bo[2] = {od, od};
+							mma_e4m3(o[2 * (c + hb)], p8, be);
+							mma_e4m3(o[2 * (c + hb) + 1], p8, bo);
+						} else {
+							const u32 be[2] = {e4m3_bits<T>::two(__byte_perm(lo, 0, 0x4240)), e4m3_bits<T>::two(__byte_perm(hi, 0, 0x4240))};
+							const u32 bo[2] = {e4m3_bits<T>::two(__byte_perm(lo, 0, 0x4341)), e4m3_bits<T>::two(__byte_perm(hi, 0, 0x4341))};
+							mma(o[2 * (c + hb)], pa, be, T{});
+							mma(o[2 * (c + hb) + 1], pa, bo, T{});
+						}
 					}
 				}
 			} else {
