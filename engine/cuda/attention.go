@@ -483,7 +483,13 @@ func (g *GPU) f8Regs(c attnTC) bool { return c.rowWarps == 1 && g.sw.CUDAAttnF8R
 // or "" for none; an error where that is asked of a GPU without them
 // (before sm_89).
 func (g *GPU) f8MMA(c attnTC, headDim int, paged bool) (string, error) {
-	form := map[string]string{"qk": "q", "qkpv": "p"}[g.sw.CUDAAttnF8MMA]
+	var form string
+	switch g.sw.CUDAAttnF8MMA {
+	case "qk":
+		form = "q"
+	case "qkpv":
+		form = "p"
+	}
 	if form == "" || !g.f8Regs(c) || headDim != 128 || paged {
 		return "", nil
 	}

@@ -55,10 +55,10 @@ func TestAttentionFP8(t *testing.T) {
 								kernels = append(kernels, c)
 							}
 						}
-						// Decode kernels in each form: the codes converted in
-						// registers (_f8r, the default), decoded through
-						// shared memory (_f8), and Q K^T on the E4M3 tensor
-						// cores (_f8q).
+						// Decode kernels in each form (f8Forms): the codes
+						// converted in registers (_f8r, the default), decoded
+						// through shared memory (_f8), and the products on the
+						// E4M3 tensor cores (_f8q, _f8p).
 						for _, form := range f8Forms {
 							t.Run(form.name, func(t *testing.T) {
 								do(t, func(t testing.TB, g *GPU) {
