@@ -319,3 +319,43 @@ func TestAttnTCF8Kernels(t *testing.T) {
 		}
 	}
 }
+
+// TestF8MMAForm checks, without a GPU, which kernels XRUN_CUDA_ATTN_F8_MMA
+// puts an FP8-cache launch on: _f8q / _f8p for the _f8r configurations of
+// head dimension 128 over a contiguous cache, on sm_89 and later; _f8r
+// (no form) for a paged cache, other head dimensions, prefill
+// configurations or XRUN_CUDA_ATTN_F8_REGS=0; and an error naming the
+// architecture before sm_89.
+func TestF8MMAForm(t *testing.T) {
+	decode, prefill := attnTC{1, 4, 16, 2}, attnTC{4, 1, 32, 2}
+	for _, c := range []struct {
+		mma          string
+		regs         bool
+		major, minor int
+		tc           attnTC
+		headDim      int
+		paged        bool
+		want, err    string
+	}{
+		{"0", true, 9, 0, decode, 128, false, "", ""},
+		{"qk", true, 9, 0, decode, 128, false, "q", ""},
+		{"qkpv", true, 9, 0, decode, 128, false, "p", ""},
+		{"qkpv", true, 8, 9, decode, 128, false, "p", ""},
+		{"qkpv", true, 9, 0, decode, 128, true, "", ""},
+		{"qkpv", true, 9, 0, decode, 64, false, "", ""},
+		{"qkpv", true, 9, 0, prefill, 128, false, "", ""},
+		{"qkpv", false, 9, 0, decode, 128, false, "", ""},
+		{"qk", true, 8, 0, decode, 128, false, "", "sm_80"},
+		{"qkpv", true, 8, 6, decode, 128, false, "", "sm_86"},
+	} {
+		g := &GPU{Info: DeviceInfo{Major: c.major, Minor: c.minor}}
+		g.sw.CUDAAttnF8MMA, g.sw.CUDAAttnF8Regs = c.mma, c.regs
+		got, err := g.f8MMA(c.tc, c.headDim, c.paged)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), "XRUN_CUDA_ATTN_F8_MMA=")):
+			t.Errorf("%+v: %q, %v; want an error naming %s and the switch", c, got, err, c.err)
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("%+v: %q, %v; want %q", c, got, err, c.want)
+		}
+	}
+}
