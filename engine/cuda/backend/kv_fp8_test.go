@@ -36,15 +36,7 @@ func TestFP8KVMatchesCPU(t *testing.T) {
 	for _, dtype := range []string{"float16", "bfloat16"} {
 		for _, gemm := range []string{"auto", "disable"} {
 			t.Run(fmt.Sprintf("%s/%s", dtype, gemm), func(t *testing.T) {
-				be, err := New(model.BackendOptions{Gemm: gemm, Dtype: dtype})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { be.Close() })
-				m := newModelOpt(t, be, cfg, model.Options{KVFP8: true})
-				for i, s := range sc {
-					relErr(t, fmt.Sprintf("iteration %d (%d sequences)", i, len(s)), runStep(t, m, s), want[i], fp8ModelTol)
-				}
+				fp8KVAgainstCPU(t, cfg, model.BackendOptions{Gemm: gemm, Dtype: dtype}, sc, want)
 			})
 		}
 	}
@@ -95,16 +87,23 @@ func TestFP8KVMMAMatchesCPU(t *testing.T) {
 				}
 				sw := engine.DefaultSwitches()
 				sw.CUDAAttnF8MMA = mma
-				be, err := New(model.BackendOptions{Gemm: "auto", Dtype: dtype, Switches: &sw})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { be.Close() })
-				m := newModelOpt(t, be, cfg, model.Options{KVFP8: true})
-				for i, s := range sc {
-					relErr(t, fmt.Sprintf("iteration %d (%d sequences)", i, len(s)), runStep(t, m, s), want[i], fp8ModelTol)
-				}
+				fp8KVAgainstCPU(t, cfg, model.BackendOptions{Gemm: "auto", Dtype: dtype, Switches: &sw}, sc, want)
 			})
 		}
+	}
+}
+
+// fp8KVAgainstCPU runs the scripted batches sc with an FP8 cache on a
+// backend of opts and checks every logit row against the CPU's, want,
+// within the FP8 models' bound.
+func fp8KVAgainstCPU(t *testing.T, cfg model.Config, opts model.BackendOptions, sc []step, want [][]float32) {
+	be, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	m := newModelOpt(t, be, cfg, model.Options{KVFP8: true})
+	for i, s := range sc {
+		relErr(t, fmt.Sprintf("iteration %d (%d sequences)", i, len(s)), runStep(t, m, s), want[i], fp8ModelTol)
 	}
 }
