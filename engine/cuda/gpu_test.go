@@ -58,19 +58,28 @@ func testGPU(t testing.TB) *Device {
 	return testDev
 }
 
-// onGPU wraps the test for code running on the GPU's thread: Fatal there
-// must not call runtime.Goexit, which would end the GPU's locked thread, so
-// it panics; Device.Do recovers the panic and do reports it on the test's
-// own goroutine.
+// onGPU wraps the test for code running on the GPU's thread: Fatal and
+// Skip there must not call runtime.Goexit, which would end the GPU's locked
+// thread and leave every later test waiting on it, so they panic; Device.Do
+// recovers the panic and do reports it on the test's own goroutine.
 type onGPU struct{ testing.TB }
 
-type fatal string
+type (
+	fatal string
+	skip  string
+)
 
 func (o onGPU) Fatal(args ...any) { o.TB.Helper(); panic(fatal(fmt.Sprint(args...))) }
 func (o onGPU) Fatalf(format string, args ...any) {
 	o.TB.Helper()
 	panic(fatal(fmt.Sprintf(format, args...)))
 }
+func (o onGPU) FailNow()         { panic(fatal("FailNow")) }
+func (o onGPU) Skip(args ...any) { panic(skip(fmt.Sprint(args...))) }
+func (o onGPU) Skipf(format string, args ...any) {
+	panic(skip(fmt.Sprintf(format, args...)))
+}
+func (o onGPU) SkipNow() { panic(skip("SkipNow")) }
 
 // do runs fn on the test GPU's thread, giving it a t whose Fatal is safe
 // there.
@@ -82,8 +91,11 @@ func do(t testing.TB, fn func(t testing.TB, g *GPU)) {
 	})
 	var pe *PanicError
 	if errors.As(err, &pe) {
-		if f, ok := pe.Value.(fatal); ok {
-			t.Fatal(string(f))
+		switch v := pe.Value.(type) {
+		case fatal:
+			t.Fatal(string(v))
+		case skip:
+			t.Skip(string(v))
 		}
 	}
 	if err != nil {
