@@ -517,7 +517,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 					ldmatrix_x4(c, smem_u32(rk + (n * 8 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (kk + (lane >> 4)) * 16));
 #pragma unroll
 					for (int x = 0; x < 4; x++) {
-						const u32 b[2] = {e4m3_bits<T>::two(__byte_perm(c[x], 0, 0x4140)), e4m3_bits<T>::two(__byte_perm(c[x], 0, 0x4342))};
+						const u32 b[2] = {e4m3_bits<T>::template two<0, 1>(c[x]), e4m3_bits<T>::template two<2, 3>(c[x])};
 						mma(s[n + (x & 1)], qa[kk + (x >> 1)], b, T{});
 					}
 				}
@@ -616,8 +616,8 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 							mma_e4m3(o[2 * (c + hb)], p8, be);
 							mma_e4m3(o[2 * (c + hb) + 1], p8, bo);
 						} else {
-							const u32 be[2] = {e4m3_bits<T>::two(__byte_perm(lo, 0, 0x4240)), e4m3_bits<T>::two(__byte_perm(hi, 0, 0x4240))};
-							const u32 bo[2] = {e4m3_bits<T>::two(__byte_perm(lo, 0, 0x4341)), e4m3_bits<T>::two(__byte_perm(hi, 0, 0x4341))};
+							const u32 be[2] = {e4m3_bits<T>::template two<0, 2>(lo), e4m3_bits<T>::template two<0, 2>(hi)};
+							const u32 bo[2] = {e4m3_bits<T>::template two<1, 3>(lo), e4m3_bits<T>::template two<1, 3>(hi)};
 							mma(o[2 * (c + hb)], pa, be, T{});
 							mma(o[2 * (c + hb) + 1], pa, bo, T{});
 						}

@@ -124,24 +124,32 @@ __device__ __forceinline__ void e4m3x4_split(const float *x, u32 &hi, u32 &lo) {
 	}
 }
 
-// e4m3_bits<T>::two turns two codes, the low bytes of x's 16-bit halves
-// (the other bytes zero: __byte_perm picks them), into a pair of T by
-// moving each code's sign, exponent and mantissa into T's fields as they
-// are: the value times 2^-8 for fp16 (exponent bias 15 against 7) or
-// 2^-120 for bf16 (127), subnormal codes included, which mul undoes in
-// float32. Integer operations only, a few a pair, where e4m3_h16's bf16
-// conversion is four cvt: the decode attention over an FP8 cache converts
-// every value it reads, and was bound by that. bf16's values are tiny:
-// products that fall below float32's normal range may be flushed, terms
-// under 2^-6 of the scales, far below what the codes resolve.
+// e4m3_bits<T>::two<I, J> turns codes I and J of w (bytes, I in the low
+// half) into a pair of T by moving each code's sign, exponent and mantissa
+// into T's fields as they are: the value times 2^-8 for fp16 (exponent
+// bias 15 against 7) or 2^-120 for bf16 (127), subnormal codes included,
+// which mul undoes in float32. One prmt puts each code in a half with its
+// sign replicated over the byte above it (prmt's sign mode: selector
+// nibbles with bit 3 set), so one shift puts the sign at bit 15 and the
+// rest in place, and one and clears what is not T's: three integer
+// operations a pair, where e4m3_h16's bf16 conversion is four cvt. The
+// decode attention over an FP8 cache converts every value it reads, and
+// was bound by that. bf16's values are tiny: products that fall below
+// float32's normal range may be flushed, terms under 2^-6 of the scales,
+// far below what the codes resolve.
+template <int I, int J> __device__ __forceinline__ u32 e4m3_signed_halves(u32 w) {
+	u32 r;
+	asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(w), "n"(I | (I + 8) << 4 | J << 8 | (J + 8) << 12));
+	return r;
+}
 template <class T> struct e4m3_bits;
 template <> struct e4m3_bits<f16> {
 	static constexpr float mul = 256.f;
-	__device__ static __forceinline__ u32 two(u32 x) { return ((x & 0x00800080u) << 8) | ((x & 0x007f007fu) << 7); }
+	template <int I, int J> __device__ static __forceinline__ u32 two(u32 w) { return (e4m3_signed_halves<I, J>(w) << 7) & 0xbf80bf80u; }
 };
 template <> struct e4m3_bits<bf16> {
 	static constexpr float mul = 1329227995784915872903807060280344576.f; // 2^120
-	__device__ static __forceinline__ u32 two(u32 x) { return ((x & 0x00800080u) << 8) | ((x & 0x007f007fu) << 4); }
+	template <int I, int J> __device__ static __forceinline__ u32 two(u32 w) { return (e4m3_signed_halves<I, J>(w) << 4) & 0x87f087f0u; }
 };
 
 // e4m3x16 decodes 16 codes (one 16-byte load) into two packs of 8 values
