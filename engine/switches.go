@@ -197,7 +197,7 @@ var Switches = SwitchTable{
 	CUDAAttnF8Regs: flagSwitch("XRUN_CUDA_ATTN_F8_REGS", true, true,
 		"kv_cache_dtype fp8: decode attention loads its MMA operands from the E4M3 codes and converts them in registers by bit arithmetic (attention_tc_f8.cu's _f8r kernels); `0` decodes each tile into 16-bit tiles in shared memory first, as prefill does"),
 	CUDAAttnF8MMA: choiceSwitch("XRUN_CUDA_ATTN_F8_MMA", "0", func(v string) bool { return v == "qk" || v == "qkpv" },
-		"`qk`, `qkpv`", "kv_cache_dtype fp8, head dimension 128, a contiguous cache, sm_89 and later: decode attention's products on the E4M3 tensor cores; `qk` Q K^T (attention_tc_f8.cu's _f8q kernels: each query row split into two E4M3 terms, the key codes unconverted), `qkpv` P V too (_f8p: P split alike, the value codes unconverted); `0` converts the codes (XRUN_CUDA_ATTN_F8_REGS chooses how)"),
+		"`qk`, `qkpv`", "kv_cache_dtype fp8, head dimension 128, a contiguous cache, sm_89 and later: decode attention's products on the E4M3 tensor cores; `qk` Q K^T (attention_tc_f8.cu's _f8q kernels: each query row split into two E4M3 terms, the key codes unconverted), `qkpv` P V too (_f8p: P split alike, the value codes unconverted); `0` converts the codes (XRUN_CUDA_ATTN_F8_REGS chooses how); both measured slower than `0` on an H100, 433 and 580 us a launch against 325 at Llama-3.1-8B's decode of 2,048 requests (BenchmarkAttention), and kept to compare"),
 	CUDAMoETile: choiceSwitch("XRUN_CUDA_MOE_TILE", "auto", func(v string) bool { return v == "s" || v == "m" || v == "l" },
 		"`s`, `m`, `l`", "the expert GEMMs' row tile, chosen per launch; a size forces it"),
 	CUDAMoEHints: intSwitch("XRUN_CUDA_MOE_HINTS", 3, 0, 3, "`0`..`3`",
