@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // BenchmarkAttention times the CUDA-core attention kernel against every
@@ -23,7 +25,9 @@ import (
 // kernels over a paged cache (KVPages: blocks of 32 positions, each slot's
 // blocks in a random order), against their contiguous twins; the .../f8
 // runs the FP8 kernels (attention_tc_f8.cu) over a cache of one byte a
-// value, whose KV-GB/s count those bytes.
+// value, whose KV-GB/s count those bytes; the .../rope runs time the decode
+// launches as the engine makes them, with RoPE and the new token's cache
+// write folded in (the _rope kernels).
 func BenchmarkAttention(b *testing.B) {
 	type scen struct {
 		name   string
@@ -212,7 +216,56 @@ func BenchmarkAttention(b *testing.B) {
 				}
 			}
 		}
+		// Decode as the engine launches it: RoPE and the cache write of the
+		// new token folded in (the _rope kernels, AttnLaunch.Rope), over a
+		// 16-bit cache (.../rope) and an FP8 one (.../f8/rope/DTYPE).
+		var rope Buffer
+		if sc.rows <= AttnRowsSmall {
+			do(b, func(t testing.TB, g *GPU) {
+				table := model.RopeTable(model.Config{Heads: H, KVHeads: KV, HeadDim: D, RopeTheta: 500000}, capacity)
+				var err error
+				if rope, err = g.Alloc(len(table) * 4); err != nil {
+					t.Fatal(err)
+				}
+				if err := UploadSlice(g.Stream, rope, table); err != nil {
+					t.Fatal(err)
+				}
+			})
+			for _, kern := range attnTCRopePagedKernels[D] {
+				if !kern.fits(sc.rows) {
+					continue
+				}
+				for _, f := range []struct {
+					name string
+					dt   DType
+					fp8  KVFP8
+				}{{"rope", dt, KVFP8{}}, {"f8/rope/float16", F16, KVFP8{On: true, K: 0.01, V: 0.01}}, {"f8/rope/bfloat16", BF16, KVFP8{On: true, K: 0.01, V: 0.01}}} {
+					b.Run(fmt.Sprintf("%s/%s/%s", sc.name, kern, f.name), func(b *testing.B) {
+						var d time.Duration
+						do(b, func(t testing.TB, g *GPU) {
+							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt, Rope: rope, FP8: f.fp8}
+							d = timeLaunches(b, t, g, 2*copies, func(i int) error {
+								c := i % copies
+								return g.attention(g.Stream, f.dt, out, qkv, caches[2*c], caches[2*c+1], capacity, a, l, kern)
+							})
+						})
+						per := d.Seconds() / float64(b.N)
+						b.ReportMetric(per*1e6, "us/launch")
+						bytes := keys * KV * D * 2
+						if !f.fp8.On {
+							bytes *= dt.Size()
+						}
+						b.ReportMetric(float64(bytes)/per/1e9, "KV-GB/s")
+					})
+				}
+			}
+		}
 		do(b, func(t testing.TB, g *GPU) {
+			if rope.Ptr != 0 {
+				if err := g.Free(rope); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, buf := range slices.Concat(caches, pagedCaches, []Buffer{qkv, out, itemsB, work, cnt, tablesB}) {
 				if err := g.Free(buf); err != nil {
 					t.Fatal(err)
