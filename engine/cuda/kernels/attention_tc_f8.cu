@@ -21,6 +21,9 @@
 // two E4M3 terms whose products add up: about 8 significant bits, a bf16
 // query's), P V in _f8p too (P times 448 split alike, the value codes
 // picked into B operands by byte permutes); _f8q does P V as _f8r.
+// Natively on Ada and Blackwell only: Hopper's mma.sync has no E4M3 form
+// (its FP8 tensor cores are wgmma's), the compiler converts to fp16 and
+// runs the 16-bit mma, so there they are slower than _f8r.
 // The scales, and those powers of two, multiply the scores and the output
 // in float32, so no scaled key or value is ever rounded.
 // Two arguments more than attention_tc.cu's kernels: ksc and vsc, the
