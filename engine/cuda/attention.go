@@ -481,7 +481,7 @@ func (g *GPU) f8Regs(c attnTC) bool { return c.rowWarps == 1 && g.sw.CUDAAttnF8R
 // configurations of head dimension 128 over a contiguous cache; a paged
 // cache keeps _f8r): "q" (Q K^T: the _f8q kernels), "p" (and P V: _f8p),
 // or "" for none; an error where that is asked of a GPU without them
-// (before sm_89). Hopper accepts the instruction but has no E4M3 form of
+// (before sm_89) or of an NVRTC that cannot emit them (before 12.4). Hopper accepts the instruction but has no E4M3 form of
 // mma.sync (only wgmma's): the compiler converts the operands to fp16
 // there, so on sm_90 these forms only add work (measured slower on an
 // H100); they are for Ada and Blackwell.
@@ -498,6 +498,9 @@ func (g *GPU) f8MMA(c attnTC, headDim int, paged bool) (string, error) {
 	}
 	if d := g.Info; d.Major < 8 || d.Major == 8 && d.Minor < 9 {
 		return "", fmt.Errorf("cuda: XRUN_CUDA_ATTN_F8_MMA=%s needs the E4M3 tensor cores of sm_89 or later, not %s", g.sw.CUDAAttnF8MMA, d.Arch())
+	}
+	if g.nvrtc != 0 && g.nvrtc < 1204 {
+		return "", fmt.Errorf("cuda: XRUN_CUDA_ATTN_F8_MMA=%s needs NVRTC 12.4 or later (mma.sync on E4M3 operands), not %d.%d", g.sw.CUDAAttnF8MMA, g.nvrtc/100, g.nvrtc%100)
 	}
 	return form, nil
 }

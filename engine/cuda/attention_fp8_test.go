@@ -91,8 +91,8 @@ type f8Form struct {
 // set sets g's switches to the form, or skips t where g or the head
 // dimension has no such kernels.
 func (f f8Form) set(t testing.TB, g *GPU, headDim int) {
-	if f.mma != "0" && (headDim != 128 || !fp8TensorCores(g.Info)) {
-		t.Skipf("_%s: head dimension 128 on sm_89 or later, not %d on %s", f.name, headDim, g.Info.Arch())
+	if f.mma != "0" && (headDim != 128 || !fp8TensorCores(g.Info) || g.nvrtc != 0 && g.nvrtc < 1204) {
+		t.Skipf("_%s: head dimension 128 on sm_89 or later with NVRTC 12.4 or later, not %d on %s with %d.%d", f.name, headDim, g.Info.Arch(), g.nvrtc/100, g.nvrtc%100)
 	}
 	g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8MMA = f.regs, f.mma
 }
@@ -325,30 +325,34 @@ func TestAttnTCF8Kernels(t *testing.T) {
 // head dimension 128 over a contiguous cache, on sm_89 and later; _f8r
 // (no form) for a paged cache, other head dimensions, prefill
 // configurations or XRUN_CUDA_ATTN_F8_REGS=0; and an error naming the
-// architecture before sm_89.
+// architecture before sm_89, or the NVRTC before 12.4 (an unknown one, 0,
+// is not checked).
 func TestF8MMAForm(t *testing.T) {
 	decode, prefill := attnTC{1, 4, 16, 2}, attnTC{4, 1, 32, 2}
 	for _, c := range []struct {
 		mma          string
 		regs         bool
 		major, minor int
+		nvrtc        int
 		tc           attnTC
 		headDim      int
 		paged        bool
 		want, err    string
 	}{
-		{"0", true, 9, 0, decode, 128, false, "", ""},
-		{"qk", true, 9, 0, decode, 128, false, "q", ""},
-		{"qkpv", true, 9, 0, decode, 128, false, "p", ""},
-		{"qkpv", true, 8, 9, decode, 128, false, "p", ""},
-		{"qkpv", true, 9, 0, decode, 128, true, "", ""},
-		{"qkpv", true, 9, 0, decode, 64, false, "", ""},
-		{"qkpv", true, 9, 0, prefill, 128, false, "", ""},
-		{"qkpv", false, 9, 0, decode, 128, false, "", ""},
-		{"qk", true, 8, 0, decode, 128, false, "", "sm_80"},
-		{"qkpv", true, 8, 6, decode, 128, false, "", "sm_86"},
+		{"0", true, 9, 0, 1300, decode, 128, false, "", ""},
+		{"qk", true, 9, 0, 1300, decode, 128, false, "q", ""},
+		{"qkpv", true, 9, 0, 1300, decode, 128, false, "p", ""},
+		{"qkpv", true, 8, 9, 1300, decode, 128, false, "p", ""},
+		{"qkpv", true, 9, 0, 1300, decode, 128, true, "", ""},
+		{"qkpv", true, 9, 0, 1300, decode, 64, false, "", ""},
+		{"qkpv", true, 9, 0, 1300, prefill, 128, false, "", ""},
+		{"qkpv", false, 9, 0, 1300, decode, 128, false, "", ""},
+		{"qk", true, 8, 0, 1300, decode, 128, false, "", "sm_80"},
+		{"qkpv", true, 8, 6, 1300, decode, 128, false, "", "sm_86"},
+		{"qk", true, 9, 0, 1203, decode, 128, false, "", "NVRTC 12.4"},
+		{"qk", true, 9, 0, 0, decode, 128, false, "q", ""},
 	} {
-		g := &GPU{Info: DeviceInfo{Major: c.major, Minor: c.minor}}
+		g := &GPU{Info: DeviceInfo{Major: c.major, Minor: c.minor}, nvrtc: c.nvrtc}
 		g.sw.CUDAAttnF8MMA, g.sw.CUDAAttnF8Regs = c.mma, c.regs
 		got, err := g.f8MMA(c.tc, c.headDim, c.paged)
 		switch {

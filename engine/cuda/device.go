@@ -208,11 +208,15 @@ type GPU struct {
 	// (GemvRowsFor(sw)). Tests change them on the GPU's thread.
 	sw       model.Switches
 	gemvRows int
-	modules  map[string]*module
-	funcs    map[string]*Function
-	blas     *BlasLt
-	gemmWS   Buffer
-	args     Args
+	// nvrtc is the NVRTC version that compiles the kernels (major * 100 +
+	// minor, 1204 for 12.4; 0 where unknown): what the kernels can emit
+	// depends on it (common.cuh's XR_E4M3_MMA), and so what f8MMA allows.
+	nvrtc   int
+	modules map[string]*module
+	funcs   map[string]*Function
+	blas    *BlasLt
+	gemmWS  Buffer
+	args    Args
 }
 
 func openGPU(index int, o options) (*GPU, error) {
@@ -231,6 +235,9 @@ func openGPU(index int, o options) (*GPU, error) {
 		launchEx: C.xr_has_launch_ex() != 0, tma: C.xr_has_tensor_map() != 0, tmaps: map[tmapKey]*[128]byte{},
 		sw: *o.sw, gemvRows: GemvRowsFor(*o.sw),
 		modules: map[string]*module{}, funcs: map[string]*Function{}}
+	if loadNVRTC() == nil {
+		g.nvrtc = nvrtcVersionNum()
+	}
 	if err := cuErrf("cuDeviceGet", C.xr_cuDeviceGet(&g.dev, C.int(index)), "ordinal %d", index); err != nil {
 		return nil, err
 	}

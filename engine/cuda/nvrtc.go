@@ -27,6 +27,14 @@ func nvrtcVersion() string {
 	return fmt.Sprintf("%d.%d", maj, min)
 }
 
+// nvrtcVersionNum is the loaded NVRTC's version as major * 100 + minor,
+// as common.cuh's XR_CUDA_VER.
+func nvrtcVersionNum() int {
+	var maj, min C.int
+	C.xr_nvrtcVersion(&maj, &min)
+	return int(maj)*100 + int(min)
+}
+
 // kernelOptions are the NVRTC options every kernel is compiled with, besides
 // the architecture. -lineinfo costs nothing at run time and lets profilers
 // map time to source lines.

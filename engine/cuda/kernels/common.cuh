@@ -3,6 +3,29 @@
 // nothing below depends on cuda_fp16.h or cuda_bf16.h.
 #pragma once
 
+// What the compiler can emit where that depends on its version as well as
+// on the target: XR_CUDA_VER is NVRTC's (__CUDACC_VER_MAJOR__ and _MINOR__,
+// 1204 for 12.4). XR_E4M3_CVT: cvt to and from E4M3 pairs (e4m3x2), on
+// sm_90 from PTX ISA 7.8 (CUDA 11.8), on sm_89 from 8.1 (CUDA 12.1).
+// XR_E4M3_MMA: mma.sync on E4M3 operands, sm_89 and later from PTX ISA 8.4
+// (CUDA 12.4). Where they are 0 the kernels take their software forms (or
+// trap: see mma_e4m3), so that every family compiles with any NVRTC 12.
+#if defined(__CUDACC_VER_MAJOR__)
+#define XR_CUDA_VER (__CUDACC_VER_MAJOR__ * 100 + __CUDACC_VER_MINOR__)
+#else
+#define XR_CUDA_VER 0
+#endif
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900 || (__CUDA_ARCH__ >= 890 && XR_CUDA_VER >= 1201))
+#define XR_E4M3_CVT 1
+#else
+#define XR_E4M3_CVT 0
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && XR_CUDA_VER >= 1204
+#define XR_E4M3_MMA 1
+#else
+#define XR_E4M3_MMA 0
+#endif
+
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;

@@ -54,7 +54,7 @@ template <class T> struct kv_elem<true, T> {
 // values themselves, the exponent rebiased (7 to 127) and subnormal codes
 // (m 2^-9) made in float32.
 template <class T> struct e4m3_h16;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if XR_E4M3_CVT
 __device__ __forceinline__ u32 e4m3x2_f16x2(u32 w) {
 	u32 r;
 	asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"((unsigned short)(w & 0xffffu)));
@@ -109,7 +109,7 @@ __device__ __forceinline__ void e4m3x4_split(const float *x, u32 &hi, u32 &lo) {
 	hi = lo = 0;
 #pragma unroll
 	for (int j = 0; j < 4; j++) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if XR_E4M3_CVT
 		unsigned short h, l;
 		asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(h) : "f"(x[j]));
 		const float r = x[j] - unpack2(e4m3x2_f16x2(h), f16{}).x;
@@ -171,7 +171,7 @@ template <class T> __device__ __forceinline__ void e4m3x16(uint4 c, pack8 &lo, p
 // saturating at 448, the first operand the high byte), as f32_to_e4m3
 // does in about fifteen instructions a value, except that cvt makes every
 // NaN 0x7f where engine/fp8 keeps its sign: put back.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if XR_E4M3_CVT
 __device__ __forceinline__ u32 e4m3x2_cvt(float lo, float hi) {
 	unsigned short h;
 	asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(hi), "f"(lo));
@@ -185,7 +185,7 @@ __device__ __forceinline__ uint2 e4m3x8(const float *x, float inv) {
 	u32 lo = 0, hi = 0;
 #pragma unroll
 	for (int j = 0; j < 4; j += 2) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if XR_E4M3_CVT
 		lo |= e4m3x2_cvt(__fmul_rn(x[j], inv), __fmul_rn(x[j + 1], inv)) << (8 * j);
 		hi |= e4m3x2_cvt(__fmul_rn(x[j + 4], inv), __fmul_rn(x[j + 5], inv)) << (8 * j);
 #else

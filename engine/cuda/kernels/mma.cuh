@@ -45,10 +45,11 @@ __device__ __forceinline__ void mma(float *c, const u32 *a, const u32 *b, bf16) 
 // mma_e4m3 is mma.sync m16n8k32 on E4M3 operands with fp32 accumulation
 // (sm_89 and later): A 16 x 32, four codes a register (a0 row g, k 4t..4t+3;
 // a1 row g + 8; a2, a3 the same at k + 16), B 32 x 8 (b0 column g, k
-// 4t..4t+3; b1 k + 16), C as m16n8k16's. Before sm_89 it traps: the
-// kernels that call it are launched only on sm_89 and later.
+// 4t..4t+3; b1 k + 16), C as m16n8k16's. Without XR_E4M3_MMA (before
+// sm_89, or NVRTC before 12.4) it traps: the kernels that call it are
+// launched only where it is there (f8MMA, attention.go).
 __device__ __forceinline__ void mma_e4m3(float *c, const u32 *a, const u32 *b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#if XR_E4M3_MMA
 	asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
 		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
