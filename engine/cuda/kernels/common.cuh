@@ -13,7 +13,7 @@
 #if defined(__CUDACC_VER_MAJOR__)
 #define XR_CUDA_VER (__CUDACC_VER_MAJOR__ * 100 + __CUDACC_VER_MINOR__)
 #else
-#define XR_CUDA_VER 0
+#define XR_CUDA_VER 9999 // not said (NVRTC 11.8 says): the target alone decides
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900 || (__CUDA_ARCH__ >= 890 && XR_CUDA_VER >= 1201))
 #define XR_E4M3_CVT 1
