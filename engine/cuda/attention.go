@@ -481,10 +481,11 @@ func (g *GPU) f8Regs(c attnTC) bool { return c.rowWarps == 1 && g.sw.CUDAAttnF8R
 // configurations of head dimension 128 over a contiguous cache; a paged
 // cache keeps _f8r): "q" (Q K^T: the _f8q kernels), "p" (and P V: _f8p),
 // or "" for none; an error where that is asked of a GPU without them
-// (before sm_89) or of an NVRTC that cannot emit them (before 12.4). Hopper accepts the instruction but has no E4M3 form of
-// mma.sync (only wgmma's): the compiler converts the operands to fp16
-// there, so on sm_90 these forms only add work (measured slower on an
-// H100); they are for Ada and Blackwell.
+// (before sm_89) or of an NVRTC that cannot emit them (before 12.4).
+// Hopper accepts the instruction but has no E4M3 form of mma.sync (only
+// wgmma's): the compiler converts the operands to fp16 there, so on sm_90
+// these forms only add work (measured slower on an H100); they are for
+// Ada and Blackwell.
 func (g *GPU) f8MMA(c attnTC, headDim int, paged bool) (string, error) {
 	var form string
 	switch g.sw.CUDAAttnF8MMA {

@@ -22,9 +22,8 @@ import (
 // nvrtcVersion is the loaded NVRTC's version; part of the cache key, since a
 // newer compiler may emit different code for the same source.
 func nvrtcVersion() string {
-	var maj, min C.int
-	C.xr_nvrtcVersion(&maj, &min)
-	return fmt.Sprintf("%d.%d", maj, min)
+	v := nvrtcVersionNum()
+	return fmt.Sprintf("%d.%d", v/100, v%100)
 }
 
 // nvrtcVersionNum is the loaded NVRTC's version as major * 100 + minor,

@@ -68,9 +68,7 @@ func ProbeHere() (Devices, error) {
 	if err := loadNVRTC(); err != nil {
 		return d, noGPU("no usable GPU", err)
 	}
-	var maj, min C.int
-	C.xr_nvrtcVersion(&maj, &min)
-	d.Libraries = append(d.Libraries, Library{Name: "NVRTC", Path: libPath(libNVRTC), Version: fmt.Sprintf("%d.%d", maj, min)})
+	d.Libraries = append(d.Libraries, Library{Name: "NVRTC", Path: libPath(libNVRTC), Version: nvrtcVersion()})
 	usable := 0
 	for _, g := range gpus {
 		if g.Unusable == "" {
