@@ -255,31 +255,37 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 			dk = (unsigned char *)(stages + (j % ST) * 2 * TILE);
 			dv = dk + TILE * (int)sizeof(T);
 		}
+		// The cached keys in chunks of 16 bytes, one cp.async each (through
+		// L2 only): 8 values of T, or 16 codes (half the copies of 8-code
+		// ones, and no line kept in L1 for a stream read once).
+		constexpr int VC = F8 ? 16 : 8, CC = D / VC, NC = KT * CC;
+		if (cached) {
+			const C *kb = PAGED ? kc : kh, *vb = PAGED ? vc : vh;
 #pragma unroll
-		for (int i = 0; i < LOADS; i++) {
-			const int c = gt + i * NG, kr = c / CPR, ch = c - kr * CPR;
-			const int key = k0 + kr;
-			const bool ok = key < keyEnd;
-			// A chunk: 8 values, 16 bytes of T or 8 codes; its place in the
-			// stage (rows of LDS values, or of RS codes).
-			const u32 sk = F8 ? smem_u32(dk + kr * RS + ch * 8) : smem_u32((T *)dk + kr * LDS + ch * 8);
-			const u32 sv = F8 ? smem_u32(dv + kr * RS + ch * 8) : smem_u32((T *)dv + kr * LDS + ch * 8);
-			if (ROPE && ok && key >= pos0) {
-				if (fresh) own(key, kr, ch, dk, dv);
-			} else if (cached) {
+			for (int i = 0; i < (NC + NG - 1) / NG; i++) {
+				const int c = gt + i * NG, kr = c / CC, cc = c - kr * CC, key = k0 + kr;
+				const bool ok = key < keyEnd;
+				if ((NC % NG != 0 && c >= NC) || (ROPE && ok && key >= pos0)) continue;
 				long long off; // masked keys read nothing: from the cache's base
 				if constexpr (PAGED) {
-					off = ok ? kv_row<true>(tables, stride, slot, KV, h, cap, key) * D + ch * 8 : 0;
+					off = ok ? kv_row<true>(tables, stride, slot, KV, h, cap, key) * D + cc * VC : 0;
 				} else {
-					off = ok ? (long long)key * D + ch * 8 : 0;
+					off = ok ? (long long)key * D + cc * VC : 0;
 				}
-				const C *kb = PAGED ? kc : kh, *vb = PAGED ? vc : vh;
-				if constexpr (F8) {
-					cp_async8(sk, kb + off, ok);
-					cp_async8(sv, vb + off, ok);
-				} else {
-					cp_async16(sk, kb + off, ok);
-					cp_async16(sv, vb + off, ok);
+				// Its place in the stage: rows of LDS values, or of RS codes.
+				const u32 sk = F8 ? smem_u32(dk + kr * RS + cc * VC) : smem_u32((T *)dk + kr * LDS + cc * VC);
+				const u32 sv = F8 ? smem_u32(dv + kr * RS + cc * VC) : smem_u32((T *)dv + kr * LDS + cc * VC);
+				cp_async16(sk, kb + off, ok);
+				cp_async16(sv, vb + off, ok);
+			}
+		}
+		// Under ROPE the tile's new keys, through own in chunks of 8 values.
+		if constexpr (ROPE) {
+			if (fresh && k0 + KT > pos0 && k0 < keyEnd) {
+#pragma unroll
+				for (int i = 0; i < LOADS; i++) {
+					const int c = gt + i * NG, kr = c / CPR, ch = c - kr * CPR, key = k0 + kr;
+					if (key < keyEnd && key >= pos0) own(key, kr, ch, dk, dv);
 				}
 			}
 		}

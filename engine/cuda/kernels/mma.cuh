@@ -10,11 +10,6 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void *src, bool ok) {
 	int n = ok ? 16 : 0; // src-size 0 fills the 16 bytes with zeros
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n));
 }
-// cp_async8 is cp_async16 for 8 bytes (through L1: .cg takes 16 only).
-__device__ __forceinline__ void cp_async8(u32 dst, const void *src, bool ok) {
-	int n = ok ? 8 : 0;
-	asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(n));
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
