@@ -218,8 +218,12 @@ func BenchmarkAttention(b *testing.B) {
 		}
 		// Decode as the engine launches it: RoPE and the cache write of the
 		// new token folded in (the _rope kernels, AttnLaunch.Rope), over a
-		// 16-bit cache (.../rope) and an FP8 one (.../f8/rope/DTYPE).
-		var rope Buffer
+		// 16-bit cache (.../rope) and an FP8 one (.../f8/rope/DTYPE); and
+		// as XRUN_CUDA_ATTN_ROPE=0 does, RoPE and the write in kernels of
+		// their own before the plain decode kernel (.../ropekv: RopeKV;
+		// .../f8/ropekv/DTYPE: Rope then KVWriteFP8), timed together: the
+		// two ways to a decode step's attention.
+		var rope, pos, slot Buffer
 		if sc.rows <= AttnRowsSmall {
 			do(b, func(t testing.TB, g *GPU) {
 				table := model.RopeTable(model.Config{Heads: H, KVHeads: KV, HeadDim: D, RopeTheta: 500000}, capacity)
@@ -228,6 +232,24 @@ func BenchmarkAttention(b *testing.B) {
 					t.Fatal(err)
 				}
 				if err := UploadSlice(g.Stream, rope, table); err != nil {
+					t.Fatal(err)
+				}
+				// Each sequence's new token: its position and its slot (the
+				// items' sequence numbers).
+				ps, ss := make([]int32, len(sc.seqs)), make([]int32, len(sc.seqs))
+				for i, s := range sc.seqs {
+					ps[i], ss[i] = int32(s.past), int32(i+1)
+				}
+				if pos, err = g.Alloc(len(ps) * 4); err != nil {
+					t.Fatal(err)
+				}
+				if slot, err = g.Alloc(len(ss) * 4); err != nil {
+					t.Fatal(err)
+				}
+				if err := UploadSlice(g.Stream, pos, ps); err != nil {
+					t.Fatal(err)
+				}
+				if err := UploadSlice(g.Stream, slot, ss); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -258,11 +280,53 @@ func BenchmarkAttention(b *testing.B) {
 						b.ReportMetric(float64(bytes)/per/1e9, "KV-GB/s")
 					})
 				}
+				if sc.rows != AttnRowsTiny || len(sc.seqs) != n {
+					continue // one new token a sequence: decode only
+				}
+				for _, f := range []struct {
+					name string
+					dt   DType
+					fp8  KVFP8
+				}{{"ropekv", dt, KVFP8{}}, {"f8/ropekv/float16", F16, KVFP8{On: true, K: 0.01, V: 0.01}}, {"f8/ropekv/bfloat16", BF16, KVFP8{On: true, K: 0.01, V: 0.01}}} {
+					b.Run(fmt.Sprintf("%s/%s/%s", sc.name, kern, f.name), func(b *testing.B) {
+						var d time.Duration
+						do(b, func(t testing.TB, g *GPU) {
+							tokens, off := len(sc.seqs), H*D*f.dt.Size()
+							k := qkv.Slice(off, qkv.Bytes-off)
+							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt, FP8: f.fp8}
+							d = timeLaunches(b, t, g, 2*copies, func(i int) error {
+								c := i % copies
+								kc, vc := caches[2*c], caches[2*c+1]
+								if f.fp8.On {
+									if err := g.Rope(g.Stream, f.dt, qkv, k, pos, rope, tokens, H, KV, D, W, W); err != nil {
+										return err
+									}
+									if err := g.KVWriteFP8(g.Stream, f.dt, kc, vc, qkv, pos, slot, tokens, capacity, KVPages{}, a, f.fp8); err != nil {
+										return err
+									}
+								} else if err := g.RopeKV(g.Stream, f.dt, kc, vc, qkv, pos, slot, rope, tokens, capacity, a); err != nil {
+									return err
+								}
+								return g.attention(g.Stream, f.dt, out, qkv, kc, vc, capacity, a, l, kern)
+							})
+						})
+						per := d.Seconds() / float64(b.N)
+						b.ReportMetric(per*1e6, "us/launch")
+						bytes := keys * KV * D * 2
+						if !f.fp8.On {
+							bytes *= dt.Size()
+						}
+						b.ReportMetric(float64(bytes)/per/1e9, "KV-GB/s")
+					})
+				}
 			}
 		}
 		do(b, func(t testing.TB, g *GPU) {
-			if rope.Ptr != 0 {
-				if err := g.Free(rope); err != nil {
+			for _, buf := range []Buffer{rope, pos, slot} {
+				if buf.Ptr == 0 {
+					continue
+				}
+				if err := g.Free(buf); err != nil {
 					t.Fatal(err)
 				}
 			}
