@@ -396,6 +396,27 @@ func (g *GPU) attnTCRopeDefault(headDim, rows, blocks int) (attnTC, bool) {
 	return d[1], true
 }
 
+// attnFoldFP8MaxItems is the widest decode launch over an FP8 cache, in
+// items (sequences times KV heads), whose RoPE AttnFoldPays folds in.
+// BenchmarkAttention's .../f8/rope against .../f8/ropekv on an H100, us:
+// head dimension 64 and 4 KV heads (TinyLlama), 1,024 items at B=256: 21.7
+// folded, 23.6 not; head dimension 128 and 8 KV heads (Llama-3.1-8B),
+// contexts to 256: B=256 (2,048 items) 60.8 against 57.2, B=2048 389
+// against 349; B=444 with contexts to 2,176, 398 against 404. Over a
+// 16-bit cache the fold was the faster in every one.
+const attnFoldFP8MaxItems = 1024
+
+// AttnFoldPays says whether folding RoPE and the cache write into decode
+// launch l (AttnLaunch.Rope) is expected to beat running them before it:
+// always over a 16-bit cache; over an FP8 one (where they are two kernels,
+// Rope then KVWriteFP8) up to attnFoldFP8MaxItems items, beyond which the
+// folded kernel's own cost outgrows them. It depends on the launch's
+// width only, not its contexts, so a captured graph's choice holds for
+// every replay of its batch size.
+func AttnFoldPays(a AttnShape, l AttnLaunch) bool {
+	return !l.FP8.On || l.N*a.KVHeads <= attnFoldFP8MaxItems
+}
+
 // AttnFoldsRope reports whether Attention can take launch l with RoPE and
 // the cache write folded in (AttnLaunch.Rope); where not, RopeKV runs first.
 func (g *GPU) AttnFoldsRope(a AttnShape, l AttnLaunch) bool {

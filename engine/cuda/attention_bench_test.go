@@ -280,8 +280,8 @@ func BenchmarkAttention(b *testing.B) {
 						b.ReportMetric(float64(bytes)/per/1e9, "KV-GB/s")
 					})
 				}
-				if sc.rows != AttnRowsTiny || len(sc.seqs) != n {
-					continue // one new token a sequence: decode only
+				if sc.rows != AttnRowsTiny || len(sc.seqs) != n || !slices.Contains(attnTCKernels[D], kern) {
+					continue // one new token a sequence, and a plain kernel of kern's configuration
 				}
 				for _, f := range []struct {
 					name string

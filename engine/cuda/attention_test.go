@@ -576,3 +576,31 @@ func TestOps(t *testing.T) {
 		})
 	}
 }
+
+// TestAttnFoldPays pins the fold rule to the launches it was measured on
+// (attnFoldFP8MaxItems): a 16-bit cache folds at any width, an FP8 one up
+// to 1,024 items, so TinyLlama's B=256 folds and Llama-3.1-8B's B=256 and
+// B=2048 do not.
+func TestAttnFoldPays(t *testing.T) {
+	tiny, llama := AttnShape{32, 4, 64}, AttnShape{32, 8, 128}
+	f8 := KVFP8{On: true, K: 1, V: 1}
+	for _, c := range []struct {
+		a    AttnShape
+		n    int
+		fp8  KVFP8
+		want bool
+	}{
+		{llama, 2048, KVFP8{}, true},
+		{tiny, 1, f8, true},
+		{tiny, 256, f8, true},
+		{tiny, 257, f8, false},
+		{llama, 128, f8, true},
+		{llama, 129, f8, false},
+		{llama, 256, f8, false},
+		{llama, 2048, f8, false},
+	} {
+		if got := AttnFoldPays(c.a, AttnLaunch{N: c.n, Rows: AttnRowsTiny, FP8: c.fp8}); got != c.want {
+			t.Errorf("AttnFoldPays(%+v, N=%d, FP8 %v) = %v, want %v", c.a, c.n, c.fp8.On, got, c.want)
+		}
+	}
+}

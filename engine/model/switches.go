@@ -25,7 +25,7 @@ type Switches struct {
 	CUDAGemmTMA     string // XRUN_CUDA_GEMM_TMA: "auto", "1" or "0": its warpgroup-MMA tiles fed by TMA
 	CUDAAttnTC      string // XRUN_CUDA_ATTN_TC: "auto", "0" or a configuration's name
 	CUDAAttnSplit   bool   // XRUN_CUDA_ATTN_SPLIT
-	CUDAAttnRope    bool   // XRUN_CUDA_ATTN_ROPE
+	CUDAAttnRope    string // XRUN_CUDA_ATTN_ROPE: "auto", "1" or "0": RoPE and the cache write folded into decode attention
 	CUDAAttnShort   int    // XRUN_CUDA_ATTN_SHORT
 	CUDAAttnF8Regs  bool   // XRUN_CUDA_ATTN_F8_REGS: FP8-cache decode attention converts in registers
 	CUDAAttnF8MMA   string // XRUN_CUDA_ATTN_F8_MMA: "0", "qk" or "qkpv": its products on the E4M3 tensor cores (D 128, sm_89+)

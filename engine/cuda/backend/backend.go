@@ -52,15 +52,15 @@ type Backend struct {
 
 	// The switches (model.Switches), fixed at New but for graphsOn, which
 	// a failed capture turns off.
-	graphsOn   bool // decode graphs (XRUN_CUDA_GRAPHS)
-	splitOn    bool // split-K decode attention (XRUN_CUDA_ATTN_SPLIT)
-	fuseOn     bool // deferred ops fused into the op that consumes them (XRUN_CUDA_FUSE; fusion.go)
-	normFuse   bool // RMSNorms into the decode GEMV's prologue (XRUN_CUDA_FUSE_NORM)
-	fp8Fuse    bool // FP8 GEMM inputs quantized by the norm or SwiGLU producing them (XRUN_CUDA_FP8_FUSE)
-	ropeFold   bool // RoPE and the cache write folded into decode attention (XRUN_CUDA_ATTN_ROPE)
-	moeLibrary bool // gemm_plugin auto's eager expert GEMMs on cuBLASLt (XRUN_CUDA_MOE_LT)
-	gemvRows   int  // the largest M of the own GEMM's GEMV (cuda.GemvRowsFor)
-	ceilForce  bool // ceilings measured on a known GPU too (XRUN_MEASURE_CEILINGS)
+	graphsOn   bool   // decode graphs (XRUN_CUDA_GRAPHS)
+	splitOn    bool   // split-K decode attention (XRUN_CUDA_ATTN_SPLIT)
+	fuseOn     bool   // deferred ops fused into the op that consumes them (XRUN_CUDA_FUSE; fusion.go)
+	normFuse   bool   // RMSNorms into the decode GEMV's prologue (XRUN_CUDA_FUSE_NORM)
+	fp8Fuse    bool   // FP8 GEMM inputs quantized by the norm or SwiGLU producing them (XRUN_CUDA_FP8_FUSE)
+	ropeFold   string // RoPE and the cache write folded into decode attention: "auto", "1", "0" (XRUN_CUDA_ATTN_ROPE)
+	moeLibrary bool   // gemm_plugin auto's eager expert GEMMs on cuBLASLt (XRUN_CUDA_MOE_LT)
+	gemvRows   int    // the largest M of the own GEMM's GEMV (cuda.GemvRowsFor)
+	ceilForce  bool   // ceilings measured on a known GPU too (XRUN_MEASURE_CEILINGS)
 
 	// prof is the CUPTI session of a profiled pass, nil otherwise.
 	prof     *cupti.Session

@@ -19,7 +19,7 @@ import (
 //	----             ----------------            -------------
 //	RoPE of qkv      Attention on qkv            the decode attention rotating q, k and
 //	                                             writing the cache (ropeFold, decode items
-//	                                             only, cuda.GPU.AttnFoldsRope), else RopeKV
+//	                                             only, cuda.GPU.AttnFoldsRope, AttnFoldPays), else RopeKV
 //	                                             (rotation and cache write), then attention
 //	RMSNorm → x      MatMul of x (GEMV rows)     nothing yet: the GEMM is held, the norm
 //	                                             its prologue (normFuse; not AddRMSNorm's)

@@ -39,6 +39,16 @@ func TestFP8KVMatchesCPU(t *testing.T) {
 				fp8KVAgainstCPU(t, cfg, model.BackendOptions{Gemm: gemm, Dtype: dtype}, sc, want)
 			})
 		}
+		// Decode steps with RoPE and the cache write in kernels of their own
+		// (Rope, KVWriteFP8), as XRUN_CUDA_ATTN_ROPE's auto does for wide
+		// decodes (cuda.AttnFoldPays), and folded wherever a kernel can.
+		for _, rope := range []string{"0", "1"} {
+			t.Run(fmt.Sprintf("rope=%s/%s", rope, dtype), func(t *testing.T) {
+				sw := engine.DefaultSwitches()
+				sw.CUDAAttnRope = rope
+				fp8KVAgainstCPU(t, cfg, model.BackendOptions{Gemm: "auto", Dtype: dtype, Switches: &sw}, sc, want)
+			})
+		}
 	}
 }
 

@@ -161,9 +161,11 @@ func (b *Backend) rope(q, tb *tensor, h model.HeadLayout, lay batchLayout) {
 // the decode attention kernel does the rotation and the cache write itself
 // (cuda.AttnLaunch.Rope), with either gemm_plugin and at any batch: one
 // kernel less per layer, and the attention streams its cached keys while
-// the QKV projection finishes. XRUN_CUDA_ATTN_ROPE=0 (ropeFold off) keeps
-// RoPE and the cache write in a kernel of their own (RopeKV) in front of
-// it.
+// the QKV projection finishes; where cuda.AttnFoldPays says the fold
+// costs more than it saves (a wide decode over an FP8 cache), or with
+// XRUN_CUDA_ATTN_ROPE=0 (ropeFold), RoPE and the cache write run in
+// kernels of their own (ropeKV) in front of it; =1 folds wherever a
+// kernel can.
 func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer int) {
 	o, q, c := ft(out), ft(qkv), cache.(*kvCache)
 	lay := b.cur
@@ -178,7 +180,8 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 		if p != nil && p.table.f32.Bytes == 0 {
 			return fmt.Errorf("rope: table %s has no float32 copy (upload it as F32)", p.table.name)
 		}
-		if p != nil && b.ropeFold && lay.nL == 0 && lay.nS > 0 && g.AttnFoldsRope(c.shape, small) {
+		if p != nil && lay.nL == 0 && lay.nS > 0 && g.AttnFoldsRope(c.shape, small) &&
+			b.ropeFold != "0" && (b.ropeFold == "1" || cuda.AttnFoldPays(c.shape, small)) {
 			small.Rope = p.table.f32
 		}
 		switch {
