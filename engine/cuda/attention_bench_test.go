@@ -198,9 +198,11 @@ func BenchmarkAttention(b *testing.B) {
 					}
 					b.Run(name+"/"+fdt.String(), func(b *testing.B) {
 						var d time.Duration
+						var regs int
 						do(b, func(t testing.TB, g *GPU) {
 							defer keepSwitches(g)()
 							g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8MMA = form.regs, form.mma
+							regs = kernelRegs(t, g, "attention_tc_f8", kern.kernel(fdt, D)+form.suffix())
 							// Random 16-bit caches read as codes: any byte is one.
 							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
 								FP8: KVFP8{On: true, K: 0.01, V: 0.01}}
@@ -212,6 +214,7 @@ func BenchmarkAttention(b *testing.B) {
 						per := d.Seconds() / float64(b.N)
 						b.ReportMetric(per*1e6, "us/launch")
 						b.ReportMetric(float64(keys*KV*D*2)/per/1e9, "KV-GB/s")
+						b.ReportMetric(float64(regs), "regs")
 					})
 				}
 			}
@@ -264,7 +267,13 @@ func BenchmarkAttention(b *testing.B) {
 				}{{"rope", dt, KVFP8{}}, {"f8/rope/float16", F16, KVFP8{On: true, K: 0.01, V: 0.01}}, {"f8/rope/bfloat16", BF16, KVFP8{On: true, K: 0.01, V: 0.01}}} {
 					b.Run(fmt.Sprintf("%s/%s/%s", sc.name, kern, f.name), func(b *testing.B) {
 						var d time.Duration
+						var regs int
 						do(b, func(t testing.TB, g *GPU) {
+							family, name := "attention_tc", kern.kernel(f.dt, D)+"_rope"
+							if f.fp8.On {
+								family, name = "attention_tc_f8", name+"_f8r"
+							}
+							regs = kernelRegs(t, g, family, name)
 							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt, Rope: rope, FP8: f.fp8}
 							d = timeLaunches(b, t, g, 2*copies, func(i int) error {
 								c := i % copies
@@ -278,6 +287,7 @@ func BenchmarkAttention(b *testing.B) {
 							bytes *= dt.Size()
 						}
 						b.ReportMetric(float64(bytes)/per/1e9, "KV-GB/s")
+						b.ReportMetric(float64(regs), "regs")
 					})
 				}
 				if sc.rows != AttnRowsTiny || len(sc.seqs) != n || !slices.Contains(attnTCKernels[D], kern) {
@@ -290,7 +300,13 @@ func BenchmarkAttention(b *testing.B) {
 				}{{"ropekv", dt, KVFP8{}}, {"f8/ropekv/float16", F16, KVFP8{On: true, K: 0.01, V: 0.01}}, {"f8/ropekv/bfloat16", BF16, KVFP8{On: true, K: 0.01, V: 0.01}}} {
 					b.Run(fmt.Sprintf("%s/%s/%s", sc.name, kern, f.name), func(b *testing.B) {
 						var d time.Duration
+						var regs int
 						do(b, func(t testing.TB, g *GPU) {
+							family, name := "attention_tc", kern.kernel(f.dt, D)
+							if f.fp8.On {
+								family, name = "attention_tc_f8", name+"_f8r"
+							}
+							regs = kernelRegs(t, g, family, name)
 							tokens, off := len(sc.seqs), H*D*f.dt.Size()
 							k := qkv.Slice(off, qkv.Bytes-off)
 							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt, FP8: f.fp8}
@@ -317,6 +333,7 @@ func BenchmarkAttention(b *testing.B) {
 							bytes *= dt.Size()
 						}
 						b.ReportMetric(float64(bytes)/per/1e9, "KV-GB/s")
+						b.ReportMetric(float64(regs), "regs")
 					})
 				}
 			}
@@ -337,4 +354,19 @@ func BenchmarkAttention(b *testing.B) {
 			}
 		})
 	}
+}
+
+// kernelRegs is the registers a thread of kernel name (of family) takes as
+// this GPU's NVRTC built it: what decides how many blocks an SM holds
+// (65,536 registers an SM), reported beside a kernel's time.
+func kernelRegs(t testing.TB, g *GPU, family, name string) int {
+	f, err := g.function(family, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.numRegs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -88,6 +88,19 @@ type f8Form struct {
 	mma  string // XRUN_CUDA_ATTN_F8_MMA
 }
 
+// suffix is the form's ending of a kernel's name (as GPU.attention adds it).
+func (f f8Form) suffix() string {
+	switch {
+	case f.mma == "qk":
+		return "_f8q"
+	case f.mma == "qkpv":
+		return "_f8p"
+	case f.regs:
+		return "_f8r"
+	}
+	return "_f8"
+}
+
 // set sets g's switches to the form, or skips t where g or the head
 // dimension has no such kernels.
 func (f f8Form) set(t testing.TB, g *GPU, headDim int) {
