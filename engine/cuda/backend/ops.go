@@ -159,10 +159,10 @@ func (b *Backend) rope(q, tb *tensor, h model.HeadLayout, lay batchLayout) {
 // (chunks of up to 64 query rows) over it. With a held-back RoPE (see
 // pending) and only decode items (every token in one, no prefill chunk),
 // the decode attention kernel does the rotation and the cache write itself
-// (cuda.AttnLaunch.Rope), with either gemm_plugin and at any batch: one
-// kernel less per layer, and the attention streams its cached keys while
-// the QKV projection finishes; where cuda.AttnFoldPays says the fold
-// costs more than it saves (a wide decode over an FP8 cache), or with
+// (cuda.AttnLaunch.Rope), with either gemm_plugin: one kernel less per
+// layer, and the attention streams its cached keys while the QKV
+// projection finishes. Where cuda.AttnFoldPays says the fold costs more
+// than it saves (a wide decode over an FP8 cache), or with
 // XRUN_CUDA_ATTN_ROPE=0 (ropeFold), RoPE and the cache write run in
 // kernels of their own (ropeKV) in front of it; =1 folds wherever a
 // kernel can.
