@@ -260,81 +260,67 @@ func BenchmarkAttention(b *testing.B) {
 				if !kern.fits(sc.rows) {
 					continue
 				}
-				for _, f := range []struct {
-					name string
-					dt   DType
-					fp8  KVFP8
-				}{{"rope", dt, KVFP8{}}, {"f8/rope/float16", F16, KVFP8{On: true, K: 0.01, V: 0.01}}, {"f8/rope/bfloat16", BF16, KVFP8{On: true, K: 0.01, V: 0.01}}} {
-					b.Run(fmt.Sprintf("%s/%s/%s", sc.name, kern, f.name), func(b *testing.B) {
-						var d time.Duration
-						var regs int
-						do(b, func(t testing.TB, g *GPU) {
-							family, name := "attention_tc", kern.kernel(f.dt, D)+"_rope"
-							if f.fp8.On {
-								family, name = "attention_tc_f8", name+"_f8r"
-							}
-							regs = kernelRegs(t, g, family, name)
-							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt, Rope: rope, FP8: f.fp8}
-							d = timeLaunches(b, t, g, 2*copies, func(i int) error {
-								c := i % copies
-								return g.attention(g.Stream, f.dt, out, qkv, caches[2*c], caches[2*c+1], capacity, a, l, kern)
-							})
-						})
-						per := d.Seconds() / float64(b.N)
-						b.ReportMetric(per*1e6, "us/launch")
-						bytes := keys * KV * D * 2
-						if !f.fp8.On {
-							bytes *= dt.Size()
-						}
-						b.ReportMetric(float64(bytes)/per/1e9, "KV-GB/s")
-						b.ReportMetric(float64(regs), "regs")
-					})
-				}
-				if sc.rows != AttnRowsTiny || len(sc.seqs) != n || !slices.Contains(attnTCKernels[D], kern) {
-					continue // one new token a sequence, and a plain kernel of kern's configuration
-				}
-				for _, f := range []struct {
-					name string
-					dt   DType
-					fp8  KVFP8
-				}{{"ropekv", dt, KVFP8{}}, {"f8/ropekv/float16", F16, KVFP8{On: true, K: 0.01, V: 0.01}}, {"f8/ropekv/bfloat16", BF16, KVFP8{On: true, K: 0.01, V: 0.01}}} {
-					b.Run(fmt.Sprintf("%s/%s/%s", sc.name, kern, f.name), func(b *testing.B) {
-						var d time.Duration
-						var regs int
-						do(b, func(t testing.TB, g *GPU) {
-							family, name := "attention_tc", kern.kernel(f.dt, D)
-							if f.fp8.On {
-								family, name = "attention_tc_f8", name+"_f8r"
-							}
-							regs = kernelRegs(t, g, family, name)
-							tokens, off := len(sc.seqs), H*D*f.dt.Size()
-							k := qkv.Slice(off, qkv.Bytes-off)
-							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt, FP8: f.fp8}
-							d = timeLaunches(b, t, g, 2*copies, func(i int) error {
-								c := i % copies
-								kc, vc := caches[2*c], caches[2*c+1]
-								if f.fp8.On {
-									if err := g.Rope(g.Stream, f.dt, qkv, k, pos, rope, tokens, H, KV, D, W, W); err != nil {
-										return err
-									}
-									if err := g.KVWriteFP8(g.Stream, f.dt, kc, vc, qkv, pos, slot, tokens, capacity, KVPages{}, a, f.fp8); err != nil {
-										return err
-									}
-								} else if err := g.RopeKV(g.Stream, f.dt, kc, vc, qkv, pos, slot, rope, tokens, capacity, a); err != nil {
-									return err
+				// The unfolded runs need one new token a sequence and a plain
+				// kernel of kern's configuration.
+				unfolded := sc.rows == AttnRowsTiny && len(sc.seqs) == n && slices.Contains(attnTCKernels[D], kern)
+				for _, fold := range []bool{true, false} {
+					if !fold && !unfolded {
+						continue
+					}
+					run := map[bool]string{true: "rope", false: "ropekv"}[fold]
+					for _, f := range []struct {
+						name string
+						dt   DType
+						fp8  KVFP8
+					}{{run, dt, KVFP8{}}, {"f8/" + run + "/float16", F16, KVFP8{On: true, K: 0.01, V: 0.01}}, {"f8/" + run + "/bfloat16", BF16, KVFP8{On: true, K: 0.01, V: 0.01}}} {
+						b.Run(fmt.Sprintf("%s/%s/%s", sc.name, kern, f.name), func(b *testing.B) {
+							var d time.Duration
+							var regs int
+							do(b, func(t testing.TB, g *GPU) {
+								family, name := "attention_tc", kern.kernel(f.dt, D)
+								if fold {
+									name += "_rope"
 								}
-								return g.attention(g.Stream, f.dt, out, qkv, kc, vc, capacity, a, l, kern)
+								if f.fp8.On {
+									family, name = "attention_tc_f8", name+"_f8r"
+								}
+								regs = kernelRegs(t, g, family, name)
+								tokens, off := len(sc.seqs), H*D*f.dt.Size()
+								k := qkv.Slice(off, qkv.Bytes-off)
+								l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt, FP8: f.fp8}
+								if fold {
+									l.Rope = rope
+								}
+								d = timeLaunches(b, t, g, 2*copies, func(i int) error {
+									c := i % copies
+									kc, vc := caches[2*c], caches[2*c+1]
+									switch {
+									case fold:
+									case f.fp8.On:
+										if err := g.Rope(g.Stream, f.dt, qkv, k, pos, rope, tokens, H, KV, D, W, W); err != nil {
+											return err
+										}
+										if err := g.KVWriteFP8(g.Stream, f.dt, kc, vc, qkv, pos, slot, tokens, capacity, KVPages{}, a, f.fp8); err != nil {
+											return err
+										}
+									default:
+										if err := g.RopeKV(g.Stream, f.dt, kc, vc, qkv, pos, slot, rope, tokens, capacity, a); err != nil {
+											return err
+										}
+									}
+									return g.attention(g.Stream, f.dt, out, qkv, kc, vc, capacity, a, l, kern)
+								})
 							})
+							per := d.Seconds() / float64(b.N)
+							b.ReportMetric(per*1e6, "us/launch")
+							bytes := keys * KV * D * 2
+							if !f.fp8.On {
+								bytes *= dt.Size()
+							}
+							b.ReportMetric(float64(bytes)/per/1e9, "KV-GB/s")
+							b.ReportMetric(float64(regs), "regs")
 						})
-						per := d.Seconds() / float64(b.N)
-						b.ReportMetric(per*1e6, "us/launch")
-						bytes := keys * KV * D * 2
-						if !f.fp8.On {
-							bytes *= dt.Size()
-						}
-						b.ReportMetric(float64(bytes)/per/1e9, "KV-GB/s")
-						b.ReportMetric(float64(regs), "regs")
-					})
+					}
 				}
 			}
 		}
