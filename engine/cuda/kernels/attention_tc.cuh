@@ -182,7 +182,8 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	// ROPE) from its token's QKV row, and writes it to the cache: the
 	// thread of chunk ch < D/16 rotates K's chunks ch and ch + D/16 (as
 	// rope_kv: the rounded projection, rotated in fp32, rounded again), and
-	// every thread copies its chunk of V.
+	// every thread copies its chunk of V. Without a stage (dk null) it
+	// writes the cache only.
 	auto own = [&](int key, int kr, int ch, unsigned char *dk, unsigned char *dv) {
 		const T *src = qkv + (long long)(t0 + key - pos0) * W;
 		const pack8 v = *(const pack8 *)(src + (H + KV + h) * D + ch * 8);
@@ -199,10 +200,10 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 #pragma unroll
 			for (int e = 0; e < 8; e++) f[e] = pack_get<T>(v, e);
 			const uint2 q = e4m3x8(f, vinv);
-			*(uint2 *)(dv + kr * RS + ch * 8) = q;
+			if (dv) *(uint2 *)(dv + kr * RS + ch * 8) = q;
 			*(uint2 *)(vb + crow + ch * 8) = q;
 		} else {
-			*(pack8 *)((T *)dv + kr * LDS + ch * 8) = v;
+			if (dv) *(pack8 *)((T *)dv + kr * LDS + ch * 8) = v;
 			*(pack8 *)(vb + crow + ch * 8) = v;
 		}
 		if (ch < CPR / 2) {
@@ -224,8 +225,10 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 				// Encoded from the rotation in float32, as the CPU backend
 				// encodes its keys.
 				const uint2 qa = e4m3x8(fa, kinv), qb = e4m3x8(fb, kinv);
-				*(uint2 *)(dk + kr * RS + ch * 8) = qa;
-				*(uint2 *)(dk + kr * RS + D / 2 + ch * 8) = qb;
+				if (dk) {
+					*(uint2 *)(dk + kr * RS + ch * 8) = qa;
+					*(uint2 *)(dk + kr * RS + D / 2 + ch * 8) = qb;
+				}
 				*(uint2 *)(kb + crow + ch * 8) = qa;
 				*(uint2 *)(kb + crow + D / 2 + ch * 8) = qb;
 			} else {
@@ -235,8 +238,10 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 					pack_set<T>(ra, e, fa[e]);
 					pack_set<T>(rb, e, fb[e]);
 				}
-				*(pack8 *)((T *)dk + kr * LDS + ch * 8) = ra;
-				*(pack8 *)((T *)dk + kr * LDS + D / 2 + ch * 8) = rb;
+				if (dk) {
+					*(pack8 *)((T *)dk + kr * LDS + ch * 8) = ra;
+					*(pack8 *)((T *)dk + kr * LDS + D / 2 + ch * 8) = rb;
+				}
 				*(pack8 *)(kb + crow + ch * 8) = ra;
 				*(pack8 *)(kb + crow + D / 2 + ch * 8) = rb;
 			}
@@ -244,9 +249,12 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	};
 	// load queues the group's j-th tile into stage j % ST: the cached keys
 	// (cached) through cp.async, zero-filled past the last key; under ROPE
-	// the new keys (fresh) through own, which must wait for the QKV rows.
+	// the new keys of the first ST - 1 tiles (fresh) through own, which
+	// must wait for the QKV rows. The new keys of later tiles are in the
+	// cache by then (own_early) and come with the cached ones.
 	auto load = [&](int j, bool cached, bool fresh) {
 		const int k0 = keyBeg + (kw + j * KW) * KT;
+		const bool early = ROPE && j >= ST - 1;
 		unsigned char *dk, *dv; // the stage's K and V tiles
 		if constexpr (F8) {
 			dk = raw + (j % ST) * 2 * RAW;
@@ -265,7 +273,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 			for (int i = 0; i < (NC + NG - 1) / NG; i++) {
 				const int c = gt + i * NG, kr = c / CC, cc = c - kr * CC, key = k0 + kr;
 				const bool ok = key < keyEnd;
-				if ((NC % NG != 0 && c >= NC) || (ROPE && ok && key >= pos0)) continue;
+				if ((NC % NG != 0 && c >= NC) || (ROPE && !early && ok && key >= pos0)) continue;
 				long long off; // masked keys read nothing: from the cache's base
 				if constexpr (PAGED) {
 					off = ok ? kv_row<true>(tables, stride, slot, KV, h, cap, key) * D + cc * VC : 0;
@@ -281,13 +289,25 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		}
 		// Under ROPE the tile's new keys, through own in chunks of 8 values.
 		if constexpr (ROPE) {
-			if (fresh && k0 + KT > pos0 && k0 < keyEnd) {
+			if (fresh && !early && k0 + KT > pos0 && k0 < keyEnd) {
 #pragma unroll
 				for (int i = 0; i < LOADS; i++) {
 					const int c = gt + i * NG, kr = c / CPR, ch = c - kr * CPR, key = k0 + kr;
 					if (key < keyEnd && key >= pos0) own(key, kr, ch, dk, dv);
 				}
 			}
+		}
+	};
+	// own_early writes the new keys of the tiles the main loop will load
+	// (the group's j >= ST - 1) into the cache now, by the group that
+	// loads them (the loop's group_sync orders these writes before its
+	// copies): their QKV and table reads overlap the queries', not a
+	// tile's turn in the pipeline.
+	auto own_early = [&]() {
+		for (int key = max(pos0, keyBeg); key < keyEnd; key++) {
+			const int t = (key - keyBeg) / KT;
+			if (t % KW != kw || t / KW < ST - 1) continue;
+			for (int ch = gt; ch < CPR; ch += NG) own(key, 0, ch, nullptr, nullptr);
 		}
 	};
 	// The first tiles' copies go out before the queries are read, so the
@@ -331,6 +351,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 #pragma unroll
 		for (int s = 0; s < ST - 1; s++)
 			if (s < mine) load(s, false, true);
+		own_early();
 	} else if constexpr (ROPE) {
 #pragma unroll
 		for (int i = 0; i < 2; i++) {
@@ -349,6 +370,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 #pragma unroll
 		for (int s = 0; s < ST - 1; s++)
 			if (s < mine) load(s, false, true);
+		own_early();
 	}
 	// QM: each row of Q times 448 over its largest magnitude (qsc[i] undoes
 	// it), split into two E4M3 terms (e4m3x4_split), the m16n8k32 A
