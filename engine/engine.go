@@ -401,6 +401,7 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	res.Requests = st.records
 	res.Metrics = ComputeMetrics(res.Requests, e.cfg.NumGPUs)
 	res.Metrics[MaxInFlightKey] = float64(slots)
+	res.Metrics[KVBlocksKey] = float64(capa.Blocks)
 	if counts {
 		plans, spent := pc.GEMMPlans()
 		res.Metrics[PlansBuiltKey] = float64(plans - plans0)
@@ -436,6 +437,10 @@ const (
 // requests it could hold at once (batch_size, or what the KV cache held).
 const MaxInFlightKey = "max_in_flight"
 
+// KVBlocksKey is the paged KV cache's blocks among a pass's metrics (of
+// XRUN_KV_BLOCK positions); 0 where it kept a fixed slot per request.
+const KVBlocksKey = "kv_cache_blocks"
+
 // warmupRequests picks n requests like trtllm-bench's warm-up (random
 // choice with replacement, shuffled), seeded so runs repeat.
 func warmupRequests(reqs []datasets.Request, n, seed int) []datasets.Request {
@@ -453,7 +458,8 @@ func warmupRequests(reqs []datasets.Request, n, seed int) []datasets.Request {
 // kvPaging is the paged cache's pool for a run whose longest request has
 // maxLen tokens, sized by the backend's budget (model.Pager), and its
 // block size; nil where the cache keeps fixed slots (XRUN_KV_PAGED=0, a
-// backend without paging, an MLA model).
+// backend without paging, an MLA model, or a backend that pages only
+// where it pays and here it does not: pagingPays).
 func (e *engine) kvPaging(reqs []datasets.Request, maxLen int) (*kvPool, int) {
 	if !e.sw.KVPaged || !e.m.Pageable() {
 		return nil, 0
@@ -464,7 +470,39 @@ func (e *engine) kvPaging(reqs []datasets.Request, maxLen int) (*kvPool, int) {
 	}
 	kc := e.m.KVConfig(0, maxLen)
 	kc.BlockSize = size
-	return newKVPool(e.be.(model.Pager).MaxKVBlocks(kc), size), size
+	blocks := e.be.(model.Pager).MaxKVBlocks(kc)
+	if pw, ok := e.be.(model.PagesWhenBound); ok && pw.PagesWhenBound() && !e.pagingPays(reqs, maxLen, blocks, size) {
+		return nil, 0
+	}
+	return newKVPool(blocks, size), size
+}
+
+// pagingPays says whether paging reqs in blocks blocks of size positions
+// admits at least 5 % more requests at once than fixed slots of maxLen
+// positions (model.KVBudget), counting every request at the dataset's
+// mean length in blocks. Where fixed slots hold every request the run can
+// take at once (batch_size, or all of them) paging cannot admit more;
+// where the lengths do not vary it admits about as many (a block's
+// rounding can make it fewer). The margin is what the paged attention
+// costs where both hold the batch: 1.1 % of output throughput on an H100
+// (bench/specs/paged-quick.yaml's 128/128 row, Llama-3.1-8B FP8, batch
+// 2048), which a few more requests in flight do not win back.
+func (e *engine) pagingPays(reqs []datasets.Request, maxLen, blocks, size int) bool {
+	kb, ok := e.be.(model.KVBudget)
+	if !ok {
+		return true
+	}
+	want := min(e.cfg.BatchSize, len(reqs))
+	fixed := kb.MaxKVSlots(e.m.KVConfig(0, maxLen))
+	if fixed >= want {
+		return false
+	}
+	var need int64
+	for i := range reqs {
+		need += int64(blocksFor(len(reqs[i].InputIDs), reqs[i].OutputTokens, size))
+	}
+	paged := min(int64(want), int64(blocks)*int64(len(reqs))/max(need, 1))
+	return paged*20 >= int64(fixed)*21
 }
 
 // noFP8Error is the refusal of FP8 (dtype fp8 or kv_cache_dtype fp8) on a

@@ -3,10 +3,13 @@ package engine
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/xrun-dev/xrun/datasets"
+	"github.com/xrun-dev/xrun/engine/cpu"
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 func TestBlocksFor(t *testing.T) {
@@ -133,14 +136,13 @@ func TestPagedMatchesContiguous(t *testing.T) {
 	}
 }
 
-// TestPagedAdmitsMore: under a KV budget that fixed slots of the longest
-// request fill with 2 requests, the paged cache holds the short requests
-// by the tokens they keep, so more run at once; the tokens are the same.
-func TestPagedAdmitsMore(t *testing.T) {
+// fewShortRequests are 11 short requests behind one long one (200
+// positions), or, uniform, 12 long ones.
+func fewShortRequests(uniform bool) []datasets.Request {
 	var reqs []datasets.Request
 	for i := range 12 {
 		in, out := 6+i%5, 4
-		if i == 0 {
+		if i == 0 || uniform {
 			in, out = 180, 20 // one long request sets the slots' length
 		}
 		ids := make([]int32, in)
@@ -149,6 +151,14 @@ func TestPagedAdmitsMore(t *testing.T) {
 		}
 		reqs = append(reqs, datasets.Request{TaskID: i, InputIDs: ids, OutputTokens: out})
 	}
+	return reqs
+}
+
+// TestPagedAdmitsMore: under a KV budget that fixed slots of the longest
+// request fill with 2 requests, the paged cache holds the short requests
+// by the tokens they keep, so more run at once; the tokens are the same.
+func TestPagedAdmitsMore(t *testing.T) {
+	reqs := fewShortRequests(false)
 	// tiny-llama keeps 512 bytes per position; a slot of 200 positions
 	// (padded to 208) takes 104 KiB: the budget holds 2 slots, or 26 blocks
 	// of 16 positions (8 KiB each).
@@ -177,5 +187,59 @@ func TestPagedAdmitsMore(t *testing.T) {
 		if !slices.Equal(paged.Requests[i].OutputIDs, slots.Requests[i].OutputIDs) {
 			t.Errorf("request %d: %v paged, %v in slots", i, paged.Requests[i].OutputIDs, slots.Requests[i].OutputIDs)
 		}
+	}
+}
+
+// whenBoundBackend is the CPU backend asking to be paged only where
+// paging admits more (model.PagesWhenBound), as the CUDA backend does
+// under XRUN_CUDA_KV_PAGED=auto.
+type whenBoundBackend struct{ *cpu.Backend }
+
+func (whenBoundBackend) PagesWhenBound() bool { return true }
+
+var registerWhenBound = sync.OnceFunc(func() {
+	RegisterBackend("whenbound-test", func(o model.BackendOptions) (model.Backend, error) {
+		b, err := cpu.New(o)
+		if err != nil {
+			return nil, err
+		}
+		return whenBoundBackend{b}, nil
+	})
+})
+
+// TestPagesWhenBound: a backend that pages only where it pays
+// (pagingPays) pages the short requests behind a long one under a budget
+// of two slots of the long one's length (all 12 run at once), and keeps
+// fixed slots where they hold every request (the default budget) or where
+// the lengths are all alike (paging admits no more); the pass's
+// kv_cache_blocks metric says which. A backend without the preference
+// pages whenever XRUN_KV_PAGED is on.
+func TestPagesWhenBound(t *testing.T) {
+	registerWhenBound()
+	tight := int64(2 * 208 * 512) // TestPagedAdmitsMore's: 2 slots, 26 blocks of 16
+	for _, c := range []struct {
+		name     string
+		backend  string
+		budget   int64
+		uniform  bool
+		paged    bool
+		inFlight int
+	}{
+		{"varied/tight", "whenbound-test", tight, false, true, 12},
+		{"varied/roomy", "whenbound-test", 0, false, false, 12},
+		{"uniform/tight", "whenbound-test", tight, true, false, 2},
+		{"varied/roomy/always", "cpu", 0, false, true, 12},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{Model: "tiny-llama", Backend: c.backend, BatchSize: 16, KVCacheBytes: c.budget}
+			res := pagedRun(t, cfg, 16, fewShortRequests(c.uniform))
+			blocks := res.Metrics[KVBlocksKey]
+			if (blocks > 0) != c.paged {
+				t.Errorf("kv_cache_blocks %v: paged %t, want %t", blocks, blocks > 0, c.paged)
+			}
+			if res.MaxInFlight != c.inFlight {
+				t.Errorf("MaxInFlight %d, want %d", res.MaxInFlight, c.inFlight)
+			}
+		})
 	}
 }

@@ -150,7 +150,7 @@ type SwitchTable struct {
 	MeasureCeilings FlagSwitch
 	MLAAbsorb       FlagSwitch
 	KVPaged         FlagSwitch
-	CUDAKVPaged     FlagSwitch
+	CUDAKVPaged     ChoiceSwitch
 	KVBlock         IntSwitch
 	WarmShapes      FlagSwitch
 }
@@ -221,11 +221,10 @@ var Switches = SwitchTable{
 	MLAAbsorb: flagSwitch("XRUN_MLA_ABSORB", true, true,
 		"MLA models (DeepSeek-V3) attend at decode in the absorbed form, over the latent cache; `0` decompresses every cached key and value at every step (the plain form)"),
 	KVPaged: flagSwitch("XRUN_KV_PAGED", true, true,
-		"the paged KV cache where the backend has one (the CPU's, and the CUDA backend's with XRUN_CUDA_KV_PAGED; MLA and GPT-OSS models keep fixed slots): requests hold blocks of XRUN_KV_BLOCK positions as their lengths need and are admitted while the blocks are free; `0` gives every request a slot of the longest request's length"),
-	// Off until the paged kernels have passed TestPaged* on a GPU; then
-	// on, and this switch goes.
-	CUDAKVPaged: flagSwitch("XRUN_CUDA_KV_PAGED", false, true,
-		"`1` lets the CUDA backend page its KV cache as XRUN_KV_PAGED says (paged attention kernels, over an FP8 cache too: tokens identical to the fixed slots on an H100 and an H200, the decode attention 2-4 % slower than the fixed slots' at Llama-3.1-8B's shapes on an H100, a whole run not yet measured); by default it keeps a fixed slot per request"),
+		"the paged KV cache where the backend has one (the CPU's, and the CUDA backend's as XRUN_CUDA_KV_PAGED says; MLA and GPT-OSS models keep fixed slots): requests hold blocks of XRUN_KV_BLOCK positions as their lengths need and are admitted while the blocks are free; `0` gives every request a slot of the longest request's length"),
+	CUDAKVPaged: choiceSwitch("XRUN_CUDA_KV_PAGED", "auto", func(v string) bool { return v == "0" || v == "1" },
+		"`1`, `0`",
+		"the CUDA backend's paged KV cache (with XRUN_KV_PAGED; paged attention kernels, over an FP8 cache too, tokens identical to the fixed slots'): `auto` pages a run where paging admits at least 5 % more requests at once than fixed slots of its longest request (lengths that vary), and keeps fixed slots where those hold every request the run can take or paging would not admit more, since reading through block tables costs (on an H100, Llama-3.1-8B FP8 with an FP8 cache, batch 2048: +4.0 % output tok/s paged at 512 +- 256 in and out, -1.1 % at 128/128); `1` pages every run, `0` none"),
 	KVBlock: pow2Switch("XRUN_KV_BLOCK", 32, 16, 256,
 		"positions per block of the paged KV cache (TensorRT-LLM's tokens_per_block, whose default is 32 too)"),
 	WarmShapes: flagSwitch("XRUN_WARM_SHAPES", true, true,
@@ -329,7 +328,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		MeasureCeilings: t.MeasureCeilings.On(getenv),
 		MLAAbsorb:       t.MLAAbsorb.On(getenv),
 		KVPaged:         t.KVPaged.On(getenv),
-		CUDAKVPaged:     t.CUDAKVPaged.On(getenv),
+		CUDAKVPaged:     t.CUDAKVPaged.Get(getenv),
 		KVBlock:         t.KVBlock.Int(getenv),
 		WarmShapes:      t.WarmShapes.On(getenv),
 	}

@@ -126,7 +126,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_MEASURE_CEILINGS":  {"0", false},
 		"XRUN_MLA_ABSORB":        {"1", true},
 		"XRUN_KV_PAGED":          {"1", true},
-		"XRUN_CUDA_KV_PAGED":     {"0", true},
+		"XRUN_CUDA_KV_PAGED":     {"auto", true},
 		"XRUN_KV_BLOCK":          {"32", true},
 		"XRUN_WARM_SHAPES":       {"1", true},
 	}
@@ -227,7 +227,7 @@ func TestParseSwitches(t *testing.T) {
 	}
 	// A value other than the default, per kind of switch.
 	other := map[string]string{"XRUN_CUDA_ATTN_TC": "tc-m1-k4-t16-s3", "XRUN_CUDA_MOE_TILE": "l", "XRUN_CUDA_WGMMA_TILE": "wg2w", "XRUN_CUDA_GEMM_TMA": "1",
-		"XRUN_CUDA_ATTN_F8_MMA": "qkpv", "XRUN_CUDA_ATTN_ROPE": "0"}
+		"XRUN_CUDA_ATTN_F8_MMA": "qkpv", "XRUN_CUDA_ATTN_ROPE": "0", "XRUN_CUDA_KV_PAGED": "1"}
 	tv := reflect.ValueOf(Switches)
 	for i := range tv.NumField() {
 		field := tv.Type().Field(i).Name
@@ -271,7 +271,7 @@ func TestParseSwitches(t *testing.T) {
 		}
 	}
 	if d := DefaultSwitches(); !d.Overlap || !d.CUDAGraphs || d.CUDASync || d.CUDAGemvMaxM != 4 || d.CUDAAttnShort != 256 ||
-		d.CUDAAttnTC != "auto" || d.CUDAAttnRope != "auto" || d.CUDAMoETile != "auto" || d.CUDAMoEHints != 3 {
+		d.CUDAAttnTC != "auto" || d.CUDAAttnRope != "auto" || d.CUDAKVPaged != "auto" || d.CUDAMoETile != "auto" || d.CUDAMoEHints != 3 {
 		t.Errorf("defaults: %+v", d)
 	}
 }

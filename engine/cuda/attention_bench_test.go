@@ -59,6 +59,9 @@ func BenchmarkAttention(b *testing.B) {
 		{"decode-D128/B=256", AttnShape{32, 8, 128}, decodeSeqs(256, 129, 256), AttnRowsTiny, 1},
 		// Llama-3.1-8B's steady state at TensorRT-LLM's 128/128 row.
 		{"decode-D128/B=2048", AttnShape{32, 8, 128}, decodeSeqs(2048, 129, 256), AttnRowsTiny, 1},
+		// Half that batch: between the widths where folding RoPE into the
+		// FP8 decode pays and where it does not (cuda.AttnFoldPays).
+		{"decode-D128/B=1024", AttnShape{32, 8, 128}, decodeSeqs(1024, 129, 256), AttnRowsTiny, 1},
 		// The 128/2048 row's one wave with an FP8 cache on an H100 (444
 		// requests, contexts 129 to 2,176 over the run).
 		{"decode-D128/B=444-long", AttnShape{32, 8, 128}, decodeSeqs(444, 129, 2176), AttnRowsTiny, 1},

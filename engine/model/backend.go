@@ -325,10 +325,19 @@ type KVBudget interface {
 // (c.Blocks and c.Slots ignored). The engine then admits requests while
 // the blocks their lengths need are free, so the batch is bounded by the
 // tokens in the cache, not by slots of the longest request. A backend
-// without it keeps the fixed slots (the CUDA backend does unless
-// XRUN_CUDA_KV_PAGED is on: its paged kernels await a GPU check).
+// without it keeps the fixed slots (the CUDA backend under
+// XRUN_CUDA_KV_PAGED=0).
 type Pager interface {
 	MaxKVBlocks(c KVConfig) int
+}
+
+// PagesWhenBound is implemented by Pagers whose paged cache costs time
+// where fixed slots would hold the same requests (the CUDA backend's
+// paged attention reads through block tables). Where PagesWhenBound is
+// true the engine pages a run only where paging admits more requests at
+// once than fixed slots of its longest request (engine.pagingPays).
+type PagesWhenBound interface {
+	PagesWhenBound() bool
 }
 
 // Releaser is implemented by backends that can free memory before Close:

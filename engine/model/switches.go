@@ -39,7 +39,7 @@ type Switches struct {
 	MeasureCeilings bool   // XRUN_MEASURE_CEILINGS
 	MLAAbsorb       bool   // XRUN_MLA_ABSORB (engine.New passes it as Options.MLAPlain)
 	KVPaged         bool   // XRUN_KV_PAGED (the engine pages the cache where the backend is a Pager)
-	CUDAKVPaged     bool   // XRUN_CUDA_KV_PAGED: the CUDA backend pages too
+	CUDAKVPaged     string // XRUN_CUDA_KV_PAGED: "auto", "1" or "0": whether the CUDA backend pages, and when
 	KVBlock         int    // XRUN_KV_BLOCK: positions per KV block
 	WarmShapes      bool   // XRUN_WARM_SHAPES: decode batch sizes warmed before a run (model.ShapeWarmer)
 }

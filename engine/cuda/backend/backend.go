@@ -214,7 +214,7 @@ func New(o model.BackendOptions) (model.Backend, error) {
 		return nil, err
 	}
 	if pagedOptIn(sw) {
-		return pagedBackend{b}, nil
+		return pagedBackend{b, sw.CUDAKVPaged == "auto"}, nil
 	}
 	return b, nil
 }

@@ -10,7 +10,8 @@
 // on, replayed as one CUDA graph; prefill and mixed iterations run eagerly.
 // The KV cache is [layer][slot][kv head][position][head dim] for K and for
 // V, with one scratch slot that padded decode rows write to; or, paged
-// (XRUN_KV_PAGED and XRUN_CUDA_KV_PAGED on: paged.go, paged_cuda.go),
+// (XRUN_KV_PAGED on, XRUN_CUDA_KV_PAGED at 1, or at auto where paging
+// admits more requests: paged.go, paged_cuda.go),
 // [layer][block][kv head][position in block][head dim] with a device block
 // table per slot and a scratch block.
 //

@@ -164,15 +164,16 @@ func TestPagedMatchesContiguous(t *testing.T) {
 	}
 }
 
-// pagedRun serves reqs on the cuda backend, paged or not (XRUN_KV_PAGED
-// and XRUN_CUDA_KV_PAGED both on, or both off), under a KV budget of
+// pagedRun serves reqs on the cuda backend, paged or not as
+// XRUN_CUDA_KV_PAGED's value mode says ("0": XRUN_KV_PAGED off too; "1":
+// paged; "auto": where paging pays), under a KV budget of
 // budget bytes (0: the default), with a cache of kv_cache_dtype kv ("":
 // the model's), cuBLASLt's algorithms fixed (fixedLt) and the switches
 // tweak sets, and returns the result.
-func pagedRun(t *testing.T, name string, paged bool, batch int, budget int64, kv string, reqs []datasets.Request, tweak ...func(*model.Switches)) *engine.Result {
+func pagedRun(t *testing.T, name string, mode string, batch int, budget int64, kv string, reqs []datasets.Request, tweak ...func(*model.Switches)) *engine.Result {
 	t.Helper()
 	sw := fixedLt()
-	sw.KVPaged, sw.CUDAKVPaged = paged, paged
+	sw.KVPaged, sw.CUDAKVPaged = mode != "0", mode
 	for _, f := range tweak {
 		f(sw)
 	}
@@ -234,7 +235,7 @@ func TestPagedEngineTokens(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg, _ := engine.ZooModel(name)
 			reqs, _ := variedRequests(t, cfg.DatasetVocab, cfg.EOS)
-			samePagedTokens(t, reqs, pagedRun(t, name, false, 16, 0, "", reqs), pagedRun(t, name, true, 16, 0, "", reqs))
+			samePagedTokens(t, reqs, pagedRun(t, name, "0", 16, 0, "", reqs), pagedRun(t, name, "1", 16, 0, "", reqs))
 		})
 	}
 }
@@ -269,7 +270,7 @@ func TestPagedEngineTokensFP8KV(t *testing.T) {
 	for _, regs := range []bool{true, false} {
 		t.Run(map[bool]string{true: "f8r", false: "f8"}[regs], func(t *testing.T) {
 			form := func(sw *model.Switches) { sw.CUDAAttnF8Regs = regs }
-			samePagedTokens(t, reqs, pagedRun(t, "tinyllama-1.1b", false, 16, 0, "fp8", reqs, form), pagedRun(t, "tinyllama-1.1b", true, 16, 0, "fp8", reqs, form))
+			samePagedTokens(t, reqs, pagedRun(t, "tinyllama-1.1b", "0", 16, 0, "fp8", reqs, form), pagedRun(t, "tinyllama-1.1b", "1", 16, 0, "fp8", reqs, form))
 		})
 	}
 }
@@ -284,8 +285,8 @@ func TestPagedAdmitsMore(t *testing.T) {
 	reqs, maxLen := variedRequests(t, cfg.DatasetVocab, cfg.EOS)
 	perToken := int64(2*cfg.Layers*cfg.KVHeads*cfg.HeadDim) * 2 // fp16 K and V
 	budget := 5 * int64(maxLen) * perToken
-	contig := pagedRun(t, "tiny-llama", false, 64, budget, "", reqs)
-	paged := pagedRun(t, "tiny-llama", true, 64, budget, "", reqs)
+	contig := pagedRun(t, "tiny-llama", "0", 64, budget, "", reqs)
+	paged := pagedRun(t, "tiny-llama", "1", 64, budget, "", reqs)
 	a, b := peakInFlight(contig), peakInFlight(paged)
 	t.Logf("longest request %d positions, budget %d bytes: at most %d requests in flight with fixed slots (MaxInFlight %d), %d paged (MaxInFlight %d)",
 		maxLen, budget, a, contig.MaxInFlight, b, paged.MaxInFlight)
@@ -295,17 +296,34 @@ func TestPagedAdmitsMore(t *testing.T) {
 	if b <= a {
 		t.Errorf("paged: at most %d requests in flight, fixed slots %d; paging should admit more of these varied lengths", b, a)
 	}
+	// XRUN_CUDA_KV_PAGED=auto pages here (paging admits more), and keeps
+	// fixed slots where the default budget holds the whole batch.
+	for _, c := range []struct {
+		budget int64
+		paged  bool
+	}{{budget, true}, {0, false}} {
+		res := pagedRun(t, "tiny-llama", "auto", 64, c.budget, "", reqs)
+		if blocks := res.Metrics[engine.KVBlocksKey]; (blocks > 0) != c.paged {
+			t.Errorf("auto, budget %d: kv_cache_blocks %v, want paged %t", c.budget, blocks, c.paged)
+		}
+		if c.paged && res.MaxInFlight != paged.MaxInFlight {
+			t.Errorf("auto, budget %d: MaxInFlight %d, paged %d", c.budget, res.MaxInFlight, paged.MaxInFlight)
+		}
+	}
 }
 
 // TestPagedOptIn: the CUDA backend offers its paged cache (model.Pager)
-// only with both XRUN_KV_PAGED and XRUN_CUDA_KV_PAGED on; by default
-// (XRUN_CUDA_KV_PAGED off) it keeps its fixed slots.
+// with XRUN_KV_PAGED on and XRUN_CUDA_KV_PAGED other than 0, asking to be
+// paged only where it pays (model.PagesWhenBound) under auto, the
+// default.
 func TestPagedOptIn(t *testing.T) {
 	needGPU(t)
 	for _, c := range []struct {
-		paged, cuda, pager bool
-	}{{true, false, false}, {false, true, false}, {true, true, true}} {
-		t.Run(fmt.Sprintf("paged=%t/cuda=%t", c.paged, c.cuda), func(t *testing.T) {
+		paged       bool
+		cuda        string
+		pager, when bool
+	}{{true, "0", false, false}, {false, "1", false, false}, {true, "1", true, false}, {true, "auto", true, true}, {false, "auto", false, false}} {
+		t.Run(fmt.Sprintf("paged=%t/cuda=%s", c.paged, c.cuda), func(t *testing.T) {
 			sw := engine.ParseSwitches(func(string) string { return "" })
 			sw.KVPaged, sw.CUDAKVPaged = c.paged, c.cuda
 			be, err := New(model.BackendOptions{Gemm: "auto", Dtype: "float16", Switches: &sw})
@@ -315,6 +333,9 @@ func TestPagedOptIn(t *testing.T) {
 			defer be.Close()
 			if _, ok := be.(model.Pager); ok != c.pager {
 				t.Errorf("model.Pager: %t, want %t", ok, c.pager)
+			}
+			if pw, ok := be.(model.PagesWhenBound); (ok && pw.PagesWhenBound()) != c.when {
+				t.Errorf("model.PagesWhenBound: %t, want %t", ok && pw.PagesWhenBound(), c.when)
 			}
 			if b, ok := asBackend(be); !ok || b == nil {
 				t.Errorf("asBackend(%T): no Backend", be)
