@@ -478,31 +478,34 @@ func (e *engine) kvPaging(reqs []datasets.Request, maxLen int) (*kvPool, int) {
 }
 
 // pagingPays says whether paging reqs in blocks blocks of size positions
-// admits at least 5 % more requests at once than fixed slots of maxLen
-// positions (model.KVBudget), counting every request at the dataset's
-// mean length in blocks. Where fixed slots hold every request the run can
-// take at once (batch_size, or all of them) paging cannot admit more;
-// where the lengths do not vary it admits about as many (a block's
-// rounding can make it fewer). The margin is what the paged attention
-// costs where both hold the batch: 1.1 % of output throughput on an H100
-// (bench/specs/paged-quick.yaml's 128/128 row, Llama-3.1-8B FP8, batch
-// 2048), which a few more requests in flight do not win back.
+// pays against fixed slots of maxLen positions (model.KVBudget), counting
+// every request at the dataset's mean length in blocks (PagingPays).
 func (e *engine) pagingPays(reqs []datasets.Request, maxLen, blocks, size int) bool {
 	kb, ok := e.be.(model.KVBudget)
 	if !ok {
 		return true
 	}
-	want := min(e.cfg.BatchSize, len(reqs))
-	fixed := kb.MaxKVSlots(e.m.KVConfig(0, maxLen))
-	if fixed >= want {
-		return false
-	}
 	var need int64
 	for i := range reqs {
 		need += int64(blocksFor(len(reqs[i].InputIDs), reqs[i].OutputTokens, size))
 	}
-	paged := min(int64(want), int64(blocks)*int64(len(reqs))/max(need, 1))
-	return paged*20 >= int64(fixed)*21
+	paged := int64(blocks) * int64(len(reqs)) / max(need, 1)
+	return PagingPays(min(e.cfg.BatchSize, len(reqs)), kb.MaxKVSlots(e.m.KVConfig(0, maxLen)), int(min(paged, 1<<30)))
+}
+
+// PagingPays is the rule by which a backend that pages only where it pays
+// (model.PagesWhenBound) is paged, shared with xrun plan's estimate: a run
+// that can take want requests at once, of which fixed slots of the longest
+// request hold fixed and the paged cache about paged, is paged where paged
+// is at least 5 % more than fixed (at most want). Where fixed slots hold
+// every request the run can take paging cannot admit more; where the
+// lengths do not vary it admits about as many (a block's rounding can
+// make it fewer). The margin is what the paged attention costs where both
+// hold the batch: 1.1 % of output throughput on an H100
+// (bench/specs/paged-quick.yaml's 128/128 row, Llama-3.1-8B FP8, batch
+// 2048), which a few more requests in flight do not win back.
+func PagingPays(want, fixed, paged int) bool {
+	return fixed < want && int64(min(paged, want))*20 >= int64(fixed)*21
 }
 
 // noFP8Error is the refusal of FP8 (dtype fp8 or kv_cache_dtype fp8) on a

@@ -460,9 +460,10 @@ type ranksBackend struct {
 }
 
 var (
-	_ model.KVBudget    = (*ranksBackend)(nil)
-	_ model.Pager       = (*ranksBackend)(nil)
-	_ model.ShapeWarmer = (*ranksBackend)(nil)
+	_ model.KVBudget       = (*ranksBackend)(nil)
+	_ model.Pager          = (*ranksBackend)(nil)
+	_ model.PagesWhenBound = (*ranksBackend)(nil)
+	_ model.ShapeWarmer    = (*ranksBackend)(nil)
 )
 
 func (b *ranksBackend) Close() error { return b.p.close() }
@@ -506,6 +507,17 @@ func (b *ranksBackend) MaxKVSlots(c model.KVConfig) int {
 		}
 		return int(^uint32(0) >> 1)
 	})
+}
+
+// PagesWhenBound is model.PagesWhenBound's: the ranks page only where it
+// pays when any rank's backend asks so (their backends are alike).
+func (b *ranksBackend) PagesWhenBound() bool {
+	return b.least(func(be model.Backend) int {
+		if pw, ok := be.(model.PagesWhenBound); ok && pw.PagesWhenBound() {
+			return 0
+		}
+		return 1
+	}) == 0
 }
 
 // MaxKVBlocks is MaxKVSlots for a paged cache (the engine pages only where

@@ -125,8 +125,11 @@ type CellMemory struct {
 	Longest int
 	// InFlight is how many requests the KV cache holds at once on the
 	// GPU, at most batch_size (and the dataset's requests); 0 when the
-	// cell does not fit.
+	// cell does not fit. Paged says it counts a paged cache's blocks at
+	// the dataset's mean length, where the engine pages by default
+	// (engine.PagingPays), not fixed slots of the longest request.
 	InFlight int
+	Paged    bool
 	Fits     bool
 	// GPUs is how many GPUs hold the cell, each a rank's slice (tp, ep);
 	// the bytes above are one GPU's.
@@ -260,8 +263,21 @@ func (w workload) memory(total float64) CellMemory {
 	m.Need = m.Weights + m.Workspace + m.KVMin/frac
 	if perSlot > 0 {
 		// The engine's MaxKVSlots: what the budget holds, less the scratch slot.
-		fit := math.Floor(frac*(total-m.Weights-m.Workspace)/perSlot) - 1
+		budget := frac * (total - m.Weights - m.Workspace)
+		fit := math.Floor(budget/perSlot) - 1
 		m.InFlight = int(max(0, min(fit, float64(slots))))
+		if m.InFlight >= 1 && !mc.MLA() && !mc.OSSAttention() {
+			// The CUDA backend's paged cache (XRUN_CUDA_KV_PAGED's default):
+			// blocks of XRUN_KV_BLOCK positions, less the scratch block,
+			// each request holding its own length's.
+			bs := engine.DefaultSwitches().KVBlock
+			blocks := math.Floor(budget/(perToken*float64(bs))) - 1
+			per := float64((max(w.input+w.output-1, 1) + bs - 1) / bs)
+			paged := int(min(blocks/per, float64(slots)))
+			if engine.PagingPays(slots, m.InFlight, paged) {
+				m.InFlight, m.Paged = paged, true
+			}
+		}
 	}
 	m.Fits = m.InFlight >= 1
 	return m
@@ -503,6 +519,7 @@ type cellMemoryJSON struct {
 	KVBatchBytes   int64 `json:"kv_batch_bytes"`
 	LongestTokens  int   `json:"longest_tokens"`
 	InFlight       int   `json:"in_flight"`
+	KVPaged        bool  `json:"kv_paged"`
 }
 
 func (m *Memory) json(cells []Cell) *memoryJSON {
@@ -525,7 +542,7 @@ func (m *CellMemory) json() *cellMemoryJSON {
 	}
 	r := func(f float64) int64 { return int64(math.Round(f)) }
 	return &cellMemoryJSON{NeedBytes: r(m.Need), Fits: m.Fits, WeightsBytes: r(m.Weights), WorkspaceBytes: r(m.Workspace),
-		KVMinBytes: r(m.KVMin), KVBatchBytes: r(m.KVBatch), LongestTokens: m.Longest, InFlight: m.InFlight}
+		KVMinBytes: r(m.KVMin), KVBatchBytes: r(m.KVBatch), LongestTokens: m.Longest, InFlight: m.InFlight, KVPaged: m.Paged}
 }
 
 // gpuMemories are the probed GPUs as the memory check sees them.

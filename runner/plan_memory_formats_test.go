@@ -78,3 +78,37 @@ matrix:
 		t.Errorf("need: fp8 %.4g GiB, bf16 %.4g GiB", gib(fp8.Need), gib(bf16.Need))
 	}
 }
+
+// TestMemoryPaged: where the lengths spread, the plan counts the requests
+// in flight as the engine's default paged cache holds them (blocks at the
+// mean length, engine.PagingPays), not fixed slots of the longest
+// request; where they do not, or where fixed slots hold the batch, it
+// keeps the slots.
+func TestMemoryPaged(t *testing.T) {
+	s := mustParse(t, `params: {engine: auto, dtype: fp8, kv_cache_dtype: fp8, batch_size: 2048, max_num_tokens: 8192, model: llama-3.1-8b}
+matrix:
+  include:
+    - {dataset.num_requests: 1500, dataset.input_mean: 512, dataset.input_stdev: 256, dataset.output_mean: 512, dataset.output_stdev: 256}
+    - {dataset.num_requests: 6000, dataset.input_mean: 128, dataset.input_stdev: 0, dataset.output_mean: 128, dataset.output_stdev: 0}
+    - {dataset.num_requests: 1500, dataset.input_mean: 2000, dataset.input_stdev: 0, dataset.output_mean: 2000, dataset.output_stdev: 0}
+`)
+	const total = 85017493504 // an H100's
+	for i, want := range []struct {
+		paged bool
+		lo    int
+		hi    int
+	}{
+		// 31,600-odd blocks of 32 at 1,024 positions a request (the
+		// engine held 1,500 of them, all it was given, on an H100; the
+		// fixed slots of 4,096 positions 357).
+		{true, 900, 1100},
+		{false, 2048, 2048},
+		// Lengths alike: paging holds no more than the 250 slots.
+		{false, 250, 250},
+	} {
+		m := s.Plan.Cells[i].memory(total)
+		if m.Paged != want.paged || m.InFlight < want.lo || m.InFlight > want.hi {
+			t.Errorf("cell %d (%s): in flight %d, paged %t; want %d..%d, paged %t", i, s.Plan.Cells[i].ID, m.InFlight, m.Paged, want.lo, want.hi, want.paged)
+		}
+	}
+}
