@@ -243,3 +243,31 @@ func TestPagesWhenBound(t *testing.T) {
 		})
 	}
 }
+
+// TestRanksPagesWhenBound: a split cell's ranks ask to be paged only where
+// it pays when their backends do (the CUDA backend's under auto), and
+// page whenever XRUN_KV_PAGED says where they do not (the CPU's).
+func TestRanksPagesWhenBound(t *testing.T) {
+	for _, when := range []bool{false, true} {
+		p := &ranks{}
+		for range 2 {
+			b, err := cpu.New(model.BackendOptions{Gemm: "auto", Dtype: "float32"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := startRank()
+			r.be = model.Backend(b)
+			if when {
+				r.be = whenBoundBackend{b}
+			}
+			p.rs = append(p.rs, r)
+		}
+		got := (&ranksBackend{Backend: p.rs[0].be, p: p}).PagesWhenBound()
+		if err := p.close(); err != nil {
+			t.Fatal(err)
+		}
+		if got != when {
+			t.Errorf("ranks of backends asking %t: PagesWhenBound %t", when, got)
+		}
+	}
+}
