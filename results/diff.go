@@ -186,7 +186,10 @@ type CellDiff struct {
 	Throttled string     `json:"throttled,omitempty"`
 	// Trend says which side's repeats rose or fell from each to the next
 	// (repeatTrend): its verdicts compare a trend, not noise.
-	Trend   string       `json:"trend,omitempty"`
+	Trend string `json:"trend,omitempty"`
+	// Held says how the engine held the requests differently (heldDiffNote):
+	// how many at once, paged or in fixed slots.
+	Held    string       `json:"held,omitempty"`
 	Metrics []MetricDiff `json:"metrics,omitempty"`
 	// Clock is set when the cell ran at mean SM clocks more than
 	// ClockTolerance apart; its metrics then carry PerClock.
@@ -295,7 +298,7 @@ func Diff(old, new *Results, opts DiffOptions) *DiffReport {
 	var tests []pendingTest
 	for _, id := range ids {
 		oc, nc := oldCells[id], newCells[id]
-		cd := CellDiff{ID: id, Throttled: throttledNote(oc, nc), Trend: trendDiffNote(oc, nc)}
+		cd := CellDiff{ID: id, Throttled: throttledNote(oc, nc), Trend: trendDiffNote(oc, nc), Held: heldDiffNote(oc, nc)}
 		if oc != nil {
 			cd.OldStatus = oc.Status
 		}
@@ -563,6 +566,32 @@ func throttledNote(oc, nc *Cell) string {
 	return strings.Join(parts, ", ")
 }
 
+// heldMetrics are the run-shape counts of xrun's engine that explain a
+// change in throughput without being one: the requests held at once, and
+// whether the KV cache was paged (engine.KVBlocksKey; 0 for fixed slots).
+var heldMetrics = []string{MaxInFlightKey, "kv_cache_blocks"}
+
+// heldDiffNote says which of heldMetrics differ between the cell's old and new
+// repeats (their medians: they do not vary between repeats), "max_in_flight
+// 357 → 1500, kv_cache_blocks 0 → 31645"; "" where none differs or a side
+// lacks them (results of an older xrun, external engines).
+func heldDiffNote(oc, nc *Cell) string {
+	if oc == nil || nc == nil || oc.Status != StatusOK || nc.Status != StatusOK {
+		return ""
+	}
+	var parts []string
+	for _, k := range heldMetrics {
+		o, n := column(oc.Repeats, k), column(nc.Repeats, k)
+		if len(o) == 0 || len(n) == 0 {
+			continue
+		}
+		if mo, mn := Summarize(o).Median, Summarize(n).Median; mo != mn {
+			parts = append(parts, fmt.Sprintf("%s %s → %s", k, strconv.FormatFloat(mo, 'f', -1, 64), strconv.FormatFloat(mn, 'f', -1, 64)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what
@@ -793,7 +822,7 @@ func (l *cellLists) add(title string, items []string) {
 // and removed cells.
 func (d *DiffReport) cellLists() (lists cellLists) {
 	add := lists.add
-	var failed, missing, fixed, added, removed, throttled, trends, clocks, notCompared []string
+	var failed, missing, fixed, added, removed, throttled, trends, clocks, held, notCompared []string
 	for _, c := range d.Cells {
 		switch c.Change {
 		case CellNewlyFailed:
@@ -819,6 +848,9 @@ func (d *DiffReport) cellLists() (lists cellLists) {
 		if c.Trend != "" {
 			trends = append(trends, c.ID+": "+c.Trend)
 		}
+		if c.Held != "" {
+			held = append(held, c.ID+": "+c.Held)
+		}
 		if k := c.Clock; k != nil {
 			clocks = append(clocks, fmt.Sprintf("%s: %s → %s MHz (%s)", c.ID, formatNumber(k.OldMHz), formatNumber(k.NewMHz), formatDelta(1+k.Change)))
 		}
@@ -828,6 +860,7 @@ func (d *DiffReport) cellLists() (lists cellLists) {
 	add("Throttled cells (their numbers may reflect the GPU, not the code)", throttled)
 	add("Cells whose output throughput rose or fell from every repeat to the next (a trend, not noise: their verdicts compare where the trends stood)", trends)
 	add("Mean SM clock differs (the per clock column takes it out: throughput per cycle, latency in cycles)", clocks)
+	add("Cells whose engine held their requests differently (requests at once, KV cache blocks: 0 is fixed slots; numbers may reflect it)", held)
 	add("Cells fixed (failed before, ok now)", fixed)
 	add("Cells only in NEW", added)
 	add("Cells only in OLD", removed)

@@ -662,3 +662,46 @@ func TestDiffTrend(t *testing.T) {
 		t.Errorf("trend of %s not reported as %q:\n%s", c.ID, want, text.String())
 	}
 }
+
+// TestDiffHeld: a cell whose engine held more requests at once, or paged
+// where it kept fixed slots, says so beside its verdicts (the counts are
+// no metric to compare); results without the counts, or with the same
+// ones, say nothing.
+func TestDiffHeld(t *testing.T) {
+	build := func(held map[string]float64) *Results {
+		r := &Results{Name: "x"}
+		var reps []Metrics
+		for i := range 6 {
+			m := Metrics{"system_output_throughput_tok_s": 1000 + float64(i)}
+			maps.Copy(m, held)
+			reps = append(reps, m)
+		}
+		r.Cells = []Cell{{ID: "spread", Status: StatusOK, Params: Params{"batch_size": 2048}, Repeats: reps}}
+		return mustNormalize(t, r)
+	}
+	opts := DiffOptions{Threshold: DefaultThreshold, NoiseFactor: DefaultNoiseFactor, Metrics: []string{"system_output_throughput_tok_s"}}
+	fixed := map[string]float64{MaxInFlightKey: 357, "kv_cache_blocks": 0}
+	paged := map[string]float64{MaxInFlightKey: 1500, "kv_cache_blocks": 31645}
+	d := Diff(build(fixed), build(paged), opts)
+	if got, want := d.Cells[0].Held, "max_in_flight 357 → 1500, kv_cache_blocks 0 → 31645"; got != want {
+		t.Errorf("held %q, want %q", got, want)
+	}
+	var b bytes.Buffer
+	d.WriteText(&b)
+	if !strings.Contains(b.String(), "Cells whose engine held their requests differently") || !strings.Contains(b.String(), "spread: max_in_flight 357 → 1500") {
+		t.Errorf("text lacks the held cells:\n%s", b.String())
+	}
+	for _, c := range []struct {
+		name     string
+		old, new map[string]float64
+		want     string
+	}{
+		{"same counts", fixed, fixed, ""},
+		{"old without the counts", nil, paged, ""},
+		{"old with max_in_flight only", map[string]float64{MaxInFlightKey: 357}, paged, "max_in_flight 357 → 1500"},
+	} {
+		if got := Diff(build(c.old), build(c.new), opts).Cells[0].Held; got != c.want {
+			t.Errorf("%s: held %q, want %q", c.name, got, c.want)
+		}
+	}
+}
