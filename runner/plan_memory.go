@@ -38,7 +38,9 @@ import (
 // weights + workspaces + minimum KV cache / fraction <= the GPU's memory
 // (its need). It then holds min(batch_size, requests, what fits) requests
 // in flight, every slot sized for the longest request (as the engine and
-// TensorRT-LLM's capacity scheduler admit them).
+// TensorRT-LLM's capacity scheduler admit them), or, where the CUDA
+// backend's paged cache admits at least 5 % more by default
+// (engine.PagingPays), as many as its blocks hold at the mean length.
 
 // memContext is the memory a worker takes on its GPU besides weights,
 // activations and KV cache: the CUDA context and its kernel modules, and
@@ -407,7 +409,11 @@ func (m *Memory) writeText(bw *bufio.Writer, cells []Cell) {
 		case !cm.Fits:
 			tooLarge = append(tooLarge, c.ID+"  "+cm.Mark(m.GPU))
 		case cm.Longest > 0 && cm.InFlight < min(c.Params.BatchSize, c.Dataset.Params.NumRequests):
-			fewer = append(fewer, fmt.Sprintf("%s %s of %s", c.ID, group(int64(cm.InFlight)), group(int64(c.Params.BatchSize))))
+			paged := ""
+			if cm.Paged {
+				paged = " (paged)"
+			}
+			fewer = append(fewer, fmt.Sprintf("%s %s of %s%s", c.ID, group(int64(cm.InFlight)), group(int64(c.Params.BatchSize)), paged))
 		}
 		if cm.Longest == 0 {
 			unknown = append(unknown, c.ID)
@@ -441,6 +447,9 @@ func (m *Memory) writeText(bw *bufio.Writer, cells []Cell) {
 		}
 		wrapText(bw, fmt.Sprintf("%s: the KV cache holds fewer requests than batch_size, so fewer run at once: %s%s",
 			plural(n, "cell"), strings.Join(fewer, ", "), more))
+		if slices.ContainsFunc(m.Cells, func(c CellMemory) bool { return c.Paged }) {
+			wrapText(bw, "(paged): lengths that spread enough for the CUDA backend to page the cache by default (XRUN_CUDA_KV_PAGED), counted at the dataset's mean length in blocks rather than in slots of its longest")
+		}
 	}
 	if len(unknown) > 0 {
 		fmt.Fprintf(bw, "  %s read dataset files: their KV cache is not counted (the lengths are read at run time)\n", plural(len(unknown), "cell"))

@@ -111,4 +111,15 @@ matrix:
 			t.Errorf("cell %d (%s): in flight %d, paged %t; want %d..%d, paged %t", i, s.Plan.Cells[i].ID, m.InFlight, m.Paged, want.lo, want.hi, want.paged)
 		}
 	}
+	if err := s.Plan.CheckMemory(MemoryOptions{GPU: "H100"}); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	bw := bufio.NewWriter(&b)
+	s.Plan.Memory.writeText(bw, s.Plan.Cells)
+	bw.Flush()
+	text := strings.Join(strings.Fields(b.String()), " ")
+	if want := s.Plan.Cells[0].ID + " "; !strings.Contains(text, want) || !strings.Contains(text, "of 2,048 (paged)") || !strings.Contains(text, "(paged): lengths that spread") {
+		t.Errorf("the plan does not mark the paged cell:\n%s", b.String())
+	}
 }
