@@ -9,6 +9,20 @@ import (
 	"github.com/xrun-dev/xrun/engine/profile"
 )
 
+// memoryText checks p's memory against an H100 and returns the plan's
+// memory section as written and with its whitespace collapsed.
+func memoryText(t *testing.T, p *Plan) (raw, flat string) {
+	t.Helper()
+	if err := p.CheckMemory(MemoryOptions{GPU: "H100"}); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	bw := bufio.NewWriter(&b)
+	p.Memory.writeText(bw, p.Cells)
+	bw.Flush()
+	return b.String(), strings.Join(strings.Fields(b.String()), " ")
+}
+
 // TestMemoryFP8: a dtype fp8 cell of Llama-3.1-8B holds its weights as
 // engine/profile counts them (linear layers at a byte, their scales, the
 // embedding and LM head at two: about 8.5 GiB, not bf16's 15.0), plus the
@@ -49,21 +63,14 @@ matrix:
 	if kv.KVMin*2 != bf16.KVMin || kv.KVBatch*2 != bf16.KVBatch || kv.Weights != bf16.Weights {
 		t.Errorf("kv fp8: KV %.0f/%.0f, bf16 %.0f/%.0f; want half, weights unchanged", kv.KVMin, kv.KVBatch, bf16.KVMin, bf16.KVBatch)
 	}
-	if err := s.Plan.CheckMemory(MemoryOptions{GPU: "H100"}); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	bw := bufio.NewWriter(&b)
-	s.Plan.Memory.writeText(bw, s.Plan.Cells)
-	bw.Flush()
-	text := strings.Join(strings.Fields(b.String()), " ")
+	raw, text := memoryText(t, s.Plan)
 	for _, w := range []string{"1 cell of dtype fp8 hold the linear layers' weights", "1 cell of kv_cache_dtype fp8 hold the KV cache at a byte"} {
 		if !strings.Contains(text, w) {
-			t.Errorf("memory section lacks %q:\n%s", w, b.String())
+			t.Errorf("memory section lacks %q:\n%s", w, raw)
 		}
 	}
 	if strings.Contains(text, "mxfp4") {
-		t.Errorf("memory section mentions MXFP4 with no such cell:\n%s", b.String())
+		t.Errorf("memory section mentions MXFP4 with no such cell:\n%s", raw)
 	}
 
 	// A plan without narrower formats says nothing of them.
@@ -111,15 +118,8 @@ matrix:
 			t.Errorf("cell %d (%s): in flight %d, paged %t; want %d..%d, paged %t", i, s.Plan.Cells[i].ID, m.InFlight, m.Paged, want.lo, want.hi, want.paged)
 		}
 	}
-	if err := s.Plan.CheckMemory(MemoryOptions{GPU: "H100"}); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	bw := bufio.NewWriter(&b)
-	s.Plan.Memory.writeText(bw, s.Plan.Cells)
-	bw.Flush()
-	text := strings.Join(strings.Fields(b.String()), " ")
+	raw, text := memoryText(t, s.Plan)
 	if want := s.Plan.Cells[0].ID + " "; !strings.Contains(text, want) || !strings.Contains(text, "of 2,048 (paged)") || !strings.Contains(text, "(paged): lengths that spread") {
-		t.Errorf("the plan does not mark the paged cell:\n%s", b.String())
+		t.Errorf("the plan does not mark the paged cell:\n%s", raw)
 	}
 }
