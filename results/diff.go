@@ -568,8 +568,8 @@ func throttledNote(oc, nc *Cell) string {
 
 // heldMetrics are the run-shape counts of xrun's engine that explain a
 // change in throughput without being one: the requests held at once, and
-// whether the KV cache was paged (engine.KVBlocksKey; 0 for fixed slots).
-var heldMetrics = []string{MaxInFlightKey, "kv_cache_blocks"}
+// whether the KV cache was paged (KVBlocksKey; 0 for fixed slots).
+var heldMetrics = []string{MaxInFlightKey, KVBlocksKey}
 
 // heldDiffNote says which of heldMetrics differ between the cell's old and new
 // repeats (their medians: they do not vary between repeats), "max_in_flight

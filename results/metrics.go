@@ -103,9 +103,9 @@ var registry = func() []Metric {
 		// xrun's engine's: batch_size, or fewer where the KV cache held no
 		// more whole (trtllm-bench's report gives its runtime batch size).
 		Metric{Key: MaxInFlightKey, Name: "Max Requests in Flight", Unit: "req", Better: Neither, BenchUnit: "max-in-flight-req", Exact: true},
-		// engine.KVBlocksKey: whether the pass paged its KV cache (under
-		// XRUN_CUDA_KV_PAGED=auto the engine decides per run).
-		Metric{Key: "kv_cache_blocks", Name: "KV Cache Blocks (0: fixed slots)", Unit: "blocks", Better: Neither, BenchUnit: "kv-blocks", Exact: true},
+		// Whether the pass paged its KV cache (under XRUN_CUDA_KV_PAGED=auto
+		// the engine decides per run).
+		Metric{Key: KVBlocksKey, Name: "KV Cache Blocks (0: fixed slots)", Unit: "blocks", Better: Neither, BenchUnit: "kv-blocks", Exact: true},
 		// xrun's own, from the GPUs' energy counter over each timed repeat
 		// (AddEnergyMetrics); trtllm-bench has none.
 		Metric{Key: EnergyPerTokenKey, Name: "Energy per Output Token (J/token)", Unit: "J/tok", Better: LowerIsBetter, BenchUnit: "J/out-tok", Energy: true},

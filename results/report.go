@@ -436,6 +436,10 @@ func cellNotes(c *Cell) []string {
 // hold at once.
 const MaxInFlightKey = "max_in_flight"
 
+// KVBlocksKey is engine.KVBlocksKey: the paged KV cache's blocks, 0 where
+// a pass kept a fixed slot per request.
+const KVBlocksKey = "kv_cache_blocks"
+
 // inFlightNote says when the KV cache held fewer requests at once than the
 // cell's batch_size and its requests, which bounds its throughput; ""
 // otherwise (and for results without the metric).
