@@ -107,8 +107,9 @@ type Result struct {
 	Requests []RequestRecord
 	// Iterations are all iterations, warm-up ones flagged.
 	Iterations []IterationRecord
-	// Metrics has MetricKeys, MaxInFlightKey and, on a backend that
-	// counts them, PlansBuiltKey and PlanMsKey (nil for a Partial result).
+	// Metrics has MetricKeys, MaxInFlightKey, KVBlocksKey, PeakInFlightKey
+	// and, on a backend that counts them, PlansBuiltKey and PlanMsKey (nil
+	// for a Partial result).
 	Metrics map[string]float64
 	// ExpertLoad is set for MoE models.
 	ExpertLoad *ExpertLoad
@@ -402,6 +403,7 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	res.Metrics = ComputeMetrics(res.Requests, e.cfg.NumGPUs)
 	res.Metrics[MaxInFlightKey] = float64(slots)
 	res.Metrics[KVBlocksKey] = float64(capa.Blocks)
+	res.Metrics[PeakInFlightKey] = float64(peakInFlight(st.iters))
 	if counts {
 		plans, spent := pc.GEMMPlans()
 		res.Metrics[PlansBuiltKey] = float64(plans - plans0)
@@ -440,6 +442,22 @@ const MaxInFlightKey = "max_in_flight"
 // KVBlocksKey is the paged KV cache's blocks among a pass's metrics (of
 // XRUN_KV_BLOCK positions); 0 where it kept a fixed slot per request.
 const KVBlocksKey = "kv_cache_blocks"
+
+// PeakInFlightKey is the most requests one timed iteration of a pass
+// served (prefill chunks and decodes): what max_in_flight allowed and the
+// cache held in fact, which a paged cache decides as requests come and go.
+const PeakInFlightKey = "peak_in_flight"
+
+// peakInFlight is the most requests one timed iteration of its served.
+func peakInFlight(its []IterationRecord) int {
+	n := 0
+	for _, it := range its {
+		if !it.Warmup {
+			n = max(n, it.CtxRequests+it.GenRequests)
+		}
+	}
+	return n
+}
 
 // warmupRequests picks n requests like trtllm-bench's warm-up (random
 // choice with replacement, shuffled), seeded so runs repeat.

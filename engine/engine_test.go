@@ -88,7 +88,7 @@ func TestRunSchedulesInFlight(t *testing.T) {
 	if !res.Iterations[0].Warmup || ctxTok != timedIn || genReqs != timedGen {
 		t.Errorf("timed iterations carried %d prompt tokens and %d decode steps, want %d and %d", ctxTok, genReqs, timedIn, timedGen)
 	}
-	if len(res.Metrics) != len(MetricKeys)+2 || res.Metrics["num_requests"] != 10 {
+	if len(res.Metrics) != len(MetricKeys)+3 || res.Metrics["num_requests"] != 10 {
 		t.Errorf("metrics %v", res.Metrics)
 	}
 	if res.MaxInFlight != bs || res.Metrics[MaxInFlightKey] != bs {

@@ -175,6 +175,11 @@ func TestPagedAdmitsMore(t *testing.T) {
 	if slots.MaxInFlight != 2 || most(slots) != 2 {
 		t.Fatalf("fixed slots: %d in flight at most (%d seen), want 2", slots.MaxInFlight, most(slots))
 	}
+	for _, r := range []*Result{slots, paged} {
+		if got := r.Metrics[PeakInFlightKey]; got != float64(most(r)) {
+			t.Errorf("peak_in_flight %v, the iterations' most %d", got, most(r))
+		}
+	}
 	// The long request holds 13 blocks, each short one a single block:
 	// all 12 fit at once.
 	if got := most(paged); got != 12 {

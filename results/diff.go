@@ -567,13 +567,14 @@ func throttledNote(oc, nc *Cell) string {
 }
 
 // heldMetrics are the run-shape counts of xrun's engine that explain a
-// change in throughput without being one: the requests held at once, and
-// whether the KV cache was paged (KVBlocksKey; 0 for fixed slots).
-var heldMetrics = []string{MaxInFlightKey, KVBlocksKey}
+// change in throughput without being one: the requests it could hold at
+// once and the most one iteration served, and whether the KV cache was
+// paged (KVBlocksKey; 0 for fixed slots).
+var heldMetrics = []string{MaxInFlightKey, PeakInFlightKey, KVBlocksKey}
 
-// heldDiffNote says which of heldMetrics differ between the cell's old and new
-// repeats (their medians: they do not vary between repeats), "max_in_flight
-// 357 → 1500, kv_cache_blocks 0 → 31645"; "" where none differs or a side
+// heldDiffNote says which of heldMetrics differ between the cell's old and
+// new repeats (their medians), "max_in_flight 357 → 1500, peak_in_flight
+// 357 → 1100, kv_cache_blocks 0 → 31645"; "" where none differs or a side
 // lacks them (results of an older xrun, external engines).
 func heldDiffNote(oc, nc *Cell) string {
 	if oc == nil || nc == nil || oc.Status != StatusOK || nc.Status != StatusOK {

@@ -680,10 +680,10 @@ func TestDiffHeld(t *testing.T) {
 		return mustNormalize(t, r)
 	}
 	opts := DiffOptions{Threshold: DefaultThreshold, NoiseFactor: DefaultNoiseFactor, Metrics: []string{"system_output_throughput_tok_s"}}
-	fixed := map[string]float64{MaxInFlightKey: 357, KVBlocksKey: 0}
-	paged := map[string]float64{MaxInFlightKey: 1500, KVBlocksKey: 31645}
+	fixed := map[string]float64{MaxInFlightKey: 357, PeakInFlightKey: 357, KVBlocksKey: 0}
+	paged := map[string]float64{MaxInFlightKey: 1500, PeakInFlightKey: 1100, KVBlocksKey: 31645}
 	d := Diff(build(fixed), build(paged), opts)
-	if got, want := d.Cells[0].Held, "max_in_flight 357 → 1500, kv_cache_blocks 0 → 31645"; got != want {
+	if got, want := d.Cells[0].Held, "max_in_flight 357 → 1500, peak_in_flight 357 → 1100, kv_cache_blocks 0 → 31645"; got != want {
 		t.Errorf("held %q, want %q", got, want)
 	}
 	var b bytes.Buffer

@@ -103,6 +103,9 @@ var registry = func() []Metric {
 		// xrun's engine's: batch_size, or fewer where the KV cache held no
 		// more whole (trtllm-bench's report gives its runtime batch size).
 		Metric{Key: MaxInFlightKey, Name: "Max Requests in Flight", Unit: "req", Better: Neither, BenchUnit: "max-in-flight-req", Exact: true},
+		// The most requests one timed iteration served: what the cache held
+		// in fact (a paged one as requests come and go).
+		Metric{Key: PeakInFlightKey, Name: "Peak Requests in an Iteration", Unit: "req", Better: Neither, BenchUnit: "peak-iter-req"},
 		// Whether the pass paged its KV cache (under XRUN_CUDA_KV_PAGED=auto
 		// the engine decides per run).
 		Metric{Key: KVBlocksKey, Name: "KV Cache Blocks (0: fixed slots)", Unit: "blocks", Better: Neither, BenchUnit: "kv-blocks", Exact: true},

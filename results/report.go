@@ -440,6 +440,10 @@ const MaxInFlightKey = "max_in_flight"
 // a pass kept a fixed slot per request.
 const KVBlocksKey = "kv_cache_blocks"
 
+// PeakInFlightKey is engine.PeakInFlightKey: the most requests one timed
+// iteration served.
+const PeakInFlightKey = "peak_in_flight"
+
 // inFlightNote says when the KV cache held fewer requests at once than the
 // cell's batch_size and its requests, which bounds its throughput; ""
 // otherwise (and for results without the metric).
