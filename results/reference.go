@@ -177,8 +177,13 @@ func referenceTable(r *Results, ax []axisInfo) *Table {
 		}
 		row = append(row, gpu, measured, formatNumber(want), ratio)
 		if inFlight {
-			held := "-"
-			if s, _ := summarize(column(c.Repeats, MaxInFlightKey)); c.Status == StatusOK && s.N > 0 {
+			// What ran at once (peak_in_flight) where the cell recorded it:
+			// under a paged cache max_in_flight only bounds the block tables.
+			held, key := "-", MaxInFlightKey
+			if len(column(c.Repeats, PeakInFlightKey)) > 0 {
+				key = PeakInFlightKey
+			}
+			if s, _ := summarize(column(c.Repeats, key)); c.Status == StatusOK && s.N > 0 {
 				held = strconv.FormatFloat(s.Median, 'f', -1, 64)
 			}
 			row = append(row, held)
