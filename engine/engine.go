@@ -325,7 +325,7 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	case ok:
 		fit = kb.MaxKVSlots(e.m.KVConfig(0, maxLen))
 	}
-	if fit < 1 || pool != nil && pool.blocks < blocksFor(maxLen, 0, blockSize) {
+	if fit < 1 || pool != nil && pool.blocks < BlocksFor(maxLen, 0, blockSize) {
 		kc := e.m.KVConfig(0, maxLen)
 		per := kc.KVBytesPerToken(kc.ElemBytes(kvComputeBytes(e.cfg.Backend))) * int64(maxLen)
 		return nil, &ParamError{Field: "dataset", Value: fmt.Sprint(maxLen, " tokens"),
@@ -334,7 +334,7 @@ func (e *engine) Run(ctx context.Context, reqs []datasets.Request, opts RunOptio
 	slots := min(e.cfg.BatchSize, len(reqs), fit)
 	if pool != nil {
 		// Never more blocks than the requests in flight can hold at once.
-		pool.blocks = min(pool.blocks, slots*blocksFor(maxLen, 0, blockSize))
+		pool.blocks = min(pool.blocks, slots*BlocksFor(maxLen, 0, blockSize))
 	}
 	capa := model.Capacity{
 		MaxTokens:    min(e.cfg.MaxNumTokens, prompt+slots),
@@ -505,7 +505,7 @@ func (e *engine) pagingPays(reqs []datasets.Request, maxLen, blocks, size int) b
 	}
 	var need int64
 	for i := range reqs {
-		need += int64(blocksFor(len(reqs[i].InputIDs), reqs[i].OutputTokens, size))
+		need += int64(BlocksFor(len(reqs[i].InputIDs), reqs[i].OutputTokens, size))
 	}
 	paged := int64(blocks) * int64(len(reqs)) / max(need, 1)
 	return PagingPays(min(e.cfg.BatchSize, len(reqs)), kb.MaxKVSlots(e.m.KVConfig(0, maxLen)), int(min(paged, 1<<30)))

@@ -33,15 +33,15 @@ type kvPool struct {
 
 func newKVPool(blocks, size int) *kvPool { return &kvPool{size: size, blocks: blocks} }
 
-// blocksFor is how many blocks a request of in prompt and out output
+// BlocksFor is how many blocks a request of in prompt and out output
 // tokens holds: its cached positions, the prompt and every output token
 // but the last (which is never fed back).
-func blocksFor(in, out, size int) int {
+func BlocksFor(in, out, size int) int {
 	return (max(in+out-1, 1) + size - 1) / size
 }
 
 func (p *kvPool) need(r *datasets.Request) int {
-	return blocksFor(len(r.InputIDs), r.OutputTokens, p.size)
+	return BlocksFor(len(r.InputIDs), r.OutputTokens, p.size)
 }
 
 // reset frees every block, lowest first out.

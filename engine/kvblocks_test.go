@@ -22,8 +22,8 @@ func TestBlocksFor(t *testing.T) {
 		{128, 130, 32, 9},
 		{5, 12, 16, 1},
 	} {
-		if got := blocksFor(c.in, c.out, c.size); got != c.want {
-			t.Errorf("blocksFor(%d, %d, %d) = %d, want %d", c.in, c.out, c.size, got, c.want)
+		if got := BlocksFor(c.in, c.out, c.size); got != c.want {
+			t.Errorf("BlocksFor(%d, %d, %d) = %d, want %d", c.in, c.out, c.size, got, c.want)
 		}
 	}
 }

@@ -510,14 +510,11 @@ func (b *ranksBackend) MaxKVSlots(c model.KVConfig) int {
 }
 
 // PagesWhenBound is model.PagesWhenBound's: the ranks page only where it
-// pays when any rank's backend asks so (their backends are alike).
+// pays when their backends ask so (rank 0's says for all: every rank's is
+// built from the same options).
 func (b *ranksBackend) PagesWhenBound() bool {
-	return b.least(func(be model.Backend) int {
-		if pw, ok := be.(model.PagesWhenBound); ok && pw.PagesWhenBound() {
-			return 0
-		}
-		return 1
-	}) == 0
+	pw, ok := b.Backend.(model.PagesWhenBound)
+	return ok && pw.PagesWhenBound()
 }
 
 // MaxKVBlocks is MaxKVSlots for a paged cache (the engine pages only where

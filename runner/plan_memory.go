@@ -274,7 +274,7 @@ func (w workload) memory(total float64) CellMemory {
 			// each request holding its own length's.
 			bs := engine.DefaultSwitches().KVBlock
 			blocks := math.Floor(budget/(perToken*float64(bs))) - 1
-			per := float64((max(w.input+w.output-1, 1) + bs - 1) / bs)
+			per := float64(engine.BlocksFor(w.input, w.output, bs))
 			paged := int(min(blocks/per, float64(slots)))
 			if engine.PagingPays(slots, m.InFlight, paged) {
 				m.InFlight, m.Paged = paged, true
