@@ -203,6 +203,8 @@ type GPU struct {
 	// GEMM's TMA kernels (gemm_tma.cu) read; tmaps caches those.
 	launchEx, tma bool
 	tmaps         map[tmapKey]*[128]byte
+	// tmaSlotsSeen caches tmaSlots' counts (nil: count multiprocessors).
+	tmaSlotsSeen map[tmaSlotsKey]int
 	// sw are the switches the launchers follow (WithSwitches), and
 	// gemvRows the largest M the own GEMM sends to the GEMV
 	// (GemvRowsFor(sw)). Tests change them on the GPU's thread.
@@ -232,7 +234,7 @@ func openGPU(index int, o options) (*GPU, error) {
 	}
 	g := &GPU{Info: info, cacheDir: o.cacheDir, syncLaunches: *o.syncLaunches,
 		pdl:      info.Major >= 9 && o.sw.CUDAPDL && C.xr_has_launch_ex() != 0,
-		launchEx: C.xr_has_launch_ex() != 0, tma: C.xr_has_tensor_map() != 0, tmaps: map[tmapKey]*[128]byte{},
+		launchEx: C.xr_has_launch_ex() != 0, tma: C.xr_has_tensor_map() != 0, tmaps: map[tmapKey]*[128]byte{}, tmaSlotsSeen: map[tmaSlotsKey]int{},
 		sw: *o.sw, gemvRows: GemvRowsFor(*o.sw),
 		modules: map[string]*module{}, funcs: map[string]*Function{}}
 	if loadNVRTC() == nil {

@@ -16,7 +16,7 @@ import (
 // launch streams its weights from HBM as in a real forward pass. Reported:
 // us/gemm, TFLOP/s, and GB/s of the bytes that must move (W, X, Y once).
 // On Hopper, own is the warpgroup MMA as XRUN_CUDA_GEMM_TMA chooses, own-tma
-// its TMA kernels at every M (=1; -wg1, -wg2 force a tile), own-cpasync its
+// its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w force a tile), own-cpasync its
 // cp.async kernels (=0) and own-mmasync the mma.sync tiles
 // (XRUN_CUDA_WGMMA=0).
 func BenchmarkGemm(b *testing.B) {
@@ -56,11 +56,11 @@ func BenchmarkGemm(b *testing.B) {
 			impls := []string{"own", "cublaslt"}
 			switch {
 			case dev.Info.Major == 9 && m == 2048:
-				impls = append(impls, "own-cpasync", "own-tma")
+				impls = append(impls, "own-cpasync", "own-tma", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w")
 			case dev.Info.Major == 9 && m > 1:
 				// XRUN_CUDA_WGMMA=0, the cp.async kernels (XRUN_CUDA_GEMM_TMA=0),
 				// each XRUN_CUDA_WGMMA_TILE, and split-K aiming at one block an SM.
-				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-waves1")
+				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-waves1")
 			}
 			if m == 1 {
 				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")

@@ -305,8 +305,12 @@ func TestPlanGemmTMA(t *testing.T) {
 	}{
 		{64, 2560, 2048, false, "auto", "wg1", 0, 2, 8},
 		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
-		{256, 2560, 2048, false, "auto", "wg2", 0, 2, 4}, // split: 128 x 128
-		{256, 11264, 2048, false, "auto", "wg2", 0, 1, 4},
+		{256, 2560, 2048, false, "auto", "wg2m", 0, 2, 4},   // split: 112 blocks of 128 x 192 against 80 of 128 x 128
+		{256, 11264, 2048, false, "auto", "wg2m", 0, 1, 1},  // 118 tiles: one wave, where 128 x 128 needs two
+		{256, 2048, 5632, false, "auto", "wg2", 0, 4, 4},    // 128 x 128 split four ways fills the GPU
+		{2048, 2560, 2048, false, "auto", "wg2m", 0, 1, 1},  // 224 tiles: two full waves against 160 of 128 x 256 in two
+		{2048, 32000, 2048, false, "auto", "wg2w", 0, 1, 1}, // 16 waves of 128 x 256 against 21 of 128 x 192
+		{256, 11264, 2048, false, "wg2m", "wg2m", 0, 1, 1},
 		{8192, 2560, 2048, false, "auto", "wg2w", 0, 1, 1},
 		{100, 2048, 5632, false, "auto", "wg2", 0, 2, 8},
 		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},
@@ -316,7 +320,7 @@ func TestPlanGemmTMA(t *testing.T) {
 		{256, 32000, 2048, false, "auto", "wg2w", 0, 1, 1}, // 250 tiles fill the GPU unsplit
 		{17, 72, 40, false, "auto", "wg1", 0, 1, 1},        // one k-tile: nothing to split
 	} {
-		p := planGemmTMA(c.m, c.n, c.k, 132, c.fp8, c.tile, c.waves)
+		p := planGemmTMA(c.m, c.n, c.k, 132, nil, c.fp8, c.tile, c.waves)
 		bk := 64
 		if c.fp8 {
 			bk = 128
@@ -331,6 +335,65 @@ func TestPlanGemmTMA(t *testing.T) {
 			t.Errorf("%s: %d blocks of %d bytes of shared memory do not fit a multiprocessor", p.cfg.name, p.cfg.perSM, p.cfg.smem())
 		}
 	}
+}
+
+// TestPlanGemmTMAClusters: where the GPCs hold fewer clusters than the
+// multiprocessors' count suggests (here 31 clusters of 4 blocks, 124
+// places, not 132: one GPC of 12), a split whose 128 blocks would need a
+// second wave gives way to one that runs in one.
+func TestPlanGemmTMAClusters(t *testing.T) {
+	gpcs := []int{18, 18, 18, 18, 16, 16, 16, 12}
+	slots := func(c tmaConfig, s int) int {
+		n := 0
+		for _, g := range gpcs {
+			n += g * c.perSM / max(s, 1) * max(s, 1)
+		}
+		return n
+	}
+	for _, c := range []struct {
+		m, n, k int
+		cfg     string
+		splits  int
+	}{
+		{256, 2048, 2048, "wg2m", 4}, // o: 88 blocks of 128 x 192, where 128 x 128 split four ways is 128
+		{256, 2048, 5632, "wg2m", 4}, // down
+		{256, 11264, 2048, "wg2m", 1},
+	} {
+		p := planGemmTMA(c.m, c.n, c.k, 132, slots, false, "auto", 0)
+		if p.cfg.name != c.cfg || p.splits != c.splits {
+			t.Errorf("planGemmTMA(%d, %d, %d) on GPCs %v = %s split %d; want %s split %d", c.m, c.n, c.k, gpcs, p.cfg.name, p.splits, c.cfg, c.splits)
+		}
+		if blocks := ceilDiv(c.m, p.cfg.rows) * ceilDiv(c.n, p.cfg.bn) * p.splits; blocks > slots(p.cfg, p.splits) {
+			t.Errorf("planGemmTMA(%d, %d, %d): %d blocks in clusters of %d, %d places: two waves", c.m, c.n, c.k, blocks, p.splits, slots(p.cfg, p.splits))
+		}
+	}
+	if got := uniformSlots(132, tmaConfigs["wg2"], 4); got != 132 {
+		t.Errorf("uniformSlots(132, wg2, 4) = %d, want 132", got)
+	}
+}
+
+// TestTMASlots checks the driver's count of co-resident clustered blocks
+// (cuOccupancyMaxActiveClusters) for every TMA tile and split: positive,
+// a whole number of clusters, at most the multiprocessors' places; logged,
+// since the plans depend on them.
+func TestTMASlots(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	do(t, func(t testing.TB, g *GPU) {
+		for _, name := range []string{"wg1", "wg2", "wg2m", "wg2w"} {
+			cfg := tmaConfigs[name]
+			for _, fp8 := range []bool{false, true} {
+				for s := 1; s <= tmaMaxCluster; s *= 2 {
+					v := g.tmaSlots(cfg, fp8, s)
+					if v <= 0 || v%s != 0 || v > g.Info.SMs*cfg.perSM {
+						t.Errorf("%s fp8 %v clusters of %d: %d places; want a positive multiple of %d, at most %d", name, fp8, s, v, s, g.Info.SMs*cfg.perSM)
+					}
+					t.Logf("%s fp8 %v clusters of %d: %d blocks at once", name, fp8, s, v)
+				}
+			}
+		}
+	})
 }
 
 // TestTMAPolicy checks which launches XRUN_CUDA_GEMM_TMA=auto puts on the
@@ -374,7 +437,7 @@ func TestGemmTMA(t *testing.T) {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
 	for _, tma := range []string{"1", "0"} {
-		for _, tile := range []string{"auto", "wg1", "wg2", "wg2w"} {
+		for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w"} {
 			for _, waves := range []int{0, 1, 4} {
 				if tma == "0" && (waves != 0 || tile != "auto") {
 					continue // the cp.async kernels' tiles and splits: TestGemmWgmmaTiles

@@ -23,6 +23,7 @@ type tmaConfig struct {
 var tmaConfigs = map[string]tmaConfig{
 	"wg1":  {"wg1", 64, 128, 4, 2},
 	"wg2":  {"wg2", 128, 128, 6, 1},
+	"wg2m": {"wg2m", 128, 192, 5, 1},
 	"wg2w": {"wg2w", 128, 256, 4, 1},
 }
 
@@ -47,6 +48,18 @@ const (
 	tmaReduce = 2
 )
 
+// tmaWave is what a wave of blocks costs besides its k-tiles, in k-tiles of
+// a 128 x 128 tile (about 0.28 us at the H100's peak), when plans of
+// different tile widths are compared: the launch, the barriers' set-up,
+// the pipeline's first loads, the epilogue. BenchmarkGemm on an H100 at
+// TinyLlama's M = 256 shapes puts it near 8 us: one wave of 128 x 128
+// blocks of 16 k-tiles (qkv, split two ways) took 12.4 us, one of 128 x
+// 192 blocks of 8 took 12.5, and the o projection's 128 blocks in
+// clusters of 4 (two waves where a GPC holds fewer) 16.8 against 12.0 in
+// one wave of 88. With it, the prefill choices measured at M = 2048 hold
+// (128 x 256 for o, gate_up, down and the LM head, 128 x 192 for qkv).
+const tmaWave = 24
+
 // tmaPlan is the launch of the TMA GEMM for one shape: splits blocks (a
 // cluster) share each output tile, kps k-tiles each.
 type tmaPlan struct {
@@ -56,30 +69,57 @@ type tmaPlan struct {
 
 // planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
 // M = 64; 128 x 128 above, and for 16-bit values above M = 128 the 128 x 256
-// tile where it needs no split), then the split of K, a power of two: with
+// tile where it needs no split, or 128 x 192 where the cost model puts that
+// below either: tmaPlan.cost), then the split of K, a power of two: with
 // waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest that gives waves blocks a
 // multiprocessor; else none where the tiles fill the GPU's slots, and
 // otherwise the one whose estimated time (waves of blocks times their
-// k-tiles, plus the fill and the reduction) is least.
-func planGemmTMA(m, n, k, sms int, fp8 bool, tile string, waves int) tmaPlan {
-	cfg, ok := tmaConfigs[tile]
-	if !ok {
-		switch {
-		case m <= 64:
-			cfg = tmaConfigs["wg1"]
-		case m > 128 && !fp8:
-			// 128 x 256 where the tiles fill the GPU unsplit; where K must
-			// be split, 128 x 128 (BenchmarkGemm, H200, M = 256, split:
-			// qkv 11.1 us against 13.2 on 128 x 256, gate_up 33.5 against
-			// 43.9).
-			if w := planGemmTMA(m, n, k, sms, fp8, "wg2w", waves); w.splits == 1 {
-				return w
-			}
-			cfg = tmaConfigs["wg2"]
-		default:
-			cfg = tmaConfigs["wg2"]
-		}
+// k-tiles, plus the fill and the reduction) is least. slots(cfg, s) is how
+// many blocks of cfg in clusters of s the GPU runs at once (nil: sms
+// multiprocessors of cfg.perSM blocks each, as if clusters packed them
+// all).
+func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, tile string, waves int) tmaPlan {
+	if slots == nil {
+		slots = func(c tmaConfig, s int) int { return uniformSlots(sms, c, s) }
 	}
+	split := func(cfg tmaConfig) tmaPlan { return splitGemmTMA(cfg, m, n, k, sms, slots, fp8, waves) }
+	if _, ok := tmaConfigs[tile]; ok {
+		return split(tmaConfigs[tile])
+	}
+	switch {
+	case m <= 64:
+		return split(tmaConfigs["wg1"])
+	case m > 128 && !fp8:
+		// 128 x 256 where the tiles fill the GPU unsplit; where K must
+		// be split, 128 x 128 (BenchmarkGemm, H200, M = 256, split:
+		// qkv 11.1 us against 13.2 on 128 x 256, gate_up 33.5 against
+		// 43.9).
+		p := split(tmaConfigs["wg2w"])
+		if p.splits != 1 {
+			p = split(tmaConfigs["wg2"])
+		}
+		// 128 x 192 where its waves are cheaper: TinyLlama's gate_up at M
+		// = 256 is 118 tiles, one wave on 132 multiprocessors, where 128
+		// x 128 needs two (176 tiles) and 128 x 256 (88) a split
+		// (BenchmarkGemm, H100: 29.5 us against 36.2 on 128 x 128).
+		if q := split(tmaConfigs["wg2m"]); q.cost(m, n, slots) < p.cost(m, n, slots) {
+			return q
+		}
+		return p
+	default:
+		return split(tmaConfigs["wg2"])
+	}
+}
+
+// uniformSlots is the blocks of cfg in clusters of s that sms
+// multiprocessors hold if the clusters could use every one of them.
+func uniformSlots(sms int, cfg tmaConfig, s int) int {
+	s = max(s, 1)
+	return sms * cfg.perSM / s * s
+}
+
+// splitGemmTMA is planGemmTMA's split of K for the tile cfg.
+func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, waves int) tmaPlan {
 	bk := 64 // 128 bytes of a row: 64 16-bit values or 128 codes
 	if fp8 {
 		bk = 128
@@ -98,8 +138,7 @@ func planGemmTMA(m, n, k, sms int, fp8 bool, tile string, waves int) tmaPlan {
 		}
 		return split(min(s, maxS))
 	}
-	slots := sms * cfg.perSM
-	if tiles >= slots {
+	if tiles >= slots(cfg, 1) {
 		return split(1) // the tiles alone fill the GPU (prefill): a split only adds its reduction
 	}
 	best, bestCost := split(1), ktiles+tmaFill
@@ -108,11 +147,26 @@ func planGemmTMA(m, n, k, sms int, fp8 bool, tile string, waves int) tmaPlan {
 		if p.splits != s {
 			continue // the same k-tiles per block as a smaller split
 		}
-		if cost := ceilDiv(tiles*s, slots)*(p.kps+tmaFill) + tmaReduce; cost < bestCost {
+		// Clusters of s blocks must each fit in one GPC, so fewer than
+		// the multiprocessors' blocks may run at once.
+		if cost := ceilDiv(tiles*s, max(1, slots(cfg, s)))*(p.kps+tmaFill) + tmaReduce; cost < bestCost {
 			best, bestCost = p, cost
 		}
 	}
 	return best
+}
+
+// cost is the plan's estimated time across tile widths, in k-tiles of a 128
+// x 128 tile: waves of blocks, each its k-tiles scaled by the tile's width
+// over 128 (the MMAs of a k-tile grow with it) plus tmaWave, and the
+// cluster's reduction where K is split.
+func (p tmaPlan) cost(m, n int, slots func(tmaConfig, int) int) float64 {
+	blocks := ceilDiv(m, p.cfg.rows) * ceilDiv(n, p.cfg.bn) * p.splits
+	w := float64(ceilDiv(blocks, max(1, slots(p.cfg, p.splits)))) * (float64(p.kps*p.cfg.bn*p.cfg.rows)/(128*128) + tmaWave)
+	if p.splits > 1 {
+		w += tmaReduce
+	}
+	return w
 }
 
 // tmaPlanFor is the TMA kernels' plan for a launch, and whether to use it:
@@ -135,8 +189,50 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	if !g.wgmma() || mode == "0" || !g.tma || !g.launchEx {
 		return tmaPlan{}, false
 	}
-	p := planGemmTMA(m, n, k, g.Info.SMs, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
+	var slots func(tmaConfig, int) int
+	if g.tmaSlotsSeen != nil {
+		slots = func(c tmaConfig, s int) int { return g.tmaSlots(c, fp8, s) }
+	}
+	p := planGemmTMA(m, n, k, g.Info.SMs, slots, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
 	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128 && (fp8 || m > 128)
+}
+
+// tmaSlotsKey names one count of co-resident blocks (tmaSlots).
+type tmaSlotsKey struct {
+	cfg      string
+	fp8      bool
+	clusterZ int
+}
+
+// tmaSlots is how many blocks of cfg's kernel in clusters of s blocks the
+// GPU runs at once: the driver's count of co-resident clusters
+// (cuOccupancyMaxActiveClusters) times s. A cluster must fit in one GPC,
+// and GPCs differ in size (16 to 18 multiprocessors on an H100), so
+// clusters of 4 or 8 blocks of one a multiprocessor leave some idle: a
+// plan that counts 132 places for 128 blocks in clusters of 4 can need two
+// waves. Without the driver's answer it is the multiprocessors' count.
+func (g *GPU) tmaSlots(cfg tmaConfig, fp8 bool, s int) int {
+	uniform := uniformSlots(g.Info.SMs, cfg, s)
+	if s <= 1 || g.tmaSlotsSeen == nil {
+		return uniform
+	}
+	key := tmaSlotsKey{cfg.name, fp8, s}
+	if v, ok := g.tmaSlotsSeen[key]; ok {
+		return v
+	}
+	v := uniform
+	name := "gemm_tma_" + cfg.name + "_f16"
+	if fp8 {
+		name = "gemm_tma_f8_" + cfg.name + "_bf16"
+	}
+	if f, err := g.function("gemm_tma", name); err == nil && f.allowShared(cfg.smem()) == nil {
+		var n C.int
+		if C.xr_max_active_clusters(&n, f.f, C.uint(cfg.threads()), C.uint(cfg.smem()), C.uint(s)) == 0 && n > 0 {
+			v = min(uniform, int(n)*s)
+		}
+	}
+	g.tmaSlotsSeen[key] = v
+	return v
 }
 
 // tmapKey is what a tensor map encodes: a row-major rows x inner matrix of

@@ -92,6 +92,7 @@ typedef struct {
 _Static_assert(sizeof(xr_launch_attr) == 72, "CUlaunchAttribute is 4 + 4 + 64 bytes");
 _Static_assert(sizeof(xr_launch_config) == 56, "CUlaunchConfig is 7 x 4 bytes, a stream, a pointer and a count");
 static CUresult (*p_cuLaunchKernelEx)(const xr_launch_config *, CUfunction, void **, void **);
+static CUresult (*p_cuOccupancyMaxActiveClusters)(int *, CUfunction, const xr_launch_config *);
 
 // cuTensorMapEncodeTiled (12.0+), for TMA loads; the map is 128 opaque
 // bytes, 64-byte aligned.
@@ -174,6 +175,10 @@ int xr_load_cuda(const char *path, char *err, size_t errlen) {
 	status = 0;
 	if (gp("cuLaunchKernelEx", (void **)&p_cuLaunchKernelEx, api_version, 0, &status) != 0) {
 		p_cuLaunchKernelEx = NULL;
+	}
+	status = 0;
+	if (gp("cuOccupancyMaxActiveClusters", (void **)&p_cuOccupancyMaxActiveClusters, api_version, 0, &status) != 0) {
+		p_cuOccupancyMaxActiveClusters = NULL;
 	}
 	status = 0;
 	if (gp("cuTensorMapEncodeTiled", (void **)&p_cuTensorMapEncodeTiled, api_version, 0, &status) != 0) {
@@ -386,6 +391,20 @@ CUresult xr_launch_ex(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 	}
 	xr_launch_config cfg = {gx, gy, gz, bx, by, bz, smem, s, attrs, n};
 	return p_cuLaunchKernelEx(&cfg, f, params, NULL);
+}
+
+CUresult xr_max_active_clusters(int *n, CUfunction f, unsigned threads, unsigned smem, unsigned cz) {
+	if (!p_cuOccupancyMaxActiveClusters) {
+		return 801; // CUDA_ERROR_NOT_SUPPORTED
+	}
+	xr_launch_attr attr;
+	memset(&attr, 0, sizeof attr);
+	attr.id = 4; // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+	attr.value.clusterDim.x = 1;
+	attr.value.clusterDim.y = 1;
+	attr.value.clusterDim.z = cz;
+	xr_launch_config cfg = {1, 1, cz, threads, 1, 1, smem, NULL, &attr, 1};
+	return p_cuOccupancyMaxActiveClusters(n, f, &cfg);
 }
 
 int xr_has_tensor_map(void) { return p_cuTensorMapEncodeTiled != NULL; }

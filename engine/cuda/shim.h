@@ -145,6 +145,11 @@ CUresult xr_launch_ex(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 	unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
 	const unsigned char *args, const int *offsets, int nargs,
 	int pdl, unsigned cx, unsigned cy, unsigned cz);
+// xr_max_active_clusters is cuOccupancyMaxActiveClusters: how many clusters
+// of cz blocks (threads threads and smem bytes of dynamic shared memory
+// each) of f can be resident at once, which the GPCs' sizes bound more
+// tightly than the multiprocessor count.
+CUresult xr_max_active_clusters(int *n, CUfunction f, unsigned threads, unsigned smem, unsigned cz);
 // xr_tensor_map_2d encodes a TMA descriptor (cuTensorMapEncodeTiled) of a
 // row-major rows x inner matrix at addr, row_bytes apart, read in boxes of
 // box_inner x box_rows elements into out (128 bytes); dtype, swizzle and

@@ -120,7 +120,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr bool F8 = sizeof(E) == 1;
 	constexpr int ROWS = 64 * C, BK = 128 / (int)sizeof(E), NA = BN / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
-	static_assert(BN == 128 || BN == 256, "tile width");
+	static_assert(BN == 128 || BN == 192 || BN == 256, "tile width");
 	extern __shared__ unsigned char smem[];
 	const u32 base = (smem_u32(smem) + 1023u) & ~1023u;
 	const u32 full = base + STAGES * STAGE, empty = full + STAGES * 8;
@@ -240,7 +240,9 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 
 // Configurations (gemm_tma.go's tmaConfigs; names as XRUN_CUDA_WGMMA_TILE's):
 // wg1: one consumer, 64 x 128, four stages (two blocks a multiprocessor);
-// wg2: two, 128 x 128, six stages; wg2w: two, 128 x 256, four stages.
+// wg2: two, 128 x 128, six stages; wg2m: two, 128 x 192, five stages (this
+// kernel's only: a width that covers some outputs in one wave where 128 and
+// 256 need two, or a split); wg2w: two, 128 x 256, four stages.
 // gemm_tma_<config>_<dtype>, and gemm_tma_f8_<config>_<dtype> over E4M3
 // codes (dtype is Y's).
 #define GEMM_TMA(cfg, T, C, BN, ST, MINB)                                                                              \
@@ -253,6 +255,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		const float *sw, int swRows, int M, int N, int K, int kps) {                                                   \
 		gemm_tma<T, u8, C, BN, ST>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps);                                   \
 	}
-#define GEMM_TMA_ALL(T) GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2w, T, 2, 256, 4, 1)
+#define GEMM_TMA_ALL(T)                                                                                                \
+	GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2m, T, 2, 192, 5, 1) GEMM_TMA(wg2w, T, 2, 256, 4, 1)
 GEMM_TMA_ALL(f16)
 GEMM_TMA_ALL(bf16)
