@@ -10,7 +10,7 @@ import (
 )
 
 // BenchmarkGemm times the own GEMM (gemm_plugin: disable) against cuBLASLt
-// (auto) at TinyLlama-1.1B's projections for decode batches M = 1, 64, 256
+// (auto) at TinyLlama-1.1B's projections for decode batches M = 1, 64, 128, 256
 // and a prefill chunk of 2048, fp16. Device time comes from events around b.N launches; the weights
 // rotate among enough copies to exceed the L2 cache several times, so each
 // launch streams its weights from HBM as in a real forward pass. Reported:
@@ -26,7 +26,7 @@ func BenchmarkGemm(b *testing.B) {
 		{"qkv", 2560, 2048}, {"o", 2048, 2048}, {"gate_up", 11264, 2048}, {"down", 2048, 5632}, {"lm", 32000, 2048},
 	}
 	for _, sh := range shapes {
-		for _, m := range []int{1, 64, 256, 2048} {
+		for _, m := range []int{1, 64, 128, 256, 2048} {
 			var ws []Buffer
 			var x, y Buffer
 			wBytes := sh.n * sh.k * dt.Size()
