@@ -97,6 +97,10 @@ type EstimateOptions struct {
 	// Results is a results directory whose measurements predict the cells;
 	// "" for none.
 	Results string
+	// Getenv is the environment the run will read its XRUN_* switches
+	// from (the KV cache's paging sets how many requests run at once);
+	// nil means the defaults.
+	Getenv func(string) string
 }
 
 // Bases of a cell's estimate.
@@ -113,6 +117,8 @@ type Estimate struct {
 	GPU    string // the kind estimated for, "H100"
 	Device profile.Device
 	Memory float64 // bytes
+	// paging is the KV cache's paging as the run's switches say.
+	paging kvPaging
 	// Efficiency is the share of the roofline taken for a cell with nothing
 	// measured; OwnGEMMEfficiency that of dense models on the engine's own
 	// GEMMs from batch ownGEMMMinBatch on.
@@ -193,7 +199,7 @@ func (p *Plan) EstimateTime(o EstimateOptions) error {
 	}
 	est := &Estimate{Efficiency: o.Efficiency, OwnGEMMEfficiency: o.Efficiency * ownGEMMDerate,
 		Startup: engineStartup, ExternalStartup: externalStartup, ProfileOverhead: profileOverhead,
-		GPUs: o.GPUs, NotEstimated: map[string]int{}}
+		GPUs: o.GPUs, NotEstimated: map[string]int{}, paging: pagingFrom(o.Getenv)}
 	var ok bool
 	if est.Device, est.GPU, est.Memory, ok = estimateDevice(o.GPU); !ok {
 		kinds := make([]string, len(estimateGPUs))
@@ -317,6 +323,7 @@ func (est *Estimate) cell(c *Cell, repeats int, m *measurements) CellEstimate {
 	}
 	external := !builtinEngine(c.Params.Engine)
 	w, why := cellWorkload(c)
+	w.paging = est.paging
 	sim := simulation{}
 	if why == "" {
 		sim, why = w.simulate(est.Device, est.Memory)

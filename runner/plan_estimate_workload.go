@@ -20,6 +20,9 @@ type workload struct {
 	warmup     int
 	kvFraction float64
 	ownGEMM    bool // gemm_plugin disable on xrun's own engine
+	// paging is how the run will hold its KV cache (the zero value: the
+	// engine's default switches).
+	paging kvPaging
 	// formats are how xrun's own engine stores the weights and KV cache
 	// (dtype fp8, kv_cache_dtype fp8, moe_weights mxfp4: plan_mxfp4.go);
 	// the memory and the roofline count them as engine/profile does.
@@ -47,6 +50,29 @@ func (w *workload) splitWorkload(eng string, tp, ep, pp int) {
 	if s, err := engine.Share(w.mc, tp, ep); err == nil {
 		w.split, w.share = profile.Split{TP: tp, EP: ep}, s
 	}
+}
+
+// kvPaging is what the KV-cache switches the run reads (XRUN_KV_PAGED,
+// XRUN_CUDA_KV_PAGED, XRUN_KV_BLOCK) say about paging on xrun's CUDA
+// engine: mode "auto" (or ""), "1" or "0"; block positions a block (0: the
+// default).
+type kvPaging struct {
+	mode  string
+	block int
+}
+
+// pagingFrom reads the KV-cache switches from getenv (nil: the defaults),
+// as the engine will.
+func pagingFrom(getenv func(string) string) kvPaging {
+	if getenv == nil {
+		return kvPaging{}
+	}
+	sw := engine.ParseSwitches(getenv)
+	pg := kvPaging{mode: sw.CUDAKVPaged, block: sw.KVBlock}
+	if !sw.KVPaged {
+		pg.mode = "0"
+	}
+	return pg
 }
 
 // cellWorkload is a plan cell's workload; why says why there is none.

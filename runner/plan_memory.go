@@ -90,6 +90,10 @@ type MemoryOptions struct {
 	// GPU is a kind the plan can estimate for (--gpu: "H100", "H200", or
 	// a name containing one); "" means DefaultEstimateGPU.
 	GPU string
+	// Getenv is the environment the run will read its XRUN_* switches
+	// from, which decide how its KV cache is held (paged or not); nil
+	// means the defaults.
+	Getenv func(string) string
 	// Note says, for the plan's reader, why no GPU of this machine was
 	// used (a probe asked for that failed); "" for none.
 	Note string
@@ -128,8 +132,9 @@ type CellMemory struct {
 	// InFlight is how many requests the KV cache holds at once on the
 	// GPU, at most batch_size (and the dataset's requests); 0 when the
 	// cell does not fit. Paged says it counts a paged cache's blocks at
-	// the dataset's mean length, where the engine pages by default
-	// (engine.PagingPays), not fixed slots of the longest request.
+	// the dataset's mean length, where the engine pages (by default where
+	// engine.PagingPays; MemoryOptions.Getenv's switches may say always
+	// or never), not fixed slots of the longest request.
 	InFlight int
 	Paged    bool
 	Fits     bool
@@ -165,8 +170,9 @@ func (p *Plan) CheckMemory(o MemoryOptions) error {
 		mem.GPU = GPUMemory{Index: -1, Name: kind, Bytes: bytes}
 	}
 	mem.Cells = make([]CellMemory, len(p.Cells))
+	pg := pagingFrom(o.Getenv)
 	for i := range p.Cells {
-		cm := p.Cells[i].memory(mem.GPU.Bytes)
+		cm := p.Cells[i].memory(mem.GPU.Bytes, pg)
 		mem.Cells[i] = cm
 		switch {
 		case !cm.Counted:
@@ -193,7 +199,7 @@ func estimateKinds() string {
 // memory is the cell's need on a GPU of total bytes; not counted for cells
 // that run on no GPU of xrun's (engine cpu) or on an external engine,
 // whose tool allocates as it sees fit.
-func (c *Cell) memory(total float64) CellMemory {
+func (c *Cell) memory(total float64, pg kvPaging) CellMemory {
 	switch {
 	case c.Params.Engine == "cpu":
 		return CellMemory{Note: "on the cpu engine (no GPU memory)"}
@@ -201,6 +207,7 @@ func (c *Cell) memory(total float64) CellMemory {
 		return CellMemory{Note: "on an external engine (its tool allocates GPU memory as it sees fit)"}
 	}
 	w, unknown := cellWorkload(c)
+	w.paging = pg
 	m := w.memory(total)
 	if unknown != "" {
 		// A dataset file's lengths are read at run time: its weights and
@@ -268,15 +275,16 @@ func (w workload) memory(total float64) CellMemory {
 		budget := frac * (total - m.Weights - m.Workspace)
 		fit := math.Floor(budget/perSlot) - 1
 		m.InFlight = int(max(0, min(fit, float64(slots))))
-		if m.InFlight >= 1 && !mc.MLA() && !mc.OSSAttention() {
-			// The CUDA backend's paged cache (XRUN_CUDA_KV_PAGED's default):
-			// blocks of XRUN_KV_BLOCK positions, less the scratch block,
-			// each request holding its own length's.
-			bs := engine.DefaultSwitches().KVBlock
+		if m.InFlight >= 1 && !mc.MLA() && !mc.OSSAttention() && w.paging.mode != "0" {
+			// The CUDA backend's paged cache (XRUN_CUDA_KV_PAGED: where it
+			// pays, or always with `1`): blocks of XRUN_KV_BLOCK
+			// positions, less the scratch block, each request holding its
+			// own length's.
+			bs := cmp.Or(w.paging.block, engine.DefaultSwitches().KVBlock)
 			blocks := math.Floor(budget/(perToken*float64(bs))) - 1
 			per := float64(engine.BlocksFor(w.input, w.output, bs))
 			paged := int(min(blocks/per, float64(slots)))
-			if engine.PagingPays(slots, m.InFlight, paged) {
+			if w.paging.mode == "1" && paged >= 1 || engine.PagingPays(slots, m.InFlight, paged) {
 				m.InFlight, m.Paged = paged, true
 			}
 		}
@@ -354,7 +362,9 @@ func CheckFit(cells []*Cell, gpus []GPUMemory) error {
 	g := slices.MinFunc(gpus, func(a, b GPUMemory) int { return cmp.Compare(a.Bytes, b.Bytes) })
 	var bad []string
 	for _, c := range cells {
-		if m := c.memory(g.Bytes); m.Counted && !m.Fits {
+		// Whether a cell fits does not depend on paging (one request must
+		// fit either way).
+		if m := c.memory(g.Bytes, kvPaging{}); m.Counted && !m.Fits {
 			bad = append(bad, c.ID+": "+m.Mark(g))
 		}
 	}
@@ -448,7 +458,7 @@ func (m *Memory) writeText(bw *bufio.Writer, cells []Cell) {
 		wrapText(bw, fmt.Sprintf("%s: the KV cache holds fewer requests than batch_size, so fewer run at once: %s%s",
 			plural(n, "cell"), strings.Join(fewer, ", "), more))
 		if slices.ContainsFunc(m.Cells, func(c CellMemory) bool { return c.Paged }) {
-			wrapText(bw, "(paged): lengths that spread enough for the CUDA backend to page the cache by default (XRUN_CUDA_KV_PAGED), counted at the dataset's mean length in blocks rather than in slots of its longest")
+			wrapText(bw, "(paged): counted as the CUDA backend's paged cache holds them, at the dataset's mean length in blocks rather than in slots of its longest (XRUN_CUDA_KV_PAGED: by default where lengths spread enough for paging to admit more)")
 		}
 	}
 	if len(unknown) > 0 {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xrun-dev/xrun/engine/profile"
 )
@@ -40,7 +41,7 @@ matrix:
 	const total = 85017493504
 	var m [3]CellMemory
 	for i := range s.Plan.Cells {
-		m[i] = s.Plan.Cells[i].memory(total)
+		m[i] = s.Plan.Cells[i].memory(total, kvPaging{})
 	}
 	bf16, fp8, kv := m[0], m[1], m[2]
 	mc := s.Plan.Cells[1].Model
@@ -113,13 +114,77 @@ matrix:
 		// Lengths alike: paging holds no more than the 250 slots.
 		{false, 250, 250},
 	} {
-		m := s.Plan.Cells[i].memory(total)
+		m := s.Plan.Cells[i].memory(total, kvPaging{})
 		if m.Paged != want.paged || m.InFlight < want.lo || m.InFlight > want.hi {
 			t.Errorf("cell %d (%s): in flight %d, paged %t; want %d..%d, paged %t", i, s.Plan.Cells[i].ID, m.InFlight, m.Paged, want.lo, want.hi, want.paged)
 		}
 	}
 	raw, text := memoryText(t, s.Plan)
-	if want := s.Plan.Cells[0].ID + " "; !strings.Contains(text, want) || !strings.Contains(text, "of 2,048 (paged)") || !strings.Contains(text, "(paged): lengths that spread") {
+	if want := s.Plan.Cells[0].ID + " "; !strings.Contains(text, want) || !strings.Contains(text, "of 2,048 (paged)") || !strings.Contains(text, "(paged): counted as the CUDA backend's paged cache holds them") {
 		t.Errorf("the plan does not mark the paged cell:\n%s", raw)
+	}
+}
+
+// TestMemoryPagingSwitches: the plan counts requests in flight as the run's
+// switches will hold them. XRUN_CUDA_KV_PAGED=0 (or XRUN_KV_PAGED=0) keeps
+// fixed slots of the longest request even where lengths spread; `1` pages
+// where auto would not (lengths alike); and the time estimate follows.
+func TestMemoryPagingSwitches(t *testing.T) {
+	spec := `params: {engine: auto, dtype: fp8, kv_cache_dtype: fp8, batch_size: 2048, max_num_tokens: 8192, model: llama-3.1-8b}
+matrix:
+  include:
+    - {dataset.num_requests: 1500, dataset.input_mean: 512, dataset.input_stdev: 256, dataset.output_mean: 512, dataset.output_stdev: 256}
+    - {dataset.num_requests: 1500, dataset.input_mean: 2000, dataset.input_stdev: 0, dataset.output_mean: 2000, dataset.output_stdev: 0}
+`
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	type got struct {
+		paged    [2]bool
+		inFlight [2]int
+		time0    time.Duration
+	}
+	plan := func(getenv func(string) string) got {
+		s := mustParse(t, spec)
+		if err := s.Plan.EstimateTime(EstimateOptions{GPU: "H100", Getenv: getenv}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Plan.CheckMemory(MemoryOptions{GPU: "H100", Getenv: getenv}); err != nil {
+			t.Fatal(err)
+		}
+		var g got
+		for i := range 2 {
+			g.paged[i], g.inFlight[i] = s.Plan.Memory.Cells[i].Paged, s.Plan.Memory.Cells[i].InFlight
+		}
+		g.time0 = s.Plan.Estimate.Cells[0].Time
+		return g
+	}
+	def := plan(nil)
+	if !def.paged[0] || def.paged[1] {
+		t.Fatalf("defaults: paged %v, want the spread cell only", def.paged)
+	}
+	for _, getenv := range []func(string) string{env("XRUN_CUDA_KV_PAGED", "0"), env("XRUN_KV_PAGED", "0")} {
+		off := plan(getenv)
+		if off.paged[0] || off.paged[1] || off.inFlight[0] >= def.inFlight[0] {
+			t.Errorf("paging off: paged %v, %d in flight at the spread cell; want fixed slots, fewer than the default's %d", off.paged, off.inFlight[0], def.inFlight[0])
+		}
+		if off.time0 <= def.time0 {
+			t.Errorf("paging off: the spread cell's estimate %v, want longer than the default's %v (fewer requests at once)", off.time0, def.time0)
+		}
+	}
+	on := plan(env("XRUN_CUDA_KV_PAGED", "1"))
+	if !on.paged[0] || !on.paged[1] || on.inFlight[1] < def.inFlight[1]*9/10 {
+		t.Errorf("XRUN_CUDA_KV_PAGED=1: paged %v, %d in flight alike (fixed %d); want every cell paged, about as many", on.paged, on.inFlight[1], def.inFlight[1])
+	}
+	// 4,000 positions a request: 125 blocks of 32, 16 of 256 (4,096).
+	if big := plan(env("XRUN_CUDA_KV_PAGED", "1", "XRUN_KV_BLOCK", "256")); big.inFlight[1] >= on.inFlight[1] {
+		t.Errorf("blocks of 256: %d in flight at 2000/2000, want fewer than blocks of 32's %d (each request rounds up to its blocks)", big.inFlight[1], on.inFlight[1])
 	}
 }

@@ -65,7 +65,7 @@ func TestMoEWeightsMemory(t *testing.T) {
 	var mem [3]CellMemory
 	for i := range s.Plan.Cells {
 		c := &s.Plan.Cells[i]
-		mem[i] = c.memory(total)
+		mem[i] = c.memory(total, kvPaging{})
 		w, _ := cellWorkload(c)
 		if w.formats.MXFP4Experts != (c.Params.MoEWeights == "mxfp4") {
 			t.Errorf("%s: workload mxfp4 %v", c.ID, w.formats.MXFP4Experts)

@@ -126,7 +126,8 @@ func runPlan(ctx context.Context, a *app, opts *planOptions, args []string) erro
 		}
 		err = spec.Plan.WriteCommands(&buf, runner.CommandsOptions{CacheDir: cache})
 	default:
-		err = spec.Plan.EstimateTime(runner.EstimateOptions{GPU: opts.gpu, Efficiency: opts.efficiency, GPUs: opts.gpus, Results: opts.results})
+		err = spec.Plan.EstimateTime(runner.EstimateOptions{GPU: opts.gpu, Efficiency: opts.efficiency, GPUs: opts.gpus, Results: opts.results,
+			Getenv: a.gs.Getenv})
 		if err != nil {
 			return err
 		}
@@ -163,7 +164,7 @@ func nvidiaDriverLoaded() bool {
 // when --probe asks for it and a cell of xrun's engine may run on a GPU;
 // else the --gpu kind.
 func planGPUs(ctx context.Context, a *app, opts *planOptions, plan *runner.Plan) (runner.MemoryOptions, error) {
-	mo := runner.MemoryOptions{GPU: opts.gpu}
+	mo := runner.MemoryOptions{GPU: opts.gpu, Getenv: a.gs.Getenv}
 	// Only the built-in engine's GPU cells have a memory to check.
 	mayUseGPU := false
 	for i := range plan.Cells {
