@@ -103,6 +103,9 @@ func do(t testing.TB, fn func(t testing.TB, g *GPU)) {
 	}
 }
 
+// warmFor is how long timeLaunches warms the GPU before timing.
+const warmFor = 50 * time.Millisecond
+
 // keepSwitches snapshots g's switches and returns what restores them:
 // defer keepSwitches(g)() before a test or benchmark changes some.
 func keepSwitches(g *GPU) func() {
@@ -114,16 +117,26 @@ func keepSwitches(g *GPU) func() {
 // launches first (modules, plans, clocks, caches), then b.N more timed with
 // device events around them. Launches are not synchronised meanwhile (the
 // checks synchronise after every launch; timing must not).
+//
+// The warm launches repeat until warmFor has passed: a GPU that idled
+// (between benchmarks, or before the first of a process) runs at a low
+// clock for a while, and a short kernel's few warm launches and b.N timed
+// ones can all fall inside that ramp (on an H100 the first sub-benchmark
+// of a run, the own qkv GEMM at M = 256, timed 36.8 us against 12.5 when
+// run again in the same process).
 func timeLaunches(b *testing.B, t testing.TB, g *GPU, warm int, run func(i int) error) time.Duration {
 	defer func(on bool) { g.syncLaunches = on }(g.syncLaunches)
 	g.syncLaunches = false
-	for i := range warm {
-		if err := run(i); err != nil {
+	start := time.Now()
+	for round := 0; round == 0 || time.Since(start) < warmFor; round++ {
+		for i := range max(warm, 1) {
+			if err := run(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := g.Stream.Sync(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := g.Stream.Sync(); err != nil {
-		t.Fatal(err)
 	}
 	b.ResetTimer()
 	d, err := g.Stream.Time(func() error {
