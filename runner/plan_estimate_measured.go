@@ -49,6 +49,9 @@ func readMeasurements(dir string, est *Estimate) (*measurements, error) {
 		m.info.Unused = fmt.Sprintf("%s has no known ceilings to scale its times by", m.info.GPU)
 		return m, nil
 	}
+	// The cells ran with the KV paging their switches set (recorded when
+	// not the defaults), which decided how many requests ran at once.
+	pg := pagingFrom(func(k string) string { return res.Environment.Switches[k] })
 	for i := range res.Cells {
 		c := &res.Cells[i]
 		lat := medianMetric(c, "total_latency_ms")
@@ -57,6 +60,7 @@ func readMeasurements(dir string, est *Estimate) (*measurements, error) {
 		}
 		mc := measured{cell: c, timed: time.Duration(lat * float64(time.Millisecond))}
 		if w, ok := flatWorkload(c.Params); ok {
+			w.paging = pg
 			if sim, why := w.simulate(m.dev, m.memory); why == "" && sim.pass > 0 {
 				mc.w, mc.sim, mc.known = w, sim, true
 			}

@@ -3,6 +3,9 @@ package runner
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +189,58 @@ matrix:
 	// 4,000 positions a request: 125 blocks of 32, 16 of 256 (4,096).
 	if big := plan(env("XRUN_CUDA_KV_PAGED", "1", "XRUN_KV_BLOCK", "256")); big.inFlight[1] >= on.inFlight[1] {
 		t.Errorf("blocks of 256: %d in flight at 2000/2000, want fewer than blocks of 32's %d (each request rounds up to its blocks)", big.inFlight[1], on.inFlight[1])
+	}
+}
+
+// TestMeasuredPaging: cells read from --results are simulated with the KV
+// paging their run's recorded switches set, not the defaults.
+func TestMeasuredPaging(t *testing.T) {
+	raw, err := os.ReadFile("testdata/plan/estimate-results/results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		switches map[string]string
+		mode     string
+		block    int
+	}{
+		{nil, "auto", 32},
+		{map[string]string{"XRUN_CUDA_KV_PAGED": "1", "XRUN_KV_BLOCK": "64"}, "1", 64},
+		{map[string]string{"XRUN_KV_PAGED": "0"}, "0", 32},
+	} {
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if c.switches != nil {
+			doc["environment"].(map[string]any)["switches"] = c.switches
+		}
+		dir := t.TempDir()
+		b, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		est := &Estimate{}
+		est.Device, est.GPU, est.Memory, _ = estimateDevice("H100")
+		m, err := readMeasurements(dir, est)
+		if err != nil {
+			t.Fatal(err)
+		}
+		known := 0
+		for _, mc := range m.cells {
+			if !mc.known {
+				continue
+			}
+			known++
+			if mc.w.paging.mode != c.mode || mc.w.paging.block != c.block {
+				t.Errorf("switches %v: cell %s simulated with paging %+v, want mode %s, blocks of %d", c.switches, mc.cell.ID, mc.w.paging, c.mode, c.block)
+			}
+		}
+		if known == 0 {
+			t.Fatalf("switches %v: no measured cell had a known workload", c.switches)
+		}
 	}
 }
