@@ -207,10 +207,11 @@ type tmaSlotsKey struct {
 // tmaSlots is how many blocks of cfg's kernel in clusters of s blocks the
 // GPU runs at once: the driver's count of co-resident clusters
 // (cuOccupancyMaxActiveClusters) times s. A cluster must fit in one GPC,
-// and GPCs differ in size (16 to 18 multiprocessors on an H100), so
-// clusters of 4 or 8 blocks of one a multiprocessor leave some idle: a
-// plan that counts 132 places for 128 blocks in clusters of 4 can need two
-// waves. Without the driver's answer it is the multiprocessors' count.
+// and GPCs differ in size, so clusters of 4 or 8 blocks of one a
+// multiprocessor leave some idle: on an H100 (132 of them) the driver
+// counts 120 places for either, so 128 blocks in clusters of 4 ran in two
+// waves where the multiprocessors' count promised one. Without the
+// driver's answer it is that count.
 func (g *GPU) tmaSlots(cfg tmaConfig, fp8 bool, s int) int {
 	uniform := uniformSlots(g.Info.SMs, cfg, s)
 	if s <= 1 || g.tmaSlotsSeen == nil {
