@@ -158,6 +158,9 @@ func nvrtcCompileLog(name, src string, headers map[string]string, opts []string)
 	if err := nvrtcErrf("nvrtcGetCUBINSize", C.xr_nvrtcGetCUBINSize(prog, &n), name); err != nil {
 		return nil, "", err
 	}
+	if n == 0 {
+		return nil, programLog(prog), nil // a virtual architecture (compute_XX): PTX only, no cubin
+	}
 	cubin := make([]byte, int(n))
 	if err := nvrtcErrf("nvrtcGetCUBIN", C.xr_nvrtcGetCUBIN(prog, (*C.char)(unsafe.Pointer(&cubin[0]))), name); err != nil {
 		return nil, "", err
