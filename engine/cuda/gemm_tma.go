@@ -189,10 +189,8 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	if !g.wgmma() || mode == "0" || !g.tma || !g.launchEx {
 		return tmaPlan{}, false
 	}
-	var slots func(tmaConfig, int) int
-	if g.tmaSlotsSeen != nil {
-		slots = func(c tmaConfig, s int) int { return g.tmaSlots(c, fp8, s) }
-	}
+	// tmaSlots counts multiprocessors itself where it cannot ask the driver.
+	slots := func(c tmaConfig, s int) int { return g.tmaSlots(c, fp8, s) }
 	p := planGemmTMA(m, n, k, g.Info.SMs, slots, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
 	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128 && (fp8 || m > 128)
 }
