@@ -34,11 +34,8 @@ func newFP8Backend(t testing.TB, gemm string, fuse bool) *Backend {
 			t.Error(err)
 		}
 	})
-	switch b := be.(type) {
-	case *Backend:
+	if b, ok := asBackend(be); ok {
 		return b
-	case pagedBackend:
-		return b.Backend
 	}
 	t.Fatalf("backend %T", be)
 	return nil

@@ -369,7 +369,11 @@ func TestMLACacheBudget(t *testing.T) {
 	if _, err := be.NewKVCache(c); err != nil {
 		t.Fatalf("%d slots: %v", n, err)
 	}
-	if _, _, kv := be.(*Backend).MemoryPlan(); kv != int64(n+1)*per {
+	b, ok := asBackend(be) // paging on wraps the Backend
+	if !ok {
+		t.Fatalf("backend %T", be)
+	}
+	if _, _, kv := b.MemoryPlan(); kv != int64(n+1)*per {
 		t.Errorf("MemoryPlan: %d bytes of KV cache, want %d", kv, int64(n+1)*per)
 	}
 	c.Slots = n + 1

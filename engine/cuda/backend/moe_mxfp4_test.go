@@ -40,7 +40,10 @@ func newModelMXFP4(t testing.TB, be model.Backend, cfg model.Config, src model.W
 // refused.
 func TestMXFP4Weights(t *testing.T) {
 	needGPU(t)
-	be := newBackend(t, "auto", "bfloat16").(*Backend)
+	be, ok := asBackend(newBackend(t, "auto", "bfloat16")) // paging on wraps the Backend
+	if !ok {
+		t.Fatal("no CUDA Backend")
+	}
 	shape := []int{4, 64, 2880}
 	want, err := model.RandomMXFP4(shape, 99, 0.02)
 	if err != nil {
