@@ -126,6 +126,7 @@ type SwitchTable struct {
 	CUDAFuse        FlagSwitch
 	CUDAFuseNorm    FlagSwitch
 	CUDAFP8Fuse     FlagSwitch
+	CUDAGemmEpi     FlagSwitch
 	CUDAGemv        FlagSwitch
 	CUDAGemvMaxM    IntSwitch
 	CUDAGemvPlan    FlagSwitch
@@ -168,6 +169,8 @@ var Switches = SwitchTable{
 	CUDAFuse:   flagSwitch("XRUN_CUDA_FUSE", true, true, "ops held back and fused into the op that consumes them (RoPE into attention, the decode GEMVs' epilogues); `0` runs each in a kernel of its own"),
 	CUDAFuseNorm: flagSwitch("XRUN_CUDA_FUSE_NORM", true, true,
 		"RMSNorm folded into the decode GEMVs' prologue; `0` keeps it in a kernel of its own"),
+	CUDAGemmEpi: flagSwitch("XRUN_CUDA_GEMM_EPILOGUE", true, true,
+		"gemm_plugin disable above the GEMV's rows on Hopper: the gate_up GEMM applies SwiGLU and the output and down GEMMs add the residual in their epilogue, on the TMA kernels (with XRUN_CUDA_FUSE), from the M where those run every launch (above 64 rows by default: XRUN_CUDA_GEMM_TMA); `0` writes the products and runs the swiglu and add kernels"),
 	CUDAFP8Fuse: flagSwitch("XRUN_CUDA_FP8_FUSE", true, true,
 		"dtype fp8: an FP8 GEMM whose input has a static scale (a checkpoint's input_scale, or calibrated at load) has it quantized by the RMSNorm or SwiGLU producing it, in the same kernel (with XRUN_CUDA_FUSE); `0` runs the norm or SwiGLU, then a quantize kernel"),
 	CUDAGemv: flagSwitch("XRUN_CUDA_GEMV", true, true,
@@ -179,11 +182,11 @@ var Switches = SwitchTable{
 	CUDAWgmma: flagSwitch("XRUN_CUDA_WGMMA", true, true,
 		"on Hopper, the own GEMM (gemm_plugin: disable) above the GEMV's rows runs on the warpgroup MMA (gemm_wgmma.cu: wgmma.mma_async from swizzled shared memory); `0` keeps it on the mma.sync tiles (gemm.cu) that other GPUs run"),
 	CUDAWgmmaTile: choiceSwitch("XRUN_CUDA_WGMMA_TILE", "auto", func(v string) bool { return v == "wg1" || v == "wg2" || v == "wg2m" || v == "wg2w" },
-		"`wg1`, `wg2`, `wg2m`, `wg2w`", "the warpgroup-MMA GEMMs' tile, chosen by M: 64 x 128 up to M = 64 (fp16/bf16: split-K to one block per multiprocessor), 128 x 128 above, fp16/bf16 128 x 256 above M = 128, or on the TMA kernels 128 x 192 where that covers the output in fewer or fuller waves; a name forces it (`wg2m`: 128 x 192, TMA kernels only; `wg2w`: 128 x 256)"),
+		"`wg1`, `wg2`, `wg2m`, `wg2w`", "the warpgroup-MMA GEMMs' tile, chosen by M: 64 x 128 up to M = 64 (fp16/bf16: split-K to one block per multiprocessor), 128 x 128 above, fp16/bf16 128 x 256 above M = 128 (on the TMA kernels above M = 64, where it needs no split of K), or on the TMA kernels 128 x 192 where that covers the output in fewer or fuller waves; a name forces it (`wg2m`: 128 x 192, TMA kernels only; `wg2w`: 128 x 256)"),
 	CUDAGemmWaves: intSwitch("XRUN_CUDA_GEMM_WAVES", 0, 0, 8, "`0`..`8`",
 		"the own GEMM's split-K target, blocks per multiprocessor: `0` chooses by M (one on the warpgroup-MMA fp16/bf16 tiles up to M = 64, else two); `1`..`8` sets it"),
 	CUDAGemmTMA: choiceSwitch("XRUN_CUDA_GEMM_TMA", "auto", func(v string) bool { return v == "1" || v == "0" },
-		"`1`, `0`", "on Hopper, the own GEMM's warpgroup-MMA tiles (16-bit and E4M3) fed by TMA loads from a producer warpgroup through an mbarrier pipeline (gemm_tma.cu) where a launch does not split K (prefill chunks, wide outputs) or splits it over more than 128 rows (64 for FP8 codes), the cp.async kernels with split-K partials in global memory (gemm_wgmma.cu) where a smaller launch splits it; `1` puts every launch on TMA (a split then adds its partial tiles inside a thread-block cluster), `0` none"),
+		"`1`, `0`", "on Hopper, the own GEMM's warpgroup-MMA tiles (16-bit and E4M3) fed by TMA loads from a producer warpgroup through an mbarrier pipeline (gemm_tma.cu) where a launch does not split K (prefill chunks, wide outputs) or splits it over more than 64 rows, the cp.async kernels with split-K partials in global memory (gemm_wgmma.cu) where a launch of at most 64 rows splits it; `1` puts every launch on TMA (a split then adds its partial tiles inside a thread-block cluster), `0` none"),
 	CUDAWgmmaFP8: flagSwitch("XRUN_CUDA_WGMMA_FP8", true, true,
 		"the own FP8 GEMM (dtype fp8, gemm_plugin: disable) above 8 rows on Hopper's warpgroup MMA in its E4M3 form (with XRUN_CUDA_WGMMA); `0` runs it on CUDA-core tiles (fp8.cu), 10-20x slower"),
 	CUDAAttnTC: choiceSwitch("XRUN_CUDA_ATTN_TC", "auto", func(v string) bool { return v == "0" || attnTCName.MatchString(v) },
@@ -304,6 +307,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAFuse:        t.CUDAFuse.On(getenv),
 		CUDAFuseNorm:    t.CUDAFuseNorm.On(getenv),
 		CUDAFP8Fuse:     t.CUDAFP8Fuse.On(getenv),
+		CUDAGemmEpi:     t.CUDAGemmEpi.On(getenv),
 		CUDAGemv:        t.CUDAGemv.On(getenv),
 		CUDAGemvMaxM:    t.CUDAGemvMaxM.Int(getenv),
 		CUDAGemvPlan:    t.CUDAGemvPlan.On(getenv),

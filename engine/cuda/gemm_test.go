@@ -305,7 +305,9 @@ func TestPlanGemmTMA(t *testing.T) {
 	}{
 		{64, 2560, 2048, false, "auto", "wg1", 0, 2, 8},
 		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
-		{256, 2560, 2048, false, "auto", "wg2m", 0, 2, 4},   // split: 112 blocks of 128 x 192 against 80 of 128 x 128
+		{256, 2560, 2048, false, "auto", "wg2", 0, 2, 2},    // 80 blocks in clusters of 2, not 112 of 128 x 192 in fours (a tie on an H100)
+		{128, 2560, 2048, false, "auto", "wg2", 0, 4, 4},    // 80 blocks in fours, not 112 of 128 x 192 in eights
+		{128, 11264, 2048, false, "auto", "wg2m", 0, 2, 2},  // 118 blocks, one wave, where 128 x 128 split four ways takes three
 		{256, 11264, 2048, false, "auto", "wg2m", 0, 1, 1},  // 118 tiles: one wave, where 128 x 128 needs two
 		{256, 2048, 5632, false, "auto", "wg2", 0, 4, 4},    // 128 x 128 split four ways fills the GPU
 		{2048, 2560, 2048, false, "auto", "wg2m", 0, 1, 1},  // 224 tiles: two full waves against 160 of 128 x 256 in two
@@ -355,7 +357,7 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 		cfg     string
 		splits  int
 	}{
-		{256, 2048, 2048, "wg2m", 4}, // o: 88 blocks of 128 x 192, where 128 x 128 split four ways is 128
+		{256, 2048, 2048, "wg2", 2},  // o: 64 blocks in clusters of 2, where a split of four is 128 blocks
 		{256, 2048, 5632, "wg2m", 4}, // down
 		{256, 11264, 2048, "wg2m", 1},
 	} {
@@ -410,9 +412,9 @@ func TestTMAPolicy(t *testing.T) {
 		{2048, 2560, 2048, false, true}, // prefill: unsplit
 		{64, 32000, 2048, false, true},  // the LM head fills the GPU unsplit
 		{64, 2560, 2048, false, false},  // 64-row split: cp.async
-		{128, 2560, 2048, false, false}, // 16-bit 128-row split at M <= 128: cp.async
-		{256, 2560, 2048, false, true},  // 16-bit split above 128 rows: TMA
-		{128, 6144, 4096, true, true},   // codes: the 128-row split on TMA
+		{128, 2560, 2048, false, true},  // 16-bit 128-row split: TMA
+		{256, 2560, 2048, false, true},
+		{128, 6144, 4096, true, true}, // codes: the 128-row split on TMA
 		{64, 4096, 4096, true, false},
 	} {
 		_, got := g.tmaPlanFor(c.m, c.n, c.k, c.fp8)
@@ -425,6 +427,39 @@ func TestTMAPolicy(t *testing.T) {
 		if _, got := g.tmaPlanFor(64, 2560, 2048, false); got != want {
 			t.Errorf("XRUN_CUDA_GEMM_TMA=%s: TMA %v, want %v", mode, got, want)
 		}
+	}
+}
+
+// TestEpilogueRows: from EpilogueRows up every 16-bit launch of the zoo's
+// decode shapes (the gate_up GEMM as its fused 2n rows) is on the TMA
+// kernels, so a GEMM the backend holds back for the epilogue never falls
+// back to the GEMM and the op apart; and the count is 0 where the
+// switches keep splits off TMA.
+func TestEpilogueRows(t *testing.T) {
+	shapes := [][2]int{{2560, 2048}, {2048, 2048}, {11264, 2048}, {2048, 5632}, {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}
+	for _, c := range []struct {
+		tma, tile string
+		want      int
+	}{
+		{"auto", "auto", tmaNarrowRows + 1}, {"1", "auto", 1}, {"0", "auto", 0},
+		{"auto", "wg1", 0}, {"auto", "wg2", 1}, {"auto", "wg2m", 1}, {"auto", "wg2w", 1},
+	} {
+		g := &GPU{Info: DeviceInfo{Major: 9, SMs: 132}, tma: true, launchEx: true,
+			sw: model.Switches{CUDAWgmma: true, CUDAWgmmaTile: c.tile, CUDAGemmTMA: c.tma}}
+		r := g.EpilogueRows()
+		if r != c.want {
+			t.Errorf("XRUN_CUDA_GEMM_TMA=%s XRUN_CUDA_WGMMA_TILE=%s: EpilogueRows %d, want %d", c.tma, c.tile, r, c.want)
+		}
+		for m := max(r, 1); r > 0 && m <= 1024; m++ {
+			for _, s := range shapes {
+				if _, on := g.tmaPlanFor(m, s[0], s[1], false); !on {
+					t.Fatalf("XRUN_CUDA_GEMM_TMA=%s XRUN_CUDA_WGMMA_TILE=%s: M=%d N=%d K=%d not on TMA, EpilogueRows %d", c.tma, c.tile, m, s[0], s[1], r)
+				}
+			}
+		}
+	}
+	if r := (&GPU{Info: DeviceInfo{Major: 8, SMs: 108}, sw: model.Switches{CUDAWgmma: true, CUDAGemmTMA: "1"}}).EpilogueRows(); r != 0 {
+		t.Errorf("Ampere: EpilogueRows %d, want 0", r)
 	}
 }
 
@@ -500,4 +535,78 @@ func TestBlasLtReuse(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGemmEpilogue runs the own GEMM above the GEMV's rows with SwiGLU
+// (GLU) and the residual add (Residual) in the TMA kernels' epilogue on
+// every tile and split (XRUN_CUDA_GEMM_TMA=1), against the CPU: the
+// product rounded to the dtype, then SwiGLU of the rounded halves or the
+// add, as the separate kernels compute them. Shapes: a ragged one whose
+// last tile's gate box reads into the up rows, and TinyLlama's MLP.
+func TestGemmEpilogue(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w"} {
+		for _, waves := range []int{0, 1, 4} {
+			for _, glu := range []bool{true, false} {
+				name := map[bool]string{true: "glu", false: "res"}[glu]
+				t.Run(fmt.Sprintf("%s/waves=%d/%s", tile, waves, name), func(t *testing.T) {
+					do(t, func(t testing.TB, g *GPU) {
+						defer keepSwitches(g)()
+						g.sw.CUDAWgmma, g.sw.CUDAGemmTMA, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves = true, "1", tile, waves
+						for _, dt := range dtypes {
+							for _, m := range []int{9, 65, 256, 1031} {
+								checkGemmEpilogue(t, g, dt, m, 200, 264, glu)
+							}
+							// TinyLlama's MLP at decode sizes, on the default
+							// tile and splits only (the CPU reference is slow).
+							if tile == "auto" && waves == 0 {
+								for _, m := range []int{65, 256} {
+									checkGemmEpilogue(t, g, dt, m, 5632, 2048, glu)
+								}
+							}
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+func checkGemmEpilogue(t testing.TB, g *GPU, dt DType, m, n, k int, glu bool) {
+	r := newRand(t)
+	rowsW := n
+	if glu {
+		rowsW = 2 * n
+	}
+	xin := randVals(r, dt, m*k, 1)
+	wv := randVals(r, dt, rowsW*k, 0.5)
+	wRows := make([][]float32, rowsW)
+	for j := range wRows {
+		wRows[j] = wv[j*k : (j+1)*k]
+	}
+	ref := dt.Decode(dt.Encode(refGemmCols(xin, wRows, m, k)))
+	var y Buffer
+	if glu {
+		gu := ref
+		ref = make([]float32, m*n)
+		cpu.RefSwiGLU(ref, gu, m, n)
+		y = devPoisoned(t, g, dt, m*n)
+	} else {
+		y0 := randVals(r, dt, m*n, 4)
+		for i := range ref {
+			ref[i] += y0[i]
+		}
+		y = devUpload(t, g, dt, y0)
+	}
+	ok, err := g.GemmEpilogue(g.Stream, dt, y, devUpload(t, g, dt, xin), devUpload(t, g, dt, wv), m, n, k, GemvFusion{GLU: glu, Residual: !glu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatalf("%s M=%d N=%d K=%d: XRUN_CUDA_GEMM_TMA=1 but the epilogue did not run on TMA", dt, m, n, k)
+	}
+	p, _ := g.tmaPlanFor(m, rowsW, k, false)
+	checkRel(t, fmt.Sprintf("%s epilogue glu=%v M=%d N=%d K=%d (%s, split %d)", dt, glu, m, n, k, p.cfg.name, p.splits), download(t, g, dt, y, m*n), ref)
 }

@@ -48,6 +48,15 @@ const (
 	tmaReduce = 2
 )
 
+// tmaReduceBlock is what each block of a split adds to the cluster's
+// reduction when plans of different tile widths are compared, in k-tiles
+// of a 128 x 128 tile, scaled by the tile's area: the partial tiles the
+// cluster adds grow with both. BenchmarkGemm on an H100 at TinyLlama's M =
+// 128 shapes: qkv on 128 x 128 tiles split 4 ways took 9.9 us, on 128 x
+// 192 split 8 ways 11.3, though its waves and k-tiles cost less (the o
+// projection: 9.7 against 10.8).
+const tmaReduceBlock = 1
+
 // tmaWave is what a wave of blocks costs besides its k-tiles, in k-tiles of
 // a 128 x 128 tile (about 0.28 us at the H100's peak), when plans of
 // different tile widths are compared: the launch, the barriers' set-up,
@@ -60,6 +69,9 @@ const (
 // (128 x 256 for o, gate_up, down and the LM head, 128 x 192 for qkv).
 const tmaWave = 24
 
+// tmaNarrowRows is the largest M planGemmTMA gives the 64-row tile.
+const tmaNarrowRows = 64
+
 // tmaPlan is the launch of the TMA GEMM for one shape: splits blocks (a
 // cluster) share each output tile, kps k-tiles each.
 type tmaPlan struct {
@@ -68,9 +80,10 @@ type tmaPlan struct {
 }
 
 // planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
-// M = 64; 128 x 128 above, and for 16-bit values above M = 128 the 128 x 256
-// tile where it needs no split, or 128 x 192 where the cost model puts that
-// below either: tmaPlan.cost), then the split of K, a power of two: with
+// M = 64; above it 128 x 128 for E4M3 codes, and for 16-bit values the 128
+// x 256 tile where it needs no split, else 128 x 128, or 128 x 192 where
+// the cost model puts that below either: tmaPlan.cost), then the split of
+// K, a power of two: with
 // waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest that gives waves blocks a
 // multiprocessor; else none where the tiles fill the GPU's slots, and
 // otherwise the one whose estimated time (waves of blocks times their
@@ -87,9 +100,9 @@ func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, til
 		return split(tmaConfigs[tile])
 	}
 	switch {
-	case m <= 64:
+	case m <= tmaNarrowRows:
 		return split(tmaConfigs["wg1"])
-	case m > 128 && !fp8:
+	case !fp8:
 		// 128 x 256 where the tiles fill the GPU unsplit; where K must
 		// be split, 128 x 128 (BenchmarkGemm, H200, M = 256, split:
 		// qkv 11.1 us against 13.2 on 128 x 256, gate_up 33.5 against
@@ -101,7 +114,9 @@ func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, til
 		// 128 x 192 where its waves are cheaper: TinyLlama's gate_up at M
 		// = 256 is 118 tiles, one wave on 132 multiprocessors, where 128
 		// x 128 needs two (176 tiles) and 128 x 256 (88) a split
-		// (BenchmarkGemm, H100: 29.5 us against 36.2 on 128 x 128).
+		// (BenchmarkGemm, H100: 29.5 us against 36.2 on 128 x 128); at M
+		// = 128, 59 tiles split two ways, one wave, where 128 x 128's
+		// split of 4 takes three (24.4 us against 32.6).
 		if q := split(tmaConfigs["wg2m"]); q.cost(m, n, slots) < p.cost(m, n, slots) {
 			return q
 		}
@@ -159,21 +174,30 @@ func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) in
 // cost is the plan's estimated time across tile widths, in k-tiles of a 128
 // x 128 tile: waves of blocks, each its k-tiles scaled by the tile's width
 // over 128 (the MMAs of a k-tile grow with it) plus tmaWave, and the
-// cluster's reduction where K is split.
+// cluster's reduction where K is split (tmaReduceBlock).
 func (p tmaPlan) cost(m, n int, slots func(tmaConfig, int) int) float64 {
 	blocks := ceilDiv(m, p.cfg.rows) * ceilDiv(n, p.cfg.bn) * p.splits
 	w := float64(ceilDiv(blocks, max(1, slots(p.cfg, p.splits)))) * (float64(p.kps*p.cfg.bn*p.cfg.rows)/(128*128) + tmaWave)
 	if p.splits > 1 {
-		w += tmaReduce
+		w += float64(tmaReduceBlock*p.splits*p.cfg.bn*p.cfg.rows) / (128 * 128)
 	}
 	return w
+}
+
+// grid is the launch's blocks for an m x n output in tiles of wide
+// columns.
+func (p tmaPlan) grid(m, n, wide int) (Dim3, error) {
+	g := Dim3{X: ceilDiv(n, wide), Y: ceilDiv(m, p.cfg.rows), Z: p.splits}
+	if g.Y > 65535 {
+		return Dim3{}, fmt.Errorf("cuda: TMA GEMM: M=%d needs %d row tiles, at most 65535", m, g.Y)
+	}
+	return g, nil
 }
 
 // tmaPlanFor is the TMA kernels' plan for a launch, and whether to use it:
 // on Hopper with the warpgroup MMA, a driver that encodes tensor maps and
 // launches clusters, and XRUN_CUDA_GEMM_TMA: `1` always; `auto` where K is
-// not split, and where the 128-row tiles split it for E4M3 codes or for
-// more than 128 rows of 16-bit values. BenchmarkGemm and
+// not split, and where the 128-row tiles split it. BenchmarkGemm and
 // BenchmarkGemmFP8 on an H200 (us): unsplit, the TMA kernels take
 // 0.70-0.84x the cp.async kernels' time (M = 2048: qkv 53.2 against 69.9,
 // gate_up 175 against 246; FP8 gate_up 584 against 745); split at M = 256
@@ -181,9 +205,11 @@ func (p tmaPlan) cost(m, n int, slots func(tmaConfig, int) int) float64 {
 // (FP8 o 22.2 against 33.5, down 45.7 against 65.7; fp16 qkv 11.1 against
 // 15.8, gate_up 33.5 against 37.5, down 25.4 against 21.4); at M = 64 the
 // 64-row tiles' splits do not (FP8 o 22.3 against 19.8, fp16 down 14.6
-// against 12.2). End to end (gemm.yaml, H200, disable/auto): TMA splits at
-// 16-bit batch 256 0.775x against 0.740x on cp.async, at batch 128 0.741x
-// against 0.772x.
+// against 12.2). At 16-bit M = 128 the TMA splits won once their plans
+// counted the clusters that fit (H100: qkv 10.0 against 11.1, o 9.7
+// against 10.3, gate_up 32.7 against 34.8; gemm.yaml's batch 128 with
+// `disable`, 49,822 against 47,374 output tok/s), where before (H200,
+// batch 128) they had lost, 0.741x of auto against 0.772x.
 func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	mode := g.sw.CUDAGemmTMA
 	if !g.wgmma() || mode == "0" || !g.tma || !g.launchEx {
@@ -192,7 +218,29 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	// tmaSlots counts multiprocessors itself where it cannot ask the driver.
 	slots := func(c tmaConfig, s int) int { return g.tmaSlots(c, fp8, s) }
 	p := planGemmTMA(m, n, k, g.Info.SMs, slots, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
-	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128 && (fp8 || m > 128)
+	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128
+}
+
+// EpilogueRows is the smallest M from which every 16-bit GEMM runs on the
+// TMA kernels (tmaPlanFor), so that GemmEpilogue takes its SwiGLU or
+// residual add; 0 where no such M is (not Hopper, XRUN_CUDA_GEMM_TMA=0,
+// the 64-row tile forced, whose splits stay on cp.async). The backend
+// holds GEMMs back for the epilogue only from there: below it the GEMM
+// and the op would run apart, and an add would lose its fusion with the
+// RMSNorm after it.
+func (g *GPU) EpilogueRows() int {
+	mode, tile := g.sw.CUDAGemmTMA, g.sw.CUDAWgmmaTile
+	switch {
+	case !g.wgmma() || mode == "0" || !g.tma || !g.launchEx:
+		return 0
+	case mode == "1":
+		return 1
+	case tile == "wg1":
+		return 0
+	case tmaConfigs[tile].rows == 128:
+		return 1
+	}
+	return tmaNarrowRows + 1 // the 128-row tiles, split or not
 }
 
 // tmaSlotsKey names one count of co-resident blocks (tmaSlots).
@@ -303,9 +351,67 @@ func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, 
 		a = scales(a)
 	}
 	a.I32(m).I32(n).I32(k).I32(p.kps)
-	grid := Dim3{X: ceilDiv(n, p.cfg.bn), Y: ceilDiv(m, p.cfg.rows), Z: p.splits}
-	if grid.Y > 65535 {
-		return fmt.Errorf("cuda: TMA GEMM: M=%d needs %d row tiles, at most 65535", m, grid.Y)
+	grid, err := p.grid(m, n, p.cfg.bn)
+	if err != nil {
+		return err
 	}
 	return s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, smem, a, p.splits)
+}
+
+// GemmEpilogue queues the own GEMM above the GEMV's rows with SwiGLU
+// (fu.GLU: W is the fused [2n, k] gate_up weight, gate rows first; y[m, n]
+// = silu(x Wg^T) * (x Wu^T)) or the residual add (fu.Residual: y += x W^T)
+// in the TMA kernels' epilogue, rounding as the separate kernels store.
+// ok is false, and nothing is queued, where the launch would not run on
+// the TMA kernels (not Hopper, XRUN_CUDA_GEMM_TMA, a split the policy
+// keeps on cp.async): the caller then runs the GEMM and the op apart.
+func (g *GPU) GemmEpilogue(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu GemvFusion) (ok bool, err error) {
+	if fu.Norm != nil || fu.GLU == fu.Residual || dt != F16 && dt != BF16 {
+		return false, fmt.Errorf("cuda: GEMM epilogue: exactly one of SwiGLU and the residual add, 16-bit, no norm (got %+v, %s)", fu, dt)
+	}
+	es := dt.Size()
+	rowsW := n
+	if fu.GLU {
+		rowsW = 2 * n
+	}
+	switch {
+	case m <= 0 || n <= 0 || k <= 0 || k%8 != 0:
+		return false, fmt.Errorf("cuda: GEMM epilogue shape M=%d N=%d K=%d (K a multiple of 8)", m, n, k)
+	case x.Bytes < m*k*es || w.Bytes < rowsW*k*es || y.Bytes < m*n*es:
+		return false, fmt.Errorf("cuda: GEMM epilogue buffers too small for M=%d N=%d K=%d", m, n, k)
+	case x.Ptr%16 != 0 || w.Ptr%16 != 0 || y.Ptr%4 != 0:
+		return false, fmt.Errorf("cuda: GEMM epilogue needs 16-byte aligned X and W")
+	}
+	// The plan of the unfused GEMM: under GLU its 2n columns make the same
+	// tiles as n outputs of half-width tiles.
+	p, onTMA := g.tmaPlanFor(m, rowsW, k, false)
+	if !onTMA {
+		return false, nil
+	}
+	tx, err := g.tensorMap(x, m, k, p.cfg.rows, es)
+	if err != nil {
+		return false, err
+	}
+	wide, kind := p.cfg.bn, "res"
+	if fu.GLU {
+		wide, kind = p.cfg.bn/2, "glu"
+	}
+	tw, err := g.tensorMap(w, rowsW, k, wide, es)
+	if err != nil {
+		return false, err
+	}
+	f, err := g.function("gemm_tma", "gemm_tma_"+kind+"_"+p.cfg.name+"_"+dt.suffix())
+	if err != nil {
+		return false, err
+	}
+	smem := p.cfg.smem()
+	if err := f.allowShared(smem); err != nil {
+		return false, err
+	}
+	a := g.argsPack().Blob(tx).Blob(tw).Ptr(y).I32(m).I32(n).I32(k).I32(p.kps)
+	grid, err := p.grid(m, n, wide)
+	if err != nil {
+		return false, err
+	}
+	return true, s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, smem, a, p.splits)
 }

@@ -15,6 +15,7 @@ type Switches struct {
 	CUDAFuse        bool   // XRUN_CUDA_FUSE
 	CUDAFuseNorm    bool   // XRUN_CUDA_FUSE_NORM
 	CUDAFP8Fuse     bool   // XRUN_CUDA_FP8_FUSE
+	CUDAGemmEpi     bool   // XRUN_CUDA_GEMM_EPILOGUE
 	CUDAGemv        bool   // XRUN_CUDA_GEMV
 	CUDAGemvMaxM    int    // XRUN_CUDA_GEMV_MAXM
 	CUDAGemvPlan    bool   // XRUN_CUDA_GEMV_PLAN

@@ -57,9 +57,11 @@ type Backend struct {
 	fuseOn     bool   // deferred ops fused into the op that consumes them (XRUN_CUDA_FUSE; fusion.go)
 	normFuse   bool   // RMSNorms into the decode GEMV's prologue (XRUN_CUDA_FUSE_NORM)
 	fp8Fuse    bool   // FP8 GEMM inputs quantized by the norm or SwiGLU producing them (XRUN_CUDA_FP8_FUSE)
+	gemmEpi    bool   // SwiGLU and residual-add epilogues on the own GEMM above the GEMV's rows (XRUN_CUDA_GEMM_EPILOGUE)
 	ropeFold   string // RoPE and the cache write folded into decode attention: "auto", "1", "0" (XRUN_CUDA_ATTN_ROPE)
 	moeLibrary bool   // gemm_plugin auto's eager expert GEMMs on cuBLASLt (XRUN_CUDA_MOE_LT)
 	gemvRows   int    // the largest M of the own GEMM's GEMV (cuda.GemvRowsFor)
+	epiRows    int    // the smallest M of the own GEMM's epilogues, 0: none (cuda.GPU.EpilogueRows)
 	ceilForce  bool   // ceilings measured on a known GPU too (XRUN_MEASURE_CEILINGS)
 
 	// prof is the CUPTI session of a profiled pass, nil otherwise.
@@ -176,12 +178,13 @@ func New(o model.BackendOptions) (model.Backend, error) {
 		return nil, err
 	}
 	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[int]*graphState{},
-		graphsOn: sw.CUDAGraphs, splitOn: sw.CUDAAttnSplit, fuseOn: sw.CUDAFuse, normFuse: sw.CUDAFuseNorm, fp8Fuse: sw.CUDAFP8Fuse,
+		graphsOn: sw.CUDAGraphs, splitOn: sw.CUDAAttnSplit, fuseOn: sw.CUDAFuse, normFuse: sw.CUDAFuseNorm, fp8Fuse: sw.CUDAFP8Fuse, gemmEpi: sw.CUDAGemmEpi,
 		ropeFold: sw.CUDAAttnRope, moeLibrary: sw.CUDAMoELibrary, gemvRows: cuda.GemvRowsFor(sw), ceilForce: sw.MeasureCeilings}
 	err = dev.Do(func(g *cuda.GPU) error {
 		if err := g.LoadKernels(); err != nil {
 			return err
 		}
+		b.epiRows = g.EpilogueRows()
 		// Before weights and KV cache take the memory the measurement
 		// borrows. Only the roofline needs it: a failure costs the
 		// roofline, not the cell.

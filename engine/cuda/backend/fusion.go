@@ -27,6 +27,11 @@ import (
 //	GEMM → y         Add / AddRMSNorm of y       GEMV + residual epilogue (no prologue);
 //	                 (no norm prologue)          AddRMSNorm then holds its RMSNorm (or, with
 //	                                             normFuse and fp8Fuse off, queues it alone)
+//	GEMM → y above   SwiGLU of y, Add or         the own GEMM's TMA kernel with the SwiGLU or
+//	the GEMV rows    AddRMSNorm of y             residual-add epilogue (epiFusing,
+//	                                             XRUN_CUDA_GEMM_EPILOGUE; cuda.GPU.GemmEpilogue),
+//	                                             or where that launch is not on TMA, the GEMM
+//	                                             into y's producer tensor, then the op
 //	RMSNorm → x,     MatMul of x, FP8 weight     fp8_rmsnorm / fp8_add_rmsnorm writing x's
 //	AddRMSNorm → x   with a static per-tensor    E4M3 codes into the GEMM's input scratch
 //	                 input scale                 (x itself is not written), then the FP8 GEMM
@@ -209,8 +214,18 @@ func (b *Backend) gemvFusing(rows int) bool {
 	return b.fuseOn && b.blas == nil && rows <= b.gemvRows
 }
 
+// epiFusing is whether GEMMs over rows rows, above the GEMV's, are held
+// back for the own GEMM's SwiGLU and residual-add epilogues
+// (XRUN_CUDA_GEMM_EPILOGUE; cuda.GPU.GemmEpilogue): where the TMA kernels
+// run them (cuda.GPU.EpilogueRows).
+func (b *Backend) epiFusing(rows int) bool {
+	return b.fuseOn && b.gemmEpi && b.blas == nil && rows > b.gemvRows && b.epiRows > 0 && rows >= b.epiRows
+}
+
 // gemv queues the held-back GEMM p, with its norm prologue if it has one
-// and the epilogue fu, into y.
+// and the epilogue fu, into y: the decode GEMV at its rows, above them the
+// TMA kernels' epilogue, or where those do not run the launch, the GEMM
+// into p.out and then the SwiGLU or add on its own.
 func (b *Backend) gemv(p *pending, y *tensor, fu cuda.GemvFusion) {
 	b.op(func(g *cuda.GPU) error {
 		n, k := p.w.shape[0], p.w.shape[1]
@@ -219,6 +234,20 @@ func (b *Backend) gemv(p *pending, y *tensor, fu cuda.GemvFusion) {
 		}
 		if p.x.cols() != k || y.cols() != n {
 			return fmt.Errorf("matmul %s: x has %d columns, out %d, weight is %v (fused: %+v)", p.w.name, p.x.cols(), y.cols(), p.w.shape, fu)
+		}
+		if p.rows > b.gemvRows {
+			ok, err := g.GemmEpilogue(g.Stream, b.dt, y.buf, p.x.buf, p.w.buf, p.rows, n, k, fu)
+			if ok || err != nil {
+				return err
+			}
+			if err := g.Gemm(g.Stream, b.dt, p.out.buf, p.x.buf, p.w.buf, p.rows, p.w.shape[0], k); err != nil {
+				return err
+			}
+			if fu.GLU {
+				up := p.out.buf.Slice(n*b.dt.Size(), p.out.buf.Bytes-n*b.dt.Size())
+				return g.SwiGLU(g.Stream, b.dt, y.buf, p.out.buf, up, p.rows, n, 2*n)
+			}
+			return g.Add(g.Stream, b.dt, y.buf, p.out.buf, p.rows*n)
 		}
 		var x cuda.Buffer
 		if p.res != nil {

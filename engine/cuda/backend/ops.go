@@ -102,6 +102,13 @@ func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
 		b.pend = p
 		return
 	}
+	if b.epiFusing(rows) {
+		// Above the GEMV's rows: held for a SwiGLU or residual add that
+		// the GEMM's epilogue may take (no norm prologue there).
+		b.release()
+		b.pend = &pending{kind: pendGemm, out: o, x: xi, w: wt, rows: rows}
+		return
+	}
 	b.matmul(o, xi, wt, rows)
 }
 

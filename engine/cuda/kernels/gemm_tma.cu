@@ -113,7 +113,51 @@ __device__ __forceinline__ void tma_store4(T *Y, int M, int N, int r, int c, flo
 	}
 }
 
-template <class T, class E, int C, int BN, int STAGES>
+// Epilogues (16-bit only): TMA_EPI_GLU, the gate_up projection with SwiGLU
+// behind it: W is the fused [2N, K] gate_up weight, a tile of BN columns
+// holds BN / 2 gate rows and the same BN / 2 up rows (two boxes a stage),
+// and Y is the [M, N] activation; TMA_EPI_RES, the residual add behind the
+// output and down projections: Y = T(Y + T(x W^T)). Both round as the
+// separate kernels store (SwiGLU of the rounded halves, the add of the
+// rounded product).
+#define TMA_EPI_NONE 0
+#define TMA_EPI_GLU 1
+#define TMA_EPI_RES 2
+
+// epi_value is output (r, c)'s value from its sums: under GLU v is the gate
+// sum and u the up sum; under RES v is added to what Y holds.
+template <class T, int EPI>
+__device__ __forceinline__ float epi_value(const T *Y, int N, int r, int c, float v, float u) {
+	if constexpr (EPI == TMA_EPI_GLU) {
+		const float g = to_f32(from_f32<T>(v)), w = to_f32(from_f32<T>(u));
+		return g / (1.f + __expf(-g)) * w;
+	} else if constexpr (EPI == TMA_EPI_RES) {
+		return to_f32(Y[(long long)r * N + c]) + to_f32(from_f32<T>(v));
+	}
+	return v;
+}
+
+// epi_store2 writes outputs (r, c) and (r, c + 1) of the M x N output from
+// their sums (v, and u under GLU); rows past M and columns past N dropped.
+template <class T, int EPI>
+__device__ __forceinline__ void epi_store2(T *Y, int M, int N, int r, int c, float v0, float v1, float u0, float u1) {
+	if (r >= M || c >= N) return;
+	const float a = epi_value<T, EPI>(Y, N, r, c, v0, u0);
+	if (c + 1 < N) {
+		const float b = epi_value<T, EPI>(Y, N, r, c + 1, v1, u1);
+		T *y = Y + (long long)r * N + c;
+		if ((N & 1) == 0) {
+			*(u32 *)y = (u32)from_f32<T>(a).x | ((u32)from_f32<T>(b).x << 16);
+		} else {
+			y[0] = from_f32<T>(a);
+			y[1] = from_f32<T>(b);
+		}
+	} else {
+		Y[(long long)r * N + c] = from_f32<T>(a);
+	}
+}
+
+template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE>
 __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
 	const float *sw, int swRows, int M, int N, int K, int kps) {
 #ifdef XR_WGMMA
@@ -121,12 +165,15 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr int ROWS = 64 * C, BK = 128 / (int)sizeof(E), NA = BN / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	static_assert(BN == 128 || BN == 192 || BN == 256, "tile width");
+	constexpr bool GLU = EPI == TMA_EPI_GLU;
+	static_assert(EPI == TMA_EPI_NONE || !F8, "the epilogues are 16-bit only");
 	extern __shared__ unsigned char smem[];
 	const u32 base = (smem_u32(smem) + 1023u) & ~1023u;
 	const u32 full = base + STAGES * STAGE, empty = full + STAGES * 8;
 
 	const int tid = threadIdx.x, wg = tid >> 7;
-	const int m0 = blockIdx.y * ROWS, n0 = blockIdx.x * BN;
+	// Under GLU a tile's BN columns are BN / 2 outputs' gate and up sums.
+	const int m0 = blockIdx.y * ROWS, n0 = blockIdx.x * (GLU ? BN / 2 : BN);
 	const int ktiles = (K + BK - 1) / BK, kt0 = blockIdx.z * kps;
 	const int nk = min(ktiles, kt0 + kps) - kt0; // >= 1: the launcher's splits leave none empty
 
@@ -151,7 +198,15 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 				mbar_expect(full + 8 * s, STAGE);
 				const int k0 = (kt0 + i) * BK;
 				tma_load2d(base + s * STAGE, &tx, k0, m0, full + 8 * s);
-				tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+				if constexpr (GLU) {
+					// Two boxes of BN / 2 rows (the map's box): gate rows
+					// n0.., then up rows N + n0..; gate rows past N read
+					// up rows, whose outputs are dropped.
+					tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+					tma_load2d(base + s * STAGE + ABYTES + (BN / 2) * 128, &tw, k0, N + n0, full + 8 * s);
+				} else {
+					tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+				}
 			}
 		}
 		if (gridDim.z > 1) { // the split's barriers, as the consumers pass them below
@@ -185,7 +240,23 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	const int warp = (tid >> 5) & 3, lane = tid & 31;
 	const int rl = (wg - 1) * 64 + warp * 16 + (lane >> 2); // row in the tile
 	if (gridDim.z == 1) {
-		wg_store<T, BN, F8>(acc, Y, (float *)nullptr, M, N, m0 + rl, n0, lane, sx, sxRows, sw, swRows);
+		if constexpr (EPI == TMA_EPI_NONE) {
+			wg_store<T, BN, F8>(acc, Y, (float *)nullptr, M, N, m0 + rl, n0, lane, sx, sxRows, sw, swRows);
+		} else {
+			// Column block j of the accumulators; under GLU block j's gate
+			// sums pair with block j + BN / 16's up sums, in this thread.
+			constexpr int JB = GLU ? BN / 16 : BN / 8;
+#pragma unroll
+			for (int j = 0; j < JB; j++)
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					const int c = n0 + j * 8 + (lane & 3) * 2;
+					const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+					float u0 = 0.f, u1 = 0.f;
+					if constexpr (GLU) u0 = acc[4 * (j + JB) + 2 * h], u1 = acc[4 * (j + JB) + 2 * h + 1];
+					epi_store2<T, EPI>(Y, M, N, m0 + rl + h * 8, c, v0, v1, u0, u1);
+				}
+		}
 		return;
 	}
 
@@ -204,19 +275,25 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			*(float2 *)&red[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
 	cluster_sync();
 	const int S = gridDim.z, rank = cluster_rank();
-	const int per = (ROWS + S - 1) / S, r0 = rank * per, n4 = max(0, min(ROWS, r0 + per) - r0) * (BN / 4);
+	// Outputs of the tile a row, in float4s: under GLU the gate half, each
+	// read with its up float4 BN / 2 columns on.
+	constexpr int W4 = (GLU ? BN / 2 : BN) / 4;
+	const int per = (ROWS + S - 1) / S, r0 = rank * per, n4 = max(0, min(ROWS, r0 + per) - r0) * W4;
 	// Two float4 a thread a round, each read from every block of the
 	// cluster before any is added: up to 16 remote reads in flight, where
 	// one at a time would wait out the latency of each.
 	for (int e = tid - 128; e < n4; e += 2 * (NT - 128)) {
-		float4 p[2][TMA_MAX_CLUSTER];
+		float4 p[2][TMA_MAX_CLUSTER], pu[GLU ? 2 : 1][GLU ? TMA_MAX_CLUSTER : 1];
 #pragma unroll
 		for (int u = 0; u < 2; u++) {
 			const int eu = min(e + u * (NT - 128), n4 - 1);
-			const u32 off = base + (u32)((r0 + eu / (BN / 4)) * LD + (eu % (BN / 4)) * 4) * 4;
+			const u32 off = base + (u32)((r0 + eu / W4) * LD + (eu % W4) * 4) * 4;
 #pragma unroll
 			for (int q = 0; q < TMA_MAX_CLUSTER; q++)
-				if (q < S) p[u][q] = ld_cluster4(off, q);
+				if (q < S) {
+					p[u][q] = ld_cluster4(off, q);
+					if constexpr (GLU) pu[u][q] = ld_cluster4(off + (BN / 2) * 4, q);
+				}
 		}
 #pragma unroll
 		for (int u = 0; u < 2; u++) {
@@ -226,8 +303,21 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 #pragma unroll
 			for (int q = 1; q < TMA_MAX_CLUSTER; q++)
 				if (q < S) v.x += p[u][q].x, v.y += p[u][q].y, v.z += p[u][q].z, v.w += p[u][q].w;
-			const int r = r0 + eu / (BN / 4), c = (eu % (BN / 4)) * 4;
-			if (n0 + c < N) tma_store4<T, F8>(Y, M, N, m0 + r, n0 + c, v, sx, sxRows, sw, swRows);
+			const int r = r0 + eu / W4, c = (eu % W4) * 4;
+			if (n0 + c >= N) continue;
+			if constexpr (EPI == TMA_EPI_NONE) {
+				tma_store4<T, F8>(Y, M, N, m0 + r, n0 + c, v, sx, sxRows, sw, swRows);
+			} else {
+				float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
+				if constexpr (GLU) {
+					w = pu[u][0];
+#pragma unroll
+					for (int q = 1; q < TMA_MAX_CLUSTER; q++)
+						if (q < S) w.x += pu[u][q].x, w.y += pu[u][q].y, w.z += pu[u][q].z, w.w += pu[u][q].w;
+				}
+				epi_store2<T, EPI>(Y, M, N, m0 + r, n0 + c, v.x, v.y, w.x, w.y);
+				epi_store2<T, EPI>(Y, M, N, m0 + r, n0 + c + 2, v.z, v.w, w.z, w.w);
+			}
 		}
 	}
 	cluster_sync(); // no block leaves while another reads its tile
@@ -255,6 +345,23 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		const float *sw, int swRows, int M, int N, int K, int kps) {                                                   \
 		gemm_tma<T, u8, C, BN, ST>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps);                                   \
 	}
+// gemm_tma_glu_<config>_<dtype> and gemm_tma_res_<config>_<dtype>: the
+// 16-bit kernels with the SwiGLU or residual-add epilogue (N is the output
+// width; under GLU W has 2N rows and its tensor map boxes of BN / 2).
+#define GEMM_TMA_EPI(cfg, T, C, BN, ST, MINB)                                                                          \
+	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_glu_##cfg##_##T(                       \
+		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps) {        \
+		gemm_tma<T, T, C, BN, ST, TMA_EPI_GLU>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps);                       \
+	}                                                                                                                  \
+	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_res_##cfg##_##T(                       \
+		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps) {        \
+		gemm_tma<T, T, C, BN, ST, TMA_EPI_RES>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps);                       \
+	}
+#define GEMM_TMA_EPI_ALL(T)                                                                                            \
+	GEMM_TMA_EPI(wg1, T, 1, 128, 4, 2) GEMM_TMA_EPI(wg2, T, 2, 128, 6, 1) GEMM_TMA_EPI(wg2m, T, 2, 192, 5, 1)          \
+	GEMM_TMA_EPI(wg2w, T, 2, 256, 4, 1)
+GEMM_TMA_EPI_ALL(f16)
+GEMM_TMA_EPI_ALL(bf16)
 #define GEMM_TMA_ALL(T)                                                                                                \
 	GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2m, T, 2, 192, 5, 1) GEMM_TMA(wg2w, T, 2, 256, 4, 1)
 GEMM_TMA_ALL(f16)
