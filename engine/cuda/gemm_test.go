@@ -430,6 +430,23 @@ func TestTMAPolicy(t *testing.T) {
 	}
 }
 
+// TestTMAGrid: the row tiles run along X, so that the blocks of one
+// column tile of W are launched together; a split along Z; too many
+// column tiles refused.
+func TestTMAGrid(t *testing.T) {
+	p := tmaPlan{cfg: tmaConfigs["wg2w"], splits: 2, kps: 16}
+	g, err := p.grid(256, 32000, 256)
+	if err != nil || g != (Dim3{X: 2, Y: 125, Z: 2}) {
+		t.Errorf("grid(256, 32000) = %+v, %v; want 2 x 125 x 2", g, err)
+	}
+	if g, err := p.grid(300, 1000, 128); err != nil || g.X != 3 || g.Y != 8 {
+		t.Errorf("grid(300, 1000, 128) = %+v, %v; want 3 x 8", g, err)
+	}
+	if _, err := p.grid(64, 65536*256+1, 256); err == nil {
+		t.Error("65537 column tiles: no error")
+	}
+}
+
 // TestEpilogueRows: from EpilogueRows up every 16-bit launch of the zoo's
 // decode shapes (the gate_up GEMM as its fused 2n rows) is on the TMA
 // kernels, so a GEMM the backend holds back for the epilogue never falls

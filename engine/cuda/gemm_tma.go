@@ -185,11 +185,15 @@ func (p tmaPlan) cost(m, n int, slots func(tmaConfig, int) int) float64 {
 }
 
 // grid is the launch's blocks for an m x n output in tiles of wide
-// columns.
+// columns: the row tiles along X, so that blocks launched together share
+// their column tiles of W. A decode's few row tiles then read each of W's
+// tiles once from memory in the same wave: with the columns along X,
+// TinyLlama's LM head at M = 256 (250 tiles of 128 x 256, two waves)
+// read all of W in each wave.
 func (p tmaPlan) grid(m, n, wide int) (Dim3, error) {
-	g := Dim3{X: ceilDiv(n, wide), Y: ceilDiv(m, p.cfg.rows), Z: p.splits}
+	g := Dim3{X: ceilDiv(m, p.cfg.rows), Y: ceilDiv(n, wide), Z: p.splits}
 	if g.Y > 65535 {
-		return Dim3{}, fmt.Errorf("cuda: TMA GEMM: M=%d needs %d row tiles, at most 65535", m, g.Y)
+		return Dim3{}, fmt.Errorf("cuda: TMA GEMM: N=%d needs %d column tiles, at most 65535", n, g.Y)
 	}
 	return g, nil
 }

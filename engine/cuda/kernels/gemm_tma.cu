@@ -172,8 +172,10 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	const u32 full = base + STAGES * STAGE, empty = full + STAGES * 8;
 
 	const int tid = threadIdx.x, wg = tid >> 7;
-	// Under GLU a tile's BN columns are BN / 2 outputs' gate and up sums.
-	const int m0 = blockIdx.y * ROWS, n0 = blockIdx.x * (GLU ? BN / 2 : BN);
+	// Row tiles along X (tmaPlan.grid): blocks launched together share W's
+	// tiles. Under GLU a tile's BN columns are BN / 2 outputs' gate and up
+	// sums.
+	const int m0 = blockIdx.x * ROWS, n0 = blockIdx.y * (GLU ? BN / 2 : BN);
 	const int ktiles = (K + BK - 1) / BK, kt0 = blockIdx.z * kps;
 	const int nk = min(ktiles, kt0 + kps) - kt0; // >= 1: the launcher's splits leave none empty
 
