@@ -54,7 +54,8 @@ const (
 // cluster adds grow with both. BenchmarkGemm on an H100 at TinyLlama's M =
 // 128 shapes: qkv on 128 x 128 tiles split 4 ways took 9.9 us, on 128 x
 // 192 split 8 ways 11.3, though its waves and k-tiles cost less (the o
-// projection: 9.7 against 10.8).
+// projection: 9.7 against 10.8). The split of one tile's K keeps
+// tmaReduce, with which its plans were measured.
 const tmaReduceBlock = 1
 
 // tmaWave is what a wave of blocks costs besides its k-tiles, in k-tiles of
