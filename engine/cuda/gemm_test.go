@@ -593,16 +593,7 @@ func TestGemmEpilogue(t *testing.T) {
 
 func checkGemmEpilogue(t testing.TB, g *GPU, dt DType, m, n, k int, glu bool) {
 	r := newRand(t)
-	rowsW := n
-	if glu {
-		rowsW = 2 * n
-	}
-	xin := randVals(r, dt, m*k, 1)
-	wv := randVals(r, dt, rowsW*k, 0.5)
-	wRows := make([][]float32, rowsW)
-	for j := range wRows {
-		wRows[j] = wv[j*k : (j+1)*k]
-	}
+	xin, wv, wRows := randGemmOperands(r, dt, m, n, k, glu)
 	ref := dt.Decode(dt.Encode(refGemmCols(xin, wRows, m, k)))
 	var y Buffer
 	if glu {
@@ -624,6 +615,6 @@ func checkGemmEpilogue(t testing.TB, g *GPU, dt DType, m, n, k int, glu bool) {
 	if !ok {
 		t.Fatalf("%s M=%d N=%d K=%d: XRUN_CUDA_GEMM_TMA=1 but the epilogue did not run on TMA", dt, m, n, k)
 	}
-	p, _ := g.tmaPlanFor(m, rowsW, k, false)
+	p, _ := g.tmaPlanFor(m, len(wRows), k, false)
 	checkRel(t, fmt.Sprintf("%s epilogue glu=%v M=%d N=%d K=%d (%s, split %d)", dt, glu, m, n, k, p.cfg.name, p.splits), download(t, g, dt, y, m*n), ref)
 }

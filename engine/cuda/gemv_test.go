@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -71,18 +72,25 @@ func gemvKernelsFor(m int, glu bool) []gemvKernel {
 	return ks
 }
 
-func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, glu, norm, res, writeX bool) {
-	r := newRand(t)
+// randGemmOperands is a random m x k X and W, n rows (2n, gate then up,
+// under glu) of k values, with W's rows as slices of it.
+func randGemmOperands(r *rand.Rand, dt DType, m, n, k int, glu bool) (xin, wv []float32, wRows [][]float32) {
 	rowsW := n
 	if glu {
 		rowsW = 2 * n
 	}
-	xin := randVals(r, dt, m*k, 1)
-	wv := randVals(r, dt, rowsW*k, 0.5)
-	wRows := make([][]float32, rowsW)
+	xin = randVals(r, dt, m*k, 1)
+	wv = randVals(r, dt, rowsW*k, 0.5)
+	wRows = make([][]float32, rowsW)
 	for j := range wRows {
 		wRows[j] = wv[j*k : (j+1)*k]
 	}
+	return xin, wv, wRows
+}
+
+func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, glu, norm, res, writeX bool) {
+	r := newRand(t)
+	xin, wv, wRows := randGemmOperands(r, dt, m, n, k, glu)
 	fu := GemvFusion{GLU: glu, Residual: res}
 	x := devUpload(t, g, dt, xin)
 	wb := devUpload(t, g, dt, wv)
