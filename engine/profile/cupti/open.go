@@ -2,7 +2,6 @@ package cupti
 
 import (
 	"fmt"
-	"os"
 	"sync"
 )
 
@@ -32,8 +31,11 @@ func Open() (*Session, error) {
 	return session, openErr
 }
 
+// injectionEnv names the library a profiler (nsys, ncu) injects into CUDA.
+const injectionEnv = "CUDA_INJECTION64_PATH"
+
 func open() (*Session, error) {
-	if p := os.Getenv("CUDA_INJECTION64_PATH"); p != "" {
+	if p := injectionPath(); p != "" {
 		return nil, &UnavailableError{StepAside: true,
 			Reason: fmt.Sprintf("another profiler is attached (CUDA_INJECTION64_PATH=%s, as under nsys or ncu); xrun steps aside and that profiler records the window (cuProfilerStart/Stop)", p)}
 	}
