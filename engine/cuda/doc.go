@@ -10,7 +10,9 @@
 // (gemm_plugin disable: mma.sync tiles, and on Hopper the warpgroup MMA fed
 // by cp.async (gemm_wgmma.cu) or by TMA from a producer warpgroup, K split
 // inside a thread-block cluster (gemm_tma.cu, tensor maps encoded by
-// gemm_tma.go), XRUN_CUDA_GEMM_TMA choosing per launch), and for dtype fp8 cuBLASLt's FP8 GEMMs beside the
+// gemm_tma.go), XRUN_CUDA_GEMM_TMA choosing per launch; GemmEpilogue adds
+// SwiGLU or the residual add behind the TMA kernels' product), and for
+// dtype fp8 cuBLASLt's FP8 GEMMs beside the
 // own FP8 kernels, with the activation quantizers bit for bit engine/fp8's
 // (fp8.go), for static scales also fused into the RMSNorm and SwiGLU that
 // produce a GEMM's input (fp8_fused.go); the roofline's ceilings (the table measured on the
