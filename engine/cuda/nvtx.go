@@ -10,10 +10,11 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/xrun-dev/xrun/engine/cenv"
 )
 
 // NVTXInjectionEnv names the variable through which a profiler (Nsight
@@ -63,7 +64,7 @@ func NVTXError() error {
 func nvtxAttach() {
 	state := nvtxOff
 	defer func() { nvtxState.Store(state) }()
-	path := os.Getenv(NVTXInjectionEnv)
+	path := cenv.Getenv(NVTXInjectionEnv) // where a launcher may set it after exec
 	if path == "" {
 		return
 	}

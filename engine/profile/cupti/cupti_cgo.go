@@ -18,32 +18,6 @@ import (
 	"unsafe"
 )
 
-// injectionPath is CUDA_INJECTION64_PATH as libcuda reads it: from the C
-// environment. A profiler's preloaded launcher may set it there once the
-// process runs, where Go's os.Getenv, a copy taken at exec, never sees it.
-func injectionPath() string {
-	name := C.CString(injectionEnv)
-	defer C.free(unsafe.Pointer(name))
-	if v := C.getenv(name); v != nil {
-		return C.GoString(v)
-	}
-	return os.Getenv(injectionEnv)
-}
-
-// setCEnv sets (or with an empty value removes) a variable in the C
-// environment only, as a preloaded library does; for TestInjectionPathC.
-func setCEnv(k, v string) {
-	ck := C.CString(k)
-	defer C.free(unsafe.Pointer(ck))
-	if v == "" {
-		C.unsetenv(ck)
-		return
-	}
-	cv := C.CString(v)
-	defer C.free(unsafe.Pointer(cv))
-	C.setenv(ck, cv, 1)
-}
-
 // errMultipleSubscribers is CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED.
 const errMultipleSubscribers = 39
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/xrun-dev/xrun/engine/cenv"
 )
 
 // TestInjectionPathC: a profiler's launcher that sets CUDA_INJECTION64_PATH
@@ -15,13 +17,13 @@ func TestInjectionPathC(t *testing.T) {
 	if os.Getenv(injectionEnv) != "" {
 		t.Skip("already under a profiler")
 	}
-	setCEnv(injectionEnv, "/opt/tool/libinjection.so")
-	defer setCEnv(injectionEnv, "")
+	cenv.Setenv(injectionEnv, "/opt/tool/libinjection.so")
+	defer cenv.Setenv(injectionEnv, "")
 	if os.Getenv(injectionEnv) != "" {
 		t.Fatal("os.Getenv saw the C-only variable: the test does not test the C environment")
 	}
-	if got := injectionPath(); got != "/opt/tool/libinjection.so" {
-		t.Errorf("injectionPath() = %q, want the C environment's value", got)
+	if got := cenv.Getenv(injectionEnv); got != "/opt/tool/libinjection.so" {
+		t.Errorf("cenv.Getenv(injectionEnv) = %q, want the C environment's value", got)
 	}
 	var ue *UnavailableError
 	if _, err := open(); !errors.As(err, &ue) || !ue.StepAside {

@@ -3,6 +3,8 @@ package cupti
 import (
 	"fmt"
 	"sync"
+
+	"github.com/xrun-dev/xrun/engine/cenv"
 )
 
 var (
@@ -32,10 +34,12 @@ func Open() (*Session, error) {
 }
 
 // injectionEnv names the library a profiler (nsys, ncu) injects into CUDA.
+// It is looked up where libcuda looks (cenv): a launcher may set it after
+// exec, out of os.Getenv's sight.
 const injectionEnv = "CUDA_INJECTION64_PATH"
 
 func open() (*Session, error) {
-	if p := injectionPath(); p != "" {
+	if p := cenv.Getenv(injectionEnv); p != "" {
 		return nil, &UnavailableError{StepAside: true,
 			Reason: fmt.Sprintf("another profiler is attached (CUDA_INJECTION64_PATH=%s, as under nsys or ncu); xrun steps aside and that profiler records the window (cuProfilerStart/Stop)", p)}
 	}
