@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xrun-dev/xrun/engine/cenv"
 	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/engine/model"
 )
@@ -182,15 +183,15 @@ func TestGPUStepAside(t *testing.T) {
 			fmt.Printf("PROFILE env %s\n", kv)
 		}
 	}
-	openGPU(t) // an injected tool attaches when CUDA initialises
-	inj := os.Getenv("CUDA_INJECTION64_PATH")
+	openGPU(t)                       // an injected tool attaches when CUDA initialises
+	inj := cenv.Getenv(injectionEnv) // the launcher may have set it in the C environment only
 	if inj != "" {
 		var ue *UnavailableError
 		if _, err := open(); !errors.As(err, &ue) || !ue.StepAside {
 			t.Errorf("open with CUDA_INJECTION64_PATH=%s: %v", inj, err)
 		}
-		os.Unsetenv("CUDA_INJECTION64_PATH") // now ask CUPTI itself
-		defer os.Setenv("CUDA_INJECTION64_PATH", inj)
+		os.Unsetenv(injectionEnv) // Go's and C's: now ask CUPTI itself
+		defer os.Setenv(injectionEnv, inj)
 	}
 	s, err := open()
 	var ue *UnavailableError
