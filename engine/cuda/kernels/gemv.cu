@@ -56,7 +56,18 @@
 // RES: Y is the residual stream and the product is added to it, Y = T(Y +
 // T(x W^T)), as the separate add rounds: the output and down projections
 // absorb the residual add that follows them. Each output has one owner
-// lane, so the read-modify-write needs no atomics.
+// lane, so the read-modify-write needs no atomics. The owner reads its Y
+// as soon as pdl_enter allows, beside the first reads of X, rather than
+// after the reduction: at batch 1 the output projection's weights are all
+// in registers by the time the attention before it ends, and what is left
+// of it is a chain of dependent reads, one of which this takes off.
+//
+// PIPE (the residual GEMVs at M = 1: the down projection, K = 5632 in
+// three rounds of loads per warp at TinyLlama's width): the next round's
+// loads of W go out before this round's are consumed, so that a warp never
+// stands with none in flight. Those GEMVs have 512 blocks, in one wave at
+// either register count; at 8 N K / 16 rounds of W loads per warp they
+// are the GEMVs that wait on each round's latency the most.
 #include "common.cuh"
 
 #define GV_GLU 1
@@ -82,6 +93,7 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 	// in flight: L / 2 KB per warp.
 	constexpr int RR = GLU ? 2 * R : R;
 	constexpr int U = RR >= L ? 1 : L / RR;
+	constexpr bool PIPE = RES && MT == 1;
 	const int lane = threadIdx.x & 31;
 	const int n0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
 	const int K8 = K >> 3;
@@ -91,20 +103,25 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 		const int row = min(n0 + (r % R), N - 1) + (GLU && r >= R ? N : 0);
 		wr[r] = (const pack8 *)(W + (long long)row * K);
 	}
-	pack8 w[U][RR];
-	auto loadW = [&](int c0) {
+	pack8 w[U][RR], wn[PIPE ? U : 1][RR];
+	auto loadW = [&](pack8 (*dst)[RR], int c0) {
 #pragma unroll
 		for (int u = 0; u < U; u++) {
 			const int c = c0 + 32 * u;
 			if (c < K8) {
 #pragma unroll
-				for (int r = 0; r < RR; r++) w[u][r] = ld_stream(wr[r] + c);
+				for (int r = 0; r < RR; r++) dst[u][r] = ld_stream(wr[r] + c);
 			}
 		}
 	};
-	if (n0 < N) loadW(lane);
+	if (n0 < N) loadW(w, lane);
 	pdl_enter(); // X may be the previous kernel's output: read it only now
 	if (n0 >= N) return;
+	// RES: the owner lane's residual, read now (see RES above).
+	T yold{};
+	const int ym = lane % MT, yr = lane / MT;
+	const bool yown = RES && lane < R * MT && ym < M && n0 + yr < N;
+	if (yown) yold = Y[(long long)ym * N + n0 + yr];
 
 	float acc[RR][MT], ss[MT];
 #pragma unroll
@@ -115,6 +132,7 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 	}
 
 	for (int c0 = lane; c0 < K8; c0 += 32 * U) {
+		if (PIPE && c0 + 32 * U < K8) loadW(wn, c0 + 32 * U);
 		pack8 xs[U][MT], nw[U];
 #pragma unroll
 		for (int u = 0; u < U; u++) {
@@ -150,8 +168,16 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 					}
 			}
 		}
-		// The next round's loads go out once this round's are consumed.
-		if (c0 + 32 * U < K8) loadW(c0 + 32 * U);
+		// The next round's loads go out once this round's are consumed
+		// (under PIPE they went out before, and only move over).
+		if (PIPE) {
+#pragma unroll
+			for (int u = 0; u < U; u++)
+#pragma unroll
+				for (int r = 0; r < RR; r++) w[u][r] = wn[PIPE ? u : 0][r];
+		} else if (c0 + 32 * U < K8) {
+			loadW(w, c0 + 32 * U);
+		}
 	}
 	float inv[MT];
 #pragma unroll
@@ -185,8 +211,8 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 				v = g / (1.f + __expf(-g)) * u;
 			}
 			if (lane == r * MT + m && m < M && n0 + r < N) {
-				T *y = Y + (long long)m * N + n0 + r;
-				*y = from_f32<T>(RES ? to_f32(*y) + to_f32(from_f32<T>(v)) : v);
+				// The owner lane of (m, r) is the one that read yold.
+				Y[(long long)m * N + n0 + r] = from_f32<T>(RES ? to_f32(yold) + to_f32(from_f32<T>(v)) : v);
 			}
 		}
 }
