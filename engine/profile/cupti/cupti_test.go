@@ -352,3 +352,39 @@ func TestOpenWithoutCUPTI(t *testing.T) {
 	}
 	t.Logf("without CUPTI: %v", err)
 }
+
+// TestAttachedProfiler: each sign of an outside profiler makes open step
+// aside, and none makes it go on. The maps line is as Nsight Compute
+// 2025.3 left it in a process it launched, with no injection variable.
+func TestAttachedProfiler(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(name string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == name {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	const ncuMaps = "7fcd2ce00000-7fcd2ce35000 r--p 00000000 fe:00 2008                       /opt/nvidia/nsight-compute/2025.3.1/target/linux-desktop-glibc_2_11_3-x64/libTreeLauncherTargetInjection.so\n"
+	const plainMaps = "7f0000000000-7f0000001000 r-xp 00000000 fe:00 11 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+	for _, c := range []struct {
+		name   string
+		getenv func(string) string
+		maps   string
+		want   string
+	}{
+		{"injection variable", env("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so"), plainMaps, "CUDA_INJECTION64_PATH=/opt/nsys/libToolsInjection64.so"},
+		{"launcher token", env("NV_TPS_LAUNCH_TOKEN", "Interactive Profile"), plainMaps, "NV_TPS_LAUNCH_TOKEN set"},
+		{"launcher transport", env("NV_NSIGHT_INJECTION_TRANSPORT_TYPE", "uds"), plainMaps, "NV_NSIGHT_INJECTION_TRANSPORT_TYPE set"},
+		{"launcher library", env(), ncuMaps, "libTreeLauncherTargetInjection.so loaded"},
+		{"none", env("NV_LIBNCCL_PACKAGE", "libnccl2"), plainMaps, ""},
+		{"no maps", env(), "", ""},
+	} {
+		got := attachedProfiler(c.getenv, func() string { return c.maps })
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -172,8 +172,9 @@ func TestGPUActivity(t *testing.T) {
 func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
 // TestGPUStepAside runs under an outside profiler (bench/gpu.sh check
-// wraps this test in ncu): with the injection variable hidden from the
-// first check, cuptiSubscribe itself must refuse, and open says so.
+// wraps this test in ncu): open must see it (attachedProfiler) and step
+// aside; then CUPTI itself is asked (loadBackend, past that check), and
+// what cuptiSubscribe did under the profiler is printed.
 func TestGPUStepAside(t *testing.T) {
 	if os.Getenv("XRUN_UNDER_PROFILER") == "" {
 		t.Skip("not under an outside profiler (bench/gpu.sh check --tests cupti sets XRUN_UNDER_PROFILER=1 under ncu)")
@@ -183,25 +184,25 @@ func TestGPUStepAside(t *testing.T) {
 			fmt.Printf("PROFILE env %s\n", kv)
 		}
 	}
-	openGPU(t)                       // an injected tool attaches when CUDA initialises
-	inj := cenv.Getenv(injectionEnv) // the launcher may have set it in the C environment only
-	if inj != "" {
-		var ue *UnavailableError
-		if _, err := open(); !errors.As(err, &ue) || !ue.StepAside {
-			t.Errorf("open with CUDA_INJECTION64_PATH=%s: %v", inj, err)
-		}
-		os.Unsetenv(injectionEnv) // Go's and C's: now ask CUPTI itself
-		defer os.Setenv(injectionEnv, inj)
-	}
-	s, err := open()
+	openGPU(t) // an injected tool attaches when CUDA initialises
+	seen := attachedProfiler(cenv.Getenv, selfMaps)
 	var ue *UnavailableError
+	if _, err := open(); seen == "" || !errors.As(err, &ue) || !ue.StepAside {
+		t.Errorf("open under the outside profiler (seen as %q): %v, want a step-aside UnavailableError", seen, err)
+	} else {
+		fmt.Printf("PROFILE step_aside=seen: %s\n", seen)
+	}
+	b, err := loadBackend()
 	switch {
 	case errors.As(err, &ue) && ue.StepAside:
-		fmt.Printf("PROFILE step_aside=subscribe: %s\n", ue.Reason)
+		fmt.Printf("PROFILE subscribe=refused: %s\n", ue.Reason)
 	case err == nil:
-		s.Close()
-		fmt.Printf("PROFILE step_aside=none: cuptiSubscribe succeeded under the outside profiler (injection %q)\n", inj)
+		s, err := newSession(b)
+		if err == nil {
+			s.Close()
+		}
+		fmt.Printf("PROFILE subscribe=succeeded under the outside profiler: only open's check keeps xrun out of its way\n")
 	default:
-		fmt.Printf("PROFILE step_aside=other: %v\n", strings.TrimSpace(err.Error()))
+		fmt.Printf("PROFILE subscribe=other: %v\n", strings.TrimSpace(err.Error()))
 	}
 }
