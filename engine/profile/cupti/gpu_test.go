@@ -185,7 +185,7 @@ func TestGPUStepAside(t *testing.T) {
 		}
 	}
 	openGPU(t) // an injected tool attaches when CUDA initialises
-	seen := attachedProfiler(cenv.Getenv, selfMaps)
+	seen := attachedProfiler(cenv.Getenv, cenv.SelfMaps)
 	var ue *UnavailableError
 	if _, err := open(); seen == "" || !errors.As(err, &ue) || !ue.StepAside {
 		t.Errorf("open under the outside profiler (seen as %q): %v, want a step-aside UnavailableError", seen, err)

@@ -2,8 +2,6 @@ package cupti
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 
 	"github.com/xrun-dev/xrun/engine/cenv"
@@ -41,21 +39,17 @@ func Open() (*Session, error) {
 const injectionEnv = "CUDA_INJECTION64_PATH"
 
 // nsightEnv are variables the Nsight tools' launcher sets in the processes
-// it follows, and nsightLibs parts of the names of the libraries it
-// preloads into them. Nsight Compute 2025.3 (CUDA 13.0) sets no
+// it follows. Nsight Compute 2025.3 (CUDA 13.0) sets no
 // CUDA_INJECTION64_PATH that the process can see, before or after cuInit:
-// it attaches through its preloaded launcher library instead, and under
-// it xrun's CUPTI subscription succeeded while ncu recorded no kernel of
-// the window (xrun, not seeing it, never called cuProfilerStart).
-var (
-	nsightEnv  = []string{"NV_TPS_LAUNCH_TOKEN", "NV_NSIGHT_INJECTION_TRANSPORT_TYPE"}
-	nsightLibs = []string{"libTreeLauncherTargetInjection", "libToolsInjection"}
-)
+// it attaches through the libraries its launcher preloads (cenv.ToolLibs)
+// instead, and under it xrun's CUPTI subscription succeeded while ncu
+// recorded no kernel of the window.
+var nsightEnv = []string{"NV_TPS_LAUNCH_TOKEN", "NV_NSIGHT_INJECTION_TRANSPORT_TYPE"}
 
 // attachedProfiler names the outside profiler this process runs under, or
 // "" when none: an injection path where libcuda reads it (getenv), the
-// Nsight launcher's variables, or its libraries among the process's
-// mappings (maps: /proc/self/maps).
+// Nsight launcher's variables, or the Nsight tools' libraries among the
+// process's mappings (maps: /proc/self/maps).
 func attachedProfiler(getenv func(string) string, maps func() string) string {
 	if p := getenv(injectionEnv); p != "" {
 		return injectionEnv + "=" + p
@@ -65,29 +59,14 @@ func attachedProfiler(getenv func(string) string, maps func() string) string {
 			return v + " set (the Nsight tools' launcher)"
 		}
 	}
-	m := maps()
-	for _, line := range strings.Split(m, "\n") {
-		for _, lib := range nsightLibs {
-			if strings.Contains(line, lib) {
-				f := strings.Fields(line)
-				return f[len(f)-1] + " loaded"
-			}
-		}
+	if libs := cenv.ToolLibs(maps()); len(libs) > 0 {
+		return libs[0] + " loaded"
 	}
 	return ""
 }
 
-// selfMaps is the process's memory mappings, "" where it cannot be read.
-func selfMaps() string {
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
-
 func open() (*Session, error) {
-	if p := attachedProfiler(cenv.Getenv, selfMaps); p != "" {
+	if p := attachedProfiler(cenv.Getenv, cenv.SelfMaps); p != "" {
 		return nil, &UnavailableError{StepAside: true,
 			Reason: fmt.Sprintf("another profiler is attached (%s, as under nsys or ncu); xrun steps aside and that profiler records the window (cuProfilerStart/Stop)", p)}
 	}
