@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/xrun-dev/xrun/engine/cenv"
 	"github.com/xrun-dev/xrun/engine/cuda"
 	"github.com/xrun-dev/xrun/results"
 	"github.com/xrun-dev/xrun/results/layout"
@@ -479,7 +480,8 @@ func (s *study) executor() (executor, error) {
 	}
 	x := s.exec
 	if x == nil {
-		lx := &localExecutor{exe: s.o.Executable, env: s.o.Env, dir: absDir, grace: s.o.KillGrace}
+		lx := &localExecutor{exe: s.o.Executable, env: s.o.Env, dir: absDir, grace: s.o.KillGrace,
+			libcSpawn: cenv.UnderLauncher(cenv.SelfMaps())}
 		if s.limit != nil {
 			lx.deadline = s.limit.deadline
 		}

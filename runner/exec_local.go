@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xrun-dev/xrun/engine/cenv"
 	"github.com/xrun-dev/xrun/results/layout"
 )
 
@@ -52,6 +53,13 @@ type localExecutor struct {
 	// deadline is the run's time limit, passed on to each worker
 	// (deadlineEnv); zero for none.
 	deadline time.Time
+	// libcSpawn starts workers through libc (cenv.Spawn), as this process
+	// runs under the Nsight tools' launcher (ncu --target-processes all),
+	// which follows only the children libc makes: without it the workers
+	// ran outside ncu and it recorded no kernel. Such a worker is not
+	// killed by the kernel when xrun dies (no Pdeathsig through
+	// posix_spawn); the profiler ends with it anyway.
+	libcSpawn bool
 }
 
 func (x *localExecutor) run(ctx context.Context, c *workerCell, gpus []string) outcome {
@@ -79,31 +87,50 @@ func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []st
 	}
 	defer errf.Close()
 
-	cmd := exec.Command(x.exe, "worker", "--dir", x.dir, "--cell", c.ID)
-	cmd.Env = slices.DeleteFunc(slices.Clone(x.env), func(kv string) bool { return strings.HasPrefix(kv, deadlineEnv+"=") })
+	args := []string{"worker", "--dir", x.dir, "--cell", c.ID}
+	env := slices.DeleteFunc(slices.Clone(x.env), func(kv string) bool { return strings.HasPrefix(kv, deadlineEnv+"=") })
 	if !x.deadline.IsZero() {
-		cmd.Env = append(cmd.Env, deadlineEnv+"="+x.deadline.Format(time.RFC3339Nano))
+		env = append(env, deadlineEnv+"="+x.deadline.Format(time.RFC3339Nano))
 	}
 	if len(gpus) > 0 {
 		// UUIDs, not indices: they name the same GPUs whatever
 		// CUDA_VISIBLE_DEVICES this process itself was given.
-		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","))
+		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","))
 	}
-	cmd.Stdout, cmd.Stderr = errf, errf
-	setProcAttrs(cmd)
 
+	var proc *os.Process
+	var state *os.ProcessState
 	started, waited := make(chan error, 1), make(chan error, 1)
 	go func() {
 		// The child is killed when the thread that started it ends
 		// (Pdeathsig): keep that thread for as long as the child lives.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
+		if x.libcSpawn {
+			p, err := cenv.Spawn(x.exe, append([]string{x.exe}, args...), env, errf, true)
+			if err != nil {
+				started <- err
+				return
+			}
+			proc = p
+			started <- nil
+			ps, err := p.Wait()
+			state = ps
+			waited <- err
+			return
+		}
+		cmd := exec.Command(x.exe, args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, errf, errf
+		setProcAttrs(cmd)
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
 		}
+		proc = cmd.Process
 		started <- nil
-		waited <- cmd.Wait()
+		err := cmd.Wait()
+		state = cmd.ProcessState
+		waited <- err
 	}()
 	if err := <-started; err != nil {
 		return outcome{failure: fmt.Sprintf("cannot start the worker %s: %v", x.exe, err)}
@@ -115,10 +142,10 @@ func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []st
 	case <-waited:
 	case <-ctx.Done():
 		stopped = true
-		x.terminate(cmd, waited)
+		x.terminate(proc, waited)
 	case <-timer.C:
 		timedOut = true
-		x.terminate(cmd, waited)
+		x.terminate(proc, waited)
 	}
 
 	if o, ok := finishedCell(x.dir, c); ok {
@@ -134,7 +161,7 @@ func (x *localExecutor) runProcess(ctx context.Context, c *workerCell, gpus []st
 	if timedOut {
 		return outcome{failure: fmt.Sprintf("timed out after %s, the cell's timeout (set timeout: in the spec to change it); the worker was stopped%s", c.Timeout, see)}
 	}
-	msg := "worker " + exitText(cmd.ProcessState)
+	msg := "worker " + exitText(state)
 	if detail != "" {
 		msg += ": " + detail
 	}
@@ -181,12 +208,12 @@ func stderrNote(dir, id string) (detail, see string) {
 // terminate asks the worker's process group to stop (SIGTERM: the worker
 // stops its engine at the next iteration), and kills it after the grace
 // period if it has not (a hung driver does not listen).
-func (x *localExecutor) terminate(cmd *exec.Cmd, waited <-chan error) {
-	signalGroup(cmd, false)
+func (x *localExecutor) terminate(p *os.Process, waited <-chan error) {
+	signalGroup(p, false)
 	select {
 	case <-waited:
 	case <-time.After(x.grace):
-		signalGroup(cmd, true)
+		signalGroup(p, true)
 		<-waited
 	}
 }

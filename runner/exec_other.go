@@ -10,6 +10,6 @@ import (
 func setProcAttrs(*exec.Cmd) {}
 
 // Without process groups and signals, stopping a worker means killing it.
-func signalGroup(cmd *exec.Cmd, _ bool) { _ = cmd.Process.Kill() }
+func signalGroup(p *os.Process, _ bool) { _ = p.Kill() }
 
 func killedOutright(*os.ProcessState) bool { return false }

@@ -4,19 +4,18 @@ package runner
 
 import (
 	"os"
-	"os/exec"
 	"syscall"
 )
 
 // signalGroup sends SIGTERM (or SIGKILL when hard) to the worker's process
 // group.
-func signalGroup(cmd *exec.Cmd, hard bool) {
+func signalGroup(p *os.Process, hard bool) {
 	sig := syscall.SIGTERM
 	if hard {
 		sig = syscall.SIGKILL
 	}
-	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
-		_ = cmd.Process.Signal(sig)
+	if err := syscall.Kill(-p.Pid, sig); err != nil {
+		_ = p.Signal(sig)
 	}
 }
 
