@@ -62,12 +62,14 @@
 // in registers by the time the attention before it ends, and what is left
 // of it is a chain of dependent reads, one of which this takes off.
 //
-// PIPE (the residual GEMVs at M = 1: the down projection, K = 5632 in
-// three rounds of loads per warp at TinyLlama's width): the next round's
-// loads of W go out before this round's are consumed, so that a warp never
-// stands with none in flight. Those GEMVs have 512 blocks, in one wave at
-// either register count; at 8 N K / 16 rounds of W loads per warp they
-// are the GEMVs that wait on each round's latency the most.
+// PIPE (the residual GEMVs at M = 1 with 8 loads in flight a lane): the
+// next round's loads of W go out before this round's are consumed, so that
+// a warp never stands with none in flight. It is for the down projection,
+// whose K (5632 at TinyLlama's width) takes three rounds a warp, the most
+// of any decode GEMV; the extra registers (8 more loads a lane) still let
+// TinyLlama's 512 blocks of either residual GEMV run in one wave. The _l16
+// kernels keep their single buffer: 16 more loads would not fit the 168
+// registers they are held to.
 #include "common.cuh"
 
 #define GV_GLU 1
@@ -93,7 +95,7 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 	// in flight: L / 2 KB per warp.
 	constexpr int RR = GLU ? 2 * R : R;
 	constexpr int U = RR >= L ? 1 : L / RR;
-	constexpr bool PIPE = RES && MT == 1;
+	constexpr bool PIPE = RES && MT == 1 && L == 8;
 	const int lane = threadIdx.x & 31;
 	const int n0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
 	const int K8 = K >> 3;
