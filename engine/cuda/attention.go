@@ -328,6 +328,19 @@ var attnTCRopeDefaults = map[int][2]attnTC{
 	128: {{1, 4, 16, 2}, {1, 4, 16, 2}},
 }
 
+// attnTCRopeSingle is the _rope configuration for a decode launch of one
+// item (a single sequence: batch 1, the latency case) over a contiguous
+// cache, where it differs from attnTCRopeDefaults' few-blocks choice. On
+// an H100, TinyLlama fp16 at batch 1 (gemm_plugin disable, 150 requests
+// of 128/128, two runs each, alternating): 2 stages 1,079.2 / 1,079.9
+// output tok/s, 3 stages 1,068.4 / 1,069.0 (+1.0 %). At 4 sequences the
+// 3 stages stayed ahead (2,894.7 against 2,876.8 with disable, 3,253.1
+// against 3,240.5 with auto), hence one item only. Paged launches keep
+// the default (no _rope_paged kernel of 2 stages is built).
+var attnTCRopeSingle = map[int]attnTC{
+	64: {1, 8, 16, 2},
+}
+
 // attnTCPagedKernels and attnTCRopePagedKernels are the configurations
 // attention_tc.cu also instantiates over a paged cache (names ending in
 // _paged, _rope_paged): the defaults only, so that the family's compile
@@ -367,12 +380,12 @@ func (g *GPU) pagedTC(tc attnTC, headDim, rows, blocks int, rope bool) attnTC {
 	return attnTCDefaults[headDim][1]
 }
 
-// attnTCRopeDefault is the _rope configuration for a decode launch of rows
-// query rows per block and blocks blocks, or false where there is none: a
-// prefill launch, another head dimension, XRUN_CUDA_ATTN_TC=0, or
-// XRUN_CUDA_ATTN_TC naming a configuration without a _rope kernel (which
-// then runs unfused, as asked).
-func (g *GPU) attnTCRopeDefault(headDim, rows, blocks int) (attnTC, bool) {
+// attnTCRopeDefault is the _rope configuration for a decode launch of
+// items work items, rows query rows per block and blocks blocks, or false
+// where there is none: a prefill launch, another head dimension,
+// XRUN_CUDA_ATTN_TC=0, or XRUN_CUDA_ATTN_TC naming a configuration without
+// a _rope kernel (which then runs unfused, as asked).
+func (g *GPU) attnTCRopeDefault(headDim, rows, items, blocks int) (attnTC, bool) {
 	if g.sw.CUDAAttnTC == "0" || rows > 16 {
 		return attnTC{}, false
 	}
@@ -387,9 +400,12 @@ func (g *GPU) attnTCRopeDefault(headDim, rows, blocks int) (attnTC, bool) {
 		}
 	}
 	d, ok := attnTCRopeDefaults[headDim]
+	one, single := attnTCRopeSingle[headDim]
 	switch {
 	case !ok:
 		return attnTC{}, false
+	case single && items == 1:
+		return one, true
 	case blocks <= 2*g.Info.SMs:
 		return d[0], true
 	}
@@ -423,7 +439,7 @@ func (g *GPU) AttnFoldsRope(a AttnShape, l AttnLaunch) bool {
 	if a.check() != nil || l.Rows > 16 {
 		return false
 	}
-	_, ok := g.attnTCRopeDefault(a.HeadDim, l.Rows, l.N*a.KVHeads*max(1, l.Splits))
+	_, ok := g.attnTCRopeDefault(a.HeadDim, l.Rows, l.N, l.N*a.KVHeads*max(1, l.Splits))
 	return ok
 }
 
@@ -544,7 +560,7 @@ func (c attnTC) String() string {
 func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int, a AttnShape, l AttnLaunch) error {
 	blocks := l.N * a.KVHeads * max(1, l.Splits)
 	if l.Rope.Ptr != 0 {
-		tc, ok := g.attnTCRopeDefault(a.HeadDim, l.Rows, blocks)
+		tc, ok := g.attnTCRopeDefault(a.HeadDim, l.Rows, l.N, blocks)
 		if !ok {
 			return fmt.Errorf("cuda: attention of %d rows per block, head dimension %d: no kernel folds RoPE in (AttnFoldsRope)", l.Rows, a.HeadDim)
 		}

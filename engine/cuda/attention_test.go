@@ -176,6 +176,30 @@ func TestAttnTCKernels(t *testing.T) {
 			}
 		}
 	}
+	for D, c := range attnTCRopeSingle {
+		if !c.hasRope(D) {
+			t.Errorf("head dimension %d: single-sequence RoPE choice %s is not in attnTCRopeKernels", D, c)
+		}
+	}
+	// The single-sequence choice is one item's only; paged launches fall
+	// back on the few-blocks default (pagedTC).
+	g := &GPU{Info: DeviceInfo{SMs: 132}}
+	for _, c := range []struct {
+		D, items, blocks int
+		want             attnTC
+	}{
+		{64, 1, 32, attnTCRopeSingle[64]},
+		{64, 4, 128, attnTCRopeDefaults[64][0]},
+		{64, 512, 2048, attnTCRopeDefaults[64][1]},
+		{128, 1, 64, attnTCRopeDefaults[128][0]},
+	} {
+		if got, ok := g.attnTCRopeDefault(c.D, AttnRowsTiny, c.items, c.blocks); !ok || got != c.want {
+			t.Errorf("attnTCRopeDefault(D %d, %d items, %d blocks) = %s, %t; want %s", c.D, c.items, c.blocks, got, ok, c.want)
+		}
+	}
+	if got := g.pagedTC(attnTCRopeSingle[64], 64, AttnRowsTiny, 32, true); got != attnTCRopeDefaults[64][0] {
+		t.Errorf("a paged single-sequence launch runs %s, want %s", got, attnTCRopeDefaults[64][0])
+	}
 	for D, ds := range attnTCDefaults {
 		for _, c := range ds {
 			if !slices.Contains(attnTCPagedKernels[D], c) {
