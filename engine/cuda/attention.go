@@ -335,8 +335,9 @@ var attnTCRopeDefaults = map[int][2]attnTC{
 // of 128/128, two runs each, alternating): 2 stages 1,079.2 / 1,079.9
 // output tok/s, 3 stages 1,068.4 / 1,069.0 (+1.0 %). At 4 sequences the
 // 3 stages stayed ahead (2,894.7 against 2,876.8 with disable, 3,253.1
-// against 3,240.5 with auto), hence one item only. Paged launches keep
-// the default (no _rope_paged kernel of 2 stages is built).
+// against 3,240.5 with auto), hence one item only. Paged and FP8-cache
+// launches keep the few-blocks default (pagedTC: no _rope_paged kernel of
+// 2 stages is built).
 var attnTCRopeSingle = map[int]attnTC{
 	64: {1, 8, 16, 2},
 }
