@@ -305,10 +305,16 @@ var attnTCKernels = map[int][]attnTC{
 // tiles were the fastest, 2 or 3 stages alike within the runs' spread
 // (batch 256: 19.7-20.6 us; 8 warps 22.6; the CUDA-core kernel 43.1);
 // prefill (8192 rows): 32-key tiles 3 deep, 51 us (64-key tiles 56 us, the
-// CUDA-core kernel 399 us).
+// CUDA-core kernel 399 us). Heads of 128 prefill on 64-key tiles: on an
+// H100 (Llama-3.1-8B's 32 x 8 heads, .../prefill-D128/...) 4 prompts of
+// 2,048 tokens took 669 us against 880 on 32-key tiles (paged 778 against
+// 946; over an FP8 cache, bf16 873 against 1,012, fp16 813 against 987),
+// and 64 prompts of 128 tokens 104 against 117 (FP8 bf16 123 against
+// 125): half the barriers and online-softmax rescales a key, where the
+// shorter tiles' masking saves less.
 var attnTCDefaults = map[int][3]attnTC{
 	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}},
-	128: {{1, 4, 16, 2}, {1, 4, 16, 2}, {4, 1, 32, 2}},
+	128: {{1, 4, 16, 2}, {1, 4, 16, 2}, {4, 1, 64, 2}},
 }
 
 // attnTCRopeKernels are the decode configurations attention_tc.cu also
@@ -345,11 +351,13 @@ var attnTCRopeSingle = map[int]attnTC{
 // attnTCPagedKernels and attnTCRopePagedKernels are the configurations
 // attention_tc.cu also instantiates over a paged cache (names ending in
 // _paged, _rope_paged): the defaults only, so that the family's compile
-// stays short. A paged launch whose configuration has no such kernel (one
+// stays short, and at head dimension 128 the former prefill default
+// (32-key tiles), so that XRUN_CUDA_ATTN_TC=tc-m4-k1-t32-s2 still times it
+// over a paged or an FP8 cache. A paged launch whose configuration has no such kernel (one
 // XRUN_CUDA_ATTN_TC names) runs on the default instead (pagedTC).
 var attnTCPagedKernels = map[int][]attnTC{
 	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}},
-	128: {{1, 4, 16, 2}, {4, 1, 32, 2}},
+	128: {{1, 4, 16, 2}, {4, 1, 64, 2}, {4, 1, 32, 2}},
 }
 
 var attnTCRopePagedKernels = map[int][]attnTC{

@@ -17,8 +17,9 @@ import (
 // 1.1B engine makes (32 query heads over 4 KV heads of 64, fp16): decode at
 // batch 256 and 64 after 129..256 cached positions (128 in / 128 out),
 // decode at batch 1 after 256 split 8 ways, and a prefill iteration of 64
-// prompts of 128 tokens (8192 rows); plus decode at batch 256 with heads of
-// 128 (8 KV heads). The caches rotate among enough copies to exceed the L2
+// prompts of 128 tokens (8192 rows); plus, with heads of 128 (8 KV heads:
+// Llama-3.1-8B), prefill iterations of 4 prompts of 2,048 tokens and of 64
+// of 128, and decode at batch 256 and wider. The caches rotate among enough copies to exceed the L2
 // cache, so each launch streams its keys and values from HBM as one layer
 // of a forward pass does. Reported: us/launch and the K/V bytes read per
 // second (every key of every item once). The .../paged runs time the
@@ -50,12 +51,23 @@ func BenchmarkAttention(b *testing.B) {
 	for i := range prompts {
 		prompts[i] = attnSeq{0, 128}
 	}
+	// Llama-3.1-8B's prefill at TensorRT-LLM's 2048/128 row: 4 prompts of
+	// 2,048 tokens (one 8,192-token iteration), and of 128 tokens.
+	long, short := make([]attnSeq, 4), make([]attnSeq, 64)
+	for i := range long {
+		long[i] = attnSeq{0, 2048}
+	}
+	for i := range short {
+		short[i] = attnSeq{0, 128}
+	}
 	tiny := AttnShape{32, 4, 64}
 	scens := []scen{
 		{"decode/B=256", tiny, decodeSeqs(256, 129, 256), AttnRowsTiny, 1},
 		{"decode/B=64", tiny, decodeSeqs(64, 129, 256), AttnRowsTiny, 1},
 		{"decode/B=1", tiny, []attnSeq{{255, 1}}, AttnRowsTiny, AttnMaxSplits},
 		{"prefill/T=8192", tiny, prompts, AttnRowsLarge, 1},
+		{"prefill-D128/T=4x2048", AttnShape{32, 8, 128}, long, AttnRowsLarge, 1},
+		{"prefill-D128/T=64x128", AttnShape{32, 8, 128}, short, AttnRowsLarge, 1},
 		{"decode-D128/B=256", AttnShape{32, 8, 128}, decodeSeqs(256, 129, 256), AttnRowsTiny, 1},
 		// Llama-3.1-8B's steady state at TensorRT-LLM's 128/128 row.
 		{"decode-D128/B=2048", AttnShape{32, 8, 128}, decodeSeqs(2048, 129, 256), AttnRowsTiny, 1},
@@ -205,7 +217,12 @@ func BenchmarkAttention(b *testing.B) {
 						do(b, func(t testing.TB, g *GPU) {
 							defer keepSwitches(g)()
 							g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8MMA = form.regs, form.mma
-							regs = kernelRegs(t, g, "attention_tc_f8", kern.kernel(fdt, D)+form.suffix())
+							// Prefill configurations have one form, _f8 (f8Regs).
+							suffix := form.suffix()
+							if kern.rowWarps > 1 {
+								suffix = "_f8"
+							}
+							regs = kernelRegs(t, g, "attention_tc_f8", kern.kernel(fdt, D)+suffix)
 							// Random 16-bit caches read as codes: any byte is one.
 							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
 								FP8: KVFP8{On: true, K: 0.01, V: 0.01}}

@@ -47,7 +47,7 @@ ATTN_TC_ALL(bf16)
 // attnTCRopePagedKernels), to keep the family's compile short.
 #define ATTN_TC_PAGED_ALL(T)                                                                                    \
 	ATTN_TC_PAGED(T, 64, 1, 8, 16, 2) ATTN_TC_PAGED(T, 64, 1, 4, 16, 3) ATTN_TC_PAGED(T, 64, 4, 1, 32, 3)       \
-	ATTN_TC_PAGED(T, 128, 1, 4, 16, 2) ATTN_TC_PAGED(T, 128, 4, 1, 32, 2)                                       \
+	ATTN_TC_PAGED(T, 128, 1, 4, 16, 2) ATTN_TC_PAGED(T, 128, 4, 1, 64, 2) ATTN_TC_PAGED(T, 128, 4, 1, 32, 2)    \
 	ATTN_TC_ROPE_PAGED(T, 64, 1, 8, 16, 3) ATTN_TC_ROPE_PAGED(T, 64, 1, 4, 16, 3)                               \
 	ATTN_TC_ROPE_PAGED(T, 128, 1, 4, 16, 2)
 ATTN_TC_PAGED_ALL(f16)
