@@ -353,8 +353,9 @@ var attnTCRopeSingle = map[int]attnTC{
 // _paged, _rope_paged): the defaults only, so that the family's compile
 // stays short, and at head dimension 128 the former prefill default
 // (32-key tiles), so that XRUN_CUDA_ATTN_TC=tc-m4-k1-t32-s2 still times it
-// over a paged or an FP8 cache. A paged launch whose configuration has no such kernel (one
-// XRUN_CUDA_ATTN_TC names) runs on the default instead (pagedTC).
+// over a paged or an FP8 cache. A paged launch whose configuration has no
+// such kernel (one XRUN_CUDA_ATTN_TC names) runs on the default instead
+// (pagedTC).
 var attnTCPagedKernels = map[int][]attnTC{
 	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}},
 	128: {{1, 4, 16, 2}, {4, 1, 64, 2}, {4, 1, 32, 2}},

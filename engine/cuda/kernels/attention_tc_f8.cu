@@ -47,9 +47,10 @@
 		attention_tc<T, D, MW, KW, KT, ST, ROPE, true, true, REGS, QM, PM>(out, qkv, kc, vc, items, H, KV, W, bs,      \
 			scale, part, ml, nsplit, counters, rowsMax, table, shortKeys, tables, stride, ksc, vsc);          \
 	}
-// The default configurations only (attention.go's attnTCPagedKernels and
-// attnTCRopePagedKernels): decode (few blocks, many), prefill, the decode
-// ones with RoPE folded in, each over a contiguous and a paged cache; the
+// The configurations of attention.go's attnTCPagedKernels and
+// attnTCRopePagedKernels (the defaults, and the former prefill default):
+// decode (few blocks, many), prefill, the decode ones with RoPE folded
+// in, each over a contiguous and a paged cache; the
 // decode ones (one row warp) in both forms, _f8 (the codes decoded into
 // 16-bit tiles in shared memory) and _f8r (converted in registers:
 // attention_tc.cuh's REGS; XRUN_CUDA_ATTN_F8_REGS chooses); head dimension
