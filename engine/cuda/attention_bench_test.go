@@ -21,8 +21,9 @@ import (
 // Llama-3.1-8B), prefill iterations of 4 prompts of 2,048 tokens and of 64
 // of 128, and decode at batch 256 and wider. The caches rotate among
 // enough copies to exceed the L2 cache, so each launch streams its keys
-// and values from HBM as one layer of a forward pass does. Reported: us/launch and the K/V bytes read per
-// second (every key of every item once). The .../paged runs time the
+// and values from HBM as one layer of a forward pass does. Reported:
+// us/launch and the K/V bytes read per second (every key of every item
+// once). The .../paged runs time the
 // kernels over a paged cache (KVPages: blocks of 32 positions, each slot's
 // blocks in a random order), against their contiguous twins; the .../f8
 // runs the FP8 kernels (attention_tc_f8.cu) over a cache of one byte a
