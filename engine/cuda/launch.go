@@ -11,6 +11,8 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"unsafe"
 )
 
@@ -30,28 +32,49 @@ type Function struct {
 // Name is the kernel's name.
 func (f *Function) Name() string { return f.name }
 
+// compiledFamily is a family's cubin and where the cache keeps it.
+type compiledFamily struct {
+	src, path string
+	cubin     []byte
+}
+
+// compileFamily compiles one family, or takes it from the cache. It
+// touches no CUDA context, so families compile concurrently.
+func (g *GPU) compileFamily(family string) (compiledFamily, error) {
+	src, err := kernelSource(family)
+	if err != nil {
+		return compiledFamily{}, err
+	}
+	cubin, path, err := g.compileCached(family+".cu", src, kernelHeaders())
+	if err != nil {
+		return compiledFamily{}, err
+	}
+	return compiledFamily{src: src, path: path, cubin: cubin}, nil
+}
+
 // loadFamily compiles (or takes from the cache) and loads one kernel family.
 func (g *GPU) loadFamily(family string) (*module, error) {
 	if m, ok := g.modules[family]; ok {
 		return m, nil
 	}
-	src, err := kernelSource(family)
+	c, err := g.compileFamily(family)
 	if err != nil {
 		return nil, err
 	}
-	cubin, path, err := g.compileCached(family+".cu", src, kernelHeaders())
-	if err != nil {
-		return nil, err
-	}
-	m := &module{cubin: path}
-	rc := C.xr_cuModuleLoadData(&m.mod, unsafe.Pointer(&cubin[0]))
-	if rc != 0 && path != "" {
+	return g.loadModule(family, c)
+}
+
+// loadModule loads a compiled family into the GPU's context.
+func (g *GPU) loadModule(family string, c compiledFamily) (*module, error) {
+	m := &module{cubin: c.path}
+	rc := C.xr_cuModuleLoadData(&m.mod, unsafe.Pointer(&c.cubin[0]))
+	if rc != 0 && c.path != "" {
 		// A damaged cache entry: compile afresh once.
-		cubin, err = nvrtcCompile(family+".cu", src, kernelHeaders(), archOptions(g.Info.Arch()))
+		cubin, err := nvrtcCompile(family+".cu", c.src, kernelHeaders(), archOptions(g.Info.Arch()))
 		if err != nil {
 			return nil, err
 		}
-		_ = writeAtomic(path, cubin)
+		_ = writeAtomic(c.path, cubin)
 		rc = C.xr_cuModuleLoadData(&m.mod, unsafe.Pointer(&cubin[0]))
 	}
 	if err := cuErrf("cuModuleLoadData", rc, "%s.cu for %s", family, g.Info.Arch()); err != nil {
@@ -63,10 +86,34 @@ func (g *GPU) loadFamily(family string) (*module, error) {
 
 // LoadKernels compiles and loads every kernel family and allocates the own
 // GEMM's workspace, so that nothing is compiled, loaded or allocated later
-// (in the middle of a timed run or a capture).
+// (in the middle of a timed run or a capture). The families not loaded yet
+// compile concurrently, one per CPU (NVRTC compiles distinct programs from
+// several threads; a cold cache took about three minutes one at a time),
+// and load in order.
 func (g *GPU) LoadKernels() error {
+	var todo []string
 	for _, fam := range kernelFamilies() {
-		if _, err := g.loadFamily(fam); err != nil {
+		if _, ok := g.modules[fam]; !ok {
+			todo = append(todo, fam)
+		}
+	}
+	done := make([]compiledFamily, len(todo))
+	errs := make([]error, len(todo))
+	sem := make(chan struct{}, max(1, runtime.NumCPU()))
+	var wg sync.WaitGroup
+	for i, fam := range todo {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			done[i], errs[i] = g.compileFamily(fam)
+		})
+	}
+	wg.Wait()
+	for i, fam := range todo {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		if _, err := g.loadModule(fam, done[i]); err != nil {
 			return err
 		}
 	}
