@@ -325,7 +325,7 @@ var attnTCDefaults = map[int][3]attnTC{
 // so that a block of a short context (256 keys: 2 tiles a warp) has all
 // its cached keys requested before it waits for the QKV projection.
 var attnTCRopeKernels = map[int][]attnTC{
-	64:  {{1, 8, 16, 3}, {1, 8, 16, 2}, {1, 4, 16, 3}},
+	64:  {{1, 8, 16, 3}, {1, 8, 16, 2}, {1, 4, 16, 3}, {1, 16, 16, 2}},
 	128: {{1, 4, 16, 2}, {1, 4, 16, 3}},
 }
 
@@ -336,16 +336,25 @@ var attnTCRopeDefaults = map[int][2]attnTC{
 
 // attnTCRopeSingle is the _rope configuration for a decode launch of one
 // item (a single sequence: batch 1, the latency case) over a contiguous
-// cache, where it differs from attnTCRopeDefaults' few-blocks choice. On
-// an H100, TinyLlama fp16 at batch 1 (gemm_plugin disable, 150 requests
-// of 128/128, two runs each, alternating): 2 stages 1,079.2 / 1,079.9
-// output tok/s, 3 stages 1,068.4 / 1,069.0 (+1.0 %). At 4 sequences the
-// 3 stages stayed ahead (2,894.7 against 2,876.8 with disable, 3,253.1
-// against 3,240.5 with auto), hence one item only. Paged and FP8-cache
-// launches keep the few-blocks default (pagedTC: no _rope_paged kernel of
-// 2 stages is built).
+// cache, where it differs from attnTCRopeDefaults' few-blocks choice: 16
+// key warps of one 16-key tile each, 2 stages (144 KiB of shared memory;
+// where a block cannot have that, the default runs). Why: at batch 1 the
+// launch is 4 blocks that wait for the QKV projection, and what they do
+// after the wait is the step's critical path. With 16 warps a context of
+// up to 256 keys has every cached tile requested before the wait and each
+// warp one tile's chain of mma, softmax and P V after it; with 8 warps
+// (the previous choice) half the tiles were requested after the wait and
+// each warp ran two tiles in turn. On two H100s, TinyLlama fp16 at batch 1
+// (gemm_plugin disable, 150 requests of 128/128, one run each,
+// alternating): 1,127 / 1,127 / 1,128 output tok/s against 1,077 / 1,078
+// / 1,079 / 1,079 (+4.6 %); 3 stages of 16 warps 1,125. At 4 sequences
+// 16 warps gave 2,908 against the few-blocks default's 2,893 (one run),
+// not enough to change that default. The 8-warp, 2-stage choice before
+// it had beaten 3 stages by 1 % (1,079.2 / 1,079.9 against 1,068.4 /
+// 1,069.0). Paged and FP8-cache launches keep the few-blocks default
+// (pagedTC: no _rope_paged kernel of 2 stages is built).
 var attnTCRopeSingle = map[int]attnTC{
-	64: {1, 8, 16, 2},
+	64: {1, 16, 16, 2},
 }
 
 // attnTCPagedKernels and attnTCRopePagedKernels are the configurations
@@ -414,7 +423,7 @@ func (g *GPU) attnTCRopeDefault(headDim, rows, items, blocks int) (attnTC, bool)
 	switch {
 	case !ok:
 		return attnTC{}, false
-	case single && items == 1:
+	case single && items == 1 && one.smem(headDim) <= g.Info.SharedPerBlock:
 		return one, true
 	case blocks <= 2*g.Info.SMs:
 		return d[0], true

@@ -183,7 +183,7 @@ func TestAttnTCKernels(t *testing.T) {
 	}
 	// The single-sequence choice is one item's only; paged launches fall
 	// back on the few-blocks default (pagedTC).
-	g := &GPU{Info: DeviceInfo{SMs: 132}}
+	g := &GPU{Info: DeviceInfo{SMs: 132, SharedPerBlock: 227 << 10}}
 	for _, c := range []struct {
 		D, items, blocks int
 		want             attnTC
@@ -196,6 +196,12 @@ func TestAttnTCKernels(t *testing.T) {
 		if got, ok := g.attnTCRopeDefault(c.D, AttnRowsTiny, c.items, c.blocks); !ok || got != c.want {
 			t.Errorf("attnTCRopeDefault(D %d, %d items, %d blocks) = %s, %t; want %s", c.D, c.items, c.blocks, got, ok, c.want)
 		}
+	}
+	// A GPU whose blocks cannot have its shared memory (sm_89: 99 KiB) runs
+	// the few-blocks default.
+	small := &GPU{Info: DeviceInfo{SMs: 142, SharedPerBlock: 99 << 10}}
+	if got, ok := small.attnTCRopeDefault(64, AttnRowsTiny, 1, 32); !ok || got != attnTCRopeDefaults[64][0] {
+		t.Errorf("one item with 99 KiB of shared memory a block runs %s, want %s", got, attnTCRopeDefaults[64][0])
 	}
 	if got := g.pagedTC(attnTCRopeSingle[64], 64, AttnRowsTiny, 32, true); got != attnTCRopeDefaults[64][0] {
 		t.Errorf("a paged single-sequence launch runs %s, want %s", got, attnTCRopeDefaults[64][0])
@@ -254,13 +260,17 @@ func TestAttentionRope(t *testing.T) {
 				for _, splits := range []int{1, 3, -3, -8} {
 					for _, short := range attnShorts(splits) {
 						t.Run(fmt.Sprintf("%s/H%d_KV%d_D%d/rows%d/split%d/short%d", dt, a.Heads, a.KVHeads, a.HeadDim, rows, splits, short), func(t *testing.T) {
-							var kernels []attnTC
-							for _, c := range attnTCRopeKernels[a.HeadDim] {
-								if c.fits(rows) {
-									kernels = append(kernels, c)
+							do(t, func(t testing.TB, g *GPU) {
+								// Those this GPU can launch: the 16 key warps of
+								// the single-sequence choice take 144 KiB.
+								var kernels []attnTC
+								for _, c := range attnTCRopeKernels[a.HeadDim] {
+									if c.fits(rows) && c.smem(a.HeadDim) <= g.Info.SharedPerBlock {
+										kernels = append(kernels, c)
+									}
 								}
-							}
-							do(t, func(t testing.TB, g *GPU) { checkAttentionRope(t, g, dt, a, seqs, rows, splits, short, kernels) })
+								checkAttentionRope(t, g, dt, a, seqs, rows, splits, short, kernels)
+							})
 						})
 					}
 				}
