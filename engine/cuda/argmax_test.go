@@ -27,7 +27,25 @@ func TestArgmax(t *testing.T) {
 					if err := g.Stream.Fill32(idBuf, 0xDEADBEEF); err != nil {
 						t.Fatal(err)
 					}
-					if err := g.Argmax(g.Stream, dt, idBuf, devUpload(t, g, dt, logits), c.rows, c.vocab); err != nil {
+					// The host's copy: the first rows but one, written by
+					// the kernel (ArgmaxTo), the rest left as they were.
+					hostRows := max(1, c.rows-1)
+					host, err := g.AllocHost(c.rows * 4)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer g.FreeHost(host)
+					hb := host.Bytes()
+					for i := range hb {
+						hb[i] = 0xEE
+					}
+					lb := devUpload(t, g, dt, logits)
+					if g.MapsHost() {
+						err = g.ArgmaxTo(g.Stream, dt, idBuf, host, hostRows, lb, c.rows, c.vocab)
+					} else {
+						err = g.Argmax(g.Stream, dt, idBuf, lb, c.rows, c.vocab)
+					}
+					if err != nil {
 						t.Fatal(err)
 					}
 					if err := DownloadSlice(g.Stream, ids, idBuf); err != nil {
@@ -40,8 +58,29 @@ func TestArgmax(t *testing.T) {
 							t.Errorf("row %d: argmax %d, want %d", i, ids[i], want[i])
 						}
 					}
+					if !g.MapsHost() {
+						return
+					}
+					got := make([]int32, c.rows)
+					decodeInt32s(got, hb)
+					for i := range got {
+						w := want[i]
+						if i >= hostRows {
+							w = -286331154 // 0xEEEEEEEE: not written
+						}
+						if got[i] != w {
+							t.Errorf("row %d: host copy %d, want %d", i, got[i], w)
+						}
+					}
 				})
 			})
 		}
+	}
+}
+
+// decodeInt32s reads little-endian int32s from b.
+func decodeInt32s(dst []int32, b []byte) {
+	for i := range dst {
+		dst[i] = int32(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24)
 	}
 }

@@ -202,7 +202,11 @@ type GPU struct {
 	// encodes TMA descriptors (cuTensorMapEncodeTiled), which the own
 	// GEMM's TMA kernels (gemm_tma.cu) read; tmaps caches those.
 	launchEx, tma bool
-	tmaps         map[tmapKey]*[128]byte
+	// uva: the GPU shares one address space with the host (unified
+	// addressing), so kernels write page-locked host memory at its host
+	// address (MapsHost).
+	uva   bool
+	tmaps map[tmapKey]*[128]byte
 	// tmaSlotsSeen caches tmaSlots' counts (nil: count multiprocessors).
 	tmaSlotsSeen map[tmaSlotsKey]int
 	// sw are the switches the launchers follow (WithSwitches), and
@@ -220,6 +224,10 @@ type GPU struct {
 	gemmWS  Buffer
 	args    Args
 }
+
+// MapsHost reports whether kernels may write page-locked host memory
+// (AllocHost) directly, as ArgmaxTo does.
+func (g *GPU) MapsHost() bool { return g.uva }
 
 func openGPU(index int, o options) (*GPU, error) {
 	if err := cuErr("cuInit", C.xr_cuInit(0)); err != nil {
@@ -242,6 +250,10 @@ func openGPU(index int, o options) (*GPU, error) {
 	}
 	if err := cuErrf("cuDeviceGet", C.xr_cuDeviceGet(&g.dev, C.int(index)), "ordinal %d", index); err != nil {
 		return nil, err
+	}
+	var uva C.int
+	if C.xr_cuDeviceGetAttribute(&uva, C.int(attrUnifiedAddressing), g.dev) == 0 {
+		g.uva = uva != 0
 	}
 	if err := cuErr("cuDevicePrimaryCtxRetain", C.xr_cuDevicePrimaryCtxRetain(&g.ctx, g.dev)); err != nil {
 		return nil, err

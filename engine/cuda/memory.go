@@ -83,6 +83,12 @@ func (h HostBuffer) Bytes() []byte { return unsafe.Slice((*byte)(h.p), h.n) }
 // Len is the buffer's size in bytes.
 func (h HostBuffer) Len() int { return h.n }
 
+// devicePtr is the address kernels write h through: page-locked memory
+// from cuMemAllocHost is mapped into every context of a GPU with unified
+// addressing at the host pointer's own address (GPU.MapsHost); 0 for an
+// empty h.
+func (h HostBuffer) devicePtr() uint64 { return uint64(uintptr(h.p)) }
+
 func checkSpan(call string, dst, src int) error {
 	if dst != src {
 		return fmt.Errorf("cuda: %s: destination holds %d bytes, source %d", call, dst, src)

@@ -28,6 +28,7 @@ func init() {
 const (
 	attrMultiprocessorCount = 16
 	attrL2CacheSize         = 38
+	attrUnifiedAddressing   = 41
 	attrComputeMajor        = 75
 	attrComputeMinor        = 76
 	attrSharedPerBlockOptin = 97

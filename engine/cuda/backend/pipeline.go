@@ -108,7 +108,9 @@ func (b *Backend) pickRows(rows int) int {
 }
 
 // queuePicks queues the greedy picks of rows logit rows into b.ids and
-// the copy of the first rows of them into host (Argmax, ArgmaxStart).
+// the copy of the first rows of them into host (Argmax, ArgmaxStart):
+// written there by the argmax kernel where the GPU maps host memory,
+// else copied behind it.
 func (b *Backend) queuePicks(g *cuda.GPU, l *tensor, rows int, host cuda.HostBuffer) error {
 	n := b.pickRows(rows)
 	if n*4 > b.ids.Bytes || rows*4 > host.Len() {
@@ -116,6 +118,10 @@ func (b *Backend) queuePicks(g *cuda.GPU, l *tensor, rows int, host cuda.HostBuf
 	}
 	if n == 0 {
 		return nil
+	}
+	if g.MapsHost() {
+		// The kernel writes the host's copy itself: no copy behind it.
+		return g.ArgmaxTo(g.Stream, b.dt, b.ids, host, rows, l.buf, n, l.cols())
 	}
 	if err := g.Argmax(g.Stream, b.dt, b.ids, l.buf, n, l.cols()); err != nil {
 		return err

@@ -1,6 +1,12 @@
 // Greedy sampling: ids[r] = argmax_v logits[r, v]. One block per row. Ties
 // go to the lowest index (as torch.argmax and the CPU backend do); NaN
 // logits are skipped, and a row with nothing but NaN yields -1.
+//
+// host (may be null) is page-locked host memory the device addresses
+// directly: rows below hostRows are written there too, so that the picks
+// reach the host without a copy behind the kernel (a device-to-host copy
+// costs a decode step at batch 1 some 6-8 us of gap and transfer on an
+// H100, of a step of about 0.88 ms).
 #include "common.cuh"
 
 __device__ __forceinline__ void better(float &bv, int &bi, float v, int i) {
@@ -11,7 +17,7 @@ __device__ __forceinline__ void better(float &bv, int &bi, float v, int i) {
 }
 
 template <class T>
-__device__ __forceinline__ void argmax(int *ids, const T *logits, int V) {
+__device__ __forceinline__ void argmax(int *ids, int *host, int hostRows, const T *logits, int V) {
 	pdl_enter();
 	const T *row = logits + (long long)blockIdx.x * V;
 	float bv = -__int_as_float(0x7f800000);
@@ -58,9 +64,20 @@ __device__ __forceinline__ void argmax(int *ids, const T *logits, int V) {
 			int oi = __shfl_xor_sync(0xffffffffu, bi, o);
 			better(bv, bi, ov, oi);
 		}
-		if (lane == 0) ids[blockIdx.x] = bi == 0x7fffffff ? -1 : bi;
+		if (lane == 0) {
+			const int id = bi == 0x7fffffff ? -1 : bi;
+			ids[blockIdx.x] = id;
+			if (host != nullptr && (int)blockIdx.x < hostRows) {
+				host[blockIdx.x] = id;
+				__threadfence_system(); // out to the host before the block ends
+			}
+		}
 	}
 }
 
-extern "C" __global__ void argmax_f16(int *ids, const f16 *logits, int V) { argmax<f16>(ids, logits, V); }
-extern "C" __global__ void argmax_bf16(int *ids, const bf16 *logits, int V) { argmax<bf16>(ids, logits, V); }
+extern "C" __global__ void argmax_f16(int *ids, int *host, int hostRows, const f16 *logits, int V) {
+	argmax<f16>(ids, host, hostRows, logits, V);
+}
+extern "C" __global__ void argmax_bf16(int *ids, int *host, int hostRows, const bf16 *logits, int V) {
+	argmax<bf16>(ids, host, hostRows, logits, V);
+}
