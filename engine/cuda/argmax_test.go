@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -62,7 +63,9 @@ func TestArgmax(t *testing.T) {
 						return
 					}
 					got := make([]int32, c.rows)
-					decodeInt32s(got, hb)
+					if _, err := binary.Decode(hb, binary.LittleEndian, got); err != nil {
+						t.Fatal(err)
+					}
 					for i := range got {
 						w := want[i]
 						if i >= hostRows {
@@ -75,12 +78,5 @@ func TestArgmax(t *testing.T) {
 				})
 			})
 		}
-	}
-}
-
-// decodeInt32s reads little-endian int32s from b.
-func decodeInt32s(dst []int32, b []byte) {
-	for i := range dst {
-		dst[i] = int32(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24)
 	}
 }
