@@ -12,8 +12,12 @@ import (
 
 func TestArgmax(t *testing.T) {
 	for _, dt := range dtypes {
-		for _, c := range []struct{ rows, vocab int }{{1, 32000}, {64, 32000}, {3, 128256}, {256, 512}, {2, 201088}} {
-			t.Run(fmt.Sprintf("%s/R%d_V%d", dt, c.rows, c.vocab), func(t *testing.T) {
+		for _, c := range []struct {
+			rows, vocab int
+			slot        bool
+		}{{1, 32000, false}, {1, 32000, true}, {64, 32000, false}, {3, 128256, true}, {256, 512, false}, {2, 201088, false}} {
+			slot := c.slot
+			t.Run(fmt.Sprintf("%s/R%d_V%d_slot%v", dt, c.rows, c.vocab, slot), func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
 					r := newRand(t)
 					logits := randVals(r, dt, c.rows*c.vocab, 8)
@@ -29,9 +33,15 @@ func TestArgmax(t *testing.T) {
 						t.Fatal(err)
 					}
 					// The host's copy: the first rows but one, written by
-					// the kernel (ArgmaxTo), the rest left as they were.
+					// the kernel (ArgmaxTo), the rest left as they were;
+					// under slot, into slot 1 of 3, which the kernel reads
+					// from device memory.
 					hostRows := max(1, c.rows-1)
-					host, err := g.AllocHost(c.rows * 4)
+					slots := 1
+					if slot {
+						slots = 3
+					}
+					host, err := g.AllocHost(slots * c.rows * 4)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -40,9 +50,13 @@ func TestArgmax(t *testing.T) {
 					for i := range hb {
 						hb[i] = 0xEE
 					}
+					dst := PickHost{Host: host, Rows: hostRows}
+					if slot {
+						dst.Slot, dst.Slots, dst.Stride = devUploadT(t, g, []int32{1}), slots, c.rows
+					}
 					lb := devUpload(t, g, dt, logits)
 					if g.MapsHost() {
-						err = g.ArgmaxTo(g.Stream, dt, idBuf, host, hostRows, lb, c.rows, c.vocab)
+						err = g.ArgmaxTo(g.Stream, dt, idBuf, dst, lb, c.rows, c.vocab)
 					} else {
 						err = g.Argmax(g.Stream, dt, idBuf, lb, c.rows, c.vocab)
 					}
@@ -62,17 +76,17 @@ func TestArgmax(t *testing.T) {
 					if !g.MapsHost() {
 						return
 					}
-					got := make([]int32, c.rows)
+					got := make([]int32, slots*c.rows)
 					if _, err := binary.Decode(hb, binary.LittleEndian, got); err != nil {
 						t.Fatal(err)
 					}
 					for i := range got {
-						w := want[i]
-						if i >= hostRows {
-							w = -286331154 // 0xEEEEEEEE: not written
+						w := int32(-286331154) // 0xEEEEEEEE: not written
+						if r := i - (slots/2)*c.rows; r >= 0 && r < hostRows {
+							w = want[r]
 						}
 						if got[i] != w {
-							t.Errorf("row %d: host copy %d, want %d", i, got[i], w)
+							t.Errorf("host id %d: %d, want %d", i, got[i], w)
 						}
 					}
 				})

@@ -83,6 +83,15 @@ func (h HostBuffer) Bytes() []byte { return unsafe.Slice((*byte)(h.p), h.n) }
 // Len is the buffer's size in bytes.
 func (h HostBuffer) Len() int { return h.n }
 
+// Slice is bytes n of h from off on: the same memory, freed with h (a
+// slice is never passed to FreeHost).
+func (h HostBuffer) Slice(off, n int) HostBuffer {
+	if off < 0 || n < 0 || off+n > h.n {
+		panic(fmt.Sprintf("cuda: host slice [%d, %d) of %d bytes", off, off+n, h.n))
+	}
+	return HostBuffer{p: unsafe.Add(h.p, off), n: n}
+}
+
 // devicePtr is the address kernels write h through: page-locked memory
 // from cuMemAllocHost is mapped into every context of a GPU with unified
 // addressing at the host pointer's own address (GPU.MapsHost); 0 for an

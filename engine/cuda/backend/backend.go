@@ -46,9 +46,12 @@ type Backend struct {
 	layHost  cuda.HostBuffer
 	layEvent *cuda.Event
 	ids      cuda.Buffer
-	idsHost  cuda.HostBuffer
-	cur      batchLayout
-	pipe     pipeState
+	// picks holds pickSlots slots of pickStride ids in page-locked
+	// memory the argmax writes (pickHost).
+	picks      cuda.HostBuffer
+	pickStride int
+	cur        batchLayout
+	pipe       pipeState
 
 	// The switches (model.Switches), fixed at New but for graphsOn, which
 	// a failed capture turns off.

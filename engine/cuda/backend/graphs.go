@@ -27,6 +27,7 @@ type graphState struct {
 	seen  int
 	graph *cuda.Graph
 	ops   int
+	picks *pickSpec // the argmax that ended the capture, nil if none did
 }
 
 // op queues fn on the GPU's thread. In replay mode the bucket's graph

@@ -16,6 +16,12 @@ type batchLayout struct {
 	rowsS, splitsS                           int  // the decode items' kernel size and key split
 	pad                                      bool // rows padded to a graph bucket
 	realLogit                                int  // logit rows the caller asked for
+	// pickSlot is the host slot (Backend.pickHost) the iteration's picks
+	// go to, at pickAt in the layout, where a decode graph's argmax
+	// reads it: the slot of the ticket an ArgmaxStart would take, or
+	// pickSync while two are outstanding.
+	pickSlot int
+	pickAt   cuda.Buffer
 }
 
 // ensureLayout sizes the layout, argmax and staging buffers for rows.
@@ -34,7 +40,7 @@ func (b *Backend) ensureLayout(g *cuda.GPU, rows int) error {
 	b.dropGraphs()
 	b.freeOwned(g, b.lay, b.ids)
 	for i, h := range b.hosts {
-		if h == b.layHost || h == b.idsHost || h == b.pipe.host[0] || h == b.pipe.host[1] {
+		if h == b.layHost || h == b.picks {
 			g.FreeHost(h)
 			b.hosts[i] = cuda.HostBuffer{}
 		}
@@ -49,14 +55,10 @@ func (b *Backend) ensureLayout(g *cuda.GPU, rows int) error {
 	if b.layHost, err = b.allocHost(g, n); err != nil {
 		return err
 	}
-	if b.idsHost, err = b.allocHost(g, rows*4); err != nil {
+	if b.picks, err = b.allocHost(g, pickSlots*rows*4); err != nil {
 		return err
 	}
-	for i := range b.pipe.host {
-		if b.pipe.host[i], err = b.allocHost(g, rows*4); err != nil {
-			return err
-		}
-	}
+	b.pickStride = rows
 	return nil
 }
 
@@ -99,7 +101,13 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 		}
 		c.paged.dirty.add(lo, hi)
 	}
-	lay, rows, S := pk.ints, pk.rows, len(bt.LogitRows)
+	// The pick slot: the ticket an ArgmaxStart ending this iteration
+	// takes (none is started before it), else the synchronous one.
+	pickSlot := pickSync
+	if t, err := b.pipe.Next(); err == nil {
+		pickSlot = t % 2
+	}
+	lay, rows, S := append(pk.ints, int32(pickSlot)), pk.rows, len(bt.LogitRows)
 	b.tmp = lay
 	var gs *graphState
 	if pk.pad {
@@ -151,6 +159,7 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 			itemsS: at(pk.offS, 4*pk.nS), itemsL: at(pk.offL, 4*pk.nL),
 			nTok: rows, nLogit: pk.nLogit, nS: pk.nS, nL: pk.nL, pad: gs != nil, realLogit: S,
 			rowsS: pk.rowsS, splitsS: 1,
+			pickSlot: pickSlot, pickAt: at(len(lay)-1, 1),
 		}
 		if b.splitOn && c != nil {
 			b.cur.splitsS = g.AttnSplits(b.cur.nS, c.shape)

@@ -192,6 +192,6 @@ func packBatch(dst []int32, bt *model.Batch, sh packShape) (packedBatch, error) 
 }
 
 // layoutInts is the batch layout's size for rows tokens: tokens,
-// positions and slots per token, logit rows, and up to two items of four
-// ints per token.
-func layoutInts(rows int) int { return 3*rows + rows + 8*rows + 64 }
+// positions and slots per token, logit rows, up to two items of four ints
+// per token (and their alignment), and the pick slot SetBatch appends.
+func layoutInts(rows int) int { return 3*rows + rows + 8*rows + 64 + 1 }

@@ -6,7 +6,10 @@
 // directly: rows below hostRows are written there too, so that the picks
 // reach the host without a copy behind the kernel (a device-to-host copy
 // costs a decode step at batch 1 some 6-8 us of gap and transfer on an
-// H100, of a step of about 0.88 ms).
+// H100, of a step of about 0.88 ms). With slot set, they go to row
+// *slot * stride of host instead: a decode graph holds the argmax, and the
+// host buffer its replay writes (one per outstanding pick ticket) is read
+// from the batch layout each time rather than fixed at capture.
 #include "common.cuh"
 
 __device__ __forceinline__ void better(float &bv, int &bi, float v, int i) {
@@ -17,8 +20,10 @@ __device__ __forceinline__ void better(float &bv, int &bi, float v, int i) {
 }
 
 template <class T>
-__device__ __forceinline__ void argmax(int *ids, int *host, int hostRows, const T *logits, int V) {
+__device__ __forceinline__ void argmax(int *ids, int *host, const int *slot, int stride, int hostRows,
+	const T *logits, int V) {
 	pdl_enter();
+	if (host != nullptr && slot != nullptr) host += (long long)*slot * stride;
 	const T *row = logits + (long long)blockIdx.x * V;
 	float bv = -__int_as_float(0x7f800000);
 	int bi = 0x7fffffff;
@@ -75,9 +80,11 @@ __device__ __forceinline__ void argmax(int *ids, int *host, int hostRows, const 
 	}
 }
 
-extern "C" __global__ void argmax_f16(int *ids, int *host, int hostRows, const f16 *logits, int V) {
-	argmax<f16>(ids, host, hostRows, logits, V);
+extern "C" __global__ void argmax_f16(int *ids, int *host, const int *slot, int stride, int hostRows,
+	const f16 *logits, int V) {
+	argmax<f16>(ids, host, slot, stride, hostRows, logits, V);
 }
-extern "C" __global__ void argmax_bf16(int *ids, int *host, int hostRows, const bf16 *logits, int V) {
-	argmax<bf16>(ids, host, hostRows, logits, V);
+extern "C" __global__ void argmax_bf16(int *ids, int *host, const int *slot, int stride, int hostRows,
+	const bf16 *logits, int V) {
+	argmax<bf16>(ids, host, slot, stride, hostRows, logits, V);
 }
