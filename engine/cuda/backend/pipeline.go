@@ -125,9 +125,9 @@ func (b *Backend) Argmax(dst []int32, logits model.Tensor, rows int) error {
 // graph (or the eager ops). In the graph, the argmax follows the LM head
 // under programmatic dependent launch instead of being launched after the
 // graph's end: at batch 1 on an H100 it ends 4.7 us after the LM head
-// rather than 6.5. A graph holding picks that
-// another call ends (a Read) has still picked: b.ids holds the latest
-// picks whichever call made them, as after a synchronous Argmax.
+// rather than 6.5. A graph holding picks that another call ends (a Read)
+// has still picked: b.ids holds the latest picks whichever call made
+// them, as after a synchronous Argmax.
 func (b *Backend) finishPicks(g *cuda.GPU, l *tensor, rows, slot int) error {
 	spec := pickSpec{logits: l.buf, rows: b.pickRows(rows), cols: l.cols()}
 	switch {
