@@ -227,9 +227,22 @@ func (g *GPU) gemvPlan(dt DType, m, n, k int, fu GemvFusion) gemvKernel {
 // GemvNorm is an RMSNorm in front of a decode GEMM (GemmFused): the GEMM's
 // input rows are RMSNorm(Residual) * Weight, computed in its prologue, and
 // also written to Out when Out is set (so the norm's output still exists).
+// With Gather set, Residual is not read: its rows are gathered from an
+// embedding table first.
 type GemvNorm struct {
 	Residual, Weight, Out Buffer
 	Eps                   float32
+	Gather                *GemvGather
+}
+
+// GemvGather is an embedding gather in front of a GemvNorm (the first
+// layer's QKV projection at decode): row m is Table's row IDs[m], where a
+// negative id -1 - j is Fed[j] (j < NFed; as EmbeddingFed), and an id
+// outside the Vocab rows reads as NaN. The gathered rows are written to
+// Hidden, the embedding's output.
+type GemvGather struct {
+	Table, IDs, Fed, Hidden Buffer
+	NFed, Vocab             int
 }
 
 // GemvFusion says what a decode GEMM (GemmFused) absorbs: an RMSNorm in
@@ -241,10 +254,20 @@ type GemvFusion struct {
 	Residual bool
 }
 
+// gather is n's gather, nil without one (or without n).
+func (n *GemvNorm) gather() *GemvGather {
+	if n == nil {
+		return nil
+	}
+	return n.Gather
+}
+
 func (f GemvFusion) suffix() string {
 	switch {
 	case f.Norm != nil && f.GLU:
 		return "_normglu"
+	case f.Norm != nil && f.Norm.Gather != nil:
+		return "_embnorm"
 	case f.Norm != nil:
 		return "_norm"
 	case f.GLU:
@@ -267,10 +290,15 @@ func (g *GPU) gemvOn(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu GemvFu
 	}
 	var nw, xo Buffer
 	eps := float32(0)
+	em := GemvGather{}
 	if fu.Norm != nil {
 		x, nw, xo, eps = fu.Norm.Residual, fu.Norm.Weight, fu.Norm.Out, fu.Norm.Eps
+		if gt := fu.Norm.Gather; gt != nil {
+			x, em = gt.Table, *gt
+		}
 	}
-	a := g.argsPack().Ptr(x).Ptr(w).Ptr(y).Ptr(nw).Ptr(xo).I32(m).I32(n).I32(k).F32(eps)
+	a := g.argsPack().Ptr(x).Ptr(w).Ptr(y).Ptr(nw).Ptr(xo).I32(m).I32(n).I32(k).F32(eps).
+		Ptr(em.IDs).Ptr(em.Fed).I32(em.NFed).I32(em.Vocab).Ptr(em.Hidden)
 	return s.Launch(f, Dim3{X: ceilDiv(n, gemvWarps*c.r)}, Dim3{X: 32 * gemvWarps}, 0, a)
 }
 
@@ -290,6 +318,17 @@ func (g *GPU) GemmFused(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu Gem
 	in := x
 	if fu.Norm != nil {
 		in = fu.Norm.Residual
+	}
+	if gt := fu.Norm.gather(); gt != nil {
+		switch {
+		case fu.GLU || fu.Residual:
+			return fmt.Errorf("cuda: fused GEMV: the embedding gather goes with a norm alone")
+		case gt.Vocab <= 0 || gt.Table.Bytes < gt.Vocab*k*es || gt.IDs.Bytes < m*4 || gt.Fed.Bytes < gt.NFed*4 || gt.NFed < 0:
+			return fmt.Errorf("cuda: fused GEMV gather: table of %d bytes for %d rows, %d id bytes for M=%d, %d fed", gt.Table.Bytes, gt.Vocab, gt.IDs.Bytes, m, gt.NFed)
+		case gt.Hidden.Bytes < m*k*es || gt.Table.Ptr%16 != 0 || gt.Hidden.Ptr%16 != 0:
+			return fmt.Errorf("cuda: fused GEMV gather: hidden rows too small or operands not 16-byte aligned")
+		}
+		in = gt.Hidden // only its size and alignment are checked below
 	}
 	switch {
 	case m <= 0 || m > GemvMaxM || n <= 0 || k <= 0 || k%8 != 0:

@@ -17,9 +17,10 @@ import (
 // TestGemmFused checks the decode GEMV with its neighbours folded in
 // against the CPU, each intermediate rounded to the dtype as the unfused
 // kernels store it: SwiGLU behind gate_up (GLU), RMSNorm in front (Norm,
-// with and without writing the normalised rows out), both, and the
-// residual add behind (Residual). Shapes: TinyLlama's MLP and QKV, a
-// ragged N (the last warp covers fewer outputs) and the smallest. Each case
+// with and without writing the normalised rows out), both, the residual
+// add behind (Residual), and the norm's rows gathered from an embedding
+// table, some through fed picks (Gather). Shapes: TinyLlama's MLP and QKV,
+// a ragged N (the last warp covers fewer outputs) and the smallest. Each case
 // runs the kernel the plan picks (through GemmFused) and then every other
 // instantiation for its M (rows per warp, loads in flight), on the same
 // inputs, each output poisoned afresh.
@@ -27,13 +28,15 @@ func TestGemmFused(t *testing.T) {
 	type fusion struct {
 		name           string
 		glu, norm, res bool
-		writeX         bool
+		writeX, gather bool
 	}
 	fusions := []fusion{
 		{name: "plain"},
 		{name: "glu", glu: true},
 		{name: "norm", norm: true, writeX: true},
 		{name: "norm-noout", norm: true},
+		{name: "embnorm", norm: true, writeX: true, gather: true},
+		{name: "embnorm-noout", norm: true, gather: true},
 		{name: "normglu", norm: true, glu: true, writeX: true},
 		{name: "res", res: true},
 	}
@@ -43,11 +46,13 @@ func TestGemmFused(t *testing.T) {
 			// norm into its prologue at decode.
 			for _, c := range []struct{ n, k int }{{32000, 2048}, {5632, 2048}, {2560, 2048}, {100, 40}, {8, 8}} {
 				for _, m := range []int{1, 2, 3, 4, 8} {
-					if c.n == 32000 && (!fz.norm || fz.glu) {
+					if c.n == 32000 && (!fz.norm || fz.glu || fz.gather) {
 						continue
 					}
 					t.Run(fmt.Sprintf("%s/%s/M%d_N%d_K%d", dt, fz.name, m, c.n, c.k), func(t *testing.T) {
-						do(t, func(t testing.TB, g *GPU) { checkGemmFused(t, g, dt, m, c.n, c.k, fz.glu, fz.norm, fz.res, fz.writeX) })
+						do(t, func(t testing.TB, g *GPU) {
+							checkGemmFused(t, g, dt, m, c.n, c.k, fusedCase{fz.glu, fz.norm, fz.res, fz.writeX, fz.gather})
+						})
 					})
 				}
 			}
@@ -88,15 +93,43 @@ func randGemmOperands(r *rand.Rand, dt DType, m, n, k int, glu bool) (xin, wv []
 	return xin, wv, wRows
 }
 
-func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, glu, norm, res, writeX bool) {
+// fusedCase is what checkGemmFused folds in: SwiGLU, the norm, the
+// residual add, the normalised rows written out, the embedding gather.
+type fusedCase struct{ glu, norm, res, writeX, gather bool }
+
+func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, fc fusedCase) {
+	glu, norm, res, writeX := fc.glu, fc.norm, fc.res, fc.writeX
 	r := newRand(t)
 	xin, wv, wRows := randGemmOperands(r, dt, m, n, k, glu)
 	fu := GemvFusion{GLU: glu, Residual: res}
 	x := devUpload(t, g, dt, xin)
 	wb := devUpload(t, g, dt, wv)
+	var gather *GemvGather
+	var raw []float32 // the gathered rows
+	if fc.gather {
+		// X's rows become table rows: row m is id vocab - 1 - m, every
+		// other row through a fed pick (ids -1 - j read fed[j]).
+		const vocab = 11
+		table := randVals(r, dt, vocab*k, 1)
+		ids, fed := make([]int32, m), make([]int32, m)
+		for i := range ids {
+			id := int32(vocab - 1 - i%vocab)
+			copy(xin[i*k:(i+1)*k], table[int(id)*k:(int(id)+1)*k])
+			ids[i] = id
+			if i%2 == 1 {
+				fed[i], ids[i] = id, int32(-1-i)
+			}
+		}
+		gather = &GemvGather{Table: devUpload(t, g, dt, table), IDs: devUploadT(t, g, ids), Fed: devUploadT(t, g, fed),
+			NFed: m, Vocab: vocab}
+	}
 	if norm {
 		nw := randVals(r, dt, k, 2)
-		fu.Norm = &GemvNorm{Residual: x, Weight: devUpload(t, g, dt, nw), Eps: 1e-5}
+		fu.Norm = &GemvNorm{Residual: x, Weight: devUpload(t, g, dt, nw), Eps: 1e-5, Gather: gather}
+		if gather != nil {
+			fu.Norm.Residual = Buffer{}
+		}
+		raw = append([]float32(nil), xin...)
 		normed := make([]float32, m*k)
 		cpu.RefRMSNorm(normed, xin, nw, m, k, 1e-5)
 		xin = dt.Decode(dt.Encode(normed))
@@ -139,6 +172,9 @@ func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, glu, norm, res,
 			xo = devPoisoned(t, g, dt, m*k)
 			fu.Norm.Out = xo
 		}
+		if gather != nil {
+			gather.Hidden = devPoisoned(t, g, dt, m*k)
+		}
 		var err error
 		if c == (gemvKernel{}) {
 			err = g.GemmFused(g.Stream, dt, y, x, wb, m, n, k, fu)
@@ -151,6 +187,9 @@ func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, glu, norm, res,
 		checkRel(t, name+": fused gemv", download(t, g, dt, y, m*n), ref)
 		if writeX {
 			checkRel(t, name+": normalised rows", download(t, g, dt, xo, m*k), xin)
+		}
+		if gather != nil {
+			checkRel(t, name+": gathered rows", download(t, g, dt, gather.Hidden, m*k), raw)
 		}
 	}
 }

@@ -779,8 +779,9 @@ var ErrCapacity = errors.New("batch exceeds the reserved capacity")
 //	MatMul down, the next AddRMSNorm's add       5: down GEMV, the add as its epilogue
 //	(after the last layer: Add)
 //
-// and the final RMSNorm is the LM head GEMV's prologue; the argmax is
-// captured in the decode graph behind the LM head. With cuBLASLt
+// and the final RMSNorm is the LM head GEMV's prologue; the embedding is
+// gathered in the first layer's QKV GEMV, and the argmax is captured in
+// the decode graph behind the LM head. With cuBLASLt
 // (gemm_plugin auto) or more rows only RoPE is folded: into the decode
 // attention kernel, or, where that cannot take it (prefill), into RopeKV
 // with the cache write; a dense layer at decode is then eight kernels. On

@@ -21,6 +21,10 @@ import (
 //	                                             writing the cache (ropeFold, decode items
 //	                                             only, cuda.GPU.AttnFoldsRope, AttnFoldPays), else RopeKV
 //	                                             (rotation and cache write), then attention
+//	Embed → h        RMSNorm of h (GEMV rows)    nothing yet: the norm is held with the
+//	                                             embedding, which the GEMV taking the norm
+//	                                             gathers in its prologue, writing h too
+//	                                             (cuda.GemvGather; the first layer's QKV)
 //	RMSNorm → x      MatMul of x (GEMV rows)     nothing yet: the GEMM is held, the norm
 //	                                             its prologue (normFuse; not AddRMSNorm's)
 //	GEMM → y         SwiGLU of y (gate_up rows)  GEMV, norm prologue if held, SwiGLU epilogue
@@ -41,19 +45,21 @@ import (
 // What is held back and when: RoPE whenever fuseOn (XRUN_CUDA_FUSE) and
 // the head dimension is a multiple of 16, with either gemm_plugin and at
 // any batch (a prefill's RoPE becomes RopeKV: one kernel instead of RoPE
-// and KVWrite); a GEMM and an out-of-place RMSNorm (normFuse,
+// and KVWrite); an Embed, a GEMM and an out-of-place RMSNorm (normFuse,
 // XRUN_CUDA_FUSE_NORM) only on the own GEMM's decode path (gemvFusing:
 // gemm_plugin disable, rows <= cuda.GemvRowsFor(switches)); an
 // out-of-place RMSNorm, AddRMSNorm or SwiGLU at any batch and with either
 // gemm_plugin where some FP8 GEMM's input has a static scale (fp8Fusing:
 // fuseOn, fp8Fuse, XRUN_CUDA_FP8_FUSE, and a checkpoint's input_scale or
 // calibration, fp8.go). Holding an op first releases the one held before;
-// any op that does not take the held one (Embed, HeadNorm, GatherRows,
+// any op that does not take the held one (HeadNorm, GatherRows,
 // Route, MoE, Zero, a norm in place, a GEMM of another tensor or of a
 // dynamically quantized FP8 weight), and every synchronising call
 // (SetBatch, Write*, Read*, Argmax, ArgmaxStart, CalibrateFP8), first
 // queues it as it is (release): the same kernel it would have run unheld,
-// or, for a GEMM with a norm prologue, the GEMV doing both.
+// or, for a GEMM with a norm prologue, the GEMV doing both (and the
+// gather, if the norm took an embedding; a norm released alone queues its
+// embedding first).
 //
 // The FP8 fusions leave the held op's own output unwritten: they rely on
 // the model reading it only through that GEMM, as Forward does on dense
@@ -88,6 +94,11 @@ type pending struct {
 	delta *tensor // AddRMSNorm: res += delta first
 	nw    *tensor
 	eps   float32
+	// embedding: out = embTab's rows of lay's tokens (rows of them); a
+	// norm (or a GEMM's norm prologue) holding emb reads res = its out
+	// only through the gather of emb.
+	embTab *tensor
+	emb    *pending
 }
 
 type pendKind int
@@ -97,6 +108,7 @@ const (
 	pendGemm
 	pendNorm
 	pendSwiGLU
+	pendEmbed
 )
 
 // release queues the held-back op, if any, on its own.
@@ -107,9 +119,14 @@ func (b *Backend) release() {
 	}
 	b.pend = nil
 	switch p.kind {
+	case pendEmbed:
+		b.embed(p.out, p.embTab, p.lay)
 	case pendRope:
 		b.rope(p.qkv, p.table, p.h, p.lay)
 	case pendNorm:
+		if p.emb != nil { // the norm runs alone: the embedding first
+			b.embed(p.emb.out, p.emb.embTab, p.emb.lay)
+		}
 		if p.delta != nil {
 			b.addRMSNorm(p.res, p.delta, p.nw, p.out, p.rows, p.eps)
 			return
@@ -172,7 +189,7 @@ func (b *Backend) fp8Fusing() bool {
 // (the producer then writes the codes), and releases anything else.
 func (b *Backend) takeFP8Producer(x *tensor, rows int, q *fp8Weight) *pending {
 	p := b.pend
-	if p != nil && b.fp8Fusing() && q.fusable() && p.out == x && p.rows == rows &&
+	if p != nil && b.fp8Fusing() && q.fusable() && p.out == x && p.rows == rows && p.emb == nil &&
 		(p.kind == pendSwiGLU || p.kind == pendNorm && p.res != x) {
 		b.pend = nil
 		return p
@@ -252,6 +269,10 @@ func (b *Backend) gemv(p *pending, y *tensor, fu cuda.GemvFusion) {
 		var x cuda.Buffer
 		if p.res != nil {
 			fu.Norm = &cuda.GemvNorm{Residual: p.res.buf, Weight: p.nw.buf, Out: p.x.buf, Eps: p.eps}
+			if e := p.emb; e != nil {
+				fu.Norm.Gather = &cuda.GemvGather{Table: e.embTab.buf, IDs: e.lay.tokens, Fed: b.ids, Hidden: e.out.buf,
+					NFed: b.ids.Bytes / 4, Vocab: e.embTab.rows()}
+			}
 		} else {
 			x = p.x.buf
 		}

@@ -9,10 +9,20 @@ import (
 	"github.com/xrun-dev/xrun/engine/model"
 )
 
-// Embed gathers the batch tokens' embedding rows.
+// Embed gathers the batch tokens' embedding rows. On the decode GEMV's
+// rows it is held back (fusion.go): the first layer's norm and QKV
+// projection may take it into their prologue.
 func (b *Backend) Embed(out, table model.Tensor) {
 	o, tb := ft(out), ft(table)
-	lay := b.cur
+	if rows := b.cur.nTok; b.gemvFusing(rows) && b.normFuse {
+		b.release()
+		b.pend = &pending{kind: pendEmbed, out: o, embTab: tb, lay: b.cur, rows: rows}
+		return
+	}
+	b.embed(o, tb, b.cur)
+}
+
+func (b *Backend) embed(o, tb *tensor, lay batchLayout) {
 	b.op(func(g *cuda.GPU) error {
 		// Fed tokens (-1 - j) read pick j of the last ArgmaxStart from
 		// b.ids: captured graphs keep the pointer, which only changes
@@ -29,8 +39,13 @@ func (b *Backend) RMSNorm(out, x, w model.Tensor, rows int, eps float32) {
 	// the rows other blocks are still reading (and a fused FP8 norm would
 	// leave x as it was).
 	if o != xi && (b.gemvFusing(rows) && b.normFuse || b.fp8Fusing()) {
+		var emb *pending
+		if p := b.pend; p != nil && p.kind == pendEmbed && p.out == xi && p.rows == rows && b.gemvFusing(rows) && b.normFuse {
+			// The embedding of x: the GEMV taking this norm gathers x too.
+			b.pend, emb = nil, p
+		}
 		b.release()
-		b.pend = &pending{kind: pendNorm, out: o, res: xi, nw: wi, rows: rows, eps: eps}
+		b.pend = &pending{kind: pendNorm, out: o, res: xi, nw: wi, rows: rows, eps: eps, emb: emb}
 		return
 	}
 	b.rmsnorm(o, xi, wi, rows, eps)
@@ -97,7 +112,7 @@ func (b *Backend) MatMul(out, x, w model.Tensor, rows int) {
 	if b.gemvFusing(rows) {
 		p := &pending{kind: pendGemm, out: o, x: xi, w: wt, rows: rows}
 		if n := b.takeNormPrologue(xi, rows); n != nil {
-			p.res, p.nw, p.eps = n.res, n.nw, n.eps
+			p.res, p.nw, p.eps, p.emb = n.res, n.nw, n.eps, n.emb
 		}
 		b.pend = p
 		return
@@ -214,7 +229,7 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 func (b *Backend) SwiGLU(out, gateUp model.Tensor, rows int) {
 	o, gu := ft(out), ft(gateUp)
 	rows = b.rows(rows)
-	glu := func(p *pending) bool { return gu.cols() == 2*o.cols() && p.w.shape[0] == gu.cols() }
+	glu := func(p *pending) bool { return gu.cols() == 2*o.cols() && p.w.shape[0] == gu.cols() && p.emb == nil }
 	if p := b.takeGemm(gu, rows, glu); p != nil {
 		b.gemv(p, o, cuda.GemvFusion{GLU: true})
 		return

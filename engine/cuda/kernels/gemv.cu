@@ -53,6 +53,18 @@
 // one warp at the end of the launch. Saves the RMSNorm launch in front of
 // the QKV, gate_up and LM-head projections at decode.
 //
+// EMB (with NORM; the first layer's QKV projection at decode): X is the
+// embedding table and input row m is table row ids[m] (a negative id
+// -1 - j is fed[j], the previous iteration's pick j not read back yet, as
+// the embedding kernel resolves it; an id outside the table reads as NaN,
+// as that kernel writes it). Warp 0 of every block writes its chunks of
+// the gathered rows to H beside XO, so the embedding's output exists for
+// the residual adds after it. This takes the embedding kernel out of the
+// decode step, which on an H100 at batch 1 was also the graph's first
+// kernel: the projection behind it started some 2.5 us after it ended
+// instead of streaming its weights during it, and only from the second
+// kernel on did programmatic dependent launch overlap them.
+//
 // RES: Y is the residual stream and the product is added to it, Y = T(Y +
 // T(x W^T)), as the separate add rounds: the output and down projections
 // absorb the residual add that follows them. Each output has one owner
@@ -75,6 +87,7 @@
 #define GV_GLU 1
 #define GV_NORM 2
 #define GV_RES 4
+#define GV_EMB 8
 
 // ld_stream is a 16-byte read of data used once: no L1 allocation, and a
 // 256-byte L2 prefetch since the warp goes on to read the rest of the run.
@@ -86,10 +99,18 @@ __device__ __forceinline__ pack8 ld_stream(const pack8 *p) {
 	return r;
 }
 
+// gemv_emb is what EMB reads besides X: the ids, the fed picks and the
+// table's rows; H receives the gathered rows.
+struct gemv_emb {
+	const int *ids, *fed;
+	int nfed, vocab;
+	void *H;
+};
+
 template <class T, int MT, int R, int MODE, int L>
 __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restrict__ W, T *__restrict__ Y,
-	const T *__restrict__ NW, T *__restrict__ XO, int M, int N, int K, float eps) {
-	constexpr bool GLU = MODE & GV_GLU, NORM = MODE & GV_NORM, RES = MODE & GV_RES;
+	const T *__restrict__ NW, T *__restrict__ XO, int M, int N, int K, float eps, gemv_emb em) {
+	constexpr bool GLU = MODE & GV_GLU, NORM = MODE & GV_NORM, RES = MODE & GV_RES, EMB = MODE & GV_EMB;
 	// RR rows of W per warp (R outputs; both halves of each under GLU); U
 	// steps of K per round, so each lane has U x RR = L 16-byte loads of W
 	// in flight: L / 2 KB per warp.
@@ -119,6 +140,23 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 	if (n0 < N) loadW(w, lane);
 	pdl_enter(); // X may be the previous kernel's output: read it only now
 	if (n0 >= N) return;
+	// Where row m of X starts (EMB: its table row; xbad: NaN instead).
+	long long xoff[MT];
+	bool xbad[MT];
+#pragma unroll
+	for (int m = 0; m < MT; m++) {
+		xoff[m] = (long long)m * K;
+		xbad[m] = false;
+		if (EMB && m < M) {
+			int id = em.ids[m];
+			if (id < 0 && -1 - id < em.nfed) id = em.fed[-1 - id];
+			xbad[m] = id < 0 || id >= em.vocab;
+			xoff[m] = xbad[m] ? 0 : (long long)id * K;
+		}
+	}
+	pack8 xnan;
+#pragma unroll
+	for (int e = 0; e < 8; e++) pack_set<T>(xnan, e, nan_f32());
 	// RES: the owner lane's residual, read now (see RES above).
 	T yold{};
 	const int ym = lane % MT, yr = lane / MT;
@@ -142,7 +180,7 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 			if (NORM && c < K8) nw[u] = *(const pack8 *)(NW + (long long)c * 8);
 #pragma unroll
 			for (int m = 0; m < MT; m++)
-				if (m < M && c < K8) xs[u][m] = *(const pack8 *)(X + (long long)m * K + (long long)c * 8);
+				if (m < M && c < K8) xs[u][m] = EMB && xbad[m] ? xnan : *(const pack8 *)(X + xoff[m] + (long long)c * 8);
 		}
 #pragma unroll
 		for (int u = 0; u < U; u++) {
@@ -184,16 +222,20 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 	float inv[MT];
 #pragma unroll
 	for (int m = 0; m < MT; m++) inv[m] = NORM ? rsqrtf(warp_sum(ss[m]) / (float)K + eps) : 1.f;
-	if (NORM && XO != nullptr && threadIdx.x < 32) {
+	if (NORM && (XO != nullptr || EMB) && threadIdx.x < 32) {
 		// Block b's warp 0 (alive: the block's first row is < N) writes
 		// chunks 32 b + lane, ... of the M x K8 chunks of XO.
 		for (int i = blockIdx.x * 32 + lane; i < M * K8; i += gridDim.x * 32) {
 			const int m = i / K8, c = i - m * K8;
 			float im = inv[0];
+			long long xo = xoff[0];
+			bool bad = xbad[0];
 #pragma unroll
 			for (int mm = 1; mm < MT; mm++)
-				if (mm == m) im = inv[mm];
-			const pack8 xv = *(const pack8 *)(X + (long long)m * K + (long long)c * 8);
+				if (mm == m) im = inv[mm], xo = xoff[mm], bad = xbad[mm];
+			const pack8 xv = EMB && bad ? xnan : *(const pack8 *)(X + xo + (long long)c * 8);
+			if (EMB) *(pack8 *)((T *)em.H + (long long)m * K + (long long)c * 8) = xv;
+			if (XO == nullptr) continue;
 			const pack8 nv = *(const pack8 *)(NW + (long long)c * 8);
 			pack8 o = {};
 #pragma unroll
@@ -220,16 +262,18 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 }
 
 // Names: gemv<mode>_<dtype>_m<MT>_r<R>[_l16], mode "" (plain), _glu, _norm,
-// _normglu or _res; MT is M rounded up to a power of two (M <= MT rows are
+// _normglu, _embnorm or _res; MT is M rounded up to a power of two (M <= MT rows are
 // computed); _l16: 16 loads of W in flight per lane instead of 8 (at M = 1
 // only, where the registers allow it). For GLU, N is the output width F (W
-// has 2F rows). NW and XO are read only under NORM, eps likewise.
+// has 2F rows). NW and XO are read only under NORM, eps likewise, and
+// ids, fed, nfed, vocab and H only under EMB.
 // The _l16 kernels are held to 3 blocks a multiprocessor (168 registers),
 // which is what lets the QKV GEMV's 320 blocks fit in one wave.
 #define GEMVKL(T, MODE, SUF, MT, R, L, LS, BOUNDS)                                                               \
 	extern "C" __global__ void BOUNDS gemv##SUF##_##T##_m##MT##_r##R##LS(const T *X, const T *W, T *Y,          \
-		const T *NW, T *XO, int M, int N, int K, float eps) {                                                     \
-		gemv<T, MT, R, MODE, L>(X, W, Y, NW, XO, M, N, K, eps);                                                   \
+		const T *NW, T *XO, int M, int N, int K, float eps, const int *ids, const int *fed, int nfed, int vocab,   \
+		T *H) {                                                                                                   \
+		gemv<T, MT, R, MODE, L>(X, W, Y, NW, XO, M, N, K, eps, gemv_emb{ids, fed, nfed, vocab, H});              \
 	}
 #define GEMVK(T, MODE, SUF, MT, R) GEMVKL(T, MODE, SUF, MT, R, 8, , __launch_bounds__(128))
 #define GEMVK16(T, MODE, SUF, R) GEMVKL(T, MODE, SUF, 1, R, 16, _l16, __launch_bounds__(128, 3))
@@ -245,6 +289,7 @@ __device__ __forceinline__ void gemv(const T *__restrict__ X, const T *__restric
 	GEMVK(T, MODE, SUF, 4, 2) GEMVK(T, MODE, SUF, 8, 2) GEMVK16(T, MODE, SUF, 1) GEMVK16(T, MODE, SUF, 2)
 #define GEMV_T(T)                                                                                                \
 	GEMV_ROWS(T, 0, ) GEMV_ROWS(T, GV_NORM, _norm) GEMV_ROWS(T, GV_RES, _res)                                 \
+	GEMV_ROWS(T, GV_NORM | GV_EMB, _embnorm)                                                                  \
 	GEMV_ROWS_GLU(T, GV_GLU, _glu) GEMV_ROWS_GLU(T, GV_GLU | GV_NORM, _normglu)
 GEMV_T(f16)
 GEMV_T(bf16)
