@@ -130,6 +130,7 @@ type SwitchTable struct {
 	CUDAGemv        FlagSwitch
 	CUDAGemvMaxM    IntSwitch
 	CUDAGemvPlan    FlagSwitch
+	CUDAL2Prefetch  IntSwitch
 	CUDAWgmma       FlagSwitch
 	CUDAWgmmaFP8    FlagSwitch
 	CUDAWgmmaTile   ChoiceSwitch
@@ -179,6 +180,8 @@ var Switches = SwitchTable{
 		"the largest M the own GEMM serves with the CUDA-core GEMV; larger M runs on the tensor-core tiles"),
 	CUDAGemvPlan: flagSwitch("XRUN_CUDA_GEMV_PLAN", true, true,
 		"the GEMV's launch plan chosen by the kernels' register counts; `0` keeps the older plan, blind to them"),
+	CUDAL2Prefetch: intSwitch("XRUN_CUDA_L2_PREFETCH", 15, 0, 100, "`0`..`100`",
+		"the percent of each dense layer's gate_up weight (the leading rows of its gate half and of its up half) read into L2 from a side stream while the layer's QKV projection, attention and output projection run, at decode on the own GEMM's GEMV rows (gemm_plugin: disable, M up to XRUN_CUDA_GEMV_MAXM) on Hopper and later; between those latency-bound kernels the memory is mostly idle (on an H100, TinyLlama-1.1B fp16 at batch 1: 1,178 output tok/s at 15 against 1,142 at 0; 10: 1,161-1,169, 20: 1,176, 25: 1,157-1,164, 50: 1,032, where the prefetch spills into the gate_up GEMV's own stream); `0` prefetches nothing"),
 	CUDAWgmma: flagSwitch("XRUN_CUDA_WGMMA", true, true,
 		"on Hopper, the own GEMM (gemm_plugin: disable) above the GEMV's rows runs on the warpgroup MMA (gemm_wgmma.cu: wgmma.mma_async from swizzled shared memory); `0` keeps it on the mma.sync tiles (gemm.cu) that other GPUs run"),
 	CUDAWgmmaTile: choiceSwitch("XRUN_CUDA_WGMMA_TILE", "auto", func(v string) bool { return v == "wg1" || v == "wg2" || v == "wg2m" || v == "wg2w" },
@@ -311,6 +314,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAGemv:        t.CUDAGemv.On(getenv),
 		CUDAGemvMaxM:    t.CUDAGemvMaxM.Int(getenv),
 		CUDAGemvPlan:    t.CUDAGemvPlan.On(getenv),
+		CUDAL2Prefetch:  t.CUDAL2Prefetch.Int(getenv),
 		CUDAWgmma:       t.CUDAWgmma.On(getenv),
 		CUDAWgmmaFP8:    t.CUDAWgmmaFP8.On(getenv),
 		CUDAWgmmaTile:   t.CUDAWgmmaTile.Get(getenv),

@@ -105,6 +105,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_GEMV":          {"1", true},
 		"XRUN_CUDA_GEMV_MAXM":     {"4", true},
 		"XRUN_CUDA_GEMV_PLAN":     {"1", true},
+		"XRUN_CUDA_L2_PREFETCH":   {"15", true},
 		"XRUN_CUDA_ATTN_TC":       {"auto", true},
 		"XRUN_CUDA_ATTN_SPLIT":    {"1", true},
 		"XRUN_CUDA_ATTN_ROPE":     {"auto", true},

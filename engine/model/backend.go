@@ -159,6 +159,18 @@ type ShapeWarmer interface {
 	DecodeBatches(slots int) []int
 }
 
+// Prefetcher is a backend that can start reading a weight into a cache
+// before the op that multiplies by it, while the ops in between leave the
+// memory idle (the CUDA backend's L2 at decode). Forward calls it for a
+// dense layer's gate_up weight in front of the layer's QKV projection; a
+// backend decides whether and how much (it may do nothing).
+type Prefetcher interface {
+	// Prefetch: w is multiplied by rows rows soon, its rows read as parts
+	// equal blocks side by side (2: a fused gate_up's gate and up halves,
+	// row j of each read together).
+	Prefetch(w Tensor, parts, rows int)
+}
+
 // PlanCounter is a backend that builds something per GEMM shape the first
 // time the shape runs (the CUDA backend's cuBLASLt plans: descriptors, the
 // heuristic's query, and for decode shapes the timing of its candidates):

@@ -781,7 +781,11 @@ var ErrCapacity = errors.New("batch exceeds the reserved capacity")
 //
 // and the final RMSNorm is the LM head GEMV's prologue; the embedding is
 // gathered in the first layer's QKV GEMV, and the argmax is captured in
-// the decode graph behind the LM head. With cuBLASLt
+// the decode graph behind the LM head. In front of each dense layer's QKV
+// projection Forward tells a Prefetcher that the gate_up weight comes
+// next; there the CUDA backend forks a side stream that reads its leading
+// rows into L2 while kernels 1 to 3 leave the memory mostly idle
+// (XRUN_CUDA_L2_PREFETCH; engine/cuda/backend/prefetch.go). With cuBLASLt
 // (gemm_plugin auto) or more rows only RoPE is folded: into the decode
 // attention kernel, or, where that cannot take it (prefill), into RopeKV
 // with the cache write; a dense layer at decode is then eight kernels. On
@@ -836,6 +840,9 @@ func (m *Model) Forward(b *Batch) error {
 		} else if cfg.IsOSS() {
 			m.ossAttention(&ly, i, T)
 		} else {
+			if pf, ok := be.(Prefetcher); ok && !cfg.MoELayer(i) {
+				pf.Prefetch(ly.gateUp, 2, T)
+			}
 			be.MatMul(m.qkv, m.h, ly.wqkv, T)
 			if cfg.QKNorm {
 				be.HeadNorm(m.qkv, ly.qNorm, ly.kNorm, hl, eps)

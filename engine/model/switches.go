@@ -19,6 +19,7 @@ type Switches struct {
 	CUDAGemv        bool   // XRUN_CUDA_GEMV
 	CUDAGemvMaxM    int    // XRUN_CUDA_GEMV_MAXM
 	CUDAGemvPlan    bool   // XRUN_CUDA_GEMV_PLAN
+	CUDAL2Prefetch  int    // XRUN_CUDA_L2_PREFETCH: percent of a dense layer's gate_up rows read into L2 early
 	CUDAWgmma       bool   // XRUN_CUDA_WGMMA: the own GEMM on Hopper's warpgroup MMA (default on)
 	CUDAWgmmaFP8    bool   // XRUN_CUDA_WGMMA_FP8: its E4M3 form for the own FP8 GEMM
 	CUDAWgmmaTile   string // XRUN_CUDA_WGMMA_TILE: "auto", "wg1", "wg2", "wg2m" or "wg2w"

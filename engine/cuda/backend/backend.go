@@ -67,6 +67,9 @@ type Backend struct {
 	epiRows    int    // the smallest M of the own GEMM's epilogues, 0: none (cuda.GPU.EpilogueRows)
 	ceilForce  bool   // ceilings measured on a known GPU too (XRUN_MEASURE_CEILINGS)
 
+	// l2 reads gate_up rows into L2 early (XRUN_CUDA_L2_PREFETCH; prefetch.go).
+	l2 l2Prefetch
+
 	// prof is the CUPTI session of a profiled pass, nil otherwise.
 	prof     *cupti.Session
 	pend     *pending // an op held back for fusion (caller's goroutine only)
@@ -181,7 +184,7 @@ func New(o model.BackendOptions) (model.Backend, error) {
 		return nil, err
 	}
 	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[int]*graphState{},
-		graphsOn: sw.CUDAGraphs, splitOn: sw.CUDAAttnSplit, fuseOn: sw.CUDAFuse, normFuse: sw.CUDAFuseNorm, fp8Fuse: sw.CUDAFP8Fuse, gemmEpi: sw.CUDAGemmEpi,
+		graphsOn: sw.CUDAGraphs, splitOn: sw.CUDAAttnSplit, fuseOn: sw.CUDAFuse, normFuse: sw.CUDAFuseNorm, l2: l2Prefetch{percent: sw.CUDAL2Prefetch}, fp8Fuse: sw.CUDAFP8Fuse, gemmEpi: sw.CUDAGemmEpi,
 		ropeFold: sw.CUDAAttnRope, moeLibrary: sw.CUDAMoELibrary, gemvRows: cuda.GemvRowsFor(sw), ceilForce: sw.MeasureCeilings}
 	err = dev.Do(func(g *cuda.GPU) error {
 		if err := g.LoadKernels(); err != nil {
@@ -244,7 +247,7 @@ func (b *Backend) Close() error {
 		for _, h := range b.hosts {
 			errs = append(errs, g.FreeHost(h))
 		}
-		errs = append(errs, b.layEvent.Close())
+		errs = append(errs, b.layEvent.Close(), b.l2.close())
 		for _, ev := range b.pipe.done {
 			if ev != nil {
 				errs = append(errs, ev.Close())

@@ -59,7 +59,8 @@ import (
 // queues it as it is (release): the same kernel it would have run unheld,
 // or, for a GEMM with a norm prologue, the GEMV doing both (and the
 // gather, if the norm took an embedding; a norm released alone queues its
-// embedding first).
+// embedding first). Prefetch alone queues its work beside the held op and
+// leaves it held (opBeside): it reads weights only.
 //
 // The FP8 fusions leave the held op's own output unwritten: they rely on
 // the model reading it only through that GEMM, as Forward does on dense

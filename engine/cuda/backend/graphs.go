@@ -35,6 +35,12 @@ type graphState struct {
 // and the failure is reported at the next synchronising call.
 func (b *Backend) op(fn func(g *cuda.GPU) error) {
 	b.release()
+	b.opBeside(fn)
+}
+
+// opBeside is op leaving the held-back op held: for work queued beside
+// the ops (Prefetch), which consumes nothing the held op produces.
+func (b *Backend) opBeside(fn func(g *cuda.GPU) error) {
 	b.ops++
 	switch b.mode {
 	case replay:
@@ -61,6 +67,9 @@ func (b *Backend) op(fn func(g *cuda.GPU) error) {
 // returns (and clears) the first failure of the ops before it. Later ops
 // of the iteration run eagerly on the padded layout.
 func (b *Backend) flush(g *cuda.GPU) error {
+	if err := b.l2.joinSide(g); err != nil && b.err == nil {
+		b.err = err
+	}
 	switch b.mode {
 	case capture:
 		failed := b.err != nil

@@ -125,6 +125,9 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 				setErr = err
 			}
 		}
+		if err := b.l2.ensure(g, b.gemm == "disable"); err != nil {
+			return err
+		}
 		if err := b.ensureLayout(g, max(rows, b.maxRows)); err != nil {
 			return err
 		}
