@@ -3,6 +3,7 @@ package profile
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -122,7 +123,72 @@ func DiagnoseSplit(res *engine.Result, mc engine.ModelConfig, dev Device, sp Spl
 	d.measure(res.Ops, spans)
 	d.findings(res.Ops)
 	d.overlapNote(res.Ops)
+	d.streamsNote(res.Ops)
 	return d
+}
+
+// streamsNote says how much kernel time ran on streams other than the
+// busiest one (the CUDA backend's L2 prefetch of the gate_up weights runs
+// on a side stream, beside the decode kernels): kernel time and the
+// summary's shares add such kernels' time to the busiest stream's, so
+// their share is of work that mostly ran at the same time, not after it.
+func (d *Diagnosis) streamsNote(ops []model.OpRecord) {
+	byStream := map[uint32][]*model.OpRecord{}
+	total := map[uint32]time.Duration{}
+	for i := range ops {
+		if op := &ops[i]; isKernel(op) {
+			byStream[op.Stream] = append(byStream[op.Stream], op)
+			total[op.Stream] += op.Duration
+		}
+	}
+	if len(byStream) < 2 || d.KernelTime <= 0 {
+		return
+	}
+	streams := slices.Sorted(maps.Keys(total))
+	main := streams[0]
+	for _, s := range streams[1:] {
+		if total[s] > total[main] {
+			main = s
+		}
+	}
+	// The busiest stream's kernels as merged intervals, by start.
+	ks := byStream[main]
+	slices.SortFunc(ks, func(a, b *model.OpRecord) int { return cmp.Compare(a.Start, b.Start) })
+	var busy [][2]time.Duration
+	for _, k := range ks {
+		a, b := k.Start, k.Start+k.Duration
+		if n := len(busy); n > 0 && a <= busy[n-1][1] {
+			busy[n-1][1] = max(busy[n-1][1], b)
+			continue
+		}
+		busy = append(busy, [2]time.Duration{a, b})
+	}
+	n, side, beside := 0, time.Duration(0), time.Duration(0)
+	byName := map[string]time.Duration{}
+	for s, sks := range byStream {
+		if s == main {
+			continue
+		}
+		for _, k := range sks {
+			n++
+			side += k.Duration
+			byName[KernelName(k.Name)] += k.Duration
+			a, b := k.Start, k.Start+k.Duration
+			i, _ := slices.BinarySearchFunc(busy, a, func(iv [2]time.Duration, t time.Duration) int { return cmp.Compare(iv[1], t) })
+			for ; i < len(busy) && busy[i][0] < b; i++ {
+				beside += max(0, min(b, busy[i][1])-max(a, busy[i][0]))
+			}
+		}
+	}
+	if float64(side) < overlapShare*float64(d.KernelTime) {
+		return
+	}
+	names := slices.Collect(maps.Keys(byName))
+	slices.SortFunc(names, func(x, y string) int { return cmp.Or(cmp.Compare(byName[y], byName[x]), cmp.Compare(x, y)) })
+	d.Notes = append(d.Notes, fmt.Sprintf("%d kernel%s ran on %d stream%s beside the busiest one (%s): %s of the %s of kernel time (%.1f%%), "+
+		"%s of it while that stream ran kernels too; kernel time and the kernel summary's shares add it to the busiest stream's, the busy time counts it once",
+		n, plural(n), len(byStream)-1, plural(len(byStream)-1), strings.Join(shorten(names, 3), ", "), fmtDur(float64(side)), fmtDur(float64(d.KernelTime)),
+		100*float64(side)/float64(d.KernelTime), fmtDur(float64(beside))))
 }
 
 // overlapNote says how much kernel time is a kernel overlapping the one

@@ -84,10 +84,7 @@ func TestDiagnoseCommunication(t *testing.T) {
 // overlap's share of kernel time; kernels on different streams, or back to
 // back, do not.
 func TestDiagnoseOverlap(t *testing.T) {
-	mc, _ := engine.ZooModel("tinyllama-1.1b")
-	h200, _ := GPUDevice("NVIDIA H200")
 	us := time.Microsecond
-	iters := []engine.IterationRecord{{Index: 0, GenRequests: 64, Start: 0, Duration: 100 * us, Profiled: true}}
 	ops := []model.OpRecord{
 		{Name: "gemm_wg2w_f16", Start: 0, Duration: 20 * us, Stream: 13},
 		// Launched 2 µs in, waits for the GEMM, runs 3 µs: 23 µs recorded.
@@ -96,7 +93,7 @@ func TestDiagnoseOverlap(t *testing.T) {
 		// Another stream's kernel at the same time is concurrency, not a wait.
 		{Name: "other", Start: 30 * us, Duration: 10 * us, Stream: 14},
 	}
-	d := Diagnose(&engine.Result{Backend: "cuda", Iterations: iters, Ops: ops}, mc, h200)
+	d := diagnoseOps("NVIDIA H200", 64, ops)
 	i := slices.IndexFunc(d.Notes, func(n string) bool { return strings.Contains(n, "programmatic dependent launch") })
 	if i < 0 {
 		t.Fatalf("no overlap note; diagnosis:\n%s", strings.Join(d.Lines(), "\n"))
@@ -106,8 +103,49 @@ func TestDiagnoseOverlap(t *testing.T) {
 		t.Errorf("note %q", n)
 	}
 	ops[1].Start, ops[1].Duration = 20*us, 3*us // back to back: no note
-	d = Diagnose(&engine.Result{Backend: "cuda", Iterations: iters, Ops: ops}, mc, h200)
+	d = diagnoseOps("NVIDIA H200", 64, ops)
 	if slices.ContainsFunc(d.Notes, func(n string) bool { return strings.Contains(n, "programmatic dependent launch") }) {
 		t.Errorf("overlap note without overlap: %q", d.Notes)
 	}
+}
+
+// TestDiagnoseStreams: kernels on a stream beside the busiest one (the
+// L2 prefetch's side stream) get a note with their share of kernel time
+// and how much of it ran while the busiest stream ran kernels; a side
+// stream's sliver under the threshold gets none.
+func TestDiagnoseStreams(t *testing.T) {
+	us := time.Microsecond
+	ops := []model.OpRecord{
+		{Name: "gemv_norm_f16_m1_r2_l16", Start: 0, Duration: 10 * us, Stream: 7},
+		{Name: "attention_tc_f16", Start: 12 * us, Duration: 8 * us, Stream: 7},
+		{Name: "gemv_normglu_f16_m1_r1", Start: 24 * us, Duration: 40 * us, Stream: 7},
+		// 5..35: 5 µs under the QKV GEMV, 8 under the attention, 11
+		// under the gate_up GEMV, 6 beside nothing.
+		{Name: "l2_prefetch", Start: 5 * us, Duration: 30 * us, Stream: 9},
+	}
+	d := diagnoseOps("NVIDIA H100 80GB HBM3", 1, ops)
+	i := slices.IndexFunc(d.Notes, func(n string) bool { return strings.Contains(n, "beside the busiest one") })
+	if i < 0 {
+		t.Fatalf("no streams note; diagnosis:\n%s", strings.Join(d.Lines(), "\n"))
+	}
+	// 30 µs of 88 µs of kernel time, 24 µs of it beside stream 7's kernels.
+	for _, want := range []string{"1 kernel ran on 1 stream beside the busiest one (l2_prefetch)", "30.0 µs of the 88.0 µs", "(34.1%)", "24.0 µs of it"} {
+		if !strings.Contains(d.Notes[i], want) {
+			t.Errorf("note %q lacks %q", d.Notes[i], want)
+		}
+	}
+	ops[3].Duration = 2 * us // 2 of 60 µs: under the threshold
+	d = diagnoseOps("NVIDIA H100 80GB HBM3", 1, ops)
+	if slices.ContainsFunc(d.Notes, func(n string) bool { return strings.Contains(n, "beside the busiest one") }) {
+		t.Errorf("streams note for a sliver: %q", d.Notes)
+	}
+}
+
+// diagnoseOps diagnoses ops as one profiled decode iteration of 100 µs
+// of gen sequences of TinyLlama-1.1B on the GPU named gpu.
+func diagnoseOps(gpu string, gen int, ops []model.OpRecord) *Diagnosis {
+	mc, _ := engine.ZooModel("tinyllama-1.1b")
+	dev, _ := GPUDevice(gpu)
+	iters := []engine.IterationRecord{{Index: 0, GenRequests: gen, Start: 0, Duration: 100 * time.Microsecond, Profiled: true}}
+	return Diagnose(&engine.Result{Backend: "cuda", Iterations: iters, Ops: ops}, mc, dev)
 }
