@@ -167,8 +167,9 @@ type ShapeWarmer interface {
 type Prefetcher interface {
 	// Prefetch: w is multiplied by rows rows soon, its rows read as parts
 	// equal blocks side by side (2: a fused gate_up's gate and up halves,
-	// row j of each read together).
-	Prefetch(w Tensor, parts, rows int)
+	// row j of each read together), after ops that read the weights
+	// between (which may push a prefetch out of a cache again).
+	Prefetch(w Tensor, parts, rows int, between ...Tensor)
 }
 
 // PlanCounter is a backend that builds something per GEMM shape the first

@@ -841,7 +841,7 @@ func (m *Model) Forward(b *Batch) error {
 			m.ossAttention(&ly, i, T)
 		} else {
 			if pf, ok := be.(Prefetcher); ok && !cfg.MoELayer(i) {
-				pf.Prefetch(ly.gateUp, 2, T)
+				pf.Prefetch(ly.gateUp, 2, T, ly.wqkv, ly.wo)
 			}
 			be.MatMul(m.qkv, m.h, ly.wqkv, T)
 			if cfg.QKNorm {

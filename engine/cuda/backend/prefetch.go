@@ -18,6 +18,7 @@ type l2Prefetch struct {
 	side       *cuda.Stream
 	fork, join *cuda.Event
 	joinDue    bool // a capture forked the side stream
+	issued     int  // prefetches queued on the side stream (tests)
 }
 
 var _ model.Prefetcher = (*Backend)(nil)
@@ -29,13 +30,18 @@ var _ model.Prefetcher = (*Backend)(nil)
 // prefetch then starts when the down projection before it has ended, and
 // streams while the QKV projection, the attention and the output
 // projection wait on each other, where their own weights are already
-// loaded. The held-back op (the QKV's norm) stays held: the prefetch reads
-// only weights.
-func (b *Backend) Prefetch(w model.Tensor, parts, rows int) {
+// loaded. Where the weights read in between and the prefetch together
+// exceed L2, those reads would evict what the prefetch brought (L2 keeps
+// the lines read last), so nothing is prefetched: a model of
+// Llama-3.1-8B's width streams 84 MB of QKV and output weights there. The
+// held-back op (the QKV's norm) stays held: the prefetch reads only
+// weights.
+func (b *Backend) Prefetch(w model.Tensor, parts, rows int, between ...model.Tensor) {
 	wt := ft(w)
 	if b.l2.percent <= 0 || wt.q != nil || parts < 1 || parts > 2 || !b.gemvFusing(b.rows(rows)) {
 		return
 	}
+	room := b.dev.Info.L2Bytes
 	n := wt.shape[0]
 	if n%parts != 0 {
 		return
@@ -44,6 +50,13 @@ func (b *Backend) Prefetch(w model.Tensor, parts, rows int) {
 	take := per * b.l2.percent / 100
 	rowBytes := wt.buf.Bytes / n
 	if take == 0 || rowBytes%16 != 0 {
+		return
+	}
+	room -= parts * take * rowBytes
+	for _, t := range between {
+		room -= ft(t).buf.Bytes
+	}
+	if room < 0 {
 		return
 	}
 	var r [2]cuda.Buffer
@@ -83,6 +96,7 @@ func (l *l2Prefetch) issue(g *cuda.GPU, a, b cuda.Buffer) error {
 		return err
 	}
 	l.joinDue = l.joinDue || g.Stream.Capturing()
+	l.issued++
 	return g.PrefetchL2(l.side, a, b)
 }
 

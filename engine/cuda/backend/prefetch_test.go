@@ -14,9 +14,10 @@ import (
 // TestL2PrefetchSameLogits runs the script (prefill, then decode graphs of
 // 3 and 5 sequences captured and replayed) on a TinyLlama-1.1B-shaped model
 // cut to four layers, on the own GEMM, with the gate_up prefetch off and at
-// every row: a prefetch writes nothing, so every logit must be bitwise the
-// same. Where the GPU has the bulk prefetch, the side stream must have
-// been made, so that the decode iterations did fork it.
+// half the rows (23 MB, with the 19 MB of QKV and output weights within an
+// H100's L2): a prefetch writes nothing, so every logit must be bitwise
+// the same. Where the GPU has the bulk prefetch and an L2 that holds them,
+// the decode iterations must have queued prefetches.
 func TestL2PrefetchSameLogits(t *testing.T) {
 	needGPU(t)
 	cfg, _ := engine.ZooModel("tinyllama-1.1b")
@@ -43,7 +44,7 @@ func TestL2PrefetchSameLogits(t *testing.T) {
 		return nil, nil
 	}
 	offBe, _ := open(0)
-	onBe, on := open(100)
+	onBe, on := open(50)
 	off, pre := newModel(t, offBe, cfg, nil), newModel(t, onBe, cfg, nil)
 	for i, s := range script(cfg.Vocab) {
 		want, got := runStep(t, off, s), runStep(t, pre, s)
@@ -51,14 +52,15 @@ func TestL2PrefetchSameLogits(t *testing.T) {
 			t.Errorf("iteration %d (%d sequences): logits differ with the prefetch on", i, len(s))
 		}
 	}
-	canPrefetch, made := false, false
+	canPrefetch, issued := false, 0
 	if err := on.dev.Do(func(g *cuda.GPU) error {
-		canPrefetch, made = g.CanPrefetchL2(), on.l2.side != nil
+		canPrefetch, issued = g.CanPrefetchL2(), on.l2.issued
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if canPrefetch && !made {
-		t.Error("the GPU can prefetch into L2, but no decode iteration made the side stream")
+	if canPrefetch && on.dev.Info.L2Bytes >= 42<<20 && issued == 0 {
+		t.Errorf("the GPU can prefetch into its %d-byte L2, but no decode iteration queued a prefetch", on.dev.Info.L2Bytes)
 	}
+	t.Logf("%d prefetches queued", issued)
 }
