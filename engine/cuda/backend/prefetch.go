@@ -41,7 +41,6 @@ func (b *Backend) Prefetch(w model.Tensor, parts, rows int, between ...model.Ten
 	if b.l2.percent <= 0 || wt.q != nil || parts < 1 || parts > 2 || !b.gemvFusing(b.rows(rows)) {
 		return
 	}
-	room := b.dev.Info.L2Bytes
 	n := wt.shape[0]
 	if n%parts != 0 {
 		return
@@ -52,7 +51,7 @@ func (b *Backend) Prefetch(w model.Tensor, parts, rows int, between ...model.Ten
 	if take == 0 || rowBytes%16 != 0 {
 		return
 	}
-	room -= parts * take * rowBytes
+	room := b.dev.Info.L2Bytes - parts*take*rowBytes
 	for _, t := range between {
 		room -= ft(t).buf.Bytes
 	}
