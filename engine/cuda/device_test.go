@@ -79,25 +79,10 @@ func TestMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer g.FreeHost(h)
-		s2, err := g.NewStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s2.Close()
 		if err := g.Stream.Zero(b); err != nil {
 			t.Fatal(err)
 		}
-		ev, err := g.NewEvent()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ev.Close()
-		if err := ev.Record(g.Stream); err != nil {
-			t.Fatal(err)
-		}
-		if err := s2.Wait(ev); err != nil {
-			t.Fatal(err)
-		}
+		s2 := forkedStream(t, g)
 		copy(h.Bytes(), src)
 		if err := s2.UploadAsync(b, h, len(src)); err != nil {
 			t.Fatal(err)

@@ -171,6 +171,29 @@ func randVals(r *rand.Rand, dt DType, n int, scale float32) []float32 {
 	return v
 }
 
+// forkedStream makes a second stream whose work waits for what g.Stream
+// has queued so far (an event recorded there); both go when the test ends.
+func forkedStream(t testing.TB, g *GPU) *Stream {
+	t.Helper()
+	s, err := g.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := g.NewEvent()
+	if err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testDev.Do(func(g *GPU) error { return errors.Join(ev.Close(), s.Close()) }) })
+	if err := ev.Record(g.Stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(ev); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // devUpload allocates a buffer holding vals as dt.
 func devUpload(t testing.TB, g *GPU, dt DType, vals []float32) Buffer {
 	t.Helper()

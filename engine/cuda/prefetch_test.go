@@ -18,22 +18,7 @@ func TestPrefetchL2(t *testing.T) {
 			data[i] = byte(r.Uint32())
 		}
 		buf := devUploadT(t, g, data)
-		side, err := g.NewStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer side.Close()
-		fork, err := g.NewEvent()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer fork.Close()
-		if err := fork.Record(g.Stream); err != nil {
-			t.Fatal(err)
-		}
-		if err := side.Wait(fork); err != nil {
-			t.Fatal(err)
-		}
+		side := forkedStream(t, g)
 		half := len(data) / 2 &^ 15
 		for _, c := range [][2]Buffer{
 			{buf.Slice(0, half), buf.Slice(half, len(data)-half)},
