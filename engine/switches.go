@@ -127,6 +127,7 @@ type SwitchTable struct {
 	CUDAFuseNorm    FlagSwitch
 	CUDAFP8Fuse     FlagSwitch
 	CUDAGemmEpi     FlagSwitch
+	CUDAGemmEarlyW  FlagSwitch
 	CUDAGemv        FlagSwitch
 	CUDAGemvMaxM    IntSwitch
 	CUDAGemvPlan    FlagSwitch
@@ -172,6 +173,8 @@ var Switches = SwitchTable{
 		"RMSNorm folded into the decode GEMVs' prologue; `0` keeps it in a kernel of its own"),
 	CUDAGemmEpi: flagSwitch("XRUN_CUDA_GEMM_EPILOGUE", true, true,
 		"gemm_plugin disable above the GEMV's rows on Hopper: the gate_up GEMM applies SwiGLU and the output and down GEMMs add the residual in their epilogue, on the TMA kernels (with XRUN_CUDA_FUSE), from the M where those run every launch (above 64 rows by default: XRUN_CUDA_GEMM_TMA); `0` writes the products and runs the swiglu and add kernels"),
+	CUDAGemmEarlyW: flagSwitch("XRUN_CUDA_GEMM_EARLY_W", true, true,
+		"the own GEMM's TMA kernels (Hopper, above the GEMV's rows) request their first k-tiles of the weight before waiting for the kernel before (programmatic dependent launch), as the GEMVs do; `0` requests them after the wait"),
 	CUDAFP8Fuse: flagSwitch("XRUN_CUDA_FP8_FUSE", true, true,
 		"dtype fp8: an FP8 GEMM whose input has a static scale (a checkpoint's input_scale, or calibrated at load) has it quantized by the RMSNorm or SwiGLU producing it, in the same kernel (with XRUN_CUDA_FUSE); `0` runs the norm or SwiGLU, then a quantize kernel"),
 	CUDAGemv: flagSwitch("XRUN_CUDA_GEMV", true, true,
@@ -311,6 +314,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAFuseNorm:    t.CUDAFuseNorm.On(getenv),
 		CUDAFP8Fuse:     t.CUDAFP8Fuse.On(getenv),
 		CUDAGemmEpi:     t.CUDAGemmEpi.On(getenv),
+		CUDAGemmEarlyW:  t.CUDAGemmEarlyW.On(getenv),
 		CUDAGemv:        t.CUDAGemv.On(getenv),
 		CUDAGemvMaxM:    t.CUDAGemvMaxM.Int(getenv),
 		CUDAGemvPlan:    t.CUDAGemvPlan.On(getenv),

@@ -618,3 +618,71 @@ func checkGemmEpilogue(t testing.TB, g *GPU, dt DType, m, n, k int, glu bool) {
 	p, _ := g.tmaPlanFor(m, len(wRows), k, false)
 	checkRel(t, fmt.Sprintf("%s epilogue glu=%v M=%d N=%d K=%d (%s, split %d)", dt, glu, m, n, k, p.cfg.name, p.splits), download(t, g, dt, y, m*n), ref)
 }
+
+// TestGemmEarlyW: with XRUN_CUDA_GEMM_EARLY_W the TMA kernels request W's
+// first k-tiles before their programmatic-launch wait; X must still be
+// read only after it. X here is written by a kernel queued right before
+// the GEMM (no host synchronisation between them, poisoned before), W
+// uploaded and settled, as in a forward pass; the products match the CPU
+// on sampled columns with the early loads on and off, unsplit and split
+// (waves 4), at TinyLlama's qkv and gate_up (GLU epilogue) shapes.
+func TestGemmEarlyW(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	for _, early := range []bool{true, false} {
+		for _, waves := range []int{0, 4} {
+			t.Run(fmt.Sprintf("early=%v/waves=%d", early, waves), func(t *testing.T) {
+				do(t, func(t testing.TB, g *GPU) {
+					defer keepSwitches(g)()
+					g.sw.CUDAWgmma, g.sw.CUDAGemmTMA, g.sw.CUDAGemmWaves, g.sw.CUDAGemmEarlyW = true, "1", waves, early
+					for _, dt := range dtypes {
+						for _, m := range []int{65, 256} {
+							checkGemmChained(t, g, dt, m, 2560, 2048, false)
+							checkGemmChained(t, g, dt, m, 1000, 2048, true)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// checkGemmChained is TestGemmEarlyW's check of one shape: X filled on the
+// device right before the GEMM (or, glu, the gate_up GEMM with SwiGLU).
+func checkGemmChained(t testing.TB, g *GPU, dt DType, m, n, k int, glu bool) {
+	r := newRand(t)
+	_, wv, wRows := randGemmOperands(r, dt, m, n, k, glu)
+	w := devUpload(t, g, dt, wv)
+	x, y := devPoisoned(t, g, dt, m*k), devPoisoned(t, g, dt, m*n)
+	if err := g.Stream.Sync(); err != nil { // W settled; X still NaN
+		t.Fatal(err)
+	}
+	if err := g.RandomFill(g.Stream, dt, x, r.Uint64(), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if glu {
+		ok, err := g.GemmEpilogue(g.Stream, dt, y, x, w, m, n, k, GemvFusion{GLU: true})
+		if err != nil || !ok {
+			t.Fatalf("%s M=%d N=%d K=%d: the SwiGLU epilogue did not run on TMA (%v)", dt, m, n, k, err)
+		}
+	} else if err := g.Gemm(g.Stream, dt, y, x, w, m, n, k); err != nil {
+		t.Fatal(err)
+	}
+	out := download(t, g, dt, y, m*n)
+	xin := download(t, g, dt, x, m*k) // what the GEMM should have read
+	what := fmt.Sprintf("%s M=%d N=%d K=%d glu=%v early=%v", dt, m, n, k, glu, g.sw.CUDAGemmEarlyW)
+	if !glu {
+		cols := sampleCols(t, n)
+		rows := make([][]float32, len(cols))
+		for i, j := range cols {
+			rows[i] = wRows[j]
+		}
+		checkRel(t, what, pick(out, m, n, cols), refGemmCols(xin, rows, m, k))
+		return
+	}
+	gu := dt.Decode(dt.Encode(refGemmCols(xin, wRows, m, k)))
+	ref := make([]float32, m*n)
+	cpu.RefSwiGLU(ref, gu, m, n)
+	checkRel(t, what, out, ref)
+}

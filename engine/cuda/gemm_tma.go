@@ -355,7 +355,7 @@ func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, 
 	if fp8 {
 		a = scales(a)
 	}
-	a.I32(m).I32(n).I32(k).I32(p.kps)
+	a.I32(m).I32(n).I32(k).I32(p.kps).I32(b2i(g.sw.CUDAGemmEarlyW))
 	grid, err := p.grid(m, n, p.cfg.bn)
 	if err != nil {
 		return err
@@ -413,7 +413,7 @@ func (g *GPU) GemmEpilogue(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu 
 	if err := f.allowShared(smem); err != nil {
 		return false, err
 	}
-	a := g.argsPack().Blob(tx).Blob(tw).Ptr(y).I32(m).I32(n).I32(k).I32(p.kps)
+	a := g.argsPack().Blob(tx).Blob(tw).Ptr(y).I32(m).I32(n).I32(k).I32(p.kps).I32(b2i(g.sw.CUDAGemmEarlyW))
 	grid, err := p.grid(m, n, wide)
 	if err != nil {
 		return false, err

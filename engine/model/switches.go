@@ -16,6 +16,7 @@ type Switches struct {
 	CUDAFuseNorm    bool   // XRUN_CUDA_FUSE_NORM
 	CUDAFP8Fuse     bool   // XRUN_CUDA_FP8_FUSE
 	CUDAGemmEpi     bool   // XRUN_CUDA_GEMM_EPILOGUE
+	CUDAGemmEarlyW  bool   // XRUN_CUDA_GEMM_EARLY_W
 	CUDAGemv        bool   // XRUN_CUDA_GEMV
 	CUDAGemvMaxM    int    // XRUN_CUDA_GEMV_MAXM
 	CUDAGemvPlan    bool   // XRUN_CUDA_GEMV_PLAN

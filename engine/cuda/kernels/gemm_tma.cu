@@ -159,7 +159,7 @@ __device__ __forceinline__ void epi_store2(T *Y, int M, int N, int r, int c, flo
 
 template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE>
 __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
-	const float *sw, int swRows, int M, int N, int K, int kps) {
+	const float *sw, int swRows, int M, int N, int K, int kps, int early) {
 #ifdef XR_WGMMA
 	constexpr bool F8 = sizeof(E) == 1;
 	constexpr int ROWS = 64 * C, BK = 128 / (int)sizeof(E), NA = BN / 2, NT = (C + 1) * 128;
@@ -179,12 +179,35 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	const int ktiles = (K + BK - 1) / BK, kt0 = blockIdx.z * kps;
 	const int nk = min(ktiles, kt0 + kps) - kt0; // >= 1: the launcher's splits leave none empty
 
+	// load_w issues the TMA load(s) of W's k-tile kt0 + i into stage s.
+	auto load_w = [&](int i, int s) {
+		const int k0 = (kt0 + i) * BK;
+		if constexpr (GLU) {
+			// Two boxes of BN / 2 rows (the map's box): gate rows n0..,
+			// then up rows N + n0..; gate rows past N read up rows, whose
+			// outputs are dropped.
+			tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+			tma_load2d(base + s * STAGE + ABYTES + (BN / 2) * 128, &tw, k0, N + n0, full + 8 * s);
+		} else {
+			tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+		}
+	};
+	// early: the first STAGES k-tiles of W are requested before the wait
+	// for the kernel before. W is a weight, never written while a forward
+	// pass runs (as gemv.cu's first round), so under programmatic dependent
+	// launch a block that lands while that kernel's last blocks still run
+	// has its pipeline half full by the time X may be read.
+	const int pre = early ? min(nk, STAGES) : 0;
 	if (tid == 0) {
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(full + 8 * s, 1);
 			mbar_init(empty + 8 * s, C);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+		for (int i = 0; i < pre; i++) {
+			mbar_expect(full + 8 * i, STAGE); // both boxes' bytes: X's come after the wait
+			load_w(i, i);
+		}
 	}
 	__syncthreads();
 	pdl_enter(); // before the first load of X, which the kernel before may write
@@ -196,19 +219,12 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		if (tid == 0) {
 			for (int i = 0; i < nk; i++) {
 				const int s = i % STAGES;
-				mbar_wait(empty + 8 * s, ((i / STAGES) & 1) ^ 1);
-				mbar_expect(full + 8 * s, STAGE);
-				const int k0 = (kt0 + i) * BK;
-				tma_load2d(base + s * STAGE, &tx, k0, m0, full + 8 * s);
-				if constexpr (GLU) {
-					// Two boxes of BN / 2 rows (the map's box): gate rows
-					// n0.., then up rows N + n0..; gate rows past N read
-					// up rows, whose outputs are dropped.
-					tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
-					tma_load2d(base + s * STAGE + ABYTES + (BN / 2) * 128, &tw, k0, N + n0, full + 8 * s);
-				} else {
-					tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+				if (i >= pre) {
+					mbar_wait(empty + 8 * s, ((i / STAGES) & 1) ^ 1);
+					mbar_expect(full + 8 * s, STAGE);
+					load_w(i, s);
 				}
+				tma_load2d(base + s * STAGE, &tx, (kt0 + i) * BK, m0, full + 8 * s);
 			}
 		}
 		if (gridDim.z > 1) { // the split's barriers, as the consumers pass them below
@@ -339,25 +355,28 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 // codes (dtype is Y's).
 #define GEMM_TMA(cfg, T, C, BN, ST, MINB)                                                                              \
 	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_##cfg##_##T(                           \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps) {        \
-		gemm_tma<T, T, C, BN, ST>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps);                                    \
+		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
+		int early) {                                                                                                   \
+		gemm_tma<T, T, C, BN, ST>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);                             \
 	}                                                                                                                  \
 	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_f8_##cfg##_##T(                        \
 		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, const float *sx, int sxRows,           \
-		const float *sw, int swRows, int M, int N, int K, int kps) {                                                   \
-		gemm_tma<T, u8, C, BN, ST>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps);                                   \
+		const float *sw, int swRows, int M, int N, int K, int kps, int early) {                                        \
+		gemm_tma<T, u8, C, BN, ST>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps, early);                            \
 	}
 // gemm_tma_glu_<config>_<dtype> and gemm_tma_res_<config>_<dtype>: the
 // 16-bit kernels with the SwiGLU or residual-add epilogue (N is the output
 // width; under GLU W has 2N rows and its tensor map boxes of BN / 2).
 #define GEMM_TMA_EPI(cfg, T, C, BN, ST, MINB)                                                                          \
 	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_glu_##cfg##_##T(                       \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps) {        \
-		gemm_tma<T, T, C, BN, ST, TMA_EPI_GLU>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps);                       \
+		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
+		int early) {                                                                                                   \
+		gemm_tma<T, T, C, BN, ST, TMA_EPI_GLU>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);                \
 	}                                                                                                                  \
 	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_res_##cfg##_##T(                       \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps) {        \
-		gemm_tma<T, T, C, BN, ST, TMA_EPI_RES>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps);                       \
+		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
+		int early) {                                                                                                   \
+		gemm_tma<T, T, C, BN, ST, TMA_EPI_RES>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);                \
 	}
 #define GEMM_TMA_EPI_ALL(T)                                                                                            \
 	GEMM_TMA_EPI(wg1, T, 1, 128, 4, 2) GEMM_TMA_EPI(wg2, T, 2, 128, 6, 1) GEMM_TMA_EPI(wg2m, T, 2, 192, 5, 1)          \
