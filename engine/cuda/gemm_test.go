@@ -305,8 +305,8 @@ func TestPlanGemmTMA(t *testing.T) {
 	}{
 		{64, 2560, 2048, false, "auto", "wg1", 0, 2, 8},
 		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
-		{256, 2560, 2048, false, "auto", "wg2", 0, 2, 2},    // 80 blocks in clusters of 2, not 112 of 128 x 192 in fours (a tie on an H100)
-		{128, 2560, 2048, false, "auto", "wg2", 0, 4, 4},    // 80 blocks in fours, not 112 of 128 x 192 in eights
+		{256, 2560, 2048, false, "auto", "wg2", 0, 3, 3},    // 120 blocks in clusters of 3 fit 132 places, not 80 in twos
+		{128, 2560, 2048, false, "auto", "wg2", 0, 6, 6},    // 120 blocks in sixes, not 80 in fours
 		{128, 11264, 2048, false, "auto", "wg2m", 0, 2, 2},  // 118 blocks, one wave, where 128 x 128 split four ways takes three
 		{256, 11264, 2048, false, "auto", "wg2m", 0, 1, 1},  // 118 tiles: one wave, where 128 x 128 needs two
 		{256, 2048, 5632, false, "auto", "wg2", 0, 4, 4},    // 128 x 128 split four ways fills the GPU
@@ -342,7 +342,8 @@ func TestPlanGemmTMA(t *testing.T) {
 // TestPlanGemmTMAClusters: where the GPCs hold fewer clusters than the
 // multiprocessors' count suggests (here 31 clusters of 4 blocks, 124
 // places, not 132: one GPC of 12), a split whose 128 blocks would need a
-// second wave gives way to one that runs in one.
+// second wave gives way to one that runs in one; and the plans on an
+// H100's own counts.
 func TestPlanGemmTMAClusters(t *testing.T) {
 	gpcs := []int{18, 18, 18, 18, 16, 16, 16, 12}
 	slots := func(c tmaConfig, s int) int {
@@ -357,8 +358,8 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 		cfg     string
 		splits  int
 	}{
-		{256, 2048, 2048, "wg2", 2},  // o: 64 blocks in clusters of 2, where a split of four is 128 blocks
-		{256, 2048, 5632, "wg2m", 4}, // down
+		{256, 2048, 2048, "wg2", 3}, // o: 96 blocks in clusters of 3 (129 places), where a split of four is 128 blocks (124)
+		{256, 2048, 5632, "wg2", 3}, // down: 96 blocks of 30 k-tiles, not 88 of 128 x 192 in fours
 		{256, 11264, 2048, "wg2m", 1},
 	} {
 		p := planGemmTMA(c.m, c.n, c.k, 132, slots, false, "auto", 0)
@@ -367,6 +368,29 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 		}
 		if blocks := ceilDiv(c.m, p.cfg.rows) * ceilDiv(c.n, p.cfg.bn) * p.splits; blocks > slots(p.cfg, p.splits) {
 			t.Errorf("planGemmTMA(%d, %d, %d): %d blocks in clusters of %d, %d places: two waves", c.m, c.n, c.k, blocks, p.splits, slots(p.cfg, p.splits))
+		}
+	}
+	// An H100 80GB HBM3's driver (cuOccupancyMaxActiveClusters, TestTMASlots)
+	// for the 128-row tiles, clusters of 1..8: three blocks a cluster fit
+	// fewer places than four, so TinyLlama's qkv at M = 256 (120 blocks in
+	// threes) keeps its split of two, where o and down take three.
+	h100 := []int{0, 132, 132, 117, 120, 110, 102, 105, 120}
+	h100Slots := func(c tmaConfig, s int) int {
+		if c.perSM != 1 {
+			return uniformSlots(132, c, s)
+		}
+		return h100[max(s, 1)]
+	}
+	for _, c := range []struct {
+		m, n, k int
+		cfg     string
+		splits  int
+	}{
+		{256, 2560, 2048, "wg2", 2}, {256, 2048, 2048, "wg2", 3}, {256, 2048, 5632, "wg2", 3}, {256, 11264, 2048, "wg2m", 1},
+		{128, 2560, 2048, "wg2", 5}, {128, 2048, 2048, "wg2", 6}, {128, 2048, 5632, "wg2", 6}, {128, 11264, 2048, "wg2m", 2},
+	} {
+		if p := planGemmTMA(c.m, c.n, c.k, 132, h100Slots, false, "auto", 0); p.cfg.name != c.cfg || p.splits != c.splits {
+			t.Errorf("planGemmTMA(%d, %d, %d) on an H100's counts = %s split %d; want %s split %d", c.m, c.n, c.k, p.cfg.name, p.splits, c.cfg, c.splits)
 		}
 	}
 	if got := uniformSlots(132, tmaConfigs["wg2"], 4); got != 132 {
@@ -386,7 +410,7 @@ func TestTMASlots(t *testing.T) {
 		for _, name := range []string{"wg1", "wg2", "wg2m", "wg2w"} {
 			cfg := tmaConfigs[name]
 			for _, fp8 := range []bool{false, true} {
-				for s := 1; s <= tmaMaxCluster; s *= 2 {
+				for s := 1; s <= tmaMaxCluster; s++ {
 					v := g.tmaSlots(cfg, fp8, s)
 					if v <= 0 || v%s != 0 || v > g.Info.SMs*cfg.perSM {
 						t.Errorf("%s fp8 %v clusters of %d: %d places; want a positive multiple of %d, at most %d", name, fp8, s, v, s, g.Info.SMs*cfg.perSM)

@@ -35,10 +35,12 @@ func (c tmaConfig) smem() int { return c.stages*(c.rows+c.bn)*128 + 1024 + 16*c.
 
 // tmaMaxCluster is the largest split of K: the blocks of one output tile
 // form a cluster (portable clusters hold at most 8) and add their partial
-// tiles through each other's shared memory. Splits are powers of two: a
-// cluster's blocks must run at once on one GPC (16 or 18 multiprocessors
-// on an H100), so clusters of 6 blocks of one a multiprocessor leave a
-// quarter of each GPC idle, where 2, 4 or 8 fill it.
+// tiles through each other's shared memory. A cluster's blocks must run at
+// once on one GPC, whose sizes differ, so how many blocks of a split fit
+// at once depends on the split, and not monotonically (an H100's driver
+// counts 132, 117, 120, 110, 102, 105 and 120 places for clusters of 1 or
+// 2 up to 8 blocks of one a multiprocessor): the planner weighs every
+// split up to this one by that count (tmaSlots), not only powers of two.
 const tmaMaxCluster = 8
 
 // The cost model's constants, in k-tiles of one block's time: filling the
@@ -84,11 +86,14 @@ type tmaPlan struct {
 // M = 64; above it 128 x 128 for E4M3 codes, and for 16-bit values the 128
 // x 256 tile where it needs no split, else 128 x 128, or 128 x 192 where
 // the cost model puts that below either: tmaPlan.cost), then the split of
-// K, a power of two: with
-// waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest that gives waves blocks a
-// multiprocessor; else none where the tiles fill the GPU's slots, and
-// otherwise the one whose estimated time (waves of blocks times their
-// k-tiles, plus the fill and the reduction) is least. slots(cfg, s) is how
+// K: with waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest power of two that
+// gives waves blocks a multiprocessor; else none where the tiles fill the
+// GPU's slots, and otherwise the split up to tmaMaxCluster whose estimated
+// time (waves of blocks times their k-tiles, plus the fill and the
+// reduction) is least. gemm.yaml's batch 256 with `disable` on an H100:
+// 78,287 and 78,174 output tok/s with every split weighed, 75,911, 75,790
+// and 75,542 with powers of two only (o and down split 3 ways, 96 blocks
+// in one wave, where 2 ways left 64 and 4 ways needed two waves). slots(cfg, s) is how
 // many blocks of cfg in clusters of s the GPU runs at once (nil: sms
 // multiprocessors of cfg.perSM blocks each, as if clusters packed them
 // all).
@@ -158,7 +163,7 @@ func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) in
 		return split(1) // the tiles alone fill the GPU (prefill): a split only adds its reduction
 	}
 	best, bestCost := split(1), ktiles+tmaFill
-	for s := 2; s <= maxS; s *= 2 {
+	for s := 2; s <= maxS; s++ {
 		p := split(s)
 		if p.splits != s {
 			continue // the same k-tiles per block as a smaller split
