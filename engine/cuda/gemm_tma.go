@@ -90,13 +90,13 @@ type tmaPlan struct {
 // gives waves blocks a multiprocessor; else none where the tiles fill the
 // GPU's slots, and otherwise the split up to tmaMaxCluster whose estimated
 // time (waves of blocks times their k-tiles, plus the fill and the
-// reduction) is least. gemm.yaml's batch 256 with `disable` on an H100:
-// 78,287 and 78,174 output tok/s with every split weighed, 75,911, 75,790
-// and 75,542 with powers of two only (o and down split 3 ways, 96 blocks
-// in one wave, where 2 ways left 64 and 4 ways needed two waves). slots(cfg, s) is how
-// many blocks of cfg in clusters of s the GPU runs at once (nil: sms
-// multiprocessors of cfg.perSM blocks each, as if clusters packed them
-// all).
+// reduction) is least. slots(cfg, s) is how many blocks of cfg in clusters
+// of s the GPU runs at once (nil: sms multiprocessors of cfg.perSM blocks
+// each, as if clusters packed them all). gemm.yaml's batch 256 with
+// `disable` on an H100: 78,287 and 78,174 output tok/s with every split
+// weighed, 75,911, 75,790 and 75,542 with powers of two only (o and down
+// split 3 ways, 96 blocks in one wave, where 2 ways left 64 and 4 ways
+// needed two waves).
 func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, tile string, waves int) tmaPlan {
 	if slots == nil {
 		slots = func(c tmaConfig, s int) int { return uniformSlots(sms, c, s) }

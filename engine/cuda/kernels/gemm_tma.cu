@@ -196,7 +196,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// for the kernel before. W is a weight, never written while a forward
 	// pass runs (as gemv.cu's first round), so under programmatic dependent
 	// launch a block that lands while that kernel's last blocks still run
-	// has its pipeline half full by the time X may be read.
+	// has W's share of its first stages in flight by the time X may be read.
 	const int pre = early ? min(nk, STAGES) : 0;
 	if (tid == 0) {
 		for (int s = 0; s < STAGES; s++) {
