@@ -1,0 +1,262 @@
+//go:build cgo && linux
+
+package cuda
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// BenchmarkGemmPhases splits the own TMA GEMM's time at TinyLlama-1.1B's
+// decode projections (M = 256, fp16, the engine's plans and epilogues)
+// into its blocks' phases, from gemm_tma_trace.cu's kernels: the wait for
+// the kernel before (wait), from there to the first stage's arrival
+// (first), the MMAs (mma), the split's reduction and the stores (epi); and
+// per launch the spread of the blocks' starts (skew), of their ends (tail)
+// and the whole (span). Phases are medians over blocks and launches, in
+// us at the SM clock the launches ran at. "chain" launches a layer's four
+// GEMMs back to back (each may start under the one before, as in a
+// decode step); "alone" waits for the GPU before each. Weights rotate
+// among copies that exceed the L2 cache, so they stream from HBM.
+//
+// What it is for: at M = 256 a launch's MMAs are a quarter to two thirds
+// of its time, and which of the other phases holds the rest decides what
+// to change in the kernel.
+func BenchmarkGemmPhases(b *testing.B) {
+	dev := testGPU(b)
+	if dev.Info.Major != 9 {
+		b.Skip("the TMA GEMM runs on Hopper only")
+	}
+	const dt, m = F16, 256
+	// epi: "" a plain product, "res" the residual add, "glu" SwiGLU (n
+	// outputs of a [2n, k] gate_up weight), as the decode step runs them.
+	gemms := []struct {
+		name string
+		n, k int
+		epi  string
+	}{{"qkv", 2560, 2048, ""}, {"o", 2048, 2048, "res"}, {"gate_up", 5632, 2048, "glu"}, {"down", 2048, 5632, "res"}}
+	type bufs struct {
+		ws          []Buffer
+		x, y, trace Buffer
+		blocks      int
+	}
+	all := make([]bufs, len(gemms))
+	do(b, func(t testing.TB, g *GPU) {
+		alloc := func(bytes int) Buffer {
+			buf, err := g.Alloc(bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return buf
+		}
+		for i, gm := range gemms {
+			rowsW := gm.n
+			if gm.epi == "glu" {
+				rowsW = 2 * gm.n
+			}
+			wBytes := rowsW * gm.k * dt.Size()
+			for c := range min(16, max(2, ceilDiv(4*dev.Info.L2Bytes, wBytes))) {
+				w := alloc(wBytes)
+				if err := g.RandomFill(g.Stream, dt, w, uint64(100*i+c+1), 0, 0.1); err != nil {
+					t.Fatal(err)
+				}
+				all[i].ws = append(all[i].ws, w)
+			}
+			all[i].x, all[i].y = alloc(m*gm.k*dt.Size()), alloc(m*gm.n*dt.Size())
+			for j, buf := range []Buffer{all[i].x, all[i].y} {
+				if err := g.RandomFill(g.Stream, dt, buf, uint64(1000*i+j), 0, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, ok := g.tmaPlanFor(m, rowsW, gm.k, false)
+			if !ok || p.cfg.rows != 128 {
+				t.Skip(fmt.Sprintf("%s at M = %d is not on the 128-row TMA kernels here", gm.name, m))
+			}
+			all[i].blocks = ceilDiv(m, p.cfg.rows) * ceilDiv(gm.n, phaseWide(p, gm.epi)) * p.splits
+			all[i].trace = alloc(all[i].blocks * 8 * 8)
+		}
+	})
+	defer do(b, func(t testing.TB, g *GPU) {
+		for _, a := range all {
+			for _, buf := range append(a.ws, a.x, a.y, a.trace) {
+				if err := g.Free(buf); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+	for _, mode := range []string{"chain", "alone"} {
+		for gi, gm := range gemms {
+			b.Run(fmt.Sprintf("%s/%s/M=%d/N=%d/K=%d", mode, gm.name, m, gm.n, gm.k), func(b *testing.B) {
+				var ph gemmPhases
+				do(b, func(t testing.TB, g *GPU) {
+					defer func(on bool) { g.syncLaunches = on }(g.syncLaunches)
+					g.syncLaunches = false
+					rows := make([]uint64, all[gi].blocks*8)
+					for r := range b.N + 2 { // two rounds to warm up
+						for i, a := range all {
+							if mode == "alone" {
+								if err := g.Stream.Sync(); err != nil {
+									t.Fatal(err)
+								}
+							}
+							if err := g.launchGemmTrace(g.Stream, a.y, a.x, a.ws[r%len(a.ws)], m, gemms[i].n, gemms[i].k, gemms[i].epi, a.trace); err != nil {
+								t.Fatal(err)
+							}
+						}
+						if err := DownloadSlice(g.Stream, rows, all[gi].trace); err != nil {
+							t.Fatal(err)
+						}
+						if r >= 2 {
+							ph.add(rows)
+						}
+					}
+				})
+				for _, v := range ph.report() {
+					b.ReportMetric(v.v, v.unit)
+				}
+				b.ReportMetric(float64(all[gi].blocks), "blocks")
+			})
+		}
+	}
+}
+
+// phaseWide is the output columns of one block's tile under epilogue epi.
+func phaseWide(p tmaPlan, epi string) int {
+	if epi == "glu" {
+		return p.cfg.bn / 2
+	}
+	return p.cfg.bn
+}
+
+// launchGemmTrace queues the traced TMA GEMM as the engine would plan and
+// launch it (Gemm's TMA path, or GemmEpilogue's under epi "res" / "glu"),
+// its blocks' timelines into trace (u64 [blocks][8]).
+func (g *GPU) launchGemmTrace(s *Stream, y, x, w Buffer, m, n, k int, epi string, trace Buffer) error {
+	rowsW := n
+	if epi == "glu" {
+		rowsW = 2 * n
+	}
+	p, ok := g.tmaPlanFor(m, rowsW, k, false)
+	if !ok {
+		return fmt.Errorf("M=%d N=%d K=%d is not on the TMA kernels", m, rowsW, k)
+	}
+	wide := phaseWide(p, epi)
+	tx, err := g.tensorMap(x, m, k, p.cfg.rows, 2)
+	if err != nil {
+		return err
+	}
+	tw, err := g.tensorMap(w, rowsW, k, wide, 2)
+	if err != nil {
+		return err
+	}
+	name := "gemm_tma_trace_" + p.cfg.name + "_f16"
+	if epi != "" {
+		name = "gemm_tma_trace_" + epi + "_" + p.cfg.name + "_f16"
+	}
+	f, err := g.function("gemm_tma_trace", name)
+	if err != nil {
+		return err
+	}
+	if err := f.allowShared(p.cfg.smem()); err != nil {
+		return err
+	}
+	a := g.argsPack().Blob(tx).Blob(tw).Ptr(y).I32(m).I32(n).I32(k).I32(p.kps).I32(b2i(g.sw.CUDAGemmEarlyW)).Ptr(trace)
+	grid, err := p.grid(m, n, wide)
+	if err != nil {
+		return err
+	}
+	return s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, p.cfg.smem(), a, p.splits)
+}
+
+// gemmPhases gathers traced launches: per block the cycles of each phase,
+// per launch the global-timer spreads, and the clock that converts them.
+type gemmPhases struct {
+	wait, first, mma, epi []float64 // cycles, one per block
+	skew, tail, span      []float64 // ns, one per launch
+	sms                   []float64 // multiprocessors a launch ran on
+	cycles, ns            float64   // block totals, for cycles per ns
+}
+
+// add takes one launch's trace rows (gemm_tma.cuh's TMA_T_*: clocks at
+// entry, waited, first stage, MMAs done, end; global timer at entry and
+// end; the multiprocessor).
+func (p *gemmPhases) add(rows []uint64) {
+	var starts, ends []float64
+	sms := map[uint64]bool{}
+	for r := 0; r+8 <= len(rows); r += 8 {
+		c := rows[r : r+8]
+		d := func(a, b int) float64 { return float64(int64(c[b] - c[a])) }
+		p.wait = append(p.wait, d(0, 1))
+		p.first = append(p.first, d(1, 2))
+		p.mma = append(p.mma, d(2, 3))
+		p.epi = append(p.epi, d(3, 4))
+		p.cycles += d(0, 4)
+		p.ns += float64(int64(c[6] - c[5]))
+		starts, ends = append(starts, float64(c[5])), append(ends, float64(c[6]))
+		sms[c[7]] = true
+	}
+	if len(starts) == 0 {
+		return
+	}
+	s0, s1 := slices.Min(starts), slices.Max(starts)
+	e0, e1 := slices.Min(ends), slices.Max(ends)
+	p.skew, p.tail, p.span = append(p.skew, s1-s0), append(p.tail, e1-e0), append(p.span, e1-s0)
+	p.sms = append(p.sms, float64(len(sms)))
+}
+
+// phaseValue is one reported figure and its unit (a benchmark metric's).
+type phaseValue struct {
+	v    float64
+	unit string
+}
+
+// report is the phases' medians in us (cycles at the clock the blocks ran
+// at: their cycles over their global-timer time).
+func (p *gemmPhases) report() []phaseValue {
+	med := func(v []float64) float64 {
+		if len(v) == 0 {
+			return 0
+		}
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	perNs := 1.0
+	if p.ns > 0 {
+		perNs = p.cycles / p.ns
+	}
+	cyc := func(v []float64) float64 { return med(v) / perNs / 1e3 }
+	return []phaseValue{
+		{cyc(p.wait), "wait-us"}, {cyc(p.first), "first-us"}, {cyc(p.mma), "mma-us"}, {cyc(p.epi), "epi-us"},
+		{med(p.skew) / 1e3, "skew-us"}, {med(p.tail) / 1e3, "tail-us"}, {med(p.span) / 1e3, "span-us"},
+		{med(p.sms), "SMs"}, {perNs, "GHz"},
+	}
+}
+
+// TestGemmPhasesReport checks the phase arithmetic on two made-up blocks
+// of one launch at 2 GHz (no GPU).
+func TestGemmPhasesReport(t *testing.T) {
+	// Clocks: entry, waited, first, MMAs, end; global timer at entry and
+	// end (ns); multiprocessor.
+	rows := []uint64{
+		1000, 3000, 5000, 15000, 17000, 100, 8100, 3,
+		0, 4000, 6000, 16000, 20000, 1100, 11100, 4,
+	}
+	var p gemmPhases
+	p.add(rows)
+	got := map[string]float64{}
+	for _, v := range p.report() {
+		got[v.unit] = v.v
+	}
+	want := map[string]float64{
+		"GHz": 2, "wait-us": 2, "first-us": 1, "mma-us": 5, "epi-us": 2,
+		"skew-us": 1, "tail-us": 3, "span-us": 11, "SMs": 2,
+	}
+	for k, w := range want {
+		if d := got[k] - w; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s = %g, want %g", k, got[k], w)
+		}
+	}
+}

@@ -1,0 +1,396 @@
+// The engine's own GEMM on Hopper (gemm_plugin: disable, sm_90a), fed by
+// the tensor memory accelerator: Y[M,N] = X[M,K] * W[N,K]^T, fp16 or bf16
+// in and out or E4M3 codes in with scales (as gemm_wgmma.cu's kernels),
+// fp32 accumulation on wgmma.mma_async.
+//
+// Warp specialised. Warpgroup 0 is the producer: one thread waits for a
+// stage to be free, tells the stage's "full" mbarrier how many bytes to
+// expect and issues two TMA loads (a box of the X rows and one of the W
+// rows, 128 bytes of each row, in the 128-byte swizzle wgmma's descriptors
+// name; rows and columns past the edges arrive as zeros). Warpgroups 1..C
+// are the consumers, 64 rows of the tile each: they wait on "full", issue
+// their MMAs and, once the MMAs of the tile before have completed
+// (wait_group 1), free that tile's stage on its "empty" mbarrier. So every
+// stage is in flight at once, where gemm_wgmma.cu's cp.async loads, issued
+// by the threads that also multiply, ran two tiles ahead with a block-wide
+// barrier a tile; and no thread computes a load address.
+//
+// Split K: the blocks of one output tile (gridDim.z of them, each kps
+// k-tiles) form a thread-block cluster. Each writes its fp32 partial tile
+// into its own shared memory (the stages are done with); after a cluster
+// barrier, block r adds up rows r*ROWS/S.. of all S partial tiles, reading
+// the others' shared memory (ld.shared::cluster), and stores them; a
+// second barrier keeps every block's memory alive until all have read it.
+// No partials go through global memory and no reduction kernel follows.
+//
+// With two consumer warpgroups the producer gives registers back
+// (setmaxnreg) so that the consumers can hold 128 accumulators each.
+#pragma once
+#include "common.cuh"
+#include "fp8.cuh"
+#include "mma.cuh"
+#include "wgmma.cuh"
+
+// tmap is a CUtensorMap: 128 opaque bytes from cuTensorMapEncodeTiled,
+// passed by value (__grid_constant__, so TMA reads it in parameter space).
+// TMA_MAX_CLUSTER is gemm_tma.go's tmaMaxCluster: the most blocks that
+// split one tile's K.
+#define TMA_MAX_CLUSTER 8
+
+struct __align__(64) tmap {
+	u64 v[16];
+};
+
+#ifdef XR_WGMMA
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
+	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// mbar_wait returns once the phase of parity ph has completed (for a fresh
+// barrier, parity 1 counts as completed: the producer's first pass).
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 ph) {
+	asm volatile("{\n"
+				 ".reg .pred done;\n"
+				 "WAIT:\n"
+				 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+				 "@!done bra WAIT;\n"
+				 "}\n" ::"r"(bar),
+		"r"(ph)
+		: "memory");
+}
+// tma_load2d copies the box at (c0 inner, c1 rows) of the tensor map m into
+// shared memory at dst, completing bytes on the mbarrier bar.
+__device__ __forceinline__ void tma_load2d(u32 dst, const tmap *m, int c0, int c1, u32 bar) {
+	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+		"l"((u64)m), "r"(c0), "r"(c1), "r"(bar)
+		: "memory");
+}
+// The points of a traced block's timeline (gemm_tma_trace.cu), the
+// indexes of its trace row: entry, past the wait for the kernel before,
+// the first stage arrived (a consumer's view), the last MMA done, the
+// output stored (after the split's reduction); 5 and 6 are the global
+// timer at entry and at the end, 7 the multiprocessor. The points are
+// the SM's clock, which counts the cycles the block ran at.
+#define TMA_T_ENTRY 0
+#define TMA_T_WAITED 1
+#define TMA_T_FIRST 2
+#define TMA_T_MMA 3
+#define TMA_T_END 4
+#define TMA_T_SM 7
+__device__ __forceinline__ void tma_mark(u64 *tr, int point) {
+	u64 c, g;
+	asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+	tr[point] = c;
+	if (point == TMA_T_ENTRY) tr[5] = g;
+	if (point == TMA_T_END) tr[6] = g;
+}
+__device__ __forceinline__ u64 tma_smid() {
+	u32 s;
+	asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+	return s;
+}
+// bar_sync_all is a block-wide barrier (named barrier 1, all NT threads)
+// that the producer and the consumers reach from their own code.
+template <int NT> __device__ __forceinline__ void bar_sync_all() { asm volatile("bar.sync 1, %0;" ::"n"(NT) : "memory"); }
+__device__ __forceinline__ void cluster_sync() {
+	asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
+}
+__device__ __forceinline__ int cluster_rank() {
+	int r;
+	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+	return r;
+}
+// ld_cluster4 reads 16 bytes at shared address a of cluster block q.
+__device__ __forceinline__ float4 ld_cluster4(u32 a, int q) {
+	u32 ra;
+	float4 v;
+	asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(q));
+	asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(ra));
+	return v;
+}
+#endif
+
+// tma_store4 writes columns c..c+3 of row r of Y (inside M; columns past N
+// dropped), scaled for codes as gemm_wgmma.cu's epilogue.
+template <class T, bool F8>
+__device__ __forceinline__ void tma_store4(T *Y, int M, int N, int r, int c, float4 v, const float *sx, int sxRows,
+	const float *sw, int swRows) {
+	if (r >= M) return;
+	float a[4] = {v.x, v.y, v.z, v.w};
+	if constexpr (F8) {
+		const float s = sx[sxRows ? r : 0];
+#pragma unroll
+		for (int j = 0; j < 4; j++) a[j] *= s * sw[swRows ? min(c + j, N - 1) : 0];
+	}
+	T *y = Y + (long long)r * N + c;
+	if ((N & 3) == 0 && c + 3 < N) {
+		((u32 *)y)[0] = (u32)from_f32<T>(a[0]).x | ((u32)from_f32<T>(a[1]).x << 16);
+		((u32 *)y)[1] = (u32)from_f32<T>(a[2]).x | ((u32)from_f32<T>(a[3]).x << 16);
+	} else {
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			if (c + j < N) y[j] = from_f32<T>(a[j]);
+	}
+}
+
+// Epilogues (16-bit only): TMA_EPI_GLU, the gate_up projection with SwiGLU
+// behind it: W is the fused [2N, K] gate_up weight, a tile of BN columns
+// holds BN / 2 gate rows and the same BN / 2 up rows (two boxes a stage),
+// and Y is the [M, N] activation; TMA_EPI_RES, the residual add behind the
+// output and down projections: Y = T(Y + T(x W^T)). Both round as the
+// separate kernels store (SwiGLU of the rounded halves, the add of the
+// rounded product).
+#define TMA_EPI_NONE 0
+#define TMA_EPI_GLU 1
+#define TMA_EPI_RES 2
+
+// epi_value is output (r, c)'s value from its sums: under GLU v is the gate
+// sum and u the up sum; under RES v is added to what Y holds.
+template <class T, int EPI>
+__device__ __forceinline__ float epi_value(const T *Y, int N, int r, int c, float v, float u) {
+	if constexpr (EPI == TMA_EPI_GLU) {
+		const float g = to_f32(from_f32<T>(v)), w = to_f32(from_f32<T>(u));
+		return g / (1.f + __expf(-g)) * w;
+	} else if constexpr (EPI == TMA_EPI_RES) {
+		return to_f32(Y[(long long)r * N + c]) + to_f32(from_f32<T>(v));
+	}
+	return v;
+}
+
+// epi_store2 writes outputs (r, c) and (r, c + 1) of the M x N output from
+// their sums (v, and u under GLU); rows past M and columns past N dropped.
+template <class T, int EPI>
+__device__ __forceinline__ void epi_store2(T *Y, int M, int N, int r, int c, float v0, float v1, float u0, float u1) {
+	if (r >= M || c >= N) return;
+	const float a = epi_value<T, EPI>(Y, N, r, c, v0, u0);
+	if (c + 1 < N) {
+		const float b = epi_value<T, EPI>(Y, N, r, c + 1, v1, u1);
+		T *y = Y + (long long)r * N + c;
+		if ((N & 1) == 0) {
+			*(u32 *)y = (u32)from_f32<T>(a).x | ((u32)from_f32<T>(b).x << 16);
+		} else {
+			y[0] = from_f32<T>(a);
+			y[1] = from_f32<T>(b);
+		}
+	} else {
+		Y[(long long)r * N + c] = from_f32<T>(a);
+	}
+}
+
+// TR (gemm_tma_trace.cu's kernels only): each block records when it
+// reached the points of its timeline (tma_mark) in trace[block][8].
+template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false>
+__device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
+	const float *sw, int swRows, int M, int N, int K, int kps, int early, u64 *trace = nullptr) {
+#ifdef XR_WGMMA
+	u64 *tr = nullptr;
+	if constexpr (TR) {
+		tr = trace + 8 * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+		if (threadIdx.x == 0) tma_mark(tr, TMA_T_ENTRY), tr[TMA_T_SM] = tma_smid();
+	}
+	constexpr bool F8 = sizeof(E) == 1;
+	constexpr int ROWS = 64 * C, BK = 128 / (int)sizeof(E), NA = BN / 2, NT = (C + 1) * 128;
+	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
+	static_assert(BN == 128 || BN == 192 || BN == 256, "tile width");
+	constexpr bool GLU = EPI == TMA_EPI_GLU;
+	static_assert(EPI == TMA_EPI_NONE || !F8, "the epilogues are 16-bit only");
+	extern __shared__ unsigned char smem[];
+	const u32 base = (smem_u32(smem) + 1023u) & ~1023u;
+	const u32 full = base + STAGES * STAGE, empty = full + STAGES * 8;
+
+	const int tid = threadIdx.x, wg = tid >> 7;
+	// Row tiles along X (tmaPlan.grid): blocks launched together share W's
+	// tiles. Under GLU a tile's BN columns are BN / 2 outputs' gate and up
+	// sums.
+	const int m0 = blockIdx.x * ROWS, n0 = blockIdx.y * (GLU ? BN / 2 : BN);
+	const int ktiles = (K + BK - 1) / BK, kt0 = blockIdx.z * kps;
+	const int nk = min(ktiles, kt0 + kps) - kt0; // >= 1: the launcher's splits leave none empty
+
+	// load_w issues the TMA load(s) of W's k-tile kt0 + i into stage s.
+	auto load_w = [&](int i, int s) {
+		const int k0 = (kt0 + i) * BK;
+		if constexpr (GLU) {
+			// Two boxes of BN / 2 rows (the map's box): gate rows n0..,
+			// then up rows N + n0..; gate rows past N read up rows, whose
+			// outputs are dropped.
+			tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+			tma_load2d(base + s * STAGE + ABYTES + (BN / 2) * 128, &tw, k0, N + n0, full + 8 * s);
+		} else {
+			tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+		}
+	};
+	// early: the first STAGES k-tiles of W are requested before the wait
+	// for the kernel before. W is a weight, never written while a forward
+	// pass runs (as gemv.cu's first round), so under programmatic dependent
+	// launch a block that lands while that kernel's last blocks still run
+	// has W's share of its first stages in flight by the time X may be read.
+	const int pre = early ? min(nk, STAGES) : 0;
+	if (tid == 0) {
+		for (int s = 0; s < STAGES; s++) {
+			mbar_init(full + 8 * s, 1);
+			mbar_init(empty + 8 * s, C);
+		}
+		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+		for (int i = 0; i < pre; i++) {
+			mbar_expect(full + 8 * i, STAGE); // both boxes' bytes: X's come after the wait
+			load_w(i, i);
+		}
+	}
+	__syncthreads();
+	pdl_enter(); // before the first load of X, which the kernel before may write
+	if constexpr (TR) {
+		if (tid == 0) tma_mark(tr, TMA_T_WAITED);
+	}
+
+	if (wg == 0) {
+		// Producer. Its path never joins the consumers' (their register
+		// counts differ after setmaxnreg); it meets them only at barriers.
+		if constexpr (C == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+		if (tid == 0) {
+			for (int i = 0; i < nk; i++) {
+				const int s = i % STAGES;
+				if (i >= pre) {
+					mbar_wait(empty + 8 * s, ((i / STAGES) & 1) ^ 1);
+					mbar_expect(full + 8 * s, STAGE);
+					load_w(i, s);
+				}
+				tma_load2d(base + s * STAGE, &tx, (kt0 + i) * BK, m0, full + 8 * s);
+			}
+		}
+		if (gridDim.z > 1) { // the split's barriers, as the consumers pass them below
+			bar_sync_all<NT>();
+			cluster_sync();
+			cluster_sync();
+		}
+		return;
+	}
+
+	if constexpr (C == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+	float acc[NA];
+#pragma unroll
+	for (int i = 0; i < NA; i++) acc[i] = 0.f;
+	const u32 aoff = (wg - 1) * 64 * 128;
+	for (int i = 0; i < nk; i++) {
+		const int s = i % STAGES;
+		mbar_wait(full + 8 * s, (i / STAGES) & 1);
+		if constexpr (TR) {
+			if (i == 0 && tid == 128) tma_mark(tr, TMA_T_FIRST);
+		}
+		const u32 sa = base + s * STAGE + aoff, sb = base + s * STAGE + ABYTES;
+		wg_mma_ktile<BN, E>(acc, sa, sb);
+		wg_wait<1>(); // the MMAs of tile i - 1 are done: its stage is free
+		wg_pin<NA>(acc);
+		if (i > 0 && (tid & 127) == 0) mbar_arrive(empty + 8 * ((i - 1) % STAGES));
+	}
+	wg_wait<0>();
+	wg_pin<NA>(acc);
+	if constexpr (TR) {
+		if (tid == 128) tma_mark(tr, TMA_T_MMA);
+	}
+
+	// Accumulator layout: the warp's 16 rows of its warpgroup's 64; each
+	// 8-column block j holds rows lane/4 and lane/4 + 8, columns 2 (lane % 4)
+	// and +1.
+	const int warp = (tid >> 5) & 3, lane = tid & 31;
+	const int rl = (wg - 1) * 64 + warp * 16 + (lane >> 2); // row in the tile
+	if (gridDim.z == 1) {
+		if constexpr (EPI == TMA_EPI_NONE) {
+			wg_store<T, BN, F8>(acc, Y, (float *)nullptr, M, N, m0 + rl, n0, lane, sx, sxRows, sw, swRows);
+		} else {
+			// Column block j of the accumulators; under GLU block j's gate
+			// sums pair with block j + BN / 16's up sums, in this thread.
+			constexpr int JB = GLU ? BN / 16 : BN / 8;
+#pragma unroll
+			for (int j = 0; j < JB; j++)
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					const int c = n0 + j * 8 + (lane & 3) * 2;
+					const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+					float u0 = 0.f, u1 = 0.f;
+					if constexpr (GLU) u0 = acc[4 * (j + JB) + 2 * h], u1 = acc[4 * (j + JB) + 2 * h + 1];
+					epi_store2<T, EPI>(Y, M, N, m0 + rl + h * 8, c, v0, v1, u0, u1);
+				}
+		}
+		if constexpr (TR) {
+			if (tid == 128) tma_mark(tr, TMA_T_END);
+		}
+		return;
+	}
+
+	// Split: every block's partial tile into its shared memory (rows LD
+	// floats apart, 16-byte aligned for the reads), once both consumers are
+	// done reading the stages; then the consumers add up their rows of the
+	// cluster's tiles.
+	constexpr int LD = BN + 8; // = 8 (mod 32): a half-warp's float2 stores hit 32 distinct banks
+	static_assert(ROWS * LD * 4 <= STAGES * STAGE, "the partial tile fits in the stages");
+	bar_sync_all<NT>();
+	float *red = (float *)(smem + (base - smem_u32(smem)));
+#pragma unroll
+	for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+			*(float2 *)&red[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+	cluster_sync();
+	const int S = gridDim.z, rank = cluster_rank();
+	// Outputs of the tile a row, in float4s: under GLU the gate half, each
+	// read with its up float4 BN / 2 columns on.
+	constexpr int W4 = (GLU ? BN / 2 : BN) / 4;
+	const int per = (ROWS + S - 1) / S, r0 = rank * per, n4 = max(0, min(ROWS, r0 + per) - r0) * W4;
+	// Two float4 a thread a round, each read from every block of the
+	// cluster before any is added: up to 16 remote reads in flight, where
+	// one at a time would wait out the latency of each.
+	for (int e = tid - 128; e < n4; e += 2 * (NT - 128)) {
+		float4 p[2][TMA_MAX_CLUSTER], pu[GLU ? 2 : 1][GLU ? TMA_MAX_CLUSTER : 1];
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int eu = min(e + u * (NT - 128), n4 - 1);
+			const u32 off = base + (u32)((r0 + eu / W4) * LD + (eu % W4) * 4) * 4;
+#pragma unroll
+			for (int q = 0; q < TMA_MAX_CLUSTER; q++)
+				if (q < S) {
+					p[u][q] = ld_cluster4(off, q);
+					if constexpr (GLU) pu[u][q] = ld_cluster4(off + (BN / 2) * 4, q);
+				}
+		}
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int eu = e + u * (NT - 128);
+			if (eu >= n4) break;
+			float4 v = p[u][0]; // in rank order: the same sums whichever block adds them
+#pragma unroll
+			for (int q = 1; q < TMA_MAX_CLUSTER; q++)
+				if (q < S) v.x += p[u][q].x, v.y += p[u][q].y, v.z += p[u][q].z, v.w += p[u][q].w;
+			const int r = r0 + eu / W4, c = (eu % W4) * 4;
+			if (n0 + c >= N) continue;
+			if constexpr (EPI == TMA_EPI_NONE) {
+				tma_store4<T, F8>(Y, M, N, m0 + r, n0 + c, v, sx, sxRows, sw, swRows);
+			} else {
+				float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
+				if constexpr (GLU) {
+					w = pu[u][0];
+#pragma unroll
+					for (int q = 1; q < TMA_MAX_CLUSTER; q++)
+						if (q < S) w.x += pu[u][q].x, w.y += pu[u][q].y, w.z += pu[u][q].z, w.w += pu[u][q].w;
+				}
+				epi_store2<T, EPI>(Y, M, N, m0 + r, n0 + c, v.x, v.y, w.x, w.y);
+				epi_store2<T, EPI>(Y, M, N, m0 + r, n0 + c + 2, v.z, v.w, w.z, w.w);
+			}
+		}
+	}
+	cluster_sync(); // no block leaves while another reads its tile
+	if constexpr (TR) {
+		if (tid == 128) tma_mark(tr, TMA_T_END);
+	}
+#else
+	// Launched where it has no body (not sm_90a): fail loudly, never leave
+	// Y unwritten.
+	asm volatile("trap;");
+#endif
+}
+
