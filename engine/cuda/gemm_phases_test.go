@@ -43,13 +43,7 @@ func BenchmarkGemmPhases(b *testing.B) {
 	}
 	all := make([]bufs, len(gemms))
 	do(b, func(t testing.TB, g *GPU) {
-		alloc := func(bytes int) Buffer {
-			buf, err := g.Alloc(bytes)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return buf
-		}
+		alloc := func(bytes int) Buffer { return devAlloc(t, g, bytes) } // freed when the benchmark ends
 		for i, gm := range gemms {
 			rowsW := gm.n
 			if gm.epi == "glu" {
@@ -75,15 +69,6 @@ func BenchmarkGemmPhases(b *testing.B) {
 			}
 			all[i].blocks = ceilDiv(m, p.cfg.rows) * ceilDiv(gm.n, phaseWide(p, gm.epi)) * p.splits
 			all[i].trace = alloc(all[i].blocks * 8 * 8)
-		}
-	})
-	defer do(b, func(t testing.TB, g *GPU) {
-		for _, a := range all {
-			for _, buf := range append(a.ws, a.x, a.y, a.trace) {
-				if err := g.Free(buf); err != nil {
-					t.Fatal(err)
-				}
-			}
 		}
 	})
 	for _, mode := range []string{"chain", "alone"} {
