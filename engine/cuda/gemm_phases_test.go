@@ -67,7 +67,11 @@ func BenchmarkGemmPhases(b *testing.B) {
 			if !ok || p.cfg.rows != 128 {
 				t.Skip(fmt.Sprintf("%s at M = %d is not on the 128-row TMA kernels here", gm.name, m))
 			}
-			all[i].blocks = ceilDiv(m, p.cfg.rows) * ceilDiv(gm.n, phaseWide(p, gm.epi)) * p.splits
+			grid, err := p.grid(m, gm.n, phaseWide(p, gm.epi))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all[i].blocks = grid.X * grid.Y * grid.Z
 			all[i].trace = alloc(all[i].blocks * 8 * 8)
 		}
 	})
