@@ -4,7 +4,9 @@ package cuda
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -12,7 +14,11 @@ import (
 // decode projections (M = 256, fp16, the engine's plans and epilogues)
 // into its blocks' phases, from gemm_tma_trace.cu's kernels: the wait for
 // the kernel before (wait), from there to the first stage's arrival
-// (first), the MMAs (mma), the split's reduction and the stores (epi); and
+// (first), the MMAs (mma), the split's reduction and the stores (epi),
+// which a split divides into its partial tile's store into shared memory
+// (stage), the wait for the cluster's other blocks (peers), the adding up
+// and storing of its rows (reduce) and the wait before it may leave
+// (last); and
 // per launch the spread of the blocks' starts (skew), of their ends (tail)
 // and the whole (span). Phases are medians over blocks and launches, in
 // us at the SM clock the launches ran at. "chain" launches a layer's four
@@ -72,7 +78,12 @@ func BenchmarkGemmPhases(b *testing.B) {
 				t.Fatal(err)
 			}
 			all[i].blocks = grid.X * grid.Y * grid.Z
-			all[i].trace = alloc(all[i].blocks * 8 * 8)
+			// Zeroed once: the points a launch has not (an unsplit one's
+			// reduction) stay 0.
+			all[i].trace = alloc(all[i].blocks * phaseRow * 8)
+			if err := g.Stream.Zero(all[i].trace); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 	for _, mode := range []string{"chain", "alone"} {
@@ -82,7 +93,7 @@ func BenchmarkGemmPhases(b *testing.B) {
 				do(b, func(t testing.TB, g *GPU) {
 					defer func(on bool) { g.syncLaunches = on }(g.syncLaunches)
 					g.syncLaunches = false
-					rows := make([]uint64, all[gi].blocks*8)
+					rows := make([]uint64, all[gi].blocks*phaseRow)
 					for r := range b.N + 2 { // two rounds to warm up
 						for i, a := range all {
 							if mode == "alone" {
@@ -121,7 +132,7 @@ func phaseWide(p tmaPlan, epi string) int {
 
 // launchGemmTrace queues the traced TMA GEMM as the engine would plan and
 // launch it (Gemm's TMA path, or GemmEpilogue's under epi "res" / "glu"),
-// its blocks' timelines into trace (u64 [blocks][8]).
+// its blocks' timelines into trace (u64 [blocks][phaseRow]).
 func (g *GPU) launchGemmTrace(s *Stream, y, x, w Buffer, m, n, k int, epi string, trace Buffer) error {
 	rowsW := n
 	if epi == "glu" {
@@ -163,24 +174,36 @@ func (g *GPU) launchGemmTrace(s *Stream, y, x, w Buffer, m, n, k int, epi string
 // per launch the global-timer spreads, and the clock that converts them.
 type gemmPhases struct {
 	wait, first, mma, epi []float64 // cycles, one per block
+	stage, peers, reduce  []float64 // cycles, one per block of a split
+	last                  []float64
 	skew, tail, span      []float64 // ns, one per launch
 	sms                   []float64 // multiprocessors a launch ran on
 	cycles, ns            float64   // block totals, for cycles per ns
 }
 
+// phaseRow is gemm_tma.cuh's TMA_T_ROW: the u64s of one block's trace.
+const phaseRow = 16
+
 // add takes one launch's trace rows (gemm_tma.cuh's TMA_T_*: clocks at
 // entry, waited, first stage, MMAs done, end; global timer at entry and
-// end; the multiprocessor).
+// end; the multiprocessor; under a split, clocks at its partial tile
+// staged, the cluster's barrier passed and its rows stored, else 0).
 func (p *gemmPhases) add(rows []uint64) {
 	var starts, ends []float64
 	sms := map[uint64]bool{}
-	for r := 0; r+8 <= len(rows); r += 8 {
-		c := rows[r : r+8]
+	for r := 0; r+phaseRow <= len(rows); r += phaseRow {
+		c := rows[r : r+phaseRow]
 		d := func(a, b int) float64 { return float64(int64(c[b] - c[a])) }
 		p.wait = append(p.wait, d(0, 1))
 		p.first = append(p.first, d(1, 2))
 		p.mma = append(p.mma, d(2, 3))
 		p.epi = append(p.epi, d(3, 4))
+		if c[8] != 0 {
+			p.stage = append(p.stage, d(3, 8))
+			p.peers = append(p.peers, d(8, 9))
+			p.reduce = append(p.reduce, d(9, 10))
+			p.last = append(p.last, d(10, 4))
+		}
 		p.cycles += d(0, 4)
 		p.ns += float64(int64(c[6] - c[5]))
 		starts, ends = append(starts, float64(c[5])), append(ends, float64(c[6]))
@@ -217,21 +240,27 @@ func (p *gemmPhases) report() []phaseValue {
 		perNs = p.cycles / p.ns
 	}
 	cyc := func(v []float64) float64 { return med(v) / perNs / 1e3 }
-	return []phaseValue{
+	v := []phaseValue{
 		{cyc(p.wait), "wait-us"}, {cyc(p.first), "first-us"}, {cyc(p.mma), "mma-us"}, {cyc(p.epi), "epi-us"},
 		{med(p.skew) / 1e3, "skew-us"}, {med(p.tail) / 1e3, "tail-us"}, {med(p.span) / 1e3, "span-us"},
 		{med(p.sms), "SMs"}, {perNs, "GHz"},
 	}
+	if len(p.stage) > 0 {
+		v = append(v, phaseValue{cyc(p.stage), "stage-us"}, phaseValue{cyc(p.peers), "peers-us"},
+			phaseValue{cyc(p.reduce), "reduce-us"}, phaseValue{cyc(p.last), "last-us"})
+	}
+	return v
 }
 
 // TestGemmPhasesReport checks the phase arithmetic on two made-up blocks
-// of one launch at 2 GHz (no GPU).
+// of one split launch at 2 GHz (no GPU), and that the rows are as long as
+// the kernels write them.
 func TestGemmPhasesReport(t *testing.T) {
 	// Clocks: entry, waited, first, MMAs, end; global timer at entry and
 	// end (ns); multiprocessor.
 	rows := []uint64{
-		1000, 3000, 5000, 15000, 17000, 100, 8100, 3,
-		0, 4000, 6000, 16000, 20000, 1100, 11100, 4,
+		1000, 3000, 5000, 15000, 17000, 100, 8100, 3, 15200, 16000, 16800, 0, 0, 0, 0, 0,
+		0, 4000, 6000, 16000, 20000, 1100, 11100, 4, 16400, 17400, 19600, 0, 0, 0, 0, 0,
 	}
 	var p gemmPhases
 	p.add(rows)
@@ -242,10 +271,15 @@ func TestGemmPhasesReport(t *testing.T) {
 	want := map[string]float64{
 		"GHz": 2, "wait-us": 2, "first-us": 1, "mma-us": 5, "epi-us": 2,
 		"skew-us": 1, "tail-us": 3, "span-us": 11, "SMs": 2,
+		"stage-us": 0.2, "peers-us": 0.5, "reduce-us": 1.1, "last-us": 0.2,
 	}
 	for k, w := range want {
 		if d := got[k] - w; d > 1e-9 || d < -1e-9 {
 			t.Errorf("%s = %g, want %g", k, got[k], w)
 		}
+	}
+	m := regexp.MustCompile(`#define TMA_T_ROW (\d+)`).FindStringSubmatch(kernelHeaders()["gemm_tma.cuh"])
+	if m == nil || m[1] != strconv.Itoa(phaseRow) {
+		t.Errorf("gemm_tma.cuh's TMA_T_ROW is %v, phaseRow %d", m, phaseRow)
 	}
 }

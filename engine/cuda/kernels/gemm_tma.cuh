@@ -71,17 +71,24 @@ __device__ __forceinline__ void tma_load2d(u32 dst, const tmap *m, int c0, int c
 		: "memory");
 }
 // The points of a traced block's timeline (gemm_tma_trace.cu), the
-// indexes of its trace row: entry, past the wait for the kernel before,
-// the first stage arrived (a consumer's view), the last MMA done, the
-// output stored (after the split's reduction); 5 and 6 are the global
-// timer at entry and at the end, 7 the multiprocessor. The points are
-// the SM's clock, which counts the cycles the block ran at.
+// indexes of its trace row of TMA_T_ROW: entry, past the wait for the
+// kernel before, the first stage arrived (a consumer's view), the last MMA
+// done, the output stored (after the split's reduction); 5 and 6 are the
+// global timer at entry and at the end, 7 the multiprocessor; under a
+// split also its partial tile in shared memory, past the cluster's
+// barrier (every block's tile there), and its rows added up and stored
+// (before the last barrier); 0 where a launch has no such point. The
+// points are the SM's clock, which counts the cycles the block ran at.
 #define TMA_T_ENTRY 0
 #define TMA_T_WAITED 1
 #define TMA_T_FIRST 2
 #define TMA_T_MMA 3
 #define TMA_T_END 4
 #define TMA_T_SM 7
+#define TMA_T_STAGED 8
+#define TMA_T_SYNCED 9
+#define TMA_T_REDUCED 10
+#define TMA_T_ROW 16
 __device__ __forceinline__ void tma_mark(u64 *tr, int point) {
 	u64 c, g;
 	asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
@@ -184,14 +191,14 @@ __device__ __forceinline__ void epi_store2(T *Y, int M, int N, int r, int c, flo
 }
 
 // TR (gemm_tma_trace.cu's kernels only): each block records when it
-// reached the points of its timeline (tma_mark) in trace[block][8].
+// reached the points of its timeline (tma_mark) in trace[block][TMA_T_ROW].
 template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false>
 __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
 	const float *sw, int swRows, int M, int N, int K, int kps, int early, u64 *trace = nullptr) {
 #ifdef XR_WGMMA
 	u64 *tr = nullptr;
 	if constexpr (TR) {
-		tr = trace + 8 * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+		tr = trace + TMA_T_ROW * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
 		if (threadIdx.x == 0) tma_mark(tr, TMA_T_ENTRY), tr[TMA_T_SM] = tma_smid();
 	}
 	constexpr bool F8 = sizeof(E) == 1;
@@ -336,7 +343,13 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 #pragma unroll
 		for (int h = 0; h < 2; h++)
 			*(float2 *)&red[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+	if constexpr (TR) {
+		if (tid == 128) tma_mark(tr, TMA_T_STAGED);
+	}
 	cluster_sync();
+	if constexpr (TR) {
+		if (tid == 128) tma_mark(tr, TMA_T_SYNCED);
+	}
 	const int S = gridDim.z, rank = cluster_rank();
 	// Outputs of the tile a row, in float4s: under GLU the gate half, each
 	// read with its up float4 BN / 2 columns on.
@@ -382,6 +395,9 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 				epi_store2<T, EPI>(Y, M, N, m0 + r, n0 + c + 2, v.z, v.w, w.z, w.w);
 			}
 		}
+	}
+	if constexpr (TR) {
+		if (tid == 128) tma_mark(tr, TMA_T_REDUCED);
 	}
 	cluster_sync(); // no block leaves while another reads its tile
 	if constexpr (TR) {

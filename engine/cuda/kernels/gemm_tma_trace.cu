@@ -5,7 +5,7 @@
 // kernels it launches are compiled without the marks.
 //
 // gemm_tma_trace[_glu|_res]_<config>_f16: gemm_tma.cu's kernels of the
-// same name without _trace, plus trace, u64 [blocks][8] (TMA_T_*).
+// same name without _trace, plus trace, u64 [blocks][TMA_T_ROW] (TMA_T_*).
 #include "gemm_tma.cuh"
 
 // One traced kernel: the epilogue EPI, the name's infix SUF.
