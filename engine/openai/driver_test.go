@@ -103,9 +103,21 @@ func TestClientAgainstServeArrivals(t *testing.T) {
 			}
 			sends = append(sends, r.Sent)
 		}
+		// A send may wake late (a loaded machine delays it a few ms), and
+		// that lateness alone moves the gaps: their spread may differ from
+		// the schedule's by the spread of the lateness's own changes from
+		// one request to the next (the triangle inequality), besides 20 %.
+		var jitter float64
+		for i := 1; i < len(res.Requests); i++ {
+			a, b := res.Requests[i-1], res.Requests[i]
+			e := ((b.Sent - b.Start) - (a.Sent - a.Start)).Seconds()
+			jitter += e * e
+		}
+		jitter = math.Sqrt(jitter / float64(len(res.Requests)-1))
 		mean, cv := gaps(sends)
-		if math.Abs(mean-sched) > 0.1*sched || math.Abs(cv-schedCV) > 0.2*schedCV {
-			t.Errorf("%+v: sent with mean gap %.4fs and CV %.2f; the schedule has %.4fs and %.2f", l, mean, cv, sched, schedCV)
+		if math.Abs(mean-sched) > 0.1*sched || math.Abs(cv*mean-schedCV*sched) > 0.2*schedCV*sched+jitter {
+			t.Errorf("%+v: sent with mean gap %.4fs and CV %.2f; the schedule has %.4fs and %.2f (sends' lateness varies by %.4fs)",
+				l, mean, cv, sched, schedCV, jitter)
 		}
 		if rate := res.Metrics["request_throughput_req_s"]; rate <= 0 {
 			t.Errorf("metrics %v", res.Metrics)
