@@ -51,9 +51,9 @@ func BenchmarkGemmPhases(b *testing.B) {
 	do(b, func(t testing.TB, g *GPU) {
 		alloc := func(bytes int) Buffer { return devAlloc(t, g, bytes) } // freed when the benchmark ends
 		for i, gm := range gemms {
-			rowsW := gm.n
-			if gm.epi == "glu" {
-				rowsW = 2 * gm.n
+			p, rowsW, wide, ok := g.phasePlan(m, gm.n, gm.k, gm.epi)
+			if !ok || p.cfg.rows != 128 {
+				t.Skip(fmt.Sprintf("%s at M = %d is not on the 128-row TMA kernels here", gm.name, m))
 			}
 			wBytes := rowsW * gm.k * dt.Size()
 			for c := range min(16, max(2, ceilDiv(4*dev.Info.L2Bytes, wBytes))) {
@@ -69,11 +69,7 @@ func BenchmarkGemmPhases(b *testing.B) {
 					t.Fatal(err)
 				}
 			}
-			p, ok := g.tmaPlanFor(m, rowsW, gm.k, false)
-			if !ok || p.cfg.rows != 128 {
-				t.Skip(fmt.Sprintf("%s at M = %d is not on the 128-row TMA kernels here", gm.name, m))
-			}
-			grid, err := p.grid(m, gm.n, phaseWide(p, gm.epi))
+			grid, err := p.grid(m, gm.n, wide)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,27 +118,30 @@ func BenchmarkGemmPhases(b *testing.B) {
 	}
 }
 
-// phaseWide is the output columns of one block's tile under epilogue epi.
-func phaseWide(p tmaPlan, epi string) int {
+// phasePlan is the engine's TMA plan for an m x n output under epilogue
+// epi (Gemm's, or GemmEpilogue's: under "glu" W has 2n rows), W's rows,
+// and the output columns of one block's tile; ok as tmaPlanFor's.
+func (g *GPU) phasePlan(m, n, k int, epi string) (p tmaPlan, rowsW, wide int, ok bool) {
+	rowsW = n
 	if epi == "glu" {
-		return p.cfg.bn / 2
+		rowsW = 2 * n
 	}
-	return p.cfg.bn
+	p, ok = g.tmaPlanFor(m, rowsW, k, false)
+	wide = p.cfg.bn
+	if epi == "glu" {
+		wide /= 2
+	}
+	return p, rowsW, wide, ok
 }
 
 // launchGemmTrace queues the traced TMA GEMM as the engine would plan and
 // launch it (Gemm's TMA path, or GemmEpilogue's under epi "res" / "glu"),
 // its blocks' timelines into trace (u64 [blocks][phaseRow]).
 func (g *GPU) launchGemmTrace(s *Stream, y, x, w Buffer, m, n, k int, epi string, trace Buffer) error {
-	rowsW := n
-	if epi == "glu" {
-		rowsW = 2 * n
-	}
-	p, ok := g.tmaPlanFor(m, rowsW, k, false)
+	p, rowsW, wide, ok := g.phasePlan(m, n, k, epi)
 	if !ok {
 		return fmt.Errorf("M=%d N=%d K=%d is not on the TMA kernels", m, rowsW, k)
 	}
-	wide := phaseWide(p, epi)
 	tx, err := g.tensorMap(x, m, k, p.cfg.rows, 2)
 	if err != nil {
 		return err
