@@ -142,31 +142,12 @@ func (g *GPU) launchGemmTrace(s *Stream, y, x, w Buffer, m, n, k int, epi string
 	if !ok {
 		return fmt.Errorf("M=%d N=%d K=%d is not on the TMA kernels", m, rowsW, k)
 	}
-	tx, err := g.tensorMap(x, m, k, p.cfg.rows, 2)
-	if err != nil {
-		return err
-	}
-	tw, err := g.tensorMap(w, rowsW, k, wide, 2)
-	if err != nil {
-		return err
-	}
 	name := "gemm_tma_trace_" + p.cfg.name + "_f16"
 	if epi != "" {
 		name = "gemm_tma_trace_" + epi + "_" + p.cfg.name + "_f16"
 	}
-	f, err := g.function("gemm_tma_trace", name)
-	if err != nil {
-		return err
-	}
-	if err := f.allowShared(p.cfg.smem()); err != nil {
-		return err
-	}
-	a := g.argsPack().Blob(tx).Blob(tw).Ptr(y).I32(m).I32(n).I32(k).I32(p.kps).I32(b2i(g.sw.CUDAGemmEarlyW)).Ptr(trace)
-	grid, err := p.grid(m, n, wide)
-	if err != nil {
-		return err
-	}
-	return s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, p.cfg.smem(), a, p.splits)
+	return g.launchTMA(s, p, tmaLaunch{module: "gemm_tma_trace", name: name, y: y, x: x, w: w, es: 2, m: m, n: n, k: k,
+		rowsW: rowsW, wide: wide, trace: &trace})
 }
 
 // gemmPhases gathers traced launches: per block the cycles of each phase,

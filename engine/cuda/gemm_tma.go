@@ -331,24 +331,33 @@ func (g *GPU) tensorMap(b Buffer, rows, inner, boxRows, es int) (*[128]byte, err
 	return m, nil
 }
 
-// launchGemmTMA queues Y = X W^T on the TMA kernels by plan p: X is m x k,
-// W n x k, es-byte elements (1: E4M3 codes, whose scales scales appends
-// after Y).
-func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, m, n, k int, scales func(a *Args) *Args) error {
-	fp8 := scales != nil
-	tx, err := g.tensorMap(x, m, k, p.cfg.rows, es)
+// tmaLaunch is one launch of a TMA kernel: Y, X (m x k) and W (rowsW x
+// k, es-byte elements), W's tensor map in boxes of wide rows (the tile's
+// width, half of it under GLU) and n the output width; scales appends the
+// E4M3 codes' scales after Y and trace the timeline buffer last
+// (gemm_tma_trace.cu's kernels).
+type tmaLaunch struct {
+	module, name string
+	y, x, w      Buffer
+	es, m, n, k  int
+	rowsW, wide  int
+	scales       func(a *Args) *Args
+	trace        *Buffer
+}
+
+// launchTMA queues l by plan p: the one launch path of the TMA kernels, so
+// the engine's GEMMs, its fused epilogues and the traced kernels of
+// BenchmarkGemmPhases pass the same maps, arguments, grid and cluster.
+func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
+	tx, err := g.tensorMap(l.x, l.m, l.k, p.cfg.rows, l.es)
 	if err != nil {
 		return err
 	}
-	tw, err := g.tensorMap(w, n, k, p.cfg.bn, es)
+	tw, err := g.tensorMap(l.w, l.rowsW, l.k, l.wide, l.es)
 	if err != nil {
 		return err
 	}
-	name := "gemm_tma_" + p.cfg.name + "_" + dt.suffix()
-	if fp8 {
-		name = "gemm_tma_f8_" + p.cfg.name + "_" + dt.suffix()
-	}
-	f, err := g.function("gemm_tma", name)
+	f, err := g.function(l.module, l.name)
 	if err != nil {
 		return err
 	}
@@ -356,16 +365,42 @@ func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, 
 	if err := f.allowShared(smem); err != nil {
 		return err
 	}
-	a := g.argsPack().Blob(tx).Blob(tw).Ptr(y)
-	if fp8 {
-		a = scales(a)
+	a := g.argsPack().Blob(tx).Blob(tw).Ptr(l.y)
+	if l.scales != nil {
+		a = l.scales(a)
 	}
-	a.I32(m).I32(n).I32(k).I32(p.kps).I32(b2i(g.sw.CUDAGemmEarlyW))
-	grid, err := p.grid(m, n, p.cfg.bn)
+	a.I32(l.m).I32(l.n).I32(l.k).I32(p.kps).I32(b2i(g.sw.CUDAGemmEarlyW))
+	if l.trace != nil {
+		a.Ptr(*l.trace)
+	}
+	grid, err := p.grid(l.m, l.n, l.wide)
 	if err != nil {
 		return err
 	}
 	return s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, smem, a, p.splits)
+}
+
+// launchGemmTMA queues Y = X W^T on the TMA kernels by plan p: X is m x k,
+// W n x k, es-byte elements (1: E4M3 codes, whose scales scales appends
+// after Y).
+func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, m, n, k int, scales func(a *Args) *Args) error {
+	name := "gemm_tma_" + p.cfg.name + "_" + dt.suffix()
+	if scales != nil {
+		name = "gemm_tma_f8_" + p.cfg.name + "_" + dt.suffix()
+	}
+	return g.launchTMA(s, p, tmaLaunch{module: "gemm_tma", name: name, y: y, x: x, w: w, es: es, m: m, n: n, k: k,
+		rowsW: n, wide: p.cfg.bn, scales: scales})
+}
+
+// launchGemmEpi queues GemmEpilogue's kernel by plan p (of the unfused
+// GEMM's rowsW x k weight).
+func (g *GPU) launchGemmEpi(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, m, n, k int, glu bool) error {
+	rowsW, wide, kind := n, p.cfg.bn, "res"
+	if glu {
+		rowsW, wide, kind = 2*n, p.cfg.bn/2, "glu"
+	}
+	return g.launchTMA(s, p, tmaLaunch{module: "gemm_tma", name: "gemm_tma_" + kind + "_" + p.cfg.name + "_" + dt.suffix(),
+		y: y, x: x, w: w, es: dt.Size(), m: m, n: n, k: k, rowsW: rowsW, wide: wide})
 }
 
 // GemmEpilogue queues the own GEMM above the GEMV's rows with SwiGLU
@@ -398,30 +433,5 @@ func (g *GPU) GemmEpilogue(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu 
 	if !onTMA {
 		return false, nil
 	}
-	tx, err := g.tensorMap(x, m, k, p.cfg.rows, es)
-	if err != nil {
-		return false, err
-	}
-	wide, kind := p.cfg.bn, "res"
-	if fu.GLU {
-		wide, kind = p.cfg.bn/2, "glu"
-	}
-	tw, err := g.tensorMap(w, rowsW, k, wide, es)
-	if err != nil {
-		return false, err
-	}
-	f, err := g.function("gemm_tma", "gemm_tma_"+kind+"_"+p.cfg.name+"_"+dt.suffix())
-	if err != nil {
-		return false, err
-	}
-	smem := p.cfg.smem()
-	if err := f.allowShared(smem); err != nil {
-		return false, err
-	}
-	a := g.argsPack().Blob(tx).Blob(tw).Ptr(y).I32(m).I32(n).I32(k).I32(p.kps).I32(b2i(g.sw.CUDAGemmEarlyW))
-	grid, err := p.grid(m, n, wide)
-	if err != nil {
-		return false, err
-	}
-	return true, s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, smem, a, p.splits)
+	return true, g.launchGemmEpi(s, dt, y, x, w, p, m, n, k, fu.GLU)
 }
