@@ -643,6 +643,72 @@ func checkGemmEpilogue(t testing.TB, g *GPU, dt DType, m, n, k int, glu bool) {
 	checkRel(t, fmt.Sprintf("%s epilogue glu=%v M=%d N=%d K=%d (%s, split %d)", dt, glu, m, n, k, p.cfg.name, p.splits), download(t, g, dt, y, m*n), ref)
 }
 
+// TestGemmTMASplits: every split of K the TMA kernels take (1 to
+// tmaMaxCluster blocks a tile), on every tile, plain and under either
+// epilogue, against the CPU, at an output width whose residual rows are
+// 8-byte aligned (264) and one whose are not (202). The planner picks few
+// splits for any one shape (TestGemmTMA and TestGemmEpilogue see those),
+// while the cluster's reduction divides a tile's rows among any number of
+// blocks up to the cluster's limit.
+func TestGemmTMASplits(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	const m, kps = 200, 3
+	for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w"} {
+		t.Run(tile, func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) {
+				for s := 1; s <= tmaMaxCluster; s++ {
+					p := tmaPlan{cfg: tmaConfigs[tile], splits: s, kps: kps}
+					k := s * kps * 64 // 16-bit k-tiles of 64: every block of the split has kps of them
+					for _, dt := range dtypes {
+						for _, n := range []int{264, 202} {
+							for _, epi := range []string{"", "res", "glu"} {
+								checkGemmPlanned(t, g, dt, p, m, n, k, epi)
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// checkGemmPlanned runs Y = X W^T on the TMA kernels by plan p (epi "": the
+// plain GEMM, "res" and "glu": GemmEpilogue's) and checks it against the
+// CPU.
+func checkGemmPlanned(t testing.TB, g *GPU, dt DType, p tmaPlan, m, n, k int, epi string) {
+	r := newRand(t)
+	glu := epi == "glu"
+	xin, wv, wRows := randGemmOperands(r, dt, m, n, k, glu)
+	ref := dt.Decode(dt.Encode(refGemmCols(xin, wRows, m, k)))
+	x, w := devUpload(t, g, dt, xin), devUpload(t, g, dt, wv)
+	var y Buffer
+	var err error
+	switch epi {
+	case "":
+		y = devPoisoned(t, g, dt, m*n)
+		err = g.launchGemmTMA(g.Stream, dt, y, x, w, p, dt.Size(), m, n, k, nil)
+	case "glu":
+		gu := ref
+		ref = make([]float32, m*n)
+		cpu.RefSwiGLU(ref, gu, m, n)
+		y = devPoisoned(t, g, dt, m*n)
+		err = g.launchGemmEpi(g.Stream, dt, y, x, w, p, m, n, k, true)
+	case "res":
+		y0 := randVals(r, dt, m*n, 4)
+		for i := range ref {
+			ref[i] += y0[i]
+		}
+		y = devUpload(t, g, dt, y0)
+		err = g.launchGemmEpi(g.Stream, dt, y, x, w, p, m, n, k, false)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRel(t, fmt.Sprintf("%s %q M=%d N=%d K=%d (%s, split %d)", dt, epi, m, n, k, p.cfg.name, p.splits), download(t, g, dt, y, m*n), ref)
+}
+
 // TestGemmEarlyW: with XRUN_CUDA_GEMM_EARLY_W the TMA kernels request W's
 // first k-tiles before their programmatic-launch wait; X must still be
 // read only after it. X here is written by a kernel queued right before
