@@ -202,6 +202,111 @@ __device__ __forceinline__ void epi_store2(T *Y, int M, int N, int r, int c, flo
 	}
 }
 
+// tma_red_args is what a split's reduction needs of its block.
+template <class T> struct tma_red_args {
+	T *Y;
+	int M, N, m0, n0;
+	u32 base; // the block's partial tile in shared memory, rows BN + 8 floats apart
+	int rank, r0, n4; // rows r0.. of the tile are this block's to add up: n4 float4s
+	const float *sx;
+	int sxRows;
+	const float *sw;
+	int swRows;
+};
+
+#ifdef XR_WGMMA
+// ld_shared4 reads 16 bytes at shared address a of this block.
+__device__ __forceinline__ float4 ld_shared4(u32 a) {
+	float4 v;
+	asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
+	return v;
+}
+
+// tma_reduce adds up the split's partial tiles (rows a.r0.. of each of the
+// cluster's S blocks) and stores them with the epilogue; SS is S where the
+// caller knows it (0: gridDim.z, two float4s a thread a round). Knowing S,
+// a consumer thread takes U float4s of the tile a round, as many as its
+// share of the rows where they fit in 24 float4s of registers, and has all
+// their reads in flight before it adds any: the S partials of each (the
+// block's own from its shared memory, the others' across the cluster) and,
+// under RES, the residual they are added to, which the general loop reads
+// only after the sums, a global read's latency behind every round
+// (BenchmarkGemmPhases on an H100, o and down at M = 256, split 3: the
+// reduction 4.5-4.8 us -> 2.5-2.6).
+template <class T, bool F8, int EPI, int ROWS, int BN, int NT, int SS>
+__device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
+	constexpr bool GLU = EPI == TMA_EPI_GLU, RES = EPI == TMA_EPI_RES;
+	constexpr int LD = BN + 8, W4 = (GLU ? BN / 2 : BN) / 4, CT = NT - 128, QN = SS > 0 ? SS : TMA_MAX_CLUSTER;
+	constexpr int SHARE = SS > 0 ? ((ROWS + SS - 1) / SS * W4 + CT - 1) / CT : 2;
+	constexpr int CAP = SS > 0 ? 24 / (SS * (GLU ? 2 : 1)) : 2;
+	constexpr int U = SHARE < CAP ? SHARE : (CAP > 0 ? CAP : 1);
+	const int S = SS > 0 ? SS : gridDim.z, n4 = a.n4;
+	T *Y = a.Y;
+	const int M = a.M, N = a.N;
+	const bool vec = (N & 3) == 0; // 8-byte residual reads and stores
+	for (int e = (int)threadIdx.x - 128; e < n4; e += U * CT) {
+		float4 p[U][QN], pu[GLU ? U : 1][GLU ? QN : 1];
+		uint2 res[RES ? U : 1];
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const int eu = min(e + u * CT, n4 - 1);
+			const int r = a.r0 + eu / W4, c = (eu % W4) * 4;
+			const u32 off = a.base + (u32)(r * LD + c) * 4;
+#pragma unroll
+			for (int q = 0; q < QN; q++)
+				if (q < S) {
+					p[u][q] = q == a.rank ? ld_shared4(off) : ld_cluster4(off, q);
+					if constexpr (GLU) pu[u][q] = q == a.rank ? ld_shared4(off + (BN / 2) * 4) : ld_cluster4(off + (BN / 2) * 4, q);
+				}
+			if constexpr (RES) {
+				const int gr = a.m0 + r, gc = a.n0 + c;
+				res[u] = make_uint2(0u, 0u);
+				if (vec && gr < M && gc + 3 < N) res[u] = *(const uint2 *)(Y + (long long)gr * N + gc);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const int eu = e + u * CT;
+			if (eu >= n4) break;
+			float4 v = p[u][0]; // in rank order: the same sums whichever block adds them
+#pragma unroll
+			for (int q = 1; q < QN; q++)
+				if (q < S) v.x += p[u][q].x, v.y += p[u][q].y, v.z += p[u][q].z, v.w += p[u][q].w;
+			const int r = a.m0 + a.r0 + eu / W4, c = a.n0 + (eu % W4) * 4;
+			if (c >= N) continue;
+			if constexpr (EPI == TMA_EPI_NONE) {
+				tma_store4<T, F8>(Y, M, N, r, c, v, a.sx, a.sxRows, a.sw, a.swRows);
+			} else if constexpr (RES) {
+				if (r >= M) continue;
+				if (vec && c + 3 < N) {
+					// epi_value's rounding: the product rounded, then the add.
+					const u32 h[4] = {res[u].x & 0xffffu, res[u].x >> 16, res[u].y & 0xffffu, res[u].y >> 16};
+					const float s[4] = {v.x, v.y, v.z, v.w};
+					u32 o[4];
+#pragma unroll
+					for (int j = 0; j < 4; j++) {
+						T t;
+						t.x = (u16)h[j];
+						o[j] = from_f32<T>(to_f32(t) + to_f32(from_f32<T>(s[j]))).x;
+					}
+					*(uint2 *)(Y + (long long)r * N + c) = make_uint2(o[0] | (o[1] << 16), o[2] | (o[3] << 16));
+				} else {
+					epi_store2<T, EPI>(Y, M, N, r, c, v.x, v.y, 0.f, 0.f);
+					epi_store2<T, EPI>(Y, M, N, r, c + 2, v.z, v.w, 0.f, 0.f);
+				}
+			} else {
+				float4 w = pu[u][0];
+#pragma unroll
+				for (int q = 1; q < QN; q++)
+					if (q < S) w.x += pu[u][q].x, w.y += pu[u][q].y, w.z += pu[u][q].z, w.w += pu[u][q].w;
+				epi_store2<T, EPI>(Y, M, N, r, c, v.x, v.y, w.x, w.y);
+				epi_store2<T, EPI>(Y, M, N, r, c + 2, v.z, v.w, w.z, w.w);
+			}
+		}
+	}
+}
+#endif
+
 // TR (gemm_tma_trace.cu's kernels only): each block records when it
 // reached the points of its timeline (tma_mark) in trace[block][TMA_T_ROW].
 template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false>
@@ -392,45 +497,17 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// read with its up float4 BN / 2 columns on.
 	constexpr int W4 = (GLU ? BN / 2 : BN) / 4;
 	const int per = (ROWS + S - 1) / S, r0 = rank * per, n4 = max(0, min(ROWS, r0 + per) - r0) * W4;
-	// Two float4 a thread a round, each read from every block of the
-	// cluster before any is added: up to 16 remote reads in flight, where
-	// one at a time would wait out the latency of each.
-	for (int e = tid - 128; e < n4; e += 2 * (NT - 128)) {
-		float4 p[2][TMA_MAX_CLUSTER], pu[GLU ? 2 : 1][GLU ? TMA_MAX_CLUSTER : 1];
-#pragma unroll
-		for (int u = 0; u < 2; u++) {
-			const int eu = min(e + u * (NT - 128), n4 - 1);
-			const u32 off = base + (u32)((r0 + eu / W4) * LD + (eu % W4) * 4) * 4;
-#pragma unroll
-			for (int q = 0; q < TMA_MAX_CLUSTER; q++)
-				if (q < S) {
-					p[u][q] = ld_cluster4(off, q);
-					if constexpr (GLU) pu[u][q] = ld_cluster4(off + (BN / 2) * 4, q);
-				}
-		}
-#pragma unroll
-		for (int u = 0; u < 2; u++) {
-			const int eu = e + u * (NT - 128);
-			if (eu >= n4) break;
-			float4 v = p[u][0]; // in rank order: the same sums whichever block adds them
-#pragma unroll
-			for (int q = 1; q < TMA_MAX_CLUSTER; q++)
-				if (q < S) v.x += p[u][q].x, v.y += p[u][q].y, v.z += p[u][q].z, v.w += p[u][q].w;
-			const int r = r0 + eu / W4, c = (eu % W4) * 4;
-			if (n0 + c >= N) continue;
-			if constexpr (EPI == TMA_EPI_NONE) {
-				tma_store4<T, F8>(Y, M, N, m0 + r, n0 + c, v, sx, sxRows, sw, swRows);
-			} else {
-				float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
-				if constexpr (GLU) {
-					w = pu[u][0];
-#pragma unroll
-					for (int q = 1; q < TMA_MAX_CLUSTER; q++)
-						if (q < S) w.x += pu[u][q].x, w.y += pu[u][q].y, w.z += pu[u][q].z, w.w += pu[u][q].w;
-				}
-				epi_store2<T, EPI>(Y, M, N, m0 + r, n0 + c, v.x, v.y, w.x, w.y);
-				epi_store2<T, EPI>(Y, M, N, m0 + r, n0 + c + 2, v.z, v.w, w.z, w.w);
-			}
+	// The residual splits the decode's shapes take (o and down at M = 256:
+	// 3) get a reduction that knows S, all of a thread's reads in flight at
+	// once; others the general one.
+	const auto args = tma_red_args<T>{Y, M, N, m0, n0, base, rank, r0, n4, sx, sxRows, sw, swRows};
+	if constexpr (EPI != TMA_EPI_RES) {
+		tma_reduce<T, F8, EPI, ROWS, BN, NT, 0>(args);
+	} else {
+		switch (S) {
+		case 2: tma_reduce<T, F8, EPI, ROWS, BN, NT, 2>(args); break;
+		case 3: tma_reduce<T, F8, EPI, ROWS, BN, NT, 3>(args); break;
+		default: tma_reduce<T, F8, EPI, ROWS, BN, NT, 0>(args);
 		}
 	}
 	if constexpr (TR) {
