@@ -224,15 +224,15 @@ __device__ __forceinline__ float4 ld_shared4(u32 a) {
 
 // tma_reduce adds up the split's partial tiles (rows a.r0.. of each of the
 // cluster's S blocks) and stores them with the epilogue; SS is S where the
-// caller knows it (0: gridDim.z, two float4s a thread a round). Knowing S,
-// a consumer thread takes U float4s of the tile a round, as many as its
-// share of the rows where they fit in 24 float4s of registers, and has all
-// their reads in flight before it adds any: the S partials of each (the
-// block's own from its shared memory, the others' across the cluster) and,
-// under RES, the residual they are added to, which the general loop reads
-// only after the sums, a global read's latency behind every round
-// (BenchmarkGemmPhases on an H100, o and down at M = 256, split 3: the
-// reduction 4.5-4.8 us -> 2.5-2.6).
+// caller knows it, 0 where it reads gridDim.z. A consumer thread takes U
+// float4s of the tile a round and has all their reads in flight before it
+// adds any: the S partials of each (the block's own from its shared
+// memory, the others' across the cluster) and, under RES, the residual
+// they are added to, which the loop before this one read only after the
+// sums, a global read's latency behind every round. Knowing S, U is the
+// thread's whole share of the rows where that fits in 24 float4s of
+// registers; otherwise two (BenchmarkGemmPhases on an H100, o and down at
+// M = 256, split 3: the reduction 4.5-4.8 us -> 2.5-2.6).
 template <class T, bool F8, int EPI, int ROWS, int BN, int NT, int SS>
 __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 	constexpr bool GLU = EPI == TMA_EPI_GLU, RES = EPI == TMA_EPI_RES;
