@@ -122,15 +122,9 @@ func BenchmarkGemmPhases(b *testing.B) {
 // epi (Gemm's, or GemmEpilogue's: under "glu" W has 2n rows), W's rows,
 // and the output columns of one block's tile; ok as tmaPlanFor's.
 func (g *GPU) phasePlan(m, n, k int, epi string) (p tmaPlan, rowsW, wide int, ok bool) {
-	rowsW = n
-	if epi == "glu" {
-		rowsW = 2 * n
-	}
+	rowsW, _ = epiDims(n, 0, epi == "glu")
 	p, ok = g.tmaPlanFor(m, rowsW, k, false)
-	wide = p.cfg.bn
-	if epi == "glu" {
-		wide /= 2
-	}
+	_, wide = epiDims(n, p.cfg.bn, epi == "glu")
 	return p, rowsW, wide, ok
 }
 

@@ -392,12 +392,24 @@ func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, 
 		rowsW: n, wide: p.cfg.bn, scales: scales})
 }
 
+// epiDims is W's rows for an n-wide output of GemmEpilogue and the rows of
+// its tensor map's box on tiles bn wide: under GLU W is the fused [2n, k]
+// gate_up weight and a tile's bn columns are bn / 2 gate and as many up
+// rows, two boxes a stage.
+func epiDims(n, bn int, glu bool) (rowsW, wide int) {
+	if glu {
+		return 2 * n, bn / 2
+	}
+	return n, bn
+}
+
 // launchGemmEpi queues GemmEpilogue's kernel by plan p (of the unfused
 // GEMM's rowsW x k weight).
 func (g *GPU) launchGemmEpi(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, m, n, k int, glu bool) error {
-	rowsW, wide, kind := n, p.cfg.bn, "res"
+	rowsW, wide := epiDims(n, p.cfg.bn, glu)
+	kind := "res"
 	if glu {
-		rowsW, wide, kind = 2*n, p.cfg.bn/2, "glu"
+		kind = "glu"
 	}
 	return g.launchTMA(s, p, tmaLaunch{module: "gemm_tma", name: "gemm_tma_" + kind + "_" + p.cfg.name + "_" + dt.suffix(),
 		y: y, x: x, w: w, es: dt.Size(), m: m, n: n, k: k, rowsW: rowsW, wide: wide})
@@ -415,10 +427,7 @@ func (g *GPU) GemmEpilogue(s *Stream, dt DType, y, x, w Buffer, m, n, k int, fu 
 		return false, fmt.Errorf("cuda: GEMM epilogue: exactly one of SwiGLU and the residual add, 16-bit, no norm (got %+v, %s)", fu, dt)
 	}
 	es := dt.Size()
-	rowsW := n
-	if fu.GLU {
-		rowsW = 2 * n
-	}
+	rowsW, _ := epiDims(n, 0, fu.GLU)
 	switch {
 	case m <= 0 || n <= 0 || k <= 0 || k%8 != 0:
 		return false, fmt.Errorf("cuda: GEMM epilogue shape M=%d N=%d K=%d (K a multiple of 8)", m, n, k)

@@ -182,6 +182,16 @@ __device__ __forceinline__ float epi_value(const T *Y, int N, int r, int c, floa
 	return v;
 }
 
+// epi_res2 is the residual add of a pair of outputs held as two 16-bit
+// values in old (the lower first), as epi_value rounds it: the product
+// rounded, then the add.
+template <class T> __device__ __forceinline__ u32 epi_res2(u32 old, float v0, float v1) {
+	T lo, hi;
+	lo.x = (u16)(old & 0xffffu), hi.x = (u16)(old >> 16);
+	const float a = to_f32(lo) + to_f32(from_f32<T>(v0)), b = to_f32(hi) + to_f32(from_f32<T>(v1));
+	return (u32)from_f32<T>(a).x | ((u32)from_f32<T>(b).x << 16);
+}
+
 // epi_store2 writes outputs (r, c) and (r, c + 1) of the M x N output from
 // their sums (v, and u under GLU); rows past M and columns past N dropped.
 template <class T, int EPI>
@@ -279,17 +289,7 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 			} else if constexpr (RES) {
 				if (r >= M) continue;
 				if (vec && c + 3 < N) {
-					// epi_value's rounding: the product rounded, then the add.
-					const u32 h[4] = {res[u].x & 0xffffu, res[u].x >> 16, res[u].y & 0xffffu, res[u].y >> 16};
-					const float s[4] = {v.x, v.y, v.z, v.w};
-					u32 o[4];
-#pragma unroll
-					for (int j = 0; j < 4; j++) {
-						T t;
-						t.x = (u16)h[j];
-						o[j] = from_f32<T>(to_f32(t) + to_f32(from_f32<T>(s[j]))).x;
-					}
-					*(uint2 *)(Y + (long long)r * N + c) = make_uint2(o[0] | (o[1] << 16), o[2] | (o[3] << 16));
+					*(uint2 *)(Y + (long long)r * N + c) = make_uint2(epi_res2<T>(res[u].x, v.x, v.y), epi_res2<T>(res[u].y, v.z, v.w));
 				} else {
 					epi_store2<T, EPI>(Y, M, N, r, c, v.x, v.y, 0.f, 0.f);
 					epi_store2<T, EPI>(Y, M, N, r, c + 2, v.z, v.w, 0.f, 0.f);
@@ -439,18 +439,13 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 #pragma unroll
 					for (int j = 0; j < JB; j++) {
 						const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-						float a, b;
 						if constexpr (GLU) {
-							a = epi_swiglu<T>(v0, acc[4 * (j + JB) + 2 * h]);
-							b = epi_swiglu<T>(v1, acc[4 * (j + JB) + 2 * h + 1]);
+							const float a = epi_swiglu<T>(v0, acc[4 * (j + JB) + 2 * h]);
+							const float b = epi_swiglu<T>(v1, acc[4 * (j + JB) + 2 * h + 1]);
+							y[j * 4] = (u32)from_f32<T>(a).x | ((u32)from_f32<T>(b).x << 16);
 						} else {
-							const u32 old = y[j * 4];
-							T lo, hi;
-							lo.x = (u16)(old & 0xffffu), hi.x = (u16)(old >> 16);
-							a = to_f32(lo) + to_f32(from_f32<T>(v0));
-							b = to_f32(hi) + to_f32(from_f32<T>(v1));
+							y[j * 4] = epi_res2<T>(y[j * 4], v0, v1);
 						}
-						y[j * 4] = (u32)from_f32<T>(a).x | ((u32)from_f32<T>(b).x << 16);
 					}
 				}
 			} else {
