@@ -81,9 +81,12 @@ func (textOutput) Render(w io.Writer, r *Results, opts RenderOptions) error {
 			return err
 		}
 	}
-	if rep.Reference != nil {
+	for _, t := range []*Table{rep.RooflineByKind, rep.Reference} {
+		if t == nil {
+			continue
+		}
 		b.WriteString("\n")
-		if err := rep.Reference.WriteText(&b); err != nil {
+		if err := t.WriteText(&b); err != nil {
 			return err
 		}
 	}
@@ -142,9 +145,12 @@ func (markdownOutput) Render(w io.Writer, r *Results, opts RenderOptions) error 
 			return err
 		}
 	}
-	if rep.Reference != nil {
+	for _, t := range []*Table{rep.RooflineByKind, rep.Reference} {
+		if t == nil {
+			continue
+		}
 		b.WriteString("\n")
-		if err := rep.Reference.WriteMarkdown(&b, 2); err != nil {
+		if err := t.WriteMarkdown(&b, 2); err != nil {
 			return err
 		}
 	}

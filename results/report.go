@@ -30,8 +30,12 @@ type Report struct {
 	Frontier *Table
 	// Reference is the cells against the spec's reference; nil without
 	// one.
-	Reference   *Table
-	Comparisons []ComparisonTables
+	Reference *Table
+	// RooflineByKind splits the GPU cells' roofline share between their
+	// memory-bound and compute-bound iterations; nil where no cell has
+	// the split.
+	RooflineByKind *Table
+	Comparisons    []ComparisonTables
 	// Notes apply to the whole report (a compare entry that cannot be
 	// honoured, for instance).
 	Notes []string
@@ -304,6 +308,7 @@ func BuildReport(r *Results, opts RenderOptions) *Report {
 	rep.Summary = summaryTable(r, ax, summary)
 	rep.Frontier = frontierTable(r)
 	rep.Reference = referenceTable(r, ax)
+	rep.RooflineByKind = rooflineByKindTable(r, ax)
 	for _, cs := range comparisons(r, ax, &rep.Notes) {
 		rep.Comparisons = append(rep.Comparisons, pivotTables(r, ax, cs, metrics))
 	}

@@ -22,13 +22,20 @@ func normalizeRoofline(rf Roofline, sum map[string]Summary) (Roofline, error) {
 	for _, f := range []struct {
 		name string
 		v    *float64
-	}{{"floor_s", &rf.FloorS}, {"output_tok_s", &rf.OutputTokS}, {"memory_bound_s", &rf.MemoryBoundS}, {"bytes", &rf.Bytes},
+	}{{"floor_s", &rf.FloorS}, {"output_tok_s", &rf.OutputTokS}, {"memory_bound_s", &rf.MemoryBoundS},
+		{"measured_s", &rf.MeasuredS}, {"memory_bound_measured_s", &rf.MemoryBoundMeasuredS}, {"bytes", &rf.Bytes},
 		{"flops", &rf.FLOPs}, {"peak_bytes_per_s", &rf.PeakBytesPerS}, {"peak_flop_per_s", &rf.PeakFLOPS},
 		{"peak_fp8_flop_per_s", &rf.PeakFP8FLOPS}} {
 		if math.IsNaN(*f.v) || math.IsInf(*f.v, 0) || *f.v < 0 {
 			return rf, fmt.Errorf("%s: %v cannot be stored; expected a finite number >= 0", f.name, *f.v)
 		}
 		*f.v = roundValue(*f.v)
+	}
+	if rf.MemoryBoundIterations < 0 || rf.MemoryBoundIterations > rf.Iterations {
+		return rf, fmt.Errorf("memory_bound_iterations: %d; expected 0 to iterations (%d)", rf.MemoryBoundIterations, rf.Iterations)
+	}
+	if rf.MemoryBoundMeasuredS > rf.MeasuredS {
+		return rf, fmt.Errorf("memory_bound_measured_s: %v; expected at most measured_s (%v)", rf.MemoryBoundMeasuredS, rf.MeasuredS)
 	}
 	rf.Fraction = 0
 	if s, ok := sum[rooflineMetric]; ok && s.N > 0 && rf.OutputTokS > 0 {
@@ -224,4 +231,66 @@ func formatPoints(old, new float64) string {
 		s = "+" + s
 	}
 	return s + " pts"
+}
+
+// rooflineByKindTable says, per GPU cell whose roofline has the measured
+// spans (Roofline.MeasuredS), where the time to the floor went: the first
+// repeat's memory-bound iterations (decode steps, mostly) and its
+// compute-bound ones (prompt chunks) with their time, their floor and the
+// share of it reached. A cell at 50 % of its roofline may be at 40 % in
+// its decode steps and 70 % in its prompts; the summary's one figure
+// cannot say which to work on. nil when no cell has the split.
+func rooflineByKindTable(r *Results, ax []axisInfo) *Table {
+	cells := cellPtrs(r)
+	sortCells(cells, ax)
+	t := &Table{Title: "Against the roofline, by kind of iteration"}
+	if len(ax) == 0 {
+		t.Columns = append(t.Columns, Column{Name: "cell"})
+	}
+	for _, a := range ax {
+		t.Columns = append(t.Columns, Column{Name: a.Name})
+	}
+	for _, kind := range []string{"memory-bound", "compute-bound"} {
+		t.Columns = append(t.Columns, Column{Name: kind + " iterations", Right: true}, Column{Name: "time (s)", Right: true},
+			Column{Name: "floor (s)", Right: true}, Column{Name: rooflineColumn, Right: true})
+	}
+	for _, c := range cells {
+		rf := c.Roofline
+		if formatRoofline(c) == "-" || rf.MeasuredS <= 0 {
+			continue
+		}
+		var row []string
+		if len(ax) == 0 {
+			row = append(row, c.ID)
+		}
+		for _, a := range ax {
+			row = append(row, paramString(c, a.Name))
+		}
+		memIt, memS, memFloor := rf.MemoryBoundIterations, rf.MemoryBoundMeasuredS, rf.MemoryBoundS
+		row = append(row, kindCells(memIt, memS, memFloor)...)
+		row = append(row, kindCells(rf.Iterations-memIt, rf.MeasuredS-memS, rf.FloorS-memFloor)...)
+		t.Rows = append(t.Rows, row)
+	}
+	if len(t.Rows) == 0 {
+		return nil
+	}
+	t.Notes = []string{"the first repeat's timed iterations (those the roofline sums), split by what sets each one's floor: " +
+		"its bytes at the bandwidth ceiling (memory-bound: decode steps, mostly) or its FLOPs at the arithmetic one " +
+		"(compute-bound: iterations that carry prompt chunks); time (s): their spans in iterations.csv summed (duration_ns, " +
+		"from when the device could start an iteration to when its tokens reached the host); floor (s): their part of the " +
+		"roofline's; % roofline: floor over time"}
+	return t
+}
+
+// kindCells are one kind's columns of rooflineByKindTable: "-" for the
+// figures of a kind with no iteration.
+func kindCells(n int, measured, floor float64) []string {
+	if n <= 0 {
+		return []string{"0", "-", "-", "-"}
+	}
+	share := "-"
+	if measured > 0 {
+		share = formatPercent(floor/measured) + "%"
+	}
+	return []string{strconv.Itoa(n), formatSig(measured, 4), formatSig(floor, 4), share}
 }

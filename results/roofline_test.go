@@ -24,6 +24,8 @@ func h200Environment() Environment {
 // 186k, Mixtral at batch 64 near 1,402 against 2,676 (the floors
 // engine/profile computes for those runs on an H200), and one cell
 // without a roofline (it ran before rooflines existed, or on the CPU).
+// Only TinyLlama's records its iterations' measured spans (Mixtral's
+// predates them).
 func rooflineStudy() *Results { return rooflineSynth(false) }
 
 // rooflineNewStudy is rooflineStudy after a change, the new side of xrun
@@ -45,7 +47,10 @@ func rooflineSynth(changed bool) *Results {
 		tokS  float64 // measured output tok/s
 		roof  *Roofline
 	}{
+		// Its first repeat's 4.32 s: 2.90 in 1,508 decode steps against
+		// their floor of 1.09, 1.42 in 30 prompt-heavy ones against 0.98.
 		{"tinyllama-1.1b", 256, pick(changed, 94265.0, 88929), &Roofline{FloorS: 2.06419, OutputTokS: 186029, MemoryBoundS: 1.08634, Iterations: 1538,
+			MeasuredS: 4.318, MemoryBoundMeasuredS: 2.90, MemoryBoundIterations: 1508,
 			Bytes: 4.67127e12, FLOPs: 1.57046e15, Basis: "iterations.csv (first repeat, warm-up left out)"}},
 		{"mixtral-8x7b", 64, 1402, &Roofline{FloorS: 143.498, OutputTokS: 2676.0, MemoryBoundS: 131.207, Iterations: 6016,
 			Bytes: 5.64188e14, FLOPs: 1.94552e16, Basis: "iterations.csv (first repeat, warm-up left out); experts reached from expert_load.csv"}},
@@ -358,5 +363,47 @@ func TestRooflineFP8Rate(t *testing.T) {
 	}
 	if _, err := normalizeRoofline(Roofline{PeakFP8FLOPS: math.Inf(1)}, nil); err == nil || !strings.Contains(err.Error(), "peak_fp8_flop_per_s") {
 		t.Errorf("an infinite FP8 rate: %v", err)
+	}
+}
+
+// TestRooflineByKind: the split's figures are checked where results are
+// read, and the table leaves out cells without them, gives a kind with no
+// iteration dashes and names the cells where the study has no axes.
+func TestRooflineByKind(t *testing.T) {
+	for _, c := range []struct {
+		rf   Roofline
+		want string
+	}{
+		{Roofline{Iterations: 10, MemoryBoundIterations: 11}, "memory_bound_iterations: 11; expected 0 to iterations (10)"},
+		{Roofline{Iterations: 10, MemoryBoundIterations: -1}, "memory_bound_iterations: -1"},
+		{Roofline{MeasuredS: 1, MemoryBoundMeasuredS: 2}, "memory_bound_measured_s: 2; expected at most measured_s (1)"},
+		{Roofline{MeasuredS: math.NaN()}, "measured_s: NaN cannot be stored"},
+	} {
+		if _, err := normalizeRoofline(c.rf, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want %q", c.rf, err, c.want)
+		}
+	}
+	ok := func(id string, rf *Roofline) Cell {
+		return Cell{ID: id, Status: StatusOK, Roofline: rf}
+	}
+	r := &Results{Cells: []Cell{
+		ok("decode-only", &Roofline{FloorS: 2, MemoryBoundS: 2, Iterations: 100, MemoryBoundIterations: 100, MeasuredS: 5, MemoryBoundMeasuredS: 5, OutputTokS: 10, Fraction: 0.4}),
+		ok("old", &Roofline{FloorS: 2, MemoryBoundS: 1, Iterations: 100, OutputTokS: 10, Fraction: 0.4}),
+		{ID: "failed", Status: StatusFailed, Roofline: &Roofline{FloorS: 1, MeasuredS: 1, Iterations: 1, OutputTokS: 1, Fraction: 1}},
+		ok("mixed", &Roofline{FloorS: 3, MemoryBoundS: 1, Iterations: 12, MemoryBoundIterations: 10, MeasuredS: 6, MemoryBoundMeasuredS: 2.5, OutputTokS: 10, Fraction: 0.5}),
+	}}
+	tb := rooflineByKindTable(r, nil)
+	if tb == nil {
+		t.Fatal("no table")
+	}
+	want := [][]string{
+		{"decode-only", "100", "5.000", "2.000", "40.0%", "0", "-", "-", "-"},
+		{"mixed", "10", "2.500", "1.000", "40.0%", "2", "3.500", "2.000", "57.1%"},
+	}
+	if !slices.EqualFunc(tb.Rows, want, slices.Equal) {
+		t.Errorf("rows %q; want %q", tb.Rows, want)
+	}
+	if tb := rooflineByKindTable(&Results{Cells: r.Cells[1:3]}, nil); tb != nil {
+		t.Errorf("a table of cells without the split: %+v", tb)
 	}
 }

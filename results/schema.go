@@ -339,6 +339,15 @@ type Roofline struct {
 	// MemoryBoundS is the part of FloorS from iterations whose bytes, not
 	// FLOPs, set their floor.
 	MemoryBoundS float64 `json:"memory_bound_s"`
+	// MeasuredS is the same iterations' recorded spans summed (each from
+	// when the device could start it to when its tokens were on the host),
+	// MemoryBoundMeasuredS the part of it from the memory-bound ones and
+	// MemoryBoundIterations their count: the floor and the time split by
+	// which kind of iteration (decode steps, prompt chunks) lost the time.
+	// Absent from results written before they existed.
+	MeasuredS             float64 `json:"measured_s,omitempty"`
+	MemoryBoundMeasuredS  float64 `json:"memory_bound_measured_s,omitempty"`
+	MemoryBoundIterations int     `json:"memory_bound_iterations,omitempty"`
 	// Iterations, Bytes and FLOPs are the timed iterations and their work.
 	Iterations int     `json:"iterations"`
 	Bytes      float64 `json:"bytes"`

@@ -105,6 +105,7 @@ func cellRoofline(dir string, c *results.Cell, env results.Environment) (*result
 	}
 	return &results.Roofline{
 		FloorS: rf.Seconds, OutputTokS: rf.OutputTokS, MemoryBoundS: rf.MemoryBoundSeconds,
+		MeasuredS: rf.MeasuredSeconds, MemoryBoundMeasuredS: rf.MemoryBoundMeasuredSeconds, MemoryBoundIterations: rf.MemoryBoundIterations,
 		Iterations: rf.Iterations, Bytes: rf.Work.Bytes, FLOPs: rf.Work.FLOPs,
 		Device: rf.Device.Name, PeakBytesPerS: rf.Device.PeakBytesPerSec, PeakFLOPS: rf.Device.PeakFLOPs, PeakSource: rf.Device.PeakSource,
 		PeakFP8FLOPS: fp8Rate(rf.Device), Basis: rf.Basis,

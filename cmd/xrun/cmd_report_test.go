@@ -95,8 +95,8 @@ func rooflineDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	const iters = "pass,profiled,iteration,ctx_requests,ctx_tokens,gen_requests,start_ns,duration_ns,warmup,in_window\n" +
-		"0,false,0,1,8,0,0,1000,true,false\n0,false,1,2,16,0,1000,1000,false,false\n0,false,2,0,0,2,2000,1000,false,false\n" +
-		"1,false,0,1,8,0,0,1000,true,false\n1,false,1,2,16,0,1000,1000,false,false\n1,false,2,0,0,2,2000,1000,false,false\n"
+		"0,false,0,1,8,0,0,1000,true,false\n0,false,1,2,16,0,1000,4600,false,false\n0,false,2,0,0,2,5600,4500,false,false\n" +
+		"1,false,0,1,8,0,0,1000,true,false\n1,false,1,2,16,0,1000,4600,false,false\n1,false,2,0,0,2,5600,4500,false,false\n"
 	reps := []results.Metrics{
 		{"num_requests": 2, "total_input_tokens": 16, "total_output_tokens": 4, "system_output_throughput_tok_s": 4.4e5, "total_latency_ms": 0.0091},
 		{"num_requests": 2, "total_input_tokens": 16, "total_output_tokens": 4, "system_output_throughput_tok_s": 4e5, "total_latency_ms": 0.01},

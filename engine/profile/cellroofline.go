@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xrun-dev/xrun/engine"
 	"github.com/xrun-dev/xrun/results/layout"
@@ -272,7 +273,7 @@ func readTimedIterations(path string) ([]engine.IterationRecord, error) {
 }
 
 func parseTimedIterations(path string, r io.Reader) ([]engine.IterationRecord, error) {
-	names := []string{"pass", "profiled", "iteration", "ctx_requests", "ctx_tokens", "gen_requests", "warmup"}
+	names := []string{"pass", "profiled", "iteration", "ctx_requests", "ctx_tokens", "gen_requests", "warmup", "duration_ns"}
 	var idx []int
 	var out []engine.IterationRecord
 	err := csvLines(path, r, func(h []string) (err error) {
@@ -297,7 +298,11 @@ func parseTimedIterations(path string, r io.Reader) ([]engine.IterationRecord, e
 		if v[0] != 0 || profiled || warm {
 			return nil
 		}
-		out = append(out, engine.IterationRecord{Index: v[1], CtxRequests: v[2], CtxTokens: v[3], GenRequests: v[4]})
+		d, err := intField(f, idx[7], names[7])
+		if err != nil {
+			return err
+		}
+		out = append(out, engine.IterationRecord{Index: v[1], CtxRequests: v[2], CtxTokens: v[3], GenRequests: v[4], Duration: time.Duration(d)})
 		return nil
 	})
 	return out, err

@@ -267,6 +267,16 @@ type Floor struct {
 	MemoryBoundSeconds float64
 	Work               Work
 	Iterations         int
+	// MemoryBoundIterations counts those iterations.
+	MemoryBoundIterations int
+	// MeasuredSeconds is the iterations' recorded spans summed
+	// (IterationRecord.Duration), and MemoryBoundMeasuredSeconds the part
+	// of it from the memory-bound ones: against Seconds and
+	// MemoryBoundSeconds they say which kind of iteration the time to the
+	// floor was lost in (decode steps, mostly memory-bound, or prompt
+	// chunks, mostly compute-bound).
+	MeasuredSeconds            float64
+	MemoryBoundMeasuredSeconds float64
 }
 
 // RunFloor sums the floor over iters. touched gives, per iteration index,
@@ -291,8 +301,11 @@ func RunFloorSplit(mc engine.ModelConfig, sp Split, iters []engine.IterationReco
 		w := s.work(it, genContext, p, t)
 		sec, mem := dev.Time(w)
 		f.Seconds += sec
+		f.MeasuredSeconds += it.Duration.Seconds()
 		if mem {
 			f.MemoryBoundSeconds += sec
+			f.MemoryBoundIterations++
+			f.MemoryBoundMeasuredSeconds += it.Duration.Seconds()
 		}
 		f.Work = f.Work.Add(w)
 		f.Iterations++

@@ -143,6 +143,12 @@ func TestRooflineByHand(t *testing.T) {
 	if !near(f.Seconds, 0.37888+0.24064) || !near(f.MemoryBoundSeconds, 0.24064) || f.Iterations != 2 {
 		t.Errorf("slow device: floor %g s, %g s memory bound, %d iterations; want 0.61952, 0.24064, 2", f.Seconds, f.MemoryBoundSeconds, f.Iterations)
 	}
+	// Their recorded spans (duration_ns, 1 us each) summed beside the
+	// floor, the memory-bound one's apart.
+	if !near(f.MeasuredSeconds, 2e-6) || !near(f.MemoryBoundMeasuredSeconds, 1e-6) || f.MemoryBoundIterations != 1 {
+		t.Errorf("slow device: measured %g s, %g s of it in %d memory-bound iterations; want 2e-06, 1e-06, 1",
+			f.MeasuredSeconds, f.MemoryBoundMeasuredSeconds, f.MemoryBoundIterations)
+	}
 
 	// The experts counted from expert_load.csv, warm-up included (the
 	// floor asks only for the timed ones).

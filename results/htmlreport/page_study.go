@@ -68,9 +68,11 @@ func studyPage(r *results.Results, st *Study, o Options) *page {
 
 	sum := &section{ID: SectionSummary, Title: "Summary"}
 	sum.table(rep.Summary, "summary")
-	// results.md's other study-wide tables: the SLO search's frontier and
-	// the cells against the spec's published figures.
+	// results.md's other study-wide tables: the SLO search's frontier, the
+	// roofline by kind of iteration and the cells against the spec's
+	// published figures.
 	sum.table(rep.Frontier, "frontier")
+	sum.table(rep.RooflineByKind, "roofline-kinds")
 	sum.table(rep.Reference, "reference")
 
 	p.Sections = []*section{env, repro, sum, throughputSection(st), latencySection(st), comparisonsSection(r, rep, st, ro),
