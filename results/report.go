@@ -319,13 +319,7 @@ func BuildReport(r *Results, opts RenderOptions) *Report {
 // summaryTable has one row per cell: its axis values and the median
 // ± confidence interval of each metric.
 func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
-	t := &Table{Title: "Throughput (median ±95% CI)"}
-	if len(ax) == 0 {
-		t.Columns = append(t.Columns, Column{Name: "cell"})
-	}
-	for _, a := range ax {
-		t.Columns = append(t.Columns, Column{Name: a.Name})
-	}
+	t := &Table{Title: "Throughput (median ±95% CI)", Columns: cellColumns(ax)}
 	t.Columns = append(t.Columns, Column{Name: "n", Right: true})
 	for _, m := range metrics {
 		t.Columns = append(t.Columns, Column{Name: MetricFor(m).Name, Right: true})
@@ -349,13 +343,7 @@ func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
 	}
 	var warn []string
 	for _, c := range cells {
-		var row []string
-		if len(ax) == 0 {
-			row = append(row, c.ID)
-		}
-		for _, a := range ax {
-			row = append(row, paramString(c, a.Name))
-		}
+		row := cellLabel(c, ax)
 		row = append(row, fmt.Sprint(len(c.Repeats)))
 		for _, m := range metrics {
 			if c.Status != StatusOK {
@@ -389,6 +377,31 @@ func summaryTable(r *Results, ax []axisInfo, metrics []string) *Table {
 	t.Notes = append(t.Notes, energyNotes(cells, metrics)...)
 	t.Notes = append(t.Notes, dedupe(warn)...)
 	return t
+}
+
+// cellColumns are the leading columns of a table with a row per cell:
+// the axes, or the cell's id where the study has none.
+func cellColumns(ax []axisInfo) []Column {
+	if len(ax) == 0 {
+		return []Column{{Name: "cell"}}
+	}
+	cols := make([]Column, 0, len(ax))
+	for _, a := range ax {
+		cols = append(cols, Column{Name: a.Name})
+	}
+	return cols
+}
+
+// cellLabel is c's entries under cellColumns(ax).
+func cellLabel(c *Cell, ax []axisInfo) []string {
+	if len(ax) == 0 {
+		return []string{c.ID}
+	}
+	row := make([]string, 0, len(ax))
+	for _, a := range ax {
+		row = append(row, paramString(c, a.Name))
+	}
+	return row
 }
 
 // formatExpertLoad gives the per-step imbalance and, in parentheses, the

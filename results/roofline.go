@@ -243,13 +243,7 @@ func formatPoints(old, new float64) string {
 func rooflineByKindTable(r *Results, ax []axisInfo) *Table {
 	cells := cellPtrs(r)
 	sortCells(cells, ax)
-	t := &Table{Title: "Against the roofline, by kind of iteration"}
-	if len(ax) == 0 {
-		t.Columns = append(t.Columns, Column{Name: "cell"})
-	}
-	for _, a := range ax {
-		t.Columns = append(t.Columns, Column{Name: a.Name})
-	}
+	t := &Table{Title: "Against the roofline, by kind of iteration", Columns: cellColumns(ax)}
 	for _, kind := range []string{"memory-bound", "compute-bound"} {
 		t.Columns = append(t.Columns, Column{Name: kind + " iterations", Right: true}, Column{Name: "time (s)", Right: true},
 			Column{Name: "floor (s)", Right: true}, Column{Name: rooflineColumn, Right: true})
@@ -259,16 +253,9 @@ func rooflineByKindTable(r *Results, ax []axisInfo) *Table {
 		if formatRoofline(c) == "-" || rf.MeasuredS <= 0 {
 			continue
 		}
-		var row []string
-		if len(ax) == 0 {
-			row = append(row, c.ID)
-		}
-		for _, a := range ax {
-			row = append(row, paramString(c, a.Name))
-		}
-		memIt, memS, memFloor := rf.MemoryBoundIterations, rf.MemoryBoundMeasuredS, rf.MemoryBoundS
-		row = append(row, kindCells(memIt, memS, memFloor)...)
-		row = append(row, kindCells(rf.Iterations-memIt, rf.MeasuredS-memS, rf.FloorS-memFloor)...)
+		row := cellLabel(c, ax)
+		row = append(row, kindCells(rf.MemoryBoundIterations, rf.MemoryBoundMeasuredS, rf.MemoryBoundS)...)
+		row = append(row, kindCells(rf.Iterations-rf.MemoryBoundIterations, rf.MeasuredS-rf.MemoryBoundMeasuredS, rf.FloorS-rf.MemoryBoundS)...)
 		t.Rows = append(t.Rows, row)
 	}
 	if len(t.Rows) == 0 {
