@@ -7,47 +7,16 @@
 # values, which is what any MXFP4 loader must reproduce).
 import json, math, os, shutil, sys, torch, transformers
 from safetensors.torch import save_file, load_file
+import golden_ref  # bench/golden_ref.py
+from golden_ref import reference
 torch.set_grad_enabled(False)
 out = sys.argv[1]
 T = transformers
 
 def randomize(model, seed):
-    g = torch.Generator().manual_seed(seed)
-    for name, p in model.named_parameters():
-        if p.dim() == 1 and ("norm" in name or name.endswith("layernorm.weight")):
-            p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
-        elif "sinks" in name:
-            p.copy_(torch.randn(p.shape, generator=g))
-        elif name.endswith("experts.gate_up_proj"):
-            # Wide enough that gate and up reach the clamp at +-7.
-            p.copy_(0.5 * torch.randn(p.shape, generator=g))
-        else:
-            p.copy_(0.08 * torch.randn(p.shape, generator=g))
-
-def greedy(model, ids, n):
-    seq = list(ids); margins = []
-    for _ in range(n):
-        logits = model(torch.tensor([seq])).logits[0, -1]
-        top = torch.topk(logits, 2)
-        margins.append(float(top.values[0] - top.values[1]))
-        seq.append(int(top.indices[0]))
-    return seq[len(ids):], margins
-
-def reference(model, cfg, d, seed, extra):
-    g = torch.Generator().manual_seed(seed + 1)
-    tensors, cases = {}, []
-    for i, L in enumerate([13, 5]):
-        ids = torch.randint(3, cfg.vocab_size, (L,), generator=g).tolist()
-        logits = model(torch.tensor([ids])).logits[0].float()
-        toks, margins = greedy(model, ids, 12)
-        tensors[f"case{i}.input_ids"] = torch.tensor(ids, dtype=torch.int64)
-        tensors[f"case{i}.greedy_ids"] = torch.tensor(toks, dtype=torch.int64)
-        tensors[f"case{i}.logits"] = logits.contiguous()
-        cases.append({"input_len": L, "greedy_new_tokens": 12, "min_top2_margin": min(margins)})
-    save_file(tensors, os.path.join(d, "reference.safetensors"))
-    json.dump(dict({"transformers": transformers.__version__, "torch": torch.__version__, "seed": seed, "cases": cases}, **extra),
-              open(os.path.join(d, "reference.json"), "w"), indent=1)
-    print(os.path.basename(d), "ok", [round(c["min_top2_margin"], 4) for c in cases], sum(p.numel() for p in model.parameters()))
+    golden_ref.randomize(model, seed, [(lambda n: "sinks" in n, 1.0),
+                                       # Wide enough that gate and up reach the clamp at +-7.
+                                       (lambda n: n.endswith("experts.gate_up_proj"), 0.5)])
 
 FP4 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
