@@ -2,7 +2,7 @@
 # engine/cuda/backend TestGoldenHF): every weight random, the RMSNorm weights too (1 + 0.1 N(0, 1)), so that
 # a norm weight applied to the wrong columns, or not at all, shows in the logits. The first goldens of these
 # two kept transformers' initial norm weights, all ones, under which such a bug passes. Shapes as before.
-# Run where transformers 5.x is installed (the GPU machine has it):
+# Run where transformers 5.x and torch are installed (no GPU needed):
 #   python3 bench/make_golden_dense.py OUTDIR     # then copy OUTDIR/tiny-llama, OUTDIR/tiny-mixtral to engine/testdata/hf/
 import os, sys, torch, transformers
 from golden_ref import randomize, reference  # bench/golden_ref.py
