@@ -38,7 +38,8 @@ import (
 //	                                             into y's producer tensor, then the op
 //	RMSNorm → x,     MatMul of x, FP8 weight     fp8_rmsnorm / fp8_add_rmsnorm writing x's
 //	AddRMSNorm → x   with a static per-tensor    E4M3 codes into the GEMM's input scratch
-//	                 input scale                 (x itself is not written), then the FP8 GEMM
+//	                 input scale                 (x itself is not written; an embedding the
+//	                                             norm held is gathered first), then the FP8 GEMM
 //	SwiGLU → a       MatMul of a, FP8 weight     fp8_swiglu writing a's codes, then the FP8
 //	                 with a static scale         GEMM (a is not written)
 //
@@ -190,9 +191,16 @@ func (b *Backend) fp8Fusing() bool {
 // (the producer then writes the codes), and releases anything else.
 func (b *Backend) takeFP8Producer(x *tensor, rows int, q *fp8Weight) *pending {
 	p := b.pend
-	if p != nil && b.fp8Fusing() && q.fusable() && p.out == x && p.rows == rows && p.emb == nil &&
+	if p != nil && b.fp8Fusing() && q.fusable() && p.out == x && p.rows == rows &&
 		(p.kind == pendSwiGLU || p.kind == pendNorm && p.res != x) {
 		b.pend = nil
+		if p.emb != nil {
+			// The first layer's norm held the embedding for a GEMV to
+			// gather; the FP8 producer reads the residual stream, so the
+			// gather runs first, on its own.
+			b.embed(p.emb.out, p.emb.embTab, p.emb.lay)
+			p.emb = nil
+		}
 		return p
 	}
 	b.release()
