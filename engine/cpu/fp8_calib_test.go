@@ -148,6 +148,7 @@ type calibRecorder struct {
 	amax    map[string]float32
 	weights map[string]*tensor
 	embed   *tensor
+	ln1     *tensor // layer 0's input norm weight
 }
 
 func newCalibRecorder(t *testing.T) *calibRecorder {
@@ -179,6 +180,14 @@ func (c *calibRecorder) Random(name string, kind model.WeightKind, shape []int, 
 	t, err := c.Backend.Random(name, kind, shape, seed, scale)
 	if err == nil && name == "model.embed_tokens.weight" {
 		c.embed = ft(t)
+	}
+	return t, err
+}
+
+func (c *calibRecorder) Upload(name string, kind model.WeightKind, h model.HostTensor) (model.Tensor, error) {
+	t, err := c.Backend.Upload(name, kind, h)
+	if err == nil && name == "model.layers.0.input_layernorm.weight" {
+		c.ln1 = ft(t)
 	}
 	return t, err
 }
@@ -240,8 +249,11 @@ func TestCalibrateFP8Model(t *testing.T) {
 			if want := 2 * cfg.Layers; cfg.MoE() && matrices != want || !cfg.MoE() && matrices != 2*want {
 				t.Errorf("%s: %d Matrix weights calibrated", name, matrices)
 			}
-			// By hand: RMSNorm (weight 1) of the calibration tokens'
-			// embeddings, in float64.
+			// By hand: RMSNorm (layer 0's weight) of the calibration
+			// tokens' embeddings, in float64.
+			if rec.ln1 == nil {
+				t.Fatalf("%s: layer 0's input norm weight was not uploaded", name)
+			}
 			L := min(256, cfg.MaxPos)
 			ids := model.CalibrationTokens(L, cfg.DatasetVocab)
 			var amax float64
@@ -256,8 +268,8 @@ func TestCalibrateFP8Model(t *testing.T) {
 					ss += float64(v) * float64(v)
 				}
 				inv := 1 / math.Sqrt(ss/float64(H)+cfg.RMSEps)
-				for _, v := range row {
-					amax = max(amax, math.Abs(float64(v)*inv))
+				for j, v := range row {
+					amax = max(amax, math.Abs(float64(v)*inv*float64(rec.ln1.f[j])))
 				}
 			}
 			qkv := "model.layers.0.self_attn.qkv_proj.weight"

@@ -314,6 +314,8 @@ func (l *loader) load(want []int, parts ...string) (HostTensor, bool) {
 	return h, true
 }
 
+// ones loads a norm weight: the checkpoint's, or for a random model values
+// around one.
 func (l *loader) ones(name string, n int) Tensor {
 	if l.m.opt.Weights != nil {
 		if h, ok := l.load([]int{n}, name); ok {
@@ -321,12 +323,21 @@ func (l *loader) ones(name string, n int) Tensor {
 		}
 		return nil
 	}
+	// A random model's norm weights are 1 ± normWeightSpread, not ones:
+	// with unit weights every check against the CPU oracle would pass an
+	// engine that drops a norm's weight or applies it to the wrong columns.
 	v := make([]float32, n)
+	seed := WeightSeed(l.m.opt.Seed, name)
 	for i := range v {
-		v[i] = 1
+		v[i] = 1 + RandomValue(seed, int64(i), normWeightSpread)
 	}
 	return l.upload(name, Vector, HostF32([]int{n}, v))
 }
+
+// normWeightSpread bounds a random model's norm weights around one: wide
+// enough that a dropped weight moves the logits well past the backends'
+// tolerance, narrow enough to keep the activations' scale.
+const normWeightSpread = 0.25
 
 func (l *loader) table(name string, shape []int, scale float64) Tensor {
 	if l.m.opt.Weights != nil {

@@ -1,7 +1,10 @@
 package model_test
 
 import (
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/xrun-dev/xrun/engine/cpu"
@@ -123,5 +126,69 @@ func TestRandomValue(t *testing.T) {
 	}
 	if model.WeightSeed(1, "a") == model.WeightSeed(1, "b") || model.WeightSeed(1, "a") == model.WeightSeed(2, "a") {
 		t.Error("weight seeds collide")
+	}
+}
+
+// normRecorder records the norm weights a model uploads.
+type normRecorder struct {
+	model.Backend
+	norms map[string][]float32
+}
+
+func (r *normRecorder) Upload(name string, kind model.WeightKind, h model.HostTensor) (model.Tensor, error) {
+	if kind == model.Vector && strings.HasSuffix(name, "norm.weight") {
+		if v, err := h.Float32(); err == nil {
+			r.norms[name] = v
+		}
+	}
+	return r.Backend.Upload(name, kind, h)
+}
+
+// TestRandomNormWeights: a random model's norm weights are not ones but
+// spread around one, each norm its own values, and the same for the same
+// seed; else no comparison of two backends on random models could see a
+// norm weight dropped or applied to the wrong columns.
+func TestRandomNormWeights(t *testing.T) {
+	cfg := model.Config{Name: "m", Family: "qwen3-moe", Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 32,
+		Vocab: 100, RMSEps: 1e-6, RopeTheta: 1e6, MaxPos: 64, QKNorm: true, Experts: 4, TopK: 2, Routing: model.RoutingTopKSoftmax}
+	load := func(seed uint64) map[string][]float32 {
+		be, err := cpu.New(model.BackendOptions{Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		r := &normRecorder{Backend: be, norms: map[string][]float32{}}
+		if _, err := model.New(r, cfg, model.Options{Seed: seed}); err != nil {
+			t.Fatal(err)
+		}
+		return r.norms
+	}
+	a, b, c := load(1), load(1), load(2)
+	// ln1, ln2, q_norm, k_norm a layer, and the final norm.
+	if len(a) != 4*cfg.Layers+1 {
+		t.Fatalf("%d norm weights uploaded, want %d: %v", len(a), 4*cfg.Layers+1, slices.Sorted(maps.Keys(a)))
+	}
+	first := map[float32]string{}
+	for name, v := range a {
+		var ss float64
+		for _, x := range v {
+			if x < 0.75 || x > 1.25 {
+				t.Errorf("%s: %v outside [0.75, 1.25]", name, x)
+			}
+			ss += (float64(x) - 1) * (float64(x) - 1)
+		}
+		if sd := math.Sqrt(ss / float64(len(v))); sd < 0.1 {
+			t.Errorf("%s: spread %.3f around one, want that of U(-0.25, 0.25) (0.144)", name, sd)
+		}
+		if other, dup := first[v[0]]; dup {
+			t.Errorf("%s starts like %s", name, other)
+		}
+		first[v[0]] = name
+		if !slices.Equal(v, b[name]) {
+			t.Errorf("%s differs between two loads of seed 1", name)
+		}
+		if slices.Equal(v, c[name]) {
+			t.Errorf("%s is the same for seeds 1 and 2", name)
+		}
 	}
 }
