@@ -29,6 +29,9 @@ func TestKernelsCompile(t *testing.T) {
 	for _, arch := range archs {
 		for _, fam := range kernelFamilies() {
 			t.Run(arch+"/"+fam, func(t *testing.T) {
+				// NVRTC compiles distinct programs from several threads
+				// (LoadKernels does too): one family a core.
+				t.Parallel()
 				src, err := kernelSource(fam)
 				if err != nil {
 					t.Fatal(err)
