@@ -35,7 +35,12 @@ func fp8Experts(v []float32, E, N, K int) ([]uint8, []float32) {
 // among them, poisoned outputs and workspaces. The GPU rounds the gate/up
 // output and the activations to fp16/bf16 where the CPU keeps float32, so
 // an activation on a rounding boundary may take the next code: the
-// outputs agree to a relative RMS error, not bit for bit.
+// outputs agree to a relative RMS error, not bit for bit. How far they
+// part follows the dtype's precision: bf16's unit in the last place is 8x
+// fp16's, so 8x as many activations change code. The pipeline emulated
+// on the CPU (these four cases, 3-12 seeds each, only the roundings
+// differing) parts by 0.003-0.010 in fp16 and 0.012-0.026 in bf16; the
+// bounds leave about twice that.
 func TestMoEFP8(t *testing.T) {
 	testGPU(t)
 	for _, c := range []moeCase{
@@ -108,8 +113,11 @@ func TestMoEFP8(t *testing.T) {
 						se += d * d
 						sw += float64(want[i]) * float64(want[i])
 					}
-					if rel := math.Sqrt(se / sw); !(rel < 0.02) {
-						t.Errorf("relative RMS error %.4f against the CPU's FP8 experts, want < 0.02", rel)
+					bound := map[DType]float64{F16: 0.02, BF16: 0.05}[dt]
+					if rel := math.Sqrt(se / sw); !(rel < bound) {
+						t.Errorf("relative RMS error %.4f against the CPU's FP8 experts, want < %g", rel, bound)
+					} else {
+						t.Logf("relative RMS error %.4f against the CPU's FP8 experts (bound %g)", rel, bound)
 					}
 				})
 			})
