@@ -264,13 +264,13 @@ func (l *loader) mlaAttention(p string, ly *layer) {
 	a := p + "self_attn."
 	if qr > 0 {
 		ly.qa = l.matrix(a+"q_a_proj.weight", Matrix, []int{qr, H}, 1)
-		ly.qaNorm = l.ones(a+"q_a_layernorm.weight", qr)
+		ly.qaNorm = l.normWeight(a+"q_a_layernorm.weight", qr)
 		ly.wq = l.matrix(a+"q_b_proj.weight", Matrix, []int{nh * (dn + dr), qr}, 1)
 	} else {
 		ly.wq = l.matrix(a+"q_proj.weight", Matrix, []int{nh * (dn + dr), H}, 1)
 	}
 	ly.kva = l.matrix(a+"kv_a_proj_with_mqa.weight", Matrix, []int{kvr + dr, H}, 1)
-	ly.kvNorm = l.ones(a+"kv_a_layernorm.weight", kvr)
+	ly.kvNorm = l.normWeight(a+"kv_a_layernorm.weight", kvr)
 	ly.kvb = l.headStack(a+"kv_b_proj.weight", []int{nh, dn + dv, kvr})
 	ly.wo = l.matrix(a+"o_proj.weight", Matrix, []int{H, nh * dv}, proj)
 }

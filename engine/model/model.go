@@ -174,8 +174,8 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 	for i := range cfg.Layers {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		var ly layer
-		ly.ln1 = l.ones(p+"input_layernorm.weight", H)
-		ly.ln2 = l.ones(p+"post_attention_layernorm.weight", H)
+		ly.ln1 = l.normWeight(p+"input_layernorm.weight", H)
+		ly.ln2 = l.normWeight(p+"post_attention_layernorm.weight", H)
 		if cfg.MLA() {
 			l.mlaAttention(p, &ly)
 		} else {
@@ -188,8 +188,8 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 			}
 		}
 		if cfg.QKNorm {
-			ly.qNorm = l.ones(p+"self_attn.q_norm.weight", D)
-			ly.kNorm = l.ones(p+"self_attn.k_norm.weight", D)
+			ly.qNorm = l.normWeight(p+"self_attn.q_norm.weight", D)
+			ly.kNorm = l.normWeight(p+"self_attn.k_norm.weight", D)
 		}
 		if !cfg.MoELayer(i) {
 			F := cfg.DenseWidth()
@@ -204,7 +204,7 @@ func New(be Backend, cfg Config, opt Options) (*Model, error) {
 		}
 		m.layers = append(m.layers, ly)
 	}
-	m.finalNorm = l.ones("model.norm.weight", H)
+	m.finalNorm = l.normWeight("model.norm.weight", H)
 	switch {
 	case cfg.TieEmbeddings && opt.Weights == nil:
 		// The same values as the embedding: same name, same scale.
@@ -314,9 +314,9 @@ func (l *loader) load(want []int, parts ...string) (HostTensor, bool) {
 	return h, true
 }
 
-// ones loads a norm weight: the checkpoint's, or for a random model values
+// normWeight loads a norm weight: the checkpoint's, or for a random model values
 // around one.
-func (l *loader) ones(name string, n int) Tensor {
+func (l *loader) normWeight(name string, n int) Tensor {
 	if l.m.opt.Weights != nil {
 		if h, ok := l.load([]int{n}, name); ok {
 			return l.upload(name, Vector, h)
