@@ -327,9 +327,9 @@ func (l *loader) normWeight(name string, n int) Tensor {
 	// with unit weights every check against the CPU oracle would pass an
 	// engine that drops a norm's weight or applies it to the wrong columns.
 	v := make([]float32, n)
-	seed := WeightSeed(l.m.opt.Seed, name)
+	RandomFill(v, WeightSeed(l.m.opt.Seed, name), 0, normWeightSpread)
 	for i := range v {
-		v[i] = 1 + RandomValue(seed, int64(i), normWeightSpread)
+		v[i]++
 	}
 	return l.upload(name, Vector, HostF32([]int{n}, v))
 }
