@@ -243,7 +243,7 @@ func checkAttentionFP8Rope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []a
 			}
 		}
 		o := make([]float32, s.n*H*D)
-		cpu.RefAttention(o, q, k, v, s.n, s.past, H, KV, D)
+		refAttention(o, q, k, v, s.n, s.past, H, KV, D)
 		ref = append(ref, o...)
 		ip += s.past
 		in += s.n

@@ -260,7 +260,7 @@ func checkPagedRope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 			copy(v[p*KV*D:], vrow[(H+KV)*D:])
 		}
 		o := make([]float32, s.n*H*D)
-		cpu.RefAttention(o, q, k, v, s.n, s.past, H, KV, D)
+		refAttention(o, q, k, v, s.n, s.past, H, KV, D)
 		ref = append(ref, o...)
 		ip += s.past
 		in += s.n

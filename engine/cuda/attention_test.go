@@ -318,7 +318,7 @@ func checkAttentionRope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attn
 			copy(v[p*KV*D:], vrow[(H+KV)*D:])
 		}
 		o := make([]float32, s.n*H*D)
-		cpu.RefAttention(o, q, k, v, s.n, s.past, H, KV, D)
+		refAttention(o, q, k, v, s.n, s.past, H, KV, D)
 		ref = append(ref, o...)
 		ip += s.past
 		in += s.n
@@ -488,7 +488,7 @@ func attnRefs(seqs []attnSeq, qkv []float32, a AttnShape) [][]float32 {
 			}
 		}
 		refs[i] = make([]float32, s.n*H*D)
-		cpu.RefAttention(refs[i], q, k, v, s.n, s.past, H, KV, D)
+		refAttention(refs[i], q, k, v, s.n, s.past, H, KV, D)
 		start += L
 	}
 	return refs

@@ -300,30 +300,57 @@ func TestGemmFP8Paths(t *testing.T) {
 
 // checkGemmFP8Zoo is TestGemmFP8Zoo's check of one shape.
 func checkGemmFP8Zoo(t testing.TB, g *GPU, sh zooGemm) {
-	ms := []int{1, 2, 8, 17, 64, 65, 256}
-	c := newFP8Case(t, g, sh.n, sh.k, ms[len(ms)-1], false)
+	newGemmFP8ZooCheck(t, g, sh).check(t, g)
+}
+
+// gemmFP8ZooCheck is one shape's FP8 operands on the device with, at each
+// M, the fake-quant and unquantized CPU products on sampled columns and
+// cuBLASLt's FP8 product on every output (where its FP8 kernels run).
+type gemmFP8ZooCheck struct {
+	sh              zooGemm
+	c               *fp8Case
+	ms, cols        []int
+	fq, plain, blas [][]float32
+}
+
+func newGemmFP8ZooCheck(t testing.TB, g *GPU, sh zooGemm) *gemmFP8ZooCheck {
+	z := &gemmFP8ZooCheck{sh: sh, ms: []int{1, 2, 8, 17, 64, 65, 256}, cols: sampleCols(t, sh.n)}
+	z.c = newFP8Case(t, g, sh.n, sh.k, z.ms[len(z.ms)-1], false)
 	lt, err := g.BlasLt()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cols := sampleCols(t, sh.n)
-	for _, m := range ms {
-		fq, plain := c.ref(m, cols)
-		yOwn, yLt := devPoisoned(t, g, BF16, m*sh.n), devPoisoned(t, g, BF16, m*sh.n)
-		if err := g.GemmFP8(g.Stream, BF16, yOwn, c.x, c.w, m, sh.n, sh.k); err != nil {
-			t.Fatal(err)
-		}
-		own := download(t, g, BF16, yOwn, m*sh.n)
-		checkFP8(t, fmt.Sprintf("own M=%d", m), pick(own, m, sh.n, cols), fq, plain)
+	for _, m := range z.ms {
+		fq, plain := z.c.ref(m, z.cols)
+		z.fq, z.plain = append(z.fq, fq), append(z.plain, plain)
 		if !fp8TensorCores(g.Info) {
 			continue
 		}
-		if err := lt.MatmulFP8(g.Stream, BF16, yLt, c.x, c.w, m, sh.n, sh.k); err != nil {
+		y := devPoisoned(t, g, BF16, m*sh.n)
+		if err := lt.MatmulFP8(g.Stream, BF16, y, z.c.x, z.c.w, m, sh.n, sh.k); err != nil {
 			t.Fatal(err)
 		}
-		blas := download(t, g, BF16, yLt, m*sh.n)
-		checkFP8(t, fmt.Sprintf("cuBLASLt M=%d", m), pick(blas, m, sh.n, cols), fq, plain)
-		checkRel(t, fmt.Sprintf("own vs cuBLASLt M=%d, all outputs", m), own, blas)
+		blas := download(t, g, BF16, y, m*sh.n)
+		checkFP8(t, fmt.Sprintf("cuBLASLt M=%d", m), pick(blas, m, sh.n, z.cols), fq, plain)
+		z.blas = append(z.blas, blas)
+	}
+	return z
+}
+
+// check runs the own FP8 GEMM, as the switches choose, at each M against
+// the CPU and cuBLASLt.
+func (z *gemmFP8ZooCheck) check(t testing.TB, g *GPU) {
+	sh := z.sh
+	for i, m := range z.ms {
+		y := devPoisoned(t, g, BF16, m*sh.n)
+		if err := g.GemmFP8(g.Stream, BF16, y, z.c.x, z.c.w, m, sh.n, sh.k); err != nil {
+			t.Fatal(err)
+		}
+		own := download(t, g, BF16, y, m*sh.n)
+		checkFP8(t, fmt.Sprintf("own M=%d", m), pick(own, m, sh.n, z.cols), z.fq[i], z.plain[i])
+		if z.blas != nil {
+			checkRel(t, fmt.Sprintf("own vs cuBLASLt M=%d, all outputs", m), own, z.blas[i])
+		}
 	}
 }
 

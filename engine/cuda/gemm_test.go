@@ -16,7 +16,9 @@ import (
 
 // refGemmCols is the CPU backend's reference GEMM (engine/cpu.RefGEMM,
 // float64 accumulation) of Y = X W^T restricted to the columns whose W rows
-// are given, its rows spread over the cores.
+// are given, spread over the cores in blocks of rows and columns: by rows
+// alone a decode-sized M kept one or two cores busy, and this reference is
+// most of several GPU checks' time.
 func refGemmCols(x []float32, wRows [][]float32, m, k int) []float32 {
 	c := len(wRows)
 	w := make([]float32, 0, c*k)
@@ -24,15 +26,23 @@ func refGemmCols(x []float32, wRows [][]float32, m, k int) []float32 {
 		w = append(w, r...)
 	}
 	out := make([]float32, m*c)
-	chunk := max(1, ceilDiv(m, runtime.NumCPU()))
+	cpus := runtime.NumCPU()
+	rowChunk := max(1, ceilDiv(m, cpus))
+	// Enough column blocks for four tasks a core, none narrower than 16.
+	colChunk := max(16, ceilDiv(c, max(1, 4*cpus/ceilDiv(m, rowChunk))))
 	var wg sync.WaitGroup
-	for i0 := 0; i0 < m; i0 += chunk {
-		rows := min(chunk, m-i0)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cpu.RefGEMM(out[i0*c:(i0+rows)*c], x[i0*k:(i0+rows)*k], w, rows, c, k)
-		}()
+	for i0 := 0; i0 < m; i0 += rowChunk {
+		rows := min(rowChunk, m-i0)
+		for j0 := 0; j0 < c; j0 += colChunk {
+			cols := min(colChunk, c-j0)
+			wg.Go(func() {
+				blk := make([]float32, rows*cols)
+				cpu.RefGEMM(blk, x[i0*k:(i0+rows)*k], w[j0*k:(j0+cols)*k], rows, cols, k)
+				for i := range rows {
+					copy(out[(i0+i)*c+j0:(i0+i)*c+j0+cols], blk[i*cols:(i+1)*cols])
+				}
+			})
+		}
 	}
 	wg.Wait()
 	return out
@@ -153,106 +163,184 @@ func TestGemmWgmmaTiles(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
 		t.Skip("the warpgroup MMA is Hopper's (sm_90)")
 	}
+	var paths []gemmPath
 	for _, tile := range []string{"wg1", "wg2", "wg2w"} {
-		checkGemmForced(t, tile, []int{8, 65, 200, 256}, []DType{BF16}, [][2]int{{4097, 2056}}, func(sw *model.Switches) {
+		paths = append(paths, gemmPath{tile, func(sw *model.Switches) {
 			sw.CUDAWgmma, sw.CUDAWgmmaFP8, sw.CUDAWgmmaTile = true, true, tile
-		})
+		}})
 	}
+	checkGemmForced(t, paths, []int{8, 65, 200, 256}, []DType{BF16}, [][2]int{{4097, 2056}})
 }
 
 // forcedGemmShapes are the zoo shapes (and an odd one) the GEMM tests that
 // force a kernel path check.
 var forcedGemmShapes = []zooGemm{{"tinyllama/qkv", 2560, 2048}, {"tinyllama/down", 2048, 5632}, {"llama-3.1-8b/qkv", 6144, 4096}, {"odd", 1000, 208}}
 
-// checkGemmForced runs, with the switches set chooses, checkGemmZoo at ms
-// (every 16-bit dtype) and checkGemmFP8Zoo on forcedGemmShapes, then
-// checkGemmEdges at each N, K of edges in each of edgeDTs, as subtests
-// name/<shape> and name/edges.
-func checkGemmForced(t *testing.T, name string, ms []int, edgeDTs []DType, edges [][2]int, set func(sw *model.Switches)) {
-	force := func(g *GPU, fn func()) {
-		defer keepSwitches(g)()
-		set(&g.sw)
-		fn()
+// gemmPath is one own-GEMM path a check forces through the switches.
+type gemmPath struct {
+	name string
+	set  func(sw *model.Switches)
+}
+
+// checkGemmForced checks every path of paths on forcedGemmShapes (the 16-bit
+// checks at ms in every dtype, and the E4M3 one) and on edges (in each of
+// edgeDTs), as subtests <shape>/<path> and edges/<path>. Each shape's
+// operands and its CPU and cuBLASLt references are made once, from a fresh
+// seed, and every path multiplies the same ones: the references do not
+// depend on the path and were most of the check's time when each path made
+// its own (TestGemmTMA's 16 paths: 950 CPU-seconds of reference GEMMs).
+func checkGemmForced(t *testing.T, paths []gemmPath, ms []int, edgeDTs []DType, edges [][2]int) {
+	forEach := func(t *testing.T, check func(t testing.TB, g *GPU)) {
+		for _, p := range paths {
+			t.Run(p.name, func(t *testing.T) {
+				do(t, func(t testing.TB, g *GPU) {
+					defer keepSwitches(g)()
+					p.set(&g.sw)
+					check(t, g)
+				})
+			})
+		}
 	}
 	for _, sh := range forcedGemmShapes {
-		t.Run(fmt.Sprintf("%s/%s_N%d_K%d", name, sh.name, sh.n, sh.k), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s_N%d_K%d", sh.name, sh.n, sh.k), func(t *testing.T) {
+			var zoo []*gemmZooCheck
+			var f8 *gemmFP8ZooCheck
 			do(t, func(t testing.TB, g *GPU) {
-				force(g, func() {
-					for _, dt := range dtypes {
-						checkGemmZoo(t, g, dt, sh, ms)
-					}
-					checkGemmFP8Zoo(t, g, sh)
-				})
+				for _, dt := range dtypes {
+					zoo = append(zoo, newGemmZooCheck(t, g, dt, sh, ms))
+				}
+				f8 = newGemmFP8ZooCheck(t, g, sh)
+			})
+			forEach(t, func(t testing.TB, g *GPU) {
+				for _, c := range zoo {
+					c.check(t, g)
+				}
+				f8.check(t, g)
 			})
 		})
 	}
-	t.Run(name+"/edges", func(t *testing.T) {
+	t.Run("edges", func(t *testing.T) {
+		var checks []*gemmEdgeCheck
 		do(t, func(t testing.TB, g *GPU) {
-			force(g, func() {
-				for _, dt := range edgeDTs {
-					for _, e := range edges {
-						checkGemmEdges(t, g, dt, e[0], e[1])
-					}
+			for _, dt := range edgeDTs {
+				for _, e := range edges {
+					checks = append(checks, newGemmEdgeCheck(t, g, dt, e[0], e[1]))
 				}
-			})
+			}
+		})
+		forEach(t, func(t testing.TB, g *GPU) {
+			for _, c := range checks {
+				c.check(t, g)
+			}
 		})
 	})
 }
 
 // checkGemmZoo is TestGemmZoo's check of one shape at the given M.
 func checkGemmZoo(t testing.TB, g *GPU, dt DType, sh zooGemm, ms []int) {
+	newGemmZooCheck(t, g, dt, sh, ms).check(t, g)
+}
+
+// gemmZooCheck is one shape's random operands on the device with, at each
+// M, the CPU's product on sampled columns and cuBLASLt's on every output.
+type gemmZooCheck struct {
+	dt         DType
+	sh         zooGemm
+	ms, cols   []int
+	x, w       Buffer
+	refs, blas [][]float32
+}
+
+// newGemmZooCheck fills the operands from a fresh seed, makes the
+// references and checks cuBLASLt's product against the CPU's.
+func newGemmZooCheck(t testing.TB, g *GPU, dt DType, sh zooGemm, ms []int) *gemmZooCheck {
 	r := newRand(t)
 	es := dt.Size()
 	maxM := slices.Max(ms)
-	w, x := devPoisoned(t, g, dt, sh.n*sh.k), devPoisoned(t, g, dt, maxM*sh.k)
-	if err := g.RandomFill(g.Stream, dt, w, r.Uint64(), 0, 0.1); err != nil {
+	c := &gemmZooCheck{dt: dt, sh: sh, ms: ms, cols: sampleCols(t, sh.n)}
+	c.w, c.x = devPoisoned(t, g, dt, sh.n*sh.k), devPoisoned(t, g, dt, maxM*sh.k)
+	if err := g.RandomFill(g.Stream, dt, c.w, r.Uint64(), 0, 0.1); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.RandomFill(g.Stream, dt, x, r.Uint64(), 0, 1); err != nil {
+	if err := g.RandomFill(g.Stream, dt, c.x, r.Uint64(), 0, 1); err != nil {
 		t.Fatal(err)
 	}
-	cols := sampleCols(t, sh.n)
-	wRows := make([][]float32, len(cols))
-	for i, j := range cols {
-		wRows[i] = download(t, g, dt, w.Slice(j*sh.k*es, sh.k*es), sh.k)
+	wRows := make([][]float32, len(c.cols))
+	for i, j := range c.cols {
+		wRows[i] = download(t, g, dt, c.w.Slice(j*sh.k*es, sh.k*es), sh.k)
 	}
-	xAll := download(t, g, dt, x, maxM*sh.k)
+	xAll := download(t, g, dt, c.x, maxM*sh.k)
 	lt, err := g.BlasLt()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range ms {
 		ref := refGemmCols(xAll[:m*sh.k], wRows, m, sh.k)
-		yOwn, yLt := devPoisoned(t, g, dt, m*sh.n), devPoisoned(t, g, dt, m*sh.n)
-		if err := g.Gemm(g.Stream, dt, yOwn, x, w, m, sh.n, sh.k); err != nil {
+		y := devPoisoned(t, g, dt, m*sh.n)
+		if err := lt.Matmul(g.Stream, dt, y, c.x, c.w, m, sh.n, sh.k); err != nil {
 			t.Fatal(err)
 		}
-		if err := lt.Matmul(g.Stream, dt, yLt, x, w, m, sh.n, sh.k); err != nil {
+		blas := download(t, g, dt, y, m*sh.n)
+		checkRel(t, fmt.Sprintf("%s cuBLASLt M=%d vs CPU", dt, m), pick(blas, m, sh.n, c.cols), ref)
+		c.refs, c.blas = append(c.refs, ref), append(c.blas, blas)
+	}
+	return c
+}
+
+// check runs the own GEMM, as the switches choose, at each M against the
+// CPU and cuBLASLt.
+func (c *gemmZooCheck) check(t testing.TB, g *GPU) {
+	sh := c.sh
+	for i, m := range c.ms {
+		y := devPoisoned(t, g, c.dt, m*sh.n)
+		if err := g.Gemm(g.Stream, c.dt, y, c.x, c.w, m, sh.n, sh.k); err != nil {
 			t.Fatal(err)
 		}
-		own, blas := download(t, g, dt, yOwn, m*sh.n), download(t, g, dt, yLt, m*sh.n)
-		checkRel(t, fmt.Sprintf("own M=%d vs CPU", m), pick(own, m, sh.n, cols), ref)
-		checkRel(t, fmt.Sprintf("cuBLASLt M=%d vs CPU", m), pick(blas, m, sh.n, cols), ref)
-		checkRel(t, fmt.Sprintf("own vs cuBLASLt M=%d, all outputs", m), own, blas)
+		own := download(t, g, c.dt, y, m*sh.n)
+		checkRel(t, fmt.Sprintf("%s own M=%d vs CPU", c.dt, m), pick(own, m, sh.n, c.cols), c.refs[i])
+		checkRel(t, fmt.Sprintf("%s own vs cuBLASLt M=%d, all outputs", c.dt, m), own, c.blas[i])
 	}
 }
 
 // checkGemmEdges is TestGemmEdges's check of one N and K.
 func checkGemmEdges(t testing.TB, g *GPU, dt DType, n, k int) {
+	newGemmEdgeCheck(t, g, dt, n, k).check(t, g)
+}
+
+// gemmEdgeMs are the M checkGemmEdges multiplies at: every tile boundary's
+// neighbours.
+var gemmEdgeMs = []int{1, 2, 3, 4, 5, 8, 9, 15, 16, 17, 33, 65, 100, 129, 200, 256}
+
+// gemmEdgeCheck is one N, K's random W and, at each of gemmEdgeMs, a
+// random X and the CPU's product on every output.
+type gemmEdgeCheck struct {
+	dt   DType
+	n, k int
+	w    Buffer
+	xs   []Buffer
+	refs [][]float32
+}
+
+func newGemmEdgeCheck(t testing.TB, g *GPU, dt DType, n, k int) *gemmEdgeCheck {
 	r := newRand(t)
 	wv := randVals(r, dt, n*k, 0.5)
-	w := devUpload(t, g, dt, wv)
-	wRows := make([][]float32, n)
-	for j := range wRows {
-		wRows[j] = wv[j*k : (j+1)*k]
-	}
-	for _, m := range []int{1, 2, 3, 4, 5, 8, 9, 15, 16, 17, 33, 65, 100, 129, 200, 256} {
+	c := &gemmEdgeCheck{dt: dt, n: n, k: k, w: devUpload(t, g, dt, wv)}
+	wRows := rowsOf(wv, k)
+	for _, m := range gemmEdgeMs {
 		xv := randVals(r, dt, m*k, 1)
-		y := devPoisoned(t, g, dt, m*n)
-		if err := g.Gemm(g.Stream, dt, y, devUpload(t, g, dt, xv), w, m, n, k); err != nil {
+		c.xs = append(c.xs, devUpload(t, g, dt, xv))
+		c.refs = append(c.refs, refGemmCols(xv, wRows, m, k))
+	}
+	return c
+}
+
+func (c *gemmEdgeCheck) check(t testing.TB, g *GPU) {
+	for i, m := range gemmEdgeMs {
+		y := devPoisoned(t, g, c.dt, m*c.n)
+		if err := g.Gemm(g.Stream, c.dt, y, c.xs[i], c.w, m, c.n, c.k); err != nil {
 			t.Fatal(err)
 		}
-		checkRel(t, fmt.Sprintf("own M=%d", m), download(t, g, dt, y, m*n), refGemmCols(xv, wRows, m, k))
+		checkRel(t, fmt.Sprintf("%s N=%d K=%d own M=%d", c.dt, c.n, c.k, m), download(t, g, c.dt, y, m*c.n), c.refs[i])
 	}
 }
 
@@ -512,20 +600,21 @@ func TestGemmTMA(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
+	var paths []gemmPath
 	for _, tma := range []string{"1", "0"} {
 		for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w"} {
 			for _, waves := range []int{0, 1, 4} {
 				if tma == "0" && (waves != 0 || tile != "auto") {
 					continue // the cp.async kernels' tiles and splits: TestGemmWgmmaTiles
 				}
-				checkGemmForced(t, fmt.Sprintf("tma=%s/%s/waves=%d", tma, tile, waves), []int{8, 65, 256, 1031}, dtypes, [][2]int{{4097, 2056}, {72, 40}},
-					func(sw *model.Switches) {
-						sw.CUDAWgmma, sw.CUDAWgmmaFP8, sw.CUDAGemmTMA = true, true, tma
-						sw.CUDAWgmmaTile, sw.CUDAGemmWaves = tile, waves
-					})
+				paths = append(paths, gemmPath{fmt.Sprintf("tma=%s/%s/waves=%d", tma, tile, waves), func(sw *model.Switches) {
+					sw.CUDAWgmma, sw.CUDAWgmmaFP8, sw.CUDAGemmTMA = true, true, tma
+					sw.CUDAWgmmaTile, sw.CUDAGemmWaves = tile, waves
+				}})
 			}
 		}
 	}
+	checkGemmForced(t, paths, []int{8, 65, 256, 1031}, dtypes, [][2]int{{4097, 2056}, {72, 40}})
 }
 
 // TestBlasLtReuse: with XRUN_CUDA_LT_REUSE, untimed M of one power-of-two
@@ -557,10 +646,7 @@ func TestBlasLtReuse(t *testing.T) {
 		for _, dt := range dtypes {
 			wv := randVals(r, dt, n*k, 0.5)
 			w := devUpload(t, g, dt, wv)
-			wRows := make([][]float32, n)
-			for j := range wRows {
-				wRows[j] = wv[j*k : (j+1)*k]
-			}
+			wRows := rowsOf(wv, k)
 			before := lt.reused
 			// 300 seeds bucket 512, 301..500 reuse it; 8 is timed, 1 is M = 1.
 			for _, m := range []int{300, 301, 419, 500, 8, 1} {

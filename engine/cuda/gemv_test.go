@@ -40,24 +40,48 @@ func TestGemmFused(t *testing.T) {
 		{name: "normglu", norm: true, glu: true, writeX: true},
 		{name: "res", res: true},
 	}
+	r := newRand(t)
 	for _, dt := range dtypes {
-		for _, fz := range fusions {
-			// 32000 x 2048: TinyLlama's LM head, which takes the final
-			// norm into its prologue at decode.
-			for _, c := range []struct{ n, k int }{{32000, 2048}, {5632, 2048}, {2560, 2048}, {100, 40}, {8, 8}} {
+		// 32000 x 2048: TinyLlama's LM head, which takes the final norm
+		// into its prologue at decode.
+		for _, c := range []struct{ n, k int }{{32000, 2048}, {5632, 2048}, {2560, 2048}, {100, 40}, {8, 8}} {
+			// One random W a shape (2n rows under SwiGLU) for all its
+			// cases: drawing it afresh for each was half the test's time.
+			ws := map[bool][]float32{}
+			for _, fz := range fusions {
+				if c.n == 32000 && (!fz.norm || fz.glu || fz.gather) {
+					continue
+				}
+				if ws[fz.glu] == nil {
+					ws[fz.glu] = randVals(r, dt, gemmWRows(c.n, fz.glu)*c.k, 0.5)
+				}
 				for _, m := range []int{1, 2, 3, 4, 8} {
-					if c.n == 32000 && (!fz.norm || fz.glu || fz.gather) {
-						continue
-					}
 					t.Run(fmt.Sprintf("%s/%s/M%d_N%d_K%d", dt, fz.name, m, c.n, c.k), func(t *testing.T) {
 						do(t, func(t testing.TB, g *GPU) {
-							checkGemmFused(t, g, dt, m, c.n, c.k, fusedCase{fz.glu, fz.norm, fz.res, fz.writeX, fz.gather})
+							checkGemmFused(t, g, dt, m, c.n, c.k, ws[fz.glu], fusedCase{fz.glu, fz.norm, fz.res, fz.writeX, fz.gather})
 						})
 					})
 				}
 			}
 		}
 	}
+}
+
+// gemmWRows is how many rows a GEMM's W has: n, or gate and up under glu.
+func gemmWRows(n int, glu bool) int {
+	if glu {
+		return 2 * n
+	}
+	return n
+}
+
+// rowsOf views w as rows of k values.
+func rowsOf(w []float32, k int) [][]float32 {
+	rows := make([][]float32, len(w)/k)
+	for j := range rows {
+		rows[j] = w[j*k : (j+1)*k]
+	}
+	return rows
 }
 
 // gemvKernelsFor lists every gemv instantiation that takes m rows.
@@ -80,27 +104,21 @@ func gemvKernelsFor(m int, glu bool) []gemvKernel {
 // randGemmOperands is a random m x k X and W, n rows (2n, gate then up,
 // under glu) of k values, with W's rows as slices of it.
 func randGemmOperands(r *rand.Rand, dt DType, m, n, k int, glu bool) (xin, wv []float32, wRows [][]float32) {
-	rowsW := n
-	if glu {
-		rowsW = 2 * n
-	}
 	xin = randVals(r, dt, m*k, 1)
-	wv = randVals(r, dt, rowsW*k, 0.5)
-	wRows = make([][]float32, rowsW)
-	for j := range wRows {
-		wRows[j] = wv[j*k : (j+1)*k]
-	}
-	return xin, wv, wRows
+	wv = randVals(r, dt, gemmWRows(n, glu)*k, 0.5)
+	return xin, wv, rowsOf(wv, k)
 }
 
 // fusedCase is what checkGemmFused folds in: SwiGLU, the norm, the
 // residual add, the normalised rows written out, the embedding gather.
 type fusedCase struct{ glu, norm, res, writeX, gather bool }
 
-func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, fc fusedCase) {
+// checkGemmFused checks fc's fusion at m x n x k on a random X and the W
+// values wv (n rows, or 2n under glu, of k).
+func checkGemmFused(t testing.TB, g *GPU, dt DType, m, n, k int, wv []float32, fc fusedCase) {
 	glu, norm, res, writeX := fc.glu, fc.norm, fc.res, fc.writeX
 	r := newRand(t)
-	xin, wv, wRows := randGemmOperands(r, dt, m, n, k, glu)
+	xin, wRows := randVals(r, dt, m*k, 1), rowsOf(wv, k)
 	fu := GemvFusion{GLU: glu, Residual: res}
 	x := devUpload(t, g, dt, xin)
 	wb := devUpload(t, g, dt, wv)

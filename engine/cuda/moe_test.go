@@ -329,40 +329,46 @@ var moePaths = map[string]struct {
 func TestMoE(t *testing.T) {
 	for _, dt := range dtypes {
 		for _, c := range moeCases {
-			for _, path := range []string{"own", "own_s", "own_m", "own_l", "own_k3", "cublaslt"} {
-				if path != "own" && path != "cublaslt" && c.H*c.F > 1<<22 {
-					continue
-				}
-				name := fmt.Sprintf("%s/R%d_k%d_E%d_H%d_F%d", dt, c.rows, c.k, c.E, c.H, c.F)
-				if c.skew {
-					name += "_skewed"
-				}
-				if c.counts != nil {
-					name += "_counted"
-				}
-				t.Run(name+"/"+path, func(t *testing.T) {
-					do(t, func(t testing.TB, g *GPU) {
-						r := newRand(t)
-						x, idx, wts, gu, dn := moeInputs(r, dt, c)
-						lib := path == "cublaslt"
-						bufs := uploadMoE(t, g, dt, c, x, idx, wts, gu, dn, lib)
-						oldTile, oldSplits := g.sw.CUDAMoETile, moeSplitsForce
-						g.sw.CUDAMoETile, moeSplitsForce = moePaths[path].tile, moePaths[path].splits
-						err := bufs.run(g, dt, c.shape(), lib)
-						g.sw.CUDAMoETile, moeSplitsForce = oldTile, oldSplits
-						if err != nil {
-							t.Fatal(err)
-						}
-						got := download(t, g, dt, bufs.out, c.rows*c.H)
-						checkRel(t, "moe", got, refMoE(x, idx, wts, gu, dn, c.rows, c.k, c.H, c.F))
-						for tk := range c.rows {
-							if idx[tk*c.k] == -1 && slices.ContainsFunc(got[tk*c.H:(tk+1)*c.H], func(v float32) bool { return v != 0 }) {
-								t.Fatalf("padding token %d: output not zero", tk)
-							}
-						}
-					})
-				})
+			name := fmt.Sprintf("%s/R%d_k%d_E%d_H%d_F%d", dt, c.rows, c.k, c.E, c.H, c.F)
+			if c.skew {
+				name += "_skewed"
 			}
+			if c.counts != nil {
+				name += "_counted"
+			}
+			t.Run(name, func(t *testing.T) {
+				// One draw and one CPU reference a case for all its paths:
+				// drawing the experts' weights and the reference again for
+				// each path was most of the test's time.
+				r := newRand(t)
+				x, idx, wts, gu, dn := moeInputs(r, dt, c)
+				ref := refMoE(x, idx, wts, gu, dn, c.rows, c.k, c.H, c.F)
+				for _, path := range []string{"own", "own_s", "own_m", "own_l", "own_k3", "cublaslt"} {
+					if path != "own" && path != "cublaslt" && c.H*c.F > 1<<22 {
+						continue
+					}
+					t.Run(path, func(t *testing.T) {
+						do(t, func(t testing.TB, g *GPU) {
+							lib := path == "cublaslt"
+							bufs := uploadMoE(t, g, dt, c, x, idx, wts, gu, dn, lib)
+							oldTile, oldSplits := g.sw.CUDAMoETile, moeSplitsForce
+							g.sw.CUDAMoETile, moeSplitsForce = moePaths[path].tile, moePaths[path].splits
+							err := bufs.run(g, dt, c.shape(), lib)
+							g.sw.CUDAMoETile, moeSplitsForce = oldTile, oldSplits
+							if err != nil {
+								t.Fatal(err)
+							}
+							got := download(t, g, dt, bufs.out, c.rows*c.H)
+							checkRel(t, "moe", got, ref)
+							for tk := range c.rows {
+								if idx[tk*c.k] == -1 && slices.ContainsFunc(got[tk*c.H:(tk+1)*c.H], func(v float32) bool { return v != 0 }) {
+									t.Fatalf("padding token %d: output not zero", tk)
+								}
+							}
+						})
+					})
+				}
+			})
 		}
 	}
 }
