@@ -29,13 +29,13 @@ PART_SIZE=${PART_SIZE:-15M}
 
 # The GPU test binaries: name, package (where each runs: tests read their
 # testdata/ by relative path) and the default timeout in seconds.
-# engine/cuda's tests other than TestKernelsCompile took about 1,190 s on
-# H100s (2026-11-27, three runs; 278 s on an H200 when the suite was
-# smaller), NVRTC compiling kernels for the first time included (a fresh
-# machine has no kernel cache); TestKernelsCompile compiles every family
-# for sm_80 and sm_90a, one a core.
+# engine/cuda's whole suite took 538 s on an H100 with 16 cores
+# (2026-11-27), NVRTC compiling every kernel for the first time included
+# (a fresh machine has no kernel cache): the tests compile every family
+# at once when they open the GPU, and TestKernelsCompile compiles each for
+# sm_80 and sm_90a, one a core (its slowest, sm_80's attention_tc_f8, 92 s).
 declare -A PKG=([cuda]=engine/cuda [backend]=engine/cuda/backend [cupti]=engine/profile/cupti [profile]=engine/profile)
-declare -A TIMEOUT=([nvidia-smi]=60 [devices]=120 [cuda]=1800 [backend]=200 [bench]=300 [cupti]=120 [cupti-ncu]=120 [profile]=200 [nvtx]=300 [nvtx-stats]=120 [nccl]=200 [parallel]=400)
+declare -A TIMEOUT=([nvidia-smi]=60 [devices]=120 [cuda]=1200 [backend]=200 [bench]=300 [cupti]=120 [cupti-ncu]=120 [profile]=200 [nvtx]=300 [nvtx-stats]=120 [nccl]=200 [parallel]=400)
 TEST_BINARIES=(cuda backend cupti profile)
 STEP_NAMES=(nvidia-smi devices cuda backend bench cupti cupti-ncu profile nvtx nvtx-stats nccl parallel)
 

@@ -344,7 +344,7 @@ exit 1
 		}
 	}
 	logs := files(t, f.out)
-	if want := "pwd " + filepath.Join(repoRoot(t), "engine/cuda") + " args -test.v -test.timeout 1790s -test.run TestA|TestB"; !strings.Contains(logs["cuda.log"], want) {
+	if want := "pwd " + filepath.Join(repoRoot(t), "engine/cuda") + " args -test.v -test.timeout 1190s -test.run TestA|TestB"; !strings.Contains(logs["cuda.log"], want) {
 		t.Errorf("cuda.log %q, want %q", logs["cuda.log"], want)
 	}
 	if want := "pwd " + filepath.Join(repoRoot(t), "engine/cuda/backend") + " args -test.v -test.timeout 190s\n"; !strings.Contains(logs["backend.log"], want) {
