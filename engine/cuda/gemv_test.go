@@ -40,6 +40,7 @@ func TestGemmFused(t *testing.T) {
 		{name: "normglu", norm: true, glu: true, writeX: true},
 		{name: "res", res: true},
 	}
+	testGPU(t) // skips without one, before the weights are drawn
 	r := newRand(t)
 	for _, dt := range dtypes {
 		// 32000 x 2048: TinyLlama's LM head, which takes the final norm

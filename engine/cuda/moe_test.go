@@ -327,6 +327,7 @@ var moePaths = map[string]struct {
 // the own kernels (every tile configuration, split and unsplit down GEMMs)
 // and with cuBLASLt per expert, on poisoned outputs and workspaces.
 func TestMoE(t *testing.T) {
+	testGPU(t) // skips without one, before the inputs are drawn
 	for _, dt := range dtypes {
 		for _, c := range moeCases {
 			name := fmt.Sprintf("%s/R%d_k%d_E%d_H%d_F%d", dt, c.rows, c.k, c.E, c.H, c.F)
