@@ -43,11 +43,8 @@ func TestKernelsCompile(t *testing.T) {
 				cmd.Env = append(os.Environ(), compileChildEnv+"="+arch+"/"+fam)
 				var stdout, stderr bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				err := cmd.Run()
-				if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-					t.Fatalf("%s%s", stderr.String(), stdout.String())
-				} else if err != nil {
-					t.Fatal(err)
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("%v\n%s%s", err, stderr.String(), stdout.String())
 				}
 				t.Log(stdout.String())
 			})

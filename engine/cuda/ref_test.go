@@ -15,13 +15,7 @@ import (
 // sums in the same order, only spread over goroutines.
 func TestRefSpread(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	vals := func(n int) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = 2*r.Float32() - 1
-		}
-		return v
-	}
+	vals := func(n int) []float32 { return randVals(r, F16, n, 1) }
 	for _, s := range []struct{ m, n, k int }{{1, 1000, 40}, {3, 17, 9}, {65, 300, 24}, {8, 4097, 16}} {
 		x, w := vals(s.m*s.k), vals(s.n*s.k)
 		want := make([]float32, s.m*s.n)
