@@ -141,6 +141,7 @@ type SwitchTable struct {
 	CUDAAttnSplit   FlagSwitch
 	CUDAAttnRope    ChoiceSwitch
 	CUDAAttnShort   IntSwitch
+	CUDAAttnXL      ChoiceSwitch
 	CUDAAttnF8Regs  FlagSwitch
 	CUDAAttnF8MMA   ChoiceSwitch
 	CUDAMoETile     ChoiceSwitch
@@ -204,6 +205,9 @@ var Switches = SwitchTable{
 		"RoPE and the KV cache write folded into decode attention (one kernel less a layer): `auto` folds them except over an FP8 cache at more than 1,024 decode items (sequences times KV heads), where the folded kernel measured slower than the three it replaces (on an H100, Llama-3.1-8B's decode of 2,048 requests: 389 against 349 us, +1.6 % output tok/s at 128/128 unfolded); `1` folds wherever a kernel can, `0` runs them in kernels of their own before it"),
 	CUDAAttnShort: intSwitch("XRUN_CUDA_ATTN_SHORT", 256, math.MinInt, math.MaxInt, "an integer",
 		"decode items of at most this many keys are done in one pass, unsplit; `0` or less: never"),
+	CUDAAttnXL: choiceSwitch("XRUN_CUDA_ATTN_PREFILL_ROWS", "auto", func(v string) bool { return v == "64" || v == "128" },
+		"`64`, `128`",
+		"query rows a block of prefill attention takes (tokens of an item times the query heads of a KV head): `auto` takes 128 (eight row warps, each 64-key tile of the cache read and, over an FP8 cache, decoded once for twice the rows) at head dimension 128 on the tensor cores where the iteration's prompt chunks attend on average to at least 512 keys over an FP8 cache, 2,048 over a paged 16-bit one, 16,384 over a contiguous 16-bit one, else 64; on an H100 at Llama-3.1-8B's heads, a chunk of 8,192 tokens after 12,288 cached ones took 10.7 ms a layer against 12.2 over an FP8 cache (bf16), 9.9 against 10.9 over a paged one, while 64 prompts of 128 tokens took 131 against 114 us over a 16-bit cache (TensorRT-LLM's 20000/2000 row, 40 requests, one run each: 1,000 output tok/s against 963); `128` takes 128 wherever a kernel has them (head dimension 128), `64` never"),
 	CUDAAttnF8Regs: flagSwitch("XRUN_CUDA_ATTN_F8_REGS", true, true,
 		"kv_cache_dtype fp8: decode attention loads its MMA operands from the E4M3 codes and converts them in registers by bit arithmetic (attention_tc_f8.cu's _f8r kernels); `0` decodes each tile into 16-bit tiles in shared memory first, as prefill does"),
 	CUDAAttnF8MMA: choiceSwitch("XRUN_CUDA_ATTN_F8_MMA", "0", func(v string) bool { return v == "qk" || v == "qkpv" },
@@ -328,6 +332,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAAttnSplit:   t.CUDAAttnSplit.On(getenv),
 		CUDAAttnRope:    t.CUDAAttnRope.Get(getenv),
 		CUDAAttnShort:   t.CUDAAttnShort.Int(getenv),
+		CUDAAttnXL:      t.CUDAAttnXL.Get(getenv),
 		CUDAAttnF8Regs:  t.CUDAAttnF8Regs.On(getenv),
 		CUDAAttnF8MMA:   t.CUDAAttnF8MMA.Get(getenv),
 		CUDAMoETile:     t.CUDAMoETile.Get(getenv),

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // AttnShape is the attention layout of one model: Heads query heads share
@@ -30,14 +32,17 @@ func (a AttnShape) check() error {
 	return nil
 }
 
-// The attention kernels come in three sizes of query rows per block
+// The attention kernels come in four sizes of query rows per block
 // (tokens of one item times the query heads of one KV head): AttnRowsTiny
 // and AttnRowsSmall for decode items (tiny needs a head dimension of at
-// least 32), AttnRowsLarge for prefill chunks.
+// least 32), AttnRowsLarge and AttnRowsXL for prefill chunks (XL on the
+// tensor cores only, at the head dimensions attnTCXL lists:
+// AttnPrefillRows).
 const (
 	AttnRowsTiny  = 8
 	AttnRowsSmall = 16
 	AttnRowsLarge = 64
+	AttnRowsXL    = 128
 	attnKeyTile   = 64
 	attnThreads   = 128
 	// AttnMaxSplits bounds the key ranges one decode item is split into.
@@ -293,7 +298,7 @@ type attnTC struct{ rowWarps, keyWarps, keyTile, stages int }
 // for prefill (Rows 64).
 var attnTCKernels = map[int][]attnTC{
 	64:  {{1, 4, 16, 3}, {1, 4, 16, 2}, {1, 4, 32, 2}, {1, 2, 32, 3}, {1, 8, 16, 2}, {4, 1, 64, 2}, {4, 1, 32, 3}},
-	128: {{1, 4, 16, 2}, {1, 2, 16, 3}, {4, 1, 64, 2}, {4, 1, 32, 2}},
+	128: {{1, 4, 16, 2}, {1, 2, 16, 3}, {4, 1, 64, 2}, {4, 1, 32, 2}, {8, 1, 64, 2}},
 }
 
 // attnTCDefaults are Attention's choices per head dimension: for decode
@@ -315,6 +320,64 @@ var attnTCKernels = map[int][]attnTC{
 var attnTCDefaults = map[int][3]attnTC{
 	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}},
 	128: {{1, 4, 16, 2}, {1, 4, 16, 2}, {4, 1, 64, 2}},
+}
+
+// attnTCXL is the configuration of prefill launches of AttnRowsXL rows, per
+// head dimension: eight row warps, so that each key tile of the cache is
+// read into shared memory (and, over an FP8 cache, decoded there) once for
+// 128 query rows where four warps took 64. BenchmarkAttention on an H100
+// (Llama-3.1-8B's 32 x 8 heads, .../prefill-D128/...), us a layer, 64 rows
+// on tc-m4-k1-t64-s2 against 128 on tc-m8-k1-t64-s2:
+//
+//	                               16-bit  paged   FP8, fp16  FP8, bf16
+//	8,192 tokens after 12,288       9,336  10,870  11,479     12,238
+//	                 (128 rows)     9,030   9,893  10,268     10,680
+//	4 prompts of 2,048                676     790     833        884
+//	                 (128 rows)       683     749     773        805
+//	8 prompts of 1,024                375     427     461        484
+//	                 (128 rows)       376     421     425        451
+//	16 prompts of 512                 219     257     267        285
+//	                 (128 rows)       248     251     263        269
+//	64 prompts of 128                 114     125     133        137
+//	                 (128 rows)       131     137     138        138
+//
+// Twice the rows pay where the chunks attend to long contexts, the more
+// the more each key tile costs to stage (an FP8 cache's decode, a paged
+// cache's block tables), and cost where short prompts leave most of a
+// block's rows masked (attnXLMinKeys).
+var attnTCXL = map[int]attnTC{128: {8, 1, 64, 2}}
+
+// attnXLMinKeys is the mean keys per prompt chunk (its cached tokens and
+// its own) from which AttnPrefillRows takes AttnRowsXL, by cache: the
+// smallest length in the table above from which 128 rows won for both
+// query types, and for a 16-bit contiguous cache the only one where they
+// won clearly (between 2,048 and the long chunk they were even).
+func attnXLMinKeys(fp8, paged bool) int {
+	switch {
+	case fp8:
+		return 512
+	case paged:
+		return 2048
+	}
+	return 16384
+}
+
+// AttnPrefillRows is the query rows per block of an iteration's prefill
+// launch whose prompt chunks attend to meanKeys keys on average over a
+// cache of E4M3 codes (fp8) or blocks (paged): AttnRowsXL where
+// XRUN_CUDA_ATTN_PREFILL_ROWS (sw.CUDAAttnXL) asks for them (`128`, or
+// `auto` from attnXLMinKeys keys) and a tensor-core kernel takes them (the
+// head dimension has an attnTCXL configuration, and XRUN_CUDA_ATTN_TC is
+// `auto` or names a configuration that fits them), else AttnRowsLarge.
+func AttnPrefillRows(sw model.Switches, a AttnShape, meanKeys int, fp8, paged bool) int {
+	xl, ok := attnTCXL[a.HeadDim]
+	switch {
+	case !ok || sw.CUDAAttnXL == "64",
+		sw.CUDAAttnXL != "128" && meanKeys < attnXLMinKeys(fp8, paged),
+		sw.CUDAAttnTC != "auto" && sw.CUDAAttnTC != xl.String():
+		return AttnRowsLarge
+	}
+	return AttnRowsXL
 }
 
 // attnTCRopeKernels are the decode configurations attention_tc.cu also
@@ -367,7 +430,7 @@ var attnTCRopeSingle = map[int]attnTC{
 // (pagedTC).
 var attnTCPagedKernels = map[int][]attnTC{
 	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}},
-	128: {{1, 4, 16, 2}, {4, 1, 64, 2}, {4, 1, 32, 2}},
+	128: {{1, 4, 16, 2}, {4, 1, 64, 2}, {4, 1, 32, 2}, {8, 1, 64, 2}},
 }
 
 var attnTCRopePagedKernels = map[int][]attnTC{
@@ -391,6 +454,8 @@ func (g *GPU) pagedTC(tc attnTC, headDim, rows, blocks int, rope bool) attnTC {
 		return attnTCRopeDefaults[headDim][0]
 	case rope:
 		return attnTCRopeDefaults[headDim][1]
+	case rows > AttnRowsLarge:
+		return attnTCXL[headDim]
 	case rows > 16:
 		return attnTCDefaults[headDim][2]
 	case few:
@@ -492,6 +557,9 @@ func (g *GPU) attnTCDefault(headDim, rows, blocks int) (attnTC, bool) {
 	switch {
 	case !ok:
 		return attnTC{}, false
+	case rows > AttnRowsLarge:
+		xl, ok := attnTCXL[headDim]
+		return xl, ok
 	case rows > 16:
 		return d[2], true
 	case blocks <= 2*g.Info.SMs:
@@ -501,7 +569,8 @@ func (g *GPU) attnTCDefault(headDim, rows, blocks int) (attnTC, bool) {
 }
 
 // fits reports whether c serves launches of rows query rows per block:
-// decode configurations take 8 and 16, prefill ones 64.
+// decode configurations take 8 and 16, prefill ones 64 and, with eight row
+// warps, 128.
 func (c attnTC) fits(rows int) bool { return (rows > 16) == (c.rowWarps > 1) && rows <= 16*c.rowWarps }
 
 func (c attnTC) kernel(dt DType, headDim int) string {
@@ -602,7 +671,7 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		return err
 	}
 	switch {
-	case l.Rows != AttnRowsTiny && l.Rows != AttnRowsSmall && l.Rows != AttnRowsLarge,
+	case l.Rows != AttnRowsTiny && l.Rows != AttnRowsSmall && l.Rows != AttnRowsLarge && l.Rows != AttnRowsXL,
 		l.Rows == AttnRowsTiny && a.HeadDim < 32:
 		return fmt.Errorf("cuda: attention rows %d for head dimension %d", l.Rows, a.HeadDim)
 	case l.Items.Bytes < l.N*16:

@@ -19,11 +19,15 @@ import (
 // decode at batch 1 after 256 split 8 ways, and a prefill iteration of 64
 // prompts of 128 tokens (8192 rows); plus, with heads of 128 (8 KV heads:
 // Llama-3.1-8B), prefill iterations of 4 prompts of 2,048 tokens and of 64
-// of 128, and decode at batch 256 and wider. The caches rotate among
-// enough copies to exceed the L2 cache, so each launch streams its keys
-// and values from HBM as one layer of a forward pass does. Reported:
-// us/launch and the K/V bytes read per second (every key of every item
-// once). The .../paged runs time the
+// of 128, decode at batch 256 and wider, and the long contexts of
+// TensorRT-LLM's 20000/2000 row (decode at about 21,000 positions, a
+// prefill chunk after 12,288). The caches rotate among enough copies to
+// exceed the L2 cache, so each launch streams its keys and values from HBM
+// as one layer of a forward pass does. Reported: us/launch, the K/V bytes
+// read per second (every key of every item once) and the tensor-core work
+// per second (Q K^T and P V, 4 x head dimension FLOPs a query head and
+// causal query-key pair: the figure that matters for prefill). The
+// .../paged runs time the
 // kernels over a paged cache (KVPages: blocks of 32 positions, each slot's
 // blocks in a random order), against their contiguous twins; the .../f8
 // runs the FP8 kernels (attention_tc_f8.cu) over a cache of one byte a
@@ -48,27 +52,31 @@ func BenchmarkAttention(b *testing.B) {
 		}
 		return s
 	}
-	prompts := make([]attnSeq, 64)
-	for i := range prompts {
-		prompts[i] = attnSeq{0, 128}
+	// prompts is n prompts of l tokens, nothing cached.
+	prompts := func(n, l int) []attnSeq {
+		s := make([]attnSeq, n)
+		for i := range s {
+			s[i] = attnSeq{0, l}
+		}
+		return s
 	}
 	// Llama-3.1-8B's prefill at TensorRT-LLM's 2048/128 row: 4 prompts of
 	// 2,048 tokens (one 8,192-token iteration), and of 128 tokens.
-	long, short := make([]attnSeq, 4), make([]attnSeq, 64)
-	for i := range long {
-		long[i] = attnSeq{0, 2048}
-	}
-	for i := range short {
-		short[i] = attnSeq{0, 128}
-	}
+	long, short := prompts(4, 2048), prompts(64, 128)
 	tiny := AttnShape{32, 4, 64}
 	scens := []scen{
 		{"decode/B=256", tiny, decodeSeqs(256, 129, 256), AttnRowsTiny, 1},
 		{"decode/B=64", tiny, decodeSeqs(64, 129, 256), AttnRowsTiny, 1},
 		{"decode/B=1", tiny, []attnSeq{{255, 1}}, AttnRowsTiny, AttnMaxSplits},
-		{"prefill/T=8192", tiny, prompts, AttnRowsLarge, 1},
+		{"prefill/T=8192", tiny, prompts(64, 128), AttnRowsLarge, 1},
 		{"prefill-D128/T=4x2048", AttnShape{32, 8, 128}, long, AttnRowsLarge, 1},
+		{"prefill-D128/T=4x2048-r128", AttnShape{32, 8, 128}, long, AttnRowsXL, 1},
 		{"prefill-D128/T=64x128", AttnShape{32, 8, 128}, short, AttnRowsLarge, 1},
+		{"prefill-D128/T=64x128-r128", AttnShape{32, 8, 128}, short, AttnRowsXL, 1},
+		{"prefill-D128/T=16x512", AttnShape{32, 8, 128}, prompts(16, 512), AttnRowsLarge, 1},
+		{"prefill-D128/T=16x512-r128", AttnShape{32, 8, 128}, prompts(16, 512), AttnRowsXL, 1},
+		{"prefill-D128/T=8x1024", AttnShape{32, 8, 128}, prompts(8, 1024), AttnRowsLarge, 1},
+		{"prefill-D128/T=8x1024-r128", AttnShape{32, 8, 128}, prompts(8, 1024), AttnRowsXL, 1},
 		{"decode-D128/B=256", AttnShape{32, 8, 128}, decodeSeqs(256, 129, 256), AttnRowsTiny, 1},
 		// Llama-3.1-8B's steady state at TensorRT-LLM's 128/128 row.
 		{"decode-D128/B=2048", AttnShape{32, 8, 128}, decodeSeqs(2048, 129, 256), AttnRowsTiny, 1},
@@ -78,11 +86,20 @@ func BenchmarkAttention(b *testing.B) {
 		// The 128/2048 row's one wave with an FP8 cache on an H100 (444
 		// requests, contexts 129 to 2,176 over the run).
 		{"decode-D128/B=444-long", AttnShape{32, 8, 128}, decodeSeqs(444, 129, 2176), AttnRowsTiny, 1},
+		// The 20000/2000 row's decode: 40 requests of about 21,000 cached
+		// positions, 320 items, unsplit (AttnSplits counts items, not keys)
+		// and with the keys split 8 ways.
+		{"decode-D128/B=40-20k", AttnShape{32, 8, 128}, decodeSeqs(40, 20000, 22000), AttnRowsTiny, 1},
+		{"decode-D128/B=40-20k-s8", AttnShape{32, 8, 128}, decodeSeqs(40, 20000, 22000), AttnRowsTiny, AttnMaxSplits},
+		// Its chunked prefill: a chunk of 8,192 prompt tokens after 12,288
+		// cached ones (2.2 TFLOP of Q K^T and P V a layer).
+		{"prefill-D128/T=8192-after-12288", AttnShape{32, 8, 128}, []attnSeq{{12288, 8192}}, AttnRowsLarge, 1},
+		{"prefill-D128/T=8192-after-12288-r128", AttnShape{32, 8, 128}, []attnSeq{{12288, 8192}}, AttnRowsXL, 1},
 	}
 	for _, sc := range scens {
 		a := sc.a
 		H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
-		capacity, rowsTotal, keys := 0, 0, 0
+		capacity, rowsTotal, keys, pairs := 0, 0, 0, 0
 		var items []int32
 		per := AttnItemTokens(a, sc.rows)
 		for i, s := range sc.seqs {
@@ -91,6 +108,7 @@ func BenchmarkAttention(b *testing.B) {
 				n := min(per, s.past+s.n-t0)
 				items = append(items, int32(rowsTotal+t0-s.past), int32(n), int32(i+1), int32(t0))
 				keys += t0 + n
+				pairs += n*t0 + n*(n+1)/2 // token t0 + i attends to t0 + i + 1 keys
 			}
 			rowsTotal += s.n
 		}
@@ -145,7 +163,11 @@ func BenchmarkAttention(b *testing.B) {
 				t.Fatal(err)
 			}
 		})
-		kernels := []attnTC{{}}
+		// The CUDA-core kernel ({}) takes at most AttnRowsLarge rows a block.
+		var kernels, paged []attnTC
+		if sc.rows <= AttnRowsLarge {
+			kernels, paged = []attnTC{{}}, []attnTC{{}}
+		}
 		for _, c := range attnTCKernels[D] {
 			if c.fits(sc.rows) {
 				kernels = append(kernels, c)
@@ -164,9 +186,9 @@ func BenchmarkAttention(b *testing.B) {
 				per := d.Seconds() / float64(b.N)
 				b.ReportMetric(per*1e6, "us/launch")
 				b.ReportMetric(float64(keys*KV*D*2*dt.Size())/per/1e9, "KV-GB/s")
+				b.ReportMetric(float64(pairs*H*4*D)/per/1e12, "TFLOP/s")
 			})
 		}
-		paged := []attnTC{{}}
 		for _, c := range attnTCPagedKernels[D] {
 			if c.fits(sc.rows) {
 				paged = append(paged, c)
@@ -186,6 +208,7 @@ func BenchmarkAttention(b *testing.B) {
 				per := d.Seconds() / float64(b.N)
 				b.ReportMetric(per*1e6, "us/launch")
 				b.ReportMetric(float64(keys*KV*D*2*dt.Size())/per/1e9, "KV-GB/s")
+				b.ReportMetric(float64(pairs*H*4*D)/per/1e12, "TFLOP/s")
 			})
 		}
 		for _, kern := range paged { // the FP8 kernels are the paged configurations
@@ -235,6 +258,7 @@ func BenchmarkAttention(b *testing.B) {
 						per := d.Seconds() / float64(b.N)
 						b.ReportMetric(per*1e6, "us/launch")
 						b.ReportMetric(float64(keys*KV*D*2)/per/1e9, "KV-GB/s")
+						b.ReportMetric(float64(pairs*H*4*D)/per/1e12, "TFLOP/s")
 						b.ReportMetric(float64(regs), "regs")
 					})
 				}

@@ -71,9 +71,9 @@ func TestPagedAttention(t *testing.T) {
 	for _, dt := range dtypes {
 		for _, a := range []AttnShape{{32, 4, 64}, {32, 8, 128}, {8, 2, 32}, {4, 2, 16}} {
 			for _, bs := range []int{16, 32} {
-				for _, rows := range []int{AttnRowsTiny, AttnRowsSmall, AttnRowsLarge} {
+				for _, rows := range []int{AttnRowsTiny, AttnRowsSmall, AttnRowsLarge, AttnRowsXL} {
 					for _, splits := range []int{1, 3, -3} {
-						if rows == AttnRowsLarge && splits != 1 {
+						if rows >= AttnRowsLarge && splits != 1 {
 							continue // prefill launches are never split
 						}
 						t.Run(fmt.Sprintf("%s/H%d_KV%d_D%d/block%d/rows%d/split%d", dt, a.Heads, a.KVHeads, a.HeadDim, bs, rows, splits), func(t *testing.T) {
@@ -81,10 +81,16 @@ func TestPagedAttention(t *testing.T) {
 								t.Skip("group larger than the block's rows, or no such kernel")
 							}
 							kernels := []attnTC{{}}
+							if rows > AttnRowsLarge {
+								kernels = nil // the CUDA-core kernel takes at most AttnRowsLarge
+							}
 							for _, c := range attnTCPagedKernels[a.HeadDim] {
 								if c.fits(rows) {
 									kernels = append(kernels, c)
 								}
+							}
+							if len(kernels) == 0 {
+								t.Skipf("no kernel of %d rows at head dimension %d", rows, a.HeadDim)
 							}
 							do(t, func(t testing.TB, g *GPU) { checkPagedAttention(t, g, dt, a, seqs, bs, rows, splits, kernels) })
 						})

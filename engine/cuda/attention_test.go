@@ -85,6 +85,7 @@ func TestAttentionTC(t *testing.T) {
 					{"decode", decode, AttnRowsTiny, []int{1, 3, -3, 8, -8}},
 					{"decode", decode, AttnRowsSmall, []int{1, -3}},
 					{"prefill", prefill, AttnRowsLarge, []int{1, -3}},
+					{"prefill", prefill, AttnRowsXL, []int{1}},
 				}
 				for _, rn := range runs {
 					for _, splits := range rn.splits {
@@ -94,10 +95,16 @@ func TestAttentionTC(t *testing.T) {
 							}
 							t.Run(fmt.Sprintf("%s/D%d_G%d/%s/rows%d/split%d/short%d", dt, D, a.Heads/a.KVHeads, rn.name, rn.rows, splits, short), func(t *testing.T) {
 								kernels := []attnTC{{}} // the CUDA-core kernel, to agree with
+								if rn.rows > AttnRowsLarge {
+									kernels = nil // it takes at most AttnRowsLarge
+								}
 								for _, c := range attnTCKernels[D] {
 									if c.fits(rn.rows) {
 										kernels = append(kernels, c)
 									}
+								}
+								if len(kernels) == 0 {
+									t.Skipf("no kernel of %d rows at head dimension %d", rn.rows, D)
 								}
 								do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, a, rn.seqs, rn.rows, splits, short, kernels) })
 							})
@@ -635,6 +642,51 @@ func TestAttnFoldPays(t *testing.T) {
 	} {
 		if got := AttnFoldPays(c.a, AttnLaunch{N: c.n, Rows: AttnRowsTiny, FP8: c.fp8}); got != c.want {
 			t.Errorf("AttnFoldPays(%+v, N=%d, FP8 %v) = %v, want %v", c.a, c.n, c.fp8.On, got, c.want)
+		}
+	}
+}
+
+// TestAttnPrefillRows checks the prefill launch's rows a block
+// (AttnPrefillRows): 128 at head dimension 128 under `auto` from 512 keys a
+// chunk over an FP8 cache, 2,048 over a paged one, 16,384 over a 16-bit
+// contiguous one; at any length under `128`; never under `64`, at head
+// dimension 64, or where XRUN_CUDA_ATTN_TC keeps the tensor cores off or
+// names a configuration of 64 rows; a name of the 128-row configuration
+// keeps it.
+func TestAttnPrefillRows(t *testing.T) {
+	tiny, llama := AttnShape{32, 4, 64}, AttnShape{32, 8, 128}
+	sw := func(xl, tc string) model.Switches { return model.Switches{CUDAAttnXL: xl, CUDAAttnTC: tc} }
+	for _, c := range []struct {
+		sw         model.Switches
+		a          AttnShape
+		keys       int
+		fp8, paged bool
+		want       int
+	}{
+		{sw("auto", "auto"), llama, 512, true, false, AttnRowsXL},
+		{sw("auto", "auto"), llama, 511, true, true, AttnRowsLarge},
+		{sw("auto", "auto"), llama, 2048, false, true, AttnRowsXL},
+		{sw("auto", "auto"), llama, 2047, false, true, AttnRowsLarge},
+		{sw("auto", "auto"), llama, 16384, false, false, AttnRowsXL},
+		{sw("auto", "auto"), llama, 16383, false, false, AttnRowsLarge},
+		{sw("auto", "auto"), llama, 128, true, true, AttnRowsLarge},
+		{sw("auto", "auto"), tiny, 20000, true, false, AttnRowsLarge},
+		{sw("128", "auto"), llama, 128, false, false, AttnRowsXL},
+		{sw("128", "auto"), tiny, 20000, false, false, AttnRowsLarge},
+		{sw("64", "auto"), llama, 20000, true, false, AttnRowsLarge},
+		{sw("auto", "0"), llama, 20000, true, false, AttnRowsLarge},
+		{sw("128", "tc-m4-k1-t64-s2"), llama, 20000, true, false, AttnRowsLarge},
+		{sw("128", "tc-m8-k1-t64-s2"), llama, 100, false, false, AttnRowsXL},
+	} {
+		if got := AttnPrefillRows(c.sw, c.a, c.keys, c.fp8, c.paged); got != c.want {
+			t.Errorf("AttnPrefillRows(%s / %s, D=%d, %d keys, fp8 %v, paged %v) = %d, want %d",
+				c.sw.CUDAAttnXL, c.sw.CUDAAttnTC, c.a.HeadDim, c.keys, c.fp8, c.paged, got, c.want)
+		}
+	}
+	// Every configuration it can pick takes its rows.
+	for d, c := range attnTCXL {
+		if !c.fits(AttnRowsXL) || !slices.Contains(attnTCKernels[d], c) || !slices.Contains(attnTCPagedKernels[d], c) {
+			t.Errorf("attnTCXL[%d] = %s: not a listed 16-bit and paged configuration of %d rows", d, c, AttnRowsXL)
 		}
 	}
 }

@@ -66,6 +66,8 @@ type Backend struct {
 	gemvRows   int    // the largest M of the own GEMM's GEMV (cuda.GemvRowsFor)
 	epiRows    int    // the smallest M of the own GEMM's epilogues, 0: none (cuda.GPU.EpilogueRows)
 	ceilForce  bool   // ceilings measured on a known GPU too (XRUN_MEASURE_CEILINGS)
+	attnXL     string // prefill attention's rows a block: "auto", "64", "128" (XRUN_CUDA_ATTN_PREFILL_ROWS)
+	attnTC     string // the tensor-core attention's configuration, "auto" or "0" (XRUN_CUDA_ATTN_TC)
 
 	// l2 reads gate_up rows into L2 early (XRUN_CUDA_L2_PREFETCH; prefetch.go).
 	l2 l2Prefetch
@@ -185,7 +187,8 @@ func New(o model.BackendOptions) (model.Backend, error) {
 	}
 	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[int]*graphState{},
 		graphsOn: sw.CUDAGraphs, splitOn: sw.CUDAAttnSplit, fuseOn: sw.CUDAFuse, normFuse: sw.CUDAFuseNorm, l2: l2Prefetch{percent: sw.CUDAL2Prefetch}, fp8Fuse: sw.CUDAFP8Fuse, gemmEpi: sw.CUDAGemmEpi,
-		ropeFold: sw.CUDAAttnRope, moeLibrary: sw.CUDAMoELibrary, gemvRows: cuda.GemvRowsFor(sw), ceilForce: sw.MeasureCeilings}
+		ropeFold: sw.CUDAAttnRope, moeLibrary: sw.CUDAMoELibrary, gemvRows: cuda.GemvRowsFor(sw), ceilForce: sw.MeasureCeilings,
+		attnXL: sw.CUDAAttnXL, attnTC: sw.CUDAAttnTC}
 	err = dev.Do(func(g *cuda.GPU) error {
 		if err := g.LoadKernels(); err != nil {
 			return err

@@ -14,6 +14,7 @@ type batchLayout struct {
 	tokens, pos, slot, logit, itemsS, itemsL cuda.Buffer
 	nTok, nLogit, nS, nL                     int
 	rowsS, splitsS                           int  // the decode items' kernel size and key split
+	rowsL                                    int  // the prefill items' kernel size (cuda.AttnPrefillRows)
 	pad                                      bool // rows padded to a graph bucket
 	realLogit                                int  // logit rows the caller asked for
 	// pickSlot is the host slot (Backend.pickHost) the iteration's picks
@@ -82,11 +83,14 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	// Without a KV cache (ops checked on their own) the batch has no
 	// attention items and no graphs.
 	c := b.cache
+	rowsL := cuda.AttnRowsLarge
 	if c != nil {
 		// From the kernels' shape: an MLA cache's is one head (mla.go).
 		sh.kv, sh.slots, sh.capacity, sh.headDim = true, c.c.Slots, c.c.Capacity, c.shape.HeadDim
 		sh.groups = c.shape.Heads / c.shape.KVHeads
-		sh.largeTokens = cuda.AttnItemTokens(c.shape, cuda.AttnRowsLarge)
+		sw := model.Switches{CUDAAttnXL: b.attnXL, CUDAAttnTC: b.attnTC}
+		rowsL = cuda.AttnPrefillRows(sw, c.shape, prefillKeys(bt, sh.groups, sh.smallRows), c.c.FP8, c.paged != nil)
+		sh.largeTokens = cuda.AttnItemTokens(c.shape, rowsL)
 	}
 	pk, err := packBatch(b.tmp, bt, sh)
 	if err != nil {
@@ -161,7 +165,7 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 			tokens: at(0, rows), pos: at(rows, rows), slot: at(2*rows, rows), logit: at(3*rows, pk.nLogit),
 			itemsS: at(pk.offS, 4*pk.nS), itemsL: at(pk.offL, 4*pk.nL),
 			nTok: rows, nLogit: pk.nLogit, nS: pk.nS, nL: pk.nL, pad: gs != nil, realLogit: S,
-			rowsS: pk.rowsS, splitsS: 1,
+			rowsS: pk.rowsS, splitsS: 1, rowsL: rowsL,
 			pickSlot: pickSlot, pickAt: at(len(lay)-1, 1),
 		}
 		if b.splitOn && c != nil {

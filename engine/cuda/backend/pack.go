@@ -24,7 +24,7 @@ type packShape struct {
 	groups          int // query heads per KV head
 	headDim         int
 	// largeTokens is the tokens of one prefill item (cuda.AttnItemTokens
-	// at cuda.AttnRowsLarge); smallRows and tinyRows are
+	// at the iteration's cuda.AttnPrefillRows); smallRows and tinyRows are
 	// cuda.AttnRowsSmall and cuda.AttnRowsTiny.
 	largeTokens         int
 	smallRows, tinyRows int
@@ -195,3 +195,21 @@ func packBatch(dst []int32, bt *model.Batch, sh packShape) (packedBatch, error) 
 // positions and slots per token, logit rows, up to two items of four ints
 // per token (and their alignment), and the pick slot SetBatch appends.
 func layoutInts(rows int) int { return 3*rows + rows + 8*rows + 64 + 1 }
+
+// prefillKeys is the mean keys the batch's prefill items attend to per
+// sequence: the cached tokens and the new ones of each sequence that
+// packBatch lays out as large items (more than smallRows query rows at
+// groups query heads a token); 0 without any.
+func prefillKeys(bt *model.Batch, groups, smallRows int) int {
+	keys, n := 0, 0
+	for _, s := range bt.Seqs {
+		if int(s.Len)*groups > smallRows {
+			keys += int(s.Past + s.Len)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return keys / n
+}

@@ -213,3 +213,20 @@ func TestPackBatchErrors(t *testing.T) {
 		t.Errorf("no cache: %v", err)
 	}
 }
+
+// TestPrefillKeys checks the mean keys of a batch's prefill sequences
+// (prefillKeys): the decode rows and chunks small enough for decode items
+// are left out, a chunk counts its cached tokens and its own.
+func TestPrefillKeys(t *testing.T) {
+	var b model.Batch
+	if got := prefillKeys(&b, 4, 16); got != 0 {
+		t.Errorf("empty batch: %d keys, want 0", got)
+	}
+	b.Add(0, 100, make([]int32, 1), true)      // decode: 4 rows
+	b.Add(1, 0, make([]int32, 4), true)        // 16 rows: a decode item still
+	b.Add(2, 12288, make([]int32, 8192), true) // 20,480 keys
+	b.Add(3, 0, make([]int32, 2048), true)     // 2,048 keys
+	if got, want := prefillKeys(&b, 4, 16), (20480+2048)/2; got != want {
+		t.Errorf("prefillKeys = %d, want %d", got, want)
+	}
+}

@@ -98,7 +98,14 @@ func fixedLt() *model.Switches {
 
 func newFixedBackend(t testing.TB, gemm, dtype string) model.Backend {
 	t.Helper()
-	be, err := New(model.BackendOptions{Gemm: gemm, Dtype: dtype, Switches: fixedLt()})
+	return newBackendWith(t, gemm, dtype, fixedLt())
+}
+
+// newBackendWith opens a backend with the switches sw, closed at the
+// test's end.
+func newBackendWith(t testing.TB, gemm, dtype string, sw *model.Switches) model.Backend {
+	t.Helper()
+	be, err := New(model.BackendOptions{Gemm: gemm, Dtype: dtype, Switches: sw})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@
 	ATTN_TC(T, 64, 1, 4, 16, 3) ATTN_TC(T, 64, 1, 4, 16, 2) ATTN_TC(T, 64, 1, 4, 32, 2) ATTN_TC(T, 64, 1, 2, 32, 3) \
 	ATTN_TC(T, 64, 1, 8, 16, 2) ATTN_TC(T, 64, 4, 1, 64, 2) ATTN_TC(T, 64, 4, 1, 32, 3)                           \
 	ATTN_TC(T, 128, 1, 4, 16, 2) ATTN_TC(T, 128, 1, 2, 16, 3) ATTN_TC(T, 128, 4, 1, 64, 2) ATTN_TC(T, 128, 4, 1, 32, 2) \
+	ATTN_TC(T, 128, 8, 1, 64, 2) \
 	ATTN_TC_ROPE(T, 64, 1, 8, 16, 3) ATTN_TC_ROPE(T, 64, 1, 8, 16, 2) ATTN_TC_ROPE(T, 64, 1, 4, 16, 3)           \
 	ATTN_TC_ROPE(T, 64, 1, 16, 16, 2)                                                                         \
 	ATTN_TC_ROPE(T, 128, 1, 4, 16, 2) ATTN_TC_ROPE(T, 128, 1, 4, 16, 3)
@@ -49,6 +50,7 @@ ATTN_TC_ALL(bf16)
 #define ATTN_TC_PAGED_ALL(T)                                                                                    \
 	ATTN_TC_PAGED(T, 64, 1, 8, 16, 2) ATTN_TC_PAGED(T, 64, 1, 4, 16, 3) ATTN_TC_PAGED(T, 64, 4, 1, 32, 3)       \
 	ATTN_TC_PAGED(T, 128, 1, 4, 16, 2) ATTN_TC_PAGED(T, 128, 4, 1, 64, 2) ATTN_TC_PAGED(T, 128, 4, 1, 32, 2)    \
+	ATTN_TC_PAGED(T, 128, 8, 1, 64, 2) \
 	ATTN_TC_ROPE_PAGED(T, 64, 1, 8, 16, 3) ATTN_TC_ROPE_PAGED(T, 64, 1, 4, 16, 3)                               \
 	ATTN_TC_ROPE_PAGED(T, 128, 1, 4, 16, 2)
 ATTN_TC_PAGED_ALL(f16)

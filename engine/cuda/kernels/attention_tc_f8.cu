@@ -66,6 +66,7 @@
 	ATTN_TC_F8_K(T, 64, 4, 1, 32, 3, false, , false, false, false, f8) \
 	ATTN_TC_F8_K(T, 128, 4, 1, 32, 2, false, , false, false, false, f8) \
 	ATTN_TC_F8_K(T, 128, 4, 1, 64, 2, false, , false, false, false, f8) \
+	ATTN_TC_F8_K(T, 128, 8, 1, 64, 2, false, , false, false, false, f8) \
 	ATTN_TC_F8_K(T, 64, 1, 8, 16, 3, true, _rope, false, false, false, f8) \
 	ATTN_TC_F8_K(T, 64, 1, 8, 16, 3, true, _rope, true, false, false, f8r) \
 	ATTN_TC_F8_K(T, 64, 1, 4, 16, 3, true, _rope, false, false, false, f8) \
@@ -81,6 +82,7 @@
 	ATTN_TC_F8_KP(T, 64, 4, 1, 32, 3, false, _paged, false, false, false, f8) \
 	ATTN_TC_F8_KP(T, 128, 4, 1, 32, 2, false, _paged, false, false, false, f8) \
 	ATTN_TC_F8_KP(T, 128, 4, 1, 64, 2, false, _paged, false, false, false, f8) \
+	ATTN_TC_F8_KP(T, 128, 8, 1, 64, 2, false, _paged, false, false, false, f8) \
 	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 3, true, _rope_paged, false, false, false, f8) \
 	ATTN_TC_F8_KP(T, 64, 1, 8, 16, 3, true, _rope_paged, true, false, false, f8r) \
 	ATTN_TC_F8_KP(T, 64, 1, 4, 16, 3, true, _rope_paged, false, false, false, f8) \

@@ -1,0 +1,67 @@
+//go:build cgo && linux
+
+package backend
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/xrun-dev/xrun/engine"
+	"github.com/xrun-dev/xrun/engine/cpu"
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+// TestPrefillRowsSameLogits serves prompt chunks, one after cached tokens,
+// and decodes after them, on Llama-3.1-8B's attention shape (32 query
+// heads over 8 KV heads of 128) cut to two layers, with the prefill
+// attention on blocks of 128 query rows (XRUN_CUDA_ATTN_PREFILL_ROWS=128:
+// items of 32 tokens, the chunks' lengths not multiples of it) and of 64
+// (=64): every logit within 1e-3 of the other's and every greedy token the
+// same.
+func TestPrefillRowsSameLogits(t *testing.T) {
+	needGPU(t)
+	cfg, _ := engine.ZooModel("llama-3.1-8b")
+	cfg.Layers = 2
+	tok := func(seed, n int) []int32 {
+		v := make([]int32, n)
+		for i := range v {
+			v[i] = int32((seed*7919 + i*104729) % cfg.Vocab)
+		}
+		return v
+	}
+	steps := []step{
+		{{0, 0, tok(1, 40)}, {1, 0, tok(2, 300)}},
+		{{0, 40, tok(3, 1)}, {1, 300, tok(4, 150)}, {2, 0, tok(5, 70)}},
+		{{0, 41, tok(6, 1)}, {1, 450, tok(7, 1)}, {2, 70, tok(8, 1)}},
+	}
+	for _, dt := range []string{"float16", "bfloat16"} {
+		t.Run(dt, func(t *testing.T) {
+			open := func(rows string) *model.Model {
+				sw := fixedLt()
+				sw.CUDAAttnXL = rows
+				m, err := model.New(newBackendWith(t, "auto", dt, sw), cfg, model.Options{Seed: 7})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := m.Reserve(model.Capacity{MaxTokens: 512, MaxLogitRows: 8, Slots: 4, MaxLen: 512}); err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			m64, m128 := open("64"), open("128")
+			same := true
+			for i, s := range steps {
+				want, wantIDs := runBatch(t, m64, s, nil)
+				got, ids := runBatch(t, m128, s, nil)
+				same = same && slices.Equal(got, want)
+				if e := cpu.RelErr(got, want); !(e <= 1e-3) {
+					t.Errorf("iteration %d (%d sequences): logits of 128-row blocks off the 64-row ones by %.3g (bound 1e-3)", i, len(s), e)
+				}
+				if !slices.Equal(ids, wantIDs) {
+					t.Errorf("iteration %d: greedy tokens %v with 128-row blocks, %v with 64", i, ids, wantIDs)
+				}
+			}
+			t.Logf("logits bitwise equal: %v", same)
+		})
+	}
+}
