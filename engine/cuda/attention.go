@@ -351,9 +351,14 @@ var attnTCXL = map[int]attnTC{128: {8, 1, 64, 2}}
 // its own) from which AttnPrefillRows takes AttnRowsXL, by cache: the
 // smallest length in the table above from which 128 rows won for both
 // query types, and for a 16-bit contiguous cache the only one where they
-// won clearly (between 2,048 and the long chunk they were even).
+// won clearly (between 2,048 and the long chunk they were even). Over a
+// paged FP8 cache never: that kernel of 128 rows has been neither timed
+// nor checked against the CPU on a GPU yet (each half has: FP8 over
+// fixed slots, 16-bit pages).
 func attnXLMinKeys(fp8, paged bool) int {
 	switch {
+	case fp8 && paged:
+		return math.MaxInt
 	case fp8:
 		return 512
 	case paged:
