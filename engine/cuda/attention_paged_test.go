@@ -105,10 +105,7 @@ func checkPagedAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []att
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
 	pos, slot, items, total, capacity := attnBatch(seqs, AttnItemTokens(a, rows))
-	var lens []int
-	for _, s := range seqs {
-		lens = append(lens, s.past+s.n)
-	}
+	lens := seqLens(seqs)
 	slots := len(seqs) + 1
 	pl := newPagedLayout(r, lens, bs)
 	qkv := randVals(r, dt, total*W, 1.5)
@@ -127,15 +124,6 @@ func checkPagedAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []att
 	refs := attnRefs(seqs, qkv, a)
 	fold := splits < 0
 	splits = max(splits, -splits)
-	news := func(got []float32) []float32 { // the new tokens' outputs, sequence after sequence
-		var out []float32
-		start := 0
-		for _, s := range seqs {
-			out = append(out, got[(start+s.past)*H*D:(start+s.past+s.n)*H*D]...)
-			start += s.past + s.n
-		}
-		return out
-	}
 	want := slices.Concat(refs...)
 	for _, kern := range kernels {
 		run := func(k, v Buffer, p KVPages) []float32 {
@@ -148,7 +136,7 @@ func checkPagedAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []att
 				l.Counters = devUploadT(t, g, make([]int32, l.N*KV))
 			}
 			runAttention(t, g, dt, out, qkvB, k, v, capacity, a, l, kern)
-			return news(download(t, g, dt, out, total*H*D))
+			return newOutputs(seqs, download(t, g, dt, out, total*H*D), H*D)
 		}
 		contig := run(kc, vc, KVPages{})
 		paged := run(kp, vp, pages)
@@ -233,10 +221,7 @@ func checkPagedRope(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq,
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
 	posP, slotP, posN, _, items, nPast, nNew, capacity := ropeBatch(seqs)
-	var lens []int
-	for _, s := range seqs {
-		lens = append(lens, s.past+s.n)
-	}
+	lens := seqLens(seqs)
 	slots := len(seqs) + 1
 	pl := newPagedLayout(r, lens, bs)
 	table := model.RopeTable(model.Config{Heads: H, KVHeads: KV, HeadDim: D, RopeTheta: 10000}, capacity)
@@ -373,4 +358,94 @@ func TestPagedTC(t *testing.T) {
 			t.Errorf("pagedTC(%s, D %d, rows %d): %s has no _paged kernel for these rows", c.tc, c.D, c.rows, got)
 		}
 	}
+}
+
+// TestPagedAttentionFP8 checks the FP8 kernels over a paged cache (E4M3
+// codes read through block tables; attention_tc_f8.cu's _paged kernels),
+// which no other check runs: the same random sequences go into an FP8
+// cache of fixed slots and into a paged one through KVWriteFP8, and every
+// tensor-core configuration's launch over the pages must agree with its
+// launch over the slots (TestAttentionFP8 checks those against the CPU),
+// decode rows and prefill rows, 64 and 128 a block, blocks of 16 and 32
+// positions.
+func TestPagedAttentionFP8(t *testing.T) {
+	seqs := []attnSeq{{0, 45}, {0, 1}, {62, 1}, {63, 1}, {199, 1}, {5, 64}, {300, 50}, {999, 1}}
+	for _, dt := range dtypes {
+		for _, a := range []AttnShape{{32, 4, 64}, {32, 8, 128}, {8, 2, 128}} {
+			for _, bs := range []int{16, 32} {
+				for _, rows := range []int{AttnRowsTiny, AttnRowsSmall, AttnRowsLarge, AttnRowsXL} {
+					t.Run(fmt.Sprintf("%s/H%d_KV%d_D%d/block%d/rows%d", dt, a.Heads, a.KVHeads, a.HeadDim, bs, rows), func(t *testing.T) {
+						var kernels []attnTC
+						for _, c := range attnTCPagedKernels[a.HeadDim] {
+							if c.fits(rows) {
+								kernels = append(kernels, c)
+							}
+						}
+						if a.Heads/a.KVHeads > rows || len(kernels) == 0 {
+							t.Skipf("no kernel of %d rows for %d query heads a KV head at head dimension %d", rows, a.Heads/a.KVHeads, a.HeadDim)
+						}
+						do(t, func(t testing.TB, g *GPU) { checkPagedAttentionFP8(t, g, dt, a, seqs, bs, rows, kernels) })
+					})
+				}
+			}
+		}
+	}
+}
+
+func checkPagedAttentionFP8(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, bs, rows int, kernels []attnTC) {
+	r := newRand(t)
+	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
+	pos, slot, items, total, capacity := attnBatch(seqs, AttnItemTokens(a, rows))
+	lens := seqLens(seqs)
+	pl := newPagedLayout(r, lens, bs)
+	qkv := randVals(r, dt, total*W, 1.5)
+	q8 := fp8KV(r, 1.5)
+	qkvB, posB, slotB := devUpload(t, g, dt, qkv), devUploadT(t, g, pos), devUploadT(t, g, slot)
+	pages := KVPages{Tables: devUploadT(t, g, pl.tables), Stride: pl.stride, BlockSize: bs}
+	kc, vc := fp8Cache(t, g, (len(seqs)+1)*KV*capacity*D)
+	kp, vp := fp8Cache(t, g, pl.blocks*KV*bs*D)
+	for _, c := range []struct {
+		k, v Buffer
+		p    KVPages
+	}{{kc, vc, KVPages{}}, {kp, vp, pages}} {
+		if err := g.KVWriteFP8(g.Stream, dt, c.k, c.v, qkvB, posB, slotB, total, capacity, c.p, a, q8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	itemsB := devUploadT(t, g, items)
+	for _, kern := range kernels {
+		run := func(k, v Buffer, p KVPages) []float32 {
+			out := devPoisoned(t, g, dt, total*H*D)
+			l := AttnLaunch{Items: itemsB, N: len(items) / 4, Rows: rows, Splits: 1, ShortKeys: -1, Pages: p, FP8: q8}
+			runAttention(t, g, dt, out, qkvB, k, v, capacity, a, l, kern)
+			return newOutputs(seqs, download(t, g, dt, out, total*H*D), H*D)
+		}
+		contig, paged := run(kc, vc, KVPages{}), run(kp, vp, pages)
+		checkRel(t, fmt.Sprintf("%s paged against fixed slots", kern), paged, contig)
+		if !slices.Equal(paged, contig) {
+			t.Logf("%s: paged outputs not bitwise equal to the fixed slots'", kern)
+		}
+	}
+}
+
+// newOutputs is the new tokens' rows of width w of out, an output laid out
+// as attnBatch lays out the sequences (whole sequences one after another),
+// sequence after sequence.
+func newOutputs(seqs []attnSeq, out []float32, w int) []float32 {
+	var got []float32
+	start := 0
+	for _, s := range seqs {
+		got = append(got, out[(start+s.past)*w:(start+s.past+s.n)*w]...)
+		start += s.past + s.n
+	}
+	return got
+}
+
+// seqLens is each sequence's length, cached and new tokens.
+func seqLens(seqs []attnSeq) []int {
+	lens := make([]int, len(seqs))
+	for i, s := range seqs {
+		lens[i] = s.past + s.n
+	}
+	return lens
 }
