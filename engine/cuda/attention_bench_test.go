@@ -163,16 +163,7 @@ func BenchmarkAttention(b *testing.B) {
 				t.Fatal(err)
 			}
 		})
-		// The CUDA-core kernel ({}) takes at most AttnRowsLarge rows a block.
-		var kernels, paged []attnTC
-		if sc.rows <= AttnRowsLarge {
-			kernels, paged = []attnTC{{}}, []attnTC{{}}
-		}
-		for _, c := range attnTCKernels[D] {
-			if c.fits(sc.rows) {
-				kernels = append(kernels, c)
-			}
-		}
+		kernels := attnKernelsFor(attnTCKernels[D], sc.rows, true)
 		for _, kern := range kernels {
 			b.Run(fmt.Sprintf("%s/%s", sc.name, kern), func(b *testing.B) {
 				var d time.Duration
@@ -189,11 +180,7 @@ func BenchmarkAttention(b *testing.B) {
 				b.ReportMetric(float64(pairs*H*4*D)/per/1e12, "TFLOP/s")
 			})
 		}
-		for _, c := range attnTCPagedKernels[D] {
-			if c.fits(sc.rows) {
-				paged = append(paged, c)
-			}
-		}
+		paged := attnKernelsFor(attnTCPagedKernels[D], sc.rows, true)
 		for _, kern := range paged {
 			b.Run(fmt.Sprintf("%s/%s/paged", sc.name, kern), func(b *testing.B) {
 				var d time.Duration

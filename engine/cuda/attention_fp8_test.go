@@ -50,12 +50,7 @@ func TestAttentionFP8(t *testing.T) {
 						if a.Heads/a.KVHeads > rn.rows {
 							t.Skip("group larger than the block's rows")
 						}
-						var kernels []attnTC
-						for _, c := range attnTCPagedKernels[a.HeadDim] {
-							if c.fits(rn.rows) {
-								kernels = append(kernels, c)
-							}
-						}
+						kernels := attnKernelsFor(attnTCPagedKernels[a.HeadDim], rn.rows, false)
 						if len(kernels) == 0 {
 							t.Skipf("no kernel of %d rows at head dimension %d", rn.rows, a.HeadDim)
 						}

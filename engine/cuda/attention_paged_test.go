@@ -80,15 +80,7 @@ func TestPagedAttention(t *testing.T) {
 							if a.Heads/a.KVHeads > rows || rows == AttnRowsTiny && a.HeadDim < 32 {
 								t.Skip("group larger than the block's rows, or no such kernel")
 							}
-							kernels := []attnTC{{}}
-							if rows > AttnRowsLarge {
-								kernels = nil // the CUDA-core kernel takes at most AttnRowsLarge
-							}
-							for _, c := range attnTCPagedKernels[a.HeadDim] {
-								if c.fits(rows) {
-									kernels = append(kernels, c)
-								}
-							}
+							kernels := attnKernelsFor(attnTCPagedKernels[a.HeadDim], rows, true)
 							if len(kernels) == 0 {
 								t.Skipf("no kernel of %d rows at head dimension %d", rows, a.HeadDim)
 							}
@@ -202,12 +194,7 @@ func TestPagedAttentionRope(t *testing.T) {
 					}
 					for _, splits := range []int{1, -3} {
 						t.Run(fmt.Sprintf("%s/H%d_KV%d_D%d/block%d/rows%d/split%d", dt, a.Heads, a.KVHeads, a.HeadDim, bs, rows, splits), func(t *testing.T) {
-							var kernels []attnTC
-							for _, c := range attnTCRopePagedKernels[a.HeadDim] {
-								if c.fits(rows) {
-									kernels = append(kernels, c)
-								}
-							}
+							kernels := attnKernelsFor(attnTCRopePagedKernels[a.HeadDim], rows, false)
 							do(t, func(t testing.TB, g *GPU) { checkPagedRope(t, g, dt, a, seqs, bs, rows, splits, kernels) })
 						})
 					}
@@ -375,12 +362,7 @@ func TestPagedAttentionFP8(t *testing.T) {
 			for _, bs := range []int{16, 32} {
 				for _, rows := range []int{AttnRowsTiny, AttnRowsSmall, AttnRowsLarge, AttnRowsXL} {
 					t.Run(fmt.Sprintf("%s/H%d_KV%d_D%d/block%d/rows%d", dt, a.Heads, a.KVHeads, a.HeadDim, bs, rows), func(t *testing.T) {
-						var kernels []attnTC
-						for _, c := range attnTCPagedKernels[a.HeadDim] {
-							if c.fits(rows) {
-								kernels = append(kernels, c)
-							}
-						}
+						kernels := attnKernelsFor(attnTCPagedKernels[a.HeadDim], rows, false)
 						if a.Heads/a.KVHeads > rows || len(kernels) == 0 {
 							t.Skipf("no kernel of %d rows for %d query heads a KV head at head dimension %d", rows, a.Heads/a.KVHeads, a.HeadDim)
 						}

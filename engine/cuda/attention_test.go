@@ -94,15 +94,7 @@ func TestAttentionTC(t *testing.T) {
 								continue
 							}
 							t.Run(fmt.Sprintf("%s/D%d_G%d/%s/rows%d/split%d/short%d", dt, D, a.Heads/a.KVHeads, rn.name, rn.rows, splits, short), func(t *testing.T) {
-								kernels := []attnTC{{}} // the CUDA-core kernel, to agree with
-								if rn.rows > AttnRowsLarge {
-									kernels = nil // it takes at most AttnRowsLarge
-								}
-								for _, c := range attnTCKernels[D] {
-									if c.fits(rn.rows) {
-										kernels = append(kernels, c)
-									}
-								}
+								kernels := attnKernelsFor(attnTCKernels[D], rn.rows, true) // the CUDA-core kernel, to agree with
 								if len(kernels) == 0 {
 									t.Skipf("no kernel of %d rows at head dimension %d", rn.rows, D)
 								}
@@ -692,4 +684,20 @@ func TestAttnPrefillRows(t *testing.T) {
 			t.Errorf("attnTCXL[%d] = %s: not a listed 16-bit and paged configuration of %d rows", d, c, AttnRowsXL)
 		}
 	}
+}
+
+// attnKernelsFor is the configurations of list that take rows query rows a
+// block, after the CUDA-core kernel ({}) where withCore asks for it and it
+// takes them (at most AttnRowsLarge).
+func attnKernelsFor(list []attnTC, rows int, withCore bool) []attnTC {
+	var ks []attnTC
+	if withCore && rows <= AttnRowsLarge {
+		ks = append(ks, attnTC{})
+	}
+	for _, c := range list {
+		if c.fits(rows) {
+			ks = append(ks, c)
+		}
+	}
+	return ks
 }
