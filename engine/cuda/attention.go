@@ -352,13 +352,17 @@ var attnTCXL = map[int]attnTC{128: {8, 1, 64, 2}}
 // smallest length in the table above from which 128 rows won for both
 // query types, and for a 16-bit contiguous cache the only one where they
 // won clearly (between 2,048 and the long chunk they were even). Over a
-// paged FP8 cache never: that kernel of 128 rows has been neither timed
-// nor checked against the CPU on a GPU yet (each half has: FP8 over
-// fixed slots, 16-bit pages).
+// paged FP8 cache the same as over fixed slots; the same benchmark on an
+// H100 (.../f8/paged/...), us a layer, 64 rows / 128 rows:
+//
+//	                               fp16 queries    bf16 queries
+//	8,192 tokens after 12,288      12,337 / 10,865  13,107 / 10,969
+//	4 prompts of 2,048                908 / 831        940 / 824
+//	8 prompts of 1,024                485 / 468        511 / 461
+//	16 prompts of 512                 283 / 273        292 / 273
+//	64 prompts of 128                 138 / 146        137 / 140
 func attnXLMinKeys(fp8, paged bool) int {
 	switch {
-	case fp8 && paged:
-		return math.MaxInt
 	case fp8:
 		return 512
 	case paged:

@@ -31,7 +31,8 @@ import (
 // kernels over a paged cache (KVPages: blocks of 32 positions, each slot's
 // blocks in a random order), against their contiguous twins; the .../f8
 // runs the FP8 kernels (attention_tc_f8.cu) over a cache of one byte a
-// value, whose KV-GB/s count those bytes; the .../rope runs time the decode
+// value, whose KV-GB/s count those bytes (.../f8/paged: the prefill
+// configurations over a paged one); the .../rope runs time the decode
 // launches as the engine makes them, with RoPE and the new token's cache
 // write folded in (the _rope kernels).
 func BenchmarkAttention(b *testing.B) {
@@ -174,10 +175,7 @@ func BenchmarkAttention(b *testing.B) {
 						return g.attention(g.Stream, dt, out, qkv, caches[2*c], caches[2*c+1], capacity, a, l, kern)
 					})
 				})
-				per := d.Seconds() / float64(b.N)
-				b.ReportMetric(per*1e6, "us/launch")
-				b.ReportMetric(float64(keys*KV*D*2*dt.Size())/per/1e9, "KV-GB/s")
-				b.ReportMetric(float64(pairs*H*4*D)/per/1e12, "TFLOP/s")
+				reportAttn(b, d, keys*KV*D*2*dt.Size(), pairs*H*4*D)
 			})
 		}
 		paged := attnKernelsFor(attnTCPagedKernels[D], sc.rows, true)
@@ -192,10 +190,7 @@ func BenchmarkAttention(b *testing.B) {
 						return g.attention(g.Stream, dt, out, qkv, pagedCaches[2*c], pagedCaches[2*c+1], capacity, a, l, kern)
 					})
 				})
-				per := d.Seconds() / float64(b.N)
-				b.ReportMetric(per*1e6, "us/launch")
-				b.ReportMetric(float64(keys*KV*D*2*dt.Size())/per/1e9, "KV-GB/s")
-				b.ReportMetric(float64(pairs*H*4*D)/per/1e12, "TFLOP/s")
+				reportAttn(b, d, keys*KV*D*2*dt.Size(), pairs*H*4*D)
 			})
 		}
 		for _, kern := range paged { // the FP8 kernels are the paged configurations
@@ -242,13 +237,30 @@ func BenchmarkAttention(b *testing.B) {
 								return g.attention(g.Stream, fdt, out, qkv, caches[2*c], caches[2*c+1], capacity, a, l, kern)
 							})
 						})
-						per := d.Seconds() / float64(b.N)
-						b.ReportMetric(per*1e6, "us/launch")
-						b.ReportMetric(float64(keys*KV*D*2)/per/1e9, "KV-GB/s")
-						b.ReportMetric(float64(pairs*H*4*D)/per/1e12, "TFLOP/s")
+						reportAttn(b, d, keys*KV*D*2, pairs*H*4*D)
 						b.ReportMetric(float64(regs), "regs")
 					})
 				}
+			}
+			// The prefill configurations over a paged FP8 cache
+			// (.../f8/paged/DTYPE): what AttnPrefillRows weighs for such a
+			// cache, 64 rows against 128.
+			if kern.rowWarps == 1 {
+				continue
+			}
+			for _, fdt := range []DType{F16, BF16} {
+				b.Run(fmt.Sprintf("%s/%s/f8/paged/%s", sc.name, kern, fdt), func(b *testing.B) {
+					var d time.Duration
+					do(b, func(t testing.TB, g *GPU) {
+						l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
+							Pages: KVPages{Tables: tablesB, Stride: stride, BlockSize: bs}, FP8: KVFP8{On: true, K: 0.01, V: 0.01}}
+						d = timeLaunches(b, t, g, 2*copies, func(i int) error {
+							c := i % copies
+							return g.attention(g.Stream, fdt, out, qkv, pagedCaches[2*c], pagedCaches[2*c+1], capacity, a, l, kern)
+						})
+					})
+					reportAttn(b, d, keys*KV*D*2, pairs*H*4*D)
+				})
 			}
 		}
 		// Decode as the engine launches it: RoPE and the cache write of the
@@ -372,6 +384,15 @@ func BenchmarkAttention(b *testing.B) {
 			}
 		})
 	}
+}
+
+// reportAttn reports a launch's time from d, the time of b.N launches,
+// with the KV cache bytes it read and the FLOPs of its products as rates.
+func reportAttn(b *testing.B, d time.Duration, kvBytes, flops int) {
+	per := d.Seconds() / float64(b.N)
+	b.ReportMetric(per*1e6, "us/launch")
+	b.ReportMetric(float64(kvBytes)/per/1e9, "KV-GB/s")
+	b.ReportMetric(float64(flops)/per/1e12, "TFLOP/s")
 }
 
 // kernelRegs is the registers a thread of kernel name (of family) takes as

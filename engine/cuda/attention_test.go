@@ -640,9 +640,9 @@ func TestAttnFoldPays(t *testing.T) {
 
 // TestAttnPrefillRows checks the prefill launch's rows a block
 // (AttnPrefillRows): 128 at head dimension 128 under `auto` from 512 keys a
-// chunk over an FP8 cache of fixed slots, 2,048 over a paged 16-bit one,
-// 16,384 over a 16-bit contiguous one, never over a paged FP8 one; at any
-// length under `128`; never under `64`, at head
+// chunk over an FP8 cache (fixed slots or paged), 2,048 over a paged
+// 16-bit one, 16,384 over a 16-bit contiguous one; at any length under
+// `128`; never under `64`, at head
 // dimension 64, or where XRUN_CUDA_ATTN_TC keeps the tensor cores off or
 // names a configuration of 64 rows; a name of the 128-row configuration
 // keeps it.
@@ -658,7 +658,9 @@ func TestAttnPrefillRows(t *testing.T) {
 	}{
 		{sw("auto", "auto"), llama, 512, true, false, AttnRowsXL},
 		{sw("auto", "auto"), llama, 511, true, false, AttnRowsLarge},
-		{sw("auto", "auto"), llama, 20000, true, true, AttnRowsLarge},
+		{sw("auto", "auto"), llama, 512, true, true, AttnRowsXL},
+		{sw("auto", "auto"), llama, 511, true, true, AttnRowsLarge},
+		{sw("64", "auto"), llama, 20000, true, true, AttnRowsLarge},
 		{sw("128", "auto"), llama, 20000, true, true, AttnRowsXL},
 		{sw("auto", "auto"), llama, 2048, false, true, AttnRowsXL},
 		{sw("auto", "auto"), llama, 2047, false, true, AttnRowsLarge},
