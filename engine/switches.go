@@ -115,7 +115,7 @@ func (c *ChoiceSwitch) Get(getenv func(string) string) string { return c.Value(g
 
 // attnTCName is what attnTC.String (engine/cuda) names a tensor-core
 // attention configuration.
-var attnTCName = regexp.MustCompile(`^tc-m[1-9][0-9]*-k[1-9][0-9]*-t[1-9][0-9]*-s[1-9][0-9]*$`)
+var attnTCName = regexp.MustCompile(`^(tc|wg)-m[1-9][0-9]*-k[1-9][0-9]*-t[1-9][0-9]*-s[1-9][0-9]*$`)
 
 // SwitchTable is the type of Switches: a field per switch, so that each is
 // read with its own type.
@@ -142,6 +142,7 @@ type SwitchTable struct {
 	CUDAAttnRope    ChoiceSwitch
 	CUDAAttnShort   IntSwitch
 	CUDAAttnXL      ChoiceSwitch
+	CUDAAttnWG      FlagSwitch
 	CUDAAttnF8Regs  FlagSwitch
 	CUDAAttnF8MMA   ChoiceSwitch
 	CUDAMoETile     ChoiceSwitch
@@ -197,8 +198,8 @@ var Switches = SwitchTable{
 	CUDAWgmmaFP8: flagSwitch("XRUN_CUDA_WGMMA_FP8", true, true,
 		"the own FP8 GEMM (dtype fp8, gemm_plugin: disable) above 8 rows on Hopper's warpgroup MMA in its E4M3 form (with XRUN_CUDA_WGMMA); `0` runs it on CUDA-core tiles (fp8.cu), 10-20x slower"),
 	CUDAAttnTC: choiceSwitch("XRUN_CUDA_ATTN_TC", "auto", func(v string) bool { return v == "0" || attnTCName.MatchString(v) },
-		"`0`, a configuration (`tc-m1-k4-t16-s3`)",
-		"the tensor-core attention kernel, its configuration chosen per launch; `0` puts every attention launch on the CUDA-core kernel, a configuration's name puts the launches it can serve on it"),
+		"`0`, a configuration (`tc-m1-k4-t16-s3`, `wg-m4-k1-t64-s2`)",
+		"the tensor-core attention kernel, its configuration chosen per launch; `0` puts every attention launch on the CUDA-core kernel, a configuration's name puts the launches it can serve on it (`wg-`: the warpgroup-MMA prefill kernels, Hopper only)"),
 	CUDAAttnSplit: flagSwitch("XRUN_CUDA_ATTN_SPLIT", true, true, "split-K decode attention (an item's keys over several blocks); `0` never splits"),
 	CUDAAttnRope: choiceSwitch("XRUN_CUDA_ATTN_ROPE", "auto", func(v string) bool { return v == "0" || v == "1" },
 		"`1`, `0`",
@@ -207,7 +208,9 @@ var Switches = SwitchTable{
 		"decode items of at most this many keys are done in one pass, unsplit; `0` or less: never"),
 	CUDAAttnXL: choiceSwitch("XRUN_CUDA_ATTN_PREFILL_ROWS", "auto", func(v string) bool { return v == "64" || v == "128" },
 		"`64`, `128`",
-		"query rows a block of prefill attention takes (tokens of an item times the query heads of a KV head): `auto` takes 128 (eight row warps, each 64-key tile of the cache read and, over an FP8 cache, decoded once for twice the rows) at head dimension 128 on the tensor cores where the iteration's prompt chunks attend on average to at least 512 keys over an FP8 cache (fixed slots or paged), 2,048 over a paged 16-bit one, 16,384 over a contiguous 16-bit one, else 64; on an H100 at Llama-3.1-8B's heads, a chunk of 8,192 tokens after 12,288 cached ones took 10.7 ms a layer against 12.2 over an FP8 cache (bf16), 11.0 against 13.1 over a paged FP8 one, 9.9 against 10.9 over a paged 16-bit one, while 64 prompts of 128 tokens took 131 against 114 us over a 16-bit cache (end to end, TensorRT-LLM's 20000/2000 row of 40 requests, median of 3: 998 output tok/s against 959; 2048/128 of 600: 2,962 against 2,912); `128` takes 128 wherever a kernel has them (head dimension 128), `64` never"),
+		"query rows a block of prefill attention takes (tokens of an item times the query heads of a KV head): `auto` takes 128 (eight row warps, each 64-key tile of the cache read and, over an FP8 cache, decoded once for twice the rows) at head dimension 128 on the tensor cores where the iteration's prompt chunks attend on average to at least 512 keys over an FP8 cache (fixed slots or paged), 2,048 over a paged 16-bit one, 16,384 over a contiguous 16-bit one, else 64 (on the warpgroup-MMA kernels, XRUN_CUDA_ATTN_WGMMA: 2,048 over an FP8 cache of fixed slots, 1,024 over a paged one); on an H100 at Llama-3.1-8B's heads, a chunk of 8,192 tokens after 12,288 cached ones took 10.7 ms a layer against 12.2 over an FP8 cache (bf16), 11.0 against 13.1 over a paged FP8 one, 9.9 against 10.9 over a paged 16-bit one, while 64 prompts of 128 tokens took 131 against 114 us over a 16-bit cache (end to end, TensorRT-LLM's 20000/2000 row of 40 requests, median of 3: 998 output tok/s against 959; 2048/128 of 600: 2,962 against 2,912); `128` takes 128 wherever a kernel has them (head dimension 128), `64` never"),
+	CUDAAttnWG: flagSwitch("XRUN_CUDA_ATTN_WGMMA", true, true,
+		"on Hopper, prefill attention at head dimension 128 runs on the warpgroup MMA (attention_wg.cu: wgmma.mma_async, Q and each 64-key tile of K and V read from swizzled shared memory, P from registers), over 16-bit and FP8 caches, fixed slots or paged; `0` keeps it on mma.sync (attention_tc), as other GPUs run it"),
 	CUDAAttnF8Regs: flagSwitch("XRUN_CUDA_ATTN_F8_REGS", true, true,
 		"kv_cache_dtype fp8: decode attention loads its MMA operands from the E4M3 codes and converts them in registers by bit arithmetic (attention_tc_f8.cu's _f8r kernels); `0` decodes each tile into 16-bit tiles in shared memory first, as prefill does"),
 	CUDAAttnF8MMA: choiceSwitch("XRUN_CUDA_ATTN_F8_MMA", "0", func(v string) bool { return v == "qk" || v == "qkpv" },
@@ -333,6 +336,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAAttnRope:    t.CUDAAttnRope.Get(getenv),
 		CUDAAttnShort:   t.CUDAAttnShort.Int(getenv),
 		CUDAAttnXL:      t.CUDAAttnXL.Get(getenv),
+		CUDAAttnWG:      t.CUDAAttnWG.On(getenv),
 		CUDAAttnF8Regs:  t.CUDAAttnF8Regs.On(getenv),
 		CUDAAttnF8MMA:   t.CUDAAttnF8MMA.Get(getenv),
 		CUDAMoETile:     t.CUDAMoETile.Get(getenv),

@@ -291,14 +291,39 @@ func attnSmem(headDim, rows int) int {
 // sharing the K/V tiles of keyTile keys that keyWarps groups of warps take
 // in turn, each group streaming its tiles stages deep. The zero value means
 // the CUDA-core kernel (kernels/attention.cu).
-type attnTC struct{ rowWarps, keyWarps, keyTile, stages int }
+type attnTC struct {
+	rowWarps, keyWarps, keyTile, stages int
+	// wg: the prefill kernel on Hopper's warpgroup MMA (attention_wg.cu:
+	// head dimension 128, one key group of 64-key tiles, two stages,
+	// unsplit launches, sm_90a), named wg-m4-k1-t64-s2 and wg-m8-k1-t64-s2.
+	wg bool
+}
+
+// attnWG are the warpgroup-MMA prefill configurations at head dimension
+// 128: one warpgroup (64 rows) and two (128), which attnTCDefault takes on
+// Hopper (GPU.AttnWG) in place of tc-m4-k1-t64-s2 and tc-m8-k1-t64-s2.
+// BenchmarkAttention on an H100 (Llama-3.1-8B's 32 x 8 heads, us a layer;
+// FP8: bf16 queries), mma.sync against wgmma at the rows shown:
+//
+//	                                  16-bit         paged          FP8
+//	8,192 after 12,288 (128 rows)   9,121 / 5,578  9,886 / 7,073  10,680 / 7,950
+//	4 prompts of 2,048 (128 rows)     680 / 449      745 / 557       799 / 614
+//	8 prompts of 1,024 (64 rows)      370 / 277      495 / 323       481 / 356
+//	16 prompts of 512 (64 rows)       231 / 169      256 / 197       273 / 215
+//	64 prompts of 128 (64 rows)       114 / 103      121 / 117       129 / 117
+//
+// 395 TFLOP/s of causal work at the long chunk where mma.sync reached 242.
+// (End to end on an H100, FP8, median of 3, the same machine: TensorRT-
+// LLM's 2048/128 row of 600 requests 3,008 output tok/s against 2,952,
+// 5000/500 of 183 2,957 against 2,822.)
+var attnWG = []attnTC{{4, 1, 64, 2, true}, {8, 1, 64, 2, true}}
 
 // attnTCKernels are the configurations attention_tc.cu instantiates, per
 // head dimension: one row warp for decode launches (Rows 8 and 16), four
 // for prefill (Rows 64).
 var attnTCKernels = map[int][]attnTC{
-	64:  {{1, 4, 16, 3}, {1, 4, 16, 2}, {1, 4, 32, 2}, {1, 2, 32, 3}, {1, 8, 16, 2}, {4, 1, 64, 2}, {4, 1, 32, 3}},
-	128: {{1, 4, 16, 2}, {1, 2, 16, 3}, {4, 1, 64, 2}, {4, 1, 32, 2}, {8, 1, 64, 2}},
+	64:  {{1, 4, 16, 3, false}, {1, 4, 16, 2, false}, {1, 4, 32, 2, false}, {1, 2, 32, 3, false}, {1, 8, 16, 2, false}, {4, 1, 64, 2, false}, {4, 1, 32, 3, false}},
+	128: {{1, 4, 16, 2, false}, {1, 2, 16, 3, false}, {4, 1, 64, 2, false}, {4, 1, 32, 2, false}, {8, 1, 64, 2, false}, attnWG[0], attnWG[1]},
 }
 
 // attnTCDefaults are Attention's choices per head dimension: for decode
@@ -318,8 +343,8 @@ var attnTCKernels = map[int][]attnTC{
 // 125): half the barriers and online-softmax rescales a key, where the
 // shorter tiles' masking saves less.
 var attnTCDefaults = map[int][3]attnTC{
-	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}},
-	128: {{1, 4, 16, 2}, {1, 4, 16, 2}, {4, 1, 64, 2}},
+	64:  {{1, 8, 16, 2, false}, {1, 4, 16, 3, false}, {4, 1, 32, 3, false}},
+	128: {{1, 4, 16, 2, false}, {1, 4, 16, 2, false}, {4, 1, 64, 2, false}},
 }
 
 // attnTCXL is the configuration of prefill launches of AttnRowsXL rows, per
@@ -345,10 +370,13 @@ var attnTCDefaults = map[int][3]attnTC{
 // the more each key tile costs to stage (an FP8 cache's decode, a paged
 // cache's block tables), and cost where short prompts leave most of a
 // block's rows masked (attnXLMinKeys).
-var attnTCXL = map[int]attnTC{128: {8, 1, 64, 2}}
+var attnTCXL = map[int]attnTC{128: {8, 1, 64, 2, false}}
 
 // attnXLMinKeys is the mean keys per prompt chunk (its cached tokens and
-// its own) from which AttnPrefillRows takes AttnRowsXL, by cache: the
+// its own) from which AttnPrefillRows takes AttnRowsXL, by cache and
+// kernel (wg: the warpgroup-MMA ones, whose 128 rows over an FP8 cache won
+// from 2,048 keys over fixed slots, 1,024 over pages; over 16-bit caches
+// where the mma.sync kernels' did, within 3 %): the
 // smallest length in the table above from which 128 rows won for both
 // query types, and for a 16-bit contiguous cache the only one where they
 // won clearly (between 2,048 and the long chunk they were even). Over a
@@ -361,7 +389,13 @@ var attnTCXL = map[int]attnTC{128: {8, 1, 64, 2}}
 //	8 prompts of 1,024                485 / 468        511 / 461
 //	16 prompts of 512                 283 / 273        292 / 273
 //	64 prompts of 128                 138 / 146        137 / 140
-func attnXLMinKeys(fp8, paged bool) int {
+func attnXLMinKeys(fp8, paged, wg bool) int {
+	switch {
+	case wg && fp8 && paged:
+		return 1024
+	case wg && fp8:
+		return 2048
+	}
 	switch {
 	case fp8:
 		return 512
@@ -378,12 +412,14 @@ func attnXLMinKeys(fp8, paged bool) int {
 // `auto` from attnXLMinKeys keys) and a tensor-core kernel takes them (the
 // head dimension has an attnTCXL configuration, and XRUN_CUDA_ATTN_TC is
 // `auto` or names a configuration that fits them), else AttnRowsLarge.
-func AttnPrefillRows(sw model.Switches, a AttnShape, meanKeys int, fp8, paged bool) int {
-	xl, ok := attnTCXL[a.HeadDim]
+func AttnPrefillRows(sw model.Switches, a AttnShape, meanKeys int, fp8, paged, wg bool) int {
+	_, ok := attnTCXL[a.HeadDim]
 	switch {
 	case !ok || sw.CUDAAttnXL == "64",
-		sw.CUDAAttnXL != "128" && meanKeys < attnXLMinKeys(fp8, paged),
-		sw.CUDAAttnTC != "auto" && sw.CUDAAttnTC != xl.String():
+		sw.CUDAAttnXL != "128" && meanKeys < attnXLMinKeys(fp8, paged, wg && a.HeadDim == 128),
+		sw.CUDAAttnTC != "auto" && !slices.ContainsFunc(attnTCKernels[a.HeadDim], func(c attnTC) bool {
+			return c.String() == sw.CUDAAttnTC && c.fits(AttnRowsXL)
+		}):
 		return AttnRowsLarge
 	}
 	return AttnRowsXL
@@ -397,13 +433,13 @@ func AttnPrefillRows(sw model.Switches, a AttnShape, meanKeys int, fp8, paged bo
 // so that a block of a short context (256 keys: 2 tiles a warp) has all
 // its cached keys requested before it waits for the QKV projection.
 var attnTCRopeKernels = map[int][]attnTC{
-	64:  {{1, 8, 16, 3}, {1, 8, 16, 2}, {1, 4, 16, 3}, {1, 16, 16, 2}},
-	128: {{1, 4, 16, 2}, {1, 4, 16, 3}},
+	64:  {{1, 8, 16, 3, false}, {1, 8, 16, 2, false}, {1, 4, 16, 3, false}, {1, 16, 16, 2, false}},
+	128: {{1, 4, 16, 2, false}, {1, 4, 16, 3, false}},
 }
 
 var attnTCRopeDefaults = map[int][2]attnTC{
-	64:  {{1, 8, 16, 3}, {1, 4, 16, 3}},
-	128: {{1, 4, 16, 2}, {1, 4, 16, 2}},
+	64:  {{1, 8, 16, 3, false}, {1, 4, 16, 3, false}},
+	128: {{1, 4, 16, 2, false}, {1, 4, 16, 2, false}},
 }
 
 // attnTCRopeSingle is the _rope configuration for a decode launch of one
@@ -426,7 +462,7 @@ var attnTCRopeDefaults = map[int][2]attnTC{
 // 1,069.0). Paged and FP8-cache launches keep the few-blocks default
 // (pagedTC: no _rope_paged kernel of 2 stages is built).
 var attnTCRopeSingle = map[int]attnTC{
-	64: {1, 16, 16, 2},
+	64: {1, 16, 16, 2, false},
 }
 
 // attnTCPagedKernels and attnTCRopePagedKernels are the configurations
@@ -438,13 +474,13 @@ var attnTCRopeSingle = map[int]attnTC{
 // such kernel (one XRUN_CUDA_ATTN_TC names) runs on the default instead
 // (pagedTC).
 var attnTCPagedKernels = map[int][]attnTC{
-	64:  {{1, 8, 16, 2}, {1, 4, 16, 3}, {4, 1, 32, 3}},
-	128: {{1, 4, 16, 2}, {4, 1, 64, 2}, {4, 1, 32, 2}, {8, 1, 64, 2}},
+	64:  {{1, 8, 16, 2, false}, {1, 4, 16, 3, false}, {4, 1, 32, 3, false}},
+	128: {{1, 4, 16, 2, false}, {4, 1, 64, 2, false}, {4, 1, 32, 2, false}, {8, 1, 64, 2, false}, attnWG[0], attnWG[1]},
 }
 
 var attnTCRopePagedKernels = map[int][]attnTC{
-	64:  {{1, 8, 16, 3}, {1, 4, 16, 3}},
-	128: {{1, 4, 16, 2}},
+	64:  {{1, 8, 16, 3, false}, {1, 4, 16, 3, false}},
+	128: {{1, 4, 16, 2, false}},
 }
 
 // pagedTC is the configuration a paged launch of rows query rows per block
@@ -566,6 +602,10 @@ func (g *GPU) attnTCDefault(headDim, rows, blocks int) (attnTC, bool) {
 	switch {
 	case !ok:
 		return attnTC{}, false
+	case rows > AttnRowsLarge && g.AttnWG() && headDim == 128:
+		return attnWG[1], true
+	case rows > 16 && g.AttnWG() && headDim == 128:
+		return attnWG[0], true
 	case rows > AttnRowsLarge:
 		xl, ok := attnTCXL[headDim]
 		return xl, ok
@@ -583,6 +623,9 @@ func (g *GPU) attnTCDefault(headDim, rows, blocks int) (attnTC, bool) {
 func (c attnTC) fits(rows int) bool { return (rows > 16) == (c.rowWarps > 1) && rows <= 16*c.rowWarps }
 
 func (c attnTC) kernel(dt DType, headDim int) string {
+	if c.wg {
+		return fmt.Sprintf("attention_wg_%s_d%d_m%d", dt.suffix(), headDim, c.rowWarps)
+	}
 	return fmt.Sprintf("attention_tc_%s_d%d_m%d_k%d_t%d_s%d", dt.suffix(), headDim, c.rowWarps, c.keyWarps, c.keyTile, c.stages)
 }
 
@@ -591,6 +634,9 @@ func (c attnTC) threads() int { return 32 * c.rowWarps * c.keyWarps }
 // smem mirrors the kernel: keyWarps groups of stages x (K, V) tiles of
 // keyTile rows of headDim + 8 16-bit values.
 func (c attnTC) smem(headDim int) int {
+	if c.wg {
+		return c.smemWG(headDim)
+	}
 	return c.keyWarps * c.stages * 2 * c.keyTile * (headDim + 8) * 2
 }
 
@@ -599,16 +645,33 @@ func (c attnTC) smem(headDim int) int {
 // E4M3 tiles of keyTile rows of headDim bytes; the _f8r kernels (regs)
 // have no decoded tiles and rows of headDim + 16 bytes.
 func (c attnTC) smemF8(headDim int, regs bool) int {
+	if c.wg {
+		return c.smemWG(headDim)
+	}
 	if regs {
 		return c.keyWarps * c.stages * 2 * c.keyTile * (headDim + 16)
 	}
 	return c.keyWarps * (2*c.keyTile*(headDim+8)*2 + c.stages*2*c.keyTile*headDim)
 }
 
+// smemWG mirrors attention_wg.cu: 1,024 bytes to align, Q (16 rows a row
+// warp of headDim 16-bit values), then 64 KB: two stages of a K and a V
+// tile of 16-bit values, or of codes and a decoded pair.
+func (c attnTC) smemWG(headDim int) int { return 1024 + 16*c.rowWarps*headDim*2 + 65536 }
+
 // f8Regs reports whether c's launches over an FP8 cache convert the codes
 // in registers (attention_tc.cuh's REGS: decode configurations, one row
 // warp, with XRUN_CUDA_ATTN_F8_REGS).
 func (g *GPU) f8Regs(c attnTC) bool { return c.rowWarps == 1 && g.sw.CUDAAttnF8Regs }
+
+// AttnWG reports whether prefill attention at head dimension 128 runs on
+// the warpgroup MMA (attention_wg.cu): on Hopper, unless
+// XRUN_CUDA_ATTN_WGMMA=0.
+func (g *GPU) AttnWG() bool { return g.sw.CUDAAttnWG && g.Info.Major == 9 }
+
+// runs reports whether c's kernel serves a launch of splits ways on this
+// GPU: the warpgroup-MMA configurations need Hopper and one split.
+func (g *GPU) runs(c attnTC, splits int) bool { return !c.wg || g.Info.Major == 9 && splits <= 1 }
 
 // f8MMA is the form of c's launches over an FP8 cache whose products run
 // on the E4M3 tensor cores (XRUN_CUDA_ATTN_F8_MMA, for the _f8r
@@ -643,6 +706,9 @@ func (g *GPU) f8MMA(c attnTC, headDim int, paged bool) (string, error) {
 func (c attnTC) String() string {
 	if c.rowWarps == 0 {
 		return "cuda-core"
+	}
+	if c.wg {
+		return fmt.Sprintf("wg-m%d-k%d-t%d-s%d", c.rowWarps, c.keyWarps, c.keyTile, c.stages)
 	}
 	return fmt.Sprintf("tc-m%d-k%d-t%d-s%d", c.rowWarps, c.keyWarps, c.keyTile, c.stages)
 }
@@ -693,6 +759,10 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		return fmt.Errorf("cuda: attention RoPE table of %d bytes", l.Rope.Bytes)
 	case l.FP8.On && tc.rowWarps == 0:
 		return fmt.Errorf("cuda: attention over an FP8 KV cache runs on the tensor cores only (head dimension 64 or 128, XRUN_CUDA_ATTN_TC not 0), not head dimension %d on %s", a.HeadDim, tc)
+	case !g.runs(tc, l.Splits):
+		return fmt.Errorf("cuda: attention %s runs on Hopper (sm_90) unsplit, not on %s split %d ways", tc, g.Info.Arch(), l.Splits)
+	case tc.wg && l.Rope.Ptr != 0:
+		return fmt.Errorf("cuda: attention %s has no kernel with RoPE folded in", tc)
 	case l.FP8.On && !slices.Contains(attnTCPagedKernels[a.HeadDim], tc) && !slices.Contains(attnTCRopePagedKernels[a.HeadDim], tc):
 		return fmt.Errorf("cuda: attention %s, head dimension %d, has no kernel over an FP8 cache (attention_tc_f8.cu: the paged configurations)", tc, a.HeadDim)
 	}
@@ -735,7 +805,12 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		if paged {
 			name += "_paged"
 		}
-		if l.FP8.On {
+		if tc.wg {
+			family = "attention_wg"
+			if l.FP8.On {
+				name += "_f8"
+			}
+		} else if l.FP8.On {
 			family, name, smem = "attention_tc_f8", name+"_f8", tc.smemF8(a.HeadDim, false)
 			form, err := g.f8MMA(tc, a.HeadDim, paged)
 			switch {

@@ -164,7 +164,9 @@ func BenchmarkAttention(b *testing.B) {
 				t.Fatal(err)
 			}
 		})
-		kernels := attnKernelsFor(attnTCKernels[D], sc.rows, true)
+		// The warpgroup-MMA configurations run on Hopper, unsplit.
+		offGPU := func(c attnTC) bool { return c.wg && (dev.Info.Major != 9 || sc.splits > 1) }
+		kernels := slices.DeleteFunc(attnKernelsFor(attnTCKernels[D], sc.rows, true), offGPU)
 		for _, kern := range kernels {
 			b.Run(fmt.Sprintf("%s/%s", sc.name, kern), func(b *testing.B) {
 				var d time.Duration
@@ -178,7 +180,7 @@ func BenchmarkAttention(b *testing.B) {
 				reportAttn(b, d, keys*KV*D*2*dt.Size(), pairs*H*4*D)
 			})
 		}
-		paged := attnKernelsFor(attnTCPagedKernels[D], sc.rows, true)
+		paged := slices.DeleteFunc(attnKernelsFor(attnTCPagedKernels[D], sc.rows, true), offGPU)
 		for _, kern := range paged {
 			b.Run(fmt.Sprintf("%s/%s/paged", sc.name, kern), func(b *testing.B) {
 				var d time.Duration
@@ -228,7 +230,11 @@ func BenchmarkAttention(b *testing.B) {
 							if kern.rowWarps > 1 {
 								suffix = "_f8"
 							}
-							regs = kernelRegs(t, g, "attention_tc_f8", kern.kernel(fdt, D)+suffix)
+							family := "attention_tc_f8"
+							if kern.wg {
+								family = "attention_wg"
+							}
+							regs = kernelRegs(t, g, family, kern.kernel(fdt, D)+suffix)
 							// Random 16-bit caches read as codes: any byte is one.
 							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
 								FP8: KVFP8{On: true, K: 0.01, V: 0.01}}

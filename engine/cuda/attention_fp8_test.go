@@ -120,6 +120,7 @@ func fp8Cache(t testing.TB, g *GPU, n int) (Buffer, Buffer) {
 }
 
 func checkAttentionFP8(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits int, kernels []attnTC) {
+	kernels = runnable(g, kernels, splits)
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
 	pos, slot, items, total, capacity := attnBatch(seqs, AttnItemTokens(a, rows))
@@ -309,6 +310,9 @@ func TestAttnTCF8Kernels(t *testing.T) {
 		}{{"false", attnTCPagedKernels}, {"true", attnTCRopePagedKernels}} {
 			for D, cs := range fam.kernels {
 				for _, c := range cs {
+					if c.wg {
+						continue // attention_wg.cu: TestAttnWGKernels
+					}
 					forms := []string{"f8"}
 					if c.rowWarps == 1 {
 						forms = append(forms, "f8r")
@@ -340,7 +344,7 @@ func TestAttnTCF8Kernels(t *testing.T) {
 // architecture before sm_89, or the NVRTC before 12.4 (an unknown one, 0,
 // is not checked).
 func TestF8MMAForm(t *testing.T) {
-	decode, prefill := attnTC{1, 4, 16, 2}, attnTC{4, 1, 32, 2}
+	decode, prefill := attnTC{1, 4, 16, 2, false}, attnTC{4, 1, 32, 2, false}
 	for _, c := range []struct {
 		mma          string
 		regs         bool

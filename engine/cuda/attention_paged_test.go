@@ -94,6 +94,7 @@ func TestPagedAttention(t *testing.T) {
 }
 
 func checkPagedAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, bs, rows, splits int, kernels []attnTC) {
+	kernels = runnable(g, kernels, splits)
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
 	pos, slot, items, total, capacity := attnBatch(seqs, AttnItemTokens(a, rows))
@@ -304,7 +305,7 @@ func TestPagedLaunchChecks(t *testing.T) {
 		}
 		p := KVPages{Tables: buf, Stride: 4, BlockSize: 16}
 		l := AttnLaunch{Items: items, N: 1, Rows: AttnRowsSmall, Splits: 1, Pages: p}
-		if err := g.attention(g.Stream, F16, buf, buf, buf, buf, 0, a, l, attnTC{1, 4, 32, 2}); err == nil {
+		if err := g.attention(g.Stream, F16, buf, buf, buf, buf, 0, a, l, attnTC{1, 4, 32, 2, false}); err == nil {
 			t.Error("a configuration without a _paged kernel: no error")
 		}
 	})
@@ -324,14 +325,14 @@ func TestPagedTC(t *testing.T) {
 		want       attnTC
 	}{
 		{attnTC{}, 64, AttnRowsTiny, few, false, attnTC{}},
-		{attnTC{1, 8, 16, 2}, 64, AttnRowsTiny, few, false, attnTC{1, 8, 16, 2}},
-		{attnTC{1, 4, 32, 2}, 64, AttnRowsTiny, few, false, attnTCDefaults[64][0]},
-		{attnTC{1, 4, 32, 2}, 64, AttnRowsSmall, many, false, attnTCDefaults[64][1]},
-		{attnTC{4, 1, 64, 2}, 64, AttnRowsLarge, many, false, attnTCDefaults[64][2]},
-		{attnTC{1, 2, 16, 3}, 128, AttnRowsTiny, many, false, attnTCDefaults[128][1]},
-		{attnTC{1, 8, 16, 2}, 64, AttnRowsTiny, few, true, attnTCRopeDefaults[64][0]},
-		{attnTC{1, 4, 16, 3}, 64, AttnRowsTiny, many, true, attnTC{1, 4, 16, 3}},
-		{attnTC{1, 4, 16, 3}, 128, AttnRowsTiny, many, true, attnTCRopeDefaults[128][1]},
+		{attnTC{1, 8, 16, 2, false}, 64, AttnRowsTiny, few, false, attnTC{1, 8, 16, 2, false}},
+		{attnTC{1, 4, 32, 2, false}, 64, AttnRowsTiny, few, false, attnTCDefaults[64][0]},
+		{attnTC{1, 4, 32, 2, false}, 64, AttnRowsSmall, many, false, attnTCDefaults[64][1]},
+		{attnTC{4, 1, 64, 2, false}, 64, AttnRowsLarge, many, false, attnTCDefaults[64][2]},
+		{attnTC{1, 2, 16, 3, false}, 128, AttnRowsTiny, many, false, attnTCDefaults[128][1]},
+		{attnTC{1, 8, 16, 2, false}, 64, AttnRowsTiny, few, true, attnTCRopeDefaults[64][0]},
+		{attnTC{1, 4, 16, 3, false}, 64, AttnRowsTiny, many, true, attnTC{1, 4, 16, 3, false}},
+		{attnTC{1, 4, 16, 3, false}, 128, AttnRowsTiny, many, true, attnTCRopeDefaults[128][1]},
 	} {
 		got := g.pagedTC(c.tc, c.D, c.rows, c.n, c.rope)
 		if got != c.want {
@@ -375,6 +376,7 @@ func TestPagedAttentionFP8(t *testing.T) {
 }
 
 func checkPagedAttentionFP8(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, bs, rows int, kernels []attnTC) {
+	kernels = runnable(g, kernels, 1)
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
 	pos, slot, items, total, capacity := attnBatch(seqs, AttnItemTokens(a, rows))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,6 +109,54 @@ func TestAttentionTC(t *testing.T) {
 	}
 }
 
+// TestAttnWGKernels checks, without a GPU, that attention_wg.cu
+// instantiates exactly the warpgroup-MMA configurations the lists hold
+// (attnWG), each over a 16-bit and an FP8 cache, contiguous and paged,
+// under the names the launcher asks for.
+func TestAttnWGKernels(t *testing.T) {
+	src, err := kernelSource("attention_wg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := map[string]bool{}
+	for _, m := range regexp.MustCompile(`ATTN_WG\(T, (\d+), ([01]), ([01]), (\w+)\)`).FindAllStringSubmatch(src, -1) {
+		wgs, _ := strconv.Atoi(m[1])
+		want := fmt.Sprint(4 * wgs)
+		if m[3] == "1" {
+			want += "_paged"
+		}
+		if m[2] == "1" {
+			want += "_f8"
+		}
+		if m[4] != want {
+			t.Errorf("ATTN_WG(T, %s, %s, %s, %s): named m%s, want m%s", m[1], m[2], m[3], m[4], m[4], want)
+		}
+		inst["attention_wg_f16_d128_m"+m[4]] = true
+	}
+	for _, c := range attnWG {
+		if !c.wg || !c.fits(AttnRowsLarge) || !slices.Contains(attnTCKernels[128], c) || !slices.Contains(attnTCPagedKernels[128], c) {
+			t.Errorf("%s: not a listed prefill configuration at head dimension 128", c)
+		}
+		for _, suf := range []string{"", "_paged", "_f8", "_paged_f8"} {
+			name := c.kernel(F16, 128) + suf
+			if !inst[name] {
+				t.Errorf("%s: %s is not instantiated in attention_wg.cu", c, name)
+			}
+			delete(inst, name)
+		}
+	}
+	for k := range inst {
+		t.Errorf("attention_wg.cu instantiates %s, which the launcher does not list", k)
+	}
+	for D, cs := range attnTCKernels {
+		for _, c := range cs {
+			if c.wg && (D != 128 || !slices.Contains(attnWG, c)) {
+				t.Errorf("head dimension %d lists %s", D, c)
+			}
+		}
+	}
+}
+
 // attnTCDefaultsFor is the default tensor-core configurations that may
 // serve launches of rows query rows per block (by launch size), once each.
 func attnTCDefaultsFor(headDim, rows int) []attnTC {
@@ -140,6 +189,9 @@ func TestAttnTCKernels(t *testing.T) {
 		}
 		for D, cs := range fam.kernels {
 			for _, c := range cs {
+				if c.wg {
+					continue // attention_wg.cu: TestAttnWGKernels
+				}
 				key := fmt.Sprintf("%d,%d,%d,%d,%d", D, c.rowWarps, c.keyWarps, c.keyTile, c.stages)
 				if !inst[key] {
 					t.Errorf("head dimension %d: %s%s is not instantiated in attention_tc.cu", D, c, fam.suffix)
@@ -423,6 +475,7 @@ type attnSeq struct{ past, n int }
 // the kernels, on the same inputs, and checks each against the reference
 // and against the first kernel.
 func checkAttention(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits, short int, kernels []attnTC) {
+	kernels = runnable(g, kernels, splits)
 	r := newRand(t)
 	KV, D, W := a.KVHeads, a.HeadDim, a.Width()
 	pos, slot, items, total, capacity := attnBatch(seqs, AttnItemTokens(a, rows))
@@ -674,10 +727,34 @@ func TestAttnPrefillRows(t *testing.T) {
 		{sw("auto", "0"), llama, 20000, true, false, AttnRowsLarge},
 		{sw("128", "tc-m4-k1-t64-s2"), llama, 20000, true, false, AttnRowsLarge},
 		{sw("128", "tc-m8-k1-t64-s2"), llama, 100, false, false, AttnRowsXL},
+		{sw("auto", "wg-m8-k1-t64-s2"), llama, 20000, true, false, AttnRowsXL},
+		{sw("auto", "wg-m4-k1-t64-s2"), llama, 20000, true, false, AttnRowsLarge},
 	} {
-		if got := AttnPrefillRows(c.sw, c.a, c.keys, c.fp8, c.paged); got != c.want {
+		if got := AttnPrefillRows(c.sw, c.a, c.keys, c.fp8, c.paged, false); got != c.want {
 			t.Errorf("AttnPrefillRows(%s / %s, D=%d, %d keys, fp8 %v, paged %v) = %d, want %d",
 				c.sw.CUDAAttnXL, c.sw.CUDAAttnTC, c.a.HeadDim, c.keys, c.fp8, c.paged, got, c.want)
+		}
+	}
+	// On the warpgroup MMA (head dimension 128): from 2,048 keys over an
+	// FP8 cache of fixed slots, 1,024 over a paged one; the 16-bit caches'
+	// thresholds as above.
+	for _, c := range []struct {
+		a          AttnShape
+		keys       int
+		fp8, paged bool
+		want       int
+	}{
+		{llama, 2048, true, false, AttnRowsXL},
+		{llama, 2047, true, false, AttnRowsLarge},
+		{llama, 1024, true, true, AttnRowsXL},
+		{llama, 1023, true, true, AttnRowsLarge},
+		{llama, 2048, false, true, AttnRowsXL},
+		{llama, 2047, false, true, AttnRowsLarge},
+		{llama, 16383, false, false, AttnRowsLarge},
+		{tiny, 20000, true, true, AttnRowsLarge},
+	} {
+		if got := AttnPrefillRows(sw("auto", "auto"), c.a, c.keys, c.fp8, c.paged, true); got != c.want {
+			t.Errorf("AttnPrefillRows(wg, D=%d, %d keys, fp8 %v, paged %v) = %d, want %d", c.a.HeadDim, c.keys, c.fp8, c.paged, got, c.want)
 		}
 	}
 	// Every configuration it can pick takes its rows.
@@ -686,6 +763,13 @@ func TestAttnPrefillRows(t *testing.T) {
 			t.Errorf("attnTCXL[%d] = %s: not a listed 16-bit and paged configuration of %d rows", d, c, AttnRowsXL)
 		}
 	}
+}
+
+// runnable is the configurations of kernels whose kernels serve launches
+// split splits ways (negative: merged by the last block) on g (GPU.runs):
+// the warpgroup-MMA ones on Hopper, unsplit.
+func runnable(g *GPU, kernels []attnTC, splits int) []attnTC {
+	return slices.DeleteFunc(slices.Clone(kernels), func(c attnTC) bool { return !g.runs(c, max(splits, -splits)) })
 }
 
 // attnKernelsFor is the configurations of list that take rows query rows a

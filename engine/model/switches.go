@@ -31,6 +31,7 @@ type Switches struct {
 	CUDAAttnRope    string // XRUN_CUDA_ATTN_ROPE: "auto", "1" or "0": RoPE and the cache write folded into decode attention
 	CUDAAttnShort   int    // XRUN_CUDA_ATTN_SHORT
 	CUDAAttnXL      string // XRUN_CUDA_ATTN_PREFILL_ROWS: "auto", "64" or "128": query rows a prefill attention block takes
+	CUDAAttnWG      bool   // XRUN_CUDA_ATTN_WGMMA: prefill attention on Hopper's warpgroup MMA (default on)
 	CUDAAttnF8Regs  bool   // XRUN_CUDA_ATTN_F8_REGS: FP8-cache decode attention converts in registers
 	CUDAAttnF8MMA   string // XRUN_CUDA_ATTN_F8_MMA: "0", "qk" or "qkpv": its products on the E4M3 tensor cores (D 128, sm_89+)
 	CUDAMoETile     string // XRUN_CUDA_MOE_TILE: "auto", "s", "m" or "l"

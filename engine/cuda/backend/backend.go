@@ -67,6 +67,7 @@ type Backend struct {
 	epiRows    int    // the smallest M of the own GEMM's epilogues, 0: none (cuda.GPU.EpilogueRows)
 	ceilForce  bool   // ceilings measured on a known GPU too (XRUN_MEASURE_CEILINGS)
 	attnXL     string // prefill attention's rows a block: "auto", "64", "128" (XRUN_CUDA_ATTN_PREFILL_ROWS)
+	attnWG     bool   // prefill attention on the warpgroup MMA (cuda.GPU.AttnWG)
 	attnTC     string // the tensor-core attention's configuration, "auto" or "0" (XRUN_CUDA_ATTN_TC)
 
 	// l2 reads gate_up rows into L2 early (XRUN_CUDA_L2_PREFETCH; prefetch.go).
@@ -193,6 +194,7 @@ func New(o model.BackendOptions) (model.Backend, error) {
 		if err := g.LoadKernels(); err != nil {
 			return err
 		}
+		b.attnWG = g.AttnWG()
 		b.epiRows = g.EpilogueRows()
 		// Before weights and KV cache take the memory the measurement
 		// borrows. Only the roofline needs it: a failure costs the

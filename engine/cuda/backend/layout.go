@@ -89,7 +89,7 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 		sh.kv, sh.slots, sh.capacity, sh.headDim = true, c.c.Slots, c.c.Capacity, c.shape.HeadDim
 		sh.groups = c.shape.Heads / c.shape.KVHeads
 		sw := model.Switches{CUDAAttnXL: b.attnXL, CUDAAttnTC: b.attnTC}
-		rowsL = cuda.AttnPrefillRows(sw, c.shape, prefillKeys(bt, sh.groups, sh.smallRows), c.c.FP8, c.paged != nil)
+		rowsL = cuda.AttnPrefillRows(sw, c.shape, prefillKeys(bt, sh.groups, sh.smallRows), c.c.FP8, c.paged != nil, b.attnWG)
 		sh.largeTokens = cuda.AttnItemTokens(c.shape, rowsL)
 	}
 	pk, err := packBatch(b.tmp, bt, sh)

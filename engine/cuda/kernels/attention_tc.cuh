@@ -72,25 +72,6 @@
 #include "kv_paged.cuh"
 #include "fp8.cuh"
 
-// ex2 is 2^x in one instruction; ex2(-inf) = 0.
-__device__ __forceinline__ float ex2(float x) {
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-	return y;
-}
-
-// pack2 rounds two floats to one 32-bit pair of 16-bit values, lo first.
-__device__ __forceinline__ u32 pack2(float lo, float hi, f16) {
-	u32 r;
-	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-	return r;
-}
-__device__ __forceinline__ u32 pack2(float lo, float hi, bf16) {
-	u32 r;
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-	return r;
-}
-
 // group_sync is the barrier of the MW warps sharing key group kw's tiles:
 // a warp's own when it is alone, the block's when every warp shares, a
 // named barrier (1 + kw; 0 is __syncthreads') otherwise.
@@ -570,33 +551,8 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 				if (edge && k0 + n * 8 + q4 * 2 + (e & 1) > (e < 2 ? lim0 : lim1)) v = ninf;
 				s[n][e] = v;
 			}
-		// Online softmax. A row with nothing seen yet (max -inf) subtracts
-		// 0 instead, so that every exponential is of -inf (0), never NaN.
-		float mx[2] = {m[0], m[1]};
-#pragma unroll
-		for (int n = 0; n < NS; n++) {
-			mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
-			mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
-		}
-		float alpha[2], mu[2];
-#pragma unroll
-		for (int i = 0; i < 2; i++) {
-			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-			mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-			mu[i] = mx[i] == ninf ? 0.f : mx[i];
-			alpha[i] = ex2(m[i] - mu[i]);
-			m[i] = mx[i];
-		}
-		float ps[2] = {0.f, 0.f};
-#pragma unroll
-		for (int n = 0; n < NS; n++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				s[n][e] = ex2(s[n][e] - mu[e >> 1]);
-				ps[e >> 1] += s[n][e];
-			}
-		l[0] = l[0] * alpha[0] + ps[0];
-		l[1] = l[1] * alpha[1] + ps[1];
+		float alpha[2];
+		softmax_tile<NS>(s, m, l, alpha);
 #pragma unroll
 		for (int d = 0; d < NO; d++) {
 			o[d][0] *= alpha[0];

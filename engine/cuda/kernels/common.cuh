@@ -67,6 +67,62 @@ template <class T> __device__ __forceinline__ void pack_set(pack8 &p, int i, flo
 	p.w[i >> 1] = (p.w[i >> 1] & ~(0xFFFFu << s)) | (h << s);
 }
 
+// ex2 is 2^x in one instruction; ex2(-inf) = 0.
+__device__ __forceinline__ float ex2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+// pack2 rounds two floats to one 32-bit pair of 16-bit values, lo first.
+__device__ __forceinline__ u32 pack2(float lo, float hi, f16) {
+	u32 r;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+__device__ __forceinline__ u32 pack2(float lo, float hi, bf16) {
+	u32 r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+
+// softmax_tile advances the online softmax of a thread's two rows of
+// attention scores (mma fragments: s[n][0..1] the first row's, s[n][2..3]
+// the second's, over NS 8-key blocks; a row's other values in the three
+// other lanes of its quad) by one key tile: m is each row's running
+// maximum (log2 units), l its running sum (this thread's share); s becomes
+// the exponentials, alpha the factor the rows' earlier output takes. A row
+// with nothing seen yet (max -inf) subtracts 0 instead, so that every
+// exponential is of -inf (0), never NaN.
+template <int NS>
+__device__ __forceinline__ void softmax_tile(float (&s)[NS][4], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+	const float ninf = -__int_as_float(0x7f800000);
+	float mx[2] = {m[0], m[1]}, mu[2];
+#pragma unroll
+	for (int n = 0; n < NS; n++) {
+		mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+		mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+		mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+		mu[i] = mx[i] == ninf ? 0.f : mx[i];
+		alpha[i] = ex2(m[i] - mu[i]);
+		m[i] = mx[i];
+	}
+	float ps[2] = {0.f, 0.f};
+#pragma unroll
+	for (int n = 0; n < NS; n++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			s[n][e] = ex2(s[n][e] - mu[e >> 1]);
+			ps[e >> 1] += s[n][e];
+		}
+	l[0] = l[0] * alpha[0] + ps[0];
+	l[1] = l[1] * alpha[1] + ps[1];
+}
+
 // unpack2 widens the two 16-bit values of one 32-bit word (low first).
 __device__ __forceinline__ float2 unpack2(u32 w, f16) {
 	f16 a, b;

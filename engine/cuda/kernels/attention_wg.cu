@@ -1,0 +1,284 @@
+// Prefill attention on Hopper's warpgroup MMA (sm_90a): the work items,
+// cache layouts and outputs of attention_tc.cuh's prefill blocks (MW = 4
+// or 8 row warps, one key group, nsplit 1), head dimension 128, with
+// wgmma.mma_async in place of mma.sync.
+//
+// Why: attention_tc's prefill blocks load every K and V fragment into
+// registers with ldmatrix before each mma.sync, and reach at best a
+// quarter of the tensor cores' rate on an H100 (BenchmarkAttention's
+// prefill-D128 scenarios: 130-240 TFLOP/s of causal work; these kernels
+// 230-395). A warpgroup's wgmma reads its B operand from shared memory
+// itself and multiplies 64 rows by a whole tile per instruction.
+//
+// A block is WGS warpgroups (64 query rows each: rows r are token r / G,
+// query head r % G of the block's KV head, as attention_tc) sharing the
+// K and V tiles of 64 keys, double buffered. Every tile is stored in the
+// 128-byte swizzle of the own GEMMs (wgmma.cuh): [key][64 dims] rows of
+// 128 bytes, the head dimension in two 8 KB halves, 16-byte chunk c of row
+// r at chunk c ^ (r % 8). The same bytes serve both products:
+// - S = Q K^T (m64n64k16, both operands K-major from shared memory): Q is
+//   A (loaded once), the K tile is B as the GEMMs' W tiles are;
+// - O += P V (m64n128k16): P is A from registers (the S accumulators of
+//   two 8-key column blocks are, rounded to 16 bits, the A fragment of
+//   16 keys, as mma.sync's are), the V tile is B read MN-major
+//   (imm-trans-b): eight keys of 64 dims form a 1024-byte core group,
+//   groups along the keys 1024 bytes apart (the stride offset), the
+//   second half of the dims 8 KB on (the leading offset).
+// Online softmax in registers as attention_tc: a thread holds rows
+// lane / 4 and lane / 4 + 8 of its warp's 16, in log2 units.
+//
+// F8: the stages hold E4M3 codes (rows of 128 bytes); each tile in turn is
+// decoded by the whole block into one pair of swizzled 16-bit tiles, the
+// scales applied to the scores and the output as attention_tc's F8 path.
+//
+// On other architectures the kernels trap (compiled so that the family
+// builds everywhere); the launcher takes them on sm_90 only.
+#include "common.cuh"
+#include "mma.cuh"
+#include "fp8.cuh"
+#include "kv_paged.cuh"
+#include "wgmma.cuh"
+
+#ifdef XR_WGMMA
+#define WG_ACC32 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define WG_REG32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+// S += A B^T, 64 x 64, both from shared memory (K-major); p: keep S.
+#define WG_SS64(TAG, TY)                                                                                  \
+	__device__ __forceinline__ void wg_ss64(float *d, unsigned long long a, unsigned long long b, int p, TAG) { \
+		asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %34, 0;\n"                                          \
+					 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " WG_REG32 ", %32, %33, q, 1, 1, 0, 0;\n}\n" \
+			: WG_ACC32                                                                                     \
+			: "l"(a), "l"(b), "r"(p));                                                                     \
+	}
+WG_SS64(f16, "f16")
+WG_SS64(bf16, "bf16")
+// O += P V, 64 x 128: P from registers (the m16k16 A fragment per warp),
+// V from shared memory, MN-major (imm-trans-b 1).
+#define WG_RS128(TAG, TY)                                                                                 \
+	__device__ __forceinline__ void wg_rs128(float *d, const u32 *a, unsigned long long b, TAG) {         \
+		asm volatile("{\n.reg .pred q;\nsetp.eq.u32 q, 1, 1;\n"                                             \
+					 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_REG64                 \
+					 ", {%64, %65, %66, %67}, %68, q, 1, 1, 1;\n}\n"                                       \
+			: WG_ACC64                                                                                     \
+			: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                                         \
+	}
+WG_RS128(f16, "f16")
+WG_RS128(bf16, "bf16")
+
+// wg_desc_mn is the descriptor of an MN-major tile in the 128-byte swizzle
+// at addr: core groups of 8 rows (K) 1024 bytes apart (stride offset),
+// 64-element halves along N 8 KB apart (leading offset).
+__device__ __forceinline__ unsigned long long wg_desc_mn(u32 addr) {
+	return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)(8192 >> 4) << 16) |
+		((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+#endif
+
+// swz is the byte offset of 16-byte chunk c (0..15: two 8-chunk halves of
+// 8 KB) of row r (0..63) in a swizzled tile.
+__device__ __forceinline__ u32 swz(int r, int c) { return (c >> 3) * 8192 + r * 128 + (((c & 7) ^ (r & 7)) << 4); }
+
+template <class T, int WGS, bool F8, bool PAGED>
+__device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typename kv_elem<F8, T>::C *kc,
+	const typename kv_elem<F8, T>::C *vc, const int4 *items, int H, int KV, int W, int cap, float scale, int nsplit,
+	const int *tables, int stride, float ksc, float vsc) {
+#ifdef XR_WGMMA
+	typedef typename kv_elem<F8, T>::C C;
+	constexpr int D = 128, KT = 64, NT = 128 * WGS, ROWS = 64 * WGS;
+	constexpr int TILE = KT * D * 2;   // a swizzled 16-bit tile: 16 KB
+	constexpr int RAW = KT * D;        // a tile of codes: 8 KB
+	constexpr int QB = ROWS * D * 2;   // Q
+	constexpr float LOG2E = 1.4426950408889634f;
+	const float ninf = -__int_as_float(0x7f800000);
+	if (nsplit != 1) asm volatile("trap;"); // the launcher never splits these
+	pdl_enter();
+	extern __shared__ unsigned char smem[];
+	// [Q][stage 0: K, V][stage 1: K, V]; under F8 the stages hold codes
+	// and a decoded K, V pair follows.
+	const u32 base = (smem_u32(smem) + 1023u) & ~1023u;
+	const u32 sq = base, st0 = base + QB;
+	constexpr int STAGE = F8 ? 2 * RAW : 2 * TILE;
+	const u32 sdec = st0 + 2 * STAGE;
+	unsigned char *const gbase = smem + (base - smem_u32(smem));
+
+	const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+	const int4 it = items[blockIdx.x];
+	const int t0 = it.x, ntok = it.y, slot = it.z, pos0 = it.w;
+	const int h = blockIdx.y, G = H / KV, R = ntok * G;
+	const C *kh = kc + ((long long)slot * KV + h) * cap * D;
+	const C *vh = vc + ((long long)slot * KV + h) * cap * D;
+	const int keyEnd = pos0 + ntok;
+	// Keys past the block's last row's position are masked for every row.
+	const int last = min(keyEnd, pos0 + (R - 1) / G + 1);
+	const int ntiles = (last + KT - 1) / KT;
+
+	// load queues tile j's K and V into stage j % 2.
+	auto load = [&](int j) {
+		const int k0 = j * KT;
+		const u32 sk = st0 + (j & 1) * STAGE, sv = sk + STAGE / 2;
+		constexpr int CPR = F8 ? 8 : 16; // 16-byte chunks a row
+#pragma unroll
+		for (int i = 0; i < KT * CPR / NT; i++) {
+			const int c = tid + i * NT, kr = c / CPR, ch = c % CPR, key = k0 + kr;
+			const bool ok = key < last;
+			constexpr int VC = F8 ? 16 : 8;
+			long long off;
+			if constexpr (PAGED) {
+				off = ok ? kv_row<true>(tables, stride, slot, KV, h, cap, key) * D + ch * VC : 0;
+			} else {
+				off = ok ? (long long)key * D + ch * VC : 0;
+			}
+			const C *kb = PAGED ? kc : kh, *vb = PAGED ? vc : vh;
+			// Codes: plain rows of 128 bytes; 16-bit values: swizzled.
+			const u32 o = F8 ? (u32)(kr * 128 + ch * 16) : swz(kr, ch);
+			cp_async16(sk + o, kb + off, ok);
+			cp_async16(sv + o, vb + off, ok);
+		}
+	};
+	// Q, zero rows past R, then the first tile.
+#pragma unroll
+	for (int i = 0; i < ROWS * 16 / NT; i++) {
+		const int c = tid + i * NT, r = c >> 4, ch = c & 15;
+		const int tok = r / G, jh = r - tok * G;
+		const bool ok = r < R;
+		const T *src = ok ? qkv + (long long)(t0 + tok) * W + (h * G + jh) * D + ch * 8 : qkv;
+		cp_async16(sq + (r >> 6) * (64 * D * 2) + swz(r & 63, ch), src, ok);
+	}
+	if (ntiles > 0) load(0);
+	cp_async_commit();
+
+	float o[64], s[8][4];
+#pragma unroll
+	for (int i = 0; i < 64; i++) o[i] = 0.f;
+#pragma unroll
+	for (int i = 0; i < 32; i++) s[i / 4][i % 4] = 0.f;
+	float m[2] = {ninf, ninf}, l[2] = {0.f, 0.f};
+	constexpr float F8MUL = F8 ? e4m3_h16<T>::mul : 1.f;
+	const float sl2 = scale * LOG2E * (F8 ? ksc * F8MUL : 1.f);
+	const int g4 = lane >> 2, q4 = lane & 3;
+	const int r0 = wg * 64 + warp * 16 + g4, r1 = r0 + 8;
+	const int lim0 = min(last - 1, pos0 + r0 / G), lim1 = min(last - 1, pos0 + r1 / G);
+	const int wlim = min(last - 1, pos0 + (wg * 64 + warp * 16) / G);
+	const u32 qa = sq + wg * (64 * D * 2);
+
+	for (int j = 0; j < ntiles; j++) {
+		cp_async_wait<0>();
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		__syncthreads(); // tile j landed; every warpgroup is done with tile j - 1
+		if (j + 1 < ntiles) load(j + 1);
+		cp_async_commit();
+		u32 sk = st0 + (j & 1) * STAGE, sv = sk + STAGE / 2;
+		if constexpr (F8) {
+			// Tile j's codes into the decoded pair, 16 codes (two chunks of
+			// the swizzled tile) a thread at a time.
+			const unsigned char *raw = gbase + (sk - base);
+			for (int i = tid; i < 2 * KT * 8; i += NT) {
+				const int isv = i >= KT * 8, q = i - isv * KT * 8, r = q >> 3, c16 = q & 7;
+				pack8 lo, hi;
+				e4m3x16<T>(*(const uint4 *)(raw + isv * RAW + r * 128 + c16 * 16), lo, hi);
+				unsigned char *dst = gbase + (sdec - base) + isv * TILE;
+				*(pack8 *)(dst + swz(r, 2 * c16)) = lo;
+				*(pack8 *)(dst + swz(r, 2 * c16 + 1)) = hi;
+			}
+			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+			__syncthreads();
+			sk = sdec;
+			sv = sdec + TILE;
+		}
+		const int k0 = j * KT;
+		// S = Q K^T: 8 steps of 16 dims, the halves 8 KB apart.
+		wg_pin<32>(&s[0][0]);
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			const u32 off = (kk >> 2) * 8192 + (kk & 3) * 32;
+			wg_ss64(&s[0][0], wg_desc(qa + off), wg_desc(sk + off), kk > 0, T{});
+		}
+		wg_commit();
+		wg_wait<0>();
+		wg_pin<32>(&s[0][0]);
+		// s[n][e]: row (e < 2 ? r0 : r1), key k0 + 8n + 2 q4 + (e & 1).
+		const bool edge = k0 + KT - 1 > wlim;
+#pragma unroll
+		for (int n = 0; n < 8; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float v = s[n][e] * sl2;
+				if (edge && k0 + n * 8 + q4 * 2 + (e & 1) > (e < 2 ? lim0 : lim1)) v = ninf;
+				s[n][e] = v;
+			}
+		float alpha[2];
+		softmax_tile<8>(s, m, l, alpha);
+#pragma unroll
+		for (int n = 0; n < 16; n++) {
+			o[4 * n] *= alpha[0];
+			o[4 * n + 1] *= alpha[0];
+			o[4 * n + 2] *= alpha[1];
+			o[4 * n + 3] *= alpha[1];
+		}
+		// O += P V, 16 keys a step: P's A fragment from score blocks 2t,
+		// 2t + 1; the V tile's keys 16t.. are two core groups on.
+		u32 pa[4][4];
+#pragma unroll
+		for (int t = 0; t < 4; t++) {
+			pa[t][0] = pack2(s[2 * t][0], s[2 * t][1], T{});
+			pa[t][1] = pack2(s[2 * t][2], s[2 * t][3], T{});
+			pa[t][2] = pack2(s[2 * t + 1][0], s[2 * t + 1][1], T{});
+			pa[t][3] = pack2(s[2 * t + 1][2], s[2 * t + 1][3], T{});
+		}
+		wg_pin<64>(o);
+		wg_fence();
+#pragma unroll
+		for (int t = 0; t < 4; t++) wg_rs128(o, pa[t], wg_desc_mn(sv + t * 2048), T{});
+		wg_commit();
+		wg_wait<0>();
+		wg_pin<64>(o);
+	}
+	cp_async_wait<0>();
+	const float vm = F8 ? vsc * F8MUL : 1.f;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+	}
+	// o[4n + e]: row (e < 2 ? r0 : r1), dims 8n + 2 q4 + (e & 1).
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const int r = i ? r1 : r0;
+		if (r >= R) continue;
+		const int tok = r / G, jh = r - tok * G;
+		T *dst = out + (long long)(t0 + tok) * H * D + (h * G + jh) * D;
+		const float inv = vm / l[i];
+#pragma unroll
+		for (int n = 0; n < 16; n++)
+			*(u32 *)(dst + n * 8 + q4 * 2) = pack2(o[4 * n + 2 * i] * inv, o[4 * n + 2 * i + 1] * inv, T{});
+	}
+#else
+	asm volatile("trap;");
+#endif
+}
+
+// Kernels attention_wg_<T>_d128_m<4 WGS>[_paged][_f8]: the arguments of
+// attention_tc's (_paged: the block tables; _f8: the K and V scales), of
+// which part, ml, counters, rowsMax, table and shortKeys go unused.
+#define ATTN_WG(T, WGS, F8, PAGED, SUF)                                                                         \
+	extern "C" __global__ void __launch_bounds__(WGS * 128) attention_wg_##T##_d128_m##SUF(T *out, const T *qkv, \
+		const typename kv_elem<F8, T>::C *kc, const typename kv_elem<F8, T>::C *vc, const int4 *items, int H,      \
+		int KV, int W, int cap, float scale, float *part, float *ml, int nsplit, int *counters, int rowsMax,       \
+		const float *table, int shortKeys ATTN_WG_TAIL_##PAGED##_##F8) {                                           \
+		attention_wg<T, WGS, F8, PAGED>(out, qkv, kc, vc, items, H, KV, W, cap, scale, nsplit,                     \
+			ATTN_WG_ARGS_##PAGED##_##F8);                                                                          \
+	}
+#define ATTN_WG_TAIL_0_0
+#define ATTN_WG_TAIL_1_0 , const int *tables, int stride
+#define ATTN_WG_TAIL_0_1 , float ksc, float vsc
+#define ATTN_WG_TAIL_1_1 , const int *tables, int stride, float ksc, float vsc
+#define ATTN_WG_ARGS_0_0 nullptr, 0, 1.f, 1.f
+#define ATTN_WG_ARGS_1_0 tables, stride, 1.f, 1.f
+#define ATTN_WG_ARGS_0_1 nullptr, 0, ksc, vsc
+#define ATTN_WG_ARGS_1_1 tables, stride, ksc, vsc
+#define ATTN_WG_ALL(T)                                                                                          \
+	ATTN_WG(T, 1, 0, 0, 4) ATTN_WG(T, 2, 0, 0, 8) ATTN_WG(T, 1, 0, 1, 4_paged) ATTN_WG(T, 2, 0, 1, 8_paged)     \
+	ATTN_WG(T, 1, 1, 0, 4_f8) ATTN_WG(T, 2, 1, 0, 8_f8) ATTN_WG(T, 1, 1, 1, 4_paged_f8) ATTN_WG(T, 2, 1, 1, 8_paged_f8)
+ATTN_WG_ALL(f16)
+ATTN_WG_ALL(bf16)
