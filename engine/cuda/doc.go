@@ -17,7 +17,11 @@
 // dtype fp8 cuBLASLt's FP8 GEMMs beside the
 // own FP8 kernels, with the activation quantizers bit for bit engine/fp8's
 // (fp8.go), for static scales also fused into the RMSNorm and SwiGLU that
-// produce a GEMM's input (fp8_fused.go); the roofline's ceilings (the table measured on the
+// produce a GEMM's input (fp8_fused.go); attention over the KV cache
+// (attention.go: the CUDA-core kernel, the mma.sync kernels of
+// attention_tc.cuh for decode and prefill, over 16-bit or E4M3 caches,
+// fixed slots or paged, and on Hopper the prefill on the warpgroup MMA,
+// attention_wg.cu); the roofline's ceilings (the table measured on the
 // H100 and H200, and MeasureCeilings for any other GPU, kept beside the
 // kernel cache); and the device probe behind `xrun devices`, run in a
 // re-executed child so that a hung driver cannot hang xrun.
