@@ -669,9 +669,9 @@ func (g *GPU) f8Regs(c attnTC) bool { return c.rowWarps == 1 && g.sw.CUDAAttnF8R
 // XRUN_CUDA_ATTN_WGMMA=0.
 func (g *GPU) AttnWG() bool { return g.sw.CUDAAttnWG && g.Info.Major == 9 }
 
-// runs reports whether c's kernel serves a launch of splits ways on this
-// GPU: the warpgroup-MMA configurations need Hopper and one split.
-func (g *GPU) runs(c attnTC, splits int) bool { return !c.wg || g.Info.Major == 9 && splits <= 1 }
+// runsOn reports whether c's kernel serves a launch of splits ways on a
+// GPU of d: the warpgroup-MMA configurations need Hopper and one split.
+func (c attnTC) runsOn(d DeviceInfo, splits int) bool { return !c.wg || d.Major == 9 && splits <= 1 }
 
 // f8MMA is the form of c's launches over an FP8 cache whose products run
 // on the E4M3 tensor cores (XRUN_CUDA_ATTN_F8_MMA, for the _f8r
@@ -759,7 +759,7 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		return fmt.Errorf("cuda: attention RoPE table of %d bytes", l.Rope.Bytes)
 	case l.FP8.On && tc.rowWarps == 0:
 		return fmt.Errorf("cuda: attention over an FP8 KV cache runs on the tensor cores only (head dimension 64 or 128, XRUN_CUDA_ATTN_TC not 0), not head dimension %d on %s", a.HeadDim, tc)
-	case !g.runs(tc, l.Splits):
+	case !tc.runsOn(g.Info, l.Splits):
 		return fmt.Errorf("cuda: attention %s runs on Hopper (sm_90) unsplit, not on %s split %d ways", tc, g.Info.Arch(), l.Splits)
 	case tc.wg && l.Rope.Ptr != 0:
 		return fmt.Errorf("cuda: attention %s has no kernel with RoPE folded in", tc)

@@ -165,7 +165,7 @@ func BenchmarkAttention(b *testing.B) {
 			}
 		})
 		// The warpgroup-MMA configurations run on Hopper, unsplit.
-		offGPU := func(c attnTC) bool { return c.wg && (dev.Info.Major != 9 || sc.splits > 1) }
+		offGPU := func(c attnTC) bool { return !c.runsOn(dev.Info, sc.splits) }
 		kernels := slices.DeleteFunc(attnKernelsFor(attnTCKernels[D], sc.rows, true), offGPU)
 		for _, kern := range kernels {
 			b.Run(fmt.Sprintf("%s/%s", sc.name, kern), func(b *testing.B) {

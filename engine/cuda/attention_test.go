@@ -766,10 +766,10 @@ func TestAttnPrefillRows(t *testing.T) {
 }
 
 // runnable is the configurations of kernels whose kernels serve launches
-// split splits ways (negative: merged by the last block) on g (GPU.runs):
+// split splits ways (negative: merged by the last block) on g (attnTC.runsOn):
 // the warpgroup-MMA ones on Hopper, unsplit.
 func runnable(g *GPU, kernels []attnTC, splits int) []attnTC {
-	return slices.DeleteFunc(slices.Clone(kernels), func(c attnTC) bool { return !g.runs(c, max(splits, -splits)) })
+	return slices.DeleteFunc(slices.Clone(kernels), func(c attnTC) bool { return !c.runsOn(g.Info, max(splits, -splits)) })
 }
 
 // attnKernelsFor is the configurations of list that take rows query rows a

@@ -107,10 +107,8 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 	const int h = blockIdx.y, G = H / KV, R = ntok * G;
 	const C *kh = kc + ((long long)slot * KV + h) * cap * D;
 	const C *vh = vc + ((long long)slot * KV + h) * cap * D;
-	const int keyEnd = pos0 + ntok;
-	// Keys past the block's last row's position are masked for every row.
-	const int last = min(keyEnd, pos0 + (R - 1) / G + 1);
-	const int ntiles = (last + KT - 1) / KT;
+	const int keyEnd = pos0 + ntok; // the block's last row's position, plus one
+	const int ntiles = (keyEnd + KT - 1) / KT;
 
 	// load queues tile j's K and V into stage j % 2.
 	auto load = [&](int j) {
@@ -120,7 +118,7 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 #pragma unroll
 		for (int i = 0; i < KT * CPR / NT; i++) {
 			const int c = tid + i * NT, kr = c / CPR, ch = c % CPR, key = k0 + kr;
-			const bool ok = key < last;
+			const bool ok = key < keyEnd;
 			constexpr int VC = F8 ? 16 : 8;
 			long long off;
 			if constexpr (PAGED) {
@@ -157,8 +155,8 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 	const float sl2 = scale * LOG2E * (F8 ? ksc * F8MUL : 1.f);
 	const int g4 = lane >> 2, q4 = lane & 3;
 	const int r0 = wg * 64 + warp * 16 + g4, r1 = r0 + 8;
-	const int lim0 = min(last - 1, pos0 + r0 / G), lim1 = min(last - 1, pos0 + r1 / G);
-	const int wlim = min(last - 1, pos0 + (wg * 64 + warp * 16) / G);
+	const int lim0 = min(keyEnd - 1, pos0 + r0 / G), lim1 = min(keyEnd - 1, pos0 + r1 / G);
+	const int wlim = min(keyEnd - 1, pos0 + (wg * 64 + warp * 16) / G);
 	const u32 qa = sq + wg * (64 * D * 2);
 
 	for (int j = 0; j < ntiles; j++) {
