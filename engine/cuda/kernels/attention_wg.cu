@@ -30,6 +30,9 @@
 // F8: the stages hold E4M3 codes (rows of 128 bytes); each tile in turn is
 // decoded by the whole block into one pair of swizzled 16-bit tiles, the
 // scales applied to the scores and the output as attention_tc's F8 path.
+// The decoding runs under the products (V_j under S_j, K_{j+1} under
+// P V_j): decoding between them, with the tensor cores idle, made these
+// kernels 15 % slower on the long chunks (BenchmarkAttention, H100).
 //
 // On other architectures the kernels trap (compiled so that the family
 // builds everywhere); the launcher takes them on sm_90 only.
@@ -159,42 +162,12 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 	const int wlim = min(keyEnd - 1, pos0 + (wg * 64 + warp * 16) / G);
 	const u32 qa = sq + wg * (64 * D * 2);
 
-	for (int j = 0; j < ntiles; j++) {
-		cp_async_wait<0>();
-		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-		__syncthreads(); // tile j landed; every warpgroup is done with tile j - 1
-		if (j + 1 < ntiles) load(j + 1);
-		cp_async_commit();
-		u32 sk = st0 + (j & 1) * STAGE, sv = sk + STAGE / 2;
-		if constexpr (F8) {
-			// Tile j's codes into the decoded pair, 16 codes (two chunks of
-			// the swizzled tile) a thread at a time.
-			const unsigned char *raw = gbase + (sk - base);
-			for (int i = tid; i < 2 * KT * 8; i += NT) {
-				const int isv = i >= KT * 8, q = i - isv * KT * 8, r = q >> 3, c16 = q & 7;
-				pack8 lo, hi;
-				e4m3x16<T>(*(const uint4 *)(raw + isv * RAW + r * 128 + c16 * 16), lo, hi);
-				unsigned char *dst = gbase + (sdec - base) + isv * TILE;
-				*(pack8 *)(dst + swz(r, 2 * c16)) = lo;
-				*(pack8 *)(dst + swz(r, 2 * c16 + 1)) = hi;
-			}
-			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-			__syncthreads();
-			sk = sdec;
-			sv = sdec + TILE;
-		}
+	// scores_j masks tile j's scores past each row's causal limit, takes
+	// them into the online softmax, rescales O and rounds P into the A
+	// fragments of the P V product.
+	u32 pa[4][4];
+	auto scores = [&](int j) {
 		const int k0 = j * KT;
-		// S = Q K^T: 8 steps of 16 dims, the halves 8 KB apart.
-		wg_pin<32>(&s[0][0]);
-		wg_fence();
-#pragma unroll
-		for (int kk = 0; kk < D / 16; kk++) {
-			const u32 off = (kk >> 2) * 8192 + (kk & 3) * 32;
-			wg_ss64(&s[0][0], wg_desc(qa + off), wg_desc(sk + off), kk > 0, T{});
-		}
-		wg_commit();
-		wg_wait<0>();
-		wg_pin<32>(&s[0][0]);
 		// s[n][e]: row (e < 2 ? r0 : r1), key k0 + 8n + 2 q4 + (e & 1).
 		const bool edge = k0 + KT - 1 > wlim;
 #pragma unroll
@@ -214,9 +187,7 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 			o[4 * n + 2] *= alpha[1];
 			o[4 * n + 3] *= alpha[1];
 		}
-		// O += P V, 16 keys a step: P's A fragment from score blocks 2t,
-		// 2t + 1; the V tile's keys 16t.. are two core groups on.
-		u32 pa[4][4];
+		// P's A fragment of keys 16t..: score blocks 2t, 2t + 1.
 #pragma unroll
 		for (int t = 0; t < 4; t++) {
 			pa[t][0] = pack2(s[2 * t][0], s[2 * t][1], T{});
@@ -224,13 +195,88 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 			pa[t][2] = pack2(s[2 * t + 1][0], s[2 * t + 1][1], T{});
 			pa[t][3] = pack2(s[2 * t + 1][2], s[2 * t + 1][3], T{});
 		}
+	};
+	// S = Q K^T from the K tile at sk: 8 steps of 16 dims, the halves 8 KB
+	// apart; queued, not waited for.
+	auto qk = [&](u32 sk) {
+		wg_pin<32>(&s[0][0]);
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < D / 16; kk++) {
+			const u32 off = (kk >> 2) * 8192 + (kk & 3) * 32;
+			wg_ss64(&s[0][0], wg_desc(qa + off), wg_desc(sk + off), kk > 0, T{});
+		}
+		wg_commit();
+	};
+	// O += P V from the V tile at sv, 16 keys a step (two core groups);
+	// queued, not waited for.
+	auto pv = [&](u32 sv) {
 		wg_pin<64>(o);
 		wg_fence();
 #pragma unroll
 		for (int t = 0; t < 4; t++) wg_rs128(o, pa[t], wg_desc_mn(sv + t * 2048), T{});
 		wg_commit();
-		wg_wait<0>();
-		wg_pin<64>(o);
+	};
+
+	if constexpr (!F8) {
+		for (int j = 0; j < ntiles; j++) {
+			cp_async_wait<0>();
+			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+			__syncthreads(); // tile j landed; every warpgroup is done with tile j - 1
+			if (j + 1 < ntiles) load(j + 1);
+			cp_async_commit();
+			const u32 sk = st0 + (j & 1) * STAGE, sv = sk + STAGE / 2;
+			qk(sk);
+			wg_wait<0>();
+			wg_pin<32>(&s[0][0]);
+			scores(j);
+			pv(sv);
+			wg_wait<0>();
+			wg_pin<64>(o);
+		}
+	} else {
+		// The codes of tile j are decoded while the tensor cores work: V_j
+		// under S_j, K_{j+1} under P V_j, each by the whole block into the
+		// one decoded pair (K at sdec, V at sdec + TILE). Two barriers a
+		// tile: A (K_j decoded, every P V_{j-1} done with V) and B (V_j
+		// decoded, every S_j done with K, the codes of tile j + 1 landed).
+		// The codes of tile j + 2 are queued at B_j, into the stage tile j
+		// leaves, so a load has about a tile's time to land.
+		auto decode = [&](int j, int isv) {
+			const unsigned char *raw = gbase + (st0 + (j & 1) * STAGE - base) + isv * RAW;
+			unsigned char *dst = gbase + (sdec - base) + isv * TILE;
+#pragma unroll
+			for (int i = 0; i < KT * 8 / NT; i++) {
+				const int q = tid + i * NT, r = q >> 3, c16 = q & 7;
+				pack8 lo, hi;
+				e4m3x16<T>(*(const uint4 *)(raw + r * 128 + c16 * 16), lo, hi);
+				*(pack8 *)(dst + swz(r, 2 * c16)) = lo;
+				*(pack8 *)(dst + swz(r, 2 * c16 + 1)) = hi;
+			}
+			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		};
+		if (ntiles > 1) load(1);
+		cp_async_commit();
+		cp_async_wait<1>(); // Q and tile 0's codes
+		__syncthreads();
+		decode(0, 0);
+		for (int j = 0; j < ntiles; j++) {
+			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+			__syncthreads(); // A_j
+			qk(sdec);
+			decode(j, 1);
+			wg_wait<0>();
+			wg_pin<32>(&s[0][0]);
+			scores(j);
+			cp_async_wait<0>(); // tile j + 1's codes
+			__syncthreads(); // B_j
+			if (j + 2 < ntiles) load(j + 2);
+			cp_async_commit();
+			pv(sdec + TILE);
+			if (j + 1 < ntiles) decode(j + 1, 0);
+			wg_wait<0>();
+			wg_pin<64>(o);
+		}
 	}
 	cp_async_wait<0>();
 	const float vm = F8 ? vsc * F8MUL : 1.f;
