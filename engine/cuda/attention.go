@@ -313,6 +313,9 @@ type attnTC struct {
 //	64 prompts of 128 (64 rows)       114 / 103      121 / 117       129 / 117
 //
 // 395 TFLOP/s of causal work at the long chunk where mma.sync reached 242.
+// Since the FP8 tiles are decoded under the products (e54f42e), the FP8
+// column's wgmma figures are 6,954, 554, 349, 212 and 118 (another H100,
+// where the former kernels gave 8,189, 638, 406, 239 and 124).
 // (End to end on an H100, FP8, median of 3, the same machine: TensorRT-
 // LLM's 2048/128 row of 600 requests 3,008 output tok/s against 2,952,
 // 5000/500 of 183 2,957 against 2,822.)
