@@ -241,7 +241,10 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 		// tile: A (K_j decoded, every P V_{j-1} done with V) and B (V_j
 		// decoded, every S_j done with K, the codes of tile j + 1 landed).
 		// The codes of tile j + 2 are queued at B_j, into the stage tile j
-		// leaves, so a load has about a tile's time to land.
+		// leaves, so a load has about a tile's time to land. A thread
+		// decodes the very chunks it loaded (the same tid-to-chunk map), so
+		// its own cp.async wait suffices for the codes; the barriers order
+		// the decoded pair's writes against the other warps' products.
 		auto decode = [&](int j, int isv) {
 			const unsigned char *raw = gbase + (st0 + (j & 1) * STAGE - base) + isv * RAW;
 			unsigned char *dst = gbase + (sdec - base) + isv * TILE;
