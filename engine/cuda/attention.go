@@ -318,7 +318,9 @@ type attnTC struct {
 // where the former kernels gave 8,189, 638, 406, 239 and 124).
 // (End to end on an H100, FP8, median of 3, the same machine: TensorRT-
 // LLM's 2048/128 row of 600 requests 3,008 output tok/s against 2,952,
-// 5000/500 of 183 2,957 against 2,822.)
+// 5000/500 of 183 2,957 against 2,822.) Since the 128-row kernels run two
+// blocks a multiprocessor (attention_wg.cu's bounds), they take every
+// prefill launch from 128 keys (attnXLMinKeys).
 var attnWG = []attnTC{{4, 1, 64, 2, true}, {8, 1, 64, 2, true}}
 
 // attnTCKernels are the configurations attention_tc.cu instantiates, per
@@ -377,29 +379,26 @@ var attnTCXL = map[int]attnTC{128: {8, 1, 64, 2, false}}
 
 // attnXLMinKeys is the mean keys per prompt chunk (its cached tokens and
 // its own) from which AttnPrefillRows takes AttnRowsXL, by cache and
-// kernel (wg: the warpgroup-MMA ones, whose 128 rows over an FP8 cache won
-// from 2,048 keys over fixed slots, 1,024 over pages; over 16-bit caches
-// where the mma.sync kernels' did, within 3 %): the
-// smallest length in the table above from which 128 rows won for both
-// query types, and for a 16-bit contiguous cache the only one where they
-// won clearly (between 2,048 and the long chunk they were even). Over a
-// paged FP8 cache the same as over fixed slots; the same benchmark on an
-// H100 (.../f8/paged/...), us a layer, 64 rows / 128 rows:
+// kernel. The warpgroup-MMA kernels (wg) take 128 rows from the shortest
+// prompts measured: their two-warpgroup blocks run two a multiprocessor
+// (attention_wg.cu's bounds) and won everywhere on an H100, us a layer,
+// wg-m4 on 64 rows / wg-m8 on 128 (.../prefill-D128/...):
 //
-//	                               fp16 queries    bf16 queries
-//	8,192 tokens after 12,288      12,337 / 10,865  13,107 / 10,969
-//	4 prompts of 2,048                908 / 831        940 / 824
-//	8 prompts of 1,024                485 / 468        511 / 461
-//	16 prompts of 512                 283 / 273        292 / 273
-//	64 prompts of 128                 138 / 146        137 / 140
+//	                    16-bit   paged    FP8 fp16  FP8 bf16  paged FP8 fp16  paged FP8 bf16
+//	4 prompts of 2,048  434/393  553/435  589/544   596/485   641/535         662/504
+//	8 prompts of 1,024  267/235  315/247  321/308   338/281   357/305         371/285
+//	16 prompts of 512   165/149  217/158  203/186   206/173   219/184         227/177
+//	64 prompts of 128   100/89   116/91   110/99    115/97    120/99          122/100
+//
+// Below 128 keys nothing was measured: 64 rows stay. The mma.sync kernels: the smallest length in
+// attnTCXL's table from which 128 rows won for both query types, and for a
+// 16-bit contiguous cache the only one where they won clearly (between
+// 2,048 and the long chunk they were even); over a paged FP8 cache the
+// same as over fixed slots.
 func attnXLMinKeys(fp8, paged, wg bool) int {
 	switch {
-	case wg && fp8 && paged:
-		return 1024
-	case wg && fp8:
-		return 2048
-	}
-	switch {
+	case wg:
+		return 128
 	case fp8:
 		return 512
 	case paged:

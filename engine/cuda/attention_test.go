@@ -735,22 +735,22 @@ func TestAttnPrefillRows(t *testing.T) {
 				c.sw.CUDAAttnXL, c.sw.CUDAAttnTC, c.a.HeadDim, c.keys, c.fp8, c.paged, got, c.want)
 		}
 	}
-	// On the warpgroup MMA (head dimension 128): from 2,048 keys over an
-	// FP8 cache of fixed slots, 1,024 over a paged one; the 16-bit caches'
-	// thresholds as above.
+	// On the warpgroup MMA (head dimension 128): from 128 keys over every
+	// cache; never at head dimension 64.
 	for _, c := range []struct {
 		a          AttnShape
 		keys       int
 		fp8, paged bool
 		want       int
 	}{
-		{llama, 2048, true, false, AttnRowsXL},
-		{llama, 2047, true, false, AttnRowsLarge},
-		{llama, 1024, true, true, AttnRowsXL},
-		{llama, 1023, true, true, AttnRowsLarge},
-		{llama, 2048, false, true, AttnRowsXL},
-		{llama, 2047, false, true, AttnRowsLarge},
-		{llama, 16383, false, false, AttnRowsLarge},
+		{llama, 128, true, false, AttnRowsXL},
+		{llama, 127, true, false, AttnRowsLarge},
+		{llama, 128, true, true, AttnRowsXL},
+		{llama, 127, true, true, AttnRowsLarge},
+		{llama, 128, false, true, AttnRowsXL},
+		{llama, 128, false, false, AttnRowsXL},
+		{llama, 127, false, false, AttnRowsLarge},
+		{llama, 20000, false, false, AttnRowsXL},
 		{tiny, 20000, true, true, AttnRowsLarge},
 	} {
 		if got := AttnPrefillRows(sw("auto", "auto"), c.a, c.keys, c.fp8, c.paged, true); got != c.want {

@@ -308,8 +308,20 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 // Kernels attention_wg_<T>_d128_m<4 WGS>[_paged][_f8]: the arguments of
 // attention_tc's (_paged: the block tables; _f8: the K and V scales), of
 // which part, ml, counters, rowsMax, table and shortKeys go unused.
+//
+// The two-warpgroup blocks are bounded to two a multiprocessor (128
+// registers a thread, ptxas spilling 20-56 bytes): alone, a block's two
+// warpgroups meet at every tile's barriers and exponentiate while the
+// tensor cores wait (v37's profile: 12.5 % occupancy, the tensor pipe 39 %
+// busy); a second block's products fill those gaps. On an H100, us a layer
+// (Llama-3.1-8B's heads; 171-175 registers and one block against 128 and
+// two): the long chunk 5,746 -> 5,245, paged 6,486 -> 5,623, over an FP8
+// cache with bf16 queries 6,971 -> 6,241 (fp16 queries, which spill the
+// most, 7,007 -> 7,088); 64 prompts of 128, 120 -> 91.
+#define ATTN_WG_BOUNDS_1 __launch_bounds__(128)
+#define ATTN_WG_BOUNDS_2 __launch_bounds__(256, 2)
 #define ATTN_WG(T, WGS, F8, PAGED, SUF)                                                                         \
-	extern "C" __global__ void __launch_bounds__(WGS * 128) attention_wg_##T##_d128_m##SUF(T *out, const T *qkv, \
+	extern "C" __global__ void ATTN_WG_BOUNDS_##WGS attention_wg_##T##_d128_m##SUF(T *out, const T *qkv,         \
 		const typename kv_elem<F8, T>::C *kc, const typename kv_elem<F8, T>::C *vc, const int4 *items, int H,      \
 		int KV, int W, int cap, float scale, float *part, float *ml, int nsplit, int *counters, int rowsMax,       \
 		const float *table, int shortKeys ATTN_WG_TAIL_##PAGED##_##F8) {                                           \
