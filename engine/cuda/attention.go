@@ -390,11 +390,19 @@ var attnTCXL = map[int]attnTC{128: {8, 1, 64, 2, false}}
 //	16 prompts of 512   165/149  217/158  203/186   206/173   219/184         227/177
 //	64 prompts of 128   100/89   116/91   110/99    115/97    120/99          122/100
 //
-// Below 128 keys nothing was measured: 64 rows stay. The mma.sync kernels: the smallest length in
-// attnTCXL's table from which 128 rows won for both query types, and for a
-// 16-bit contiguous cache the only one where they won clearly (between
-// 2,048 and the long chunk they were even); over a paged FP8 cache the
-// same as over fixed slots.
+// Below 128 keys nothing was measured: 64 rows stay. The mma.sync
+// kernels: the smallest length in attnTCXL's table from which 128 rows
+// won for both query types, and for a 16-bit contiguous cache the only one
+// where they won clearly (between 2,048 and the long chunk they were
+// even). Over a paged FP8 cache the same as over fixed slots; the same
+// benchmark on an H100 (.../f8/paged/...), us a layer, 64 rows / 128 rows:
+//
+//	                               fp16 queries    bf16 queries
+//	8,192 tokens after 12,288      12,337 / 10,865  13,107 / 10,969
+//	4 prompts of 2,048                908 / 831        940 / 824
+//	8 prompts of 1,024                485 / 468        511 / 461
+//	16 prompts of 512                 283 / 273        292 / 273
+//	64 prompts of 128                 138 / 146        137 / 140
 func attnXLMinKeys(fp8, paged, wg bool) int {
 	switch {
 	case wg:
