@@ -818,7 +818,9 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		if tc.wg {
 			family = "attention_wg"
 			if l.FP8.On {
-				name += "_f8"
+				// Sized as the FP8 stages: equal to the 16-bit ones at two
+				// stages, not in general.
+				name, smem = name+"_f8", tc.smemF8(a.HeadDim, false)
 			}
 		} else if l.FP8.On {
 			family, name, smem = "attention_tc_f8", name+"_f8", tc.smemF8(a.HeadDim, false)
