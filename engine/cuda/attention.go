@@ -279,6 +279,46 @@ func (g *GPU) RopeKVPaged(s *Stream, dt DType, k, v, qkv, pos, slot, table Buffe
 	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(units, 32))}, 0, args)
 }
 
+// RopeKVFP8 is RopeKV writing into an FP8 cache (one byte a value, as
+// KVWriteFP8 encodes with q's scales), or into a paged one where p is set:
+// the codes Rope then KVWriteFP8 would write, and the rows rotated alike,
+// in one pass over the QKV rows instead of two.
+func (g *GPU) RopeKVFP8(s *Stream, dt DType, k, v, qkv, pos, slot, table Buffer, tokens, capacity int, p KVPages, a AttnShape, q KVFP8) error {
+	if err := a.check(); err != nil || tokens == 0 {
+		return err
+	}
+	if err := q.check(); err != nil {
+		return err
+	}
+	switch {
+	case !q.On:
+		return fmt.Errorf("cuda: RopeKVFP8 without FP8 scales")
+	case a.HeadDim%16 != 0:
+		return fmt.Errorf("cuda: RopeKVFP8 needs a head dimension that is a multiple of 16, got %d", a.HeadDim)
+	case qkv.Bytes < tokens*a.Width()*dt.Size() || pos.Bytes < tokens*4 || slot.Bytes < tokens*4 || table.Bytes < a.HeadDim*4:
+		return fmt.Errorf("cuda: RopeKVFP8 buffers too small for %d tokens", tokens)
+	}
+	name, cap := "rope_kv_f8_", capacity
+	if p.On() {
+		if err := p.check(); err != nil {
+			return err
+		}
+		name, cap = "rope_kv_paged_f8_", p.BlockSize
+	}
+	f, err := g.function("attention", name+dt.suffix())
+	if err != nil {
+		return err
+	}
+	units := (a.Heads+a.KVHeads)*a.HeadDim/16 + a.KVHeads*a.HeadDim/8
+	// The reciprocals rounded once in float32, as KVWriteFP8's.
+	args := g.argsPack().Ptr(qkv).Ptr(k).Ptr(v).Ptr(pos).Ptr(slot).Ptr(table).I32(a.Heads).I32(a.KVHeads).
+		I32(a.HeadDim).I32(a.Width()).I32(cap).F32(1 / q.K).F32(1 / q.V)
+	if p.On() {
+		args.Ptr(p.Tables).I32(p.Stride)
+	}
+	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(units, 32))}, 0, args)
+}
+
 func attnSmem(headDim, rows int) int {
 	dw := headDim / 2
 	// Mirrors the kernel: Qs, Ss (rows of KT + 4), Ms, Ls, As, Ks (rows of

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -376,6 +377,79 @@ func TestF8MMAForm(t *testing.T) {
 			t.Errorf("%+v: %q, %v; want an error naming %s and the switch", c, got, err, c.err)
 		case c.err == "" && (err != nil || got != c.want):
 			t.Errorf("%+v: %q, %v; want %q", c, got, err, c.want)
+		}
+	}
+}
+
+// TestRopeKVFP8 checks the fused RoPE + FP8 cache write against the two
+// kernels it replaces, Rope then KVWriteFP8 (which TestAttentionFP8 holds
+// to engine/fp8's codes): the rotated rows and every cache byte, contiguous
+// and paged, on poisoned caches, bit for bit. The scales make the largest
+// keys and values saturate.
+func TestRopeKVFP8(t *testing.T) {
+	for _, dt := range dtypes {
+		for _, a := range []AttnShape{{32, 4, 64}, {32, 8, 128}, {4, 2, 16}} {
+			for _, bs := range []int{0, 16} {
+				t.Run(fmt.Sprintf("%s/H%d_KV%d_D%d/block%d", dt, a.Heads, a.KVHeads, a.HeadDim, bs), func(t *testing.T) {
+					do(t, func(t testing.TB, g *GPU) {
+						r := newRand(t)
+						const tokens, slots, capacity = 23, 5, 64
+						W, D, KV := a.Width(), a.HeadDim, a.KVHeads
+						table := model.RopeTable(model.Config{Heads: a.Heads, KVHeads: KV, HeadDim: D, RopeTheta: 10000}, capacity)
+						pos, slot := make([]int32, tokens), make([]int32, tokens)
+						for i := range pos { // distinct (slot, position) pairs
+							slot[i], pos[i] = int32(i%slots), int32(i/slots*3+r.IntN(3))
+						}
+						var pages KVPages
+						cacheBytes := slots * KV * capacity * D
+						if bs > 0 {
+							// Each slot's blocks scattered over the pool.
+							per := capacity / bs
+							tables := make([]int32, slots*per)
+							for i, b := range r.Perm(slots * per) {
+								tables[i] = int32(b)
+							}
+							pages = KVPages{Tables: devUploadT(t, g, tables), Stride: per, BlockSize: bs}
+						}
+						q := KVFP8{On: true, K: 1.5 / 448, V: 1.2 / 448}
+						qkv := randVals(r, dt, tokens*W, 2)
+						posB, slotB, tab := devUploadT(t, g, pos), devUploadT(t, g, slot), devUploadT(t, g, table)
+						rowsU, rowsF := devUpload(t, g, dt, qkv), devUpload(t, g, dt, qkv)
+						kU, vU := devCodesPoisoned(t, g, cacheBytes), devCodesPoisoned(t, g, cacheBytes)
+						kF, vF := devCodesPoisoned(t, g, cacheBytes), devCodesPoisoned(t, g, cacheBytes)
+						off := a.Heads * D * dt.Size()
+						if err := g.Rope(g.Stream, dt, rowsU, rowsU.Slice(off, rowsU.Bytes-off), posB, tab, tokens, a.Heads, KV, D, W, W); err != nil {
+							t.Fatal(err)
+						}
+						if err := g.KVWriteFP8(g.Stream, dt, kU, vU, rowsU, posB, slotB, tokens, capacity, pages, a, q); err != nil {
+							t.Fatal(err)
+						}
+						if err := g.RopeKVFP8(g.Stream, dt, kF, vF, rowsF, posB, slotB, tab, tokens, capacity, pages, a, q); err != nil {
+							t.Fatal(err)
+						}
+						if got, want := devBits(t, g, rowsF, tokens*W), devBits(t, g, rowsU, tokens*W); !slices.Equal(got, want) {
+							t.Errorf("rotated rows differ from Rope's")
+						}
+						written := 0
+						for _, c := range [][2]Buffer{{kF, kU}, {vF, vU}} {
+							got, want := devCodes(t, g, c[0], cacheBytes), devCodes(t, g, c[1], cacheBytes)
+							for i := range want {
+								if got[i] != want[i] {
+									t.Fatalf("cache byte %d is %#02x, want %#02x (Rope, then KVWriteFP8)", i, got[i], want[i])
+								}
+								if want[i] != 0xff {
+									written++
+								}
+							}
+						}
+						// Every token's keys and values: no finite value
+						// encodes to the poison (0xff, -NaN).
+						if want := 2 * tokens * KV * D; written != want {
+							t.Errorf("%d cache bytes written, want %d", written, want)
+						}
+					})
+				})
+			}
 		}
 	}
 }

@@ -107,14 +107,11 @@ func (b *Backend) kvWrite(g *cuda.GPU, c *kvCache, layer int, k, v, qkv cuda.Buf
 
 func (b *Backend) ropeKV(g *cuda.GPU, c *kvCache, layer int, k, v, qkv, table cuda.Buffer, lay batchLayout) error {
 	if c.c.FP8 {
-		// No fused kernel writes an FP8 cache: RoPE in place, then the
-		// encoding write.
-		h, W := c.shape, c.shape.Width()
-		off := h.Heads * h.HeadDim * b.dt.Size()
-		if err := g.Rope(g.Stream, b.dt, qkv, qkv.Slice(off, qkv.Bytes-off), lay.pos, table, lay.nTok, h.Heads, h.KVHeads, h.HeadDim, W, W); err != nil {
-			return err
+		var p cuda.KVPages
+		if c.paged != nil {
+			p = c.pages()
 		}
-		return b.kvWrite(g, c, layer, k, v, qkv, lay)
+		return g.RopeKVFP8(g.Stream, b.dt, k, v, qkv, lay.pos, lay.slot, table, lay.nTok, c.c.Capacity, p, c.shape, c.fp8(layer))
 	}
 	if c.paged != nil {
 		return g.RopeKVPaged(g.Stream, b.dt, k, v, qkv, lay.pos, lay.slot, table, lay.nTok, c.pages(), c.shape)

@@ -90,10 +90,14 @@ KV_WRITE_F8(bf16)
 // 8 dimensions of one head's first half and the 8 they pair with in the
 // second (two 16-byte accesses), or one 16-byte chunk of a value head. The
 // angles are the float32 table's [positions, D] rows (cos, then sin), as
-// rope reads them; D must be a multiple of 16.
-template <class T, bool PAGED>
-__device__ __forceinline__ void rope_kv(T *qkv, T *kc, T *vc, const int *pos, const int *tokSlot,
-	const float *table, int H, int KV, int D, int W, int cap, const int *tables, int stride) {
+// rope reads them; D must be a multiple of 16. The F8 form (rope_kv_f8)
+// writes an FP8 cache: the rotated keys as rounded to T in the row, and
+// the values, encoded as kv_write_f8 encodes them, so its codes are those
+// of rope then kv_write_f8, which read the row back.
+template <class T, bool PAGED, bool F8 = false>
+__device__ __forceinline__ void rope_kv(T *qkv, typename kv_elem<F8, T>::C *kc, typename kv_elem<F8, T>::C *vc,
+	const int *pos, const int *tokSlot, const float *table, int H, int KV, int D, int W, int cap, const int *tables,
+	int stride, float kinv = 1.f, float vinv = 1.f) {
 	pdl_enter();
 	const int t = blockIdx.x;
 	const int p = pos[t], s = tokSlot[t];
@@ -121,14 +125,33 @@ __device__ __forceinline__ void rope_kv(T *qkv, T *kc, T *vc, const int *pos, co
 			*(pack8 *)base = ra;
 			*(pack8 *)(base + half) = rb;
 			if (h >= H) {
-				T *dst = kc + kv_row<PAGED>(tables, stride, s, KV, h - H, cap, p) * D + c * 8;
-				*(pack8 *)dst = ra;
-				*(pack8 *)(dst + half) = rb;
+				auto *dst = kc + kv_row<PAGED>(tables, stride, s, KV, h - H, cap, p) * D + c * 8;
+				if constexpr (F8) {
+					float fa[8], fb[8];
+#pragma unroll
+					for (int e = 0; e < 8; e++) {
+						fa[e] = pack_get<T>(ra, e);
+						fb[e] = pack_get<T>(rb, e);
+					}
+					*(uint2 *)dst = e4m3x8(fa, kinv);
+					*(uint2 *)(dst + half) = e4m3x8(fb, kinv);
+				} else {
+					*(pack8 *)dst = ra;
+					*(pack8 *)(dst + half) = rb;
+				}
 			}
 		} else {
 			const int j = i - nrot, h = j / dc, c = j - h * dc;
-			const pack8 *src = (const pack8 *)(row + (long long)(H + KV + h) * D) + c;
-			((pack8 *)(vc + kv_row<PAGED>(tables, stride, s, KV, h, cap, p) * D))[c] = *src;
+			const pack8 x = *((const pack8 *)(row + (long long)(H + KV + h) * D) + c);
+			auto *dst = vc + kv_row<PAGED>(tables, stride, s, KV, h, cap, p) * D + c * 8;
+			if constexpr (F8) {
+				float f[8];
+#pragma unroll
+				for (int e = 0; e < 8; e++) f[e] = pack_get<T>(x, e);
+				*(uint2 *)dst = e4m3x8(f, vinv);
+			} else {
+				*(pack8 *)dst = x;
+			}
 		}
 	}
 }
@@ -149,6 +172,19 @@ extern "C" __global__ void rope_kv_paged_bf16(bf16 *qkv, bf16 *kc, bf16 *vc, con
 	const float *table, int H, int KV, int D, int W, int bs, const int *tables, int stride) {
 	rope_kv<bf16, true>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, bs, tables, stride);
 }
+
+#define ROPE_KV_F8(T)                                                                                             \
+	extern "C" __global__ void rope_kv_f8_##T(T *qkv, u8 *kc, u8 *vc, const int *pos, const int *tokSlot,            \
+		const float *table, int H, int KV, int D, int W, int cap, float kinv, float vinv) {                           \
+		rope_kv<T, false, true>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, cap, nullptr, 0, kinv, vinv);          \
+	}                                                                                                             \
+	extern "C" __global__ void rope_kv_paged_f8_##T(T *qkv, u8 *kc, u8 *vc, const int *pos, const int *tokSlot,      \
+		const float *table, int H, int KV, int D, int W, int bs, float kinv, float vinv, const int *tables,          \
+		int stride) {                                                                                             \
+		rope_kv<T, true, true>(qkv, kc, vc, pos, tokSlot, table, H, KV, D, W, bs, tables, stride, kinv, vinv);        \
+	}
+ROPE_KV_F8(f16)
+ROPE_KV_F8(bf16)
 
 #define ATT_NT 128
 #define ATT_KT 64
