@@ -80,7 +80,6 @@ func (g *GPU) FP8SwiGLU(s *Stream, dt DType, q, gate, up, scale Buffer, rows, ff
 	if err != nil {
 		return err
 	}
-	chunks := rows * ffn / 8
 	a := g.argsPack().Ptr(q).Ptr(gate).Ptr(up).I32(rows).I32(ffn).U64(uint64(ld)).Ptr(scale)
-	return s.Launch(f, Dim3{X: min(ceilDiv(chunks, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a)
+	return s.Launch(f, swigluGrid(rows, ffn), Dim3{X: swigluThreads}, 0, a)
 }

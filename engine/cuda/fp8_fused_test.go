@@ -187,7 +187,7 @@ func BenchmarkFP8Fused(b *testing.B) {
 		op string
 		k  int
 	}{{"rmsnorm", 4096}, {"add_rmsnorm", 4096}, {"swiglu", 14336}} {
-		for _, m := range []int{1, 8, 64, 256, 2048} {
+		for _, m := range []int{1, 8, 64, 256, 2048, 8192} {
 			for _, fused := range []bool{false, true} {
 				b.Run(fmt.Sprintf("%s/M=%d/fused=%v", c.op, m, fused), func(b *testing.B) {
 					var d time.Duration
@@ -229,7 +229,18 @@ func BenchmarkFP8Fused(b *testing.B) {
 							return g.FP8Quantize(g.Stream, BF16, q, out, m, c.k, FP8Quant{Static: scale}, amax, sx)
 						})
 					})
-					b.ReportMetric(d.Seconds()/float64(b.N)*1e6, "us/op")
+					per := d.Seconds() / float64(b.N)
+					b.ReportMetric(per*1e6, "us/op")
+					// The fused op's bytes (16-bit in, codes out; add_rmsnorm
+					// also reads and writes the residual), for either path.
+					bytes := 2*m*c.k + m*c.k
+					switch c.op {
+					case "add_rmsnorm":
+						bytes += 4 * m * c.k
+					case "swiglu":
+						bytes += 2 * m * c.k
+					}
+					b.ReportMetric(float64(bytes)/per/1e9, "GB/s")
 				})
 			}
 		}

@@ -21,7 +21,16 @@ func (g *GPU) SwiGLU(s *Stream, dt DType, out, gate, up Buffer, rows, ffn, ld in
 	if err != nil {
 		return err
 	}
-	chunks := rows * ffn / 8
 	a := g.argsPack().Ptr(out).Ptr(gate).Ptr(up).I32(rows).I32(ffn).U64(uint64(ld))
-	return s.Launch(f, Dim3{X: min(ceilDiv(chunks, 256), 16*g.Info.SMs)}, Dim3{X: 256}, 0, a)
+	return s.Launch(f, swigluGrid(rows, ffn), Dim3{X: swigluThreads}, 0, a)
+}
+
+// swigluThreads is the SwiGLU kernels' block: 16-byte chunks of a row.
+const swigluThreads = 256
+
+// swigluGrid is the SwiGLU kernels' grid (swiglu.cu, fp8_fused.cu): x
+// across a row's 16-byte chunks, y down the rows, the kernels striding past
+// the grid's y limit.
+func swigluGrid(rows, ffn int) Dim3 {
+	return Dim3{X: ceilDiv(ffn/8, swigluThreads), Y: min(rows, 65535)}
 }

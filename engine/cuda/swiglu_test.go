@@ -28,7 +28,10 @@ func TestSwiGLU(t *testing.T) {
 		for _, c := range []struct {
 			rows, ffn int
 			fused     bool
-		}{{1, 5632, false}, {64, 5632, true}, {3, 160, true}, {257, 704, false}} {
+		}{{1, 5632, false}, {64, 5632, true}, {3, 160, true}, {257, 704, false},
+			// A row of 257 chunks (one past a block); more rows than a
+			// grid's y reaches, so the kernel strides past it.
+			{5, 2056, false}, {70001, 16, true}} {
 			t.Run(fmt.Sprintf("%s/R%d_F%d_fused=%v", dt, c.rows, c.ffn, c.fused), func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
 					r := newRand(t)

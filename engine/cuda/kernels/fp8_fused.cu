@@ -65,22 +65,19 @@ extern "C" __global__ void fp8_add_rmsnorm_bf16(u8 *q, pack8 *residual, const pa
 }
 
 // fp8_swiglu: q[r, i] for r < rows, i < F, codes [rows, F]; gate and up
-// rows ld elements apart, as swiglu.cu: 16-byte loads of each, an 8-byte
-// store of 8 codes.
+// rows ld elements apart, as swiglu.cu (its grid too): 16-byte loads of
+// each, an 8-byte store of 8 codes.
 template <class T>
 __device__ __forceinline__ void fp8_swiglu(u8 *q, const T *gate, const T *up, int rows, int F, long long ld, const float *scale) {
 	pdl_enter();
 	const float inv = __frcp_rn(*scale);
-	int f8 = F / 8;
-	long long n = (long long)rows * f8;
+	const int f8 = F / 8, c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= f8) return;
 	uint2 *out = (uint2 *)q;
-	for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < n;
-		 idx += (long long)gridDim.x * blockDim.x) {
-		long long r = idx / f8;
-		int c = (int)(idx - r * f8);
+	for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
 		pack8 g = *(const pack8 *)(gate + r * ld + c * 8);
 		pack8 u = *(const pack8 *)(up + r * ld + c * 8);
-		out[idx] = e4m3_pack8<T>(swiglu8<T>(g, u), inv);
+		out[r * f8 + c] = e4m3_pack8<T>(swiglu8<T>(g, u), inv);
 	}
 }
 
