@@ -415,23 +415,31 @@ func fp8TensorCores(d DeviceInfo) bool {
 func BenchmarkFP8Quantize(b *testing.B) {
 	testGPU(b)
 	for _, k := range []int{4096, 14336} {
-		for _, m := range []int{1, 2, 8, 64, 256, 2048} {
-			b.Run(fmt.Sprintf("M=%d/K=%d", m, k), func(b *testing.B) {
-				var d time.Duration
-				do(b, func(t testing.TB, g *GPU) {
-					x := devAlloc(t, g, m*k*2)
-					xq, sx, amax := devAlloc(t, g, m*k), devAlloc(t, g, 4), devAlloc(t, g, FP8AmaxBytes)
-					if err := g.RandomFill(g.Stream, BF16, x, 99, 0, 1); err != nil {
-						t.Fatal(err)
-					}
-					d = timeLaunches(b, t, g, 1, func(int) error {
-						return g.FP8Quantize(g.Stream, BF16, xq, x, m, k, FP8Quant{}, amax, sx)
+		for _, m := range []int{1, 2, 8, 64, 256, 2048, 8192} {
+			// static: the scale given (a checkpoint's input_scale, as the
+			// prefill's attention output is quantized), no amax pass.
+			for _, static := range []bool{false, true} {
+				b.Run(fmt.Sprintf("M=%d/K=%d/static=%v", m, k, static), func(b *testing.B) {
+					var d time.Duration
+					do(b, func(t testing.TB, g *GPU) {
+						x := devAlloc(t, g, m*k*2)
+						xq, sx, amax := devAlloc(t, g, m*k), devAlloc(t, g, 4), devAlloc(t, g, FP8AmaxBytes)
+						if err := g.RandomFill(g.Stream, BF16, x, 99, 0, 1); err != nil {
+							t.Fatal(err)
+						}
+						var mode FP8Quant
+						if static {
+							mode.Static = devUploadT(t, g, []float32{0.01})
+						}
+						d = timeLaunches(b, t, g, 1, func(int) error {
+							return g.FP8Quantize(g.Stream, BF16, xq, x, m, k, mode, amax, sx)
+						})
 					})
+					per := d.Seconds() / float64(b.N)
+					b.ReportMetric(per*1e6, "us/quant")
+					b.ReportMetric(float64(3*m*k)/per/1e9, "GB/s")
 				})
-				per := d.Seconds() / float64(b.N)
-				b.ReportMetric(per*1e6, "us/quant")
-				b.ReportMetric(float64(3*m*k)/per/1e9, "GB/s")
-			})
+			}
 		}
 	}
 }
