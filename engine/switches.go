@@ -143,6 +143,7 @@ type SwitchTable struct {
 	CUDAAttnShort   IntSwitch
 	CUDAAttnXL      ChoiceSwitch
 	CUDAAttnWG      FlagSwitch
+	CUDAAttnWGE4M3  FlagSwitch
 	CUDAAttnF8Regs  FlagSwitch
 	CUDAAttnF8MMA   ChoiceSwitch
 	CUDAMoETile     ChoiceSwitch
@@ -211,6 +212,8 @@ var Switches = SwitchTable{
 		"query rows a block of prefill attention takes (tokens of an item times the query heads of a KV head): `auto` takes 128 (eight row warps, each 64-key tile of the cache read and, over an FP8 cache, decoded once for twice the rows) at head dimension 128 on the tensor cores where the iteration's prompt chunks attend on average to at least 512 keys over an FP8 cache (fixed slots or paged), 2,048 over a paged 16-bit one, 16,384 over a contiguous 16-bit one, else 64 (on the warpgroup-MMA kernels, XRUN_CUDA_ATTN_WGMMA, whose 128-row blocks run two a multiprocessor: from 128 keys over any cache, where on an H100 64 prompts of 128 tokens took 89 against 100 us over a 16-bit cache, 100 against 122 over a paged FP8 one with bf16 queries); on an H100 at Llama-3.1-8B's heads, a chunk of 8,192 tokens after 12,288 cached ones took 10.7 ms a layer against 12.2 over an FP8 cache (bf16), 11.0 against 13.1 over a paged FP8 one, 9.9 against 10.9 over a paged 16-bit one, while 64 prompts of 128 tokens took 131 against 114 us over a 16-bit cache (end to end, TensorRT-LLM's 20000/2000 row of 40 requests, median of 3: 998 output tok/s against 959; 2048/128 of 600: 2,962 against 2,912); `128` takes 128 wherever a kernel has them (head dimension 128), `64` never"),
 	CUDAAttnWG: flagSwitch("XRUN_CUDA_ATTN_WGMMA", true, true,
 		"on Hopper, prefill attention at head dimension 128 runs on the warpgroup MMA (attention_wg.cu: wgmma.mma_async, Q and each 64-key tile of K and V read from swizzled shared memory, P from registers), over 16-bit and FP8 caches, fixed slots or paged; `0` keeps it on mma.sync (attention_tc), as other GPUs run it"),
+	CUDAAttnWGE4M3: flagSwitch("XRUN_CUDA_ATTN_WG_E4M3", false, true,
+		"kv_cache_dtype fp8, on the warpgroup-MMA prefill attention (XRUN_CUDA_ATTN_WGMMA): its products on Hopper's E4M3 tensor cores (attention_wg.cu's _f8e kernels): each query row rounded to E4M3 with a scale of its own, the key codes taken as stored, P times 256 rounded to E4M3 each 64-key tile against the value codes transposed; on an H100 at Llama-3.1-8B's heads a chunk of 8,192 tokens after 12,288 cached ones took 5.74 ms a layer against 6.17 with bf16 queries and 6.98 with fp16, 4 prompts of 2,048 477 against 490 us, 64 prompts of 128 111 against 100 us; off by default: P's and Q's roundings are a numerical change the 16-bit products do not make"),
 	CUDAAttnF8Regs: flagSwitch("XRUN_CUDA_ATTN_F8_REGS", true, true,
 		"kv_cache_dtype fp8: decode attention loads its MMA operands from the E4M3 codes and converts them in registers by bit arithmetic (attention_tc_f8.cu's _f8r kernels); `0` decodes each tile into 16-bit tiles in shared memory first, as prefill does"),
 	CUDAAttnF8MMA: choiceSwitch("XRUN_CUDA_ATTN_F8_MMA", "0", func(v string) bool { return v == "qk" || v == "qkpv" },
@@ -337,6 +340,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAAttnShort:   t.CUDAAttnShort.Int(getenv),
 		CUDAAttnXL:      t.CUDAAttnXL.Get(getenv),
 		CUDAAttnWG:      t.CUDAAttnWG.On(getenv),
+		CUDAAttnWGE4M3:  t.CUDAAttnWGE4M3.On(getenv),
 		CUDAAttnF8Regs:  t.CUDAAttnF8Regs.On(getenv),
 		CUDAAttnF8MMA:   t.CUDAAttnF8MMA.Get(getenv),
 		CUDAMoETile:     t.CUDAMoETile.Get(getenv),

@@ -709,6 +709,15 @@ func (c attnTC) smemF8(headDim int, regs bool) int {
 // tile of 16-bit values, or of codes and a decoded pair.
 func (c attnTC) smemWG(headDim int) int { return 1024 + 16*c.rowWarps*headDim*2 + 65536 }
 
+// smemWGE4M3 mirrors attention_wg.cu's E8 kernels (_f8e): 1,024 bytes to
+// align, Q's 16-bit rows (V^T's 128 rows of 128 bytes once Q is
+// quantized), Q's codes, two stages of a K and a V tile of codes, and a
+// float scale per query row.
+func (c attnTC) smemWGE4M3(headDim int) int {
+	rows := 16 * c.rowWarps
+	return 1024 + rows*headDim*2 + rows*headDim + 2*2*c.keyTile*headDim + rows*4
+}
+
 // f8Regs reports whether c's launches over an FP8 cache convert the codes
 // in registers (attention_tc.cuh's REGS: decode configurations, one row
 // warp, with XRUN_CUDA_ATTN_F8_REGS).
@@ -857,7 +866,10 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		}
 		if tc.wg {
 			family = "attention_wg"
-			if l.FP8.On {
+			switch {
+			case l.FP8.On && g.sw.CUDAAttnWGE4M3:
+				name, smem = name+"_f8e", tc.smemWGE4M3(a.HeadDim)
+			case l.FP8.On:
 				// Sized as the FP8 stages: equal to the 16-bit ones at two
 				// stages, not in general.
 				name, smem = name+"_f8", tc.smemF8(a.HeadDim, false)

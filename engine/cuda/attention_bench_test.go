@@ -248,6 +248,31 @@ func BenchmarkAttention(b *testing.B) {
 					})
 				}
 			}
+			// The warpgroup-MMA configurations with their products on the
+			// E4M3 tensor cores (.../f8e/DTYPE, XRUN_CUDA_ATTN_WG_E4M3).
+			// Random bytes as codes include NaNs: timed here, checked by
+			// TestAttentionWGE4M3.
+			if kern.wg {
+				for _, fdt := range []DType{F16, BF16} {
+					b.Run(fmt.Sprintf("%s/%s/f8e/%s", sc.name, kern, fdt), func(b *testing.B) {
+						var d time.Duration
+						var regs int
+						do(b, func(t testing.TB, g *GPU) {
+							defer keepSwitches(g)()
+							g.sw.CUDAAttnWGE4M3 = true
+							regs = kernelRegs(t, g, "attention_wg", kern.kernel(fdt, D)+"_f8e")
+							l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt,
+								FP8: KVFP8{On: true, K: 0.01, V: 0.01}}
+							d = timeLaunches(b, t, g, 2*copies, func(i int) error {
+								c := i % copies
+								return g.attention(g.Stream, fdt, out, qkv, caches[2*c], caches[2*c+1], capacity, a, l, kern)
+							})
+						})
+						reportAttn(b, d, keys*KV*D*2, pairs*H*4*D)
+						b.ReportMetric(float64(regs), "regs")
+					})
+				}
+			}
 			// The prefill configurations over a paged FP8 cache
 			// (.../f8/paged/DTYPE): what AttnPrefillRows weighs for such a
 			// cache, 64 rows against 128.

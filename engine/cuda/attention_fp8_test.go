@@ -64,7 +64,7 @@ func TestAttentionFP8(t *testing.T) {
 								do(t, func(t testing.TB, g *GPU) {
 									defer keepSwitches(g)()
 									form.set(t, g, a.HeadDim)
-									checkAttentionFP8(t, g, dt, a, rn.seqs, rn.rows, splits, kernels)
+									checkAttentionFP8(t, g, dt, a, rn.seqs, rn.rows, splits, kernels, attnRefs)
 								})
 							})
 						}
@@ -120,7 +120,11 @@ func fp8Cache(t testing.TB, g *GPU, n int) (Buffer, Buffer) {
 	return devUploadT(t, g, poison), devUploadT(t, g, poison)
 }
 
-func checkAttentionFP8(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits int, kernels []attnTC) {
+// checkAttentionFP8 runs kernels over an FP8 cache of random sequences and
+// checks them against refs of qkv with the keys and values decoded as the
+// cache holds them (attnRefs, or a reference of the kernels' own roundings).
+func checkAttentionFP8(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnSeq, rows, splits int, kernels []attnTC,
+	refsOf func([]attnSeq, []float32, AttnShape) [][]float32) {
 	kernels = runnable(g, kernels, splits)
 	r := newRand(t)
 	H, KV, D, W := a.Heads, a.KVHeads, a.HeadDim, a.Width()
@@ -153,7 +157,7 @@ func checkAttentionFP8(t testing.TB, g *GPU, dt DType, a AttnShape, seqs []attnS
 			}
 		}
 	}
-	refs := attnRefs(seqs, deq, a)
+	refs := refsOf(seqs, deq, a)
 	l := AttnLaunch{Items: devUploadT(t, g, items), N: len(items) / 4, Rows: rows, Splits: splits, ShortKeys: -1, FP8: q8}
 	checkKernels(t, g, dt, a, seqs, refs, qkvB, kc, vc, capacity, l, kernels)
 }

@@ -111,8 +111,9 @@ func TestAttentionTC(t *testing.T) {
 
 // TestAttnWGKernels checks, without a GPU, that attention_wg.cu
 // instantiates exactly the warpgroup-MMA configurations the lists hold
-// (attnWG), each over a 16-bit and an FP8 cache, contiguous and paged,
-// under the names the launcher asks for.
+// (attnWG), each over a 16-bit and an FP8 cache (the latter also with
+// E4M3 products), contiguous and paged, under the names the launcher asks
+// for.
 func TestAttnWGKernels(t *testing.T) {
 	src, err := kernelSource("attention_wg")
 	if err != nil {
@@ -133,11 +134,24 @@ func TestAttnWGKernels(t *testing.T) {
 		}
 		inst["attention_wg_f16_d128_m"+m[4]] = true
 	}
+	// The E4M3-products forms (XRUN_CUDA_ATTN_WG_E4M3), over an FP8 cache.
+	for _, m := range regexp.MustCompile(`ATTN_WG_E\(T, (\d+), ([01]), (\w+)\)`).FindAllStringSubmatch(src, -1) {
+		wgs, _ := strconv.Atoi(m[1])
+		want := fmt.Sprint(4 * wgs)
+		if m[2] == "1" {
+			want += "_paged"
+		}
+		want += "_f8e"
+		if m[3] != want {
+			t.Errorf("ATTN_WG_E(T, %s, %s, %s): named m%s, want m%s", m[1], m[2], m[3], m[3], want)
+		}
+		inst["attention_wg_f16_d128_m"+m[3]] = true
+	}
 	for _, c := range attnWG {
 		if !c.wg || !c.fits(AttnRowsLarge) || !slices.Contains(attnTCKernels[128], c) || !slices.Contains(attnTCPagedKernels[128], c) {
 			t.Errorf("%s: not a listed prefill configuration at head dimension 128", c)
 		}
-		for _, suf := range []string{"", "_paged", "_f8", "_paged_f8"} {
+		for _, suf := range []string{"", "_paged", "_f8", "_paged_f8", "_f8e", "_paged_f8e"} {
 			name := c.kernel(F16, 128) + suf
 			if !inst[name] {
 				t.Errorf("%s: %s is not instantiated in attention_wg.cu", c, name)

@@ -34,6 +34,16 @@
 // P V_j): decoding between them, with the tensor cores idle, made these
 // kernels 15 % slower on the long chunks (BenchmarkAttention, H100).
 //
+// E8 (the _f8e kernels, XRUN_CUDA_ATTN_WG_E4M3): the products on the E4M3
+// tensor cores (k32). Q is rounded once to E4M3 codes with a scale per row;
+// the key codes are B of S = Q K^T as they land (loaded into the swizzle);
+// the value codes are transposed to K-major V^T under S_j (8-bit wgmma
+// reads B K-major only), in a key order that lets P's A fragment take the S
+// accumulators where they stand; P is rounded to E4M3 times 256 (its
+// subnormals reach 2^-17), l summed unrounded. One E4M3 rounding of Q and
+// of P move the outputs by about 2-3 % on random data (TestAttnRefsE4M3),
+// which is why it is opt-in.
+//
 // On other architectures the kernels trap (compiled so that the family
 // builds everywhere); the launcher takes them on sm_90 only.
 #include "common.cuh"
@@ -55,6 +65,14 @@
 	}
 WG_SS64(f16, "f16")
 WG_SS64(bf16, "bf16")
+// The same on E4M3 operands (k32: 32 bytes of each row a step), both
+// K-major as 8-bit wgmma requires.
+__device__ __forceinline__ void wg_ss64_e4m3(float *d, unsigned long long a, unsigned long long b, int p) {
+	asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %34, 0;\n"
+				 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " WG_REG32 ", %32, %33, q, 1, 1;\n}\n"
+		: WG_ACC32
+		: "l"(a), "l"(b), "r"(p));
+}
 // O += P V, 64 x 128: P from registers (the m16k16 A fragment per warp),
 // V from shared memory, MN-major (imm-trans-b 1).
 #define WG_RS128(TAG, TY)                                                                                 \
@@ -67,6 +85,14 @@ WG_SS64(bf16, "bf16")
 	}
 WG_RS128(f16, "f16")
 WG_RS128(bf16, "bf16")
+// O += P V on E4M3 operands, 64 x 128 x 32 keys: P from registers (four
+// words of four codes), V^T from shared memory, K-major.
+__device__ __forceinline__ void wg_rs128_e4m3(float *d, const u32 *a, unsigned long long b) {
+	asm volatile("{\n.reg .pred q;\nsetp.eq.u32 q, 1, 1;\n"
+				 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " WG_REG64 ", {%64, %65, %66, %67}, %68, q, 1, 1;\n}\n"
+		: WG_ACC64
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
 
 // wg_desc_mn is the descriptor of an MN-major tile in the 128-byte swizzle
 // at addr: core groups of 8 rows (K) 1024 bytes apart (stride offset),
@@ -81,7 +107,7 @@ __device__ __forceinline__ unsigned long long wg_desc_mn(u32 addr) {
 // 8 KB) of row r (0..63) in a swizzled tile.
 __device__ __forceinline__ u32 swz(int r, int c) { return (c >> 3) * 8192 + r * 128 + (((c & 7) ^ (r & 7)) << 4); }
 
-template <class T, int WGS, bool F8, bool PAGED>
+template <class T, int WGS, bool F8, bool PAGED, bool E8 = false>
 __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typename kv_elem<F8, T>::C *kc,
 	const typename kv_elem<F8, T>::C *vc, const int4 *items, int H, int KV, int W, int cap, float scale, int nsplit,
 	const int *tables, int stride, float ksc, float vsc) {
@@ -102,6 +128,10 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 	const u32 sq = base, st0 = base + QB;
 	constexpr int STAGE = F8 ? 2 * RAW : 2 * TILE;
 	const u32 sdec = st0 + 2 * STAGE;
+	// E8 (E4M3 products): [Q, then V^T][Q's codes][stages of codes][Q's
+	// row scales]; st0 follows Q's codes.
+	constexpr int QB8 = ROWS * D; // Q's codes
+	const u32 sq8 = base + QB, st8 = sq8 + QB8, sqs = st8 + 2 * STAGE;
 	unsigned char *const gbase = smem + (base - smem_u32(smem));
 
 	const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
@@ -116,7 +146,7 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 	// load queues tile j's K and V into stage j % 2.
 	auto load = [&](int j) {
 		const int k0 = j * KT;
-		const u32 sk = st0 + (j & 1) * STAGE, sv = sk + STAGE / 2;
+		const u32 sk = (E8 ? st8 : st0) + (j & 1) * STAGE, sv = sk + STAGE / 2;
 		constexpr int CPR = F8 ? 8 : 16; // 16-byte chunks a row
 #pragma unroll
 		for (int i = 0; i < KT * CPR / NT; i++) {
@@ -130,9 +160,11 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 				off = ok ? (long long)key * D + ch * VC : 0;
 			}
 			const C *kb = PAGED ? kc : kh, *vb = PAGED ? vc : vh;
-			// Codes: plain rows of 128 bytes; 16-bit values: swizzled.
+			// Codes: plain rows of 128 bytes (under E8 the keys' in the
+			// 128-byte swizzle, B of the E4M3 products as they land);
+			// 16-bit values: swizzled.
 			const u32 o = F8 ? (u32)(kr * 128 + ch * 16) : swz(kr, ch);
-			cp_async16(sk + o, kb + off, ok);
+			cp_async16(sk + (E8 ? (u32)(kr * 128 + ((ch ^ (kr & 7)) << 4)) : o), kb + off, ok);
 			cp_async16(sv + o, vb + off, ok);
 		}
 	};
@@ -155,7 +187,9 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 	for (int i = 0; i < 32; i++) s[i / 4][i % 4] = 0.f;
 	float m[2] = {ninf, ninf}, l[2] = {0.f, 0.f};
 	constexpr float F8MUL = F8 ? e4m3_h16<T>::mul : 1.f;
-	const float sl2 = scale * LOG2E * (F8 ? ksc * F8MUL : 1.f);
+	constexpr float PSC = 256.f; // E8: P's scale before its rounding to E4M3
+	// Under E8 the key codes meet the tensor cores as stored: no F8MUL.
+	const float sl2 = scale * LOG2E * (E8 ? ksc : F8 ? ksc * F8MUL : 1.f);
 	const int g4 = lane >> 2, q4 = lane & 3;
 	const int r0 = wg * 64 + warp * 16 + g4, r1 = r0 + 8;
 	const int lim0 = min(keyEnd - 1, pos0 + r0 / G), lim1 = min(keyEnd - 1, pos0 + r1 / G);
@@ -166,7 +200,9 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 	// them into the online softmax, rescales O and rounds P into the A
 	// fragments of the P V product.
 	u32 pa[4][4];
-	auto scores = [&](int j) {
+	// softmax scales tile j's scores by c0 (row r0) and c1 (r1), masks and
+	// exponentiates them and rescales O: scores' part before the rounding.
+	auto softmax = [&](int j, float c0, float c1) {
 		const int k0 = j * KT;
 		// s[n][e]: row (e < 2 ? r0 : r1), key k0 + 8n + 2 q4 + (e & 1).
 		const bool edge = k0 + KT - 1 > wlim;
@@ -174,7 +210,7 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 		for (int n = 0; n < 8; n++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
-				float v = s[n][e] * sl2;
+				float v = s[n][e] * (e < 2 ? c0 : c1);
 				if (edge && k0 + n * 8 + q4 * 2 + (e & 1) > (e < 2 ? lim0 : lim1)) v = ninf;
 				s[n][e] = v;
 			}
@@ -187,6 +223,9 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 			o[4 * n + 2] *= alpha[1];
 			o[4 * n + 3] *= alpha[1];
 		}
+	};
+	auto scores = [&](int j) {
+		softmax(j, sl2, sl2);
 		// P's A fragment of keys 16t..: score blocks 2t, 2t + 1.
 #pragma unroll
 		for (int t = 0; t < 4; t++) {
@@ -218,7 +257,114 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 		wg_commit();
 	};
 
-	if constexpr (!F8) {
+	if constexpr (E8) {
+		static_assert(F8 && NT == 2 * ROWS, "E8: an FP8 cache; two threads a query row");
+		// Q's rows to E4M3 codes, a scale each (absmax / 448), two threads
+		// a row; then Q's 16-bit tile holds V^T.
+		cp_async_wait<0>();
+		__syncthreads();
+		{
+			const int r = tid >> 1, hf = tid & 1;
+			const unsigned char *q16 = gbase + (r >> 6) * (64 * D * 2);
+			float x[64];
+#pragma unroll
+			for (int c = 0; c < 8; c++) {
+				const pack8 v = *(const pack8 *)(q16 + swz(r & 63, hf * 8 + c));
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					const float2 f = unpack2(v.w[i], T{});
+					x[c * 8 + 2 * i] = f.x;
+					x[c * 8 + 2 * i + 1] = f.y;
+				}
+			}
+			float amax = 0.f;
+#pragma unroll
+			for (int i = 0; i < 64; i++) amax = fmaxf(amax, fabsf(x[i]));
+			amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+			const float inv = amax > 0.f ? __fdiv_rn(448.f, amax) : 0.f;
+			unsigned char *q8 = gbase + (sq8 - base) + (r >> 6) * (64 * 128) + (r & 63) * 128;
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				const uint2 lo = e4m3x8(x + 16 * i, inv), hi = e4m3x8(x + 16 * i + 8, inv);
+				*(uint4 *)(q8 + (((hf * 4 + i) ^ (r & 7)) << 4)) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+			}
+			if (hf == 0) *(float *)(gbase + (sqs - base) + r * 4) = amax > 0.f ? __fdiv_rn(amax, 448.f) : 0.f;
+		}
+		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		__syncthreads();
+		const float c0 = sl2 * *(const float *)(gbase + (sqs - base) + r0 * 4);
+		const float c1 = sl2 * *(const float *)(gbase + (sqs - base) + r1 * 4);
+		const u32 qa8 = sq8 + wg * (64 * 128);
+		unsigned char *const vt = gbase; // V^T: 128 dims x 64 keys, rows of 128 bytes
+		// transpose writes V_j's codes (plain rows of 128 bytes at raw) as
+		// V^T, K-major for the E4M3 P V: row n (a dim) holds the tile's 64
+		// keys in its first 64 bytes, in the 128-byte swizzle (chunk c at
+		// c ^ (n % 8)). Key position p of each 32-key step holds key
+		// 16 (p / 16) + 8 ((p % 4) / 2) + 2 ((p % 16) / 4) + p % 2: P's
+		// fragment (pa8) then takes the S accumulators as they stand. A
+		// unit is 4 keys x 4 dims, four 32-bit reads, eight byte permutes,
+		// four writes; a warp's 32 units are 8 dim groups x 4 key groups.
+		auto transpose = [&](const unsigned char *raw) {
+#pragma unroll
+			for (int i = 0; i < 512 / NT; i++) {
+				const int u = tid + i * NT, w = u >> 5, ln = u & 31;
+				const int n0 = 4 * ((w & 3) * 8 + (ln & 7)), p0 = 4 * ((w >> 2) * 4 + (ln >> 3));
+				const int pp = p0 & 31, k = (p0 & 32) + 16 * (pp >> 4) + 2 * ((pp & 15) >> 2);
+				const u32 a = *(const u32 *)(raw + k * 128 + n0), b = *(const u32 *)(raw + (k + 1) * 128 + n0);
+				const u32 c = *(const u32 *)(raw + (k + 8) * 128 + n0), d = *(const u32 *)(raw + (k + 9) * 128 + n0);
+				const u32 ab0 = __byte_perm(a, b, 0x5140), ab1 = __byte_perm(a, b, 0x7362);
+				const u32 cd0 = __byte_perm(c, d, 0x5140), cd1 = __byte_perm(c, d, 0x7362);
+				const u32 out[4] = {__byte_perm(ab0, cd0, 0x5410), __byte_perm(ab0, cd0, 0x7632), __byte_perm(ab1, cd1, 0x5410),
+					__byte_perm(ab1, cd1, 0x7632)};
+#pragma unroll
+				for (int jn = 0; jn < 4; jn++) {
+					const int n = n0 + jn;
+					*(u32 *)(vt + n * 128 + (((p0 >> 4) ^ (n & 7)) << 4) + (p0 & 15)) = out[jn];
+				}
+			}
+			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		};
+		// pa8[t]: P times PSC as E4M3, the A fragment of keys 32t..32t+31
+		// (score blocks 4t..4t+3) in transpose's key order.
+		u32 pa8[2][4];
+		auto pack = [&]() {
+#pragma unroll
+			for (int t = 0; t < 2; t++)
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					pa8[t][e] = e4m3x2_cvt(s[4 * t][2 * e] * PSC, s[4 * t][2 * e + 1] * PSC) |
+						e4m3x2_cvt(s[4 * t + 1][2 * e] * PSC, s[4 * t + 1][2 * e + 1] * PSC) << 16;
+					pa8[t][2 + e] = e4m3x2_cvt(s[4 * t + 2][2 * e] * PSC, s[4 * t + 2][2 * e + 1] * PSC) |
+						e4m3x2_cvt(s[4 * t + 3][2 * e] * PSC, s[4 * t + 3][2 * e + 1] * PSC) << 16;
+				}
+		};
+		for (int j = 0; j < ntiles; j++) {
+			cp_async_wait<0>();
+			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+			__syncthreads(); // tile j landed; every P V_{j-1} done with V^T
+			if (j + 1 < ntiles) load(j + 1);
+			cp_async_commit();
+			const u32 sk = st8 + (j & 1) * STAGE;
+			wg_pin<32>(&s[0][0]);
+			wg_fence();
+#pragma unroll
+			for (int kk = 0; kk < 4; kk++) wg_ss64_e4m3(&s[0][0], wg_desc(qa8 + kk * 32), wg_desc(sk + kk * 32), kk > 0);
+			wg_commit();
+			transpose(gbase + (sk + RAW - base)); // under S_j
+			wg_wait<0>();
+			wg_pin<32>(&s[0][0]);
+			softmax(j, c0, c1);
+			pack();
+			__syncthreads(); // V^T_j written
+			wg_pin<64>(o);
+			wg_fence();
+#pragma unroll
+			for (int t = 0; t < 2; t++) wg_rs128_e4m3(o, pa8[t], wg_desc(base + t * 32));
+			wg_commit();
+			wg_wait<0>();
+			wg_pin<64>(o);
+		}
+	} else if constexpr (!F8) {
 		for (int j = 0; j < ntiles; j++) {
 			cp_async_wait<0>();
 			asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -282,7 +428,7 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 		}
 	}
 	cp_async_wait<0>();
-	const float vm = F8 ? vsc * F8MUL : 1.f;
+	const float vm = E8 ? vsc * (1.f / PSC) : F8 ? vsc * F8MUL : 1.f;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
 		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
@@ -339,5 +485,18 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 #define ATTN_WG_ALL(T)                                                                                          \
 	ATTN_WG(T, 1, 0, 0, 4) ATTN_WG(T, 2, 0, 0, 8) ATTN_WG(T, 1, 0, 1, 4_paged) ATTN_WG(T, 2, 0, 1, 8_paged)     \
 	ATTN_WG(T, 1, 1, 0, 4_f8) ATTN_WG(T, 2, 1, 0, 8_f8) ATTN_WG(T, 1, 1, 1, 4_paged_f8) ATTN_WG(T, 2, 1, 1, 8_paged_f8)
+// ATTN_WG_E: the E4M3-products forms over an FP8 cache (E8), named
+// ..._f8e.
+#define ATTN_WG_E(T, WGS, PAGED, SUF)                                                                           \
+	extern "C" __global__ void ATTN_WG_BOUNDS_##WGS attention_wg_##T##_d128_m##SUF(T *out, const T *qkv,         \
+		const unsigned char *kc, const unsigned char *vc, const int4 *items, int H, int KV, int W, int cap,        \
+		float scale, float *part, float *ml, int nsplit, int *counters, int rowsMax, const float *table,          \
+		int shortKeys ATTN_WG_TAIL_##PAGED##_1) {                                                                 \
+		attention_wg<T, WGS, true, PAGED, true>(out, qkv, kc, vc, items, H, KV, W, cap, scale, nsplit,             \
+			ATTN_WG_ARGS_##PAGED##_1);                                                                             \
+	}
+#define ATTN_WG_ALL_E(T) ATTN_WG_E(T, 1, 0, 4_f8e) ATTN_WG_E(T, 2, 0, 8_f8e) ATTN_WG_E(T, 1, 1, 4_paged_f8e) ATTN_WG_E(T, 2, 1, 8_paged_f8e)
 ATTN_WG_ALL(f16)
 ATTN_WG_ALL(bf16)
+ATTN_WG_ALL_E(f16)
+ATTN_WG_ALL_E(bf16)
