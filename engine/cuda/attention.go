@@ -186,14 +186,7 @@ func (g *GPU) KVWriteFP8(s *Stream, dt DType, k, v, qkv, pos, slot Buffer, token
 	if qkv.Bytes < tokens*a.Width()*dt.Size() || pos.Bytes < tokens*4 || slot.Bytes < tokens*4 {
 		return fmt.Errorf("cuda: KVWriteFP8 buffers too small for %d tokens", tokens)
 	}
-	name, cap := "kv_write_f8_", capacity
-	if p.On() {
-		if err := p.check(); err != nil {
-			return err
-		}
-		name, cap = "kv_write_paged_f8_", p.BlockSize
-	}
-	f, err := g.function("attention", name+dt.suffix())
+	f, cap, err := g.fp8KVFunction("kv_write_", dt, capacity, p)
 	if err != nil {
 		return err
 	}
@@ -205,6 +198,22 @@ func (g *GPU) KVWriteFP8(s *Stream, dt DType, k, v, qkv, pos, slot Buffer, token
 		args.Ptr(p.Tables).I32(p.Stride)
 	}
 	return s.Launch(f, Dim3{X: tokens}, Dim3{X: min(256, roundUp(chunks, 32))}, 0, args)
+}
+
+// fp8KVFunction is the kernel of family (kv_write_, rope_kv_) that writes
+// an FP8 cache, and the extent of the cache's rows it takes: FAMILYf8_T
+// over fixed slots of capacity positions, or FAMILYpaged_f8_T over p's
+// blocks (checked), whose launches end with the tables and their stride.
+func (g *GPU) fp8KVFunction(family string, dt DType, capacity int, p KVPages) (*Function, int, error) {
+	name, cap := family+"f8_", capacity
+	if p.On() {
+		if err := p.check(); err != nil {
+			return nil, 0, err
+		}
+		name, cap = family+"paged_f8_", p.BlockSize
+	}
+	f, err := g.function("attention", name+dt.suffix())
+	return f, cap, err
 }
 
 // KVWritePaged is KVWrite into a paged cache: k and v are [blocks]
@@ -298,14 +307,7 @@ func (g *GPU) RopeKVFP8(s *Stream, dt DType, k, v, qkv, pos, slot, table Buffer,
 	case qkv.Bytes < tokens*a.Width()*dt.Size() || pos.Bytes < tokens*4 || slot.Bytes < tokens*4 || table.Bytes < a.HeadDim*4:
 		return fmt.Errorf("cuda: RopeKVFP8 buffers too small for %d tokens", tokens)
 	}
-	name, cap := "rope_kv_f8_", capacity
-	if p.On() {
-		if err := p.check(); err != nil {
-			return err
-		}
-		name, cap = "rope_kv_paged_f8_", p.BlockSize
-	}
-	f, err := g.function("attention", name+dt.suffix())
+	f, cap, err := g.fp8KVFunction("rope_kv_", dt, capacity, p)
 	if err != nil {
 		return err
 	}
