@@ -167,7 +167,12 @@ func packBatch(dst []int32, bt *model.Batch, sh packShape) (packedBatch, error) 
 			smallRows = max(smallRows, int(s.Len)*G)
 			continue
 		}
-		for t0 := int32(0); t0 < s.Len; t0 += int32(perL) {
+		// A sequence's items last first: the blocks of its later tokens
+		// attend to the most keys, and started first they do not trail
+		// the launch (the GPU starts blocks in order). On an H100, 4
+		// prompts of 2,048 over an FP8 cache (BenchmarkAttention's -lpt
+		// scenario): 396 against 423 us a layer.
+		for t0 := (s.Len - 1) / int32(perL) * int32(perL); t0 >= 0; t0 -= int32(perL) {
 			large = append(large, s.Start+t0, min(int32(perL), s.Len-t0), s.Slot, s.Past+t0)
 		}
 	}

@@ -94,7 +94,7 @@ func TestPackBatch(t *testing.T) {
 			sh:   testShape,
 			want: packedBatch{rows: 40, nLogit: 1, offS: 124, nS: 0, offL: 124, nL: 3, rowsS: 8, ints: slices.Concat(
 				seqRange(100, 40), seqRange(5, 40), repeat(1, 40), []int32{39}, repeat(0, 3),
-				[]int32{0, 16, 1, 5, 16, 16, 1, 21, 32, 8, 1, 37})},
+				[]int32{32, 8, 1, 37, 16, 16, 1, 21, 0, 16, 1, 5})}, // last first
 		},
 		{
 			name: "fed tokens read picks on the device",
