@@ -115,7 +115,7 @@ func (c *ChoiceSwitch) Get(getenv func(string) string) string { return c.Value(g
 
 // attnTCName is what attnTC.String (engine/cuda) names a tensor-core
 // attention configuration.
-var attnTCName = regexp.MustCompile(`^(tc|wg)-m[1-9][0-9]*-k[1-9][0-9]*-t[1-9][0-9]*-s[1-9][0-9]*$`)
+var attnTCName = regexp.MustCompile(`^(tc|wg|ws)-m[1-9][0-9]*-k[1-9][0-9]*-t[1-9][0-9]*-s[1-9][0-9]*$`)
 
 // SwitchTable is the type of Switches: a field per switch, so that each is
 // read with its own type.
@@ -144,6 +144,7 @@ type SwitchTable struct {
 	CUDAAttnXL      ChoiceSwitch
 	CUDAAttnWG      FlagSwitch
 	CUDAAttnWGE4M3  FlagSwitch
+	CUDAAttnWS      FlagSwitch
 	CUDAAttnF8Regs  FlagSwitch
 	CUDAAttnF8MMA   ChoiceSwitch
 	CUDAMoETile     ChoiceSwitch
@@ -199,8 +200,8 @@ var Switches = SwitchTable{
 	CUDAWgmmaFP8: flagSwitch("XRUN_CUDA_WGMMA_FP8", true, true,
 		"the own FP8 GEMM (dtype fp8, gemm_plugin: disable) above 8 rows on Hopper's warpgroup MMA in its E4M3 form (with XRUN_CUDA_WGMMA); `0` runs it on CUDA-core tiles (fp8.cu), 10-20x slower"),
 	CUDAAttnTC: choiceSwitch("XRUN_CUDA_ATTN_TC", "auto", func(v string) bool { return v == "0" || attnTCName.MatchString(v) },
-		"`0`, a configuration (`tc-m1-k4-t16-s3`, `wg-m4-k1-t64-s2`)",
-		"the tensor-core attention kernel, its configuration chosen per launch; `0` puts every attention launch on the CUDA-core kernel, a configuration's name puts the launches it can serve on it (`wg-`: the warpgroup-MMA prefill kernels, Hopper only)"),
+		"`0`, a configuration (`tc-m1-k4-t16-s3`, `wg-m4-k1-t64-s2`, `ws-m8-k1-t64-s3`)",
+		"the tensor-core attention kernel, its configuration chosen per launch; `0` puts every attention launch on the CUDA-core kernel, a configuration's name puts the launches it can serve on it (`wg-`: the warpgroup-MMA prefill kernels, Hopper only; `ws-`: their warp-specialised form, a producer warpgroup loading beside the two that multiply)"),
 	CUDAAttnSplit: flagSwitch("XRUN_CUDA_ATTN_SPLIT", true, true, "split-K decode attention (an item's keys over several blocks); `0` never splits"),
 	CUDAAttnRope: choiceSwitch("XRUN_CUDA_ATTN_ROPE", "auto", func(v string) bool { return v == "0" || v == "1" },
 		"`1`, `0`",
@@ -214,6 +215,8 @@ var Switches = SwitchTable{
 		"on Hopper, prefill attention at head dimension 128 runs on the warpgroup MMA (attention_wg.cu: wgmma.mma_async, Q and each 64-key tile of K and V read from swizzled shared memory, P from registers), over 16-bit and FP8 caches, fixed slots or paged; `0` keeps it on mma.sync (attention_tc), as other GPUs run it"),
 	CUDAAttnWGE4M3: flagSwitch("XRUN_CUDA_ATTN_WG_E4M3", false, true,
 		"kv_cache_dtype fp8, on the warpgroup-MMA prefill attention (XRUN_CUDA_ATTN_WGMMA): its products on Hopper's E4M3 tensor cores (attention_wg.cu's _f8e kernels): each query row rounded to E4M3 with a scale of its own, the key codes taken as stored, P times 256 rounded to E4M3 each 64-key tile against the value codes transposed; on an H100 at Llama-3.1-8B's heads a chunk of 8,192 tokens after 12,288 cached ones took 5.74 ms a layer against 6.17 with bf16 queries and 6.98 with fp16, 4 prompts of 2,048 477 against 490 us, 64 prompts of 128 111 against 100 us (end to end, one run each: TensorRT-LLM's 20000/2000 row of 40 requests 1,129 output tok/s against 1,111, 5000/500 of 183 3,056 against 3,030); off by default: P's and Q's roundings are a numerical change the 16-bit products do not make"),
+	CUDAAttnWS: flagSwitch("XRUN_CUDA_ATTN_WS", true, true,
+		"on Hopper, 128-row prefill launches whose prompt chunks attend on average to at least 1,024 keys over an FP8 cache (fixed slots or paged) or 2,048 over a contiguous 16-bit one run on the warp-specialised form of the warpgroup-MMA kernels (attention_ws.cu: a producer warpgroup copies, and over an FP8 cache decodes, each 64-key tile into three stages while two warpgroups multiply, each queuing Q K^T of one tile with P V of the one before and taking the softmax under it; bf16 queries over an FP8 cache multiply in fp16); on an H100 at Llama-3.1-8B's heads a chunk of 8,192 tokens after 12,288 cached ones took 4.48 ms a layer against 5.86 over an FP8 cache with bf16 queries, 4.67 against 5.00 over a 16-bit one, 4 prompts of 2,048 384 against 453 us (FP8, bf16); end to end, one run each on one H100, TensorRT-LLM's 20000/2000 row of 40 requests 1,163 output tok/s against 1,120, 5000/500 of 183 3,138 against 3,064, 2048/128 of 600 3,232 against 3,193; `0` keeps them on attention_wg.cu"),
 	CUDAAttnF8Regs: flagSwitch("XRUN_CUDA_ATTN_F8_REGS", true, true,
 		"kv_cache_dtype fp8: decode attention loads its MMA operands from the E4M3 codes and converts them in registers by bit arithmetic (attention_tc_f8.cu's _f8r kernels); `0` decodes each tile into 16-bit tiles in shared memory first, as prefill does"),
 	CUDAAttnF8MMA: choiceSwitch("XRUN_CUDA_ATTN_F8_MMA", "0", func(v string) bool { return v == "qk" || v == "qkpv" },
@@ -341,6 +344,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAAttnXL:      t.CUDAAttnXL.Get(getenv),
 		CUDAAttnWG:      t.CUDAAttnWG.On(getenv),
 		CUDAAttnWGE4M3:  t.CUDAAttnWGE4M3.On(getenv),
+		CUDAAttnWS:      t.CUDAAttnWS.On(getenv),
 		CUDAAttnF8Regs:  t.CUDAAttnF8Regs.On(getenv),
 		CUDAAttnF8MMA:   t.CUDAAttnF8MMA.Get(getenv),
 		CUDAMoETile:     t.CUDAMoETile.Get(getenv),

@@ -113,6 +113,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_ATTN_PREFILL_ROWS": {"auto", true},
 		"XRUN_CUDA_ATTN_WGMMA":        {"1", true},
 		"XRUN_CUDA_ATTN_WG_E4M3":      {"0", true},
+		"XRUN_CUDA_ATTN_WS":           {"1", true},
 		"XRUN_CUDA_ATTN_F8_REGS":      {"1", true},
 		"XRUN_CUDA_ATTN_F8_MMA":       {"0", true},
 		"XRUN_CUDA_MOE_TILE":          {"auto", true},

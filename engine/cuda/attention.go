@@ -93,6 +93,10 @@ type AttnLaunch struct {
 	// FP8, when set, says the cache holds E4M3 codes (KVFP8): the launch
 	// runs attention_tc_f8.cu's kernels, on the tensor cores only.
 	FP8 KVFP8
+	// MeanKeys is a prefill launch's mean keys a prompt chunk (its cached
+	// tokens and its own), from which the warp-specialised kernels take
+	// it (attnWSMinKeys); 0: not said, they do not.
+	MeanKeys int
 }
 
 // KVFP8 is an FP8 (E4M3) KV cache's scales for one layer: a value v is
@@ -365,12 +369,56 @@ type attnTC struct {
 // prefill launch from 128 keys (attnXLMinKeys).
 var attnWG = []attnTC{{4, 1, 64, 2, true}, {8, 1, 64, 2, true}}
 
+// attnWS is the warp-specialised form of attnWG[1] (attention_ws.cu): a
+// producer warpgroup copies (and over an FP8 cache decodes) the K and V
+// tiles into attnWSStages stages beside the two warpgroups that multiply,
+// each queuing S_j with P_{j-1} V_{j-1}; one block a multiprocessor. Named
+// ws-m8-k1-t64-s3; the stages are the kernels' WS_STAGES.
+var attnWS = attnTC{8, 1, 64, attnWSStages, true}
+
+const attnWSStages = 3
+
+// attnWSMinKeys is the mean keys a prompt chunk from which a 128-row
+// prefill launch runs on the warp-specialised kernel, over an FP8 cache
+// and over a contiguous 16-bit one: it runs one block a multiprocessor,
+// so short prompts, where a block's prologue is much of its time, keep
+// attnWG[1]'s two. BenchmarkAttention on an H100, us a layer, wg-m8 /
+// ws-m8 (the 8,192-token chunk and the 2,048-token prompts with their
+// items last first, as packBatch lays them out: .../...-lpt):
+//
+//	                      16-bit       FP8, bf16    FP8, fp16    paged FP8, bf16  paged 16-bit
+//	8,192 after 12,288    5,004/4,674  5,864/4,477  6,674/4,500  6,136/4,850      5,362/5,931
+//	4 prompts of 2,048      382/377      453/384      500/374      468/405          430/413
+//	16 prompts of 512       149/190      175/179      190/165      179/179          160/172
+//	64 prompts of 128        90/117       97/126      100/116      100/125           92/117
+func attnWSMinKeys(fp8 bool) int {
+	if fp8 {
+		return 1024
+	}
+	return 2048
+}
+
+// attnWSPays reports whether a prefill launch l that attnTCDefault put on
+// attnWG[1] runs on attnWS instead: XRUN_CUDA_ATTN_WS on and
+// XRUN_CUDA_ATTN_TC at auto, an FP8 or a contiguous cache (over a paged
+// 16-bit cache the producer's block-table lookups made it slower), no
+// E4M3 products asked for (the wg kernels have them), and long enough
+// chunks.
+func (g *GPU) attnWSPays(l AttnLaunch) bool {
+	return g.sw.CUDAAttnWS && g.sw.CUDAAttnTC == "auto" && (l.FP8.On || !l.Pages.On()) &&
+		!(l.FP8.On && g.sw.CUDAAttnWGE4M3) && l.MeanKeys >= attnWSMinKeys(l.FP8.On)
+}
+
+// ws reports whether c is a warp-specialised configuration (attnWS):
+// the warpgroup-MMA kernels of more than two stages.
+func (c attnTC) ws() bool { return c.wg && c.stages > 2 }
+
 // attnTCKernels are the configurations attention_tc.cu instantiates, per
 // head dimension: one row warp for decode launches (Rows 8 and 16), four
 // for prefill (Rows 64).
 var attnTCKernels = map[int][]attnTC{
 	64:  {{1, 4, 16, 3, false}, {1, 4, 16, 2, false}, {1, 4, 32, 2, false}, {1, 2, 32, 3, false}, {1, 8, 16, 2, false}, {4, 1, 64, 2, false}, {4, 1, 32, 3, false}},
-	128: {{1, 4, 16, 2, false}, {1, 2, 16, 3, false}, {4, 1, 64, 2, false}, {4, 1, 32, 2, false}, {8, 1, 64, 2, false}, attnWG[0], attnWG[1]},
+	128: {{1, 4, 16, 2, false}, {1, 2, 16, 3, false}, {4, 1, 64, 2, false}, {4, 1, 32, 2, false}, {8, 1, 64, 2, false}, attnWG[0], attnWG[1], attnWS},
 }
 
 // attnTCDefaults are Attention's choices per head dimension: for decode
@@ -527,7 +575,7 @@ var attnTCRopeSingle = map[int]attnTC{
 // (pagedTC).
 var attnTCPagedKernels = map[int][]attnTC{
 	64:  {{1, 8, 16, 2, false}, {1, 4, 16, 3, false}, {4, 1, 32, 3, false}},
-	128: {{1, 4, 16, 2, false}, {4, 1, 64, 2, false}, {4, 1, 32, 2, false}, {8, 1, 64, 2, false}, attnWG[0], attnWG[1]},
+	128: {{1, 4, 16, 2, false}, {4, 1, 64, 2, false}, {4, 1, 32, 2, false}, {8, 1, 64, 2, false}, attnWG[0], attnWG[1], attnWS},
 }
 
 var attnTCRopePagedKernels = map[int][]attnTC{
@@ -675,17 +723,28 @@ func (g *GPU) attnTCDefault(headDim, rows, blocks int) (attnTC, bool) {
 func (c attnTC) fits(rows int) bool { return (rows > 16) == (c.rowWarps > 1) && rows <= 16*c.rowWarps }
 
 func (c attnTC) kernel(dt DType, headDim int) string {
+	if c.ws() {
+		return fmt.Sprintf("attention_ws_%s_d%d_m%d", dt.suffix(), headDim, c.rowWarps)
+	}
 	if c.wg {
 		return fmt.Sprintf("attention_wg_%s_d%d_m%d", dt.suffix(), headDim, c.rowWarps)
 	}
 	return fmt.Sprintf("attention_tc_%s_d%d_m%d_k%d_t%d_s%d", dt.suffix(), headDim, c.rowWarps, c.keyWarps, c.keyTile, c.stages)
 }
 
-func (c attnTC) threads() int { return 32 * c.rowWarps * c.keyWarps }
+func (c attnTC) threads() int {
+	if c.ws() {
+		return 32*c.rowWarps + 128 // and the producer warpgroup
+	}
+	return 32 * c.rowWarps * c.keyWarps
+}
 
 // smem mirrors the kernel: keyWarps groups of stages x (K, V) tiles of
 // keyTile rows of headDim + 8 16-bit values.
 func (c attnTC) smem(headDim int) int {
+	if c.ws() {
+		return c.smemWS(headDim, false)
+	}
 	if c.wg {
 		return c.smemWG(headDim)
 	}
@@ -697,6 +756,9 @@ func (c attnTC) smem(headDim int) int {
 // E4M3 tiles of keyTile rows of headDim bytes; the _f8r kernels (regs)
 // have no decoded tiles and rows of headDim + 16 bytes.
 func (c attnTC) smemF8(headDim int, regs bool) int {
+	if c.ws() {
+		return c.smemWS(headDim, true)
+	}
 	if c.wg {
 		return c.smemWG(headDim)
 	}
@@ -710,6 +772,17 @@ func (c attnTC) smemF8(headDim int, regs bool) int {
 // warp of headDim 16-bit values), then 64 KB: two stages of a K and a V
 // tile of 16-bit values, or of codes and a decoded pair.
 func (c attnTC) smemWG(headDim int) int { return 1024 + 16*c.rowWarps*headDim*2 + 65536 }
+
+// smemWS mirrors attention_ws.cu: 1,024 bytes to align, Q, the stages of
+// a 16-bit K and V tile, under fp8 two stages of codes, a full and an
+// empty mbarrier a stage, and under fp8 a float scale a query row.
+func (c attnTC) smemWS(headDim int, fp8 bool) int {
+	n := 1024 + 16*c.rowWarps*headDim*2 + c.stages*2*c.keyTile*headDim*2 + 16*c.stages
+	if fp8 {
+		n += 2*2*c.keyTile*headDim + 16*c.rowWarps*4
+	}
+	return n
+}
 
 // smemWGE4M3 mirrors attention_wg.cu's E8 kernels (_f8e): 1,024 bytes to
 // align, Q's 16-bit rows (V^T's 128 rows of 128 bytes once Q is
@@ -768,6 +841,9 @@ func (c attnTC) String() string {
 	if c.rowWarps == 0 {
 		return "cuda-core"
 	}
+	if c.ws() {
+		return fmt.Sprintf("ws-m%d-k%d-t%d-s%d", c.rowWarps, c.keyWarps, c.keyTile, c.stages)
+	}
 	if c.wg {
 		return fmt.Sprintf("wg-m%d-k%d-t%d-s%d", c.rowWarps, c.keyWarps, c.keyTile, c.stages)
 	}
@@ -794,6 +870,9 @@ func (g *GPU) Attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		return g.attention(s, dt, out, qkv, k, v, capacity, a, l, tc)
 	}
 	tc, _ := g.attnTCDefault(a.HeadDim, l.Rows, blocks)
+	if tc == attnWG[1] && g.attnWSPays(l) {
+		tc = attnWS
+	}
 	if l.Pages.On() || l.FP8.On {
 		// The paged and the FP8 kernels are the same configurations.
 		tc = g.pagedTC(tc, a.HeadDim, l.Rows, blocks, false)
@@ -866,7 +945,16 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		if paged {
 			name += "_paged"
 		}
-		if tc.wg {
+		switch {
+		case tc.ws():
+			family, smem = "attention_ws", tc.smemWS(a.HeadDim, l.FP8.On)
+			if l.FP8.On && g.sw.CUDAAttnWGE4M3 {
+				return fmt.Errorf("cuda: attention %s has no form with E4M3 products (XRUN_CUDA_ATTN_WG_E4M3: wg-m8-k1-t64-s2)", tc)
+			}
+			if l.FP8.On {
+				name += "_f8"
+			}
+		case tc.wg:
 			family = "attention_wg"
 			switch {
 			case l.FP8.On && g.sw.CUDAAttnWGE4M3:
@@ -876,7 +964,7 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 				// stages, not in general.
 				name, smem = name+"_f8", tc.smemF8(a.HeadDim, false)
 			}
-		} else if l.FP8.On {
+		case l.FP8.On:
 			family, name, smem = "attention_tc_f8", name+"_f8", tc.smemF8(a.HeadDim, false)
 			form, err := g.f8MMA(tc, a.HeadDim, paged)
 			switch {

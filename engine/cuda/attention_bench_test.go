@@ -42,6 +42,9 @@ func BenchmarkAttention(b *testing.B) {
 		seqs   []attnSeq
 		rows   int
 		splits int
+		// lpt: the items longest first (by their last key), as the
+		// engine lays out prefill items; otherwise in order.
+		lpt bool
 	}
 	dev := testGPU(b)
 	const dt = F16
@@ -66,36 +69,38 @@ func BenchmarkAttention(b *testing.B) {
 	long, short := prompts(4, 2048), prompts(64, 128)
 	tiny := AttnShape{32, 4, 64}
 	scens := []scen{
-		{"decode/B=256", tiny, decodeSeqs(256, 129, 256), AttnRowsTiny, 1},
-		{"decode/B=64", tiny, decodeSeqs(64, 129, 256), AttnRowsTiny, 1},
-		{"decode/B=1", tiny, []attnSeq{{255, 1}}, AttnRowsTiny, AttnMaxSplits},
-		{"prefill/T=8192", tiny, prompts(64, 128), AttnRowsLarge, 1},
-		{"prefill-D128/T=4x2048", AttnShape{32, 8, 128}, long, AttnRowsLarge, 1},
-		{"prefill-D128/T=4x2048-r128", AttnShape{32, 8, 128}, long, AttnRowsXL, 1},
-		{"prefill-D128/T=64x128", AttnShape{32, 8, 128}, short, AttnRowsLarge, 1},
-		{"prefill-D128/T=64x128-r128", AttnShape{32, 8, 128}, short, AttnRowsXL, 1},
-		{"prefill-D128/T=16x512", AttnShape{32, 8, 128}, prompts(16, 512), AttnRowsLarge, 1},
-		{"prefill-D128/T=16x512-r128", AttnShape{32, 8, 128}, prompts(16, 512), AttnRowsXL, 1},
-		{"prefill-D128/T=8x1024", AttnShape{32, 8, 128}, prompts(8, 1024), AttnRowsLarge, 1},
-		{"prefill-D128/T=8x1024-r128", AttnShape{32, 8, 128}, prompts(8, 1024), AttnRowsXL, 1},
-		{"decode-D128/B=256", AttnShape{32, 8, 128}, decodeSeqs(256, 129, 256), AttnRowsTiny, 1},
+		{"decode/B=256", tiny, decodeSeqs(256, 129, 256), AttnRowsTiny, 1, false},
+		{"decode/B=64", tiny, decodeSeqs(64, 129, 256), AttnRowsTiny, 1, false},
+		{"decode/B=1", tiny, []attnSeq{{255, 1}}, AttnRowsTiny, AttnMaxSplits, false},
+		{"prefill/T=8192", tiny, prompts(64, 128), AttnRowsLarge, 1, false},
+		{"prefill-D128/T=4x2048", AttnShape{32, 8, 128}, long, AttnRowsLarge, 1, false},
+		{"prefill-D128/T=4x2048-r128", AttnShape{32, 8, 128}, long, AttnRowsXL, 1, false},
+		{"prefill-D128/T=64x128", AttnShape{32, 8, 128}, short, AttnRowsLarge, 1, false},
+		{"prefill-D128/T=64x128-r128", AttnShape{32, 8, 128}, short, AttnRowsXL, 1, false},
+		{"prefill-D128/T=16x512", AttnShape{32, 8, 128}, prompts(16, 512), AttnRowsLarge, 1, false},
+		{"prefill-D128/T=16x512-r128", AttnShape{32, 8, 128}, prompts(16, 512), AttnRowsXL, 1, false},
+		{"prefill-D128/T=8x1024", AttnShape{32, 8, 128}, prompts(8, 1024), AttnRowsLarge, 1, false},
+		{"prefill-D128/T=8x1024-r128", AttnShape{32, 8, 128}, prompts(8, 1024), AttnRowsXL, 1, false},
+		{"decode-D128/B=256", AttnShape{32, 8, 128}, decodeSeqs(256, 129, 256), AttnRowsTiny, 1, false},
 		// Llama-3.1-8B's steady state at TensorRT-LLM's 128/128 row.
-		{"decode-D128/B=2048", AttnShape{32, 8, 128}, decodeSeqs(2048, 129, 256), AttnRowsTiny, 1},
+		{"decode-D128/B=2048", AttnShape{32, 8, 128}, decodeSeqs(2048, 129, 256), AttnRowsTiny, 1, false},
 		// Half that batch: between the widths where folding RoPE into the
 		// FP8 decode pays and where it does not (cuda.AttnFoldPays).
-		{"decode-D128/B=1024", AttnShape{32, 8, 128}, decodeSeqs(1024, 129, 256), AttnRowsTiny, 1},
+		{"decode-D128/B=1024", AttnShape{32, 8, 128}, decodeSeqs(1024, 129, 256), AttnRowsTiny, 1, false},
 		// The 128/2048 row's one wave with an FP8 cache on an H100 (444
 		// requests, contexts 129 to 2,176 over the run).
-		{"decode-D128/B=444-long", AttnShape{32, 8, 128}, decodeSeqs(444, 129, 2176), AttnRowsTiny, 1},
+		{"decode-D128/B=444-long", AttnShape{32, 8, 128}, decodeSeqs(444, 129, 2176), AttnRowsTiny, 1, false},
 		// The 20000/2000 row's decode: 40 requests of about 21,000 cached
 		// positions, 320 items, unsplit (AttnSplits counts items, not keys)
 		// and with the keys split 8 ways.
-		{"decode-D128/B=40-20k", AttnShape{32, 8, 128}, decodeSeqs(40, 20000, 22000), AttnRowsTiny, 1},
-		{"decode-D128/B=40-20k-s8", AttnShape{32, 8, 128}, decodeSeqs(40, 20000, 22000), AttnRowsTiny, AttnMaxSplits},
+		{"decode-D128/B=40-20k", AttnShape{32, 8, 128}, decodeSeqs(40, 20000, 22000), AttnRowsTiny, 1, false},
+		{"decode-D128/B=40-20k-s8", AttnShape{32, 8, 128}, decodeSeqs(40, 20000, 22000), AttnRowsTiny, AttnMaxSplits, false},
 		// Its chunked prefill: a chunk of 8,192 prompt tokens after 12,288
 		// cached ones (2.2 TFLOP of Q K^T and P V a layer).
-		{"prefill-D128/T=8192-after-12288", AttnShape{32, 8, 128}, []attnSeq{{12288, 8192}}, AttnRowsLarge, 1},
-		{"prefill-D128/T=8192-after-12288-r128", AttnShape{32, 8, 128}, []attnSeq{{12288, 8192}}, AttnRowsXL, 1},
+		{"prefill-D128/T=8192-after-12288", AttnShape{32, 8, 128}, []attnSeq{{12288, 8192}}, AttnRowsLarge, 1, false},
+		{"prefill-D128/T=8192-after-12288-r128", AttnShape{32, 8, 128}, []attnSeq{{12288, 8192}}, AttnRowsXL, 1, false},
+		{"prefill-D128/T=8192-after-12288-r128-lpt", AttnShape{32, 8, 128}, []attnSeq{{12288, 8192}}, AttnRowsXL, 1, true},
+		{"prefill-D128/T=4x2048-r128-lpt", AttnShape{32, 8, 128}, long, AttnRowsXL, 1, true},
 	}
 	for _, sc := range scens {
 		a := sc.a
@@ -112,6 +117,16 @@ func BenchmarkAttention(b *testing.B) {
 				pairs += n*t0 + n*(n+1)/2 // token t0 + i attends to t0 + i + 1 keys
 			}
 			rowsTotal += s.n
+		}
+		if sc.lpt {
+			quads := make([][4]int32, len(items)/4)
+			for i := range quads {
+				quads[i] = [4]int32(items[4*i:])
+			}
+			slices.SortStableFunc(quads, func(x, y [4]int32) int { return int(y[3]+y[1]) - int(x[3]+x[1]) })
+			for i, q := range quads {
+				copy(items[4*i:], q[:])
+			}
 		}
 		cacheBytes := (len(sc.seqs) + 1) * KV * capacity * D * dt.Size()
 		copies := min(4, max(1, ceilDiv(4*dev.Info.L2Bytes, 2*cacheBytes)))
@@ -231,7 +246,10 @@ func BenchmarkAttention(b *testing.B) {
 								suffix = "_f8"
 							}
 							family := "attention_tc_f8"
-							if kern.wg {
+							switch {
+							case kern.ws():
+								family = "attention_ws"
+							case kern.wg:
 								family = "attention_wg"
 							}
 							regs = kernelRegs(t, g, family, kern.kernel(fdt, D)+suffix)
@@ -252,7 +270,7 @@ func BenchmarkAttention(b *testing.B) {
 			// E4M3 tensor cores (.../f8e/DTYPE, XRUN_CUDA_ATTN_WG_E4M3).
 			// Random bytes as codes include NaNs: timed here, checked by
 			// TestAttentionWGE4M3.
-			if kern.wg {
+			if kern.wg && !kern.ws() {
 				for _, fdt := range []DType{F16, BF16} {
 					b.Run(fmt.Sprintf("%s/%s/f8e/%s", sc.name, kern, fdt), func(b *testing.B) {
 						var d time.Duration

@@ -164,9 +164,40 @@ func TestAttnWGKernels(t *testing.T) {
 	}
 	for D, cs := range attnTCKernels {
 		for _, c := range cs {
-			if c.wg && (D != 128 || !slices.Contains(attnWG, c)) {
+			if c.wg && (D != 128 || !slices.Contains(attnWG, c) && c != attnWS) {
 				t.Errorf("head dimension %d lists %s", D, c)
 			}
+		}
+	}
+	// The warp-specialised form (attention_ws.cu), 16-bit and FP8 caches,
+	// contiguous and paged, with the stages the launcher sizes.
+	src, err = kernelSource("attention_ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !attnWS.ws() || !attnWS.fits(AttnRowsXL) || !slices.Contains(attnTCKernels[128], attnWS) || !slices.Contains(attnTCPagedKernels[128], attnWS) {
+		t.Errorf("%s: not a listed warp-specialised prefill configuration at head dimension 128", attnWS)
+	}
+	if m := regexp.MustCompile(`#define WS_STAGES (\d+)`).FindStringSubmatch(src); m == nil || m[1] != strconv.Itoa(attnWS.stages) {
+		t.Errorf("attention_ws.cu: WS_STAGES %v, the launcher sizes %d stages", m, attnWS.stages)
+	}
+	inst = map[string]bool{}
+	for _, m := range regexp.MustCompile(`ATTN_WS\(T, ([01]), ([01]), (\w*)\)`).FindAllStringSubmatch(src, -1) {
+		want := ""
+		if m[2] == "1" {
+			want += "_paged"
+		}
+		if m[1] == "1" {
+			want += "_f8"
+		}
+		if m[3] != want {
+			t.Errorf("ATTN_WS(T, %s, %s, %s): suffix %q, want %q", m[1], m[2], m[3], m[3], want)
+		}
+		inst["attention_ws_f16_d128_m8"+m[3]] = true
+	}
+	for _, suf := range []string{"", "_paged", "_f8", "_paged_f8"} {
+		if name := attnWS.kernel(F16, 128) + suf; !inst[name] {
+			t.Errorf("%s: %s is not instantiated in attention_ws.cu", attnWS, name)
 		}
 	}
 }

@@ -33,6 +33,7 @@ type Switches struct {
 	CUDAAttnXL      string // XRUN_CUDA_ATTN_PREFILL_ROWS: "auto", "64" or "128": query rows a prefill attention block takes
 	CUDAAttnWG      bool   // XRUN_CUDA_ATTN_WGMMA: prefill attention on Hopper's warpgroup MMA (default on)
 	CUDAAttnWGE4M3  bool   // XRUN_CUDA_ATTN_WG_E4M3: its products over an FP8 cache on the E4M3 tensor cores
+	CUDAAttnWS      bool   // XRUN_CUDA_ATTN_WS: long prefill chunks on its warp-specialised form
 	CUDAAttnF8Regs  bool   // XRUN_CUDA_ATTN_F8_REGS: FP8-cache decode attention converts in registers
 	CUDAAttnF8MMA   string // XRUN_CUDA_ATTN_F8_MMA: "0", "qk" or "qkpv": its products on the E4M3 tensor cores (D 128, sm_89+)
 	CUDAMoETile     string // XRUN_CUDA_MOE_TILE: "auto", "s", "m" or "l"

@@ -15,6 +15,7 @@ type batchLayout struct {
 	nTok, nLogit, nS, nL                     int
 	rowsS, splitsS                           int  // the decode items' kernel size and key split
 	rowsL                                    int  // the prefill items' kernel size (cuda.AttnPrefillRows)
+	keysL                                    int  // their mean keys a prompt chunk (prefillKeys)
 	pad                                      bool // rows padded to a graph bucket
 	realLogit                                int  // logit rows the caller asked for
 	// pickSlot is the host slot (Backend.pickHost) the iteration's picks
@@ -83,13 +84,14 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	// Without a KV cache (ops checked on their own) the batch has no
 	// attention items and no graphs.
 	c := b.cache
-	rowsL := cuda.AttnRowsLarge
+	rowsL, keysL := cuda.AttnRowsLarge, 0
 	if c != nil {
 		// From the kernels' shape: an MLA cache's is one head (mla.go).
 		sh.kv, sh.slots, sh.capacity, sh.headDim = true, c.c.Slots, c.c.Capacity, c.shape.HeadDim
 		sh.groups = c.shape.Heads / c.shape.KVHeads
 		sw := model.Switches{CUDAAttnXL: b.attnXL, CUDAAttnTC: b.attnTC}
-		rowsL = cuda.AttnPrefillRows(sw, c.shape, prefillKeys(bt, sh.groups, sh.smallRows), c.c.FP8, c.paged != nil, b.attnWG)
+		keysL = prefillKeys(bt, sh.groups, sh.smallRows)
+		rowsL = cuda.AttnPrefillRows(sw, c.shape, keysL, c.c.FP8, c.paged != nil, b.attnWG)
 		sh.largeTokens = cuda.AttnItemTokens(c.shape, rowsL)
 	}
 	pk, err := packBatch(b.tmp, bt, sh)
@@ -165,7 +167,7 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 			tokens: at(0, rows), pos: at(rows, rows), slot: at(2*rows, rows), logit: at(3*rows, pk.nLogit),
 			itemsS: at(pk.offS, 4*pk.nS), itemsL: at(pk.offL, 4*pk.nL),
 			nTok: rows, nLogit: pk.nLogit, nS: pk.nS, nL: pk.nL, pad: gs != nil, realLogit: S,
-			rowsS: pk.rowsS, splitsS: 1, rowsL: rowsL,
+			rowsS: pk.rowsS, splitsS: 1, rowsL: rowsL, keysL: keysL,
 			pickSlot: pickSlot, pickAt: at(len(lay)-1, 1),
 		}
 		if b.splitOn && c != nil {

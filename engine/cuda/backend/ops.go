@@ -220,7 +220,7 @@ func (b *Backend) Attention(out, qkv model.Tensor, cache model.KVCache, layer in
 		if err := g.Attention(g.Stream, b.dt, o.buf, q.buf, k, v, c.c.Capacity, c.shape, small); err != nil {
 			return err
 		}
-		large := cuda.AttnLaunch{Items: lay.itemsL, N: lay.nL, Rows: lay.rowsL, Splits: 1, Pages: c.pages(), FP8: c.fp8(layer)}
+		large := cuda.AttnLaunch{Items: lay.itemsL, N: lay.nL, Rows: lay.rowsL, Splits: 1, Pages: c.pages(), FP8: c.fp8(layer), MeanKeys: lay.keysL}
 		return g.Attention(g.Stream, b.dt, o.buf, q.buf, k, v, c.c.Capacity, c.shape, large)
 	})
 }

@@ -20,15 +20,7 @@ import (
 // same.
 func TestPrefillRowsSameLogits(t *testing.T) {
 	needGPU(t)
-	cfg, _ := engine.ZooModel("llama-3.1-8b")
-	cfg.Layers = 2
-	tok := func(seed, n int) []int32 {
-		v := make([]int32, n)
-		for i := range v {
-			v[i] = int32((seed*7919 + i*104729) % cfg.Vocab)
-		}
-		return v
-	}
+	cfg, tok := llamaTwoLayers()
 	steps := []step{
 		{{0, 0, tok(1, 40)}, {1, 0, tok(2, 300)}},
 		{{0, 40, tok(3, 1)}, {1, 300, tok(4, 150)}, {2, 0, tok(5, 70)}},
@@ -63,5 +55,70 @@ func TestPrefillRowsSameLogits(t *testing.T) {
 			}
 			t.Logf("logits bitwise equal: %v", same)
 		})
+	}
+}
+
+// TestAttnWSSameLogits runs Llama-3.1-8B's shapes, cut to two layers,
+// through prompt chunks long enough for the warp-specialised prefill
+// kernel (attention_ws.cu: a mean of at least 2,048 keys a chunk over a
+// 16-bit cache, 1,024 over an FP8 one), with XRUN_CUDA_ATTN_WS on and
+// off: the logits of every iteration agree within two units of the type's
+// rounding (the kernels round P after different float operations, and
+// bf16 queries over an FP8 cache multiply in fp16 there), and the greedy
+// tokens are the same.
+func TestAttnWSSameLogits(t *testing.T) {
+	needGPU(t)
+	cfg, tok := llamaTwoLayers()
+	steps := []step{
+		{{0, 0, tok(1, 2100)}, {1, 0, tok(2, 2000)}},
+		{{0, 2100, tok(3, 500)}, {1, 2000, tok(4, 1)}, {2, 0, tok(5, 1900)}},
+		{{0, 2600, tok(6, 1)}, {1, 2001, tok(7, 1)}, {2, 1900, tok(8, 1)}},
+	}
+	for _, kv := range []string{"16-bit", "fp8"} {
+		for _, dt := range []string{"float16", "bfloat16"} {
+			t.Run(kv+"/"+dt, func(t *testing.T) {
+				open := func(ws bool) *model.Model {
+					sw := fixedLt()
+					sw.CUDAAttnWS = ws
+					m, err := model.New(newBackendWith(t, "auto", dt, sw), cfg, model.Options{Seed: 7, KVFP8: kv == "fp8"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := m.Reserve(model.Capacity{MaxTokens: 4608, MaxLogitRows: 8, Slots: 4, MaxLen: 3072}); err != nil {
+						t.Fatal(err)
+					}
+					return m
+				}
+				bound := 2 * 0x1p-11 // fp16's unit roundoff, twice
+				if dt == "bfloat16" {
+					bound = 2 * 0x1p-8
+				}
+				off, on := open(false), open(true)
+				for i, s := range steps {
+					want, wantIDs := runBatch(t, off, s, nil)
+					got, ids := runBatch(t, on, s, nil)
+					if e := cpu.RelErr(got, want); !(e <= bound) {
+						t.Errorf("iteration %d (%d sequences): logits with XRUN_CUDA_ATTN_WS off the wg kernels' by %.3g (bound %.3g)", i, len(s), e, bound)
+					}
+					if !slices.Equal(ids, wantIDs) {
+						t.Errorf("iteration %d: greedy tokens %v warp-specialised, %v not", i, ids, wantIDs)
+					}
+				}
+			})
+		}
+	}
+}
+
+// llamaTwoLayers is Llama-3.1-8B's configuration cut to two layers, and
+// n token ids of a seed within its vocabulary.
+func llamaTwoLayers() (engine.ModelConfig, func(seed, n int) []int32) {
+	cfg, _ := engine.ZooModel("llama-3.1-8b")
+	cfg.Layers = 2
+	return cfg, func(seed, n int) []int32 {
+		v := make([]int32, n)
+		for i := range v {
+			v[i] = int32((seed*7919 + i*104729) % cfg.Vocab)
+		}
+		return v
 	}
 }

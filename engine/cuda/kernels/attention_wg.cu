@@ -51,61 +51,7 @@
 #include "fp8.cuh"
 #include "kv_paged.cuh"
 #include "wgmma.cuh"
-
-#ifdef XR_WGMMA
-#define WG_ACC32 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define WG_REG32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-// S += A B^T, 64 x 64, both from shared memory (K-major); p: keep S.
-#define WG_SS64(TAG, TY)                                                                                  \
-	__device__ __forceinline__ void wg_ss64(float *d, unsigned long long a, unsigned long long b, int p, TAG) { \
-		asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %34, 0;\n"                                          \
-					 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " WG_REG32 ", %32, %33, q, 1, 1, 0, 0;\n}\n" \
-			: WG_ACC32                                                                                     \
-			: "l"(a), "l"(b), "r"(p));                                                                     \
-	}
-WG_SS64(f16, "f16")
-WG_SS64(bf16, "bf16")
-// The same on E4M3 operands (k32: 32 bytes of each row a step), both
-// K-major as 8-bit wgmma requires.
-__device__ __forceinline__ void wg_ss64_e4m3(float *d, unsigned long long a, unsigned long long b, int p) {
-	asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %34, 0;\n"
-				 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " WG_REG32 ", %32, %33, q, 1, 1;\n}\n"
-		: WG_ACC32
-		: "l"(a), "l"(b), "r"(p));
-}
-// O += P V, 64 x 128: P from registers (the m16k16 A fragment per warp),
-// V from shared memory, MN-major (imm-trans-b 1).
-#define WG_RS128(TAG, TY)                                                                                 \
-	__device__ __forceinline__ void wg_rs128(float *d, const u32 *a, unsigned long long b, TAG) {         \
-		asm volatile("{\n.reg .pred q;\nsetp.eq.u32 q, 1, 1;\n"                                             \
-					 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " WG_REG64                 \
-					 ", {%64, %65, %66, %67}, %68, q, 1, 1, 1;\n}\n"                                       \
-			: WG_ACC64                                                                                     \
-			: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                                         \
-	}
-WG_RS128(f16, "f16")
-WG_RS128(bf16, "bf16")
-// O += P V on E4M3 operands, 64 x 128 x 32 keys: P from registers (four
-// words of four codes), V^T from shared memory, K-major.
-__device__ __forceinline__ void wg_rs128_e4m3(float *d, const u32 *a, unsigned long long b) {
-	asm volatile("{\n.reg .pred q;\nsetp.eq.u32 q, 1, 1;\n"
-				 "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " WG_REG64 ", {%64, %65, %66, %67}, %68, q, 1, 1;\n}\n"
-		: WG_ACC64
-		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
-
-// wg_desc_mn is the descriptor of an MN-major tile in the 128-byte swizzle
-// at addr: core groups of 8 rows (K) 1024 bytes apart (stride offset),
-// 64-element halves along N 8 KB apart (leading offset).
-__device__ __forceinline__ unsigned long long wg_desc_mn(u32 addr) {
-	return (unsigned long long)((addr & 0x3ffffu) >> 4) | ((unsigned long long)(8192 >> 4) << 16) |
-		((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
-}
-#endif
-
-// swz is the byte offset of 16-byte chunk c (0..15: two 8-chunk halves of
-// 8 KB) of row r (0..63) in a swizzled tile.
-__device__ __forceinline__ u32 swz(int r, int c) { return (c >> 3) * 8192 + r * 128 + (((c & 7) ^ (r & 7)) << 4); }
+#include "attention_wg.cuh"
 
 template <class T, int WGS, bool F8, bool PAGED, bool E8 = false>
 __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typename kv_elem<F8, T>::C *kc,
@@ -216,46 +162,14 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 			}
 		float alpha[2];
 		softmax_tile<8>(s, m, l, alpha);
-#pragma unroll
-		for (int n = 0; n < 16; n++) {
-			o[4 * n] *= alpha[0];
-			o[4 * n + 1] *= alpha[0];
-			o[4 * n + 2] *= alpha[1];
-			o[4 * n + 3] *= alpha[1];
-		}
+		wg_rescale(o, alpha);
 	};
 	auto scores = [&](int j) {
 		softmax(j, sl2, sl2);
-		// P's A fragment of keys 16t..: score blocks 2t, 2t + 1.
-#pragma unroll
-		for (int t = 0; t < 4; t++) {
-			pa[t][0] = pack2(s[2 * t][0], s[2 * t][1], T{});
-			pa[t][1] = pack2(s[2 * t][2], s[2 * t][3], T{});
-			pa[t][2] = pack2(s[2 * t + 1][0], s[2 * t + 1][1], T{});
-			pa[t][3] = pack2(s[2 * t + 1][2], s[2 * t + 1][3], T{});
-		}
+		wg_pack_p<T>(pa, s);
 	};
-	// S = Q K^T from the K tile at sk: 8 steps of 16 dims, the halves 8 KB
-	// apart; queued, not waited for.
-	auto qk = [&](u32 sk) {
-		wg_pin<32>(&s[0][0]);
-		wg_fence();
-#pragma unroll
-		for (int kk = 0; kk < D / 16; kk++) {
-			const u32 off = (kk >> 2) * 8192 + (kk & 3) * 32;
-			wg_ss64(&s[0][0], wg_desc(qa + off), wg_desc(sk + off), kk > 0, T{});
-		}
-		wg_commit();
-	};
-	// O += P V from the V tile at sv, 16 keys a step (two core groups);
-	// queued, not waited for.
-	auto pv = [&](u32 sv) {
-		wg_pin<64>(o);
-		wg_fence();
-#pragma unroll
-		for (int t = 0; t < 4; t++) wg_rs128(o, pa[t], wg_desc_mn(sv + t * 2048), T{});
-		wg_commit();
-	};
+	auto qk = [&](u32 sk) { wg_qk<T>(s, wg_desc(qa), wg_desc(sk)); };
+	auto pv = [&](u32 sv) { wg_pv<T>(o, pa, sv); };
 
 	if constexpr (E8) {
 		static_assert(F8 && NT == 2 * ROWS, "E8: an FP8 cache; two threads a query row");
@@ -428,24 +342,7 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 		}
 	}
 	cp_async_wait<0>();
-	const float vm = E8 ? vsc * (1.f / PSC) : F8 ? vsc * F8MUL : 1.f;
-#pragma unroll
-	for (int i = 0; i < 2; i++) {
-		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-	}
-	// o[4n + e]: row (e < 2 ? r0 : r1), dims 8n + 2 q4 + (e & 1).
-#pragma unroll
-	for (int i = 0; i < 2; i++) {
-		const int r = i ? r1 : r0;
-		if (r >= R) continue;
-		const int tok = r / G, jh = r - tok * G;
-		T *dst = out + (long long)(t0 + tok) * H * D + (h * G + jh) * D;
-		const float inv = vm / l[i];
-#pragma unroll
-		for (int n = 0; n < 16; n++)
-			*(u32 *)(dst + n * 8 + q4 * 2) = pack2(o[4 * n + 2 * i] * inv, o[4 * n + 2 * i + 1] * inv, T{});
-	}
+	wg_store_o(out, o, l, E8 ? vsc * (1.f / PSC) : F8 ? vsc * F8MUL : 1.f, r0, r1, R, G, t0, H, h, q4);
 #else
 	asm volatile("trap;");
 #endif
@@ -474,14 +371,6 @@ __device__ __forceinline__ void attention_wg(T *out, const T *qkv, const typenam
 		attention_wg<T, WGS, F8, PAGED>(out, qkv, kc, vc, items, H, KV, W, cap, scale, nsplit,                     \
 			ATTN_WG_ARGS_##PAGED##_##F8);                                                                          \
 	}
-#define ATTN_WG_TAIL_0_0
-#define ATTN_WG_TAIL_1_0 , const int *tables, int stride
-#define ATTN_WG_TAIL_0_1 , float ksc, float vsc
-#define ATTN_WG_TAIL_1_1 , const int *tables, int stride, float ksc, float vsc
-#define ATTN_WG_ARGS_0_0 nullptr, 0, 1.f, 1.f
-#define ATTN_WG_ARGS_1_0 tables, stride, 1.f, 1.f
-#define ATTN_WG_ARGS_0_1 nullptr, 0, ksc, vsc
-#define ATTN_WG_ARGS_1_1 tables, stride, ksc, vsc
 #define ATTN_WG_ALL(T)                                                                                          \
 	ATTN_WG(T, 1, 0, 0, 4) ATTN_WG(T, 2, 0, 0, 8) ATTN_WG(T, 1, 0, 1, 4_paged) ATTN_WG(T, 2, 0, 1, 8_paged)     \
 	ATTN_WG(T, 1, 1, 0, 4_f8) ATTN_WG(T, 2, 1, 0, 8_f8) ATTN_WG(T, 1, 1, 1, 4_paged_f8) ATTN_WG(T, 2, 1, 1, 8_paged_f8)

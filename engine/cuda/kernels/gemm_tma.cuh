@@ -30,6 +30,7 @@
 #include "fp8.cuh"
 #include "mma.cuh"
 #include "wgmma.cuh"
+#include "mbar.cuh"
 
 // tmap is a CUtensorMap: 128 opaque bytes from cuTensorMapEncodeTiled,
 // passed by value (__grid_constant__, so TMA reads it in parameter space).
@@ -42,27 +43,6 @@ struct __align__(64) tmap {
 };
 
 #ifdef XR_WGMMA
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
-	asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-	asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-// mbar_wait returns once the phase of parity ph has completed (for a fresh
-// barrier, parity 1 counts as completed: the producer's first pass).
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 ph) {
-	asm volatile("{\n"
-				 ".reg .pred done;\n"
-				 "WAIT:\n"
-				 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-				 "@!done bra WAIT;\n"
-				 "}\n" ::"r"(bar),
-		"r"(ph)
-		: "memory");
-}
 // tma_load2d copies the box at (c0 inner, c1 rows) of the tensor map m into
 // shared memory at dst, completing bytes on the mbarrier bar.
 __device__ __forceinline__ void tma_load2d(u32 dst, const tmap *m, int c0, int c1, u32 bar) {
