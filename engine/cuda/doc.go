@@ -21,7 +21,8 @@
 // (attention.go: the CUDA-core kernel, the mma.sync kernels of
 // attention_tc.cuh for decode and prefill, over 16-bit or E4M3 caches,
 // fixed slots or paged, and on Hopper the prefill on the warpgroup MMA,
-// attention_wg.cu); the roofline's ceilings (the table measured on the
+// attention_wg.cu, long chunks on its warp-specialised form,
+// attention_ws.cu); the roofline's ceilings (the table measured on the
 // H100 and H200, and MeasureCeilings for any other GPU, kept beside the
 // kernel cache); and the device probe behind `xrun devices`, run in a
 // re-executed child so that a hung driver cannot hang xrun.
