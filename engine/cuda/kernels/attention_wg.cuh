@@ -27,6 +27,19 @@ __device__ __forceinline__ void wg_ss64_e4m3(float *d, unsigned long long a, uns
 		: WG_ACC32
 		: "l"(a), "l"(b), "r"(p));
 }
+// S += A B^T, 64 x 64: A from registers (the m16k16 A fragment per warp),
+// B from shared memory (K-major). Q held in registers this way halves the
+// shared-memory bytes the S product reads a step.
+#define WG_RS64(TAG, TY)                                                                                  \
+	__device__ __forceinline__ void wg_rs64(float *d, const u32 *a, unsigned long long b, int p, TAG) {   \
+		asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %37, 0;\n"                                          \
+					 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " WG_REG32                  \
+					 ", {%32, %33, %34, %35}, %36, q, 1, 1, 0;\n}\n"                                      \
+			: WG_ACC32                                                                                     \
+			: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(p));                                 \
+	}
+WG_RS64(f16, "f16")
+WG_RS64(bf16, "bf16")
 // O += P V, 64 x 128: P from registers (the m16k16 A fragment per warp),
 // V from shared memory, MN-major (imm-trans-b 1).
 #define WG_RS128(TAG, TY)                                                                                 \
@@ -76,6 +89,32 @@ template <class U> __device__ __forceinline__ void wg_qk(float (&s)[8][4], unsig
 		wg_ss64(&s[0][0], dq + off, dk + off, kk > 0, U{});
 	}
 	wg_commit();
+}
+
+// wg_qk_r is wg_qk with Q's fragments in registers (qa[kk]: dims 16 kk
+// to 16 kk + 15, wg_load_qa's layout).
+template <class U> __device__ __forceinline__ void wg_qk_r(float (&s)[8][4], const u32 (&qa)[8][4], unsigned long long dk) {
+	wg_pin<32>(&s[0][0]);
+	wg_fence();
+#pragma unroll
+	for (int kk = 0; kk < 8; kk++) {
+		const u32 off = ((kk >> 2) * 8192 + (kk & 3) * 32) >> 4;
+		wg_rs64(&s[0][0], qa[kk], dk + off, kk > 0, U{});
+	}
+	wg_commit();
+}
+
+// wg_load_qa reads a thread's A fragments of a 64-row swizzled Q tile at
+// generic address q (rows rl and rl + 8 of it, rl = warp * 16 + lane / 4):
+// for dims 16 kk + 2 (lane % 4) and 8 on, the m16k16 layout.
+__device__ __forceinline__ void wg_load_qa(u32 (&qa)[8][4], const unsigned char *q, int rl, int q4) {
+#pragma unroll
+	for (int kk = 0; kk < 8; kk++) {
+		qa[kk][0] = *(const u32 *)(q + swz(rl, 2 * kk) + q4 * 4);
+		qa[kk][1] = *(const u32 *)(q + swz(rl + 8, 2 * kk) + q4 * 4);
+		qa[kk][2] = *(const u32 *)(q + swz(rl, 2 * kk + 1) + q4 * 4);
+		qa[kk][3] = *(const u32 *)(q + swz(rl + 8, 2 * kk + 1) + q4 * 4);
+	}
 }
 
 // wg_pv queues O += P V from the V tile at sv, 16 keys a step (two core

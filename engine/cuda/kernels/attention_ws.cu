@@ -21,8 +21,10 @@
 // stage for tile j + 1 needs tile j + 1 - NS released, which the consumers
 // do while working on tile j + 2 - NS.
 //
-// One block a multiprocessor (384 threads, up to 168 registers each; ptxas
-// keeps the consumers' O, S and P fragments, about 140, in registers).
+// One block a multiprocessor (384 threads, launched at 168 registers each).
+// setmaxnreg moves registers from the producer to the consumers, which
+// hold Q's fragments too: S = Q K^T then reads only K from shared memory,
+// where both operands took the 128 bytes a cycle it serves.
 #include "common.cuh"
 #include "mma.cuh"
 #include "fp8.cuh"
@@ -30,6 +32,12 @@
 #include "wgmma.cuh"
 #include "mbar.cuh"
 #include "attention_wg.cuh"
+
+// The registers a thread setmaxnreg gives each warpgroup: the producer
+// needs few, the consumers hold O, S, P and Q's fragments (about 180).
+// 128 x 56 + 256 x 224 is the 384 x 168 a block is launched with.
+#define WS_PRODUCER_REGS 56
+#define WS_CONSUMER_REGS 224
 
 // ws_mma is the products' type: T, except over an FP8 cache, whose codes
 // decode to fp16 in one cvt a pair (to bf16 it takes three more: the
@@ -93,6 +101,7 @@ __device__ __forceinline__ void attention_ws(T *out, const T *qkv, const typenam
 	__syncthreads();
 
 	if (wg == 0) {
+		asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(WS_PRODUCER_REGS));
 		// The producer. Its chunks of a tile are rows rr + RS i of K and
 		// of V (the same rows: one address a row, looked up once a tile),
 		// 16-byte chunk cc of each: 16-bit, 8 rows x 2 (K, V) at rr =
@@ -178,6 +187,7 @@ __device__ __forceinline__ void attention_ws(T *out, const T *qkv, const typenam
 	}
 
 	// A consumer: warpgroup cw's 64 rows.
+	asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(WS_CONSUMER_REGS));
 	const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
 #pragma unroll
 	for (int i = 0; i < 64 * 16 / 128; i++) {
@@ -241,8 +251,8 @@ __device__ __forceinline__ void attention_ws(T *out, const T *qkv, const typenam
 	}
 	const int lim0 = min(keyEnd - 1, pos0 + r0 / G), lim1 = min(keyEnd - 1, pos0 + r1 / G);
 	const int wlim = min(keyEnd - 1, pos0 + (cw * 64 + warp * 16) / G);
-	const u32 qa = sq + cw * (64 * D * 2);
-	u32 pa[4][4];
+	u32 pa[4][4], qa[8][4];
+	wg_load_qa(qa, gbase + cw * (64 * D * 2), warp * 16 + g4, q4);
 	float alpha[2];
 
 	// softmax takes S_j into the online softmax: masked past each row's
@@ -290,8 +300,7 @@ __device__ __forceinline__ void attention_ws(T *out, const T *qkv, const typenam
 		if (!__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) wg_rescale(o, alpha);
 		wg_pack_p<U>(pa, s);
 	};
-	const unsigned long long dq = wg_desc(qa);
-	auto qk = [&](u32 sk) { wg_qk<U>(s, dq, wg_desc(sk)); };
+	auto qk = [&](u32 sk) { wg_qk_r<U>(s, qa, wg_desc(sk)); };
 	auto pv = [&](u32 sv) { wg_pv<U>(o, pa, sv); };
 
 	mbar_wait(full, 0);
