@@ -141,15 +141,53 @@ func (p KVPages) check() error {
 // of at most items x KV heads blocks per split.
 func AttnCounterBytes(itemHeads int) int { return 4 * itemHeads }
 
-// AttnSplits is how many ways to split the keys of n items so that the
-// launch has about two blocks per multiprocessor.
-func (g *GPU) AttnSplits(n int, a AttnShape) int {
+// AttnSplitsFor is how many ways to split the keys of n decode items on
+// sms multiprocessors, their sequences holding meanKeys keys on average
+// in a cache of elem bytes a value: enough for about two blocks a
+// multiprocessor (flash-decoding, for narrow launches); and where the
+// launch has fewer than AttnSplitWide blocks a multiprocessor, splits of
+// at least AttnSplitBytes of keys and values each, up to AttnSplitBlocks
+// blocks a multiprocessor, since a few long items leave the
+// multiprocessors unevenly loaded. The 20000/2000 row's decode on an H100
+// (40 sequences, 320 items of Llama-3.1-8B's heads), us a layer unsplit /
+// 2 / 4 / 8 ways: at 20,000-22,000 positions 1,280 / 1,231 / 1,224 / 1,207
+// over a 16-bit cache, 651 / 639 / 650 / 633 over an FP8 one; at
+// 4,000-4,400 positions 263 / 259 / 262 (16-bit), 139 / 143 / 151 (FP8); at
+// 1,000-1,100 70 / 74 / 76 and 42 / 50 / 55. A split of 640 KiB is past
+// the last one that lost (537 KB: FP8 at 4,200 keys, 2 ways) and short of
+// the ones that paid (1 MB and more).
+func AttnSplitsFor(sms, n int, a AttnShape, meanKeys, elem int) int {
 	blocks := n * a.KVHeads
 	if blocks == 0 {
 		return 1
 	}
-	return max(1, min(AttnMaxSplits, 2*g.Info.SMs/blocks))
+	s := max(1, min(AttnMaxSplits, 2*sms/blocks))
+	if blocks < AttnSplitWide*sms {
+		bySize := meanKeys * 2 * a.HeadDim * elem / AttnSplitBytes
+		s = max(s, min(AttnMaxSplits, bySize, AttnSplitBlocks*sms/blocks))
+	}
+	return s
 }
+
+const (
+	// AttnSplitWide, AttnSplitBytes, AttnSplitBlocks: AttnSplitsFor's
+	// split of long items (blocks a multiprocessor below which it splits,
+	// the fewest bytes of keys and values a split, the most blocks a
+	// multiprocessor).
+	AttnSplitWide   = 4
+	AttnSplitBytes  = 640 << 10
+	AttnSplitBlocks = 20
+)
+
+// AttnSplitWorkBytes and AttnSplitCounterBytes are the workspace and
+// counters that every launch AttnSplitsFor splits fits in, on sms
+// multiprocessors (items of up to AttnRowsSmall rows, heads of up to 128).
+func AttnSplitWorkBytes(sms int) int {
+	return AttnWorkBytes(max(2, AttnSplitBlocks)*sms, AttnRowsSmall, 128)
+}
+
+// AttnSplitCounterBytes: see AttnSplitWorkBytes.
+func AttnSplitCounterBytes(sms int) int { return AttnCounterBytes(max(2, AttnSplitWide) * sms) }
 
 // AttnItemTokens is how many tokens of one sequence a work item of the
 // given row size takes.

@@ -91,10 +91,19 @@ func BenchmarkAttention(b *testing.B) {
 		// requests, contexts 129 to 2,176 over the run).
 		{"decode-D128/B=444-long", AttnShape{32, 8, 128}, decodeSeqs(444, 129, 2176), AttnRowsTiny, 1, false},
 		// The 20000/2000 row's decode: 40 requests of about 21,000 cached
-		// positions, 320 items, unsplit (AttnSplits counts items, not keys)
-		// and with the keys split 8 ways.
+		// positions, 320 items, unsplit and split 2, 4 and 8 ways (the
+		// engine's 8: AttnSplitsFor).
 		{"decode-D128/B=40-20k", AttnShape{32, 8, 128}, decodeSeqs(40, 20000, 22000), AttnRowsTiny, 1, false},
+		{"decode-D128/B=40-20k-s2", AttnShape{32, 8, 128}, decodeSeqs(40, 20000, 22000), AttnRowsTiny, 2, false},
+		{"decode-D128/B=40-20k-s4", AttnShape{32, 8, 128}, decodeSeqs(40, 20000, 22000), AttnRowsTiny, 4, false},
 		{"decode-D128/B=40-20k-s8", AttnShape{32, 8, 128}, decodeSeqs(40, 20000, 22000), AttnRowsTiny, AttnMaxSplits, false},
+		// Fewer keys a sequence, as many items: where splitting stops paying.
+		{"decode-D128/B=40-4k", AttnShape{32, 8, 128}, decodeSeqs(40, 4000, 4400), AttnRowsTiny, 1, false},
+		{"decode-D128/B=40-4k-s2", AttnShape{32, 8, 128}, decodeSeqs(40, 4000, 4400), AttnRowsTiny, 2, false},
+		{"decode-D128/B=40-4k-s4", AttnShape{32, 8, 128}, decodeSeqs(40, 4000, 4400), AttnRowsTiny, 4, false},
+		{"decode-D128/B=40-1k", AttnShape{32, 8, 128}, decodeSeqs(40, 1000, 1100), AttnRowsTiny, 1, false},
+		{"decode-D128/B=40-1k-s2", AttnShape{32, 8, 128}, decodeSeqs(40, 1000, 1100), AttnRowsTiny, 2, false},
+		{"decode-D128/B=40-1k-s4", AttnShape{32, 8, 128}, decodeSeqs(40, 1000, 1100), AttnRowsTiny, 4, false},
 		// Its chunked prefill: a chunk of 8,192 prompt tokens after 12,288
 		// cached ones (2.2 TFLOP of Q K^T and P V a layer).
 		{"prefill-D128/T=8192-after-12288", AttnShape{32, 8, 128}, []attnSeq{{12288, 8192}}, AttnRowsLarge, 1, false},

@@ -736,6 +736,51 @@ func TestAttnFoldPays(t *testing.T) {
 	}
 }
 
+// TestAttnSplitsFor checks the decode launch's key split on an H100's 132
+// multiprocessors: narrow launches split to about two blocks a
+// multiprocessor (TinyLlama at batch 1), a few long items into splits of
+// at least 640 KiB of keys and values (the 20000/2000 row's 40 sequences,
+// over FP8 and 16-bit caches), short or many items not at all, and the
+// workspace every split fits in.
+func TestAttnSplitsFor(t *testing.T) {
+	tiny, llama := AttnShape{32, 4, 64}, AttnShape{32, 8, 128}
+	const sms = 132
+	for _, c := range []struct {
+		a             AttnShape
+		n, keys, elem int
+		want          int
+	}{
+		{tiny, 1, 255, 2, 8},
+		{tiny, 16, 255, 2, 4},
+		{tiny, 64, 255, 2, 1},
+		{tiny, 256, 255, 2, 1},
+		{llama, 40, 21000, 1, 8},
+		{llama, 40, 21000, 2, 8},
+		{llama, 40, 4200, 1, 1}, // 2 ways: 537 KB a split
+		{llama, 40, 4200, 2, 3},
+		{llama, 40, 1050, 2, 1},
+		{llama, 40, 0, 2, 1},
+		{llama, 65, 21000, 2, 5}, // 520 blocks: up to 20 a multiprocessor
+		{llama, 66, 21000, 2, 1}, // 528 blocks: wide enough
+		{llama, 183, 5000, 1, 1},
+		{llama, 16, 21000, 1, 8},
+		{llama, 0, 21000, 1, 1},
+	} {
+		got := AttnSplitsFor(sms, c.n, c.a, c.keys, c.elem)
+		if got != c.want {
+			t.Errorf("AttnSplitsFor(%d, %d items, KV %d, %d keys of %d bytes) = %d, want %d", sms, c.n, c.a.KVHeads, c.keys, c.elem, got, c.want)
+		}
+		if blocks := c.n * c.a.KVHeads; got > 1 {
+			if need := AttnWorkBytes(blocks*got, AttnRowsSmall, c.a.HeadDim); need > AttnSplitWorkBytes(sms) {
+				t.Errorf("%d items x %d splits need %d bytes of workspace, AttnSplitWorkBytes gives %d", c.n, got, need, AttnSplitWorkBytes(sms))
+			}
+			if need := AttnCounterBytes(blocks); need > AttnSplitCounterBytes(sms) {
+				t.Errorf("%d items split need %d bytes of counters, AttnSplitCounterBytes gives %d", c.n, need, AttnSplitCounterBytes(sms))
+			}
+		}
+	}
+}
+
 // TestAttnPrefillRows checks the prefill launch's rows a block
 // (AttnPrefillRows): 128 at head dimension 128 under `auto` from 512 keys a
 // chunk over an FP8 cache (fixed slots or paged), 2,048 over a paged

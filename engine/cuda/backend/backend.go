@@ -79,7 +79,8 @@ type Backend struct {
 	attnWork cuda.Buffer
 	attnCnt  cuda.Buffer // split attention's counters (zero between launches)
 	launched bool        // the replayed graph was launched at SetBatch
-	graphs   map[int]*graphState
+	graphs   map[graphKey]*graphState
+	sms      int // the GPU's multiprocessors
 	mode     mode
 	bucket   *graphState
 	ops      int // ops seen this iteration (checked against the graph)
@@ -186,7 +187,7 @@ func New(o model.BackendOptions) (model.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[int]*graphState{},
+	b := &Backend{dev: dev, dt: dt, gemm: gemm, opt: o, graphs: map[graphKey]*graphState{},
 		graphsOn: sw.CUDAGraphs, splitOn: sw.CUDAAttnSplit, fuseOn: sw.CUDAFuse, normFuse: sw.CUDAFuseNorm, l2: l2Prefetch{percent: sw.CUDAL2Prefetch}, fp8Fuse: sw.CUDAFP8Fuse, gemmEpi: sw.CUDAGemmEpi,
 		ropeFold: sw.CUDAAttnRope, moeLibrary: sw.CUDAMoELibrary, gemvRows: cuda.GemvRowsFor(sw), ceilForce: sw.MeasureCeilings,
 		attnXL: sw.CUDAAttnXL, attnTC: sw.CUDAAttnTC}
@@ -195,6 +196,7 @@ func New(o model.BackendOptions) (model.Backend, error) {
 			return err
 		}
 		b.attnWG = g.AttnWG()
+		b.sms = g.Info.SMs
 		b.epiRows = g.EpilogueRows()
 		// Before weights and KV cache take the memory the measurement
 		// borrows. Only the roofline needs it: a failure costs the

@@ -20,7 +20,12 @@ const (
 	replay              // skipped: the bucket's graph replays them at the sync point
 )
 
-// graphState is one decode batch-size bucket: captured on its second
+// graphKey names a decode graph: its batch-size bucket (rows) and the
+// decode attention's key split (cuda.AttnSplitsFor), which its launches
+// hold.
+type graphKey struct{ rows, splits int }
+
+// graphState is one decode batch-size bucket at one split: captured on its second
 // iteration (the first runs eagerly, building every cuBLASLt plan and
 // loading every kernel it needs), replayed from then on.
 type graphState struct {

@@ -115,12 +115,23 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	}
 	lay, rows, S := append(pk.ints, int32(pickSlot)), pk.rows, len(bt.LogitRows)
 	b.tmp = lay
+	// The decode items' key split, which a graph holds: a bucket has a
+	// graph for each split its iterations took.
+	splits := 1
+	if b.splitOn && c != nil {
+		elem := b.dt.Size()
+		if c.c.FP8 {
+			elem = 1
+		}
+		splits = cuda.AttnSplitsFor(b.sms, pk.nS, c.shape, decodeKeys(bt, sh.groups, sh.smallRows), elem)
+	}
 	var gs *graphState
 	if pk.pad {
-		gs = b.graphs[rows]
+		key := graphKey{rows, splits}
+		gs = b.graphs[key]
 		if gs == nil {
 			gs = &graphState{}
-			b.graphs[rows] = gs
+			b.graphs[key] = gs
 		}
 	}
 
@@ -167,11 +178,8 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 			tokens: at(0, rows), pos: at(rows, rows), slot: at(2*rows, rows), logit: at(3*rows, pk.nLogit),
 			itemsS: at(pk.offS, 4*pk.nS), itemsL: at(pk.offL, 4*pk.nL),
 			nTok: rows, nLogit: pk.nLogit, nS: pk.nS, nL: pk.nL, pad: gs != nil, realLogit: S,
-			rowsS: pk.rowsS, splitsS: 1, rowsL: rowsL, keysL: keysL,
+			rowsS: pk.rowsS, splitsS: splits, rowsL: rowsL, keysL: keysL,
 			pickSlot: pickSlot, pickAt: at(len(lay)-1, 1),
-		}
-		if b.splitOn && c != nil {
-			b.cur.splitsS = g.AttnSplits(b.cur.nS, c.shape)
 		}
 		b.ops, b.bucket, b.mode = 0, gs, eager
 		switch {

@@ -264,11 +264,10 @@ func (b *Backend) NewKVCache(c model.KVConfig) (model.KVCache, error) {
 				c.Slots, c.Capacity, c.Layers, gib(need), gib(budget), gib(b.memWeights), gib(b.memActs))
 		}
 		if b.attnWork.Bytes == 0 {
-			// Split decode launches have at most 2 blocks per multiprocessor.
-			if b.attnWork, err = b.alloc(g, cuda.AttnWorkBytes(2*g.Info.SMs, cuda.AttnRowsSmall, 128)); err != nil {
+			if b.attnWork, err = b.alloc(g, cuda.AttnSplitWorkBytes(g.Info.SMs)); err != nil {
 				return err
 			}
-			if b.attnCnt, err = b.alloc(g, cuda.AttnCounterBytes(2*g.Info.SMs)); err != nil {
+			if b.attnCnt, err = b.alloc(g, cuda.AttnSplitCounterBytes(g.Info.SMs)); err != nil {
 				return err
 			}
 			if err := g.Stream.Zero(b.attnCnt); err != nil {

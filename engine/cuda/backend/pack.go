@@ -201,6 +201,23 @@ func packBatch(dst []int32, bt *model.Batch, sh packShape) (packedBatch, error) 
 // per token (and their alignment), and the pick slot SetBatch appends.
 func layoutInts(rows int) int { return 3*rows + rows + 8*rows + 64 + 1 }
 
+// decodeKeys is the mean keys the batch's small (decode) items attend to
+// per sequence: those of the sequences prefillKeys leaves out; 0 without
+// any.
+func decodeKeys(bt *model.Batch, groups, smallRows int) int {
+	keys, n := 0, 0
+	for _, s := range bt.Seqs {
+		if int(s.Len)*groups <= smallRows {
+			keys += int(s.Past + s.Len)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return keys / n
+}
+
 // prefillKeys is the mean keys the batch's prefill items attend to per
 // sequence: the cached tokens and the new ones of each sequence that
 // packBatch lays out as large items (more than smallRows query rows at

@@ -216,7 +216,8 @@ func TestPackBatchErrors(t *testing.T) {
 
 // TestPrefillKeys checks the mean keys of a batch's prefill sequences
 // (prefillKeys): the decode rows and chunks small enough for decode items
-// are left out, a chunk counts its cached tokens and its own.
+// are left out, a chunk counts its cached tokens and its own; and those of
+// its decode items (decodeKeys).
 func TestPrefillKeys(t *testing.T) {
 	var b model.Batch
 	if got := prefillKeys(&b, 4, 16); got != 0 {
@@ -228,5 +229,15 @@ func TestPrefillKeys(t *testing.T) {
 	b.Add(3, 0, make([]int32, 2048), true)     // 2,048 keys
 	if got, want := prefillKeys(&b, 4, 16), (20480+2048)/2; got != want {
 		t.Errorf("prefillKeys = %d, want %d", got, want)
+	}
+	// decodeKeys takes the other two: the decode row's 101 keys and the
+	// 4-token chunk's 4.
+	if got, want := decodeKeys(&b, 4, 16), (101+4)/2; got != want {
+		t.Errorf("decodeKeys = %d, want %d", got, want)
+	}
+	var p model.Batch
+	p.Add(0, 0, make([]int32, 2048), true)
+	if got := decodeKeys(&p, 4, 16); got != 0 {
+		t.Errorf("decodeKeys of a prompt alone = %d, want 0", got)
 	}
 }
