@@ -417,18 +417,22 @@ var attnWS = attnTC{8, 1, 64, attnWSStages, true}
 const attnWSStages = 3
 
 // attnWSMinKeys is the mean keys a prompt chunk from which a 128-row
-// prefill launch runs on the warp-specialised kernel, over an FP8 cache
-// and over a contiguous 16-bit one: it runs one block a multiprocessor,
-// so short prompts, where a block's prologue is much of its time, keep
-// attnWG[1]'s two. BenchmarkAttention on an H100, us a layer, wg-m8 /
-// ws-m8 (the 8,192-token chunk and the 2,048-token prompts with their
-// items last first, as packBatch lays them out: .../...-lpt):
+// prefill launch runs on the warp-specialised kernel: it runs one block a
+// multiprocessor, so short prompts, where a block's prologue is much of
+// its time, keep attnWG[1]'s two. BenchmarkAttention on one H100 (v41: Q
+// in registers), us a layer, wg-m8 / ws-m8 (the 8,192-token chunk and the
+// 2,048-token prompts with their items last first, as packBatch lays them
+// out: .../...-lpt):
 //
-//	                      16-bit       FP8, bf16    FP8, fp16    paged FP8, bf16  paged 16-bit
-//	8,192 after 12,288    5,004/4,674  5,864/4,477  6,674/4,500  6,136/4,850      5,362/5,931
-//	4 prompts of 2,048      382/377      453/384      500/374      468/405          430/413
-//	16 prompts of 512       149/190      175/179      190/165      179/179          160/172
-//	64 prompts of 128        90/117       97/126      100/116      100/125           92/117
+//	                      16-bit       paged 16-bit  FP8, bf16    FP8, fp16    paged FP8, bf16
+//	8,192 after 12,288    5,617/4,650  5,992/6,017   5,994/4,284  5,824/4,065  6,091/4,660
+//	4 prompts of 2,048      418/394      459/415       447/362      433/357      456/392
+//	8 prompts of 1,024      250/239      280/257       280/243      269/233      285/257
+//	16 prompts of 512       158/167      172/173       174/176      167/166      179/179
+//
+// (64 prompts of 128, v40: 90/117 16-bit, 97/126 FP8 bf16.) A 16-bit
+// cache takes 128-row launches only from 2,048 keys (paged) or 16,384
+// (contiguous: AttnPrefillRows), hence its threshold.
 func attnWSMinKeys(fp8 bool) int {
 	if fp8 {
 		return 1024
@@ -438,12 +442,10 @@ func attnWSMinKeys(fp8 bool) int {
 
 // attnWSPays reports whether a prefill launch l that attnTCDefault put on
 // attnWG[1] runs on attnWS instead: XRUN_CUDA_ATTN_WS on and
-// XRUN_CUDA_ATTN_TC at auto, an FP8 or a contiguous cache (over a paged
-// 16-bit cache the producer's block-table lookups made it slower), no
-// E4M3 products asked for (the wg kernels have them), and long enough
-// chunks.
+// XRUN_CUDA_ATTN_TC at auto, no E4M3 products asked for (the wg kernels
+// have them), and long enough chunks.
 func (g *GPU) attnWSPays(l AttnLaunch) bool {
-	return g.sw.CUDAAttnWS && g.sw.CUDAAttnTC == "auto" && (l.FP8.On || !l.Pages.On()) &&
+	return g.sw.CUDAAttnWS && g.sw.CUDAAttnTC == "auto" &&
 		!(l.FP8.On && g.sw.CUDAAttnWGE4M3) && l.MeanKeys >= attnWSMinKeys(l.FP8.On)
 }
 
