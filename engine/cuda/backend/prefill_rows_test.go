@@ -3,6 +3,7 @@
 package backend
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -61,11 +62,12 @@ func TestPrefillRowsSameLogits(t *testing.T) {
 // TestAttnWSSameLogits runs Llama-3.1-8B's shapes, cut to two layers,
 // through prompt chunks long enough for the warp-specialised prefill
 // kernel (attention_ws.cu: a mean of at least 2,048 keys a chunk over a
-// 16-bit cache, 1,024 over an FP8 one), with XRUN_CUDA_ATTN_WS on and
-// off: the logits of every iteration agree within two units of the type's
-// rounding (the kernels round P after different float operations, and
-// bf16 queries over an FP8 cache multiply in fp16 there), and the greedy
-// tokens are the same.
+// 16-bit cache, 1,024 over an FP8 one), over fixed slots and over a paged
+// cache (blocks of 32 positions in a random order), with
+// XRUN_CUDA_ATTN_WS on and off: the logits of every iteration agree
+// within two units of the type's rounding (the kernels round P after
+// different float operations, and bf16 queries over an FP8 cache multiply
+// in fp16 there), and the greedy tokens are the same.
 func TestAttnWSSameLogits(t *testing.T) {
 	needGPU(t)
 	cfg, tok := llamaTwoLayers()
@@ -74,37 +76,51 @@ func TestAttnWSSameLogits(t *testing.T) {
 		{{0, 2100, tok(3, 500)}, {1, 2000, tok(4, 1)}, {2, 0, tok(5, 1900)}},
 		{{0, 2600, tok(6, 1)}, {1, 2001, tok(7, 1)}, {2, 1900, tok(8, 1)}},
 	}
-	for _, kv := range []string{"16-bit", "fp8"} {
-		for _, dt := range []string{"float16", "bfloat16"} {
-			t.Run(kv+"/"+dt, func(t *testing.T) {
-				open := func(ws bool) *model.Model {
-					sw := fixedLt()
-					sw.CUDAAttnWS = ws
-					m, err := model.New(newBackendWith(t, "auto", dt, sw), cfg, model.Options{Seed: 7, KVFP8: kv == "fp8"})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := m.Reserve(model.Capacity{MaxTokens: 4608, MaxLogitRows: 8, Slots: 4, MaxLen: 3072}); err != nil {
-						t.Fatal(err)
-					}
-					return m
+	for _, paged := range []bool{false, true} {
+		for _, kv := range []string{"16-bit", "fp8"} {
+			for _, dt := range []string{"float16", "bfloat16"} {
+				name := kv + "/" + dt
+				if paged {
+					name = "paged/" + name
 				}
-				bound := 2 * 0x1p-11 // fp16's unit roundoff, twice
-				if dt == "bfloat16" {
-					bound = 2 * 0x1p-8
-				}
-				off, on := open(false), open(true)
-				for i, s := range steps {
-					want, wantIDs := runBatch(t, off, s, nil)
-					got, ids := runBatch(t, on, s, nil)
-					if e := cpu.RelErr(got, want); !(e <= bound) {
-						t.Errorf("iteration %d (%d sequences): logits with XRUN_CUDA_ATTN_WS off the wg kernels' by %.3g (bound %.3g)", i, len(s), e, bound)
+				t.Run(name, func(t *testing.T) {
+					capa := model.Capacity{MaxTokens: 4608, MaxLogitRows: 8, Slots: 4, MaxLen: 3072}
+					var tables map[int][]int32
+					if paged {
+						capa.BlockSize, capa.Blocks = 32, 4*3072/32+5
+						seed := rand.Uint64()
+						t.Logf("block order seed %d", seed)
+						tables = slotTables(rand.New(rand.NewPCG(seed, 1)), capa)
 					}
-					if !slices.Equal(ids, wantIDs) {
-						t.Errorf("iteration %d: greedy tokens %v warp-specialised, %v not", i, ids, wantIDs)
+					open := func(ws bool) *model.Model {
+						sw := fixedLt()
+						sw.CUDAAttnWS = ws
+						m, err := model.New(newBackendWith(t, "auto", dt, sw), cfg, model.Options{Seed: 7, KVFP8: kv == "fp8"})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := m.Reserve(capa); err != nil {
+							t.Fatal(err)
+						}
+						return m
 					}
-				}
-			})
+					bound := 2 * 0x1p-11 // fp16's unit roundoff, twice
+					if dt == "bfloat16" {
+						bound = 2 * 0x1p-8
+					}
+					off, on := open(false), open(true)
+					for i, s := range steps {
+						want, wantIDs := runBatch(t, off, s, tables)
+						got, ids := runBatch(t, on, s, tables)
+						if e := cpu.RelErr(got, want); !(e <= bound) {
+							t.Errorf("iteration %d (%d sequences): logits with XRUN_CUDA_ATTN_WS off the wg kernels' by %.3g (bound %.3g)", i, len(s), e, bound)
+						}
+						if !slices.Equal(ids, wantIDs) {
+							t.Errorf("iteration %d: greedy tokens %v warp-specialised, %v not", i, ids, wantIDs)
+						}
+					}
+				})
+			}
 		}
 	}
 }
