@@ -181,13 +181,14 @@ const (
 
 // AttnSplitWorkBytes and AttnSplitCounterBytes are the workspace and
 // counters that every launch AttnSplitsFor splits fits in, on sms
-// multiprocessors (items of up to AttnRowsSmall rows, heads of up to 128).
-func AttnSplitWorkBytes(sms int) int {
-	return AttnWorkBytes(max(2, AttnSplitBlocks)*sms, AttnRowsSmall, 128)
-}
+// multiprocessors (items of up to AttnRowsSmall rows, heads of up to 128):
+// at most AttnSplitBlocks blocks a multiprocessor (the narrow launches'
+// rule makes two), split from fewer than AttnSplitWide item heads a
+// multiprocessor.
+func AttnSplitWorkBytes(sms int) int { return AttnWorkBytes(AttnSplitBlocks*sms, AttnRowsSmall, 128) }
 
 // AttnSplitCounterBytes: see AttnSplitWorkBytes.
-func AttnSplitCounterBytes(sms int) int { return AttnCounterBytes(max(2, AttnSplitWide) * sms) }
+func AttnSplitCounterBytes(sms int) int { return AttnCounterBytes(AttnSplitWide * sms) }
 
 // AttnItemTokens is how many tokens of one sequence a work item of the
 // given row size takes.

@@ -116,9 +116,10 @@ func (b *Backend) SetBatch(bt *model.Batch) error {
 	lay, rows, S := append(pk.ints, int32(pickSlot)), pk.rows, len(bt.LogitRows)
 	b.tmp = lay
 	// The decode items' key split, which a graph holds: a bucket has a
-	// graph for each split its iterations took.
+	// graph for each split its iterations took. (An MLA cache's attention
+	// splits its own way: mla.go.)
 	splits := 1
-	if b.splitOn && c != nil {
+	if b.splitOn && c != nil && !c.c.MLA() {
 		elem := b.dt.Size()
 		if c.c.FP8 {
 			elem = 1
