@@ -104,6 +104,12 @@ func warmupLine(p *Profile) string {
 	if p.Iterations > 0 {
 		of = fmt.Sprintf(" of its %d", p.Iterations)
 	}
+	if p.FirstTimedIteration <= 0 {
+		// The pass stopped inside the warm-up, and no timed repeat said
+		// where it ends: no number is better than a wrong one.
+		return fmt.Sprintf("NOT THE TIMED RUN: %d%s iterations ran the warm-up requests, and the pass stopped after its window still in the warm-up, so this profile is the warm-up's; a profile_window after the warm-up's last iteration (iterations.csv's warmup column) profiles the run",
+			p.WarmupIterations, of)
+	}
 	return fmt.Sprintf("NOT THE TIMED RUN: %d%s iterations ran the warm-up requests (the timed ones start at iteration %d), so this profile is largely the warm-up's; a profile_window from %d on profiles the run",
 		p.WarmupIterations, of, p.FirstTimedIteration, p.FirstTimedIteration)
 }

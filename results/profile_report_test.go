@@ -106,6 +106,12 @@ func TestWarmupLine(t *testing.T) {
 	if got != want {
 		t.Errorf("warmupLine:\n got %q\nwant %q", got, want)
 	}
+	// A pass that stopped inside the warm-up, its end unknown: no number.
+	got = warmupLine(&Profile{Iterations: 3, WarmupIterations: 3})
+	want2 := "NOT THE TIMED RUN: 3 of its 3 iterations ran the warm-up requests, and the pass stopped after its window still in the warm-up, so this profile is the warm-up's; a profile_window after the warm-up's last iteration (iterations.csv's warmup column) profiles the run"
+	if got != want2 {
+		t.Errorf("warmupLine, the warm-up's end unknown:\n got %q\nwant %q", got, want2)
+	}
 	if got := warmupLine(&Profile{Iterations: 5}); got != "" {
 		t.Errorf("warmupLine of a window in the timed run = %q, want none", got)
 	}

@@ -222,9 +222,11 @@ type Profile struct {
 	TimedWindowIterationNs float64 `json:"timed_window_iteration_ns,omitempty"`
 	// WarmupIterations is how many of the window's iterations ran the
 	// warm-up requests (warm-up iterations count, as in TensorRT-LLM), and
-	// FirstTimedIteration the first iteration of the timed requests: a
-	// window in the warm-up profiles a batch of warm-up requests, not the
-	// run. Optional (absent: none did, or an older file).
+	// FirstTimedIteration the first iteration of the timed requests (absent
+	// where the profiled pass stopped inside the warm-up and no timed
+	// repeat recorded it): a window in the warm-up profiles a batch of
+	// warm-up requests, not the run. Optional (absent: none did, or an
+	// older file).
 	WarmupIterations    int `json:"warmup_iterations,omitempty"`
 	FirstTimedIteration int `json:"first_timed_iteration,omitempty"`
 }

@@ -447,7 +447,11 @@ func (w *cellWorker) measure(ctx context.Context) error {
 			w.artifacts = append(w.artifacts, layout.CellArtifact(w.cell.ID, f))
 		}
 		w.rec.Profile.PassMetrics = results.Metrics(res.Metrics)
-		w.rec.Profile.WarmupIterations, w.rec.Profile.FirstTimedIteration = profiledWarmup(res.Iterations)
+		timedFirst := 0
+		for _, d := range w.done {
+			timedFirst = max(timedFirst, d.FirstTimedIteration)
+		}
+		w.rec.Profile.WarmupIterations, w.rec.Profile.FirstTimedIteration = profiledWarmup(res.Iterations, timedFirst)
 		if _, mean := windowTiming(res, spans); mean > 0 {
 			var timed []float64
 			for _, d := range w.done {
@@ -466,9 +470,13 @@ func (w *cellWorker) measure(ctx context.Context) error {
 }
 
 // profiledWarmup counts the profiled iterations that ran warm-up
-// requests and finds the first timed iteration; 0, 0 when none did.
-func profiledWarmup(its []engine.IterationRecord) (warm, firstTimed int) {
-	firstTimed = -1
+// requests and finds the first timed iteration; 0, 0 when none did. A pass
+// that stopped after its window inside the warm-up recorded no timed
+// iteration: the first is then timedFirst, where the timed repeats' began
+// (firstTimedIteration), or 0, unknown, when they say nothing past its
+// last iteration. Its last warm-up iteration plus one would be a guess,
+// and a window moved there would profile the warm-up again.
+func profiledWarmup(its []engine.IterationRecord, timedFirst int) (warm, firstTimed int) {
 	lastWarm := -1
 	for _, r := range its {
 		if r.Warmup {
@@ -476,17 +484,29 @@ func profiledWarmup(its []engine.IterationRecord) (warm, firstTimed int) {
 			if r.Profiled {
 				warm++
 			}
-		} else if firstTimed < 0 {
-			firstTimed = r.Index
 		}
 	}
 	if warm == 0 {
 		return 0, 0
 	}
-	if firstTimed < 0 { // the pass stopped after its window, in the warm-up
-		firstTimed = lastWarm + 1
+	if firstTimed = firstTimedIteration(its); firstTimed == 0 && timedFirst > lastWarm {
+		firstTimed = timedFirst
 	}
 	return warm, firstTimed
+}
+
+// firstTimedIteration is the first iteration of the timed requests in a
+// pass with a warm-up; 0 when it has no warm-up or never left it.
+func firstTimedIteration(its []engine.IterationRecord) int {
+	warm := false
+	for _, r := range its {
+		if r.Warmup {
+			warm = true
+		} else if warm {
+			return r.Index
+		}
+	}
+	return 0
 }
 
 // profileRecord is a profiled pass's summary as results.json records it,

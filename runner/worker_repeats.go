@@ -74,6 +74,12 @@ type repeatRecord struct {
 	// duration of the window's iterations in this pass.
 	WindowShare       float64 `json:"window_share,omitempty"`
 	WindowIterationNs float64 `json:"window_iteration_ns,omitempty"`
+	// FirstTimedIteration is the pass's first iteration of the timed
+	// requests, after its warm-up (0: no warm-up, or an older record). The
+	// warm-up runs to its end before the timed requests start, the same
+	// in every pass, so a profiled pass that stopped inside its warm-up
+	// learns from it where the run begins.
+	FirstTimedIteration int `json:"first_timed_iteration,omitempty"`
 	// ExpertLoad is repeat 1's routing summary (MoE cells).
 	ExpertLoad *results.ExpertLoad `json:"expert_load,omitempty"`
 	// TelemetryOrigin is when the cell's telemetry began (its first
@@ -255,7 +261,7 @@ func (w *cellWorker) recordRepeat(ctx context.Context, n int, res *engine.Result
 	r := repeatRecord{
 		Cell: id, Repeat: n, Fingerprint: w.cell.Fingerprint, Backend: w.rec.Backend, Session: w.session,
 		Started: started, Finished: w.clock().UTC(), Setup: w.setup, Metrics: maps.Clone(results.Metrics(res.Metrics)),
-		TelemetryOrigin: w.telOrigin, Files: map[string]int64{},
+		TelemetryOrigin: w.telOrigin, Files: map[string]int64{}, FirstTimedIteration: firstTimedIteration(res.Iterations),
 	}
 	if spans, _ := engine.ParseProfileWindow(w.cell.Engine.ProfileWindow); len(spans) > 0 && w.external == nil {
 		// Only xrun's own engine stops its profiled pass at the window.
