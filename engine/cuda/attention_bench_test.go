@@ -90,6 +90,8 @@ func BenchmarkAttention(b *testing.B) {
 		// The 128/2048 row's one wave with an FP8 cache on an H100 (444
 		// requests, contexts 129 to 2,176 over the run).
 		{"decode-D128/B=444-long", AttnShape{32, 8, 128}, decodeSeqs(444, 129, 2176), AttnRowsTiny, 1, false},
+		// The 128/4096 row's one wave (228 requests, contexts 129 to 4,224).
+		{"decode-D128/B=228-4k", AttnShape{32, 8, 128}, decodeSeqs(228, 129, 4224), AttnRowsTiny, 1, false},
 		// The 20000/2000 row's decode: 40 requests of about 21,000 cached
 		// positions, 320 items, unsplit and split 2, 4 and 8 ways (the
 		// engine's 8: AttnSplitsFor).
