@@ -839,6 +839,30 @@ func (c attnTC) smemWGE4M3(headDim int) int {
 // warp, with XRUN_CUDA_ATTN_F8_REGS).
 func (g *GPU) f8Regs(c attnTC) bool { return c.rowWarps == 1 && g.sw.CUDAAttnF8Regs }
 
+// attnF8SwapKernels are the decode configurations attention_tc_f8.cu also
+// instantiates with the products' roles swapped (the _f8t kernels): the
+// defaults without RoPE folded in.
+var attnF8SwapKernels = map[int][]attnTC{
+	64:  {{1, 8, 16, 2, false}, {1, 4, 16, 3, false}},
+	128: {{1, 4, 16, 2, false}},
+}
+
+// f8Swap reports whether decode launch l over an FP8 cache runs c's _f8t
+// kernel (XRUN_CUDA_ATTN_F8_SWAP): c has one, converts in registers, and
+// the launch has at most 8 query rows a block (mma's n) and no RoPE to
+// fold in.
+//
+// Why: a decode block's warp holds 16 query rows of m16n8k16's m, of which
+// an item fills its KV head's query heads (4 for Llama-3.1-8B, 8 for
+// TinyLlama): three quarters of the products, of the exponentials and of
+// the 64 output accumulators a thread were padding. With K as the A
+// operand and the queries as n, and O^T = V^T P^T, half the mma remain,
+// and 32 accumulators.
+func (g *GPU) f8Swap(c attnTC, headDim int, l AttnLaunch) bool {
+	return g.sw.CUDAAttnF8Swap && g.f8Regs(c) && l.Rows <= AttnRowsTiny && l.Rope.Ptr == 0 &&
+		slices.Contains(attnF8SwapKernels[headDim], c)
+}
+
 // AttnWG reports whether prefill attention at head dimension 128 runs on
 // the warpgroup MMA (attention_wg.cu): on Hopper, unless
 // XRUN_CUDA_ATTN_WGMMA=0.
@@ -1013,6 +1037,8 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 				return err
 			case form != "":
 				name, smem = name+form, tc.smemF8(a.HeadDim, true)
+			case g.f8Swap(tc, a.HeadDim, l):
+				name, smem = name+"t", tc.smemF8(a.HeadDim, true)
 			case g.f8Regs(tc):
 				name, smem = name+"r", tc.smemF8(a.HeadDim, true)
 			}

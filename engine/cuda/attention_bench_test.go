@@ -234,10 +234,13 @@ func BenchmarkAttention(b *testing.B) {
 			// 16-bit either way.
 			forms := []f8Form{f8Forms[0]}
 			if kern.rowWarps == 1 {
-				forms = append(forms, f8Form{"f8-smem", false, "0"})
+				forms = append(forms, f8Form{"f8-smem", false, "0", false})
 			}
 			if kern.rowWarps == 1 && D == 128 && fp8TensorCores(dev.Info) {
-				forms = append(forms, f8Forms[2:]...)
+				forms = append(forms, f8Forms[2:4]...)
+			}
+			if kern.rowWarps == 1 && sc.rows == AttnRowsTiny && slices.Contains(attnF8SwapKernels[D], kern) {
+				forms = append(forms, f8Forms[4])
 			}
 			for _, form := range forms {
 				for _, fdt := range []DType{F16, BF16} {
@@ -250,7 +253,7 @@ func BenchmarkAttention(b *testing.B) {
 						var regs int
 						do(b, func(t testing.TB, g *GPU) {
 							defer keepSwitches(g)()
-							g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8MMA = form.regs, form.mma
+							g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8MMA, g.sw.CUDAAttnF8Swap = form.regs, form.mma, form.swap
 							// Prefill configurations have one form, _f8 (f8Regs).
 							suffix := form.suffix()
 							if kern.rowWarps > 1 {

@@ -79,13 +79,16 @@ func TestAttentionFP8(t *testing.T) {
 // pick them: _f8r (the codes converted in registers, XRUN_CUDA_ATTN_F8_REGS),
 // _f8 (decoded in shared memory), _f8q (Q K^T on the E4M3 tensor cores) and
 // _f8p (P V too; XRUN_CUDA_ATTN_F8_MMA: head dimension 128, sm_89 and
-// later, else skipped).
-var f8Forms = []f8Form{{"f8r", true, "0"}, {"f8", false, "0"}, {"f8q", true, "qk"}, {"f8p", true, "qkpv"}}
+// later, else skipped), and _f8t (_f8r with the products' roles swapped:
+// XRUN_CUDA_ATTN_F8_SWAP; launches it does not serve run _f8r).
+var f8Forms = []f8Form{{"f8r", true, "0", false}, {"f8", false, "0", false}, {"f8q", true, "qk", false}, {"f8p", true, "qkpv", false},
+	{"f8t", true, "0", true}}
 
 type f8Form struct {
 	name string
 	regs bool
 	mma  string // XRUN_CUDA_ATTN_F8_MMA
+	swap bool   // XRUN_CUDA_ATTN_F8_SWAP
 }
 
 // suffix is the form's ending of a kernel's name (as GPU.attention adds it).
@@ -95,6 +98,8 @@ func (f f8Form) suffix() string {
 		return "_f8q"
 	case f.mma == "qkpv":
 		return "_f8p"
+	case f.swap:
+		return "_f8t"
 	case f.regs:
 		return "_f8r"
 	}
@@ -107,7 +112,7 @@ func (f f8Form) set(t testing.TB, g *GPU, headDim int) {
 	if f.mma != "0" && (headDim != 128 || !fp8TensorCores(g.Info) || g.nvrtc != 0 && g.nvrtc < 1204) {
 		t.Skipf("_%s: head dimension 128 on sm_89 or later with NVRTC 12.4 or later, not %d on %s with %d.%d", f.name, headDim, g.Info.Arch(), g.nvrtc/100, g.nvrtc%100)
 	}
-	g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8MMA = f.regs, f.mma
+	g.sw.CUDAAttnF8Regs, g.sw.CUDAAttnF8MMA, g.sw.CUDAAttnF8Swap = f.regs, f.mma, f.swap
 }
 
 // fp8Cache allocates an [slots][KV][capacity][D] FP8 cache of codes 0x7f

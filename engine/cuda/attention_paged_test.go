@@ -367,7 +367,15 @@ func TestPagedAttentionFP8(t *testing.T) {
 						if a.Heads/a.KVHeads > rows || len(kernels) == 0 {
 							t.Skipf("no kernel of %d rows for %d query heads a KV head at head dimension %d", rows, a.Heads/a.KVHeads, a.HeadDim)
 						}
-						do(t, func(t testing.TB, g *GPU) { checkPagedAttentionFP8(t, g, dt, a, seqs, bs, rows, kernels) })
+						do(t, func(t testing.TB, g *GPU) {
+							checkPagedAttentionFP8(t, g, dt, a, seqs, bs, rows, kernels)
+							if rows == AttnRowsTiny {
+								// The decode kernels' _f8t form too (XRUN_CUDA_ATTN_F8_SWAP).
+								defer keepSwitches(g)()
+								g.sw.CUDAAttnF8Swap = true
+								checkPagedAttentionFP8(t, g, dt, a, seqs, bs, rows, kernels)
+							}
+						})
 					})
 				}
 			}

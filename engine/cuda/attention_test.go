@@ -712,6 +712,49 @@ func TestOps(t *testing.T) {
 // (attnFoldFP8MaxItems): a 16-bit cache folds at any width, an FP8 one up
 // to 1,024 items, so TinyLlama's B=256 folds and Llama-3.1-8B's B=256 and
 // B=2048 do not.
+// f8Swap takes the _f8t kernels for unfolded decode launches of at most
+// 8 rows on the configurations that have them, with the switch on and the
+// codes converted in registers; every default decode configuration that
+// launches unfolded over an FP8 cache has one.
+func TestF8Swap(t *testing.T) {
+	on := &GPU{sw: model.Switches{CUDAAttnF8Swap: true, CUDAAttnF8Regs: true}}
+	def := attnTCDefaults[128][1]
+	rope := AttnLaunch{Rows: AttnRowsTiny, Rope: Buffer{Ptr: 1}}
+	for _, c := range []struct {
+		name string
+		g    *GPU
+		tc   attnTC
+		l    AttnLaunch
+		want bool
+	}{
+		{"decode, 8 rows", on, def, AttnLaunch{Rows: AttnRowsTiny}, true},
+		{"decode, 16 rows", on, def, AttnLaunch{Rows: AttnRowsSmall}, false},
+		{"RoPE folded in", on, def, rope, false},
+		{"switch off", &GPU{sw: model.Switches{CUDAAttnF8Regs: true}}, def, AttnLaunch{Rows: AttnRowsTiny}, false},
+		{"shared-memory decode", &GPU{sw: model.Switches{CUDAAttnF8Swap: true}}, def, AttnLaunch{Rows: AttnRowsTiny}, false},
+		{"no _f8t kernel", on, attnTC{1, 2, 16, 3, false}, AttnLaunch{Rows: AttnRowsTiny}, false},
+		{"prefill", on, attnTCDefaults[128][2], AttnLaunch{Rows: AttnRowsLarge}, false},
+	} {
+		if got := c.g.f8Swap(c.tc, 128, c.l); got != c.want {
+			t.Errorf("%s: f8Swap %v, want %v", c.name, got, c.want)
+		}
+	}
+	for D, ds := range attnTCDefaults {
+		for _, d := range ds[:2] {
+			if !slices.Contains(attnF8SwapKernels[D], d) {
+				t.Errorf("head dimension %d: decode default %s has no _f8t kernel", D, d)
+			}
+		}
+	}
+	for D, cs := range attnF8SwapKernels {
+		for _, c := range cs {
+			if c.rowWarps != 1 || c.keyWarps < 2 || !slices.Contains(attnTCPagedKernels[D], c) {
+				t.Errorf("head dimension %d: _f8t configuration %s is not a decode one of several key warps with FP8 kernels", D, c)
+			}
+		}
+	}
+}
+
 func TestAttnFoldPays(t *testing.T) {
 	tiny, llama := AttnShape{32, 4, 64}, AttnShape{32, 8, 128}
 	f8 := KVFP8{On: true, K: 1, V: 1}

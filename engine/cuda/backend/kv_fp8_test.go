@@ -89,14 +89,21 @@ func TestFP8KVMMAMatchesCPU(t *testing.T) {
 	cfg := fp8KVModel(t)
 	cfg.HeadDim = 128
 	sc, want := cpuReference(t, cfg, model.Options{KVFP8: true})
-	for _, mma := range []string{"0", "qk", "qkpv"} {
+	// swap: the _f8t decode kernels (XRUN_CUDA_ATTN_F8_SWAP), any GPU.
+	for _, mma := range []string{"0", "qk", "qkpv", "swap"} {
 		for _, dtype := range []string{"float16", "bfloat16"} {
 			t.Run(fmt.Sprintf("mma=%s/%s", mma, dtype), func(t *testing.T) {
-				if g := d.GPUs[0]; mma != "0" && (g.Major < 8 || g.Major == 8 && g.Minor < 9) {
+				if g := d.GPUs[0]; mma != "0" && mma != "swap" && (g.Major < 8 || g.Major == 8 && g.Minor < 9) {
 					t.Skipf("no _f8q or _f8p before sm_89 (%s): its decode steps are refused", g.Arch())
 				}
 				sw := engine.DefaultSwitches()
-				sw.CUDAAttnF8MMA = mma
+				if mma == "swap" {
+					// Unfolded, as launches of more than 1,024 items run:
+					// a launch with RoPE folded in keeps _f8r.
+					sw.CUDAAttnF8Swap, sw.CUDAAttnRope = true, "0"
+				} else {
+					sw.CUDAAttnF8MMA = mma
+				}
 				fp8KVAgainstCPU(t, cfg, model.BackendOptions{Gemm: "auto", Dtype: dtype, Switches: &sw}, sc, want)
 			})
 		}

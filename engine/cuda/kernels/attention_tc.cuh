@@ -61,6 +61,13 @@
 // rotated in place (other blocks of the launch read them): nothing reads
 // them after the attention.
 //
+// SW (the _f8t decode kernels over an FP8 cache): the products with the
+// roles swapped, S^T = K Q^T and O^T = V^T P^T, so that a block's few query
+// rows (a KV head's query heads of one token) are mma's n = 8 and the keys
+// and dimensions its m = 16: half the mma of the 16-row form and half its
+// output accumulators. P^T's B fragments come from the score accumulators
+// by movmatrix; a column's softmax runs across lane / 4 (softmax_cols).
+//
 // PAGED (the _paged kernels): the cache is paged, cap is the block size,
 // and every cached key's row is found through the item's slot's block table
 // (kv_paged.cuh); masked loads read from the cache's base (zero-filled,
@@ -87,7 +94,7 @@ __device__ __forceinline__ void group_sync(int kw) {
 }
 
 template <class T, int D, int MW, int KW, int KT, int ST, bool ROPE, bool PAGED = false, bool F8 = false, bool REGS = false,
-	bool QM = false, bool PM = false>
+	bool QM = false, bool PM = false, bool SW = false>
 __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_elem<F8, T>::C *kc,
 	typename kv_elem<F8, T>::C *vc, const int4 *items, int H, int KV, int W, int cap, float scale, float *part,
 	float *ml, int nsplit, int *counters, int rowsMax, const float *table, int shortKeys,
@@ -96,6 +103,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	static_assert(!REGS || (F8 && MW == 1), "codes converted in registers: decode blocks over an FP8 cache");
 	static_assert(!QM || (REGS && D % 32 == 0), "Q K^T on the E4M3 tensor cores: _f8r decode blocks");
 	static_assert(!PM || QM, "P V on the E4M3 tensor cores: with Q K^T there");
+	static_assert(!SW || (REGS && !ROPE && !QM && KW > 1 && KT % 16 == 0), "swapped products: _f8t decode blocks of several key warps");
 	typedef typename kv_elem<F8, T>::C C;
 	// Without ROPE the cache holds this launch's own keys, written by the
 	// kernel before: nothing may be read before it is done.
@@ -454,9 +462,12 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 			}
 	}
 
-	float o[NO][4];
+	// SW: O^T, D / 16 m16n8 tiles (rows dimensions, columns queries), half
+	// the accumulators of O's NO tiles of 16 rows.
+	constexpr int NOA = SW ? D / 16 : NO;
+	float o[NOA][4];
 #pragma unroll
-	for (int d = 0; d < NO; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+	for (int d = 0; d < NOA; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
 	float m[2] = {ninf, ninf}, l[2] = {0.f, 0.f}; // running max (log2 units) and sum per row
 	constexpr float F8MUL = REGS ? e4m3_bits<T>::mul : e4m3_h16<T>::mul;
 	const float sl2 = scale * LOG2E * (F8 ? ksc * (QM ? 1.f : F8MUL) : 1.f);
@@ -466,6 +477,8 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	// tile past the warp's first row's limit needs masking.
 	const int lim0 = min(keyEnd - 1, pos0 + r0 / G), lim1 = min(keyEnd - 1, pos0 + r1 / G);
 	const int wlim = min(keyEnd - 1, pos0 + mw * 16 / G);
+	// SW: a thread's queries are columns 2 q4 and the next.
+	const int limc[2] = {min(keyEnd - 1, pos0 + (2 * q4) / G), min(keyEnd - 1, pos0 + (2 * q4 + 1) / G)};
 
 	for (int j = 0; j < mine; j++) {
 		cp_async_wait<ST - 2>();
@@ -492,128 +505,202 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		if (!active) continue;
 		const T *ks = F8 ? stages : stages + (j % ST) * 2 * TILE, *vs = ks + TILE;
 		const int k0 = keyBeg + (kw + j * KW) * KT;
-
-		float s[NS][4];
+		if constexpr (SW) {
+			// The products with the roles swapped, so that a decode item's
+			// few query rows are mma's n = 8, not 16 rows of m:
+			// S^T = K Q^T, keys as the A operand (m16) straight from the
+			// codes, the queries Q^T as B (qa[kk][0] and qa[kk][2]: query
+			// g4's dims 4 q4 .. 4 q4 + 3 of step kk, the head dimension
+			// permuted within each step as for REGS); then O^T += V^T P^T,
+			// V^T's A fragments from the codes by ldmatrix.trans (the rows
+			// of an m tile are its even dims, then its odd ones), P^T's B
+			// fragments from the scores by movmatrix. Each code is still
+			// converted once; half the mma of REGS and half its output
+			// accumulators.
+			constexpr int MT = KT / 16;
+			float st[MT][4];
 #pragma unroll
-		for (int n = 0; n < NS; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-		if constexpr (QM) {
-			// The same ldmatrix as below, each block of codes as it stands a
-			// B operand of m16n8k32 (a thread's element is its key's columns
-			// 4 q4 .. 4 q4 + 3 of a 16-column half): keys n with columns
-			// b * 32 .. + 31 are {c[0], c[2]}, keys n + 1 {c[1], c[3]}; each
-			// times both terms of Q.
+			for (int t = 0; t < MT; t++) st[t][0] = st[t][1] = st[t][2] = st[t][3] = 0.f;
 #pragma unroll
-			for (int b = 0; b < D / 32; b++)
+			for (int t = 0; t < MT; t++)
 #pragma unroll
-				for (int n = 0; n < NS; n += 2) {
+				for (int kk = 0; kk < D / 16; kk += 2) {
+					// Keys +0 / +8 of the m tile x dims of steps kk, kk + 1;
+					// a thread's word is its key's dims 4 q4 .. 4 q4 + 3.
 					u32 c[4];
-					ldmatrix_x4(c, smem_u32(rk + (n * 8 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (2 * b + (lane >> 4)) * 16));
-					const u32 b0[2] = {c[0], c[2]}, b1[2] = {c[1], c[3]};
-					mma_e4m3(s[n], qh[b], b0);
-					mma_e4m3(s[n], ql[b], b0);
-					mma_e4m3(s[n + 1], qh[b], b1);
-					mma_e4m3(s[n + 1], ql[b], b1);
-				}
-		} else if constexpr (REGS) {
-			// Four 8-key x 16-dim blocks of codes an ldmatrix: keys n, n + 1
-			// (8 each) x dims kk, kk + 1 (16 each); a thread's element is
-			// its key's dims 4 q4 .. 4 q4 + 3, the B operand's two pairs.
+					ldmatrix_x4(c, smem_u32(rk + (t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (kk + (lane >> 4)) * 16));
 #pragma unroll
-			for (int kk = 0; kk < D / 16; kk += 2)
-#pragma unroll
-				for (int n = 0; n < NS; n += 2) {
-					u32 c[4];
-					ldmatrix_x4(c, smem_u32(rk + (n * 8 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (kk + (lane >> 4)) * 16));
-#pragma unroll
-					for (int x = 0; x < 4; x++) {
-						const u32 b[2] = {e4m3_bits<T>::template two<0, 1>(c[x]), e4m3_bits<T>::template two<2, 3>(c[x])};
-						mma(s[n + (x & 1)], qa[kk + (x >> 1)], b, T{});
+					for (int x = 0; x < 2; x++) {
+						const u32 a[4] = {e4m3_bits<T>::template two<0, 1>(c[2 * x]), e4m3_bits<T>::template two<0, 1>(c[2 * x + 1]),
+							e4m3_bits<T>::template two<2, 3>(c[2 * x]), e4m3_bits<T>::template two<2, 3>(c[2 * x + 1])};
+						const u32 b[2] = {qa[kk + x][0], qa[kk + x][2]};
+						mma(st[t], a, b, T{});
 					}
 				}
-		} else {
+			const bool edge = k0 + KT - 1 > wlim;
 #pragma unroll
-			for (int kk = 0; kk < D / 16; kk++) {
+			for (int t = 0; t < MT; t++)
 #pragma unroll
-				for (int n = 0; n < NS; n += 2) {
-					u32 b[4];
-					ldmatrix_x4(b, smem_u32(ks + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8));
-					mma(s[n], qa[kk], b, T{});
-					mma(s[n + 1], qa[kk], b + 2, T{});
+				for (int e = 0; e < 4; e++) {
+					float v = st[t][e] * sl2;
+					if (edge && k0 + t * 16 + g4 + 8 * (e >> 1) > limc[e & 1]) v = ninf;
+					st[t][e] = v;
 				}
+			float alpha[2];
+			softmax_cols<MT>(st, m, l, alpha);
+#pragma unroll
+			for (int d = 0; d < NOA; d++) {
+				o[d][0] *= alpha[0];
+				o[d][1] *= alpha[1];
+				o[d][2] *= alpha[0];
+				o[d][3] *= alpha[1];
 			}
-		}
-		const bool edge = k0 + KT - 1 > wlim;
 #pragma unroll
-		for (int n = 0; n < NS; n++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				float v = s[n][e] * sr[e >> 1];
-				if (edge && k0 + n * 8 + q4 * 2 + (e & 1) > (e < 2 ? lim0 : lim1)) v = ninf;
-				s[n][e] = v;
-			}
-		float alpha[2];
-		softmax_tile<NS>(s, m, l, alpha);
-#pragma unroll
-		for (int d = 0; d < NO; d++) {
-			o[d][0] *= alpha[0];
-			o[d][1] *= alpha[0];
-			o[d][2] *= alpha[1];
-			o[d][3] *= alpha[1];
-		}
-		// O += P V, 16 keys a step.
-#pragma unroll
-		for (int kk = 0; kk < KT / 16; kk++) {
-			u32 pa[4] = {pack2(s[2 * kk][0], s[2 * kk][1], T{}), pack2(s[2 * kk][2], s[2 * kk][3], T{}),
-				pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
-			if constexpr (REGS) {
-				// Four 8-key x 16-dim blocks, transposed: keys +0, +8 x dims
-				// c, c + 1; a thread's element is keys 2 q4, 2 q4 + 1 of two
-				// adjacent dims (bytes: key 2 q4's pair, then the next key's).
-				// Output tile 2 c holds block c's even dims, 2 c + 1 its odd.
-				// PM: m16n8k32 with both halves of k the same 16 keys: A's
-				// first half P times 448 as E4M3 codes, its second the
-				// remainders (e4m3x4_split), B's halves the same value codes,
-				// so one mma adds (hi + lo) V. A thread's P elements are keys
-				// 2 q4, 2 q4 + 1 of score tiles 2 kk and 2 kk + 1, as they
-				// stand (k 4 q4 .. 4 q4 + 3 taken as those keys), and its
-				// value codes for them bytes 0, 2 of keys +0's and of keys
-				// +8's elements for the even dim, bytes 1, 3 for the odd.
-				u32 p8[4];
-				if constexpr (PM) {
-#pragma unroll
-					for (int i = 0; i < 2; i++) {
-						const float y[4] = {s[2 * kk][2 * i] * FP8_MAX, s[2 * kk][2 * i + 1] * FP8_MAX,
-							s[2 * kk + 1][2 * i] * FP8_MAX, s[2 * kk + 1][2 * i + 1] * FP8_MAX};
-						e4m3x4_split(y, p8[i], p8[2 + i]);
-					}
-				}
+			for (int t = 0; t < MT; t++) {
+				// P^T's 8 x 8 blocks of keys +0 and +8, transposed: query
+				// g4's keys 2 q4 and the next, B's k rows.
+				const u32 pb[2] = {movmatrix_trans(pack2(st[t][0], st[t][1], T{})), movmatrix_trans(pack2(st[t][2], st[t][3], T{}))};
 #pragma unroll
 				for (int c = 0; c < D / 16; c += 2) {
+					// Keys +0 / +8 x dims 16 c .. 16 c + 31, transposed: a
+					// thread's word is dims 2 g4, 2 g4 + 1 of keys 2 q4 and
+					// the next (bytes: key 2 q4's pair, then the next key's).
 					u32 v[4];
-					ldmatrix_x4_trans(v, smem_u32(rv + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (c + (lane >> 4)) * 16));
+					ldmatrix_x4_trans(v, smem_u32(rv + (t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (c + (lane >> 4)) * 16));
 #pragma unroll
 					for (int hb = 0; hb < 2; hb++) {
 						const u32 lo = v[2 * hb], hi = v[2 * hb + 1];
-						if constexpr (PM) {
-							const u32 ev = __byte_perm(lo, hi, 0x6420), od = __byte_perm(lo, hi, 0x7531);
-							const u32 be[2] = {ev, ev}, bo[2] = {od, od};
-							mma_e4m3(o[2 * (c + hb)], p8, be);
-							mma_e4m3(o[2 * (c + hb) + 1], p8, bo);
-						} else {
-							const u32 be[2] = {e4m3_bits<T>::template two<0, 2>(lo), e4m3_bits<T>::template two<0, 2>(hi)};
-							const u32 bo[2] = {e4m3_bits<T>::template two<1, 3>(lo), e4m3_bits<T>::template two<1, 3>(hi)};
-							mma(o[2 * (c + hb)], pa, be, T{});
-							mma(o[2 * (c + hb) + 1], pa, bo, T{});
-						}
+						const u32 a[4] = {e4m3_bits<T>::template two<0, 2>(lo), e4m3_bits<T>::template two<1, 3>(lo),
+							e4m3_bits<T>::template two<0, 2>(hi), e4m3_bits<T>::template two<1, 3>(hi)};
+						mma(o[c + hb], a, pb, T{});
 					}
 				}
+			}
+		}
+		if constexpr (!SW) {
+
+			float s[NS][4];
+#pragma unroll
+			for (int n = 0; n < NS; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+			if constexpr (QM) {
+				// The same ldmatrix as below, each block of codes as it stands a
+				// B operand of m16n8k32 (a thread's element is its key's columns
+				// 4 q4 .. 4 q4 + 3 of a 16-column half): keys n with columns
+				// b * 32 .. + 31 are {c[0], c[2]}, keys n + 1 {c[1], c[3]}; each
+				// times both terms of Q.
+#pragma unroll
+				for (int b = 0; b < D / 32; b++)
+#pragma unroll
+					for (int n = 0; n < NS; n += 2) {
+						u32 c[4];
+						ldmatrix_x4(c, smem_u32(rk + (n * 8 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (2 * b + (lane >> 4)) * 16));
+						const u32 b0[2] = {c[0], c[2]}, b1[2] = {c[1], c[3]};
+						mma_e4m3(s[n], qh[b], b0);
+						mma_e4m3(s[n], ql[b], b0);
+						mma_e4m3(s[n + 1], qh[b], b1);
+						mma_e4m3(s[n + 1], ql[b], b1);
+					}
+			} else if constexpr (REGS) {
+				// Four 8-key x 16-dim blocks of codes an ldmatrix: keys n, n + 1
+				// (8 each) x dims kk, kk + 1 (16 each); a thread's element is
+				// its key's dims 4 q4 .. 4 q4 + 3, the B operand's two pairs.
+#pragma unroll
+				for (int kk = 0; kk < D / 16; kk += 2)
+#pragma unroll
+					for (int n = 0; n < NS; n += 2) {
+						u32 c[4];
+						ldmatrix_x4(c, smem_u32(rk + (n * 8 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (kk + (lane >> 4)) * 16));
+#pragma unroll
+						for (int x = 0; x < 4; x++) {
+							const u32 b[2] = {e4m3_bits<T>::template two<0, 1>(c[x]), e4m3_bits<T>::template two<2, 3>(c[x])};
+							mma(s[n + (x & 1)], qa[kk + (x >> 1)], b, T{});
+						}
+					}
 			} else {
 #pragma unroll
-				for (int d = 0; d < NO; d += 2) {
-					u32 b[4];
-					ldmatrix_x4_trans(b, smem_u32(vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + d * 8 + (lane >> 4) * 8));
-					mma(o[d], pa, b, T{});
-					mma(o[d + 1], pa, b + 2, T{});
+				for (int kk = 0; kk < D / 16; kk++) {
+#pragma unroll
+					for (int n = 0; n < NS; n += 2) {
+						u32 b[4];
+						ldmatrix_x4(b, smem_u32(ks + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * LDS + kk * 16 + ((lane >> 3) & 1) * 8));
+						mma(s[n], qa[kk], b, T{});
+						mma(s[n + 1], qa[kk], b + 2, T{});
+					}
+				}
+			}
+			const bool edge = k0 + KT - 1 > wlim;
+#pragma unroll
+			for (int n = 0; n < NS; n++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float v = s[n][e] * sr[e >> 1];
+					if (edge && k0 + n * 8 + q4 * 2 + (e & 1) > (e < 2 ? lim0 : lim1)) v = ninf;
+					s[n][e] = v;
+				}
+			float alpha[2];
+			softmax_tile<NS>(s, m, l, alpha);
+#pragma unroll
+			for (int d = 0; d < NO; d++) {
+				o[d][0] *= alpha[0];
+				o[d][1] *= alpha[0];
+				o[d][2] *= alpha[1];
+				o[d][3] *= alpha[1];
+			}
+			// O += P V, 16 keys a step.
+#pragma unroll
+			for (int kk = 0; kk < KT / 16; kk++) {
+				u32 pa[4] = {pack2(s[2 * kk][0], s[2 * kk][1], T{}), pack2(s[2 * kk][2], s[2 * kk][3], T{}),
+					pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], T{}), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], T{})};
+				if constexpr (REGS) {
+					// Four 8-key x 16-dim blocks, transposed: keys +0, +8 x dims
+					// c, c + 1; a thread's element is keys 2 q4, 2 q4 + 1 of two
+					// adjacent dims (bytes: key 2 q4's pair, then the next key's).
+					// Output tile 2 c holds block c's even dims, 2 c + 1 its odd.
+					// PM: m16n8k32 with both halves of k the same 16 keys: A's
+					// first half P times 448 as E4M3 codes, its second the
+					// remainders (e4m3x4_split), B's halves the same value codes,
+					// so one mma adds (hi + lo) V. A thread's P elements are keys
+					// 2 q4, 2 q4 + 1 of score tiles 2 kk and 2 kk + 1, as they
+					// stand (k 4 q4 .. 4 q4 + 3 taken as those keys), and its
+					// value codes for them bytes 0, 2 of keys +0's and of keys
+					// +8's elements for the even dim, bytes 1, 3 for the odd.
+					u32 p8[4];
+					if constexpr (PM) {
+#pragma unroll
+						for (int i = 0; i < 2; i++) {
+							const float y[4] = {s[2 * kk][2 * i] * FP8_MAX, s[2 * kk][2 * i + 1] * FP8_MAX,
+								s[2 * kk + 1][2 * i] * FP8_MAX, s[2 * kk + 1][2 * i + 1] * FP8_MAX};
+							e4m3x4_split(y, p8[i], p8[2 + i]);
+						}
+					}
+#pragma unroll
+					for (int c = 0; c < D / 16; c += 2) {
+						u32 v[4];
+						ldmatrix_x4_trans(v, smem_u32(rv + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (c + (lane >> 4)) * 16));
+#pragma unroll
+						for (int hb = 0; hb < 2; hb++) {
+							const u32 lo = v[2 * hb], hi = v[2 * hb + 1];
+							if constexpr (PM) {
+								const u32 ev = __byte_perm(lo, hi, 0x6420), od = __byte_perm(lo, hi, 0x7531);
+								const u32 be[2] = {ev, ev}, bo[2] = {od, od};
+								mma_e4m3(o[2 * (c + hb)], p8, be);
+								mma_e4m3(o[2 * (c + hb) + 1], p8, bo);
+							} else {
+								const u32 be[2] = {e4m3_bits<T>::template two<0, 2>(lo), e4m3_bits<T>::template two<0, 2>(hi)};
+								const u32 bo[2] = {e4m3_bits<T>::template two<1, 3>(lo), e4m3_bits<T>::template two<1, 3>(hi)};
+								mma(o[2 * (c + hb)], pa, be, T{});
+								mma(o[2 * (c + hb) + 1], pa, bo, T{});
+							}
+						}
+					}
+				} else {
+#pragma unroll
+					for (int d = 0; d < NO; d += 2) {
+						u32 b[4];
+						ldmatrix_x4_trans(b, smem_u32(vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + d * 8 + (lane >> 4) * 8));
+						mma(o[d], pa, b, T{});
+						mma(o[d + 1], pa, b + 2, T{});
+					}
 				}
 			}
 		}
@@ -623,7 +710,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		// PM: the values are the codes' own, P was times 448.
 		const float vm = PM ? vsc * (1.f / FP8_MAX) : vsc * F8MUL;
 #pragma unroll
-		for (int d = 0; d < NO; d++) {
+		for (int d = 0; d < NOA; d++) {
 			o[d][0] *= vm;
 			o[d][1] *= vm;
 			o[d][2] *= vm;
@@ -632,8 +719,14 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	}
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
-		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-		l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+		if constexpr (SW) { // a column's keys are across lane / 4
+			l[i] += __shfl_xor_sync(0xffffffffu, l[i], 4);
+			l[i] += __shfl_xor_sync(0xffffffffu, l[i], 8);
+			l[i] += __shfl_xor_sync(0xffffffffu, l[i], 16);
+		} else {
+			l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+			l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+		}
 	}
 
 	// Pair d of row i (0: r0, 1: r1) of this thread's O and its first
@@ -687,16 +780,28 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		static_assert(MW * MERGE * 4 <= GROUP, "merge area larger than the stages");
 		group_sync<MW, KW>(kw); // the group is done reading its stages
 		float *mg = (float *)(smem + kw * GROUP) + mw * MERGE;
+		if constexpr (SW) {
+			// Query 2 q4 + i's dims 16 d + 2 g4 and the next (O^T's rows
+			// g4 and g4 + 8 of tile d), as rows of the same layout.
 #pragma unroll
-		for (int i = 0; i < 2; i++) {
-			const int rl = g4 + 8 * i;
+			for (int i = 0; i < 2; i++) {
+				const int rl = 2 * q4 + i;
 #pragma unroll
-			for (int d = 0; d < NO; d++) {
-				int col;
-				const float2 v = pairAt(d, i, col);
-				*(float2 *)&mg[rl * LDO + col] = v;
+				for (int d = 0; d < NOA; d++) *(float2 *)&mg[rl * LDO + d * 16 + 2 * g4] = make_float2(o[d][i], o[d][2 + i]);
+				if (g4 == 0) *(float2 *)&mg[16 * LDO + rl * 2] = make_float2(m[i], l[i]);
 			}
-			if (q4 == 0) *(float2 *)&mg[16 * LDO + rl * 2] = make_float2(m[i], l[i]);
+		} else {
+#pragma unroll
+			for (int i = 0; i < 2; i++) {
+				const int rl = g4 + 8 * i;
+#pragma unroll
+				for (int d = 0; d < NO; d++) {
+					int col;
+					const float2 v = pairAt(d, i, col);
+					*(float2 *)&mg[rl * LDO + col] = v;
+				}
+				if (q4 == 0) *(float2 *)&mg[16 * LDO + rl * 2] = make_float2(m[i], l[i]);
+			}
 		}
 		__syncthreads();
 		for (int i = tid; i < R * (D / 2); i += blockDim.x) {

@@ -23,7 +23,9 @@
 // picked into B operands by byte permutes); _f8q does P V as _f8r.
 // Natively on Ada and Blackwell only: Hopper's mma.sync has no E4M3 form
 // (its FP8 tensor cores are wgmma's), the compiler converts to fp16 and
-// runs the 16-bit mma, so there they are slower than _f8r.
+// runs the 16-bit mma, so there they are slower than _f8r. The _f8t
+// decode kernels are _f8r with the products' roles swapped (attention_tc.cuh
+// SW), for launches of at most 8 query rows a block.
 // The scales, and those powers of two, multiply the scores and the output
 // in float32, so no scaled key or value is ever rounded.
 // Two arguments more than attention_tc.cu's kernels: ksc and vsc, the
@@ -46,6 +48,25 @@
 			float ksc, float vsc) {                                                                           \
 		attention_tc<T, D, MW, KW, KT, ST, ROPE, true, true, REGS, QM, PM>(out, qkv, kc, vc, items, H, KV, W, bs,      \
 			scale, part, ml, nsplit, counters, rowsMax, table, shortKeys, tables, stride, ksc, vsc);          \
+	}
+// The _f8t decode kernels: REGS with the products' roles swapped (SW;
+// XRUN_CUDA_ATTN_F8_SWAP), for launches of at most 8 query rows a block.
+#define ATTN_TC_F8_KT(T, D, MW, KW, KT, ST)                                                                      \
+	extern "C" __global__ void __launch_bounds__(MW * KW * 32)                                                  \
+		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##_f8t(T *out, const T *qkv, u8 *kc, u8 *vc,    \
+			const int4 *items, int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit,  \
+			int *counters, int rowsMax, const float *table, int shortKeys, float ksc, float vsc) {            \
+		attention_tc<T, D, MW, KW, KT, ST, false, false, true, true, false, false, true>(out, qkv, kc, vc, items, H, \
+			KV, W, cap, scale, part, ml, nsplit, counters, rowsMax, table, shortKeys, nullptr, 0, ksc, vsc);  \
+	}
+#define ATTN_TC_F8_KPT(T, D, MW, KW, KT, ST)                                                                     \
+	extern "C" __global__ void __launch_bounds__(MW * KW * 32)                                                  \
+		attention_tc_##T##_d##D##_m##MW##_k##KW##_t##KT##_s##ST##_paged_f8t(T *out, const T *qkv, u8 *kc,     \
+			u8 *vc, const int4 *items, int H, int KV, int W, int bs, float scale, float *part, float *ml,      \
+			int nsplit, int *counters, int rowsMax, const float *table, int shortKeys, const int *tables,     \
+			int stride, float ksc, float vsc) {                                                               \
+		attention_tc<T, D, MW, KW, KT, ST, false, true, true, true, false, false, true>(out, qkv, kc, vc, items, H,  \
+			KV, W, bs, scale, part, ml, nsplit, counters, rowsMax, table, shortKeys, tables, stride, ksc, vsc); \
 	}
 // The configurations of attention.go's attnTCPagedKernels and
 // attnTCRopePagedKernels (the defaults, and the former prefill default):
@@ -92,6 +113,8 @@
 	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, false, , true, true, false, f8q) \
 	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, true, _rope, true, true, false, f8q) \
 	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, false, , true, true, true, f8p) \
-	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, true, _rope, true, true, true, f8p)
+	ATTN_TC_F8_K(T, 128, 1, 4, 16, 2, true, _rope, true, true, true, f8p) \
+	ATTN_TC_F8_KT(T, 64, 1, 8, 16, 2) ATTN_TC_F8_KT(T, 64, 1, 4, 16, 3) ATTN_TC_F8_KT(T, 128, 1, 4, 16, 2) \
+	ATTN_TC_F8_KPT(T, 64, 1, 8, 16, 2) ATTN_TC_F8_KPT(T, 64, 1, 4, 16, 3) ATTN_TC_F8_KPT(T, 128, 1, 4, 16, 2)
 ATTN_TC_F8_ALL(f16)
 ATTN_TC_F8_ALL(bf16)

@@ -123,6 +123,40 @@ __device__ __forceinline__ void softmax_tile(float (&s)[NS][4], float (&m)[2], f
 	l[1] = l[1] * alpha[1] + ps[1];
 }
 
+// softmax_cols is softmax_tile over a transposed tile: scores S^T of MT
+// m16n8 accumulators, rows keys, columns queries; a thread's columns are
+// 2 (lane % 4) and the next (elements e & 1), its keys lane / 4 and + 8,
+// so a column's maximum is taken across the eight lanes of its lane % 4.
+// Column sums stay per thread until the end, as there.
+template <int MT>
+__device__ __forceinline__ void softmax_cols(float (&s)[MT][4], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+	const float ninf = -__int_as_float(0x7f800000);
+	float mx[2] = {m[0], m[1]}, mu[2];
+#pragma unroll
+	for (int t = 0; t < MT; t++) {
+		mx[0] = fmaxf(mx[0], fmaxf(s[t][0], s[t][2]));
+		mx[1] = fmaxf(mx[1], fmaxf(s[t][1], s[t][3]));
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+#pragma unroll
+		for (int off = 4; off < 32; off <<= 1) mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], off));
+		mu[i] = mx[i] == ninf ? 0.f : mx[i];
+		alpha[i] = ex2(m[i] - mu[i]);
+		m[i] = mx[i];
+	}
+	float ps[2] = {0.f, 0.f};
+#pragma unroll
+	for (int t = 0; t < MT; t++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			s[t][e] = ex2(s[t][e] - mu[e & 1]);
+			ps[e & 1] += s[t][e];
+		}
+	l[0] = l[0] * alpha[0] + ps[0];
+	l[1] = l[1] * alpha[1] + ps[1];
+}
+
 // unpack2 widens the two 16-bit values of one 32-bit word (low first).
 __device__ __forceinline__ float2 unpack2(u32 w, f16) {
 	f16 a, b;

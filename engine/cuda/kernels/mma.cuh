@@ -26,6 +26,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 *r, u32 addr) {
 		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 
+// movmatrix_trans transposes an 8 x 8 matrix of 16-bit values held as an
+// mma fragment (a thread's word: row lane / 4, columns 2 (lane % 4) and the
+// next): afterwards a thread holds its row of the transpose, that is rows
+// 2 (lane % 4) and the next of column lane / 4.
+__device__ __forceinline__ u32 movmatrix_trans(u32 a) {
+	u32 d;
+	asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+	return d;
+}
+
 __device__ __forceinline__ void mma(float *c, const u32 *a, const u32 *b, f16) {
 	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
 		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
