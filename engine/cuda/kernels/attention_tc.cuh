@@ -576,9 +576,7 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 					}
 				}
 			}
-		}
-		if constexpr (!SW) {
-
+		} else {
 			float s[NS][4];
 #pragma unroll
 			for (int n = 0; n < NS; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
