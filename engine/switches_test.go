@@ -116,7 +116,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_ATTN_WS":           {"1", true},
 		"XRUN_CUDA_ATTN_F8_REGS":      {"1", true},
 		"XRUN_CUDA_ATTN_F8_MMA":       {"0", true},
-		"XRUN_CUDA_ATTN_F8_SWAP":      {"0", true},
+		"XRUN_CUDA_ATTN_F8_SWAP":      {"auto", true},
 		"XRUN_CUDA_MOE_TILE":          {"auto", true},
 		"XRUN_CUDA_WGMMA":             {"1", true},
 		"XRUN_CUDA_WGMMA_FP8":         {"1", true},
@@ -236,7 +236,7 @@ func TestParseSwitches(t *testing.T) {
 	// A value other than the default, per kind of switch.
 	other := map[string]string{"XRUN_CUDA_ATTN_TC": "tc-m1-k4-t16-s3", "XRUN_CUDA_MOE_TILE": "l", "XRUN_CUDA_WGMMA_TILE": "wg2w", "XRUN_CUDA_GEMM_TMA": "1",
 		"XRUN_CUDA_ATTN_F8_MMA": "qkpv", "XRUN_CUDA_ATTN_ROPE": "0", "XRUN_CUDA_KV_PAGED": "1",
-		"XRUN_CUDA_ATTN_PREFILL_ROWS": "128"}
+		"XRUN_CUDA_ATTN_PREFILL_ROWS": "128", "XRUN_CUDA_ATTN_F8_SWAP": "0"}
 	tv := reflect.ValueOf(Switches)
 	for i := range tv.NumField() {
 		field := tv.Type().Field(i).Name

@@ -129,6 +129,15 @@ type KVPages struct {
 // On reports whether p pages a cache.
 func (p KVPages) On() bool { return p.BlockSize > 0 }
 
+// seqKeys is the most positions a sequence's cache holds: a block table's
+// row of blocks where the cache is paged, else the fixed slots' capacity.
+func (p KVPages) seqKeys(capacity int) int {
+	if p.On() {
+		return p.Stride * p.BlockSize
+	}
+	return capacity
+}
+
 func (p KVPages) check() error {
 	if p.BlockSize <= 0 || p.BlockSize&(p.BlockSize-1) != 0 || p.Stride <= 0 || p.Tables.Bytes < 4*p.Stride {
 		return fmt.Errorf("cuda: paged KV cache of blocks of %d positions, %d per table, tables of %d bytes (a power of two, at least one block a table)",
@@ -850,7 +859,8 @@ var attnF8SwapKernels = map[int][]attnTC{
 // f8Swap reports whether decode launch l over an FP8 cache runs c's _f8t
 // kernel (XRUN_CUDA_ATTN_F8_SWAP): c has one, converts in registers, and
 // the launch has at most 8 query rows a block (mma's n) and no RoPE to
-// fold in.
+// fold in; under "auto" also the cache holds at most attnF8SwapMaxKeys
+// positions a sequence (maxKeys), where it measured faster.
 //
 // Why: a decode block's warp holds 16 query rows of m16n8k16's m, of which
 // an item fills its KV head's query heads (4 for Llama-3.1-8B, 8 for
@@ -858,10 +868,31 @@ var attnF8SwapKernels = map[int][]attnTC{
 // the 64 output accumulators a thread were padding. With K as the A
 // operand and the queries as n, and O^T = V^T P^T, half the mma remain,
 // and 32 accumulators.
-func (g *GPU) f8Swap(c attnTC, headDim int, l AttnLaunch) bool {
-	return g.sw.CUDAAttnF8Swap && g.f8Regs(c) && l.Rows <= AttnRowsTiny && l.Rope.Ptr == 0 &&
-		slices.Contains(attnF8SwapKernels[headDim], c)
+func (g *GPU) f8Swap(c attnTC, headDim int, l AttnLaunch, maxKeys int) bool {
+	switch g.sw.CUDAAttnF8Swap {
+	case "0":
+		return false
+	case "1":
+	default:
+		if maxKeys > attnF8SwapMaxKeys {
+			return false
+		}
+	}
+	return g.f8Regs(c) && l.Rows <= AttnRowsTiny && l.Rope.Ptr == 0 && slices.Contains(attnF8SwapKernels[headDim], c)
 }
+
+// attnF8SwapMaxKeys is the most positions a sequence's cache may hold
+// (fixed slots' capacity, or a block table's row of blocks) for
+// XRUN_CUDA_ATTN_F8_SWAP's auto to take the _f8t kernels. The cache's
+// size, not the launch's contexts, decides, so that a captured graph's
+// choice holds for every replay. On an H100 at Llama-3.1-8B's heads
+// (BenchmarkAttention, us a launch) _f8t was 4 % faster than _f8r over
+// 129-256 keys (2,048 sequences: 303.5 against 317-319), level over
+// 129-2,176 (444: 392.6-393.5 against 392.4-393.0) and 1 % slower over
+// 129-4,224 (228: 378.5-379.6 against 374.9-375.8); end to end,
+// TensorRT-LLM's 128/128 row of 6,000 requests gave 29,448 and 29,396
+// output tok/s with it against 28,878 and 28,943 without (alternating).
+const attnF8SwapMaxKeys = 1024
 
 // AttnWG reports whether prefill attention at head dimension 128 runs on
 // the warpgroup MMA (attention_wg.cu): on Hopper, unless
@@ -975,6 +1006,7 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 		return err
 	}
 	paged := l.Pages.On()
+	maxKeys := l.Pages.seqKeys(capacity)
 	if paged {
 		if err := l.Pages.check(); err != nil {
 			return err
@@ -1037,7 +1069,7 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 				return err
 			case form != "":
 				name, smem = name+form, tc.smemF8(a.HeadDim, true)
-			case g.f8Swap(tc, a.HeadDim, l):
+			case g.f8Swap(tc, a.HeadDim, l, maxKeys):
 				name, smem = name+"t", tc.smemF8(a.HeadDim, true)
 			case g.f8Regs(tc):
 				name, smem = name+"r", tc.smemF8(a.HeadDim, true)

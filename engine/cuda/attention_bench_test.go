@@ -234,7 +234,7 @@ func BenchmarkAttention(b *testing.B) {
 			// 16-bit either way.
 			forms := []f8Form{f8Forms[0]}
 			if kern.rowWarps == 1 {
-				forms = append(forms, f8Form{"f8-smem", false, "0", false})
+				forms = append(forms, f8Form{"f8-smem", false, "0", "0"})
 			}
 			if kern.rowWarps == 1 && D == 128 && fp8TensorCores(dev.Info) {
 				forms = append(forms, f8Forms[2:4]...)

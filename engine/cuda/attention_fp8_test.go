@@ -81,14 +81,14 @@ func TestAttentionFP8(t *testing.T) {
 // _f8p (P V too; XRUN_CUDA_ATTN_F8_MMA: head dimension 128, sm_89 and
 // later, else skipped), and _f8t (_f8r with the products' roles swapped:
 // XRUN_CUDA_ATTN_F8_SWAP; launches it does not serve run _f8r).
-var f8Forms = []f8Form{{"f8r", true, "0", false}, {"f8", false, "0", false}, {"f8q", true, "qk", false}, {"f8p", true, "qkpv", false},
-	{"f8t", true, "0", true}}
+var f8Forms = []f8Form{{"f8r", true, "0", "0"}, {"f8", false, "0", "0"}, {"f8q", true, "qk", "0"}, {"f8p", true, "qkpv", "0"},
+	{"f8t", true, "0", "1"}}
 
 type f8Form struct {
 	name string
 	regs bool
 	mma  string // XRUN_CUDA_ATTN_F8_MMA
-	swap bool   // XRUN_CUDA_ATTN_F8_SWAP
+	swap string // XRUN_CUDA_ATTN_F8_SWAP: "0" or "1", never auto's choice
 }
 
 // suffix is the form's ending of a kernel's name (as GPU.attention adds it).
@@ -98,7 +98,7 @@ func (f f8Form) suffix() string {
 		return "_f8q"
 	case f.mma == "qkpv":
 		return "_f8p"
-	case f.swap:
+	case f.swap == "1":
 		return "_f8t"
 	case f.regs:
 		return "_f8r"

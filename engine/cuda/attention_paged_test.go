@@ -372,7 +372,7 @@ func TestPagedAttentionFP8(t *testing.T) {
 							if rows == AttnRowsTiny {
 								// The decode kernels' _f8t form too (XRUN_CUDA_ATTN_F8_SWAP).
 								defer keepSwitches(g)()
-								g.sw.CUDAAttnF8Swap = true
+								g.sw.CUDAAttnF8Swap = "1"
 								checkPagedAttentionFP8(t, g, dt, a, seqs, bs, rows, kernels)
 							}
 						})

@@ -713,31 +713,45 @@ func TestOps(t *testing.T) {
 // to 1,024 items, so TinyLlama's B=256 folds and Llama-3.1-8B's B=256 and
 // B=2048 do not.
 // f8Swap takes the _f8t kernels for unfolded decode launches of at most
-// 8 rows on the configurations that have them, with the switch on and the
-// codes converted in registers; every default decode configuration that
-// launches unfolded over an FP8 cache has one.
+// 8 rows on the configurations that have them, with the codes converted
+// in registers: with the switch at 1 over any cache, under auto where the
+// cache holds at most attnF8SwapMaxKeys positions a sequence (fixed
+// slots' capacity, or a block table's row), never at 0; every default
+// decode configuration that launches unfolded over an FP8 cache has one.
 func TestF8Swap(t *testing.T) {
-	on := &GPU{sw: model.Switches{CUDAAttnF8Swap: true, CUDAAttnF8Regs: true}}
+	on := &GPU{sw: model.Switches{CUDAAttnF8Swap: "1", CUDAAttnF8Regs: true}}
+	auto := &GPU{sw: model.Switches{CUDAAttnF8Swap: "auto", CUDAAttnF8Regs: true}}
 	def := attnTCDefaults[128][1]
 	rope := AttnLaunch{Rows: AttnRowsTiny, Rope: Buffer{Ptr: 1}}
+	short, long := attnF8SwapMaxKeys, attnF8SwapMaxKeys+1
 	for _, c := range []struct {
-		name string
-		g    *GPU
-		tc   attnTC
-		l    AttnLaunch
-		want bool
+		name    string
+		g       *GPU
+		tc      attnTC
+		l       AttnLaunch
+		maxKeys int
+		want    bool
 	}{
-		{"decode, 8 rows", on, def, AttnLaunch{Rows: AttnRowsTiny}, true},
-		{"decode, 16 rows", on, def, AttnLaunch{Rows: AttnRowsSmall}, false},
-		{"RoPE folded in", on, def, rope, false},
-		{"switch off", &GPU{sw: model.Switches{CUDAAttnF8Regs: true}}, def, AttnLaunch{Rows: AttnRowsTiny}, false},
-		{"shared-memory decode", &GPU{sw: model.Switches{CUDAAttnF8Swap: true}}, def, AttnLaunch{Rows: AttnRowsTiny}, false},
-		{"no _f8t kernel", on, attnTC{1, 2, 16, 3, false}, AttnLaunch{Rows: AttnRowsTiny}, false},
-		{"prefill", on, attnTCDefaults[128][2], AttnLaunch{Rows: AttnRowsLarge}, false},
+		{"decode, 8 rows", on, def, AttnLaunch{Rows: AttnRowsTiny}, long, true},
+		{"decode, 16 rows", on, def, AttnLaunch{Rows: AttnRowsSmall}, short, false},
+		{"RoPE folded in", on, def, rope, short, false},
+		{"switch off", &GPU{sw: model.Switches{CUDAAttnF8Swap: "0", CUDAAttnF8Regs: true}}, def, AttnLaunch{Rows: AttnRowsTiny}, short, false},
+		{"auto, short cache", auto, def, AttnLaunch{Rows: AttnRowsTiny}, short, true},
+		{"auto, long cache", auto, def, AttnLaunch{Rows: AttnRowsTiny}, long, false},
+		{"auto, RoPE folded in", auto, def, rope, short, false},
+		{"shared-memory decode", &GPU{sw: model.Switches{CUDAAttnF8Swap: "1"}}, def, AttnLaunch{Rows: AttnRowsTiny}, short, false},
+		{"no _f8t kernel", on, attnTC{1, 2, 16, 3, false}, AttnLaunch{Rows: AttnRowsTiny}, short, false},
+		{"prefill", on, attnTCDefaults[128][2], AttnLaunch{Rows: AttnRowsLarge}, short, false},
 	} {
-		if got := c.g.f8Swap(c.tc, 128, c.l); got != c.want {
+		if got := c.g.f8Swap(c.tc, 128, c.l, c.maxKeys); got != c.want {
 			t.Errorf("%s: f8Swap %v, want %v", c.name, got, c.want)
 		}
+	}
+	if got := (KVPages{}).seqKeys(256); got != 256 {
+		t.Errorf("fixed slots of 256: seqKeys %d", got)
+	}
+	if got := (KVPages{Stride: 9, BlockSize: 32}).seqKeys(32); got != 288 {
+		t.Errorf("9 blocks of 32 a row: seqKeys %d, want 288", got)
 	}
 	for D, ds := range attnTCDefaults {
 		for _, d := range ds[:2] {

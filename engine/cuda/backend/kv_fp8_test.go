@@ -100,7 +100,7 @@ func TestFP8KVMMAMatchesCPU(t *testing.T) {
 				if mma == "swap" {
 					// Unfolded, as launches of more than 1,024 items run:
 					// a launch with RoPE folded in keeps _f8r.
-					sw.CUDAAttnF8Swap, sw.CUDAAttnRope = true, "0"
+					sw.CUDAAttnF8Swap, sw.CUDAAttnRope = "1", "0"
 				} else {
 					sw.CUDAAttnF8MMA = mma
 				}
