@@ -368,11 +368,16 @@ func TestPagedAttentionFP8(t *testing.T) {
 							t.Skipf("no kernel of %d rows for %d query heads a KV head at head dimension %d", rows, a.Heads/a.KVHeads, a.HeadDim)
 						}
 						do(t, func(t testing.TB, g *GPU) {
-							checkPagedAttentionFP8(t, g, dt, a, seqs, bs, rows, kernels)
-							if rows == AttnRowsTiny {
-								// The decode kernels' _f8t form too (XRUN_CUDA_ATTN_F8_SWAP).
-								defer keepSwitches(g)()
-								g.sw.CUDAAttnF8Swap = "1"
+							if rows != AttnRowsTiny {
+								checkPagedAttentionFP8(t, g, dt, a, seqs, bs, rows, kernels)
+								return
+							}
+							// The decode kernels' _f8r and _f8t forms, each
+							// named (XRUN_CUDA_ATTN_F8_SWAP's auto takes _f8t
+							// for caches as short as these).
+							defer keepSwitches(g)()
+							for _, swap := range []string{"0", "1"} {
+								g.sw.CUDAAttnF8Swap = swap
 								checkPagedAttentionFP8(t, g, dt, a, seqs, bs, rows, kernels)
 							}
 						})

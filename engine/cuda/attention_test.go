@@ -708,10 +708,6 @@ func TestOps(t *testing.T) {
 	}
 }
 
-// TestAttnFoldPays pins the fold rule to the launches it was measured on
-// (attnFoldFP8MaxItems): a 16-bit cache folds at any width, an FP8 one up
-// to 1,024 items, so TinyLlama's B=256 folds and Llama-3.1-8B's B=256 and
-// B=2048 do not.
 // f8Swap takes the _f8t kernels for unfolded decode launches of at most
 // 8 rows on the configurations that have them, with the codes converted
 // in registers: with the switch at 1 over any cache, under auto where the
@@ -769,6 +765,10 @@ func TestF8Swap(t *testing.T) {
 	}
 }
 
+// TestAttnFoldPays pins the fold rule to the launches it was measured on
+// (attnFoldFP8MaxItems): a 16-bit cache folds at any width, an FP8 one up
+// to 1,024 items, so TinyLlama's B=256 folds and Llama-3.1-8B's B=256 and
+// B=2048 do not.
 func TestAttnFoldPays(t *testing.T) {
 	tiny, llama := AttnShape{32, 4, 64}, AttnShape{32, 8, 128}
 	f8 := KVFP8{On: true, K: 1, V: 1}
