@@ -16,7 +16,9 @@ import (
 // launch streams its weights from HBM as in a real forward pass. Reported:
 // us/gemm, TFLOP/s, and GB/s of the bytes that must move (W, X, Y once).
 // On Hopper, own is the warpgroup MMA as XRUN_CUDA_GEMM_TMA chooses, own-tma
-// its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w force a tile), own-cpasync its
+// its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w, and up to M =
+// 256 the narrow -wg1s and -wg1n force a tile; own-narrow is the choice by
+// M with those weighed, XRUN_CUDA_WGMMA_TILE=narrow), own-cpasync its
 // cp.async kernels (=0) and own-mmasync the mma.sync tiles
 // (XRUN_CUDA_WGMMA=0). At M = 256, own-hot and cublaslt-hot launch on one
 // copy of the weight, which stays in L2 where it fits (all but the LM
@@ -63,6 +65,11 @@ func BenchmarkGemm(b *testing.B) {
 				// XRUN_CUDA_WGMMA=0, the cp.async kernels (XRUN_CUDA_GEMM_TMA=0),
 				// each XRUN_CUDA_WGMMA_TILE, and split-K aiming at one block an SM.
 				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-waves1")
+				if m <= tmaSmallRows {
+					// The narrow tiles, K unsplit, and the choice by M
+					// that weighs them (XRUN_CUDA_WGMMA_TILE=narrow).
+					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-narrow")
+				}
 			}
 			if m == 1 {
 				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")
@@ -99,6 +106,10 @@ func BenchmarkGemm(b *testing.B) {
 						if tile, ok := strings.CutPrefix(impl, "own-wg"); ok {
 							defer keepSwitches(g)()
 							g.sw.CUDAWgmmaTile = "wg" + tile
+						}
+						if impl == "own-narrow" {
+							defer keepSwitches(g)()
+							g.sw.CUDAWgmmaTile = "narrow"
 						}
 						var waves int
 						if _, err := fmt.Sscanf(impl, "own-waves%d", &waves); err == nil {

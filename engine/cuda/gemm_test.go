@@ -409,6 +409,18 @@ func TestPlanGemmTMA(t *testing.T) {
 		{256, 2560, 2048, false, "wg2w", "wg2w", 1, 8, 8},  // 132 / 20 blocks a tile, rounded up to a power of two
 		{256, 32000, 2048, false, "auto", "wg2w", 0, 1, 1}, // 250 tiles fill the GPU unsplit
 		{17, 72, 40, false, "auto", "wg1", 0, 1, 1},        // one k-tile: nothing to split
+		// XRUN_CUDA_WGMMA_TILE=narrow: TinyLlama's qkv, o and down at M =
+		// 256 in one wave of 128 narrow blocks, K unsplit; gate_up and the
+		// LM head (too many narrow tiles), prefill and M <= 64 as auto.
+		{256, 2560, 2048, false, "narrow", "wg1n", 0, 1, 1},
+		{256, 2048, 2048, false, "narrow", "wg1s", 0, 1, 1},
+		{256, 2048, 5632, false, "narrow", "wg1s", 0, 1, 1},
+		{256, 11264, 2048, false, "narrow", "wg2m", 0, 1, 1},
+		{256, 32000, 2048, false, "narrow", "wg2w", 0, 1, 1},
+		{2048, 2560, 2048, false, "narrow", "wg2m", 0, 1, 1},
+		{64, 2560, 2048, false, "narrow", "wg1", 0, 2, 8},
+		{256, 6144, 4096, true, "narrow", "wg2", 0, 2, 8}, // codes keep the 128-row tiles
+		{256, 2560, 2048, false, "wg1n", "wg1n", 4, 1, 1}, // forced: never split, whatever the waves
 	} {
 		p := planGemmTMA(c.m, c.n, c.k, 132, nil, c.fp8, c.tile, c.waves)
 		bk := 64
@@ -495,7 +507,7 @@ func TestTMASlots(t *testing.T) {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
 	do(t, func(t testing.TB, g *GPU) {
-		for _, name := range []string{"wg1", "wg2", "wg2m", "wg2w"} {
+		for _, name := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg1s", "wg1n"} {
 			cfg := tmaConfigs[name]
 			for _, fp8 := range []bool{false, true} {
 				for s := 1; s <= tmaMaxCluster; s++ {
@@ -572,6 +584,7 @@ func TestEpilogueRows(t *testing.T) {
 	}{
 		{"auto", "auto", tmaNarrowRows + 1}, {"1", "auto", 1}, {"0", "auto", 0},
 		{"auto", "wg1", 0}, {"auto", "wg2", 1}, {"auto", "wg2m", 1}, {"auto", "wg2w", 1},
+		{"auto", "wg1s", 1}, {"auto", "wg1n", 1}, {"auto", "narrow", tmaNarrowRows + 1},
 	} {
 		g := &GPU{Info: DeviceInfo{Major: 9, SMs: 132}, tma: true, launchEx: true,
 			sw: model.Switches{CUDAWgmma: true, CUDAWgmmaTile: c.tile, CUDAGemmTMA: c.tma}}
@@ -602,7 +615,7 @@ func TestGemmTMA(t *testing.T) {
 	}
 	var paths []gemmPath
 	for _, tma := range []string{"1", "0"} {
-		for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w"} {
+		for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg1s", "wg1n", "narrow"} {
 			for _, waves := range []int{0, 1, 4} {
 				if tma == "0" && (waves != 0 || tile != "auto") {
 					continue // the cp.async kernels' tiles and splits: TestGemmWgmmaTiles
@@ -674,7 +687,7 @@ func TestGemmEpilogue(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
-	for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w"} {
+	for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg1s", "wg1n", "narrow"} {
 		for _, waves := range []int{0, 1, 4} {
 			for _, glu := range []bool{true, false} {
 				name := map[bool]string{true: "glu", false: "res"}[glu]
@@ -741,7 +754,7 @@ func TestGemmTMASplits(t *testing.T) {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
 	const m, kps = 200, 3
-	for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w"} {
+	for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg1s", "wg1n"} {
 		t.Run(tile, func(t *testing.T) {
 			do(t, func(t testing.TB, g *GPU) {
 				for s := 1; s <= tmaMaxCluster; s++ {

@@ -18,14 +18,26 @@ type tmaConfig struct {
 	rows, bn int
 	stages   int
 	perSM    int // blocks a multiprocessor holds at once (shared memory)
+	// whole: K is never split (the narrow tiles, for one wave of a
+	// decode's small projections).
+	whole bool
 }
 
 var tmaConfigs = map[string]tmaConfig{
-	"wg1":  {"wg1", 64, 128, 4, 2},
-	"wg2":  {"wg2", 128, 128, 6, 1},
-	"wg2m": {"wg2m", 128, 192, 5, 1},
-	"wg2w": {"wg2w", 128, 256, 4, 1},
+	"wg1":  {"wg1", 64, 128, 4, 2, false},
+	"wg2":  {"wg2", 128, 128, 6, 1, false},
+	"wg2m": {"wg2m", 128, 192, 5, 1, false},
+	"wg2w": {"wg2w", 128, 256, 4, 1, false},
+	// The narrow tiles: cuBLASLt covers TinyLlama's qkv, o and down at M =
+	// 256 with about 128 blocks of 64 rows (80 or 64 columns), K unsplit,
+	// 11-13 stages deep, in 8.6, 8.2 and 16.4 us against the 128-row
+	// tiles' split-K 12.4, 10.6 and 18.3 (v30's BenchmarkGemm, H100).
+	"wg1s": {"wg1s", 64, 64, 12, 1, true},
+	"wg1n": {"wg1n", 64, 80, 10, 1, true},
 }
+
+// tmaSmallRows is the largest M planGemmTMA weighs the narrow tiles at.
+const tmaSmallRows = 256
 
 func (c tmaConfig) threads() int { return (c.rows/64 + 1) * 128 }
 
@@ -124,7 +136,20 @@ func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, til
 		// = 128, 59 tiles split two ways, one wave, where 128 x 128's
 		// split of 4 takes three (24.4 us against 32.6).
 		if q := split(tmaConfigs["wg2m"]); q.cost(m, n, slots) < p.cost(m, n, slots) {
-			return q
+			p = q
+		}
+		// With tile "narrow", the narrow tiles, unsplit, where they make
+		// between half a wave and one: no split's reduction, and every
+		// block's MMAs are one warpgroup's. Not yet the default: their
+		// cost against the split 128-row tiles is the model's, unmeasured.
+		if tile == "narrow" && m <= tmaSmallRows {
+			for _, name := range []string{"wg1s", "wg1n"} {
+				c := tmaConfigs[name]
+				tiles := ceilDiv(m, c.rows) * ceilDiv(n, c.bn)
+				if q := split(c); 2*tiles >= slots(c, 1) && tiles <= slots(c, 1) && q.cost(m, n, slots) < p.cost(m, n, slots) {
+					p = q
+				}
+			}
 		}
 		return p
 	default:
@@ -151,6 +176,9 @@ func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) in
 	split := func(s int) tmaPlan {
 		kps := ceilDiv(ktiles, s)
 		return tmaPlan{cfg: cfg, splits: ceilDiv(ktiles, kps), kps: kps}
+	}
+	if cfg.whole {
+		return split(1)
 	}
 	if waves > 0 {
 		s := 1
@@ -247,7 +275,7 @@ func (g *GPU) EpilogueRows() int {
 		return 1
 	case tile == "wg1":
 		return 0
-	case tmaConfigs[tile].rows == 128:
+	case tmaConfigs[tile].rows == 128 || tmaConfigs[tile].whole:
 		return 1
 	}
 	return tmaNarrowRows + 1 // the 128-row tiles, split or not
