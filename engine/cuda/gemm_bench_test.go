@@ -17,8 +17,8 @@ import (
 // us/gemm, TFLOP/s, and GB/s of the bytes that must move (W, X, Y once).
 // On Hopper, own is the warpgroup MMA as XRUN_CUDA_GEMM_TMA chooses, own-tma
 // its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w, and up to M =
-// 256 the narrow -wg1s and -wg1n force a tile; own-narrow is the choice by
-// M with those weighed, XRUN_CUDA_WGMMA_TILE=narrow), own-cpasync its
+// 256 the narrow -wg1s and -wg1n force a tile; own-wide is the choice by M
+// without the narrow tiles, XRUN_CUDA_WGMMA_TILE=wide), own-cpasync its
 // cp.async kernels (=0) and own-mmasync the mma.sync tiles
 // (XRUN_CUDA_WGMMA=0). At M = 256, own-hot and cublaslt-hot launch on one
 // copy of the weight, which stays in L2 where it fits (all but the LM
@@ -67,8 +67,8 @@ func BenchmarkGemm(b *testing.B) {
 				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-waves1")
 				if m <= tmaSmallRows {
 					// The narrow tiles, K unsplit, and the choice by M
-					// that weighs them (XRUN_CUDA_WGMMA_TILE=narrow).
-					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-narrow")
+					// without them (XRUN_CUDA_WGMMA_TILE=wide).
+					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-wide")
 				}
 			}
 			if m == 1 {
@@ -107,9 +107,9 @@ func BenchmarkGemm(b *testing.B) {
 							defer keepSwitches(g)()
 							g.sw.CUDAWgmmaTile = "wg" + tile
 						}
-						if impl == "own-narrow" {
+						if impl == "own-wide" {
 							defer keepSwitches(g)()
-							g.sw.CUDAWgmmaTile = "narrow"
+							g.sw.CUDAWgmmaTile = "wide"
 						}
 						var waves int
 						if _, err := fmt.Sscanf(impl, "own-waves%d", &waves); err == nil {

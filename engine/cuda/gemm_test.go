@@ -393,8 +393,8 @@ func TestPlanGemmTMA(t *testing.T) {
 	}{
 		{64, 2560, 2048, false, "auto", "wg1", 0, 2, 8},
 		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
-		{256, 2560, 2048, false, "auto", "wg2", 0, 3, 3},    // 120 blocks in clusters of 3 fit 132 places, not 80 in twos
-		{128, 2560, 2048, false, "auto", "wg2", 0, 6, 6},    // 120 blocks in sixes, not 80 in fours
+		{256, 2560, 2048, false, "wide", "wg2", 0, 3, 3},    // 120 blocks in clusters of 3 fit 132 places, not 80 in twos
+		{128, 2560, 2048, false, "wide", "wg2", 0, 6, 6},    // 120 blocks in sixes, not 80 in fours
 		{128, 11264, 2048, false, "auto", "wg2m", 0, 2, 2},  // 118 blocks, one wave, where 128 x 128 split four ways takes three
 		{256, 11264, 2048, false, "auto", "wg2m", 0, 1, 1},  // 118 tiles: one wave, where 128 x 128 needs two
 		{256, 2048, 5632, false, "auto", "wg2", 0, 4, 4},    // 128 x 128 split four ways fills the GPU
@@ -409,17 +409,20 @@ func TestPlanGemmTMA(t *testing.T) {
 		{256, 2560, 2048, false, "wg2w", "wg2w", 1, 8, 8},  // 132 / 20 blocks a tile, rounded up to a power of two
 		{256, 32000, 2048, false, "auto", "wg2w", 0, 1, 1}, // 250 tiles fill the GPU unsplit
 		{17, 72, 40, false, "auto", "wg1", 0, 1, 1},        // one k-tile: nothing to split
-		// XRUN_CUDA_WGMMA_TILE=narrow: TinyLlama's qkv, o and down at M =
-		// 256 in one wave of 128 narrow blocks, K unsplit; gate_up and the
-		// LM head (too many narrow tiles), prefill and M <= 64 as auto.
-		{256, 2560, 2048, false, "narrow", "wg1n", 0, 1, 1},
-		{256, 2048, 2048, false, "narrow", "wg1s", 0, 1, 1},
-		{256, 2048, 5632, false, "narrow", "wg1s", 0, 1, 1},
-		{256, 11264, 2048, false, "narrow", "wg2m", 0, 1, 1},
-		{256, 32000, 2048, false, "narrow", "wg2w", 0, 1, 1},
-		{2048, 2560, 2048, false, "narrow", "wg2m", 0, 1, 1},
-		{64, 2560, 2048, false, "narrow", "wg1", 0, 2, 8},
-		{256, 6144, 4096, true, "narrow", "wg2", 0, 2, 8}, // codes keep the 128-row tiles
+		// The narrow tiles, K unsplit: TinyLlama's qkv and o at M = 128
+		// and 256, one wave; down (88 k-tiles) stays on the split 128 x
+		// 128 tiles, gate_up and the LM head take too many narrow tiles.
+		{256, 2560, 2048, false, "auto", "wg1n", 0, 1, 1}, // 128 blocks; 64 x 64 would need 160
+		{256, 2048, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{128, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{128, 2048, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{100, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{128, 2048, 5632, false, "auto", "wg2", 0, 2, 8},
+		{257, 2560, 2048, false, "auto", "wg2", 0, 1, 8}, // above tmaSmallRows
+		{2048, 2560, 2048, false, "wide", "wg2m", 0, 1, 1},
+		{64, 2560, 2048, false, "wide", "wg1", 0, 2, 8},
+		{256, 2048, 2048, false, "wide", "wg2", 0, 2, 8},
+		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},   // codes keep the 128-row tiles
 		{256, 2560, 2048, false, "wg1n", "wg1n", 4, 1, 1}, // forced: never split, whatever the waves
 	} {
 		p := planGemmTMA(c.m, c.n, c.k, 132, nil, c.fp8, c.tile, c.waves)
@@ -462,7 +465,7 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 		{256, 2048, 5632, "wg2", 3}, // down: 96 blocks of 30 k-tiles, not 88 of 128 x 192 in fours
 		{256, 11264, 2048, "wg2m", 1},
 	} {
-		p := planGemmTMA(c.m, c.n, c.k, 132, slots, false, "auto", 0)
+		p := planGemmTMA(c.m, c.n, c.k, 132, slots, false, "wide", 0)
 		if p.cfg.name != c.cfg || p.splits != c.splits {
 			t.Errorf("planGemmTMA(%d, %d, %d) on GPCs %v = %s split %d; want %s split %d", c.m, c.n, c.k, gpcs, p.cfg.name, p.splits, c.cfg, c.splits)
 		}
@@ -481,16 +484,20 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 		}
 		return h100[max(s, 1)]
 	}
+	// With the narrow tiles weighed (auto), qkv and o go to them unsplit;
+	// down and gate_up keep their 128-row plans.
 	for _, c := range []struct {
-		m, n, k int
-		cfg     string
-		splits  int
+		m, n, k   int
+		tile, cfg string
+		splits    int
 	}{
-		{256, 2560, 2048, "wg2", 2}, {256, 2048, 2048, "wg2", 3}, {256, 2048, 5632, "wg2", 3}, {256, 11264, 2048, "wg2m", 1},
-		{128, 2560, 2048, "wg2", 5}, {128, 2048, 2048, "wg2", 6}, {128, 2048, 5632, "wg2", 6}, {128, 11264, 2048, "wg2m", 2},
+		{256, 2560, 2048, "wide", "wg2", 2}, {256, 2048, 2048, "wide", "wg2", 3}, {256, 2048, 5632, "wide", "wg2", 3}, {256, 11264, 2048, "wide", "wg2m", 1},
+		{128, 2560, 2048, "wide", "wg2", 5}, {128, 2048, 2048, "wide", "wg2", 6}, {128, 2048, 5632, "wide", "wg2", 6}, {128, 11264, 2048, "wide", "wg2m", 2},
+		{256, 2560, 2048, "auto", "wg1n", 1}, {256, 2048, 2048, "auto", "wg1s", 1}, {256, 2048, 5632, "auto", "wg2", 3}, {256, 11264, 2048, "auto", "wg2m", 1},
+		{128, 2560, 2048, "auto", "wg1s", 1}, {128, 2048, 2048, "auto", "wg1s", 1}, {128, 2048, 5632, "auto", "wg2", 6}, {128, 11264, 2048, "auto", "wg2m", 2},
 	} {
-		if p := planGemmTMA(c.m, c.n, c.k, 132, h100Slots, false, "auto", 0); p.cfg.name != c.cfg || p.splits != c.splits {
-			t.Errorf("planGemmTMA(%d, %d, %d) on an H100's counts = %s split %d; want %s split %d", c.m, c.n, c.k, p.cfg.name, p.splits, c.cfg, c.splits)
+		if p := planGemmTMA(c.m, c.n, c.k, 132, h100Slots, false, c.tile, 0); p.cfg.name != c.cfg || p.splits != c.splits {
+			t.Errorf("planGemmTMA(%d, %d, %d, %s) on an H100's counts = %s split %d; want %s split %d", c.m, c.n, c.k, c.tile, p.cfg.name, p.splits, c.cfg, c.splits)
 		}
 	}
 	if got := uniformSlots(132, tmaConfigs["wg2"], 4); got != 132 {
@@ -584,7 +591,7 @@ func TestEpilogueRows(t *testing.T) {
 	}{
 		{"auto", "auto", tmaNarrowRows + 1}, {"1", "auto", 1}, {"0", "auto", 0},
 		{"auto", "wg1", 0}, {"auto", "wg2", 1}, {"auto", "wg2m", 1}, {"auto", "wg2w", 1},
-		{"auto", "wg1s", 1}, {"auto", "wg1n", 1}, {"auto", "narrow", tmaNarrowRows + 1},
+		{"auto", "wg1s", 1}, {"auto", "wg1n", 1}, {"auto", "wide", tmaNarrowRows + 1},
 	} {
 		g := &GPU{Info: DeviceInfo{Major: 9, SMs: 132}, tma: true, launchEx: true,
 			sw: model.Switches{CUDAWgmma: true, CUDAWgmmaTile: c.tile, CUDAGemmTMA: c.tma}}
@@ -615,7 +622,7 @@ func TestGemmTMA(t *testing.T) {
 	}
 	var paths []gemmPath
 	for _, tma := range []string{"1", "0"} {
-		for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg1s", "wg1n", "narrow"} {
+		for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg1s", "wg1n", "wide"} {
 			for _, waves := range []int{0, 1, 4} {
 				if tma == "0" && (waves != 0 || tile != "auto") {
 					continue // the cp.async kernels' tiles and splits: TestGemmWgmmaTiles
@@ -687,7 +694,7 @@ func TestGemmEpilogue(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
-	for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg1s", "wg1n", "narrow"} {
+	for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg1s", "wg1n", "wide"} {
 		for _, waves := range []int{0, 1, 4} {
 			for _, glu := range []bool{true, false} {
 				name := map[bool]string{true: "glu", false: "res"}[glu]

@@ -18,9 +18,9 @@ type tmaConfig struct {
 	rows, bn int
 	stages   int
 	perSM    int // blocks a multiprocessor holds at once (shared memory)
-	// whole: K is never split (the narrow tiles, for one wave of a
-	// decode's small projections).
-	whole bool
+	// narrow: a 64-row tile for a decode's small projections, K never
+	// split; tmaPlan.cost weighs it by tmaNarrowKTile and tmaNarrowWave.
+	narrow bool
 }
 
 var tmaConfigs = map[string]tmaConfig{
@@ -31,13 +31,29 @@ var tmaConfigs = map[string]tmaConfig{
 	// The narrow tiles: cuBLASLt covers TinyLlama's qkv, o and down at M =
 	// 256 with about 128 blocks of 64 rows (80 or 64 columns), K unsplit,
 	// 11-13 stages deep, in 8.6, 8.2 and 16.4 us against the 128-row
-	// tiles' split-K 12.4, 10.6 and 18.3 (v30's BenchmarkGemm, H100).
+	// tiles' split K's 12.4, 10.6 and 18.3 (v30's BenchmarkGemm, H100).
 	"wg1s": {"wg1s", 64, 64, 12, 1, true},
 	"wg1n": {"wg1n", 64, 80, 10, 1, true},
 }
 
-// tmaSmallRows is the largest M planGemmTMA weighs the narrow tiles at.
+// tmaSmallRows is the largest M planGemmTMA weighs the narrow tiles at:
+// above it a projection's narrow tiles take more than a wave.
 const tmaSmallRows = 256
+
+// tmaNarrowKTile and tmaNarrowWave are a narrow tile's k-tile and wave in
+// the cost model's units (tmaPlan.cost), measured: BenchmarkGemm on an
+// H100 timed 64 x 64 blocks, one wave of 128 (M = 256), at 8.3 us over 32
+// k-tiles (o) and 19.7 over 88 (down), 64 x 80 blocks (104) at 8.8 and
+// 20.2, where the split 128 x 128 tiles of o and down took 10.7 and 18.4
+// (38 and 57 units): 0.20 us a k-tile, about 2 us a wave. Loading
+// bounds these tiles, not their MMAs: a 64 x 64 k-tile carries half the
+// bytes of a 128 x 128 one and a quarter of its products, and takes
+// about half its time. So down (88 k-tiles) stays on the split 128-row
+// tiles, and qkv and o (32) go narrow.
+const (
+	tmaNarrowKTile = 0.7
+	tmaNarrowWave  = 7
+)
 
 func (c tmaConfig) threads() int { return (c.rows/64 + 1) * 128 }
 
@@ -97,7 +113,9 @@ type tmaPlan struct {
 // planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
 // M = 64; above it 128 x 128 for E4M3 codes, and for 16-bit values the 128
 // x 256 tile where it needs no split, else 128 x 128, or 128 x 192 where
-// the cost model puts that below either: tmaPlan.cost), then the split of
+// the cost model puts that below either: tmaPlan.cost; up to M = 256 a
+// narrow tile, unsplit, where the model puts it lower still, unless tile
+// is "wide"), then the split of
 // K: with waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest power of two that
 // gives waves blocks a multiprocessor; else none where the tiles fill the
 // GPU's slots, and otherwise the split up to tmaMaxCluster whose estimated
@@ -138,15 +156,12 @@ func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, til
 		if q := split(tmaConfigs["wg2m"]); q.cost(m, n, slots) < p.cost(m, n, slots) {
 			p = q
 		}
-		// With tile "narrow", the narrow tiles, unsplit, where they make
-		// between half a wave and one: no split's reduction, and every
-		// block's MMAs are one warpgroup's. Not yet the default: their
-		// cost against the split 128-row tiles is the model's, unmeasured.
-		if tile == "narrow" && m <= tmaSmallRows {
+		// Up to tmaSmallRows, the narrow tiles where the model puts them
+		// below: no split to reduce, one warpgroup's MMAs a block (tile
+		// "wide" leaves them out).
+		if tile != "wide" && m <= tmaSmallRows {
 			for _, name := range []string{"wg1s", "wg1n"} {
-				c := tmaConfigs[name]
-				tiles := ceilDiv(m, c.rows) * ceilDiv(n, c.bn)
-				if q := split(c); 2*tiles >= slots(c, 1) && tiles <= slots(c, 1) && q.cost(m, n, slots) < p.cost(m, n, slots) {
+				if q := split(tmaConfigs[name]); q.cost(m, n, slots) < p.cost(m, n, slots) {
 					p = q
 				}
 			}
@@ -177,7 +192,7 @@ func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) in
 		kps := ceilDiv(ktiles, s)
 		return tmaPlan{cfg: cfg, splits: ceilDiv(ktiles, kps), kps: kps}
 	}
-	if cfg.whole {
+	if cfg.narrow {
 		return split(1)
 	}
 	if waves > 0 {
@@ -208,10 +223,15 @@ func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) in
 // cost is the plan's estimated time across tile widths, in k-tiles of a 128
 // x 128 tile: waves of blocks, each its k-tiles scaled by the tile's width
 // over 128 (the MMAs of a k-tile grow with it) plus tmaWave, and the
-// cluster's reduction where K is split (tmaReduceBlock).
+// cluster's reduction where K is split (tmaReduceBlock); a narrow tile's
+// waves by its own measured costs.
 func (p tmaPlan) cost(m, n int, slots func(tmaConfig, int) int) float64 {
 	blocks := ceilDiv(m, p.cfg.rows) * ceilDiv(n, p.cfg.bn) * p.splits
-	w := float64(ceilDiv(blocks, max(1, slots(p.cfg, p.splits)))) * (float64(p.kps*p.cfg.bn*p.cfg.rows)/(128*128) + tmaWave)
+	waves := float64(ceilDiv(blocks, max(1, slots(p.cfg, p.splits))))
+	if p.cfg.narrow {
+		return waves * (float64(p.kps)*tmaNarrowKTile + tmaNarrowWave)
+	}
+	w := waves * (float64(p.kps*p.cfg.bn*p.cfg.rows)/(128*128) + tmaWave)
 	if p.splits > 1 {
 		w += float64(tmaReduceBlock*p.splits*p.cfg.bn*p.cfg.rows) / (128 * 128)
 	}
@@ -275,7 +295,7 @@ func (g *GPU) EpilogueRows() int {
 		return 1
 	case tile == "wg1":
 		return 0
-	case tmaConfigs[tile].rows == 128 || tmaConfigs[tile].whole:
+	case tmaConfigs[tile].rows == 128 || tmaConfigs[tile].narrow:
 		return 1
 	}
 	return tmaNarrowRows + 1 // the 128-row tiles, split or not
