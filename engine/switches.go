@@ -148,6 +148,7 @@ type SwitchTable struct {
 	CUDAAttnF8Regs  FlagSwitch
 	CUDAAttnF8MMA   ChoiceSwitch
 	CUDAAttnF8Swap  ChoiceSwitch
+	CUDAAttnSwap    FlagSwitch
 	CUDAMoETile     ChoiceSwitch
 	CUDAMoEHints    IntSwitch
 	CUDAMoELibrary  FlagSwitch
@@ -227,6 +228,8 @@ var Switches = SwitchTable{
 	CUDAAttnF8Swap: choiceSwitch("XRUN_CUDA_ATTN_F8_SWAP", "auto", func(v string) bool { return v == "0" || v == "1" },
 		"`1`, `0`",
 		"kv_cache_dtype fp8: decode launches of at most 8 query rows a block (one token of a KV head's 4 or 8 query heads), RoPE not folded in, take their products with the roles swapped (attention_tc_f8.cu's _f8t kernels): S^T = K Q^T with the key codes as mma's A operand and the queries as its n = 8, O^T = V^T P^T, where _f8r's 16 query rows a warp were three quarters padding at Llama-3.1-8B's 4 query heads a KV head; half the mma and half the output accumulators (96 registers a thread against 164); `auto` swaps where the cache holds at most 1,024 positions a sequence: on an H100 (BenchmarkAttention at Llama-3.1-8B's heads, us a launch) 4 % faster where contexts are short (2,048 sequences of 129-256 keys 303.5 against 317-319, 256 of them 45.4-45.7 against 47.6-47.7), level or 1 % slower where they are long (444 of 129-2,176 keys 392.6-393.5 against 392.4-393.0, 228 of 129-4,224 378.5-379.6 against 374.9-375.8); end to end TensorRT-LLM's 128/128 row of 6,000 requests 29,448 and 29,396 output tok/s against 28,878 and 28,943 (alternating, one run each); `1` swaps at any length, `0` never"),
+	CUDAAttnSwap: flagSwitch("XRUN_CUDA_ATTN_SWAP", false, true,
+		"`1`: decode launches over a 16-bit cache of at most 8 query rows a block take their products with the roles swapped, as XRUN_CUDA_ATTN_F8_SWAP's _f8t kernels over an FP8 one (attention_tc.cu's _sw kernels: S^T = K Q^T, O^T = V^T P^T, a KV head's query heads as mma's n = 8), with RoPE folded in or not, fixed slots or paged; not yet measured, so off"),
 	CUDAMoETile: choiceSwitch("XRUN_CUDA_MOE_TILE", "auto", func(v string) bool { return v == "s" || v == "m" || v == "l" },
 		"`s`, `m`, `l`", "the expert GEMMs' row tile, chosen per launch; a size forces it"),
 	CUDAMoEHints: intSwitch("XRUN_CUDA_MOE_HINTS", 3, 0, 3, "`0`..`3`",
@@ -354,6 +357,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAAttnF8Regs:  t.CUDAAttnF8Regs.On(getenv),
 		CUDAAttnF8MMA:   t.CUDAAttnF8MMA.Get(getenv),
 		CUDAAttnF8Swap:  t.CUDAAttnF8Swap.Get(getenv),
+		CUDAAttnSwap:    t.CUDAAttnSwap.On(getenv),
 		CUDAMoETile:     t.CUDAMoETile.Get(getenv),
 		CUDAMoEHints:    t.CUDAMoEHints.Int(getenv),
 		CUDAMoELibrary:  t.CUDAMoELibrary.On(getenv),

@@ -117,6 +117,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_ATTN_F8_REGS":      {"1", true},
 		"XRUN_CUDA_ATTN_F8_MMA":       {"0", true},
 		"XRUN_CUDA_ATTN_F8_SWAP":      {"auto", true},
+		"XRUN_CUDA_ATTN_SWAP":         {"0", true},
 		"XRUN_CUDA_MOE_TILE":          {"auto", true},
 		"XRUN_CUDA_WGMMA":             {"1", true},
 		"XRUN_CUDA_WGMMA_FP8":         {"1", true},

@@ -894,6 +894,35 @@ func (g *GPU) f8Swap(c attnTC, headDim int, l AttnLaunch, maxKeys int) bool {
 // output tok/s with it against 28,878 and 28,943 without (alternating).
 const attnF8SwapMaxKeys = 1024
 
+// attnSwapKernels are the decode configurations attention_tc.cu also
+// instantiates with the products' roles swapped over a 16-bit cache (the
+// _sw kernels), without RoPE folded in and with it (attnSwapRopeKernels):
+// the defaults, fixed slots and paged.
+var (
+	attnSwapKernels = map[int][]attnTC{
+		64:  {{1, 8, 16, 2, false}, {1, 4, 16, 3, false}},
+		128: {{1, 4, 16, 2, false}},
+	}
+	attnSwapRopeKernels = map[int][]attnTC{
+		64:  {{1, 8, 16, 3, false}, {1, 4, 16, 3, false}},
+		128: {{1, 4, 16, 2, false}},
+	}
+)
+
+// swap16 reports whether decode launch l over a 16-bit cache runs c's _sw
+// kernel (XRUN_CUDA_ATTN_SWAP): c has one (with RoPE folded in where l
+// folds it) and the launch has at most 8 query rows a block. As _f8t does
+// over an FP8 cache (f8Swap): TinyLlama's 8 query heads a KV head fill
+// mma's n = 8 where they were half of m's 16 rows, and Llama-3.1-8B's 4
+// half of n's 8 where they were a quarter of 16.
+func (g *GPU) swap16(c attnTC, headDim int, l AttnLaunch) bool {
+	list := attnSwapKernels[headDim]
+	if l.Rope.Ptr != 0 {
+		list = attnSwapRopeKernels[headDim]
+	}
+	return g.sw.CUDAAttnSwap && l.Rows <= AttnRowsTiny && slices.Contains(list, c)
+}
+
 // AttnWG reports whether prefill attention at head dimension 128 runs on
 // the warpgroup MMA (attention_wg.cu): on Hopper, unless
 // XRUN_CUDA_ATTN_WGMMA=0.
@@ -1061,6 +1090,8 @@ func (g *GPU) attention(s *Stream, dt DType, out, qkv, k, v Buffer, capacity int
 				// stages, not in general.
 				name, smem = name+"_f8", tc.smemF8(a.HeadDim, false)
 			}
+		case !l.FP8.On && g.swap16(tc, a.HeadDim, l):
+			name += "_sw"
 		case l.FP8.On:
 			family, name, smem = "attention_tc_f8", name+"_f8", tc.smemF8(a.HeadDim, false)
 			form, err := g.f8MMA(tc, a.HeadDim, paged)

@@ -34,7 +34,8 @@ import (
 // value, whose KV-GB/s count those bytes (.../f8/paged: the prefill
 // configurations over a paged one); the .../rope runs time the decode
 // launches as the engine makes them, with RoPE and the new token's cache
-// write folded in (the _rope kernels).
+// write folded in (the _rope kernels); .../sw and .../rope/sw the decode
+// configurations' _sw form (XRUN_CUDA_ATTN_SWAP).
 func BenchmarkAttention(b *testing.B) {
 	type scen struct {
 		name   string
@@ -205,6 +206,25 @@ func BenchmarkAttention(b *testing.B) {
 				})
 				reportAttn(b, d, keys*KV*D*2*dt.Size(), pairs*H*4*D)
 			})
+			// The decode configurations' _sw form (XRUN_CUDA_ATTN_SWAP).
+			if sc.rows == AttnRowsTiny && slices.Contains(attnSwapKernels[D], kern) {
+				b.Run(fmt.Sprintf("%s/%s/sw", sc.name, kern), func(b *testing.B) {
+					var d time.Duration
+					var regs int
+					do(b, func(t testing.TB, g *GPU) {
+						defer keepSwitches(g)()
+						g.sw.CUDAAttnSwap = true
+						regs = kernelRegs(t, g, "attention_tc", kern.kernel(dt, D)+"_sw")
+						l := AttnLaunch{Items: itemsB, N: n, Rows: sc.rows, Splits: sc.splits, Work: work, Counters: cnt}
+						d = timeLaunches(b, t, g, 2*copies, func(i int) error {
+							c := i % copies
+							return g.attention(g.Stream, dt, out, qkv, caches[2*c], caches[2*c+1], capacity, a, l, kern)
+						})
+					})
+					reportAttn(b, d, keys*KV*D*2*dt.Size(), pairs*H*4*D)
+					b.ReportMetric(float64(regs), "regs")
+				})
+			}
 		}
 		paged := slices.DeleteFunc(attnKernelsFor(attnTCPagedKernels[D], sc.rows, true), offGPU)
 		for _, kern := range paged {
@@ -375,11 +395,17 @@ func BenchmarkAttention(b *testing.B) {
 						continue
 					}
 					run := map[bool]string{true: "rope", false: "ropekv"}[fold]
-					for _, f := range []struct {
+					forms := []struct {
 						name string
 						dt   DType
 						fp8  KVFP8
-					}{{run, dt, KVFP8{}}, {"f8/" + run + "/float16", F16, KVFP8{On: true, K: 0.01, V: 0.01}}, {"f8/" + run + "/bfloat16", BF16, KVFP8{On: true, K: 0.01, V: 0.01}}} {
+						sw   bool // the _sw form (XRUN_CUDA_ATTN_SWAP)
+					}{{run, dt, KVFP8{}, false}, {"f8/" + run + "/float16", F16, KVFP8{On: true, K: 0.01, V: 0.01}, false}, {"f8/" + run + "/bfloat16", BF16, KVFP8{On: true, K: 0.01, V: 0.01}, false}}
+					if fold && sc.rows == AttnRowsTiny && slices.Contains(attnSwapRopeKernels[D], kern) {
+						forms = append(forms, forms[0])
+						forms[len(forms)-1].name, forms[len(forms)-1].sw = run+"/sw", true
+					}
+					for _, f := range forms {
 						b.Run(fmt.Sprintf("%s/%s/%s", sc.name, kern, f.name), func(b *testing.B) {
 							var d time.Duration
 							var regs int
@@ -387,6 +413,11 @@ func BenchmarkAttention(b *testing.B) {
 								family, name := "attention_tc", kern.kernel(f.dt, D)
 								if fold {
 									name += "_rope"
+								}
+								if f.sw {
+									defer keepSwitches(g)()
+									g.sw.CUDAAttnSwap = true
+									name += "_sw"
 								}
 								if f.fp8.On {
 									family, name = "attention_tc_f8", name+"_f8r"

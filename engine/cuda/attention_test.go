@@ -99,7 +99,15 @@ func TestAttentionTC(t *testing.T) {
 								if len(kernels) == 0 {
 									t.Skipf("no kernel of %d rows at head dimension %d", rn.rows, D)
 								}
-								do(t, func(t testing.TB, g *GPU) { checkAttention(t, g, dt, a, rn.seqs, rn.rows, splits, short, kernels) })
+								do(t, func(t testing.TB, g *GPU) {
+									checkAttention(t, g, dt, a, rn.seqs, rn.rows, splits, short, kernels)
+									if rn.rows == AttnRowsTiny {
+										// The _sw kernels too (XRUN_CUDA_ATTN_SWAP).
+										defer keepSwitches(g)()
+										g.sw.CUDAAttnSwap = true
+										checkAttention(t, g, dt, a, rn.seqs, rn.rows, splits, short, kernels)
+									}
+								})
 							})
 						}
 					}
@@ -366,6 +374,12 @@ func TestAttentionRope(t *testing.T) {
 									}
 								}
 								checkAttentionRope(t, g, dt, a, seqs, rows, splits, short, kernels)
+								if rows == AttnRowsTiny {
+									// The _sw kernels too (XRUN_CUDA_ATTN_SWAP).
+									defer keepSwitches(g)()
+									g.sw.CUDAAttnSwap = true
+									checkAttentionRope(t, g, dt, a, seqs, rows, splits, short, kernels)
+								}
 							})
 						})
 					}
@@ -933,4 +947,76 @@ func attnKernelsFor(list []attnTC, rows int, withCore bool) []attnTC {
 		}
 	}
 	return ks
+}
+
+// TestAttnSwapKernels checks, without a GPU, the _sw kernels: attention_tc.cu
+// instantiates exactly what attnSwapKernels and attnSwapRopeKernels list,
+// each over fixed slots and paged, every one a decode configuration of
+// its family's lists, every decode default among them; and swap16 routes
+// launches of at most 8 rows there with the switch on, with or without
+// RoPE folded in, and nothing else.
+func TestAttnSwapKernels(t *testing.T) {
+	src, err := kernelSource("attention_tc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range []struct {
+		macro, suffix string
+		kernels, of   map[int][]attnTC
+	}{
+		{"ATTN_TC_SW", ", false, )", attnSwapKernels, attnTCKernels},
+		{"ATTN_TC_SW", ", true, _rope)", attnSwapRopeKernels, attnTCRopeKernels},
+		{"ATTN_TC_SWP", ", false, _paged)", attnSwapKernels, attnTCPagedKernels},
+		{"ATTN_TC_SWP", ", true, _rope_paged)", attnSwapRopeKernels, attnTCRopePagedKernels},
+	} {
+		inst := map[string]bool{}
+		re := regexp.MustCompile(fam.macro + `\(T, (\d+), (\d+), (\d+), (\d+)` + regexp.QuoteMeta(fam.suffix))
+		for _, m := range re.FindAllStringSubmatch(src, -1) {
+			inst[strings.Join(m[1:], ",")] = true
+		}
+		for D, cs := range fam.kernels {
+			for _, c := range cs {
+				key := fmt.Sprintf("%d,%d,%d,%d", D, c.keyWarps, c.keyTile, c.stages)
+				if c.rowWarps != 1 || c.keyWarps < 2 || !inst[key] || !slices.Contains(fam.of[D], c) {
+					t.Errorf("head dimension %d: %s%s: not an instantiated decode configuration of several key warps in its family", D, c, fam.suffix)
+				}
+				delete(inst, key)
+			}
+		}
+		for k := range inst {
+			t.Errorf("attention_tc.cu instantiates %s(%s%s), which the launcher does not list", fam.macro, k, fam.suffix)
+		}
+	}
+	for D, ds := range attnTCDefaults {
+		for _, d := range ds[:2] {
+			if !slices.Contains(attnSwapKernels[D], d) {
+				t.Errorf("head dimension %d: decode default %s has no _sw kernel", D, d)
+			}
+		}
+		for _, d := range attnTCRopeDefaults[D] {
+			if !slices.Contains(attnSwapRopeKernels[D], d) {
+				t.Errorf("head dimension %d: RoPE default %s has no _rope_sw kernel", D, d)
+			}
+		}
+	}
+	on, off := &GPU{sw: model.Switches{CUDAAttnSwap: true}}, &GPU{}
+	rope := AttnLaunch{Rows: AttnRowsTiny, Rope: Buffer{Ptr: 1}}
+	for _, c := range []struct {
+		name string
+		g    *GPU
+		tc   attnTC
+		l    AttnLaunch
+		want bool
+	}{
+		{"decode, 8 rows", on, attnTCDefaults[64][1], AttnLaunch{Rows: AttnRowsTiny}, true},
+		{"RoPE folded in", on, attnTCRopeDefaults[64][1], rope, true},
+		{"RoPE folded in, no _rope_sw kernel", on, attnTC{1, 8, 16, 2, false}, rope, false},
+		{"16 rows", on, attnTCDefaults[64][1], AttnLaunch{Rows: AttnRowsSmall}, false},
+		{"switch off", off, attnTCDefaults[64][1], AttnLaunch{Rows: AttnRowsTiny}, false},
+		{"prefill", on, attnTCDefaults[64][2], AttnLaunch{Rows: AttnRowsLarge}, false},
+	} {
+		if got := c.g.swap16(c.tc, 64, c.l); got != c.want {
+			t.Errorf("%s: swap16 %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -37,6 +37,7 @@ type Switches struct {
 	CUDAAttnF8Regs  bool   // XRUN_CUDA_ATTN_F8_REGS: FP8-cache decode attention converts in registers
 	CUDAAttnF8MMA   string // XRUN_CUDA_ATTN_F8_MMA: "0", "qk" or "qkpv": its products on the E4M3 tensor cores (D 128, sm_89+)
 	CUDAAttnF8Swap  string // XRUN_CUDA_ATTN_F8_SWAP: "auto", "1" or "0": its products with K and V as the A operands (_f8t)
+	CUDAAttnSwap    bool   // XRUN_CUDA_ATTN_SWAP: the same over a 16-bit cache (_sw)
 	CUDAMoETile     string // XRUN_CUDA_MOE_TILE: "auto", "s", "m" or "l"
 	CUDAMoEHints    int    // XRUN_CUDA_MOE_HINTS
 	CUDAMoELibrary  bool   // XRUN_CUDA_MOE_LT

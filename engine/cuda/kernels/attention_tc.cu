@@ -55,3 +55,32 @@ ATTN_TC_ALL(bf16)
 	ATTN_TC_ROPE_PAGED(T, 128, 1, 4, 16, 2)
 ATTN_TC_PAGED_ALL(f16)
 ATTN_TC_PAGED_ALL(bf16)
+// The _sw decode kernels (XRUN_CUDA_ATTN_SWAP): the products with the
+// roles swapped (attention_tc.cuh's SW), a KV head's query heads as mma's
+// n = 8, over the 16-bit cache; the default decode configurations, with
+// and without RoPE folded in, fixed slots and paged.
+#define ATTN_TC_SW(T, D, KW, KT, ST, ROPE, SUF)                                                                 \
+	extern "C" __global__ void __launch_bounds__(KW * 32)                                                      \
+		attention_tc_##T##_d##D##_m1_k##KW##_t##KT##_s##ST##SUF##_sw(T *out, const T *qkv, T *kc, T *vc,      \
+			const int4 *items, int H, int KV, int W, int cap, float scale, float *part, float *ml, int nsplit,  \
+			int *counters, int rowsMax, const float *table, int shortKeys) {                                  \
+		attention_tc<T, D, 1, KW, KT, ST, ROPE, false, false, false, false, false, true>(out, qkv, kc, vc, items, \
+			H, KV, W, cap, scale, part, ml, nsplit, counters, rowsMax, table, shortKeys);                     \
+	}
+#define ATTN_TC_SWP(T, D, KW, KT, ST, ROPE, SUF)                                                                \
+	extern "C" __global__ void __launch_bounds__(KW * 32)                                                      \
+		attention_tc_##T##_d##D##_m1_k##KW##_t##KT##_s##ST##SUF##_sw(T *out, const T *qkv, T *kc, T *vc,      \
+			const int4 *items, int H, int KV, int W, int bs, float scale, float *part, float *ml, int nsplit,   \
+			int *counters, int rowsMax, const float *table, int shortKeys, const int *tables, int stride) {   \
+		attention_tc<T, D, 1, KW, KT, ST, ROPE, true, false, false, false, false, true>(out, qkv, kc, vc, items,  \
+			H, KV, W, bs, scale, part, ml, nsplit, counters, rowsMax, table, shortKeys, tables, stride);      \
+	}
+#define ATTN_TC_SW_ALL(T)                                                                                       \
+	ATTN_TC_SW(T, 64, 8, 16, 2, false, ) ATTN_TC_SW(T, 64, 4, 16, 3, false, )                                 \
+	ATTN_TC_SW(T, 64, 8, 16, 3, true, _rope) ATTN_TC_SW(T, 64, 4, 16, 3, true, _rope)                        \
+	ATTN_TC_SW(T, 128, 4, 16, 2, false, ) ATTN_TC_SW(T, 128, 4, 16, 2, true, _rope)                          \
+	ATTN_TC_SWP(T, 64, 8, 16, 2, false, _paged) ATTN_TC_SWP(T, 64, 4, 16, 3, false, _paged)                  \
+	ATTN_TC_SWP(T, 64, 8, 16, 3, true, _rope_paged) ATTN_TC_SWP(T, 64, 4, 16, 3, true, _rope_paged)          \
+	ATTN_TC_SWP(T, 128, 4, 16, 2, false, _paged) ATTN_TC_SWP(T, 128, 4, 16, 2, true, _rope_paged)
+ATTN_TC_SW_ALL(f16)
+ATTN_TC_SW_ALL(bf16)

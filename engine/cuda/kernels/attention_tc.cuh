@@ -61,12 +61,13 @@
 // rotated in place (other blocks of the launch read them): nothing reads
 // them after the attention.
 //
-// SW (the _f8t decode kernels over an FP8 cache): the products with the
-// roles swapped, S^T = K Q^T and O^T = V^T P^T, so that a block's few query
-// rows (a KV head's query heads of one token) are mma's n = 8 and the keys
-// and dimensions its m = 16: half the mma of the 16-row form and half its
-// output accumulators. P^T's B fragments come from the score accumulators
-// by movmatrix; a column's softmax runs across lane / 4 (softmax_cols).
+// SW (the _f8t decode kernels over an FP8 cache, _sw over a 16-bit one):
+// the products with the roles swapped, S^T = K Q^T and O^T = V^T P^T, so
+// that a block's few query rows (a KV head's query heads of one token) are
+// mma's n = 8 and the keys and dimensions its m = 16: half the mma of the
+// 16-row form and half its output accumulators. P^T's B fragments come
+// from the score accumulators by movmatrix; a column's softmax runs across
+// lane / 4 (softmax_cols).
 //
 // PAGED (the _paged kernels): the cache is paged, cap is the block size,
 // and every cached key's row is found through the item's slot's block table
@@ -103,7 +104,8 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 	static_assert(!REGS || (F8 && MW == 1), "codes converted in registers: decode blocks over an FP8 cache");
 	static_assert(!QM || (REGS && D % 32 == 0), "Q K^T on the E4M3 tensor cores: _f8r decode blocks");
 	static_assert(!PM || QM, "P V on the E4M3 tensor cores: with Q K^T there");
-	static_assert(!SW || (REGS && !ROPE && !QM && KW > 1 && KT % 16 == 0), "swapped products: _f8t decode blocks of several key warps");
+	static_assert(!SW || (MW == 1 && (REGS || !F8) && !(ROPE && F8) && !QM && KW > 1 && KT % 16 == 0),
+		"swapped products: _t and _f8t decode blocks of several key warps");
 	typedef typename kv_elem<F8, T>::C C;
 	// Without ROPE the cache holds this launch's own keys, written by the
 	// kernel before: nothing may be read before it is done.
@@ -521,22 +523,37 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 			float st[MT][4];
 #pragma unroll
 			for (int t = 0; t < MT; t++) st[t][0] = st[t][1] = st[t][2] = st[t][3] = 0.f;
+			if constexpr (!F8) {
+				// 16-bit (the _t kernels): K's m16 x k16 A fragments by plain
+				// ldmatrix (keys +0 / +8 x dims +0 / +8 of the step), the
+				// head dimension in its natural order.
 #pragma unroll
-			for (int t = 0; t < MT; t++)
+				for (int t = 0; t < MT; t++)
 #pragma unroll
-				for (int kk = 0; kk < D / 16; kk += 2) {
-					// Keys +0 / +8 of the m tile x dims of steps kk, kk + 1;
-					// a thread's word is its key's dims 4 q4 .. 4 q4 + 3.
-					u32 c[4];
-					ldmatrix_x4(c, smem_u32(rk + (t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (kk + (lane >> 4)) * 16));
-#pragma unroll
-					for (int x = 0; x < 2; x++) {
-						const u32 a[4] = {e4m3_bits<T>::template two<0, 1>(c[2 * x]), e4m3_bits<T>::template two<0, 1>(c[2 * x + 1]),
-							e4m3_bits<T>::template two<2, 3>(c[2 * x]), e4m3_bits<T>::template two<2, 3>(c[2 * x + 1])};
-						const u32 b[2] = {qa[kk + x][0], qa[kk + x][2]};
+					for (int kk = 0; kk < D / 16; kk++) {
+						u32 a[4];
+						ldmatrix_x4(a, smem_u32(ks + (t * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8));
+						const u32 b[2] = {qa[kk][0], qa[kk][2]};
 						mma(st[t], a, b, T{});
 					}
-				}
+			} else {
+#pragma unroll
+				for (int t = 0; t < MT; t++)
+#pragma unroll
+					for (int kk = 0; kk < D / 16; kk += 2) {
+						// Keys +0 / +8 of the m tile x dims of steps kk, kk + 1;
+						// a thread's word is its key's dims 4 q4 .. 4 q4 + 3.
+						u32 c[4];
+						ldmatrix_x4(c, smem_u32(rk + (t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (kk + (lane >> 4)) * 16));
+#pragma unroll
+						for (int x = 0; x < 2; x++) {
+							const u32 a[4] = {e4m3_bits<T>::template two<0, 1>(c[2 * x]), e4m3_bits<T>::template two<0, 1>(c[2 * x + 1]),
+								e4m3_bits<T>::template two<2, 3>(c[2 * x]), e4m3_bits<T>::template two<2, 3>(c[2 * x + 1])};
+							const u32 b[2] = {qa[kk + x][0], qa[kk + x][2]};
+							mma(st[t], a, b, T{});
+						}
+					}
+			}
 			const bool edge = k0 + KT - 1 > wlim;
 #pragma unroll
 			for (int t = 0; t < MT; t++)
@@ -560,19 +577,31 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 				// P^T's 8 x 8 blocks of keys +0 and +8, transposed: query
 				// g4's keys 2 q4 and the next, B's k rows.
 				const u32 pb[2] = {movmatrix_trans(pack2(st[t][0], st[t][1], T{})), movmatrix_trans(pack2(st[t][2], st[t][3], T{}))};
+				if constexpr (!F8) {
+					// V^T's A fragments by ldmatrix.trans of the keys +0 / +8 x
+					// dims +0 / +8 blocks: output tile c's rows are dims 16 c ..
+					// 16 c + 15 in order.
 #pragma unroll
-				for (int c = 0; c < D / 16; c += 2) {
-					// Keys +0 / +8 x dims 16 c .. 16 c + 31, transposed: a
-					// thread's word is dims 2 g4, 2 g4 + 1 of keys 2 q4 and
-					// the next (bytes: key 2 q4's pair, then the next key's).
-					u32 v[4];
-					ldmatrix_x4_trans(v, smem_u32(rv + (t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (c + (lane >> 4)) * 16));
+					for (int c = 0; c < D / 16; c++) {
+						u32 a[4];
+						ldmatrix_x4_trans(a, smem_u32(vs + (t * 16 + (lane & 7) + ((lane >> 4) & 1) * 8) * LDS + c * 16 + ((lane >> 3) & 1) * 8));
+						mma(o[c], a, pb, T{});
+					}
+				} else {
 #pragma unroll
-					for (int hb = 0; hb < 2; hb++) {
-						const u32 lo = v[2 * hb], hi = v[2 * hb + 1];
-						const u32 a[4] = {e4m3_bits<T>::template two<0, 2>(lo), e4m3_bits<T>::template two<1, 3>(lo),
-							e4m3_bits<T>::template two<0, 2>(hi), e4m3_bits<T>::template two<1, 3>(hi)};
-						mma(o[c + hb], a, pb, T{});
+					for (int c = 0; c < D / 16; c += 2) {
+						// Keys +0 / +8 x dims 16 c .. 16 c + 31, transposed: a
+						// thread's word is dims 2 g4, 2 g4 + 1 of keys 2 q4 and
+						// the next (bytes: key 2 q4's pair, then the next key's).
+						u32 v[4];
+						ldmatrix_x4_trans(v, smem_u32(rv + (t * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * RS + (c + (lane >> 4)) * 16));
+#pragma unroll
+						for (int hb = 0; hb < 2; hb++) {
+							const u32 lo = v[2 * hb], hi = v[2 * hb + 1];
+							const u32 a[4] = {e4m3_bits<T>::template two<0, 2>(lo), e4m3_bits<T>::template two<1, 3>(lo),
+								e4m3_bits<T>::template two<0, 2>(hi), e4m3_bits<T>::template two<1, 3>(hi)};
+							mma(o[c + hb], a, pb, T{});
+						}
 					}
 				}
 			}
@@ -779,13 +808,22 @@ __device__ __forceinline__ void attention_tc(T *out, const T *qkv, typename kv_e
 		group_sync<MW, KW>(kw); // the group is done reading its stages
 		float *mg = (float *)(smem + kw * GROUP) + mw * MERGE;
 		if constexpr (SW) {
-			// Query 2 q4 + i's dims 16 d + 2 g4 and the next (O^T's rows
-			// g4 and g4 + 8 of tile d), as rows of the same layout.
+			// Query 2 q4 + i's two dims of O^T's rows g4 and g4 + 8 of tile
+			// d, as rows of the same layout: dims 16 d + 2 g4 and the next
+			// under REGS (_f8t), 16 d + g4 and 16 d + 8 + g4 over a 16-bit
+			// cache (_t).
 #pragma unroll
 			for (int i = 0; i < 2; i++) {
 				const int rl = 2 * q4 + i;
 #pragma unroll
-				for (int d = 0; d < NOA; d++) *(float2 *)&mg[rl * LDO + d * 16 + 2 * g4] = make_float2(o[d][i], o[d][2 + i]);
+				for (int d = 0; d < NOA; d++) {
+					if constexpr (REGS) {
+						*(float2 *)&mg[rl * LDO + d * 16 + 2 * g4] = make_float2(o[d][i], o[d][2 + i]);
+					} else {
+						mg[rl * LDO + d * 16 + g4] = o[d][i];
+						mg[rl * LDO + d * 16 + 8 + g4] = o[d][2 + i];
+					}
+				}
 				if (g4 == 0) *(float2 *)&mg[16 * LDO + rl * 2] = make_float2(m[i], l[i]);
 			}
 		} else {
