@@ -85,13 +85,7 @@ func TestPagedAttention(t *testing.T) {
 								t.Skipf("no kernel of %d rows at head dimension %d", rows, a.HeadDim)
 							}
 							do(t, func(t testing.TB, g *GPU) {
-								checkPagedAttention(t, g, dt, a, seqs, bs, rows, splits, kernels)
-								if rows == AttnRowsTiny {
-									// The _paged_sw kernels too (XRUN_CUDA_ATTN_SWAP).
-									defer keepSwitches(g)()
-									g.sw.CUDAAttnSwap = true
-									checkPagedAttention(t, g, dt, a, seqs, bs, rows, splits, kernels)
-								}
+								withSwap(g, rows, func() { checkPagedAttention(t, g, dt, a, seqs, bs, rows, splits, kernels) })
 							})
 						})
 					}
@@ -205,13 +199,7 @@ func TestPagedAttentionRope(t *testing.T) {
 						t.Run(fmt.Sprintf("%s/H%d_KV%d_D%d/block%d/rows%d/split%d", dt, a.Heads, a.KVHeads, a.HeadDim, bs, rows, splits), func(t *testing.T) {
 							kernels := attnKernelsFor(attnTCRopePagedKernels[a.HeadDim], rows, false)
 							do(t, func(t testing.TB, g *GPU) {
-								checkPagedRope(t, g, dt, a, seqs, bs, rows, splits, kernels)
-								if rows == AttnRowsTiny {
-									// The _rope_paged_sw kernels too (XRUN_CUDA_ATTN_SWAP).
-									defer keepSwitches(g)()
-									g.sw.CUDAAttnSwap = true
-									checkPagedRope(t, g, dt, a, seqs, bs, rows, splits, kernels)
-								}
+								withSwap(g, rows, func() { checkPagedRope(t, g, dt, a, seqs, bs, rows, splits, kernels) })
 							})
 						})
 					}

@@ -60,6 +60,18 @@ func attnShorts(splits int) []int {
 	return []int{-1}
 }
 
+// withSwap runs check, and where the launch has AttnRowsTiny rows a block
+// runs it again on the swapped kernels (XRUN_CUDA_ATTN_SWAP: the _sw
+// forms of the plain, RoPE and paged kernels).
+func withSwap(g *GPU, rows int, check func()) {
+	check()
+	if rows == AttnRowsTiny {
+		defer keepSwitches(g)()
+		g.sw.CUDAAttnSwap = true
+		check()
+	}
+}
+
 // TestAttentionTC checks every tensor-core configuration (attnTCKernels)
 // against the reference and against the CUDA-core kernel: decode tokens after contexts
 // on both sides of the key tiles' edges (1, 63, 64, 65, 200 and 1000 keys)
@@ -100,13 +112,7 @@ func TestAttentionTC(t *testing.T) {
 									t.Skipf("no kernel of %d rows at head dimension %d", rn.rows, D)
 								}
 								do(t, func(t testing.TB, g *GPU) {
-									checkAttention(t, g, dt, a, rn.seqs, rn.rows, splits, short, kernels)
-									if rn.rows == AttnRowsTiny {
-										// The _sw kernels too (XRUN_CUDA_ATTN_SWAP).
-										defer keepSwitches(g)()
-										g.sw.CUDAAttnSwap = true
-										checkAttention(t, g, dt, a, rn.seqs, rn.rows, splits, short, kernels)
-									}
+									withSwap(g, rn.rows, func() { checkAttention(t, g, dt, a, rn.seqs, rn.rows, splits, short, kernels) })
 								})
 							})
 						}
@@ -373,13 +379,7 @@ func TestAttentionRope(t *testing.T) {
 										kernels = append(kernels, c)
 									}
 								}
-								checkAttentionRope(t, g, dt, a, seqs, rows, splits, short, kernels)
-								if rows == AttnRowsTiny {
-									// The _sw kernels too (XRUN_CUDA_ATTN_SWAP).
-									defer keepSwitches(g)()
-									g.sw.CUDAAttnSwap = true
-									checkAttentionRope(t, g, dt, a, seqs, rows, splits, short, kernels)
-								}
+								withSwap(g, rows, func() { checkAttentionRope(t, g, dt, a, seqs, rows, splits, short, kernels) })
 							})
 						})
 					}
