@@ -16,7 +16,7 @@ import (
 // launch streams its weights from HBM as in a real forward pass. Reported:
 // us/gemm, TFLOP/s, and GB/s of the bytes that must move (W, X, Y once).
 // On Hopper, own is the warpgroup MMA as XRUN_CUDA_GEMM_TMA chooses, own-tma
-// its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w, and up to M =
+// its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w, -wg2f, and up to M =
 // 256 the narrow -wg1s and -wg1n force a tile; own-wide is the choice by M
 // without the narrow tiles, XRUN_CUDA_WGMMA_TILE=wide), own-cpasync its
 // cp.async kernels (=0) and own-mmasync the mma.sync tiles
@@ -64,7 +64,7 @@ func BenchmarkGemm(b *testing.B) {
 			case dev.Info.Major == 9 && m > 1:
 				// XRUN_CUDA_WGMMA=0, the cp.async kernels (XRUN_CUDA_GEMM_TMA=0),
 				// each XRUN_CUDA_WGMMA_TILE, and split-K aiming at one block an SM.
-				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-waves1")
+				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-tma-wg2f", "own-waves1")
 				if m <= tmaSmallRows {
 					// The narrow tiles, K unsplit, and the choice by M
 					// without them (XRUN_CUDA_WGMMA_TILE=wide).

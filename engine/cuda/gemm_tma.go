@@ -28,6 +28,11 @@ var tmaConfigs = map[string]tmaConfig{
 	"wg2":  {"wg2", 128, 128, 6, 1, false},
 	"wg2m": {"wg2m", 128, 192, 5, 1, false},
 	"wg2w": {"wg2w", 128, 256, 4, 1, false},
+	// 128 x 176: TinyLlama's gate_up (11,264 rows) at M = 256 is 128
+	// tiles, where 128 x 192's 118 leave 14 of 132 multiprocessors idle
+	// while their MMAs run at about the multiprocessor's peak
+	// (BenchmarkGemmPhases, H200: 14.9 of a block's 22.0 us).
+	"wg2f": {"wg2f", 128, 176, 5, 1, false},
 	// The narrow tiles: cuBLASLt covers TinyLlama's qkv, o and down at M =
 	// 256 with about 128 blocks of 64 rows (80 or 64 columns), K unsplit,
 	// 11-13 stages deep, in 8.6, 8.2 and 16.4 us against the 128-row
@@ -156,11 +161,12 @@ func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, til
 		if q := split(tmaConfigs["wg2m"]); q.cost(m, n, slots) < p.cost(m, n, slots) {
 			p = q
 		}
-		// Up to tmaSmallRows, the narrow tiles where the model puts them
-		// below: no split to reduce, one warpgroup's MMAs a block (tile
-		// "wide" leaves them out).
+		// Up to tmaSmallRows, the tiles sized for a decode's outputs where
+		// the model puts them below: 128 x 176, and the narrow ones (no
+		// split to reduce, one warpgroup's MMAs a block). Tile "wide"
+		// leaves them out.
 		if tile != "wide" && m <= tmaSmallRows {
-			for _, name := range []string{"wg1s", "wg1n"} {
+			for _, name := range []string{"wg2f", "wg1s", "wg1n"} {
 				if q := split(tmaConfigs[name]); q.cost(m, n, slots) < p.cost(m, n, slots) {
 					p = q
 				}

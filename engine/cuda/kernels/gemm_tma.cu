@@ -5,8 +5,11 @@
 // wg1: one consumer, 64 x 128, four stages (two blocks a multiprocessor);
 // wg2: two, 128 x 128, six stages; wg2m: two, 128 x 192, five stages (this
 // kernel's only: a width that covers some outputs in one wave where 128 and
-// 256 need two, or a split); wg2w: two, 128 x 256, four stages; wg1s and
-// wg1n: one consumer, 64 x 64 and 64 x 80, twelve and ten stages, one
+// 256 need two, or a split); wg2w: two, 128 x 256, four stages; wg2f:
+// two, 128 x 176, five stages (this kernel's only: at a decode's 256 rows,
+// the 64 column tiles of a 11,264-row weight are 128 blocks for 132
+// multiprocessors, where 128 x 192's 118 leave 14 idle); wg1s and wg1n:
+// one consumer, 64 x 64 and 64 x 80, twelve and ten stages, one
 // block a multiprocessor (this kernel's only: a decode batch of up to 256
 // rows in one wave of about 128 blocks, K unsplit, as cuBLASLt runs
 // TinyLlama's small projections there).
@@ -39,11 +42,11 @@
 	}
 #define GEMM_TMA_EPI_ALL(T)                                                                                            \
 	GEMM_TMA_EPI(wg1, T, 1, 128, 4, 2) GEMM_TMA_EPI(wg2, T, 2, 128, 6, 1) GEMM_TMA_EPI(wg2m, T, 2, 192, 5, 1)          \
-	GEMM_TMA_EPI(wg2w, T, 2, 256, 4, 1) GEMM_TMA_EPI(wg1s, T, 1, 64, 12, 1) GEMM_TMA_EPI(wg1n, T, 1, 80, 10, 1)
+	GEMM_TMA_EPI(wg2w, T, 2, 256, 4, 1) GEMM_TMA_EPI(wg2f, T, 2, 176, 5, 1) GEMM_TMA_EPI(wg1s, T, 1, 64, 12, 1) GEMM_TMA_EPI(wg1n, T, 1, 80, 10, 1)
 GEMM_TMA_EPI_ALL(f16)
 GEMM_TMA_EPI_ALL(bf16)
 #define GEMM_TMA_ALL(T)                                                                                                \
-	GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2m, T, 2, 192, 5, 1) GEMM_TMA(wg2w, T, 2, 256, 4, 1) \
+	GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2m, T, 2, 192, 5, 1) GEMM_TMA(wg2w, T, 2, 256, 4, 1) GEMM_TMA(wg2f, T, 2, 176, 5, 1) \
 	GEMM_TMA(wg1s, T, 1, 64, 12, 1) GEMM_TMA(wg1n, T, 1, 80, 10, 1)
 GEMM_TMA_ALL(f16)
 GEMM_TMA_ALL(bf16)
