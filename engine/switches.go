@@ -128,6 +128,7 @@ type SwitchTable struct {
 	CUDAFP8Fuse     FlagSwitch
 	CUDAGemmEpi     FlagSwitch
 	CUDAGemmEarlyW  FlagSwitch
+	CUDAGemmPersist FlagSwitch
 	CUDAGemv        FlagSwitch
 	CUDAGemvMaxM    IntSwitch
 	CUDAGemvPlan    FlagSwitch
@@ -181,6 +182,8 @@ var Switches = SwitchTable{
 		"gemm_plugin disable above the GEMV's rows on Hopper: the gate_up GEMM applies SwiGLU and the output and down GEMMs add the residual in their epilogue, on the TMA kernels (with XRUN_CUDA_FUSE), from the M where those run every launch (above 64 rows by default: XRUN_CUDA_GEMM_TMA); `0` writes the products and runs the swiglu and add kernels"),
 	CUDAGemmEarlyW: flagSwitch("XRUN_CUDA_GEMM_EARLY_W", true, true,
 		"the own GEMM's TMA kernels (Hopper, above the GEMV's rows) request their first k-tiles of the weight before waiting for the kernel before (programmatic dependent launch), as the GEMVs do; `0` requests them after the wait"),
+	CUDAGemmPersist: flagSwitch("XRUN_CUDA_GEMM_PERSIST", false, true,
+		"on Hopper, the own GEMM's 16-bit TMA kernels on 128-row tiles with K unsplit, where the output's tiles make more than one wave, launch one block a multiprocessor that takes tile after tile, its weight and input loads for the next tile running under the last one's stores (persistent); `1` turns it on"),
 	CUDAFP8Fuse: flagSwitch("XRUN_CUDA_FP8_FUSE", true, true,
 		"dtype fp8: an FP8 GEMM whose input has a static scale (a checkpoint's input_scale, or calibrated at load) has it quantized by the RMSNorm or SwiGLU producing it, in the same kernel (with XRUN_CUDA_FUSE); `0` runs the norm or SwiGLU, then a quantize kernel"),
 	CUDAGemv: flagSwitch("XRUN_CUDA_GEMV", true, true,
@@ -337,6 +340,7 @@ func ParseSwitches(getenv func(string) string) model.Switches {
 		CUDAFP8Fuse:     t.CUDAFP8Fuse.On(getenv),
 		CUDAGemmEpi:     t.CUDAGemmEpi.On(getenv),
 		CUDAGemmEarlyW:  t.CUDAGemmEarlyW.On(getenv),
+		CUDAGemmPersist: t.CUDAGemmPersist.On(getenv),
 		CUDAGemv:        t.CUDAGemv.On(getenv),
 		CUDAGemvMaxM:    t.CUDAGemvMaxM.Int(getenv),
 		CUDAGemvPlan:    t.CUDAGemvPlan.On(getenv),

@@ -141,6 +141,9 @@ func (g *GPU) launchGemmTrace(s *Stream, y, x, w Buffer, m, n, k int, epi string
 	if !ok {
 		return fmt.Errorf("M=%d N=%d K=%d is not on the TMA kernels", m, rowsW, k)
 	}
+	if p.blocks > 0 {
+		return fmt.Errorf("M=%d N=%d K=%d: the traced kernels have no persistent form (XRUN_CUDA_GEMM_PERSIST)", m, rowsW, k)
+	}
 	name := "gemm_tma_trace_" + p.cfg.name + "_f16"
 	if epi != "" {
 		name = "gemm_tma_trace_" + epi + "_" + p.cfg.name + "_f16"

@@ -783,6 +783,75 @@ func TestGemmTMASplits(t *testing.T) {
 	}
 }
 
+// TestGemmTMAPersist: the persistent kernels (blocks that take tile after
+// tile, XRUN_CUDA_GEMM_PERSIST), plain and under either epilogue, against
+// the CPU: few blocks for many tiles, so each block runs several with the
+// pipeline carried across them (the next tile's loads under the last
+// one's stores), tile counts that are no multiple of the blocks, ragged
+// row and column tiles (output widths 8-byte aligned or not), and more
+// k-tiles than stages, the last one ragged.
+func TestGemmTMAPersist(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	const k = 616 // ten 16-bit k-tiles, the last of 40
+	for tile := range tmaPersist {
+		t.Run(tile, func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) {
+				for _, m := range []int{200, 520} {
+					for _, blocks := range []int{1, 3, 7} {
+						p := tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: ceilDiv(k, 64)}.persist(m, 1000, false, blocks)
+						if p.blocks != blocks {
+							t.Fatalf("%s M=%d: plan %+v not persistent on %d blocks", tile, m, p, blocks)
+						}
+						for _, dt := range dtypes {
+							for _, n := range []int{1000, 202} {
+								for _, epi := range []string{"", "res", "glu"} {
+									checkGemmPlanned(t, g, dt, p, m, n, k, epi)
+								}
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestTMAPersistPlan: which plans run on persistent blocks, and their
+// kernels' names and grids.
+func TestTMAPersistPlan(t *testing.T) {
+	for _, c := range []struct {
+		cfg          string
+		m, n, splits int
+		fp8          bool
+		want         int
+	}{
+		{"wg2w", 256, 32000, 1, false, 132}, // the LM head at batch 256: 250 tiles, two waves
+		{"wg2w", 2048, 2560, 1, false, 132},
+		{"wg2m", 256, 11264, 1, false, 0}, // 118 tiles: one wave
+		{"wg2", 256, 2048, 3, false, 0},   // split
+		{"wg2", 2048, 6144, 1, true, 0},   // E4M3 codes: no persistent kernels
+		{"wg1", 2048, 32000, 1, false, 0},
+	} {
+		p := tmaPlan{cfg: tmaConfigs[c.cfg], splits: c.splits, kps: 4}.persist(c.m, c.n, c.fp8, 132)
+		if p.blocks != c.want {
+			t.Errorf("%s M=%d N=%d split %d fp8 %v: %d persistent blocks, want %d", c.cfg, c.m, c.n, c.splits, c.fp8, p.blocks, c.want)
+		}
+		grid, err := p.grid(c.m, c.n, p.cfg.bn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTile, wantGrid := c.cfg, Dim3{ceilDiv(c.m, p.cfg.rows), ceilDiv(c.n, p.cfg.bn), c.splits}
+		if c.want > 0 {
+			wantTile, wantGrid = c.cfg+"_p", Dim3{c.want, 1, 1}
+		}
+		if p.tile() != wantTile || grid != wantGrid {
+			t.Errorf("%s M=%d N=%d: tile %q grid %+v, want %q %+v", c.cfg, c.m, c.n, p.tile(), grid, wantTile, wantGrid)
+		}
+	}
+}
+
 // checkGemmPlanned runs Y = X W^T on the TMA kernels by plan p (epi "": the
 // plain GEMM, "res" and "glu": GemmEpilogue's) and checks it against the
 // CPU.

@@ -109,10 +109,37 @@ const tmaWave = 24
 const tmaNarrowRows = 64
 
 // tmaPlan is the launch of the TMA GEMM for one shape: splits blocks (a
-// cluster) share each output tile, kps k-tiles each.
+// cluster) share each output tile, kps k-tiles each; blocks > 0 (K
+// unsplit): that many persistent blocks take the tiles in turn
+// (XRUN_CUDA_GEMM_PERSIST).
 type tmaPlan struct {
 	cfg         tmaConfig
 	splits, kps int
+	blocks      int
+}
+
+// tmaPersist: the configurations with persistent kernels (gemm_tma.cu's
+// GEMM_TMA_P), 16-bit only.
+var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true}
+
+// persist is p on persistent blocks, one for each of the places slots the
+// GPU holds, where its launch allows it and gains by it: 16-bit values, a
+// configuration with those kernels, K unsplit, and more tiles of the m x
+// n output (W's n rows; under GLU the fused 2n) than places, so that a
+// block would otherwise be launched and filled again.
+func (p tmaPlan) persist(m, n int, fp8 bool, slots int) tmaPlan {
+	if tiles := ceilDiv(m, p.cfg.rows) * ceilDiv(n, p.cfg.bn); !fp8 && tmaPersist[p.cfg.name] && p.splits == 1 && slots > 0 && tiles > slots {
+		p.blocks = slots
+	}
+	return p
+}
+
+// tile is the plan's part of its kernels' names.
+func (p tmaPlan) tile() string {
+	if p.blocks > 0 {
+		return p.cfg.name + "_p"
+	}
+	return p.cfg.name
 }
 
 // planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
@@ -251,6 +278,9 @@ func (p tmaPlan) cost(m, n int, slots func(tmaConfig, int) int) float64 {
 // TinyLlama's LM head at M = 256 (250 tiles of 128 x 256, two waves)
 // read all of W in each wave.
 func (p tmaPlan) grid(m, n, wide int) (Dim3, error) {
+	if p.blocks > 0 {
+		return Dim3{X: p.blocks, Y: 1, Z: 1}, nil
+	}
 	g := Dim3{X: ceilDiv(m, p.cfg.rows), Y: ceilDiv(n, wide), Z: p.splits}
 	if g.Y > 65535 {
 		return Dim3{}, fmt.Errorf("cuda: TMA GEMM: N=%d needs %d column tiles, at most 65535", n, g.Y)
@@ -282,6 +312,9 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	// tmaSlots counts multiprocessors itself where it cannot ask the driver.
 	slots := func(c tmaConfig, s int) int { return g.tmaSlots(c, fp8, s) }
 	p := planGemmTMA(m, n, k, g.Info.SMs, slots, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
+	if g.sw.CUDAGemmPersist {
+		p = p.persist(m, n, fp8, slots(p.cfg, 1))
+	}
 	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128
 }
 
@@ -438,7 +471,7 @@ func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
 // W n x k, es-byte elements (1: E4M3 codes, whose scales scales appends
 // after Y).
 func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, m, n, k int, scales func(a *Args) *Args) error {
-	name := "gemm_tma_" + p.cfg.name + "_" + dt.suffix()
+	name := "gemm_tma_" + p.tile() + "_" + dt.suffix()
 	if scales != nil {
 		name = "gemm_tma_f8_" + p.cfg.name + "_" + dt.suffix()
 	}
@@ -465,7 +498,7 @@ func (g *GPU) launchGemmEpi(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, m, n
 	if glu {
 		kind = "glu"
 	}
-	return g.launchTMA(s, p, tmaLaunch{module: "gemm_tma", name: "gemm_tma_" + kind + "_" + p.cfg.name + "_" + dt.suffix(),
+	return g.launchTMA(s, p, tmaLaunch{module: "gemm_tma", name: "gemm_tma_" + kind + "_" + p.tile() + "_" + dt.suffix(),
 		y: y, x: x, w: w, es: dt.Size(), m: m, n: n, k: k, rowsW: rowsW, wide: wide})
 }
 

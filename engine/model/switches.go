@@ -17,6 +17,7 @@ type Switches struct {
 	CUDAFP8Fuse     bool   // XRUN_CUDA_FP8_FUSE
 	CUDAGemmEpi     bool   // XRUN_CUDA_GEMM_EPILOGUE
 	CUDAGemmEarlyW  bool   // XRUN_CUDA_GEMM_EARLY_W
+	CUDAGemmPersist bool   // XRUN_CUDA_GEMM_PERSIST: persistent TMA GEMM blocks where tiles make more than a wave
 	CUDAGemv        bool   // XRUN_CUDA_GEMV
 	CUDAGemvMaxM    int    // XRUN_CUDA_GEMV_MAXM
 	CUDAGemvPlan    bool   // XRUN_CUDA_GEMV_PLAN

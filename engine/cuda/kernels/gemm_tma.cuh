@@ -289,7 +289,12 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 
 // TR (gemm_tma_trace.cu's kernels only): each block records when it
 // reached the points of its timeline (tma_mark) in trace[block][TMA_T_ROW].
-template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false>
+// PERSIST (K unsplit): each block takes the output's tiles blockIdx.x,
+// blockIdx.x + gridDim.x, ..., row tiles fastest, one pipeline across
+// them: the producer loads the next tile's stages while the consumers
+// store the last one's outputs, and a second wave's blocks need no launch
+// or fill of their own.
+template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false, bool PERSIST = false>
 __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
 	const float *sw, int swRows, int M, int N, int K, int kps, int early, u64 *trace = nullptr) {
 #ifdef XR_WGMMA
@@ -304,20 +309,36 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	static_assert(BN == 64 || BN == 80 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
 	constexpr bool GLU = EPI == TMA_EPI_GLU;
 	static_assert(EPI == TMA_EPI_NONE || !F8, "the epilogues are 16-bit only");
+	static_assert(!(PERSIST && TR), "the traced kernels time one tile a block");
+	if (PERSIST && gridDim.z != 1) asm volatile("trap;"); // the launcher never splits a persistent launch
 	extern __shared__ unsigned char smem[];
 	const u32 base = (smem_u32(smem) + 1023u) & ~1023u;
 	const u32 full = base + STAGES * STAGE, empty = full + STAGES * 8;
 
 	const int tid = threadIdx.x, wg = tid >> 7;
 	// Row tiles along X (tmaPlan.grid): blocks launched together share W's
-	// tiles. Under GLU a tile's BN columns are BN / 2 outputs' gate and up
-	// sums.
-	const int m0 = blockIdx.x * ROWS, n0 = blockIdx.y * (GLU ? BN / 2 : BN);
+	// tiles; persistent blocks take tiles in the same order. Under GLU a
+	// tile's BN columns are BN / 2 outputs' gate and up sums.
+	constexpr int WT = GLU ? BN / 2 : BN; // a tile's output columns
+	const int rowTiles = (M + ROWS - 1) / ROWS;
+	const int ntiles = PERSIST ? rowTiles * ((N + WT - 1) / WT) : 1;
+	const int t0 = PERSIST ? (int)blockIdx.x : 0, tstep = PERSIST ? (int)gridDim.x : 1;
+	// origin is tile t's first row and column.
+	auto origin = [&](int t, int &tm0, int &tn0) {
+		if constexpr (PERSIST) {
+			tm0 = (t % rowTiles) * ROWS, tn0 = (t / rowTiles) * WT;
+		} else {
+			tm0 = blockIdx.x * ROWS, tn0 = blockIdx.y * WT;
+		}
+	};
+	int m0, n0;
+	origin(t0, m0, n0);
 	const int ktiles = (K + BK - 1) / BK, kt0 = blockIdx.z * kps;
 	const int nk = min(ktiles, kt0 + kps) - kt0; // >= 1: the launcher's splits leave none empty
 
-	// load_w issues the TMA load(s) of W's k-tile kt0 + i into stage s.
-	auto load_w = [&](int i, int s) {
+	// load_w issues the TMA load(s) of W's k-tile kt0 + i of the tile whose
+	// first column is n0 into stage s.
+	auto load_w = [&](int i, int s, int n0) {
 		const int k0 = (kt0 + i) * BK;
 		if constexpr (GLU) {
 			// Two boxes of BN / 2 rows (the map's box): gate rows n0..,
@@ -334,7 +355,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// pass runs (as gemv.cu's first round), so under programmatic dependent
 	// launch a block that lands while that kernel's last blocks still run
 	// has W's share of its first stages in flight by the time X may be read.
-	const int pre = early ? min(nk, STAGES) : 0;
+	const int pre = early && t0 < ntiles ? min(nk, STAGES) : 0; // a persistent block past the last tile loads nothing
 	if (tid == 0) {
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(full + 8 * s, 1);
@@ -343,7 +364,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 		for (int i = 0; i < pre; i++) {
 			mbar_expect(full + 8 * i, STAGE); // both boxes' bytes: X's come after the wait
-			load_w(i, i);
+			load_w(i, i, n0);
 		}
 	}
 	__syncthreads();
@@ -357,14 +378,19 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		// counts differ after setmaxnreg); it meets them only at barriers.
 		if constexpr (C == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
 		if (tid == 0) {
-			for (int i = 0; i < nk; i++) {
-				const int s = i % STAGES;
-				if (i >= pre) {
-					mbar_wait(empty + 8 * s, ((i / STAGES) & 1) ^ 1);
-					mbar_expect(full + 8 * s, STAGE);
-					load_w(i, s);
+			// g counts k-tiles across the block's tiles: stage g % STAGES.
+			for (int t = t0, g = 0; t < ntiles; t += tstep) {
+				int tm0, tn0;
+				origin(t, tm0, tn0);
+				for (int i = 0; i < nk; i++, g++) {
+					const int s = g % STAGES;
+					if (g >= pre) {
+						mbar_wait(empty + 8 * s, ((g / STAGES) & 1) ^ 1);
+						mbar_expect(full + 8 * s, STAGE);
+						load_w(i, s, tn0);
+					}
+					tma_load2d(base + s * STAGE, &tx, (kt0 + i) * BK, tm0, full + 8 * s);
 				}
-				tma_load2d(base + s * STAGE, &tx, (kt0 + i) * BK, m0, full + 8 * s);
 			}
 		}
 		if (gridDim.z > 1) { // the split's barriers, as the consumers pass them below
@@ -376,122 +402,130 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	}
 
 	if constexpr (C == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-	float acc[NA];
-#pragma unroll
-	for (int i = 0; i < NA; i++) acc[i] = 0.f;
 	const u32 aoff = (wg - 1) * 64 * 128;
-	for (int i = 0; i < nk; i++) {
-		const int s = i % STAGES;
-		mbar_wait(full + 8 * s, (i / STAGES) & 1);
-		if constexpr (TR) {
-			if (i == 0 && tid == 128) tma_mark(tr, TMA_T_FIRST);
-		}
-		const u32 sa = base + s * STAGE + aoff, sb = base + s * STAGE + ABYTES;
-		wg_mma_ktile<BN, E>(acc, sa, sb);
-		wg_wait<1>(); // the MMAs of tile i - 1 are done: its stage is free
-		wg_pin<NA>(acc);
-		if (i > 0 && (tid & 127) == 0) mbar_arrive(empty + 8 * ((i - 1) % STAGES));
-	}
-	wg_wait<0>();
-	wg_pin<NA>(acc);
-	if constexpr (TR) {
-		if (tid == 128) tma_mark(tr, TMA_T_MMA);
-	}
-
 	// Accumulator layout: the warp's 16 rows of its warpgroup's 64; each
 	// 8-column block j holds rows lane/4 and lane/4 + 8, columns 2 (lane % 4)
 	// and +1.
 	const int warp = (tid >> 5) & 3, lane = tid & 31;
 	const int rl = (wg - 1) * 64 + warp * 16 + (lane >> 2); // row in the tile
-	if (gridDim.z == 1) {
-		if constexpr (EPI == TMA_EPI_NONE) {
-			wg_store<T, BN, F8>(acc, Y, (float *)nullptr, M, N, m0 + rl, n0, lane, sx, sxRows, sw, swRows);
-		} else {
-			// Column block j of the accumulators; under GLU block j's gate
-			// sums pair with block j + BN / 16's up sums, in this thread.
-			constexpr int JB = GLU ? BN / 16 : BN / 8;
-			if (m0 + ROWS <= M && n0 + JB * 8 <= N && (N & 1) == 0) {
-				// The whole tile inside Y: no test an output, one row
-				// pointer a row, the residual read in pairs.
+	// One pass a tile (one, unless PERSIST); g counts k-tiles as the
+	// producer's loop does.
+	for (int t = t0, g = 0; t < ntiles; t += tstep) {
+		origin(t, m0, n0);
+		float acc[NA];
 #pragma unroll
-				for (int h = 0; h < 2; h++) {
-					u32 *y = (u32 *)(Y + (long long)(m0 + rl + h * 8) * N + n0 + (lane & 3) * 2);
-#pragma unroll
-					for (int j = 0; j < JB; j++) {
-						const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-						if constexpr (GLU) {
-							const float a = epi_swiglu<T>(v0, acc[4 * (j + JB) + 2 * h]);
-							const float b = epi_swiglu<T>(v1, acc[4 * (j + JB) + 2 * h + 1]);
-							y[j * 4] = (u32)from_f32<T>(a).x | ((u32)from_f32<T>(b).x << 16);
-						} else {
-							y[j * 4] = epi_res2<T>(y[j * 4], v0, v1);
-						}
-					}
-				}
+		for (int i = 0; i < NA; i++) acc[i] = 0.f;
+		for (int i = 0; i < nk; i++, g++) {
+			const int s = g % STAGES;
+			mbar_wait(full + 8 * s, (g / STAGES) & 1);
+			if constexpr (TR) {
+				if (i == 0 && tid == 128) tma_mark(tr, TMA_T_FIRST);
+			}
+			const u32 sa = base + s * STAGE + aoff, sb = base + s * STAGE + ABYTES;
+			wg_mma_ktile<BN, E>(acc, sa, sb);
+			wg_wait<1>(); // the MMAs of k-tile g - 1 are done: its stage is free
+			wg_pin<NA>(acc);
+			if (i > 0 && (tid & 127) == 0) mbar_arrive(empty + 8 * ((g - 1) % STAGES));
+		}
+		wg_wait<0>();
+		wg_pin<NA>(acc);
+		// The tile's last stage, free for the next tile's loads, which then
+		// run under this tile's stores.
+		if (PERSIST && (tid & 127) == 0) mbar_arrive(empty + 8 * ((g - 1) % STAGES));
+		if constexpr (TR) {
+			if (tid == 128) tma_mark(tr, TMA_T_MMA);
+		}
+
+		if (gridDim.z == 1) {
+			if constexpr (EPI == TMA_EPI_NONE) {
+				wg_store<T, BN, F8>(acc, Y, (float *)nullptr, M, N, m0 + rl, n0, lane, sx, sxRows, sw, swRows);
 			} else {
-#pragma unroll
-				for (int j = 0; j < JB; j++)
+				// Column block j of the accumulators; under GLU block j's gate
+				// sums pair with block j + BN / 16's up sums, in this thread.
+				constexpr int JB = GLU ? BN / 16 : BN / 8;
+				if (m0 + ROWS <= M && n0 + JB * 8 <= N && (N & 1) == 0) {
+					// The whole tile inside Y: no test an output, one row
+					// pointer a row, the residual read in pairs.
 #pragma unroll
 					for (int h = 0; h < 2; h++) {
-						const int c = n0 + j * 8 + (lane & 3) * 2;
-						const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-						float u0 = 0.f, u1 = 0.f;
-						if constexpr (GLU) u0 = acc[4 * (j + JB) + 2 * h], u1 = acc[4 * (j + JB) + 2 * h + 1];
-						epi_store2<T, EPI>(Y, M, N, m0 + rl + h * 8, c, v0, v1, u0, u1);
+						u32 *y = (u32 *)(Y + (long long)(m0 + rl + h * 8) * N + n0 + (lane & 3) * 2);
+#pragma unroll
+						for (int j = 0; j < JB; j++) {
+							const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+							if constexpr (GLU) {
+								const float a = epi_swiglu<T>(v0, acc[4 * (j + JB) + 2 * h]);
+								const float b = epi_swiglu<T>(v1, acc[4 * (j + JB) + 2 * h + 1]);
+								y[j * 4] = (u32)from_f32<T>(a).x | ((u32)from_f32<T>(b).x << 16);
+							} else {
+								y[j * 4] = epi_res2<T>(y[j * 4], v0, v1);
+							}
+						}
 					}
+				} else {
+#pragma unroll
+					for (int j = 0; j < JB; j++)
+#pragma unroll
+						for (int h = 0; h < 2; h++) {
+							const int c = n0 + j * 8 + (lane & 3) * 2;
+							const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+							float u0 = 0.f, u1 = 0.f;
+							if constexpr (GLU) u0 = acc[4 * (j + JB) + 2 * h], u1 = acc[4 * (j + JB) + 2 * h + 1];
+							epi_store2<T, EPI>(Y, M, N, m0 + rl + h * 8, c, v0, v1, u0, u1);
+						}
+				}
+			}
+			if constexpr (TR) {
+				if (tid == 128) tma_mark(tr, TMA_T_END);
+			}
+			continue;
+		}
+
+		// Split: every block's partial tile into its shared memory (rows LD
+		// floats apart, 16-byte aligned for the reads), once both consumers are
+		// done reading the stages; then the consumers add up their rows of the
+		// cluster's tiles.
+		constexpr int LD = BN + 8; // = 8 (mod 32): a half-warp's float2 stores hit 32 distinct banks
+		static_assert(ROWS * LD * 4 <= STAGES * STAGE, "the partial tile fits in the stages");
+		bar_sync_all<NT>();
+		float *red = (float *)(smem + (base - smem_u32(smem)));
+#pragma unroll
+		for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+			for (int h = 0; h < 2; h++)
+				*(float2 *)&red[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+		if constexpr (TR) {
+			if (tid == 128) tma_mark(tr, TMA_T_STAGED);
+		}
+		cluster_sync();
+		if constexpr (TR) {
+			if (tid == 128) tma_mark(tr, TMA_T_SYNCED);
+		}
+		const int S = gridDim.z, rank = cluster_rank();
+		// Outputs of the tile a row, in float4s: under GLU the gate half, each
+		// read with its up float4 BN / 2 columns on.
+		constexpr int W4 = (GLU ? BN / 2 : BN) / 4;
+		const int per = (ROWS + S - 1) / S, r0 = rank * per, n4 = max(0, min(ROWS, r0 + per) - r0) * W4;
+		// The residual splits the decode's shapes take (o and down at M = 256:
+		// 3) get a reduction that knows S, all of a thread's reads in flight at
+		// once; others the general one.
+		const auto args = tma_red_args<T>{Y, M, N, m0, n0, base, rank, r0, n4, sx, sxRows, sw, swRows};
+		if constexpr (EPI != TMA_EPI_RES) {
+			tma_reduce<T, F8, EPI, ROWS, BN, NT, 0>(args);
+		} else {
+			switch (S) {
+			case 2: tma_reduce<T, F8, EPI, ROWS, BN, NT, 2>(args); break;
+			case 3: tma_reduce<T, F8, EPI, ROWS, BN, NT, 3>(args); break;
+			default: tma_reduce<T, F8, EPI, ROWS, BN, NT, 0>(args);
 			}
 		}
 		if constexpr (TR) {
+			if (tid == 128) tma_mark(tr, TMA_T_REDUCED);
+		}
+		cluster_sync(); // no block leaves while another reads its tile
+		if constexpr (TR) {
 			if (tid == 128) tma_mark(tr, TMA_T_END);
 		}
-		return;
-	}
-
-	// Split: every block's partial tile into its shared memory (rows LD
-	// floats apart, 16-byte aligned for the reads), once both consumers are
-	// done reading the stages; then the consumers add up their rows of the
-	// cluster's tiles.
-	constexpr int LD = BN + 8; // = 8 (mod 32): a half-warp's float2 stores hit 32 distinct banks
-	static_assert(ROWS * LD * 4 <= STAGES * STAGE, "the partial tile fits in the stages");
-	bar_sync_all<NT>();
-	float *red = (float *)(smem + (base - smem_u32(smem)));
-#pragma unroll
-	for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-		for (int h = 0; h < 2; h++)
-			*(float2 *)&red[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-	if constexpr (TR) {
-		if (tid == 128) tma_mark(tr, TMA_T_STAGED);
-	}
-	cluster_sync();
-	if constexpr (TR) {
-		if (tid == 128) tma_mark(tr, TMA_T_SYNCED);
-	}
-	const int S = gridDim.z, rank = cluster_rank();
-	// Outputs of the tile a row, in float4s: under GLU the gate half, each
-	// read with its up float4 BN / 2 columns on.
-	constexpr int W4 = (GLU ? BN / 2 : BN) / 4;
-	const int per = (ROWS + S - 1) / S, r0 = rank * per, n4 = max(0, min(ROWS, r0 + per) - r0) * W4;
-	// The residual splits the decode's shapes take (o and down at M = 256:
-	// 3) get a reduction that knows S, all of a thread's reads in flight at
-	// once; others the general one.
-	const auto args = tma_red_args<T>{Y, M, N, m0, n0, base, rank, r0, n4, sx, sxRows, sw, swRows};
-	if constexpr (EPI != TMA_EPI_RES) {
-		tma_reduce<T, F8, EPI, ROWS, BN, NT, 0>(args);
-	} else {
-		switch (S) {
-		case 2: tma_reduce<T, F8, EPI, ROWS, BN, NT, 2>(args); break;
-		case 3: tma_reduce<T, F8, EPI, ROWS, BN, NT, 3>(args); break;
-		default: tma_reduce<T, F8, EPI, ROWS, BN, NT, 0>(args);
-		}
-	}
-	if constexpr (TR) {
-		if (tid == 128) tma_mark(tr, TMA_T_REDUCED);
-	}
-	cluster_sync(); // no block leaves while another reads its tile
-	if constexpr (TR) {
-		if (tid == 128) tma_mark(tr, TMA_T_END);
-	}
+	} // the tiles
 #else
 	// Launched where it has no body (not sm_90a): fail loudly, never leave
 	// Y unwritten.
