@@ -17,7 +17,7 @@ import (
 // us/gemm, TFLOP/s, and GB/s of the bytes that must move (W, X, Y once).
 // On Hopper, own is the warpgroup MMA as XRUN_CUDA_GEMM_TMA chooses, own-tma
 // its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w, -wg2f, and up to M =
-// 256 the narrow -wg1s and -wg1n force a tile; own-wide is the choice by M
+// 256 the narrow -wg1s, -wg1n and -wg1m force a tile; own-wide is the choice by M
 // without the narrow tiles, XRUN_CUDA_WGMMA_TILE=wide), own-persist the
 // choice by M on persistent blocks where its tiles make more than a wave
 // (XRUN_CUDA_GEMM_PERSIST=1), own-cpasync its
@@ -70,7 +70,7 @@ func BenchmarkGemm(b *testing.B) {
 				if m <= tmaSmallRows {
 					// The narrow tiles, K unsplit, and the choice by M
 					// without them (XRUN_CUDA_WGMMA_TILE=wide).
-					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-wide")
+					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-wide")
 				}
 			}
 			if m == 1 {

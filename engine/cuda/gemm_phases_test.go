@@ -121,7 +121,7 @@ func BenchmarkGemmPhases(b *testing.B) {
 // tmaTraced: the configurations gemm_tma_trace.cu has kernels of (the
 // engine's 16-bit decode plans at M = 256: the 128-row tiles, and the
 // narrow ones qkv and o take by default).
-var tmaTraced = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg2f": true, "wg1s": true, "wg1n": true}
+var tmaTraced = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg2f": true, "wg1s": true, "wg1n": true, "wg1m": true}
 
 // phasePlan is the engine's TMA plan for an m x n output under epilogue
 // epi (Gemm's, or GemmEpilogue's: under "glu" W has 2n rows), W's rows,

@@ -391,7 +391,7 @@ func TestPlanGemmTMA(t *testing.T) {
 		waves      int
 		minS, maxS int
 	}{
-		{64, 2560, 2048, false, "auto", "wg1", 0, 2, 8},
+		{64, 2560, 2048, false, "wg1", "wg1", 0, 2, 8},
 		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
 		{256, 2560, 2048, false, "wide", "wg2", 0, 3, 3},   // 120 blocks in clusters of 3 fit 132 places, not 80 in twos
 		{128, 2560, 2048, false, "wide", "wg2", 0, 6, 6},   // 120 blocks in sixes, not 80 in fours
@@ -424,6 +424,16 @@ func TestPlanGemmTMA(t *testing.T) {
 		{257, 2560, 2048, false, "auto", "wg2", 0, 1, 8}, // above tmaSmallRows
 		{2048, 2560, 2048, false, "wide", "wg2m", 0, 1, 1},
 		{64, 2560, 2048, false, "wide", "wg1", 0, 2, 8},
+		// Up to M = 64, where 64 x 128 would split K: qkv and o on 64 x
+		// 64, gate_up's 118 blocks of 64 x 96; down keeps the split (88
+		// k-tiles a narrow block), the LM head fills the GPU on 64 x 128.
+		{64, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{64, 2048, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{64, 2048, 5632, false, "auto", "wg1", 0, 2, 8},
+		{64, 11264, 2048, false, "auto", "wg1m", 0, 1, 1},
+		{33, 11264, 2048, false, "auto", "wg1m", 0, 1, 1},
+		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
+		{64, 11264, 2048, false, "wide", "wg1", 0, 2, 8},
 		{256, 2048, 2048, false, "wide", "wg2", 0, 2, 8},
 		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},   // codes keep the 128-row tiles
 		{256, 2560, 2048, false, "wg1n", "wg1n", 4, 1, 1}, // forced: never split, whatever the waves
@@ -517,7 +527,7 @@ func TestTMASlots(t *testing.T) {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
 	do(t, func(t testing.TB, g *GPU) {
-		for _, name := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n"} {
+		for _, name := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
 			cfg := tmaConfigs[name]
 			for _, fp8 := range []bool{false, true} {
 				for s := 1; s <= tmaMaxCluster; s++ {
@@ -545,7 +555,8 @@ func TestTMAPolicy(t *testing.T) {
 	}{
 		{2048, 2560, 2048, false, true}, // prefill: unsplit
 		{64, 32000, 2048, false, true},  // the LM head fills the GPU unsplit
-		{64, 2560, 2048, false, false},  // 64-row split: cp.async
+		{64, 2560, 2048, false, true},   // 64 x 64 unsplit, where 64 x 128 would split
+		{64, 2048, 5632, false, false},  // down: 64-row split on cp.async
 		{128, 2560, 2048, false, true},  // 16-bit 128-row split: TMA
 		{256, 2560, 2048, false, true},
 		{128, 6144, 4096, true, true}, // codes: the 128-row split on TMA
@@ -558,7 +569,7 @@ func TestTMAPolicy(t *testing.T) {
 	}
 	for mode, want := range map[string]bool{"1": true, "0": false} {
 		g.sw.CUDAGemmTMA = mode
-		if _, got := g.tmaPlanFor(64, 2560, 2048, false); got != want {
+		if _, got := g.tmaPlanFor(64, 2048, 5632, false); got != want {
 			t.Errorf("XRUN_CUDA_GEMM_TMA=%s: TMA %v, want %v", mode, got, want)
 		}
 	}
@@ -594,7 +605,7 @@ func TestEpilogueRows(t *testing.T) {
 	}{
 		{"auto", "auto", tmaNarrowRows + 1}, {"1", "auto", 1}, {"0", "auto", 0},
 		{"auto", "wg1", 0}, {"auto", "wg2", 1}, {"auto", "wg2m", 1}, {"auto", "wg2w", 1},
-		{"auto", "wg2f", 1}, {"auto", "wg1s", 1}, {"auto", "wg1n", 1}, {"auto", "wide", tmaNarrowRows + 1},
+		{"auto", "wg2f", 1}, {"auto", "wg1s", 1}, {"auto", "wg1n", 1}, {"auto", "wg1m", 1}, {"auto", "wide", tmaNarrowRows + 1},
 	} {
 		g := &GPU{Info: DeviceInfo{Major: 9, SMs: 132}, tma: true, launchEx: true,
 			sw: model.Switches{CUDAWgmma: true, CUDAWgmmaTile: c.tile, CUDAGemmTMA: c.tma}}
@@ -625,7 +636,7 @@ func TestGemmTMA(t *testing.T) {
 	}
 	var paths []gemmPath
 	for _, tma := range []string{"1", "0"} {
-		for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wide"} {
+		for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wide"} {
 			for _, waves := range []int{0, 1, 4} {
 				if tma == "0" && (waves != 0 || tile != "auto") {
 					continue // the cp.async kernels' tiles and splits: TestGemmWgmmaTiles
@@ -697,7 +708,7 @@ func TestGemmEpilogue(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
-	for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wide"} {
+	for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wide"} {
 		for _, waves := range []int{0, 1, 4} {
 			for _, glu := range []bool{true, false} {
 				name := map[bool]string{true: "glu", false: "res"}[glu]
@@ -764,7 +775,7 @@ func TestGemmTMASplits(t *testing.T) {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
 	const m, kps = 200, 3
-	for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n"} {
+	for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
 		t.Run(tile, func(t *testing.T) {
 			do(t, func(t testing.TB, g *GPU) {
 				for s := 1; s <= tmaMaxCluster; s++ {

@@ -39,7 +39,16 @@ var tmaConfigs = map[string]tmaConfig{
 	// tiles' split K's 12.4, 10.6 and 18.3 (v30's BenchmarkGemm, H100).
 	"wg1s": {"wg1s", 64, 64, 12, 1, true},
 	"wg1n": {"wg1n", 64, 80, 10, 1, true},
+	// 64 x 96 for a decode batch of up to 64 rows: TinyLlama's gate_up
+	// (11,264 rows of W) in 118 blocks, one wave, each streaming its W
+	// slice once, where 64 x 128 tiles need K split three ways, on the
+	// cp.async kernels at 1.21x cuBLASLt's time (v44's BenchmarkGemm, H100).
+	"wg1m": {"wg1m", 64, 96, 10, 1, true},
 }
+
+// tmaNarrow are the narrow configurations, in the order planGemmTMA weighs
+// them.
+var tmaNarrow = []string{"wg1s", "wg1n", "wg1m"}
 
 // tmaSmallRows is the largest M planGemmTMA weighs the narrow tiles at:
 // above it a projection's narrow tiles take more than a wave.
@@ -143,7 +152,7 @@ func (p tmaPlan) tile() string {
 }
 
 // planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
-// M = 64; above it 128 x 128 for E4M3 codes, and for 16-bit values the 128
+// M = 64, or a narrow tile where that would split K; above it 128 x 128 for E4M3 codes, and for 16-bit values the 128
 // x 256 tile where it needs no split, else 128 x 128, or 128 x 192 where
 // the cost model puts that below either: tmaPlan.cost; up to M = 256 a
 // narrow tile, unsplit, where the model puts it lower still, unless tile
@@ -169,7 +178,22 @@ func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, til
 	}
 	switch {
 	case m <= tmaNarrowRows:
-		return split(tmaConfigs["wg1"])
+		// 64 x 128, unless it needs K split (which runs on the cp.async
+		// kernels, tmaPlanFor) and a narrow tile, unsplit, costs less:
+		// TinyLlama's qkv and o on 64 x 64, gate_up on 64 x 96, at M = 64
+		// (BenchmarkGemm, H200: 7.50, 6.99 and 14.69 us against the
+		// split's 9.93, 10.40 and 20.29, cuBLASLt's 7.69, 7.52 and
+		// 15.35); down's 88 k-tiles keep the split (11.2 against 16.6
+		// on 64 x 64).
+		p := split(tmaConfigs["wg1"])
+		if !fp8 && tile != "wide" && p.splits > 1 {
+			for _, name := range tmaNarrow {
+				if q := split(tmaConfigs[name]); q.cost(m, n, slots) < p.cost(m, n, slots) {
+					p = q
+				}
+			}
+		}
+		return p
 	case !fp8:
 		// 128 x 256 where the tiles fill the GPU unsplit; where K must
 		// be split, 128 x 128 (BenchmarkGemm, H200, M = 256, split:
@@ -193,7 +217,7 @@ func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, til
 		// split to reduce, one warpgroup's MMAs a block). Tile "wide"
 		// leaves them out.
 		if tile != "wide" && m <= tmaSmallRows {
-			for _, name := range []string{"wg2f", "wg1s", "wg1n"} {
+			for _, name := range append([]string{"wg2f"}, tmaNarrow...) {
 				if q := split(tmaConfigs[name]); q.cost(m, n, slots) < p.cost(m, n, slots) {
 					p = q
 				}

@@ -8,11 +8,12 @@
 // 256 need two, or a split); wg2w: two, 128 x 256, four stages; wg2f:
 // two, 128 x 176, five stages (this kernel's only: at a decode's 256 rows,
 // the 64 column tiles of a 11,264-row weight are 128 blocks for 132
-// multiprocessors, where 128 x 192's 118 leave 14 idle); wg1s and wg1n:
-// one consumer, 64 x 64 and 64 x 80, twelve and ten stages, one
-// block a multiprocessor (this kernel's only: a decode batch of up to 256
-// rows in one wave of about 128 blocks, K unsplit, as cuBLASLt runs
-// TinyLlama's small projections there).
+// multiprocessors, where 128 x 192's 118 leave 14 idle); wg1s, wg1n and
+// wg1m: one consumer, 64 x 64, 64 x 80 and 64 x 96, twelve, ten and ten
+// stages, one block a multiprocessor (this kernel's only: a decode batch
+// of up to 256 rows in one wave of about 128 blocks, K unsplit, as
+// cuBLASLt runs TinyLlama's small projections there; 64 x 96 covers its
+// gate_up, 11,264 rows, in 118 blocks).
 // gemm_tma_<config>_<dtype>, and gemm_tma_f8_<config>_<dtype> over E4M3
 // codes (dtype is Y's).
 #define GEMM_TMA(cfg, T, C, BN, ST, MINB)                                                                              \
@@ -42,12 +43,14 @@
 	}
 #define GEMM_TMA_EPI_ALL(T)                                                                                            \
 	GEMM_TMA_EPI(wg1, T, 1, 128, 4, 2) GEMM_TMA_EPI(wg2, T, 2, 128, 6, 1) GEMM_TMA_EPI(wg2m, T, 2, 192, 5, 1)          \
-	GEMM_TMA_EPI(wg2w, T, 2, 256, 4, 1) GEMM_TMA_EPI(wg2f, T, 2, 176, 5, 1) GEMM_TMA_EPI(wg1s, T, 1, 64, 12, 1) GEMM_TMA_EPI(wg1n, T, 1, 80, 10, 1)
+	GEMM_TMA_EPI(wg2w, T, 2, 256, 4, 1) GEMM_TMA_EPI(wg2f, T, 2, 176, 5, 1)                                            \
+	GEMM_TMA_EPI(wg1s, T, 1, 64, 12, 1) GEMM_TMA_EPI(wg1n, T, 1, 80, 10, 1) GEMM_TMA_EPI(wg1m, T, 1, 96, 10, 1)
 GEMM_TMA_EPI_ALL(f16)
 GEMM_TMA_EPI_ALL(bf16)
 #define GEMM_TMA_ALL(T)                                                                                                \
-	GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2m, T, 2, 192, 5, 1) GEMM_TMA(wg2w, T, 2, 256, 4, 1) GEMM_TMA(wg2f, T, 2, 176, 5, 1) \
-	GEMM_TMA(wg1s, T, 1, 64, 12, 1) GEMM_TMA(wg1n, T, 1, 80, 10, 1)
+	GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2m, T, 2, 192, 5, 1)                      \
+	GEMM_TMA(wg2w, T, 2, 256, 4, 1) GEMM_TMA(wg2f, T, 2, 176, 5, 1)                                                    \
+	GEMM_TMA(wg1s, T, 1, 64, 12, 1) GEMM_TMA(wg1n, T, 1, 80, 10, 1) GEMM_TMA(wg1m, T, 1, 96, 10, 1)
 GEMM_TMA_ALL(f16)
 GEMM_TMA_ALL(bf16)
 // gemm_tma_<config>_p_<dtype>, gemm_tma_glu_<config>_p_<dtype> and

@@ -306,7 +306,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr bool F8 = sizeof(E) == 1;
 	constexpr int ROWS = 64 * C, BK = 128 / (int)sizeof(E), NA = BN / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
-	static_assert(BN == 64 || BN == 80 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
+	static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
 	constexpr bool GLU = EPI == TMA_EPI_GLU;
 	static_assert(EPI == TMA_EPI_NONE || !F8, "the epilogues are 16-bit only");
 	static_assert(!(PERSIST && TR), "the traced kernels time one tile a block");

@@ -30,7 +30,7 @@ template <int N> __device__ __forceinline__ void wg_pin(float *d) {
 	for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// wgmma_n128 (and _n64, _n80, _n176, _n192, _n256): D[64 x 128] += A[64 x k] B[k x 128],
+// wgmma_n128 (and _n64, _n80, _n96, _n176, _n192, _n256): D[64 x 128] += A[64 x k] B[k x 128],
 // both from shared memory (descriptors a, b), fp32 accumulators d in the fragment
 // layout of mma.sync's C, repeated every 8 columns (d[4j..4j+3]: column
 // block j); k is 16 of fp16 or bf16, 32 of E4M3 (the last argument's
@@ -46,10 +46,12 @@ template <int N> __device__ __forceinline__ void wg_pin(float *d) {
 // The 128 x 176 tile's (n176: 88 accumulators).
 #define WG_ACC88 WG_ACC64, "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
 #define WG_REG88 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87}"
-// The narrow tiles' (n64, n80: 32 and 40 accumulators).
+// The narrow tiles' (n64, n80, n96: 32, 40 and 48 accumulators).
 #define WG_ACC32 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #define WG_REG32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define WG_ACC40 WG_ACC32, "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
+#define WG_ACC48 WG_ACC40, "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+#define WG_REG48 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
 #define WG_REG40 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}"
 // WGMMA defines wgmma_nN for operands of type TAG: SHAPE.f32.TY.TY, its
 // descriptors and scale-d numbered A, B and S after the accumulators.
@@ -70,6 +72,9 @@ WGMMA(64, u8, "m64n64k32", "e4m3", WG_REG32, WG_ACC32, "%32", "%33", "%34", "")
 WGMMA(80, f16, "m64n80k16", "f16", WG_REG40, WG_ACC40, "%40", "%41", "%42", ", 0, 0")
 WGMMA(80, bf16, "m64n80k16", "bf16", WG_REG40, WG_ACC40, "%40", "%41", "%42", ", 0, 0")
 WGMMA(80, u8, "m64n80k32", "e4m3", WG_REG40, WG_ACC40, "%40", "%41", "%42", "")
+WGMMA(96, f16, "m64n96k16", "f16", WG_REG48, WG_ACC48, "%48", "%49", "%50", ", 0, 0")
+WGMMA(96, bf16, "m64n96k16", "bf16", WG_REG48, WG_ACC48, "%48", "%49", "%50", ", 0, 0")
+WGMMA(96, u8, "m64n96k32", "e4m3", WG_REG48, WG_ACC48, "%48", "%49", "%50", "")
 WGMMA(128, f16, "m64n128k16", "f16", WG_REG64, WG_ACC64, "%64", "%65", "%66", ", 0, 0")
 WGMMA(128, bf16, "m64n128k16", "bf16", WG_REG64, WG_ACC64, "%64", "%65", "%66", ", 0, 0")
 WGMMA(128, u8, "m64n128k32", "e4m3", WG_REG64, WG_ACC64, "%64", "%65", "%66", "")
@@ -95,6 +100,8 @@ template <int BN, class E> __device__ __forceinline__ void wg_mma_ktile(float *a
 			wgmma_n64(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
 		} else if constexpr (BN == 80) {
 			wgmma_n80(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+		} else if constexpr (BN == 96) {
+			wgmma_n96(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
 		} else if constexpr (BN == 128) {
 			wgmma_n128(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
 		} else if constexpr (BN == 176) {
