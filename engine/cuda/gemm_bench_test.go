@@ -18,9 +18,9 @@ import (
 // On Hopper, own is the warpgroup MMA as XRUN_CUDA_GEMM_TMA chooses, own-tma
 // its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w, -wg2f, and up to M =
 // 256 the narrow -wg1s, -wg1n and -wg1m force a tile; own-wide is the choice by M
-// without the narrow tiles, XRUN_CUDA_WGMMA_TILE=wide), own-persist the
-// choice by M on persistent blocks where its tiles make more than a wave
-// (XRUN_CUDA_GEMM_PERSIST=1), own-cpasync its
+// without the narrow tiles, XRUN_CUDA_WGMMA_TILE=wide), own-unpersist the
+// choice by M with a block a tile where its tiles make more than a wave
+// (XRUN_CUDA_GEMM_PERSIST=0), own-cpasync its
 // cp.async kernels (=0) and own-mmasync the mma.sync tiles
 // (XRUN_CUDA_WGMMA=0). At M = 256, own-hot and cublaslt-hot launch on one
 // copy of the weight, which stays in L2 where it fits (all but the LM
@@ -62,11 +62,11 @@ func BenchmarkGemm(b *testing.B) {
 			impls := []string{"own", "cublaslt"}
 			switch {
 			case dev.Info.Major == 9 && m == 2048:
-				impls = append(impls, "own-cpasync", "own-tma", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-persist")
+				impls = append(impls, "own-cpasync", "own-tma", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-unpersist")
 			case dev.Info.Major == 9 && m > 1:
 				// XRUN_CUDA_WGMMA=0, the cp.async kernels (XRUN_CUDA_GEMM_TMA=0),
 				// each XRUN_CUDA_WGMMA_TILE, and split-K aiming at one block an SM.
-				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-tma-wg2f", "own-waves1", "own-persist")
+				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-tma-wg2f", "own-waves1", "own-unpersist")
 				if m <= tmaSmallRows {
 					// The narrow tiles, K unsplit, and the choice by M
 					// without them (XRUN_CUDA_WGMMA_TILE=wide).
@@ -109,9 +109,9 @@ func BenchmarkGemm(b *testing.B) {
 							defer keepSwitches(g)()
 							g.sw.CUDAWgmmaTile = "wg" + tile
 						}
-						if impl == "own-persist" {
+						if impl == "own-unpersist" {
 							defer keepSwitches(g)()
-							g.sw.CUDAGemmPersist = true
+							g.sw.CUDAGemmPersist = false
 						}
 						if impl == "own-wide" {
 							defer keepSwitches(g)()
