@@ -10,8 +10,9 @@ import (
 )
 
 // BenchmarkGemm times the own GEMM (gemm_plugin: disable) against cuBLASLt
-// (auto) at TinyLlama-1.1B's projections for decode batches M = 1, 64, 128, 256
-// and a prefill chunk of 2048, fp16. Device time comes from events around b.N launches; the weights
+// (auto) at the zoo's projections (TinyLlama-1.1B's first, by their bare
+// names) for decode batches M = 1, 64, 128, 256 and a prefill chunk of
+// 2048, fp16. Device time comes from events around b.N launches; the weights
 // rotate among enough copies to exceed the L2 cache several times, so each
 // launch streams its weights from HBM as in a real forward pass. Reported:
 // us/gemm, TFLOP/s, and GB/s of the bytes that must move (W, X, Y once).
@@ -28,8 +29,16 @@ import (
 func BenchmarkGemm(b *testing.B) {
 	dev := testGPU(b)
 	const dt = F16
+	// TinyLlama's GEMMs by their own names (as the notes have always
+	// named them), then the rest of the zoo's full-size ones as
+	// model-gemm.
 	shapes := []zooGemm{
 		{"qkv", 2560, 2048}, {"o", 2048, 2048}, {"gate_up", 11264, 2048}, {"down", 2048, 5632}, {"lm", 32000, 2048},
+	}
+	for _, sh := range zooGemmShapes {
+		if model, _, _ := strings.Cut(sh.name, "/"); model != "tinyllama" && !strings.HasPrefix(model, "tiny-") {
+			shapes = append(shapes, zooGemm{strings.ReplaceAll(sh.name, "/", "-"), sh.n, sh.k})
+		}
 	}
 	for _, sh := range shapes {
 		for _, m := range []int{1, 64, 128, 256, 2048} {
