@@ -152,11 +152,12 @@ func (p tmaPlan) tile() string {
 }
 
 // planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
-// M = 64, or a narrow tile where that would split K; above it 128 x 128 for E4M3 codes, and for 16-bit values the 128
-// x 256 tile where it needs no split, else 128 x 128, or 128 x 192 where
-// the cost model puts that below either: tmaPlan.cost; up to M = 256 a
-// narrow tile, unsplit, where the model puts it lower still, unless tile
-// is "wide"), then the split of
+// M = 64, or a narrow tile where that would split K; above it 128 x 128
+// for E4M3 codes, and for 16-bit values the 128 x 256 tile where it needs
+// no split, else 128 x 128, or 128 x 192 where the cost model puts that
+// below either: tmaPlan.cost; up to M = 256 128 x 176 or a narrow tile,
+// unsplit, where the model puts it lower still, unless tile is "wide"),
+// then the split of
 // K: with waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest power of two that
 // gives waves blocks a multiprocessor; else none where the tiles fill the
 // GPU's slots, and otherwise the split up to tmaMaxCluster whose estimated
