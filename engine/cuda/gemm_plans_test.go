@@ -1,0 +1,85 @@
+//go:build cgo && linux
+
+package cuda
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xrun-dev/xrun/engine/model"
+)
+
+var updatePlans = flag.Bool("update", false, "rewrite testdata/tma_plans.golden")
+
+// TestTMAPlansGolden pins the own GEMM's plan for every full-size zoo
+// GEMM at decode and prefill sizes on an H100's 132 multiprocessors (the
+// switches at their defaults, blocks counted as if clusters packed every
+// multiprocessor): the tile, the split of K, persistent blocks, and
+// whether the TMA kernels run it, for 16-bit values and E4M3 codes. A
+// change to the planner or its costs shows in review as a diff of
+// testdata/tma_plans.golden, shape by shape (go test -run
+// TestTMAPlansGolden -update rewrites it), so that the GEMMs it moves are
+// the ones a GPU then times (BenchmarkGemm names them model-gemm).
+func TestTMAPlansGolden(t *testing.T) {
+	sw := model.Switches{CUDAWgmma: true, CUDAWgmmaFP8: true, CUDAWgmmaTile: "auto", CUDAGemmTMA: "auto", CUDAGemmPersist: true}
+	g := &GPU{Info: DeviceInfo{Major: 9, SMs: 132}, tma: true, launchEx: true, sw: sw}
+	plan := func(m, n, k int, fp8 bool) string {
+		p, ok := g.tmaPlanFor(m, n, k, fp8)
+		s := p.cfg.name
+		switch {
+		case p.blocks > 0:
+			s += fmt.Sprintf(" x%d", p.blocks)
+		case p.splits > 1:
+			s += fmt.Sprintf("/%d", p.splits)
+		}
+		if !ok {
+			s += " cp.async"
+		}
+		return s
+	}
+	var b bytes.Buffer
+	fmt.Fprintln(&b, "# shape N K: at each M, the 16-bit plan | the E4M3 plan")
+	fmt.Fprintln(&b, "# tile (tmaConfigs), /S: K split S ways, xB: B persistent blocks, cp.async: not on the TMA kernels")
+	ms := []int{17, 33, 64, 65, 96, 128, 192, 256, 512, 2048, 8192}
+	for _, sh := range zooGemmShapes {
+		if strings.HasPrefix(sh.name, "tiny-") {
+			continue
+		}
+		fmt.Fprintf(&b, "%s N=%d K=%d\n", sh.name, sh.n, sh.k)
+		for _, m := range ms {
+			fmt.Fprintf(&b, "  M=%-5d %-16s | %s\n", m, plan(m, sh.n, sh.k, false), plan(m, sh.n, sh.k, true))
+		}
+	}
+	path := filepath.Join("testdata", "tma_plans.golden")
+	if *updatePlans {
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -run TestTMAPlansGolden -update writes it)", err)
+	}
+	if got := b.String(); got != string(want) {
+		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+		for i := range max(len(gl), len(wl)) {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Errorf("line %d: got %q, want %q", i+1, g, w)
+			}
+		}
+		t.Log("a deliberate planner change: go test -run TestTMAPlansGolden -update")
+	}
+}
