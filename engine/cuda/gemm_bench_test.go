@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xrun-dev/xrun/engine/model"
 )
 
 // BenchmarkGemm times the own GEMM (gemm_plugin: disable) against cuBLASLt
@@ -99,38 +101,8 @@ func BenchmarkGemm(b *testing.B) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if impl == "own-mmasync" {
-							defer keepSwitches(g)()
-							g.sw.CUDAWgmma = false
-						}
-						if impl == "own-cpasync" {
-							defer keepSwitches(g)()
-							g.sw.CUDAGemmTMA = "0"
-						}
-						if rest, ok := strings.CutPrefix(impl, "own-tma"); ok {
-							defer keepSwitches(g)()
-							g.sw.CUDAGemmTMA = "1"
-							if tile, ok := strings.CutPrefix(rest, "-wg"); ok {
-								g.sw.CUDAWgmmaTile = "wg" + tile
-							}
-						}
-						if tile, ok := strings.CutPrefix(impl, "own-wg"); ok {
-							defer keepSwitches(g)()
-							g.sw.CUDAWgmmaTile = "wg" + tile
-						}
-						if impl == "own-unpersist" {
-							defer keepSwitches(g)()
-							g.sw.CUDAGemmPersist = false
-						}
-						if impl == "own-wide" {
-							defer keepSwitches(g)()
-							g.sw.CUDAWgmmaTile = "wide"
-						}
-						var waves int
-						if _, err := fmt.Sscanf(impl, "own-waves%d", &waves); err == nil {
-							defer keepSwitches(g)()
-							g.sw.CUDAGemmWaves = waves
-						}
+						defer keepSwitches(g)()
+						setBenchImpl(&g.sw, impl)
 						run := func(i int) error {
 							w := ws[i%len(ws)]
 							if hot {
@@ -157,6 +129,59 @@ func BenchmarkGemm(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// setBenchImpl sets the switches a BenchmarkGemm implementation name stands
+// for (own-mmasync, own-cpasync, own-tma[-wgX], own-wgX, own-unpersist,
+// own-wide, own-wavesN); the others leave them as they are.
+func setBenchImpl(sw *model.Switches, impl string) {
+	var waves int
+	switch rest, tma := strings.CutPrefix(impl, "own-tma"); {
+	case impl == "own-mmasync":
+		sw.CUDAWgmma = false
+	case impl == "own-cpasync":
+		sw.CUDAGemmTMA = "0"
+	case tma:
+		sw.CUDAGemmTMA = "1"
+		if tile, ok := strings.CutPrefix(rest, "-wg"); ok {
+			sw.CUDAWgmmaTile = "wg" + tile
+		}
+	case strings.HasPrefix(impl, "own-wg"):
+		sw.CUDAWgmmaTile = strings.TrimPrefix(impl, "own-")
+	case impl == "own-unpersist":
+		sw.CUDAGemmPersist = false
+	case impl == "own-wide":
+		sw.CUDAWgmmaTile = "wide"
+	default:
+		if _, err := fmt.Sscanf(impl, "own-waves%d", &waves); err == nil {
+			sw.CUDAGemmWaves = waves
+		}
+	}
+}
+
+// TestSetBenchImpl: each BenchmarkGemm implementation name sets the
+// switches it stands for and nothing else.
+func TestSetBenchImpl(t *testing.T) {
+	base := model.Switches{CUDAWgmma: true, CUDAGemmTMA: "auto", CUDAWgmmaTile: "auto", CUDAGemmPersist: true}
+	for impl, want := range map[string]func(*model.Switches){
+		"own":           func(*model.Switches) {},
+		"cublaslt-hot":  func(*model.Switches) {},
+		"own-mmasync":   func(s *model.Switches) { s.CUDAWgmma = false },
+		"own-cpasync":   func(s *model.Switches) { s.CUDAGemmTMA = "0" },
+		"own-tma":       func(s *model.Switches) { s.CUDAGemmTMA = "1" },
+		"own-tma-wg1m":  func(s *model.Switches) { s.CUDAGemmTMA, s.CUDAWgmmaTile = "1", "wg1m" },
+		"own-wg2w":      func(s *model.Switches) { s.CUDAWgmmaTile = "wg2w" },
+		"own-unpersist": func(s *model.Switches) { s.CUDAGemmPersist = false },
+		"own-wide":      func(s *model.Switches) { s.CUDAWgmmaTile = "wide" },
+		"own-waves4":    func(s *model.Switches) { s.CUDAGemmWaves = 4 },
+	} {
+		got, exp := base, base
+		setBenchImpl(&got, impl)
+		want(&exp)
+		if got != exp {
+			t.Errorf("%s: %+v, want %+v", impl, got, exp)
 		}
 	}
 }
