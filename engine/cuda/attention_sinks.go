@@ -56,8 +56,8 @@ func (g *GPU) AttentionSinks(s *Stream, dt DType, a SinkAttn) error {
 	}
 	scale := float32(1 / math.Sqrt(float64(D)))
 	// Decode and prefill items go in two launches, so neither list needs
-	// the other's count (a prefill item looks back over the items before
-	// it for its sequence's first new position).
+	// the other's count (a prefill item looks over the items beside it
+	// for its sequence's first new position).
 	for _, l := range []struct {
 		items  Buffer
 		ns, nl int

@@ -33,15 +33,20 @@ __device__ __forceinline__ void attn_sinks(T *out, const T *qkv, const T *kc, co
 	const int4 item = items[ii];
 	const int first = item.x, ntok = item.y, slot = item.z, ipast = item.w;
 	// The sequence's first new position: a prefill chunk split over
-	// consecutive large items starts at the first of them.
+	// adjacent large items starts at the earliest of them. The backend
+	// lays a sequence's items out last first (pack.go), so its earlier
+	// chunks follow this one; the items before it are searched too, for a
+	// layout first to last.
 	int past = ipast;
 	if (!small) {
 		int f = first;
-		for (int j = ii - 1; j >= 0; j--) {
-			int4 pr = items[j];
-			if (pr.z != slot || pr.x + pr.y != f || pr.w + pr.y != past) break;
-			f = pr.x;
-			past = pr.w;
+		for (int dir = -1; dir <= 1; dir += 2) {
+			for (int j = ii + dir; j >= 0 && j < nL; j += dir) {
+				int4 pr = items[j];
+				if (pr.z != slot || pr.x + pr.y != f || pr.w + pr.y != past) break;
+				f = pr.x;
+				past = pr.w;
+			}
 		}
 	}
 	const int G = H / KV, kh = h / G;
