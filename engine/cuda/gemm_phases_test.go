@@ -271,7 +271,7 @@ func TestGemmPhasesReport(t *testing.T) {
 // rather than skipping (on an H100's multiprocessor count).
 func TestPhasePlansTraced(t *testing.T) {
 	for _, s := range [][2]int{{2560, 2048}, {2048, 2048}, {11264, 2048}, {2048, 5632}} {
-		if p := planGemmTMA(256, s[0], s[1], 132, nil, false, "auto", 0); !tmaTraced[p.cfg.name] {
+		if p := planGemmTMA(256, s[0], s[1], h100Device(nil), false, "auto", 0); !tmaTraced[p.cfg.name] {
 			t.Errorf("M=256 N=%d K=%d plans onto %s, which gemm_tma_trace.cu has no kernel of", s[0], s[1], p.cfg.name)
 		}
 	}

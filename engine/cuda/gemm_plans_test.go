@@ -27,7 +27,7 @@ var updatePlans = flag.Bool("update", false, "rewrite testdata/tma_plans.golden"
 // the ones a GPU then times (BenchmarkGemm names them model-gemm).
 func TestTMAPlansGolden(t *testing.T) {
 	sw := model.Switches{CUDAWgmma: true, CUDAWgmmaFP8: true, CUDAWgmmaTile: "auto", CUDAGemmTMA: "auto", CUDAGemmPersist: true}
-	g := &GPU{Info: DeviceInfo{Major: 9, SMs: 132}, tma: true, launchEx: true, sw: sw}
+	g := &GPU{Info: DeviceInfo{Name: "NVIDIA H100 80GB HBM3", Major: 9, SMs: 132}, tma: true, launchEx: true, sw: sw}
 	plan := func(m, n, k int, fp8 bool) string {
 		p, ok := g.tmaPlanFor(m, n, k, fp8)
 		s := p.cfg.name

@@ -379,6 +379,12 @@ func TestPlanGemm(t *testing.T) {
 	}
 }
 
+// h100Device is an H100's 132 multiprocessors for planGemmTMA, with slots
+// (nil: uniformSlots) and its HBM's rate.
+func h100Device(slots func(tmaConfig, int) int) tmaDevice {
+	return tmaDevice{sms: 132, slots: slots, unitBytes: tmaUnitBytes("NVIDIA H100 80GB HBM3")}
+}
+
 // TestPlanGemmTMA checks the TMA kernels' plans: the tile by M, splits
 // within a cluster, every block with k-tiles, no split where the tiles
 // alone fill the GPU (prefill), and a split where a decode's tiles would
@@ -438,7 +444,7 @@ func TestPlanGemmTMA(t *testing.T) {
 		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},   // codes keep the 128-row tiles
 		{256, 2560, 2048, false, "wg1n", "wg1n", 4, 1, 1}, // forced: never split, whatever the waves
 	} {
-		p := planGemmTMA(c.m, c.n, c.k, 132, nil, c.fp8, c.tile, c.waves)
+		p := planGemmTMA(c.m, c.n, c.k, h100Device(nil), c.fp8, c.tile, c.waves)
 		bk := 64
 		if c.fp8 {
 			bk = 128
@@ -451,6 +457,36 @@ func TestPlanGemmTMA(t *testing.T) {
 		}
 		if sm := p.cfg.smem() * p.cfg.perSM; sm > 227<<10 {
 			t.Errorf("%s: %d blocks of %d bytes of shared memory do not fit a multiprocessor", p.cfg.name, p.cfg.perSM, p.cfg.smem())
+		}
+	}
+}
+
+// TestPlanGemmTMASmall checks the narrow-or-split choice up to 64 rows
+// (tmaPlan.smallCost) on the zoo's shapes where BenchmarkGemm timed both
+// on an H100 and an H200, each with its HBM's rate: the faster there
+// wins, apart from ties (GPT-OSS-20B's o on the H200).
+func TestPlanGemmTMASmall(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		n, k       int
+		h100, h200 string // wg1: K split, on the cp.async kernels
+	}{
+		{"tinyllama/qkv", 2560, 2048, "wg1s", "wg1s"}, {"tinyllama/o", 2048, 2048, "wg1s", "wg1s"},
+		{"tinyllama/gate_up", 11264, 2048, "wg1m", "wg1m"}, {"tinyllama/down", 2048, 5632, "wg1", "wg1"},
+		{"llama-3.2-1b/qkv", 3072, 2048, "wg1s", "wg1s"}, {"llama-3.2-1b/gate_up", 16384, 2048, "wg1s", "wg1s"},
+		{"llama-3.2-1b/down", 2048, 8192, "wg1", "wg1"}, {"llama-3.1-8b/qkv", 6144, 4096, "wg1s", "wg1s"},
+		{"llama-3.1-8b/o", 4096, 4096, "wg1s", "wg1s"}, {"llama-3.1-8b/down", 4096, 14336, "wg1s", "wg1"},
+		{"gpt-oss-20b/qkv", 5120, 2880, "wg1s", "wg1s"}, {"gpt-oss-20b/o", 2880, 4096, "wg1s", ""},
+		{"qwen3-30b-a3b/qkv", 5120, 2048, "wg1s", "wg1s"}, {"qwen3-30b-a3b/o", 2048, 4096, "wg1", "wg1"},
+	} {
+		for gpu, want := range map[string]string{"NVIDIA H100 80GB HBM3": c.h100, "NVIDIA H200": c.h200} {
+			d := tmaDevice{sms: 132, unitBytes: tmaUnitBytes(gpu)}
+			for _, m := range []int{17, 64} {
+				p := planGemmTMA(m, c.n, c.k, d, false, "auto", 0)
+				if want != "" && (p.cfg.name != want || (want == "wg1") != (p.splits > 1)) {
+					t.Errorf("%s, %s at M = %d: %s split %d; want %s", gpu, c.name, m, p.cfg.name, p.splits, want)
+				}
+			}
 		}
 	}
 }
@@ -478,7 +514,7 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 		{256, 2048, 5632, "wg2", 3}, // down: 96 blocks of 30 k-tiles, not 88 of 128 x 192 in fours
 		{256, 11264, 2048, "wg2m", 1},
 	} {
-		p := planGemmTMA(c.m, c.n, c.k, 132, slots, false, "wide", 0)
+		p := planGemmTMA(c.m, c.n, c.k, h100Device(slots), false, "wide", 0)
 		if p.cfg.name != c.cfg || p.splits != c.splits {
 			t.Errorf("planGemmTMA(%d, %d, %d) on GPCs %v = %s split %d; want %s split %d", c.m, c.n, c.k, gpcs, p.cfg.name, p.splits, c.cfg, c.splits)
 		}
@@ -509,7 +545,7 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 		{256, 2560, 2048, "auto", "wg1n", 1}, {256, 2048, 2048, "auto", "wg1s", 1}, {256, 2048, 5632, "auto", "wg2", 3}, {256, 11264, 2048, "auto", "wg2f", 1},
 		{128, 2560, 2048, "auto", "wg1s", 1}, {128, 2048, 2048, "auto", "wg1s", 1}, {128, 2048, 5632, "auto", "wg2", 6}, {128, 11264, 2048, "auto", "wg2f", 2},
 	} {
-		if p := planGemmTMA(c.m, c.n, c.k, 132, h100Slots, false, c.tile, 0); p.cfg.name != c.cfg || p.splits != c.splits {
+		if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), false, c.tile, 0); p.cfg.name != c.cfg || p.splits != c.splits {
 			t.Errorf("planGemmTMA(%d, %d, %d, %s) on an H100's counts = %s split %d; want %s split %d", c.m, c.n, c.k, c.tile, p.cfg.name, p.splits, c.cfg, c.splits)
 		}
 	}

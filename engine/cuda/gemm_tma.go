@@ -117,6 +117,72 @@ const tmaWave = 24
 // tmaNarrowRows is the largest M planGemmTMA gives the 64-row tile.
 const tmaNarrowRows = 64
 
+// Up to tmaNarrowRows rows a narrow tile, K unsplit, is weighed against
+// the 64 x 128 tile's split of K, which runs on the cp.async kernels
+// (partial tiles through global memory, then a launch that adds them).
+// Both stream W from HBM once: the narrow tiles on at most one block a
+// multiprocessor, each block its k-tiles in turn, so that few blocks of
+// many k-tiles take longer than W's bytes; the split at a lower rate, with
+// a fixed cost besides. tmaPlan.smallCost puts a narrow plan at its waves
+// (tmaNarrowKTile, tmaNarrowWave), but no less than one wave's set-up
+// plus W's bytes at tmaHBMShare of the HBM's rate; the split at
+// tmaSplitFixed plus W's bytes at tmaSplitShare, no less than
+// tmaSplitFloor. BenchmarkGemm at M = 64, us, narrow against split (H100;
+// H200):
+//   - the split keeps Qwen3's o, 64 k-tiles on 32 blocks of 64 x 64
+//     (12.8 against 10.9; 12.6 against 9.4), TinyLlama's down, 88
+//     k-tiles (16.9 against 13.4; 16.7 against 11.0), and Llama-3.2-1B's,
+//     128 (23.6 against 20.5; 23.7 against 15.3);
+//   - Llama-3.1-8B's down, 224 k-tiles on 64 blocks, goes narrow on the
+//     H100 (45.5 against 51.9), whose HBM the split streams at 2.3 TB/s,
+//     and keeps the split on the H200 (41.8 against 36.9);
+//   - the narrow tiles take Llama-3.1-8B's qkv (20.8 against 27.2; 17.4
+//     against 21.1) and o (15.5 against 19.9; 14.0 against 15.0),
+//     Llama-3.2-1B's gate_up (26.6 against 35.1, two waves of 64 x 64),
+//     GPT-OSS-20B's qkv (13.8 against 18.7) and TinyLlama's qkv, o and
+//     gate_up, where the split's fixed cost dominates (9.4 and 9.2 us on
+//     the H200 for 10 and 8 MB of W).
+const (
+	tmaSplitFixed = 21 // about 6 us
+	tmaSplitFloor = 34 // about 9.5 us
+	// tmaHBMShare and tmaSplitShare are the shares of the HBM's copy
+	// rate (Ceilings) at which the narrow tiles and the split stream W:
+	// 2.6 and 2.3 TB/s of the H100's 3.0 measured, 3.3 and 3.2 of the
+	// H200's 4.3.
+	tmaHBMShare   = 0.8
+	tmaSplitShare = 0.75
+	// tmaUnitSec is the cost model's unit in seconds: a k-tile of a 128
+	// x 128 tile at the H100's peak (tmaWave).
+	tmaUnitSec = 0.28e-6
+)
+
+// tmaDevice is what planGemmTMA needs of the GPU: its multiprocessors;
+// slots(cfg, s), the blocks of cfg in clusters of s it runs at once (nil:
+// every multiprocessor's, uniformSlots); and unitBytes, the bytes of W it
+// streams from HBM in one unit of the cost model (tmaUnitBytes).
+type tmaDevice struct {
+	sms       int
+	slots     func(tmaConfig, int) int
+	unitBytes float64
+}
+
+// tmaUnitBytes is unitBytes for the GPU named name: tmaHBMShare of its
+// known copy rate, an H100's where none is known.
+func tmaUnitBytes(name string) float64 {
+	c, _, ok := KnownCeilings(name)
+	if !ok {
+		c, _, _ = KnownCeilings("H100")
+	}
+	return tmaHBMShare * c.BytesPerSec * tmaUnitSec
+}
+
+// smallCost is a narrow plan's cost up to tmaNarrowRows rows, w the units
+// W takes to stream from HBM at tmaHBMShare: its waves, or one wave's
+// set-up and w where that is more.
+func (p tmaPlan) smallCost(m, n int, slots func(tmaConfig, int) int, w float64) float64 {
+	return max(p.cost(m, n, slots), tmaNarrowWave+w)
+}
+
 // tmaPlan is the launch of the TMA GEMM for one shape: splits blocks (a
 // cluster) share each output tile, kps k-tiles each; blocks > 0 (K
 // unsplit): that many persistent blocks take the tiles in turn
@@ -169,7 +235,8 @@ func (p tmaPlan) tile() string {
 // weighed, 75,911, 75,790 and 75,542 with powers of two only (o and down
 // split 3 ways, 96 blocks in one wave, where 2 ways left 64 and 4 ways
 // needed two waves).
-func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, tile string, waves int) tmaPlan {
+func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tmaPlan {
+	sms, slots := d.sms, d.slots
 	if slots == nil {
 		slots = func(c tmaConfig, s int) int { return uniformSlots(sms, c, s) }
 	}
@@ -180,17 +247,23 @@ func planGemmTMA(m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, til
 	switch {
 	case m <= tmaNarrowRows:
 		// 64 x 128, unless it needs K split (which runs on the cp.async
-		// kernels, tmaPlanFor) and a narrow tile, unsplit, costs less:
-		// TinyLlama's qkv and o on 64 x 64, gate_up on 64 x 96, at M = 64
-		// (BenchmarkGemm, H200: 7.50, 6.99 and 14.69 us against the
-		// split's 9.93, 10.40 and 20.29, cuBLASLt's 7.69, 7.52 and
-		// 15.35); down's 88 k-tiles keep the split (11.2 against 16.6
-		// on 64 x 64).
+		// kernels, tmaPlanFor) and a narrow tile, unsplit, costs less
+		// (smallCost): TinyLlama's qkv and o on 64 x 64, gate_up on 64 x
+		// 96, at M = 64 (BenchmarkGemm, H200: 7.50, 6.99 and 14.69 us
+		// against the split's 9.93, 10.40 and 20.29, cuBLASLt's 7.69,
+		// 7.52 and 15.35); down's 88 k-tiles keep the split (11.2 against
+		// 16.6 on 64 x 64).
 		p := split(tmaConfigs["wg1"])
 		if !fp8 && tile != "wide" && p.splits > 1 {
+			// Where HBM bounds several narrow tiles alike, the one of
+			// fewer waves: TinyLlama's gate_up on 118 blocks of 64 x 96,
+			// one wave, not 176 of 64 x 64 (14.8 against 18.1 us, H200).
+			w := float64(n) * float64(k) * 2 / d.unitBytes
+			best, waves := max(tmaSplitFloor, tmaSplitFixed+w*tmaHBMShare/tmaSplitShare), 0.0
 			for _, name := range tmaNarrow {
-				if q := split(tmaConfigs[name]); q.cost(m, n, slots) < p.cost(m, n, slots) {
-					p = q
+				q := split(tmaConfigs[name])
+				if c, cw := q.smallCost(m, n, slots, w), q.cost(m, n, slots); c < best || c == best && cw < waves {
+					p, best, waves = q, c, cw
 				}
 			}
 		}
@@ -336,7 +409,8 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	}
 	// tmaSlots counts multiprocessors itself where it cannot ask the driver.
 	slots := func(c tmaConfig, s int) int { return g.tmaSlots(c, fp8, s) }
-	p := planGemmTMA(m, n, k, g.Info.SMs, slots, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
+	d := tmaDevice{sms: g.Info.SMs, slots: slots, unitBytes: tmaUnitBytes(g.Info.Name)}
+	p := planGemmTMA(m, n, k, d, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
 	if g.sw.CUDAGemmPersist {
 		p = p.persist(m, n, fp8, slots(p.cfg, 1))
 	}
