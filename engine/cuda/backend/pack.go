@@ -171,7 +171,9 @@ func packBatch(dst []int32, bt *model.Batch, sh packShape) (packedBatch, error) 
 		// attend to the most keys, and started first they do not trail
 		// the launch (the GPU starts blocks in order). On an H100, 4
 		// prompts of 2,048 over an FP8 cache (BenchmarkAttention's -lpt
-		// scenario): 396 against 423 us a layer.
+		// scenario): 396 against 423 us a layer. They stay adjacent:
+		// attn_sinks walks them for the prompt's first new position
+		// (TestPackBatchItemsChain).
 		for t0 := (s.Len - 1) / int32(perL) * int32(perL); t0 >= 0; t0 -= int32(perL) {
 			large = append(large, s.Start+t0, min(int32(perL), s.Len-t0), s.Slot, s.Past+t0)
 		}

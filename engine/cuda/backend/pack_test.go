@@ -2,10 +2,12 @@ package backend
 
 import (
 	"errors"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xrun-dev/xrun/engine/model"
 )
@@ -143,6 +145,55 @@ func TestPackBatch(t *testing.T) {
 				t.Errorf("items at %d (%d) and %d: not 16-byte aligned or not adjacent", got.offS, got.nS, got.offL)
 			}
 		})
+	}
+}
+
+// TestPackBatchItemsChain: a prompt's large items are adjacent in the list,
+// last chunk first, each starting where the one after it ends, in rows and
+// in positions, and together they cover the prompt. GPT-OSS's attention
+// (attn_sinks) finds a chunk's first new position by walking these
+// neighbours; the other attention kernels start the longest blocks first
+// by this order.
+func TestPackBatchItemsChain(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("random seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 1))
+	sh := testShape
+	sh.slots, sh.capacity = 8, 256
+	for range 200 {
+		var seqs []seq
+		for slot := range 1 + r.IntN(sh.slots) {
+			n := 1 + r.IntN(80)
+			seqs = append(seqs, seq{slot, r.IntN(sh.capacity - n + 1), make([]int32, n)})
+		}
+		bt := batchOf(seqs...)
+		got, err := packBatch(nil, bt, sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := got.ints[got.offL : got.offL+4*got.nL]
+		next := 0 // the first item not yet claimed by a prompt
+		for _, s := range bt.Seqs {
+			if int(s.Len)*sh.groups <= sh.smallRows {
+				continue
+			}
+			end, past := s.Start+s.Len, s.Past+s.Len
+			for end > s.Start {
+				if next >= got.nL {
+					t.Fatalf("prompt at row %d: no item for rows up to %d (items %v)", s.Start, end, items)
+				}
+				it := items[4*next : 4*next+4]
+				if it[0]+it[1] != end || it[3]+it[1] != past || it[2] != s.Slot || it[1] <= 0 {
+					t.Fatalf("prompt at row %d (slot %d, past %d, %d tokens): item %d is %v, want one ending at row %d, position %d",
+						s.Start, s.Slot, s.Past, s.Len, next, it, end, past)
+				}
+				end, past = it[0], it[3]
+				next++
+			}
+		}
+		if next != got.nL {
+			t.Fatalf("%d large items, %d claimed by prompts", got.nL, next)
+		}
 	}
 }
 
