@@ -259,11 +259,11 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			// fewer waves: TinyLlama's gate_up on 118 blocks of 64 x 96,
 			// one wave, not 176 of 64 x 64 (14.8 against 18.1 us, H200).
 			w := float64(n) * float64(k) * 2 / d.unitBytes
-			best, waves := max(tmaSplitFloor, tmaSplitFixed+w*tmaHBMShare/tmaSplitShare), 0.0
+			best, bestWaves := max(tmaSplitFloor, tmaSplitFixed+w*tmaHBMShare/tmaSplitShare), 0.0
 			for _, name := range tmaNarrow {
 				q := split(tmaConfigs[name])
-				if c, cw := q.smallCost(m, n, slots, w), q.cost(m, n, slots); c < best || c == best && cw < waves {
-					p, best, waves = q, c, cw
+				if c, cw := q.smallCost(m, n, slots, w), q.cost(m, n, slots); c < best || c == best && cw < bestWaves {
+					p, best, bestWaves = q, c, cw
 				}
 			}
 		}
