@@ -35,9 +35,9 @@ PART_SIZE=${PART_SIZE:-15M}
 # at once when they open the GPU, and TestKernelsCompile compiles each for
 # sm_80 and sm_90a, one a core (its slowest, sm_80's attention_tc_f8, 92 s).
 declare -A PKG=([cuda]=engine/cuda [backend]=engine/cuda/backend [cupti]=engine/profile/cupti [profile]=engine/profile)
-declare -A TIMEOUT=([nvidia-smi]=60 [devices]=120 [cuda]=1200 [backend]=200 [bench]=300 [cupti]=120 [cupti-ncu]=120 [profile]=200 [nvtx]=300 [nvtx-stats]=120 [nccl]=200 [parallel]=400)
+declare -A TIMEOUT=([nvidia-smi]=60 [devices]=120 [cuda]=1200 [cuda-warm]=600 [backend]=200 [bench]=300 [cupti]=120 [cupti-ncu]=120 [profile]=200 [nvtx]=300 [nvtx-stats]=120 [nccl]=200 [parallel]=400)
 TEST_BINARIES=(cuda backend cupti profile)
-STEP_NAMES=(nvidia-smi devices cuda backend bench cupti cupti-ncu profile nvtx nvtx-stats nccl parallel)
+STEP_NAMES=(nvidia-smi devices cuda cuda-warm backend bench cupti cupti-ncu profile nvtx nvtx-stats nccl parallel)
 
 usage() {
 	cat <<EOF
@@ -85,6 +85,14 @@ On the GPU machine (the repository with \$GPU_DIR beside it; no Go needed):
       --benchtime D         their -test.benchtime (default 100x)
       --gpu N               run on GPU N only (CUDA_VISIBLE_DEVICES), e.g.
                             beside a study on the others
+      --gpus LIST           run on these GPUs (comma-separated, e.g. 0,1):
+                            engine/cuda's tests dealt out over them, one
+                            process a GPU at once (steps cuda.0, cuda.1,
+                            ...), after step cuda-warm has compiled the
+                            kernels into the disk cache on the first; the
+                            deal balances the test times of the cuda.log
+                            an earlier check left in \$OUT, else goes in
+                            turn; the other steps see every GPU listed
       --timeout STEP=SECONDS  override a step's timeout (repeatable); steps:
                             ${STEP_NAMES[*]:0:6}
                             ${STEP_NAMES[*]:6}
@@ -166,7 +174,7 @@ step() {
 gotest() {
 	local name=$1 bin=$1
 	shift
-	case $name in bench | nccl) bin=cuda ;; parallel) bin=backend ;; esac
+	case $name in bench | nccl | cuda-warm) bin=cuda ;; parallel) bin=backend ;; esac
 	local secs=${TIMEOUT[$name]}
 	step "$name" "${PKG[$bin]}" "$GPU_DIR/$bin.test" -test.v -test.timeout "$((secs - 10))s" "$@"
 }
@@ -227,7 +235,7 @@ cmd_build() {
 # ---- check ----
 
 cmd_check() {
-	local tests=cuda,backend run="" backend_run="" bench="" benchtime=100x t kv
+	local tests=cuda,backend run="" backend_run="" bench="" benchtime=100x gpu="" gpus="" t kv
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--tests) tests=${2:?--tests LIST}; shift ;;
@@ -235,12 +243,17 @@ cmd_check() {
 		--backend-run) backend_run=${2:?--backend-run PATTERN}; shift ;;
 		--bench) bench=${2:?--bench PATTERN}; shift ;;
 		--benchtime) benchtime=${2:?--benchtime D}; shift ;;
-		--gpu) export CUDA_VISIBLE_DEVICES=${2:?--gpu N}; shift ;;
+		--gpu) gpu=${2:?--gpu N}; shift ;;
+		--gpus)
+			gpus=${2:?--gpus LIST}
+			[[ $gpus =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--gpus $gpus: GPU indices separated by commas, e.g. 0,1"
+			shift
+			;;
 		--timeout)
 			kv=${2:?--timeout STEP=SECONDS}
 			[ -n "${TIMEOUT[${kv%%=*}]+x}" ] || die "--timeout $kv: no step ${kv%%=*} (steps: ${STEP_NAMES[*]})"
 			[[ ${kv#*=} =~ ^[0-9]+$ ]] || die "--timeout $kv: SECONDS must be a whole number"
-			case ${kv%%=*} in cuda | backend | bench | cupti | profile | nccl | parallel)
+			case ${kv%%=*} in cuda | cuda-warm | backend | bench | cupti | profile | nccl | parallel)
 				[ "${kv#*=}" -gt 20 ] || die "--timeout $kv: a test binary needs more than 20 s" ;;
 			esac
 			TIMEOUT[${kv%%=*}]=${kv#*=}
@@ -251,6 +264,9 @@ cmd_check() {
 		esac
 		shift
 	done
+	[ -n "$gpu" ] && [ -n "$gpus" ] && die "--gpu $gpu and --gpus $gpus: one or the other"
+	[[ $gpus == *,* ]] && [[ $run == */* ]] && die "--gpus $gpus deals whole tests: --run $run names subtests"
+	[ -n "$gpus$gpu" ] && export CUDA_VISIBLE_DEVICES=$gpus$gpu
 	[ "$tests" = all ] && tests=cuda,backend,cupti,profile,nvtx,parallel
 	for t in ${tests//,/ }; do
 		case $t in cuda | backend | cupti | profile | nvtx | parallel | none) ;; *) die "--tests: unknown test $t (cuda, backend, cupti, profile, nvtx, parallel, all, none)" ;; esac
@@ -262,8 +278,16 @@ cmd_check() {
 			[ -x "$GPU_DIR/$t.test" ] || die "$GPU_DIR/$t.test missing: '$PROG build' builds it"
 		fi
 	done
+	# Over several GPUs, engine/cuda's tests dealt by the last check's
+	# times (its cuda.log), before anything runs.
+	local shares=""
+	if [[ $want == *,cuda,* ]] && [[ $gpus == *,* ]]; then
+		local times=""
+		[ -f "$OUT/cuda.log" ] && times=$(sed -n 's/^--- [A-Z]*: \(Test[^ ]*\) (\([0-9.]*\)s)$/\1 \2/p' "$OUT/cuda.log")
+		shares=$(deal_cuda "$gpus" "$run" "$times") || exit
+	fi
 	# Logs of an earlier check would pass for this one's.
-	(cd "$OUT" && rm -rf "${STEP_NAMES[@]/%/.log}" nvtx.nsys-rep profile-cells)
+	(cd "$OUT" && rm -rf "${STEP_NAMES[@]/%/.log}" cuda.[0-9]*.log nvtx.nsys-rep profile-cells)
 
 	step nvidia-smi . nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm,clocks.sm,temperature.gpu,power.draw,power.limit --format=csv
 	if [ -x "$GPU_DIR/xrun" ]; then
@@ -271,7 +295,13 @@ cmd_check() {
 	else
 		skipped devices "no $GPU_DIR/xrun"
 	fi
-	[[ $want == *,cuda,* ]] && gotest cuda ${run:+-test.run "$run"}
+	if [[ $want == *,cuda,* ]]; then
+		if [ -n "$shares" ]; then
+			cuda_shards "$gpus" "$shares"
+		else
+			gotest cuda ${run:+-test.run "$run"}
+		fi
+	fi
 	[[ $want == *,backend,* ]] && gotest backend ${backend_run:+-test.run "$backend_run"}
 	[ -n "$bench" ] && gotest bench -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime"
 	if [[ $want == *,cupti,* ]]; then
@@ -365,11 +395,72 @@ EOF
 	rm -rf "$tmp"
 }
 
+# deal_cuda GPUS RUN TIMES prints engine/cuda's tests (those RUN matches,
+# all without it) dealt over the comma-separated GPUS, one line of
+# names joined by | for each. TIMES ("TestName seconds" lines) weighs the
+# deal: the longest test first to the share with the least time, ties to
+# the one with the fewest tests, so that without times the tests go in
+# turn.
+deal_cuda() {
+	local n names
+	n=$(awk -F, '{ print NF }' <<<"$1")
+	names=$(cd "$ROOT/${PKG[cuda]}" && "$GPU_DIR/cuda.test" -test.list "${2:-.}" | grep '^Test')
+	[ -n "$names" ] || die "--run ${2:-.}: no engine/cuda test matches"
+	awk -v n="$n" '
+		NR == FNR { w[$1] = $2; next }
+		{ name[FNR] = $1; wt[FNR] = w[$1] + 0; order[FNR] = FNR; m = FNR }
+		END {
+			# Longest first; a stable insertion sort keeps the order of equals.
+			for (i = 2; i <= m; i++)
+				for (j = i; j > 1 && wt[order[j]] > wt[order[j-1]]; j--) { x = order[j]; order[j] = order[j-1]; order[j-1] = x }
+			for (i = 1; i <= m; i++) {
+				k = order[i]; b = 0
+				for (s = 1; s < n; s++) if (load[s] < load[b] || load[s] == load[b] && cnt[s] < cnt[b]) b = s
+				load[b] += wt[k]; cnt[b]++; pick[b] = pick[b] (cnt[b] > 1 ? "|" : "") name[k]
+			}
+			for (s = 0; s < n; s++) print pick[s]
+		}' <(printf '%s\n' "$3") <(printf '%s\n' "$names")
+}
+
+# cuda_shards GPUS SHARES runs engine/cuda's tests as dealt (SHARES, one
+# line a GPU, deal_cuda) at once, one process a GPU (steps cuda.0,
+# cuda.1, ...; the logs together also as cuda.log), after step cuda-warm
+# has filled the kernel cache on the first GPU, so that the shares do not
+# each compile every kernel.
+cuda_shards() {
+	local -a ids shares pids=()
+	IFS=, read -r -a ids <<<"$1"
+	mapfile -t shares <<<"$2"
+	local secs=${TIMEOUT[cuda]} i t0
+	CUDA_VISIBLE_DEVICES=${ids[0]} gotest cuda-warm -test.run '^TestMemory$'
+	t0=$SECONDS
+	for i in "${!ids[@]}"; do
+		[ -n "${shares[$i]:-}" ] || continue
+		STEPS+=("cuda.$i")
+		LOG[cuda.$i]=cuda.$i.log
+		echo "== cuda.$i: GPU ${ids[$i]}, $(tr '|' '\n' <<<"${shares[$i]}" | wc -l) tests (timeout ${secs}s)" >&2
+		(cd "$ROOT/${PKG[cuda]}" && CUDA_VISIBLE_DEVICES=${ids[$i]} exec timeout -k 15 "$secs" \
+			"$GPU_DIR/cuda.test" -test.v -test.timeout "$((secs - 10))s" -test.run "^(${shares[$i]})\$") >"$OUT/cuda.$i.log" 2>&1 &
+		pids[i]=$!
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}"
+		RC[cuda.$i]=$?
+		SECS[cuda.$i]=$((SECONDS - t0))
+		if [ "${RC[cuda.$i]}" = 124 ] || [ "${RC[cuda.$i]}" = 137 ]; then
+			NOTE[cuda.$i]="stopped after the ${secs}s timeout"
+			echo "gpu.sh: cuda.$i stopped after ${secs}s (--timeout cuda=SECONDS)" >>"$OUT/cuda.$i.log"
+		fi
+	done
+	for i in "${!pids[@]}"; do cat "$OUT/cuda.$i.log"; done >"$OUT/cuda.log"
+}
+
 # summary prints what the logs hold beyond the table: failures, the whole
 # model's worst logit errors, CUPTI's costs, benchmarks.
 summary() {
 	local n
-	for n in cuda backend cupti profile nccl parallel; do
+	for n in "${STEPS[@]}"; do
+		case $n in cuda | cuda-warm | cuda.* | backend | cupti | profile | nccl | parallel) ;; *) continue ;; esac
 		if [ -z "${RC[$n]+x}" ] || [ "${RC[$n]}" = 0 ]; then continue; fi
 		echo "== $n failures ($n.log)"
 		grep -E -- '--- FAIL|^(FAIL|panic)|_test\.go:[0-9]+: ' "$OUT/$n.log" |

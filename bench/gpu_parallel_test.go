@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -45,5 +46,92 @@ func TestCheckParallel(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.out, "cuda.log")); err == nil {
 		t.Error("a cuda.log was written")
+	}
+}
+
+// fakeCudaTest lists four tests (-test.list) and runs those its -test.run
+// matches, each taking the seconds its name says in its log.
+const fakeCudaTest = `all="TestA TestB TestC TestD"
+declare -A secs=([TestA]=50.00 [TestB]=10.00 [TestC]=10.00 [TestD]=30.00 [TestMemory]=0.50)
+if [ "$1" = -test.list ]; then
+	for n in $all BenchmarkX; do grep -E -- "$2" <<<"$n"; done
+	exit 0
+fi
+echo "gpu $CUDA_VISIBLE_DEVICES args $*"
+run=.
+while [ $# -gt 0 ]; do [ "$1" = -test.run ] && run=$2; shift; done
+for n in $all TestMemory; do
+	if grep -qE -- "$run" <<<"$n"; then printf '=== RUN   %s\n--- PASS: %s (%ss)\n' "$n" "$n" "${secs[$n]}"; fi
+done
+echo PASS
+`
+
+// TestCheckGPUs: --gpus deals engine/cuda's tests over the GPUs listed,
+// in turn the first time and by the last check's times after, each share
+// in its own process on its GPU after one warm-up on the first; every
+// share counted in the table, the logs also joined as cuda.log; the other
+// steps see every GPU listed.
+func TestCheckGPUs(t *testing.T) {
+	f := newFakeGPU(t)
+	writeExec(t, filepath.Join(f.gpuDir, "cuda.test"), fakeCudaTest)
+	writeExec(t, filepath.Join(f.gpuDir, "backend.test"), `echo "gpu $CUDA_VISIBLE_DEVICES"; printf '=== RUN   TestX\n--- PASS: TestX (0.00s)\nPASS\n'`+"\n")
+	for _, round := range []struct {
+		shares []string // -test.run of cuda.0, cuda.1
+		counts []string // passed in cuda.0, cuda.1
+	}{
+		{[]string{"^(TestA|TestC)$", "^(TestB|TestD)$"}, []string{"2", "2"}}, // no times: in turn
+		{[]string{"^(TestA)$", "^(TestD|TestB|TestC)$"}, []string{"1", "3"}}, // 50 s against 30 + 10 + 10
+	} {
+		r := gpuSh(t, f.env, "check", "--gpus", "3,1")
+		if r.code != 0 {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		for i, want := range []*regexp.Regexp{
+			regexp.MustCompile(`(?m)^cuda-warm +0 +1 +0 +0 +\d+  cuda-warm\.log$`),
+			regexp.MustCompile(`(?m)^cuda\.0 +0 +` + round.counts[0] + ` +0 +0 +\d+  cuda\.0\.log$`),
+			regexp.MustCompile(`(?m)^cuda\.1 +0 +` + round.counts[1] + ` +0 +0 +\d+  cuda\.1\.log$`),
+			regexp.MustCompile(`(?m)^backend +0 +1 +0 +0 +\d+  backend\.log$`),
+		} {
+			if !want.MatchString(r.stdout) {
+				t.Errorf("round %d: stdout lacks %s:\n%s", i, want, r.stdout)
+			}
+		}
+		logs := files(t, f.out)
+		for i, gpu := range []string{"3", "1"} {
+			want := "gpu " + gpu + " args -test.v -test.timeout 1190s -test.run " + round.shares[i] + "\n"
+			if !strings.HasPrefix(logs[fmt.Sprintf("cuda.%d.log", i)], want) {
+				t.Errorf("cuda.%d.log %q, want it to begin %q", i, logs[fmt.Sprintf("cuda.%d.log", i)], want)
+			}
+		}
+		if want := "gpu 3 args -test.v -test.timeout 590s -test.run ^TestMemory$\n"; !strings.HasPrefix(logs["cuda-warm.log"], want) {
+			t.Errorf("cuda-warm.log %q, want it to begin %q", logs["cuda-warm.log"], want)
+		}
+		if logs["cuda.log"] != logs["cuda.0.log"]+logs["cuda.1.log"] {
+			t.Errorf("cuda.log is not the shares' logs joined:\n%s", logs["cuda.log"])
+		}
+		if !strings.HasPrefix(logs["backend.log"], "gpu 3,1\n") {
+			t.Errorf("backend.log %q: the backend should see every GPU listed", logs["backend.log"])
+		}
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check", "--gpu", "0", "--gpus", "0,1"}, "--gpu 0 and --gpus 0,1: one or the other"},
+		{[]string{"check", "--gpus", "0,x"}, "--gpus 0,x: GPU indices separated by commas"},
+		{[]string{"check", "--gpus", "0,1", "--run", "TestA/sub"}, "--gpus 0,1 deals whole tests: --run TestA/sub names subtests"},
+		{[]string{"check", "--gpus", "0,1", "--run", "TestZ"}, "--run TestZ: no engine/cuda test matches"},
+	} {
+		os.RemoveAll(f.out)
+		r := gpuSh(t, f.env, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want exit 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+		if _, err := os.Stat(f.out); err == nil {
+			if left := files(t, f.out); len(left) != 0 {
+				t.Errorf("%v: left %v in OUT", tc.args, keys(left))
+			}
+		}
 	}
 }
