@@ -444,26 +444,40 @@ func BenchmarkFP8Quantize(b *testing.B) {
 	}
 }
 
-// BenchmarkGemmFP8 times FP8 against bf16 GEMMs at Llama-3.1-8B's
-// projections for M = 1, 64, 256 and 2048: cuBLASLt bf16, cuBLASLt FP8 and
-// the own FP8 kernels, each FP8 one with its input's quantization (amax and
-// quantize kernels, dynamic per tensor) counted, as a forward pass runs it.
-// On Hopper the own kernels also run forced: the warpgroup MMA (TMA-fed
-// as XRUN_CUDA_GEMM_TMA chooses; -tma and -cpasync force each), its 128 x
-// 256 tile, and the CUDA-core tiles.
+// BenchmarkGemmFP8 times FP8 against bf16 GEMMs at the zoo's projections
+// (Llama-3.1-8B's first, by their bare names, then the rest of the
+// full-size ones as model-gemm, as BenchmarkGemm names them) for M = 1,
+// 64, 128, 256 and 2048: cuBLASLt bf16, cuBLASLt FP8 and the own FP8
+// kernels, each FP8 one with its input's quantization (amax and quantize
+// kernels, dynamic per tensor) counted, as a forward pass runs it. On
+// Hopper the own kernels also run forced: the warpgroup MMA (TMA-fed as
+// XRUN_CUDA_GEMM_TMA chooses; -tma and -cpasync force each), its 128 x
+// 256 tile, the CUDA-core tiles, and up to M = 256 each TMA tile
+// (own-fp8-tma-wg1 ... -wg1m, XRUN_CUDA_GEMM_TMA=1 with
+// XRUN_CUDA_WGMMA_TILE).
 // Weights rotate among copies larger than the L2 cache together, as in
 // BenchmarkGemm. Reported: us/gemm, TFLOP/s, GB/s of the bytes that must
 // move (W at its width, X and Y in bf16).
 func BenchmarkGemmFP8(b *testing.B) {
 	dev := testGPU(b)
-	shapes := []zooGemm{{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}}
+	shapes := []zooGemm{{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}, {"lm", 128256, 4096}}
+	for _, sh := range zooGemmShapes {
+		if model, _, _ := strings.Cut(sh.name, "/"); model != "llama-3.1-8b" && !strings.HasPrefix(model, "tiny-") {
+			shapes = append(shapes, zooGemm{strings.ReplaceAll(sh.name, "/", "-"), sh.n, sh.k})
+		}
+	}
 	for _, sh := range shapes {
-		for _, m := range []int{1, 64, 256, 2048} {
+		for _, m := range []int{1, 64, 128, 256, 2048} {
 			impls := []string{"cublaslt-bf16", "cublaslt-fp8", "own-fp8"}
 			if dev.Info.Major == 9 && m > fp8GemvRows {
 				// The warpgroup MMA and fp8.cu's CUDA-core tiles, whatever
 				// XRUN_CUDA_WGMMA_FP8 says.
 				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores")
+				if m <= tmaSmallRows {
+					for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
+						impls = append(impls, "own-fp8-tma-"+tile)
+					}
+				}
 			}
 			for _, impl := range impls {
 				b.Run(fmt.Sprintf("%s/%s/M=%d/N=%d/K=%d", impl, sh.name, m, sh.n, sh.k), func(b *testing.B) {
@@ -482,15 +496,9 @@ func BenchmarkGemmFP8(b *testing.B) {
 							defer keepSwitches(g)()
 							on := impl != "own-fp8-cores"
 							g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = on, on
-							if impl == "own-fp8-wg2w" {
-								g.sw.CUDAWgmmaTile = "wg2w"
-							}
-							if impl == "own-fp8-tma" {
-								g.sw.CUDAGemmTMA = "1"
-							}
-							if impl == "own-fp8-cpasync" {
-								g.sw.CUDAGemmTMA = "0" // gemm_wgmma.cu's cp.async kernels
-							}
+							// -wg2w, -tma, -tma-<tile> and -cpasync (gemm_wgmma.cu's
+							// cp.async kernels) as BenchmarkGemm's own-* set them.
+							setBenchImpl(&g.sw, "own"+strings.TrimPrefix(impl, "own-fp8"))
 						}
 						lt, err := g.BlasLt()
 						if err != nil {
