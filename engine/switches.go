@@ -120,49 +120,50 @@ var attnTCName = regexp.MustCompile(`^(tc|wg|ws)-m[1-9][0-9]*-k[1-9][0-9]*-t[1-9
 // SwitchTable is the type of Switches: a field per switch, so that each is
 // read with its own type.
 type SwitchTable struct {
-	Overlap         FlagSwitch
-	CUDAGraphs      FlagSwitch
-	CUDAPDL         FlagSwitch
-	CUDAFuse        FlagSwitch
-	CUDAFuseNorm    FlagSwitch
-	CUDAFP8Fuse     FlagSwitch
-	CUDAGemmEpi     FlagSwitch
-	CUDAGemmEarlyW  FlagSwitch
-	CUDAGemmPersist FlagSwitch
-	CUDAGemv        FlagSwitch
-	CUDAGemvMaxM    IntSwitch
-	CUDAGemvPlan    FlagSwitch
-	CUDAL2Prefetch  IntSwitch
-	CUDAWgmma       FlagSwitch
-	CUDAWgmmaFP8    FlagSwitch
-	CUDAWgmmaTile   ChoiceSwitch
-	CUDAGemmWaves   IntSwitch
-	CUDAGemmTMA     ChoiceSwitch
-	CUDAAttnTC      ChoiceSwitch
-	CUDAAttnSplit   FlagSwitch
-	CUDAAttnRope    ChoiceSwitch
-	CUDAAttnShort   IntSwitch
-	CUDAAttnXL      ChoiceSwitch
-	CUDAAttnWG      FlagSwitch
-	CUDAAttnWGE4M3  FlagSwitch
-	CUDAAttnWS      FlagSwitch
-	CUDAAttnF8Regs  FlagSwitch
-	CUDAAttnF8MMA   ChoiceSwitch
-	CUDAAttnF8Swap  ChoiceSwitch
-	CUDAAttnSwap    FlagSwitch
-	CUDAMoETile     ChoiceSwitch
-	CUDAMoEHints    IntSwitch
-	CUDAMoELibrary  FlagSwitch
-	CUDALtTune      FlagSwitch
-	CUDALtReuse     FlagSwitch
-	CUDASync        FlagSwitch
-	CUDALtLog       FlagSwitch
-	MeasureCeilings FlagSwitch
-	MLAAbsorb       FlagSwitch
-	KVPaged         FlagSwitch
-	CUDAKVPaged     ChoiceSwitch
-	KVBlock         IntSwitch
-	WarmShapes      FlagSwitch
+	Overlap           FlagSwitch
+	CUDAGraphs        FlagSwitch
+	CUDAPDL           FlagSwitch
+	CUDAFuse          FlagSwitch
+	CUDAFuseNorm      FlagSwitch
+	CUDAFP8Fuse       FlagSwitch
+	CUDAGemmEpi       FlagSwitch
+	CUDAGemmEarlyW    FlagSwitch
+	CUDAGemmPersist   FlagSwitch
+	CUDAGemmMulticast FlagSwitch
+	CUDAGemv          FlagSwitch
+	CUDAGemvMaxM      IntSwitch
+	CUDAGemvPlan      FlagSwitch
+	CUDAL2Prefetch    IntSwitch
+	CUDAWgmma         FlagSwitch
+	CUDAWgmmaFP8      FlagSwitch
+	CUDAWgmmaTile     ChoiceSwitch
+	CUDAGemmWaves     IntSwitch
+	CUDAGemmTMA       ChoiceSwitch
+	CUDAAttnTC        ChoiceSwitch
+	CUDAAttnSplit     FlagSwitch
+	CUDAAttnRope      ChoiceSwitch
+	CUDAAttnShort     IntSwitch
+	CUDAAttnXL        ChoiceSwitch
+	CUDAAttnWG        FlagSwitch
+	CUDAAttnWGE4M3    FlagSwitch
+	CUDAAttnWS        FlagSwitch
+	CUDAAttnF8Regs    FlagSwitch
+	CUDAAttnF8MMA     ChoiceSwitch
+	CUDAAttnF8Swap    ChoiceSwitch
+	CUDAAttnSwap      FlagSwitch
+	CUDAMoETile       ChoiceSwitch
+	CUDAMoEHints      IntSwitch
+	CUDAMoELibrary    FlagSwitch
+	CUDALtTune        FlagSwitch
+	CUDALtReuse       FlagSwitch
+	CUDASync          FlagSwitch
+	CUDALtLog         FlagSwitch
+	MeasureCeilings   FlagSwitch
+	MLAAbsorb         FlagSwitch
+	KVPaged           FlagSwitch
+	CUDAKVPaged       ChoiceSwitch
+	KVBlock           IntSwitch
+	WarmShapes        FlagSwitch
 }
 
 // Switches are all of the engine's switches: their table, not their
@@ -184,6 +185,8 @@ var Switches = SwitchTable{
 		"the own GEMM's TMA kernels (Hopper, above the GEMV's rows) request their first k-tiles of the weight before waiting for the kernel before (programmatic dependent launch), as the GEMVs do; `0` requests them after the wait"),
 	CUDAGemmPersist: flagSwitch("XRUN_CUDA_GEMM_PERSIST", true, true,
 		"on Hopper, the own GEMM's 16-bit TMA kernels on 128-row tiles with K unsplit, where the output's tiles make more than one wave, launch one block a multiprocessor that takes tile after tile, its weight and input loads for the next tile running under the last one's stores (persistent: on an H200, TinyLlama-1.1B's GEMMs at M = 2048 2-6 % faster, its LM head at M = 256 3 %, gemm.yaml's batch 256 with `disable` +0.7 %); `0` launches a block a tile"),
+	CUDAGemmMulticast: flagSwitch("XRUN_CUDA_GEMM_MULTICAST", true, true,
+		"on Hopper, the own GEMM's 16-bit TMA kernels on 128-row tiles with K unsplit and an even number of row tiles run the two row tiles of each column tile as a cluster, each block loading half of the weight's tile into both (TMA multicast), so that the weight crosses from L2 once for the pair (on an H200, the zoo's GEMMs at M = 2048 2.5 % faster, LM heads at M = 256 3 %; the narrow tiles and E4M3 codes measured slower, and stay without); `0` has each block load all of it"),
 	CUDAFP8Fuse: flagSwitch("XRUN_CUDA_FP8_FUSE", true, true,
 		"dtype fp8: an FP8 GEMM whose input has a static scale (a checkpoint's input_scale, or calibrated at load) has it quantized by the RMSNorm or SwiGLU producing it, in the same kernel (with XRUN_CUDA_FUSE); `0` runs the norm or SwiGLU, then a quantize kernel"),
 	CUDAGemv: flagSwitch("XRUN_CUDA_GEMV", true, true,
@@ -332,49 +335,50 @@ func SwitchesMarkdown() string {
 func ParseSwitches(getenv func(string) string) model.Switches {
 	t := &Switches
 	return model.Switches{
-		Overlap:         t.Overlap.On(getenv),
-		CUDAGraphs:      t.CUDAGraphs.On(getenv),
-		CUDAPDL:         t.CUDAPDL.On(getenv),
-		CUDAFuse:        t.CUDAFuse.On(getenv),
-		CUDAFuseNorm:    t.CUDAFuseNorm.On(getenv),
-		CUDAFP8Fuse:     t.CUDAFP8Fuse.On(getenv),
-		CUDAGemmEpi:     t.CUDAGemmEpi.On(getenv),
-		CUDAGemmEarlyW:  t.CUDAGemmEarlyW.On(getenv),
-		CUDAGemmPersist: t.CUDAGemmPersist.On(getenv),
-		CUDAGemv:        t.CUDAGemv.On(getenv),
-		CUDAGemvMaxM:    t.CUDAGemvMaxM.Int(getenv),
-		CUDAGemvPlan:    t.CUDAGemvPlan.On(getenv),
-		CUDAL2Prefetch:  t.CUDAL2Prefetch.Int(getenv),
-		CUDAWgmma:       t.CUDAWgmma.On(getenv),
-		CUDAWgmmaFP8:    t.CUDAWgmmaFP8.On(getenv),
-		CUDAWgmmaTile:   t.CUDAWgmmaTile.Get(getenv),
-		CUDAGemmWaves:   t.CUDAGemmWaves.Int(getenv),
-		CUDAGemmTMA:     t.CUDAGemmTMA.Get(getenv),
-		CUDAAttnTC:      t.CUDAAttnTC.Get(getenv),
-		CUDAAttnSplit:   t.CUDAAttnSplit.On(getenv),
-		CUDAAttnRope:    t.CUDAAttnRope.Get(getenv),
-		CUDAAttnShort:   t.CUDAAttnShort.Int(getenv),
-		CUDAAttnXL:      t.CUDAAttnXL.Get(getenv),
-		CUDAAttnWG:      t.CUDAAttnWG.On(getenv),
-		CUDAAttnWGE4M3:  t.CUDAAttnWGE4M3.On(getenv),
-		CUDAAttnWS:      t.CUDAAttnWS.On(getenv),
-		CUDAAttnF8Regs:  t.CUDAAttnF8Regs.On(getenv),
-		CUDAAttnF8MMA:   t.CUDAAttnF8MMA.Get(getenv),
-		CUDAAttnF8Swap:  t.CUDAAttnF8Swap.Get(getenv),
-		CUDAAttnSwap:    t.CUDAAttnSwap.On(getenv),
-		CUDAMoETile:     t.CUDAMoETile.Get(getenv),
-		CUDAMoEHints:    t.CUDAMoEHints.Int(getenv),
-		CUDAMoELibrary:  t.CUDAMoELibrary.On(getenv),
-		CUDALtTune:      t.CUDALtTune.On(getenv),
-		CUDALtReuse:     t.CUDALtReuse.On(getenv),
-		CUDASync:        t.CUDASync.On(getenv),
-		CUDALtLog:       t.CUDALtLog.On(getenv),
-		MeasureCeilings: t.MeasureCeilings.On(getenv),
-		MLAAbsorb:       t.MLAAbsorb.On(getenv),
-		KVPaged:         t.KVPaged.On(getenv),
-		CUDAKVPaged:     t.CUDAKVPaged.Get(getenv),
-		KVBlock:         t.KVBlock.Int(getenv),
-		WarmShapes:      t.WarmShapes.On(getenv),
+		Overlap:           t.Overlap.On(getenv),
+		CUDAGraphs:        t.CUDAGraphs.On(getenv),
+		CUDAPDL:           t.CUDAPDL.On(getenv),
+		CUDAFuse:          t.CUDAFuse.On(getenv),
+		CUDAFuseNorm:      t.CUDAFuseNorm.On(getenv),
+		CUDAFP8Fuse:       t.CUDAFP8Fuse.On(getenv),
+		CUDAGemmEpi:       t.CUDAGemmEpi.On(getenv),
+		CUDAGemmEarlyW:    t.CUDAGemmEarlyW.On(getenv),
+		CUDAGemmPersist:   t.CUDAGemmPersist.On(getenv),
+		CUDAGemmMulticast: t.CUDAGemmMulticast.On(getenv),
+		CUDAGemv:          t.CUDAGemv.On(getenv),
+		CUDAGemvMaxM:      t.CUDAGemvMaxM.Int(getenv),
+		CUDAGemvPlan:      t.CUDAGemvPlan.On(getenv),
+		CUDAL2Prefetch:    t.CUDAL2Prefetch.Int(getenv),
+		CUDAWgmma:         t.CUDAWgmma.On(getenv),
+		CUDAWgmmaFP8:      t.CUDAWgmmaFP8.On(getenv),
+		CUDAWgmmaTile:     t.CUDAWgmmaTile.Get(getenv),
+		CUDAGemmWaves:     t.CUDAGemmWaves.Int(getenv),
+		CUDAGemmTMA:       t.CUDAGemmTMA.Get(getenv),
+		CUDAAttnTC:        t.CUDAAttnTC.Get(getenv),
+		CUDAAttnSplit:     t.CUDAAttnSplit.On(getenv),
+		CUDAAttnRope:      t.CUDAAttnRope.Get(getenv),
+		CUDAAttnShort:     t.CUDAAttnShort.Int(getenv),
+		CUDAAttnXL:        t.CUDAAttnXL.Get(getenv),
+		CUDAAttnWG:        t.CUDAAttnWG.On(getenv),
+		CUDAAttnWGE4M3:    t.CUDAAttnWGE4M3.On(getenv),
+		CUDAAttnWS:        t.CUDAAttnWS.On(getenv),
+		CUDAAttnF8Regs:    t.CUDAAttnF8Regs.On(getenv),
+		CUDAAttnF8MMA:     t.CUDAAttnF8MMA.Get(getenv),
+		CUDAAttnF8Swap:    t.CUDAAttnF8Swap.Get(getenv),
+		CUDAAttnSwap:      t.CUDAAttnSwap.On(getenv),
+		CUDAMoETile:       t.CUDAMoETile.Get(getenv),
+		CUDAMoEHints:      t.CUDAMoEHints.Int(getenv),
+		CUDAMoELibrary:    t.CUDAMoELibrary.On(getenv),
+		CUDALtTune:        t.CUDALtTune.On(getenv),
+		CUDALtReuse:       t.CUDALtReuse.On(getenv),
+		CUDASync:          t.CUDASync.On(getenv),
+		CUDALtLog:         t.CUDALtLog.On(getenv),
+		MeasureCeilings:   t.MeasureCeilings.On(getenv),
+		MLAAbsorb:         t.MLAAbsorb.On(getenv),
+		KVPaged:           t.KVPaged.On(getenv),
+		CUDAKVPaged:       t.CUDAKVPaged.Get(getenv),
+		KVBlock:           t.KVBlock.Int(getenv),
+		WarmShapes:        t.WarmShapes.On(getenv),
 	}
 }
 

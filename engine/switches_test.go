@@ -127,6 +127,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_GEMM_EPILOGUE":     {"1", true},
 		"XRUN_CUDA_GEMM_EARLY_W":      {"1", true},
 		"XRUN_CUDA_GEMM_PERSIST":      {"1", true},
+		"XRUN_CUDA_GEMM_MULTICAST":    {"1", true},
 		"XRUN_CUDA_MOE_HINTS":         {"3", true},
 		"XRUN_CUDA_MOE_LT":            {"1", true},
 		"XRUN_CUDA_LT_TUNE":           {"1", true},

@@ -87,6 +87,14 @@ func BenchmarkGemm(b *testing.B) {
 			if m == 1 {
 				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")
 			}
+			if dev.Info.Major == 9 && m > 1 {
+				// The plan and each tile with W's loads not multicast.
+				for _, impl := range impls {
+					if impl == "own" || strings.HasPrefix(impl, "own-tma-") {
+						impls = append(impls, impl+"-nomc")
+					}
+				}
+			}
 			if m == 256 {
 				// The weight in L2 (one copy, where it fits): what is left of
 				// a launch's time when no weight comes from HBM.
@@ -135,9 +143,16 @@ func BenchmarkGemm(b *testing.B) {
 
 // setBenchImpl sets the switches a BenchmarkGemm implementation name stands
 // for (own-mmasync, own-cpasync, own-tma[-wgX], own-wgX, own-unpersist,
-// own-wide, own-wavesN); the others leave them as they are.
+// own-wide, own-wavesN, any of them with -nomc); the others leave them as
+// they are.
 func setBenchImpl(sw *model.Switches, impl string) {
 	var waves int
+	// -nomc: W's loads not multicast (XRUN_CUDA_GEMM_MULTICAST=0), with
+	// whatever the rest of the name sets.
+	if rest, ok := strings.CutSuffix(impl, "-nomc"); ok {
+		sw.CUDAGemmMulticast = false
+		impl = rest
+	}
 	switch rest, tma := strings.CutPrefix(impl, "own-tma"); {
 	case impl == "own-mmasync":
 		sw.CUDAWgmma = false
@@ -164,7 +179,7 @@ func setBenchImpl(sw *model.Switches, impl string) {
 // TestSetBenchImpl: each BenchmarkGemm implementation name sets the
 // switches it stands for and nothing else.
 func TestSetBenchImpl(t *testing.T) {
-	base := model.Switches{CUDAWgmma: true, CUDAGemmTMA: "auto", CUDAWgmmaTile: "auto", CUDAGemmPersist: true}
+	base := model.Switches{CUDAWgmma: true, CUDAGemmTMA: "auto", CUDAWgmmaTile: "auto", CUDAGemmPersist: true, CUDAGemmMulticast: true}
 	for impl, want := range map[string]func(*model.Switches){
 		"own":           func(*model.Switches) {},
 		"cublaslt-hot":  func(*model.Switches) {},
@@ -175,7 +190,11 @@ func TestSetBenchImpl(t *testing.T) {
 		"own-wg2w":      func(s *model.Switches) { s.CUDAWgmmaTile = "wg2w" },
 		"own-unpersist": func(s *model.Switches) { s.CUDAGemmPersist = false },
 		"own-wide":      func(s *model.Switches) { s.CUDAWgmmaTile = "wide" },
-		"own-waves4":    func(s *model.Switches) { s.CUDAGemmWaves = 4 },
+		"own-nomc":      func(s *model.Switches) { s.CUDAGemmMulticast = false },
+		"own-tma-wg2f-nomc": func(s *model.Switches) {
+			s.CUDAGemmTMA, s.CUDAWgmmaTile, s.CUDAGemmMulticast = "1", "wg2f", false
+		},
+		"own-waves4": func(s *model.Switches) { s.CUDAGemmWaves = 4 },
 	} {
 		got, exp := base, base
 		setBenchImpl(&got, impl)

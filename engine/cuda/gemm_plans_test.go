@@ -26,7 +26,7 @@ var updatePlans = flag.Bool("update", false, "rewrite testdata/tma_plans.golden"
 // TestTMAPlansGolden -update rewrites it), so that the GEMMs it moves are
 // the ones a GPU then times (BenchmarkGemm names them model-gemm).
 func TestTMAPlansGolden(t *testing.T) {
-	sw := model.Switches{CUDAWgmma: true, CUDAWgmmaFP8: true, CUDAWgmmaTile: "auto", CUDAGemmTMA: "auto", CUDAGemmPersist: true}
+	sw := model.Switches{CUDAWgmma: true, CUDAWgmmaFP8: true, CUDAWgmmaTile: "auto", CUDAGemmTMA: "auto", CUDAGemmPersist: true, CUDAGemmMulticast: true}
 	g := &GPU{Info: DeviceInfo{Name: "NVIDIA H100 80GB HBM3", Major: 9, SMs: 132}, tma: true, launchEx: true, sw: sw}
 	plan := func(m, n, k int, fp8 bool) string {
 		p, ok := g.tmaPlanFor(m, n, k, fp8)
@@ -37,6 +37,9 @@ func TestTMAPlansGolden(t *testing.T) {
 		case p.splits > 1:
 			s += fmt.Sprintf("/%d", p.splits)
 		}
+		if p.mc {
+			s += " mc"
+		}
 		if !ok {
 			s += " cp.async"
 		}
@@ -44,7 +47,8 @@ func TestTMAPlansGolden(t *testing.T) {
 	}
 	var b bytes.Buffer
 	fmt.Fprintln(&b, "# shape N K: at each M, the 16-bit plan | the E4M3 plan")
-	fmt.Fprintln(&b, "# tile (tmaConfigs), /S: K split S ways, xB: B persistent blocks, cp.async: not on the TMA kernels")
+	fmt.Fprintln(&b, "# tile (tmaConfigs), /S: K split S ways, xB: B persistent blocks, mc: W multicast to pairs of row tiles,")
+	fmt.Fprintln(&b, "# cp.async: not on the TMA kernels")
 	ms := []int{17, 33, 64, 65, 96, 128, 192, 256, 512, 2048, 8192}
 	for _, sh := range zooGemmShapes {
 		if strings.HasPrefix(sh.name, "tiny-") {

@@ -865,6 +865,79 @@ func TestGemmTMAPersist(t *testing.T) {
 	}
 }
 
+// TestGemmTMAMulticast: W's loads multicast to clusters of two row tiles
+// (tmaPlan.mc), on every tile, launched a block a tile and, where the tile
+// has persistent kernels, on pairs of persistent blocks; plain and under
+// either epilogue, against the CPU: row tiles ragged in the last pair,
+// output widths 8-byte aligned or not, more k-tiles than stages.
+func TestGemmTMAMulticast(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	const k = 616 // ten 16-bit k-tiles, the last of 40
+	for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
+		t.Run(tile, func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) {
+				cfg := tmaConfigs[tile]
+				for _, m := range []int{2*cfg.rows - 56, 4*cfg.rows - 8} {
+					// Every tile's kernels multicast where launched so, though
+					// the planner picks it only for the 128-row tiles.
+					plans := []tmaPlan{{cfg: cfg, splits: 1, kps: ceilDiv(k, 64), mc: true}}
+					if tmaPersist[tile] {
+						plans = append(plans, tmaPlan{cfg: cfg, splits: 1, kps: ceilDiv(k, 64)}.persist(m, 1000, false, 3).withMulticast(m, 4, false))
+					}
+					for _, p := range plans {
+						if !p.mc || p.blocks%2 != 0 {
+							t.Fatalf("%s M=%d: plan %+v not multicast in pairs", tile, m, p)
+						}
+						for _, dt := range dtypes {
+							for _, n := range []int{1000, 202} {
+								for _, epi := range []string{"", "res", "glu"} {
+									checkGemmPlanned(t, g, dt, p, m, n, k, epi)
+								}
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestTMAMulticastPlan: which plans multicast W, and their clusters and
+// grids.
+func TestTMAMulticastPlan(t *testing.T) {
+	for _, c := range []struct {
+		cfg                  string
+		m, splits, blocks    int
+		slots2               int
+		fp8                  bool
+		want                 bool
+		wantBlocks           int
+		wantCluster, wantGrd Dim3
+	}{
+		{"wg2w", 256, 1, 0, 132, false, true, 0, Dim3{2, 1, 1}, Dim3{2, 125, 1}},     // two row tiles
+		{"wg2w", 256, 1, 132, 132, false, true, 132, Dim3{2, 1, 1}, Dim3{132, 1, 1}}, // persistent, in pairs
+		{"wg2w", 256, 1, 132, 120, false, true, 120, Dim3{2, 1, 1}, Dim3{120, 1, 1}}, // fewer pairs fit
+		{"wg2", 384, 1, 0, 132, false, false, 0, Dim3{1, 1, 1}, Dim3{3, 250, 1}},     // three row tiles
+		{"wg2", 256, 3, 0, 132, false, false, 0, Dim3{1, 1, 3}, Dim3{2, 250, 3}},     // K split: its own cluster
+		{"wg1s", 128, 1, 0, 132, false, false, 0, Dim3{1, 1, 1}, Dim3{2, 500, 1}},    // a narrow tile
+		{"wg2", 256, 1, 0, 132, true, false, 0, Dim3{1, 1, 1}, Dim3{2, 250, 1}},      // E4M3 codes
+		{"wg2f", 256, 1, 0, 132, false, true, 0, Dim3{2, 1, 1}, Dim3{2, 182, 1}},     // 128 x 176
+		{"wg2w", 2048, 1, 132, 1, false, false, 132, Dim3{1, 1, 1}, Dim3{132, 1, 1}}, // no pair fits
+	} {
+		p := tmaPlan{cfg: tmaConfigs[c.cfg], splits: c.splits, kps: 4, blocks: c.blocks}.withMulticast(c.m, c.slots2, c.fp8)
+		grid, err := p.grid(c.m, 32000, p.cfg.bn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.mc != c.want || p.blocks != c.wantBlocks || p.cluster() != c.wantCluster || grid != c.wantGrd {
+			t.Errorf("%s M=%d split %d blocks %d: mc %v blocks %d cluster %+v grid %+v, want %v %d %+v %+v", c.cfg, c.m, c.splits, c.blocks,
+				p.mc, p.blocks, p.cluster(), grid, c.want, c.wantBlocks, c.wantCluster, c.wantGrd)
+		}
+	}
+}
+
 // TestTMAPersistPlan: which plans run on persistent blocks, and their
 // kernels' names and grids.
 func TestTMAPersistPlan(t *testing.T) {

@@ -191,6 +191,46 @@ type tmaPlan struct {
 	cfg         tmaConfig
 	splits, kps int
 	blocks      int
+	// mc: W's loads multicast to clusters of the two row tiles of each
+	// column tile (withMulticast; XRUN_CUDA_GEMM_MULTICAST).
+	mc bool
+}
+
+// withMulticast is p with W's loads multicast to clusters of two blocks,
+// the row tiles of one column tile (gemm_tma.cuh), where its launch allows
+// it and it has been measured to pay: 16-bit values on the 128-row tiles,
+// K unsplit (a split's cluster is its own), the m rows' row tiles even
+// and, on persistent blocks, those blocks in pairs (slots2: the blocks the
+// GPU runs at once in clusters of two). Each of W's tiles then crosses
+// from L2 once for the pair where each block read all of it; cuBLASLt's
+// kernels for a decode's GEMMs run in such pairs (Nsight Compute, H200, M
+// = 256: TinyLlama's LM head and Llama-3.1-8B's gate_up on nvjet_..._1x2
+// kernels in clusters of two, their L2 hit rate 34-36 % against the own
+// kernels' 53 %). BenchmarkGemm on an H200, own against own-nomc, medians
+// of 3: at M = 2048 every zoo shape as fast or faster (geometric mean
+// 0.975, LM heads 0.958-0.981); at M = 256 the persistent 128 x 256 tiles
+// (LM heads, gate_ups) 0.968, 128 x 176 1.00; but the narrow 64-row tiles
+// at M = 128 and 256 1.08 (64 x 64), 1.02 (64 x 80) and 0.98 (64 x 96),
+// and E4M3 codes on 128 x 128 at M = 256 1.04 (BenchmarkGemmFP8, nine
+// shapes): those stay without.
+func (p tmaPlan) withMulticast(m, slots2 int, fp8 bool) tmaPlan {
+	if fp8 || p.cfg.rows != 128 || p.splits != 1 || ceilDiv(m, p.cfg.rows)%2 != 0 || p.blocks > 0 && slots2 < 2 {
+		return p
+	}
+	if p.blocks > 0 {
+		p.blocks = slots2 / 2 * 2
+	}
+	p.mc = true
+	return p
+}
+
+// cluster is the launch's cluster shape: the split's blocks of one tile
+// along Z, or a multicast's two row tiles along X.
+func (p tmaPlan) cluster() Dim3 {
+	if p.mc {
+		return Dim3{X: 2, Y: 1, Z: 1}
+	}
+	return Dim3{X: 1, Y: 1, Z: max(p.splits, 1)}
 }
 
 // tmaPersist: the configurations with persistent kernels (gemm_tma.cu's
@@ -414,6 +454,9 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	if g.sw.CUDAGemmPersist {
 		p = p.persist(m, n, fp8, slots(p.cfg, 1))
 	}
+	if g.sw.CUDAGemmMulticast {
+		p = p.withMulticast(m, slots(p.cfg, 2), fp8)
+	}
 	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128
 }
 
@@ -539,7 +582,11 @@ func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
 	if err != nil {
 		return err
 	}
-	tw, err := g.tensorMap(l.w, l.rowsW, l.k, l.wide, l.es)
+	box := l.wide
+	if p.mc {
+		box = p.cfg.bn / 2 // each block of the pair loads half a tile (under GLU, as without: the gate or the up rows)
+	}
+	tw, err := g.tensorMap(l.w, l.rowsW, l.k, box, l.es)
 	if err != nil {
 		return err
 	}
@@ -563,7 +610,7 @@ func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
 	if err != nil {
 		return err
 	}
-	return s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, smem, a, p.splits)
+	return s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, smem, a, p.cluster())
 }
 
 // launchGemmTMA queues Y = X W^T on the TMA kernels by plan p: X is m x k,

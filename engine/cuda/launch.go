@@ -240,30 +240,33 @@ var pdlFamilies = map[string]bool{
 // allows it (GPU.pdl) and f's family waits for it (pdlFamilies). With sync launches on (and outside a capture) it
 // also waits, so that an asynchronous fault names the kernel.
 func (s *Stream) Launch(f *Function, grid, block Dim3, smem int, a *Args) error {
-	return s.launch(f, grid, block, smem, a, 0)
+	return s.launch(f, grid, block, smem, a, Dim3{X: 1, Y: 1, Z: 1})
 }
 
-// LaunchCluster is Launch with thread-block clusters of clusterZ blocks
-// along Z (cuLaunchKernelEx's cluster dimension; grid.Z a multiple of it):
-// the blocks of a cluster run at once on one GPC and may read each
-// other's shared memory. clusterZ <= 1 is a plain launch.
-func (s *Stream) LaunchCluster(f *Function, grid, block Dim3, smem int, a *Args, clusterZ int) error {
-	if clusterZ > 1 && (!s.g.launchEx || max(grid.Z, 1)%clusterZ != 0) {
-		return fmt.Errorf("cuda: %s: clusters of %d blocks need cuLaunchKernelEx and a grid Z that is a multiple (grid Z %d)", f.name, clusterZ, grid.Z)
+// LaunchCluster is Launch with thread-block clusters of cluster's shape
+// (cuLaunchKernelEx's cluster dimension; each of the grid's dimensions a
+// multiple of the cluster's): the blocks of a cluster run at once on one
+// GPC and may read each other's shared memory. A cluster of one block (or
+// a zero Dim3) is a plain launch.
+func (s *Stream) LaunchCluster(f *Function, grid, block Dim3, smem int, a *Args, cluster Dim3) error {
+	c := Dim3{X: max(cluster.X, 1), Y: max(cluster.Y, 1), Z: max(cluster.Z, 1)}
+	if c.X*c.Y*c.Z > 1 && (!s.g.launchEx || max(grid.X, 1)%c.X != 0 || max(grid.Y, 1)%c.Y != 0 || max(grid.Z, 1)%c.Z != 0) {
+		return fmt.Errorf("cuda: %s: clusters of %dx%dx%d blocks need cuLaunchKernelEx and a grid that is a multiple (grid %dx%dx%d)",
+			f.name, c.X, c.Y, c.Z, grid.X, grid.Y, grid.Z)
 	}
-	return s.launch(f, grid, block, smem, a, max(clusterZ, 0))
+	return s.launch(f, grid, block, smem, a, c)
 }
 
-func (s *Stream) launch(f *Function, grid, block Dim3, smem int, a *Args, clusterZ int) error {
+func (s *Stream) launch(f *Function, grid, block Dim3, smem int, a *Args, cluster Dim3) error {
 	gz, bz := max(grid.Z, 1), max(block.Z, 1)
 	gy, by := max(grid.Y, 1), max(block.Y, 1)
 	args, offs := (*C.uchar)(unsafe.Pointer(&a.buf[0])), &a.off[0]
 	pdl := s.g.pdl && pdlFamilies[f.family]
 	var rc C.CUresult
 	switch {
-	case clusterZ > 1:
+	case cluster.X*cluster.Y*cluster.Z > 1:
 		rc = C.xr_launch_ex(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
-			C.uint(smem), s.s, args, offs, C.int(a.n), C.int(b2i(pdl)), 1, 1, C.uint(clusterZ))
+			C.uint(smem), s.s, args, offs, C.int(a.n), C.int(b2i(pdl)), C.uint(cluster.X), C.uint(cluster.Y), C.uint(cluster.Z))
 	case pdl:
 		rc = C.xr_launch_pdl(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
 			C.uint(smem), s.s, args, offs, C.int(a.n))
@@ -271,8 +274,8 @@ func (s *Stream) launch(f *Function, grid, block Dim3, smem int, a *Args, cluste
 		rc = C.xr_launch(f.f, C.uint(grid.X), C.uint(gy), C.uint(gz), C.uint(block.X), C.uint(by), C.uint(bz),
 			C.uint(smem), s.s, args, offs, C.int(a.n))
 	}
-	if err := cuErrf("cuLaunchKernel", rc, "%s grid %dx%dx%d block %dx%dx%d smem %d cluster z %d", f.name,
-		grid.X, gy, gz, block.X, by, bz, smem, clusterZ); err != nil {
+	if err := cuErrf("cuLaunchKernel", rc, "%s grid %dx%dx%d block %dx%dx%d smem %d cluster %dx%dx%d", f.name,
+		grid.X, gy, gz, block.X, by, bz, smem, cluster.X, cluster.Y, cluster.Z); err != nil {
 		return err
 	}
 	if s.g.syncLaunches && !s.capturing {

@@ -23,6 +23,16 @@
 // second barrier keeps every block's memory alive until all have read it.
 // No partials go through global memory and no reduction kernel follows.
 //
+// Multicast (K unsplit, a cluster of two blocks along X: the two row tiles
+// of one column tile): each block's producer loads its own X box and half
+// of the W tile, and the TMA writes that half into both blocks' stages and
+// completes its bytes on both blocks' "full" barriers. So each of W's
+// tiles crosses from L2 once for the two row tiles, where each block
+// reading all of it doubled W's share of L2's bandwidth (cuBLASLt's
+// kernels for a decode's GEMMs run in such pairs: nvjet_..._1x2). A stage
+// is refilled only once the consumers of both blocks have freed it: they
+// arrive on both blocks' "empty" barriers.
+//
 // With two consumer warpgroups the producer gives registers back
 // (setmaxnreg) so that the consumers can hold 128 accumulators each.
 #pragma once
@@ -48,6 +58,14 @@ struct __align__(64) tmap {
 __device__ __forceinline__ void tma_load2d(u32 dst, const tmap *m, int c0, int c1, u32 bar) {
 	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
 		"l"((u64)m), "r"(c0), "r"(c1), "r"(bar)
+		: "memory");
+}
+// tma_load2d_mc is tma_load2d into the shared memory of every block of the
+// cluster in mask, at dst's offset in each, completing the bytes on each
+// one's barrier at bar's offset.
+__device__ __forceinline__ void tma_load2d_mc(u32 dst, const tmap *m, int c0, int c1, u32 bar, u16 mask) {
+	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+		"l"((u64)m), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
 		: "memory");
 }
 // The points of a traced block's timeline (gemm_tma_trace.cu), the
@@ -92,6 +110,11 @@ __device__ __forceinline__ int cluster_rank() {
 	int r;
 	asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
 	return r;
+}
+__device__ __forceinline__ int cluster_blocks() {
+	int n;
+	asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+	return n;
 }
 // ld_cluster4 reads 16 bytes at shared address a of cluster block q.
 __device__ __forceinline__ float4 ld_cluster4(u32 a, int q) {
@@ -335,12 +358,22 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	origin(t0, m0, n0);
 	const int ktiles = (K + BK - 1) / BK, kt0 = blockIdx.z * kps;
 	const int nk = min(ktiles, kt0 + kps) - kt0; // >= 1: the launcher's splits leave none empty
+	// mc: W's loads multicast to a cluster of two row tiles (the launcher
+	// clusters along X only with K unsplit; persistent blocks in pairs
+	// then take the two row tiles of each column tile, rowTiles even).
+	const bool mc = gridDim.z == 1 && cluster_blocks() == 2;
+	const int half = mc ? cluster_rank() : 0; // the half of W's tile this block loads
 
 	// load_w issues the TMA load(s) of W's k-tile kt0 + i of the tile whose
 	// first column is n0 into stage s.
 	auto load_w = [&](int i, int s, int n0) {
 		const int k0 = (kt0 + i) * BK;
-		if constexpr (GLU) {
+		if (mc) {
+			// Half of the tile's BN rows (the map's box) to both blocks: rows
+			// n0 + half * BN / 2..; under GLU the gate rows, then the up rows.
+			const int row = GLU ? (half ? N + n0 : n0) : n0 + half * (BN / 2);
+			tma_load2d_mc(base + s * STAGE + ABYTES + half * (BN / 2) * 128, &tw, k0, row, full + 8 * s, 3);
+		} else if constexpr (GLU) {
 			// Two boxes of BN / 2 rows (the map's box): gate rows n0..,
 			// then up rows N + n0..; gate rows past N read up rows, whose
 			// outputs are dropped.
@@ -359,9 +392,12 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	if (tid == 0) {
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(full + 8 * s, 1);
-			mbar_init(empty + 8 * s, C);
+			mbar_init(empty + 8 * s, mc ? 2 * C : C);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+	}
+	if (mc) cluster_sync(); // both blocks' barriers exist before either multicasts
+	if (tid == 0) {
 		for (int i = 0; i < pre; i++) {
 			mbar_expect(full + 8 * i, STAGE); // both boxes' bytes: X's come after the wait
 			load_w(i, i, n0);
@@ -397,6 +433,8 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			bar_sync_all<NT>();
 			cluster_sync();
 			cluster_sync();
+		} else if (mc) {
+			cluster_sync(); // the last, as the consumers pass it below
 		}
 		return;
 	}
@@ -408,6 +446,12 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// and +1.
 	const int warp = (tid >> 5) & 3, lane = tid & 31;
 	const int rl = (wg - 1) * 64 + warp * 16 + (lane >> 2); // row in the tile
+	// release frees a stage: under multicast in both blocks, whose
+	// producers each write half of it into both.
+	auto release = [&](u32 bar) {
+		mbar_arrive(bar);
+		if (mc) mbar_arrive_cluster(bar, half ^ 1);
+	};
 	// One pass a tile (one, unless PERSIST); g counts k-tiles as the
 	// producer's loop does.
 	for (int t = t0, g = 0; t < ntiles; t += tstep) {
@@ -425,13 +469,13 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			wg_mma_ktile<BN, E>(acc, sa, sb);
 			wg_wait<1>(); // the MMAs of k-tile g - 1 are done: its stage is free
 			wg_pin<NA>(acc);
-			if (i > 0 && (tid & 127) == 0) mbar_arrive(empty + 8 * ((g - 1) % STAGES));
+			if (i > 0 && (tid & 127) == 0) release(empty + 8 * ((g - 1) % STAGES));
 		}
 		wg_wait<0>();
 		wg_pin<NA>(acc);
 		// The tile's last stage, free for the next tile's loads, which then
 		// run under this tile's stores.
-		if (PERSIST && (tid & 127) == 0) mbar_arrive(empty + 8 * ((g - 1) % STAGES));
+		if (PERSIST && (tid & 127) == 0) release(empty + 8 * ((g - 1) % STAGES));
 		if constexpr (TR) {
 			if (tid == 128) tma_mark(tr, TMA_T_MMA);
 		}
@@ -526,6 +570,9 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			if (tid == 128) tma_mark(tr, TMA_T_END);
 		}
 	} // the tiles
+	// Under multicast no block leaves while the other may still arrive on
+	// its barriers.
+	if (mc) cluster_sync();
 #else
 	// Launched where it has no body (not sm_90a): fail loudly, never leave
 	// Y unwritten.
