@@ -580,7 +580,7 @@ func TestTMASlots(t *testing.T) {
 
 // TestTMAPolicy checks which launches XRUN_CUDA_GEMM_TMA=auto puts on the
 // TMA kernels (pure host logic): unsplit ones, and splits of the 128-row
-// tiles for codes or above 128 rows; `1` takes all, `0` none.
+// tiles; `1` takes all, `0` none.
 func TestTMAPolicy(t *testing.T) {
 	g := &GPU{Info: DeviceInfo{Major: 9, SMs: 132}, tma: true, launchEx: true,
 		sw: model.Switches{CUDAWgmma: true, CUDAWgmmaTile: "auto", CUDAGemmTMA: "auto"}}
@@ -596,7 +596,8 @@ func TestTMAPolicy(t *testing.T) {
 		{128, 2560, 2048, false, true},  // 16-bit 128-row split: TMA
 		{256, 2560, 2048, false, true},
 		{128, 6144, 4096, true, true}, // codes: the 128-row split on TMA
-		{64, 4096, 4096, true, false},
+		{64, 4096, 4096, true, true},  // codes: 64 x 64 unsplit, where 64 x 128 would split
+		{64, 2048, 8192, true, false}, // codes: 64-row split on cp.async
 	} {
 		_, got := g.tmaPlanFor(c.m, c.n, c.k, c.fp8)
 		if got != c.want {
