@@ -800,6 +800,19 @@ func checkGemmEpilogue(t testing.TB, g *GPU, dt DType, m, n, k int, glu bool) {
 	checkRel(t, fmt.Sprintf("%s epilogue glu=%v M=%d N=%d K=%d (%s, split %d)", dt, glu, m, n, k, p.cfg.name, p.splits), download(t, g, dt, y, m*n), ref)
 }
 
+// checkGemmPlannedEach runs checkGemmPlanned for plan p at every dtype,
+// the output widths ns and each epilogue (none, residual add, SwiGLU).
+func checkGemmPlannedEach(t testing.TB, g *GPU, p tmaPlan, m, k int, ns ...int) {
+	t.Helper()
+	for _, dt := range dtypes {
+		for _, n := range ns {
+			for _, epi := range []string{"", "res", "glu"} {
+				checkGemmPlanned(t, g, dt, p, m, n, k, epi)
+			}
+		}
+	}
+}
+
 // TestGemmTMASplits: every split of K the TMA kernels take (1 to
 // tmaMaxCluster blocks a tile), on every tile, plain and under either
 // epilogue, against the CPU, at an output width whose residual rows are
@@ -818,13 +831,7 @@ func TestGemmTMASplits(t *testing.T) {
 				for s := 1; s <= tmaMaxCluster; s++ {
 					p := tmaPlan{cfg: tmaConfigs[tile], splits: s, kps: kps}
 					k := s * kps * 64 // 16-bit k-tiles of 64: every block of the split has kps of them
-					for _, dt := range dtypes {
-						for _, n := range []int{264, 202} {
-							for _, epi := range []string{"", "res", "glu"} {
-								checkGemmPlanned(t, g, dt, p, m, n, k, epi)
-							}
-						}
-					}
+					checkGemmPlannedEach(t, g, p, m, k, 264, 202)
 				}
 			})
 		})
@@ -852,13 +859,7 @@ func TestGemmTMAPersist(t *testing.T) {
 						if p.blocks != blocks {
 							t.Fatalf("%s M=%d: plan %+v not persistent on %d blocks", tile, m, p, blocks)
 						}
-						for _, dt := range dtypes {
-							for _, n := range []int{1000, 202} {
-								for _, epi := range []string{"", "res", "glu"} {
-									checkGemmPlanned(t, g, dt, p, m, n, k, epi)
-								}
-							}
-						}
+						checkGemmPlannedEach(t, g, p, m, k, 1000, 202)
 					}
 				}
 			})
@@ -891,13 +892,7 @@ func TestGemmTMAMulticast(t *testing.T) {
 						if !p.mc || p.blocks%2 != 0 {
 							t.Fatalf("%s M=%d: plan %+v not multicast in pairs", tile, m, p)
 						}
-						for _, dt := range dtypes {
-							for _, n := range []int{1000, 202} {
-								for _, epi := range []string{"", "res", "glu"} {
-									checkGemmPlanned(t, g, dt, p, m, n, k, epi)
-								}
-							}
-						}
+						checkGemmPlannedEach(t, g, p, m, k, 1000, 202)
 					}
 				}
 			})
