@@ -454,7 +454,7 @@ func BenchmarkFP8Quantize(b *testing.B) {
 // XRUN_CUDA_GEMM_TMA chooses; -tma and -cpasync force each), its 128 x
 // 256 tile, the CUDA-core tiles, and up to M = 256 each TMA tile
 // (own-fp8-tma-wg1 ... -wg1m, XRUN_CUDA_GEMM_TMA=1 with
-// XRUN_CUDA_WGMMA_TILE); own-fp8-nomc, the plan without W's multicast.
+// XRUN_CUDA_WGMMA_TILE).
 // Weights rotate among copies larger than the L2 cache together, as in
 // BenchmarkGemm. Reported: us/gemm, TFLOP/s, GB/s of the bytes that must
 // move (W at its width, X and Y in bf16).
@@ -472,7 +472,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 			if dev.Info.Major == 9 && m > fp8GemvRows {
 				// The warpgroup MMA and fp8.cu's CUDA-core tiles, whatever
 				// XRUN_CUDA_WGMMA_FP8 says.
-				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores", "own-fp8-nomc")
+				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores")
 				if m <= tmaSmallRows {
 					for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
 						impls = append(impls, "own-fp8-tma-"+tile)

@@ -88,9 +88,11 @@ func BenchmarkGemm(b *testing.B) {
 				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")
 			}
 			if dev.Info.Major == 9 && m > 1 {
-				// The plan and each tile with W's loads not multicast.
+				// The plan and each 128-row tile (the ones the planner
+				// multicasts, tmaPlan.withMulticast) with W's loads not
+				// multicast.
 				for _, impl := range impls {
-					if impl == "own" || strings.HasPrefix(impl, "own-tma-") {
+					if tile, ok := strings.CutPrefix(impl, "own-tma-"); impl == "own" || ok && tmaConfigs[tile].rows == 128 {
 						impls = append(impls, impl+"-nomc")
 					}
 				}
