@@ -354,6 +354,46 @@ func (z *gemmFP8ZooCheck) check(t testing.TB, g *GPU) {
 	}
 }
 
+// TestGemmFP8Persist: the persistent kernels over E4M3 codes (blocks that
+// take tile after tile), with per-tensor and per-row scales, against the
+// fake-quant CPU reference: few blocks for many tiles, tile counts no
+// multiple of the blocks, ragged row and column tiles, more k-tiles than
+// stages, the last one ragged; and on pairs of blocks multicasting W.
+func TestGemmFP8Persist(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	const n, k = 1000, 1296 // eleven k-tiles of 128 codes, the last of 16
+	for tile := range tmaPersist {
+		t.Run(tile, func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) {
+				for _, perRow := range []bool{false, true} {
+					c := newFP8Case(t, g, n, k, 520, perRow)
+					cols := sampleCols(t, n)
+					for _, m := range []int{200, 520} {
+						fq, plain := c.ref(m, cols)
+						base := tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: ceilDiv(k, 128)}
+						for _, p := range []tmaPlan{base.persist(m, n, 1), base.persist(m, n, 3), base.persist(m, n, 3).withMulticast(m, 4, false)} {
+							if p.blocks == 0 {
+								t.Fatalf("%s M=%d: plan %+v not persistent", tile, m, p)
+							}
+							y := devPoisoned(t, g, BF16, m*n)
+							err := g.launchGemmTMA(g.Stream, BF16, y, c.x.Codes, c.w.Codes, p, 1, m, n, k, func(a *Args) *Args {
+								return a.Ptr(c.x.Scales).I32(b2i(c.x.PerRow)).Ptr(c.w.Scales).I32(b2i(c.w.PerRow))
+							})
+							if err != nil {
+								t.Fatal(err)
+							}
+							what := fmt.Sprintf("%s per-row %v M=%d blocks %d multicast %v", tile, perRow, m, p.blocks, p.mc)
+							checkFP8(t, what, pick(download(t, g, BF16, y, m*n), m, n, cols), fq, plain)
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
 // TestGemmFP8PerRow checks the own FP8 GEMM with a weight scale per row
 // and an input scale per row (checkpoints' per-channel weights and
 // per-token activations), and that cuBLASLt's path refuses them.
@@ -454,7 +494,8 @@ func BenchmarkFP8Quantize(b *testing.B) {
 // XRUN_CUDA_GEMM_TMA chooses; -tma and -cpasync force each), its 128 x
 // 256 tile, the CUDA-core tiles, and up to M = 256 each TMA tile
 // (own-fp8-tma-wg1 ... -wg1m, XRUN_CUDA_GEMM_TMA=1 with
-// XRUN_CUDA_WGMMA_TILE).
+// XRUN_CUDA_WGMMA_TILE); own-fp8-unpersist, the plan without persistent
+// blocks.
 // Weights rotate among copies larger than the L2 cache together, as in
 // BenchmarkGemm. Reported: us/gemm, TFLOP/s, GB/s of the bytes that must
 // move (W at its width, X and Y in bf16).
@@ -472,7 +513,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 			if dev.Info.Major == 9 && m > fp8GemvRows {
 				// The warpgroup MMA and fp8.cu's CUDA-core tiles, whatever
 				// XRUN_CUDA_WGMMA_FP8 says.
-				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores")
+				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores", "own-fp8-unpersist")
 				if m <= tmaSmallRows {
 					for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
 						impls = append(impls, "own-fp8-tma-"+tile)

@@ -855,7 +855,7 @@ func TestGemmTMAPersist(t *testing.T) {
 			do(t, func(t testing.TB, g *GPU) {
 				for _, m := range []int{200, 520} {
 					for _, blocks := range []int{1, 3, 7} {
-						p := tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: ceilDiv(k, 64)}.persist(m, 1000, false, blocks)
+						p := tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: ceilDiv(k, 64)}.persist(m, 1000, blocks)
 						if p.blocks != blocks {
 							t.Fatalf("%s M=%d: plan %+v not persistent on %d blocks", tile, m, p, blocks)
 						}
@@ -886,7 +886,7 @@ func TestGemmTMAMulticast(t *testing.T) {
 					// the planner picks it only for the 128-row tiles.
 					plans := []tmaPlan{{cfg: cfg, splits: 1, kps: ceilDiv(k, 64), mc: true}}
 					if tmaPersist[tile] {
-						plans = append(plans, tmaPlan{cfg: cfg, splits: 1, kps: ceilDiv(k, 64)}.persist(m, 1000, false, 3).withMulticast(m, 4, false))
+						plans = append(plans, tmaPlan{cfg: cfg, splits: 1, kps: ceilDiv(k, 64)}.persist(m, 1000, 3).withMulticast(m, 4, false))
 					}
 					for _, p := range plans {
 						if !p.mc || p.blocks%2 != 0 {
@@ -940,19 +940,18 @@ func TestTMAPersistPlan(t *testing.T) {
 	for _, c := range []struct {
 		cfg          string
 		m, n, splits int
-		fp8          bool
 		want         int
 	}{
-		{"wg2w", 256, 32000, 1, false, 132}, // the LM head at batch 256: 250 tiles, two waves
-		{"wg2w", 2048, 2560, 1, false, 132},
-		{"wg2m", 256, 11264, 1, false, 0}, // 118 tiles: one wave
-		{"wg2", 256, 2048, 3, false, 0},   // split
-		{"wg2", 2048, 6144, 1, true, 0},   // E4M3 codes: no persistent kernels
-		{"wg1", 2048, 32000, 1, false, 0},
+		{"wg2w", 256, 32000, 1, 132}, // the LM head at batch 256: 250 tiles, two waves
+		{"wg2w", 2048, 2560, 1, 132},
+		{"wg2m", 256, 11264, 1, 0},  // 118 tiles: one wave
+		{"wg2", 256, 2048, 3, 0},    // split
+		{"wg2", 2048, 6144, 1, 132}, // E4M3 codes too
+		{"wg1", 2048, 32000, 1, 0},
 	} {
-		p := tmaPlan{cfg: tmaConfigs[c.cfg], splits: c.splits, kps: 4}.persist(c.m, c.n, c.fp8, 132)
+		p := tmaPlan{cfg: tmaConfigs[c.cfg], splits: c.splits, kps: 4}.persist(c.m, c.n, 132)
 		if p.blocks != c.want {
-			t.Errorf("%s M=%d N=%d split %d fp8 %v: %d persistent blocks, want %d", c.cfg, c.m, c.n, c.splits, c.fp8, p.blocks, c.want)
+			t.Errorf("%s M=%d N=%d split %d: %d persistent blocks, want %d", c.cfg, c.m, c.n, c.splits, p.blocks, c.want)
 		}
 		grid, err := p.grid(c.m, c.n, p.cfg.bn)
 		if err != nil {

@@ -234,16 +234,16 @@ func (p tmaPlan) cluster() Dim3 {
 }
 
 // tmaPersist: the configurations with persistent kernels (gemm_tma.cu's
-// GEMM_TMA_P), 16-bit only.
+// GEMM_TMA_P), for 16-bit values and E4M3 codes.
 var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true}
 
 // persist is p on persistent blocks, one for each of the places slots the
-// GPU holds, where its launch allows it and gains by it: 16-bit values, a
-// configuration with those kernels, K unsplit, and more tiles of the m x
+// GPU holds, where its launch allows it and gains by it: a configuration
+// with those kernels, K unsplit, and more tiles of the m x
 // n output (W's n rows; under GLU the fused 2n) than places, so that a
 // block would otherwise be launched and filled again.
-func (p tmaPlan) persist(m, n int, fp8 bool, slots int) tmaPlan {
-	if tiles := ceilDiv(m, p.cfg.rows) * ceilDiv(n, p.cfg.bn); !fp8 && tmaPersist[p.cfg.name] && p.splits == 1 && slots > 0 && tiles > slots {
+func (p tmaPlan) persist(m, n int, slots int) tmaPlan {
+	if tiles := ceilDiv(m, p.cfg.rows) * ceilDiv(n, p.cfg.bn); tmaPersist[p.cfg.name] && p.splits == 1 && slots > 0 && tiles > slots {
 		p.blocks = slots
 	}
 	return p
@@ -461,7 +461,7 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	d := tmaDevice{sms: g.Info.SMs, slots: slots, unitBytes: tmaUnitBytes(g.Info.Name)}
 	p := planGemmTMA(m, n, k, d, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
 	if g.sw.CUDAGemmPersist {
-		p = p.persist(m, n, fp8, slots(p.cfg, 1))
+		p = p.persist(m, n, slots(p.cfg, 1))
 	}
 	if g.sw.CUDAGemmMulticast {
 		p = p.withMulticast(m, slots(p.cfg, 2), fp8)
@@ -628,7 +628,7 @@ func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
 func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, m, n, k int, scales func(a *Args) *Args) error {
 	name := "gemm_tma_" + p.tile() + "_" + dt.suffix()
 	if scales != nil {
-		name = "gemm_tma_f8_" + p.cfg.name + "_" + dt.suffix()
+		name = "gemm_tma_f8_" + p.tile() + "_" + dt.suffix()
 	}
 	return g.launchTMA(s, p, tmaLaunch{module: "gemm_tma", name: name, y: y, x: x, w: w, es: es, m: m, n: n, k: k,
 		rowsW: n, wide: p.cfg.bn, scales: scales})

@@ -53,10 +53,10 @@ GEMM_TMA_EPI_ALL(bf16)
 	GEMM_TMA(wg1s, T, 1, 64, 12, 1) GEMM_TMA(wg1n, T, 1, 80, 10, 1) GEMM_TMA(wg1m, T, 1, 96, 10, 1)
 GEMM_TMA_ALL(f16)
 GEMM_TMA_ALL(bf16)
-// gemm_tma_<config>_p_<dtype>, gemm_tma_glu_<config>_p_<dtype> and
-// gemm_tma_res_<config>_p_<dtype>: the 16-bit 128-row kernels whose
-// blocks each take a run of the output's tiles (PERSIST, K unsplit;
-// XRUN_CUDA_GEMM_PERSIST).
+// gemm_tma_<config>_p_<dtype>, gemm_tma_glu_<config>_p_<dtype>,
+// gemm_tma_res_<config>_p_<dtype> and gemm_tma_f8_<config>_p_<dtype>
+// (E4M3 codes): the 128-row kernels whose blocks each take a run of the
+// output's tiles (PERSIST, K unsplit; XRUN_CUDA_GEMM_PERSIST).
 #define GEMM_TMA_P(cfg, T, BN, ST)                                                                                     \
 	extern "C" __global__ void __launch_bounds__(384, 1) gemm_tma_##cfg##_p_##T(                                      \
 		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
@@ -72,6 +72,11 @@ GEMM_TMA_ALL(bf16)
 		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
 		int early) {                                                                                                   \
 		gemm_tma<T, T, 2, BN, ST, TMA_EPI_RES, false, true>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);   \
+	}                                                                                                                  \
+	extern "C" __global__ void __launch_bounds__(384, 1) gemm_tma_f8_##cfg##_p_##T(                                   \
+		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, const float *sx, int sxRows,           \
+		const float *sw, int swRows, int M, int N, int K, int kps, int early) {                                        \
+		gemm_tma<T, u8, 2, BN, ST, TMA_EPI_NONE, false, true>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps, early); \
 	}
 #define GEMM_TMA_P_ALL(T) GEMM_TMA_P(wg2, T, 128, 6) GEMM_TMA_P(wg2m, T, 192, 5) GEMM_TMA_P(wg2w, T, 256, 4)
 GEMM_TMA_P_ALL(f16)
