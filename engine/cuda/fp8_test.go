@@ -495,7 +495,9 @@ func BenchmarkFP8Quantize(b *testing.B) {
 // 256 tile, the CUDA-core tiles, and up to M = 256 each TMA tile
 // (own-fp8-tma-wg1 ... -wg1m, XRUN_CUDA_GEMM_TMA=1 with
 // XRUN_CUDA_WGMMA_TILE); own-fp8-unpersist, the plan without persistent
-// blocks.
+// blocks; own-fp8-mc, the plan with W's loads multicast to pairs of row
+// tiles where its launch allows it, which the planner does not do for
+// E4M3 codes (tmaPlan.withMulticast).
 // Weights rotate among copies larger than the L2 cache together, as in
 // BenchmarkGemm. Reported: us/gemm, TFLOP/s, GB/s of the bytes that must
 // move (W at its width, X and Y in bf16).
@@ -513,11 +515,13 @@ func BenchmarkGemmFP8(b *testing.B) {
 			if dev.Info.Major == 9 && m > fp8GemvRows {
 				// The warpgroup MMA and fp8.cu's CUDA-core tiles, whatever
 				// XRUN_CUDA_WGMMA_FP8 says.
-				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores", "own-fp8-unpersist")
+				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores", "own-fp8-unpersist", "own-fp8-mc")
 				if m <= tmaSmallRows {
 					for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
 						impls = append(impls, "own-fp8-tma-"+tile)
 					}
+				} else {
+					impls = append(impls, "own-fp8-tma-wg2m") // and -wg2w: the 16-bit plan's tiles
 				}
 			}
 			for _, impl := range impls {
@@ -574,6 +578,9 @@ func BenchmarkGemmFP8(b *testing.B) {
 							if err := g.FP8Quantize(g.Stream, BF16, xq, x, m, sh.k, FP8Quant{}, amax, sx); err != nil {
 								return err
 							}
+							if impl == "own-fp8-mc" {
+								return launchFP8Multicast(g, y, xo, w, m, sh.n, sh.k)
+							}
 							if strings.HasPrefix(impl, "own-fp8") {
 								return g.GemmFP8(g.Stream, BF16, y, xo, w, m, sh.n, sh.k)
 							}
@@ -589,6 +596,20 @@ func BenchmarkGemmFP8(b *testing.B) {
 			}
 		}
 	}
+}
+
+// launchFP8Multicast queues the own E4M3 GEMM on the TMA kernels by its
+// plan with W's loads multicast as for 16-bit values (BenchmarkGemmFP8's
+// own-fp8-mc).
+func launchFP8Multicast(g *GPU, y Buffer, x, w FP8Operand, m, n, k int) error {
+	p, ok := g.tmaPlanFor(m, n, k, true)
+	if !ok {
+		return fmt.Errorf("M=%d N=%d K=%d: not on the TMA kernels", m, n, k)
+	}
+	p = p.withMulticast(m, g.tmaSlots(p.cfg, true, 2), false)
+	return g.launchGemmTMA(g.Stream, BF16, y, x.Codes, w.Codes, p, 1, m, n, k, func(a *Args) *Args {
+		return a.Ptr(x.Scales).I32(b2i(x.PerRow)).Ptr(w.Scales).I32(b2i(w.PerRow))
+	})
 }
 
 // TestFP8CalibAmax checks calibration's running amax against engine/fp8's
