@@ -259,8 +259,9 @@ func (p tmaPlan) tile() string {
 
 // planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
 // M = 64, or a narrow tile where that would split K; above it 128 x 128
-// for E4M3 codes, and for 16-bit values the 128 x 256 tile where it needs
-// no split, else 128 x 128, or 128 x 192 where the cost model puts that
+// for E4M3 codes (above tmaSmallRows 128 x 256 where its rounds of
+// persistent blocks fill), and for 16-bit values the 128 x 256 tile
+// where it needs no split, else 128 x 128, or 128 x 192 where the cost model puts that
 // below either: tmaPlan.cost; up to M = 256 128 x 176 or a narrow tile,
 // unsplit, where the model puts it lower still, unless tile is "wide"),
 // then the split of
@@ -348,8 +349,42 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		}
 		return p
 	default:
-		return split(tmaConfigs["wg2"])
+		// E4M3 codes: 128 x 128, and above tmaSmallRows 128 x 256 where its
+		// tiles outnumber the places (persistent blocks) and fill their
+		// last round nearly as well (tmaFP8WideFill): BenchmarkGemmFP8 on
+		// an H200 at M = 2048 timed 128 x 256 at 0.91-0.97x 128 x 128's
+		// time on the LM heads, gate_ups, and Llama-3.1-8B's qkv, o and
+		// down (256-8,016 tiles), and at 1.03-1.22x where its tiles were
+		// one round (128: TinyLlama's o and down, Qwen3-30B-A3B's o) or
+		// left the last round a fifth empty or more (160-320: the qkv of
+		// TinyLlama, Qwen3 and GPT-OSS-20B); TinyLlama's gate_up (704
+		// tiles, 5.3 rounds) 1.03x. At M = 256 and below 128 x 256 lost
+		// (wip/f8-plans, NOTES v47).
+		p := split(tmaConfigs["wg2"])
+		if m > tmaSmallRows {
+			q := split(tmaConfigs["wg2w"])
+			wide, narrow := ceilDiv(m, 128)*ceilDiv(n, 256), ceilDiv(m, 128)*ceilDiv(n, 128)
+			sw, s2 := slots(q.cfg, 1), slots(p.cfg, 1)
+			if q.splits == 1 && wide > sw && roundFill(wide, sw) >= tmaFP8WideFill*roundFill(narrow, s2) {
+				p = q
+			}
+		}
+		return p
 	}
+}
+
+// tmaFP8WideFill is how well, against 128 x 128's, the 128 x 256 tiles of
+// an E4M3 GEMM above tmaSmallRows must fill their rounds of places to be
+// planned (planGemmTMA): TinyLlama's LM head at M = 2048 (2,000 tiles,
+// 0.95 of 16 rounds; 128 x 128 0.98) ran at 0.97x on them, its gate_up
+// (704, 0.89; 0.97) at 1.03x.
+const tmaFP8WideFill = 0.95
+
+// roundFill is the share of places that tiles fill over the rounds they
+// take on slots places.
+func roundFill(tiles, slots int) float64 {
+	slots = max(1, slots)
+	return float64(tiles) / float64(ceilDiv(tiles, slots)*slots)
 }
 
 // uniformSlots is the blocks of cfg in clusters of s that sms
