@@ -494,7 +494,8 @@ func BenchmarkFP8Quantize(b *testing.B) {
 // XRUN_CUDA_GEMM_TMA chooses; -tma and -cpasync force each), its 128 x
 // 256 tile, the CUDA-core tiles, and up to M = 256 each TMA tile
 // (own-fp8-tma-wg1 ... -wg1m, XRUN_CUDA_GEMM_TMA=1 with
-// XRUN_CUDA_WGMMA_TILE); own-fp8-unpersist, the plan without persistent
+// XRUN_CUDA_WGMMA_TILE), above it 128 x 192 (own-fp8-tma-wg2m);
+// own-fp8-unpersist, the plan without persistent
 // blocks; own-fp8-mc, the plan with W's loads multicast to pairs of row
 // tiles where its launch allows it, which the planner does not do for
 // E4M3 codes (tmaPlan.withMulticast).
@@ -521,7 +522,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 						impls = append(impls, "own-fp8-tma-"+tile)
 					}
 				} else {
-					impls = append(impls, "own-fp8-tma-wg2m") // and -wg2w: the 16-bit plan's tiles
+					impls = append(impls, "own-fp8-tma-wg2m") // with own-fp8-wg2w, the 16-bit plans' tiles there
 				}
 			}
 			for _, impl := range impls {
