@@ -14,33 +14,31 @@
 // of up to 256 rows in one wave of about 128 blocks, K unsplit, as
 // cuBLASLt runs TinyLlama's small projections there; 64 x 96 covers its
 // gate_up, 11,264 rows, in 118 blocks).
+// TMA_K16 and TMA_KF8 define kernel name over 16-bit values or E4M3 codes
+// (their scales after Y), NT threads, MINB blocks a multiprocessor, on
+// gemm_tma<T, E, ...> with the template arguments that follow.
+#define TMA_K16(name, T, NT, MINB, ...)                                                                                \
+	extern "C" __global__ void __launch_bounds__(NT, MINB) name(const __grid_constant__ tmap tx,                        \
+		const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps, int early) {                              \
+		gemm_tma<T, T, __VA_ARGS__>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);                           \
+	}
+#define TMA_KF8(name, T, NT, MINB, ...)                                                                                \
+	extern "C" __global__ void __launch_bounds__(NT, MINB) name(const __grid_constant__ tmap tx,                        \
+		const __grid_constant__ tmap tw, T *Y, const float *sx, int sxRows, const float *sw, int swRows, int M, int N, \
+		int K, int kps, int early) {                                                                                   \
+		gemm_tma<T, u8, __VA_ARGS__>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps, early);                          \
+	}
 // gemm_tma_<config>_<dtype>, and gemm_tma_f8_<config>_<dtype> over E4M3
 // codes (dtype is Y's).
 #define GEMM_TMA(cfg, T, C, BN, ST, MINB)                                                                              \
-	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_##cfg##_##T(                           \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
-		int early) {                                                                                                   \
-		gemm_tma<T, T, C, BN, ST>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);                             \
-	}                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_f8_##cfg##_##T(                        \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, const float *sx, int sxRows,           \
-		const float *sw, int swRows, int M, int N, int K, int kps, int early) {                                        \
-		gemm_tma<T, u8, C, BN, ST>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps, early);                            \
-	}
+	TMA_K16(gemm_tma_##cfg##_##T, T, (C + 1) * 128, MINB, C, BN, ST)                                                   \
+	TMA_KF8(gemm_tma_f8_##cfg##_##T, T, (C + 1) * 128, MINB, C, BN, ST)
 // gemm_tma_glu_<config>_<dtype> and gemm_tma_res_<config>_<dtype>: the
 // 16-bit kernels with the SwiGLU or residual-add epilogue (N is the output
 // width; under GLU W has 2N rows and its tensor map boxes of BN / 2).
 #define GEMM_TMA_EPI(cfg, T, C, BN, ST, MINB)                                                                          \
-	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_glu_##cfg##_##T(                       \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
-		int early) {                                                                                                   \
-		gemm_tma<T, T, C, BN, ST, TMA_EPI_GLU>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);                \
-	}                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__((C + 1) * 128, MINB) gemm_tma_res_##cfg##_##T(                       \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
-		int early) {                                                                                                   \
-		gemm_tma<T, T, C, BN, ST, TMA_EPI_RES>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);                \
-	}
+	TMA_K16(gemm_tma_glu_##cfg##_##T, T, (C + 1) * 128, MINB, C, BN, ST, TMA_EPI_GLU)                                  \
+	TMA_K16(gemm_tma_res_##cfg##_##T, T, (C + 1) * 128, MINB, C, BN, ST, TMA_EPI_RES)
 #define GEMM_TMA_EPI_ALL(T)                                                                                            \
 	GEMM_TMA_EPI(wg1, T, 1, 128, 4, 2) GEMM_TMA_EPI(wg2, T, 2, 128, 6, 1) GEMM_TMA_EPI(wg2m, T, 2, 192, 5, 1)          \
 	GEMM_TMA_EPI(wg2w, T, 2, 256, 4, 1) GEMM_TMA_EPI(wg2f, T, 2, 176, 5, 1)                                            \
@@ -58,26 +56,10 @@ GEMM_TMA_ALL(bf16)
 // (E4M3 codes): the 128-row kernels whose blocks each take a run of the
 // output's tiles (PERSIST, K unsplit; XRUN_CUDA_GEMM_PERSIST).
 #define GEMM_TMA_P(cfg, T, BN, ST)                                                                                     \
-	extern "C" __global__ void __launch_bounds__(384, 1) gemm_tma_##cfg##_p_##T(                                      \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
-		int early) {                                                                                                   \
-		gemm_tma<T, T, 2, BN, ST, TMA_EPI_NONE, false, true>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);  \
-	}                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__(384, 1) gemm_tma_glu_##cfg##_p_##T(                                  \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
-		int early) {                                                                                                   \
-		gemm_tma<T, T, 2, BN, ST, TMA_EPI_GLU, false, true>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);   \
-	}                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__(384, 1) gemm_tma_res_##cfg##_p_##T(                                  \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps,          \
-		int early) {                                                                                                   \
-		gemm_tma<T, T, 2, BN, ST, TMA_EPI_RES, false, true>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);   \
-	}                                                                                                                  \
-	extern "C" __global__ void __launch_bounds__(384, 1) gemm_tma_f8_##cfg##_p_##T(                                   \
-		const __grid_constant__ tmap tx, const __grid_constant__ tmap tw, T *Y, const float *sx, int sxRows,           \
-		const float *sw, int swRows, int M, int N, int K, int kps, int early) {                                        \
-		gemm_tma<T, u8, 2, BN, ST, TMA_EPI_NONE, false, true>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps, early); \
-	}
+	TMA_K16(gemm_tma_##cfg##_p_##T, T, 384, 1, 2, BN, ST, TMA_EPI_NONE, false, true)                                   \
+	TMA_K16(gemm_tma_glu_##cfg##_p_##T, T, 384, 1, 2, BN, ST, TMA_EPI_GLU, false, true)                                \
+	TMA_K16(gemm_tma_res_##cfg##_p_##T, T, 384, 1, 2, BN, ST, TMA_EPI_RES, false, true)                                \
+	TMA_KF8(gemm_tma_f8_##cfg##_p_##T, T, 384, 1, 2, BN, ST, TMA_EPI_NONE, false, true)
 #define GEMM_TMA_P_ALL(T) GEMM_TMA_P(wg2, T, 128, 6) GEMM_TMA_P(wg2m, T, 192, 5) GEMM_TMA_P(wg2w, T, 256, 4)
 GEMM_TMA_P_ALL(f16)
 GEMM_TMA_P_ALL(bf16)
