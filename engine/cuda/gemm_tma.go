@@ -354,7 +354,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		// last round nearly as well (tmaFP8WideFill): BenchmarkGemmFP8 on
 		// an H200 at M = 2048 timed 128 x 256 at 0.91-0.97x 128 x 128's
 		// time on the LM heads, gate_ups, and Llama-3.1-8B's qkv, o and
-		// down (256-8,016 tiles), and at 1.03-1.22x where its tiles were
+		// down (256-12,576 tiles), and at 1.03-1.22x where its tiles were
 		// one round (128: TinyLlama's o and down, Qwen3-30B-A3B's o) or
 		// left the last round a fifth empty or more (160-320: the qkv of
 		// TinyLlama, Qwen3 and GPT-OSS-20B); TinyLlama's gate_up (704
@@ -363,9 +363,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		p := split(tmaConfigs["wg2"])
 		if m > tmaSmallRows {
 			q := split(tmaConfigs["wg2w"])
-			wide, narrow := ceilDiv(m, 128)*ceilDiv(n, 256), ceilDiv(m, 128)*ceilDiv(n, 128)
-			sw, s2 := slots(q.cfg, 1), slots(p.cfg, 1)
-			if q.splits == 1 && wide > sw && roundFill(wide, sw) >= tmaFP8WideFill*roundFill(narrow, s2) {
+			t256, t128 := ceilDiv(m, 128)*ceilDiv(n, 256), ceilDiv(m, 128)*ceilDiv(n, 128)
+			s256, s128 := slots(q.cfg, 1), slots(p.cfg, 1)
+			if q.splits == 1 && t256 > s256 && roundFill(t256, s256) >= tmaFP8WideFill*roundFill(t128, s128) {
 				p = q
 			}
 		}
