@@ -260,9 +260,11 @@ func (c *fp8Case) ref(m int, cols []int) (fq, plain []float32) {
 }
 
 // TestGemmFP8Zoo checks the own FP8 GEMM and cuBLASLt's at every dense zoo
-// shape and decode/prefill M against the fake-quant CPU reference on the
-// same codes (fp8TolRef) and the unquantized GEMM (fp8TolUnquantized) on
-// sampled columns, and against each other on every output. cuBLASLt's FP8
+// shape and decode/prefill M (up to 520, whose plans take 128 x 256 tiles
+// where those fill their rounds, ragged in the last row tile) against the
+// fake-quant CPU reference on the same codes (fp8TolRef) and the
+// unquantized GEMM (fp8TolUnquantized) on sampled columns, and against
+// each other on every output. cuBLASLt's FP8
 // kernels need Ada or Hopper; elsewhere its half is skipped.
 func TestGemmFP8Zoo(t *testing.T) {
 	for _, sh := range zooGemmShapes {
@@ -314,7 +316,7 @@ type gemmFP8ZooCheck struct {
 }
 
 func newGemmFP8ZooCheck(t testing.TB, g *GPU, sh zooGemm) *gemmFP8ZooCheck {
-	z := &gemmFP8ZooCheck{sh: sh, ms: []int{1, 2, 8, 17, 64, 65, 256}, cols: sampleCols(t, sh.n)}
+	z := &gemmFP8ZooCheck{sh: sh, ms: []int{1, 2, 8, 17, 64, 65, 256, 520}, cols: sampleCols(t, sh.n)}
 	z.c = newFP8Case(t, g, sh.n, sh.k, z.ms[len(z.ms)-1], false)
 	lt, err := g.BlasLt()
 	if err != nil {
