@@ -71,6 +71,9 @@ const (
 
 func (c tmaConfig) threads() int { return (c.rows/64 + 1) * 128 }
 
+// tiles is how many of the configuration's tiles cover an m x n output.
+func (c tmaConfig) tiles(m, n int) int { return ceilDiv(m, c.rows) * ceilDiv(n, c.bn) }
+
 // smem: the stages (a tile row is 128 bytes), 1024 bytes to align the first
 // on for the 128-byte swizzle, and two mbarriers a stage.
 func (c tmaConfig) smem() int { return c.stages*(c.rows+c.bn)*128 + 1024 + 16*c.stages }
@@ -243,7 +246,7 @@ var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true}
 // n output (W's n rows; under GLU the fused 2n) than places, so that a
 // block would otherwise be launched and filled again.
 func (p tmaPlan) persist(m, n int, slots int) tmaPlan {
-	if tiles := ceilDiv(m, p.cfg.rows) * ceilDiv(n, p.cfg.bn); tmaPersist[p.cfg.name] && p.splits == 1 && slots > 0 && tiles > slots {
+	if tiles := p.cfg.tiles(m, n); tmaPersist[p.cfg.name] && p.splits == 1 && slots > 0 && tiles > slots {
 		p.blocks = slots
 	}
 	return p
@@ -363,7 +366,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		p := split(tmaConfigs["wg2"])
 		if m > tmaSmallRows {
 			q := split(tmaConfigs["wg2w"])
-			t256, t128 := ceilDiv(m, 128)*ceilDiv(n, 256), ceilDiv(m, 128)*ceilDiv(n, 128)
+			t256, t128 := q.cfg.tiles(m, n), p.cfg.tiles(m, n)
 			s256, s128 := slots(q.cfg, 1), slots(p.cfg, 1)
 			if q.splits == 1 && t256 > s256 && roundFill(t256, s256) >= tmaFP8WideFill*roundFill(t128, s128) {
 				p = q
@@ -400,7 +403,7 @@ func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) in
 	if fp8 {
 		bk = 128
 	}
-	tiles := ceilDiv(m, cfg.rows) * ceilDiv(n, cfg.bn)
+	tiles := cfg.tiles(m, n)
 	ktiles := ceilDiv(k, bk)
 	maxS := min(tmaMaxCluster, ktiles)
 	split := func(s int) tmaPlan {
@@ -441,7 +444,7 @@ func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) in
 // cluster's reduction where K is split (tmaReduceBlock); a narrow tile's
 // waves by its own measured costs.
 func (p tmaPlan) cost(m, n int, slots func(tmaConfig, int) int) float64 {
-	blocks := ceilDiv(m, p.cfg.rows) * ceilDiv(n, p.cfg.bn) * p.splits
+	blocks := p.cfg.tiles(m, n) * p.splits
 	waves := float64(ceilDiv(blocks, max(1, slots(p.cfg, p.splits))))
 	if p.cfg.narrow {
 		return waves * (float64(p.kps)*tmaNarrowKTile + tmaNarrowWave)
