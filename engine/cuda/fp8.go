@@ -151,17 +151,14 @@ func (g *GPU) GemmFP8(s *Stream, dt DType, y Buffer, x, w FP8Operand, m, n, k in
 		// Hopper: the warpgroup MMA's E4M3 form (gemm_tma.cu, or
 		// gemm_wgmma.cu without TMA).
 		if p, ok := g.tmaPlanFor(m, n, k, true); ok {
-			return g.launchGemmTMA(s, dt, y, x.Codes, w.Codes, p, 1, m, n, k, func(a *Args) *Args {
-				return a.Ptr(x.Scales).I32(b2i(x.PerRow)).Ptr(w.Scales).I32(b2i(w.PerRow))
-			})
+			return g.launchGemmTMA(s, dt, y, x.Codes, w.Codes, p, 1, m, n, k, fp8ScaleArgs(x, w))
 		}
 		if err := g.gemmWorkspace(s); err != nil {
 			return err
 		}
 		p := planGemmWG(m, n, k, g.Info.SMs, g.gemmWS.Bytes, true, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
 		return g.launchGemm(s, dt, y, p, m, n, k, func(a *Args, part Buffer) *Args {
-			return a.Ptr(x.Codes).Ptr(w.Codes).Ptr(y).Ptr(part).Ptr(x.Scales).I32(b2i(x.PerRow)).Ptr(w.Scales).I32(b2i(w.PerRow)).
-				I32(m).I32(n).I32(k).I32(p.kps)
+			return fp8ScaleArgs(x, w)(a.Ptr(x.Codes).Ptr(w.Codes).Ptr(y).Ptr(part)).I32(m).I32(n).I32(k).I32(p.kps)
 		})
 	}
 	name, grid, block := "fp8_gemm_", Dim3{X: ceilDiv(n, 64), Y: ceilDiv(m, 64)}, Dim3{X: 256}
@@ -172,8 +169,14 @@ func (g *GPU) GemmFP8(s *Stream, dt DType, y Buffer, x, w FP8Operand, m, n, k in
 	if err != nil {
 		return err
 	}
-	a := g.argsPack().Ptr(x.Codes).Ptr(w.Codes).Ptr(y).Ptr(x.Scales).I32(b2i(x.PerRow)).Ptr(w.Scales).I32(b2i(w.PerRow)).I32(m).I32(n).I32(k)
+	a := fp8ScaleArgs(x, w)(g.argsPack().Ptr(x.Codes).Ptr(w.Codes).Ptr(y)).I32(m).I32(n).I32(k)
 	return s.Launch(f, grid, block, 0, a)
+}
+
+// fp8ScaleArgs appends the operands' scales as every own FP8 GEMM kernel
+// takes them: X's and whether they are one a row, then W's.
+func fp8ScaleArgs(x, w FP8Operand) func(a *Args) *Args {
+	return func(a *Args) *Args { return a.Ptr(x.Scales).I32(b2i(x.PerRow)).Ptr(w.Scales).I32(b2i(w.PerRow)) }
 }
 
 // checkGemmFP8 validates an FP8 GEMM's operands against its shape.

@@ -380,9 +380,7 @@ func TestGemmFP8Persist(t *testing.T) {
 								t.Fatalf("%s M=%d: plan %+v not persistent", tile, m, p)
 							}
 							y := devPoisoned(t, g, BF16, m*n)
-							err := g.launchGemmTMA(g.Stream, BF16, y, c.x.Codes, c.w.Codes, p, 1, m, n, k, func(a *Args) *Args {
-								return a.Ptr(c.x.Scales).I32(b2i(c.x.PerRow)).Ptr(c.w.Scales).I32(b2i(c.w.PerRow))
-							})
+							err := g.launchGemmTMA(g.Stream, BF16, y, c.x.Codes, c.w.Codes, p, 1, m, n, k, fp8ScaleArgs(c.x, c.w))
 							if err != nil {
 								t.Fatal(err)
 							}
@@ -610,9 +608,7 @@ func launchFP8Multicast(g *GPU, y Buffer, x, w FP8Operand, m, n, k int) error {
 		return fmt.Errorf("M=%d N=%d K=%d: not on the TMA kernels", m, n, k)
 	}
 	p = p.withMulticast(m, g.tmaSlots(p.cfg, true, 2), false)
-	return g.launchGemmTMA(g.Stream, BF16, y, x.Codes, w.Codes, p, 1, m, n, k, func(a *Args) *Args {
-		return a.Ptr(x.Scales).I32(b2i(x.PerRow)).Ptr(w.Scales).I32(b2i(w.PerRow))
-	})
+	return g.launchGemmTMA(g.Stream, BF16, y, x.Codes, w.Codes, p, 1, m, n, k, fp8ScaleArgs(x, w))
 }
 
 // TestFP8CalibAmax checks calibration's running amax against engine/fp8's
