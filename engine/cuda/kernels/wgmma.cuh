@@ -126,18 +126,34 @@ template <class T, int BN, bool F8>
 __device__ __forceinline__ void wg_store(const float *acc, T *Y, float *P, int M, int N, int rb, int n0, int lane,
 	const float *sx, int sxRows, const float *sw, int swRows) {
 	const bool pairs = (N & 1) == 0;
+	// E4M3 scales: the thread's two rows' read once, and a per-tensor
+	// weight scale once, not at every pair of outputs (64 of them for a 64 x
+	// 256 tile, each three loads that the stores between them kept the
+	// compiler from hoisting). The products are the same: v * (sx * sw).
+	float srow[2] = {1.f, 1.f}, swt = 1.f;
+	if constexpr (F8) {
 #pragma unroll
-	for (int j = 0; j < BN / 8; j++)
+		for (int h = 0; h < 2; h++) srow[h] = sxRows ? (rb + h * 8 < M ? sx[rb + h * 8] : 0.f) : sx[0];
+		if (!swRows) swt = sw[0];
+	}
+#pragma unroll
+	for (int j = 0; j < BN / 8; j++) {
+		const int c = n0 + j * 8 + (lane & 3) * 2;
+		if (c >= N) continue;
+		float w0 = swt, w1 = swt;
+		if constexpr (F8) {
+			if (swRows) w0 = sw[c], w1 = sw[min(c + 1, N - 1)];
+		}
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
-			const int r = rb + h * 8, c = n0 + j * 8 + (lane & 3) * 2;
-			if (r >= M || c >= N) continue;
+			const int r = rb + h * 8;
+			if (r >= M) continue;
 			float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
 			if constexpr (F8) {
-				const float s = sx[sxRows ? r : 0];
-				v0 *= s * sw[swRows ? c : 0];
-				v1 *= s * sw[swRows ? min(c + 1, N - 1) : 0];
+				v0 *= srow[h] * w0;
+				v1 *= srow[h] * w1;
 			}
 			gemm_store2(Y, P, M, N, r, c, v0, v1, pairs);
 		}
+	}
 }
