@@ -50,7 +50,9 @@ func TestCheckParallel(t *testing.T) {
 }
 
 // fakeCudaTest lists four tests (-test.list) and runs those its -test.run
-// matches, each taking the seconds its name says in its log.
+// matches, each taking the seconds its name says in its log; where
+// XRUN_FAKE_STUCK names one of them, it stops there as Go's -test.timeout
+// does: a panic, exit 2.
 const fakeCudaTest = `all="TestA TestB TestC TestD"
 declare -A secs=([TestA]=50.00 [TestB]=10.00 [TestC]=10.00 [TestD]=30.00 [TestMemory]=0.50)
 if [ "$1" = -test.list ]; then
@@ -61,7 +63,12 @@ echo "gpu $CUDA_VISIBLE_DEVICES args $*"
 run=.
 while [ $# -gt 0 ]; do [ "$1" = -test.run ] && run=$2; shift; done
 for n in $all TestMemory; do
-	if grep -qE -- "$run" <<<"$n"; then printf '=== RUN   %s\n--- PASS: %s (%ss)\n' "$n" "$n" "${secs[$n]}"; fi
+	grep -qE -- "$run" <<<"$n" || continue
+	if [ "$n" = "${XRUN_FAKE_STUCK:-}" ]; then
+		printf '=== RUN   %s\npanic: test timed out after 4m40s\n\trunning tests:\n\t\t%s (4m0s)\n' "$n" "$n"
+		exit 2
+	fi
+	printf '=== RUN   %s\n--- PASS: %s (%ss)\n' "$n" "$n" "${secs[$n]}"
 done
 echo PASS
 `
@@ -132,6 +139,35 @@ func TestCheckGPUs(t *testing.T) {
 			if left := files(t, f.out); len(left) != 0 {
 				t.Errorf("%v: left %v in OUT", tc.args, keys(left))
 			}
+		}
+	}
+}
+
+// TestCheckGoTimeout: a test binary stopped by its own -test.timeout (a
+// panic, exit 2, before the step's timeout kills it) is a step that ran
+// out of time, and the table says so and which --timeout gives it more,
+// for the one cuda step and for a share of --gpus alike.
+func TestCheckGoTimeout(t *testing.T) {
+	f := newFakeGPU(t)
+	writeExec(t, filepath.Join(f.gpuDir, "cuda.test"), fakeCudaTest)
+	for _, tc := range []struct {
+		args []string
+		row  string
+		done string // a step that finished: no note
+	}{
+		{[]string{"check", "--tests", "cuda", "--timeout", "cuda=300"}, `cuda +2 +1 +0 +0 +\d+  cuda\.log \(stopped by -test\.timeout 290s; --timeout cuda=SECONDS\)`, `nvidia-smi`},
+		{[]string{"check", "--tests", "cuda", "--gpus", "0,1", "--timeout", "cuda=300"}, `cuda\.1 +2 +0 +0 +0 +\d+  cuda\.1\.log \(stopped by -test\.timeout 290s; --timeout cuda=SECONDS\)`, `cuda\.0`},
+	} {
+		os.RemoveAll(f.out)
+		r := gpuSh(t, f.with("XRUN_FAKE_STUCK=TestB"), tc.args...)
+		if r.code != 1 {
+			t.Errorf("%v: exit %d, want 1\nstdout %s\nstderr %s", tc.args, r.code, r.stdout, r.stderr)
+		}
+		if want := regexp.MustCompile(`(?m)^` + tc.row + `$`); !want.MatchString(r.stdout) {
+			t.Errorf("%v: stdout lacks %s:\n%s", tc.args, want, r.stdout)
+		}
+		if want := regexp.MustCompile(`(?m)^` + tc.done + ` +0 .*\.log$`); !want.MatchString(r.stdout) {
+			t.Errorf("%v: stdout lacks %s (a step that finished, unmarked):\n%s", tc.args, want, r.stdout)
 		}
 	}
 }

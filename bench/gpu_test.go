@@ -366,6 +366,9 @@ func TestWithoutXrun(t *testing.T) {
 	if r.code != 0 || !want.MatchString(r.stdout) {
 		t.Errorf("check: exit %d, want 0 and a row matching %s\n%s%s", r.code, want, r.stdout, r.stderr)
 	}
+	if strings.Contains(r.stdout+r.stderr, "devices.log") {
+		t.Errorf("check: the skipped devices probe's log is reported:\n%s%s", r.stdout, r.stderr)
+	}
 	r = gpuSh(t, f.env, "study", "bench/specs/gemm-quick.yaml")
 	if r.code != 2 || !strings.Contains(r.stderr, "/gpu/xrun missing: run 'bash bench/gpu.sh build'") {
 		t.Errorf("study: exit %d, stderr %q", r.code, r.stderr)
