@@ -413,10 +413,12 @@ func TestPlanGemmTMA(t *testing.T) {
 		{8192, 2560, 2048, false, "auto", "wg2w", 0, 1, 1},
 		{100, 2048, 5632, false, "auto", "wg2", 0, 2, 8},
 		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},
-		{2048, 28672, 4096, true, "auto", "wg2w", 0, 1, 1}, // codes above 256 rows: 128 x 256 where its rounds fill
+		{2048, 28672, 4096, true, "auto", "wg2w", 0, 1, 1}, // codes: 128 x 256 where its rounds fill
 		{2048, 2048, 2048, true, "auto", "wg2", 0, 1, 1},   // 128 tiles of 128 x 256: one round, no persistent blocks
 		{2048, 5120, 2048, true, "auto", "wg2", 0, 1, 1},   // 320: the last of three rounds 42 % empty
-		{256, 28672, 4096, true, "auto", "wg2", 0, 1, 1},   // up to 256 rows codes keep 128 x 128
+		{256, 28672, 4096, true, "auto", "wg2w", 0, 1, 1},  // two row tiles: 224 tiles of 128 x 256, 0.85 of two rounds as 128 x 128's 448
+		{128, 28672, 4096, true, "auto", "wg2", 0, 1, 1},   // one row tile: codes keep 128 x 128
+		{256, 16384, 2048, true, "auto", "wg2", 0, 1, 1},   // 128 tiles of 128 x 256: fewer than the places
 		{256, 2560, 2048, false, "wg1", "wg1", 0, 1, 8},
 		{256, 2560, 2048, false, "wg2w", "wg2w", 1, 8, 8},  // 132 / 20 blocks a tile, rounded up to a power of two
 		{256, 32000, 2048, false, "auto", "wg2w", 0, 1, 1}, // 250 tiles fill the GPU unsplit

@@ -262,7 +262,7 @@ func (p tmaPlan) tile() string {
 
 // planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
 // M = 64, or a narrow tile where that would split K; above it 128 x 128
-// for E4M3 codes (above tmaSmallRows 128 x 256 where its rounds of
+// for E4M3 codes (above tmaFP8WideRows 128 x 256 where its rounds of
 // persistent blocks fill), and for 16-bit values the 128 x 256 tile
 // where it needs no split, else 128 x 128, or 128 x 192 where the cost model puts that
 // below either: tmaPlan.cost; up to M = 256 128 x 176 or a narrow tile,
@@ -352,7 +352,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		}
 		return p
 	default:
-		// E4M3 codes: 128 x 128, and above tmaSmallRows 128 x 256 where its
+		// E4M3 codes: 128 x 128, and above tmaFP8WideRows 128 x 256 where its
 		// tiles outnumber the places (persistent blocks) and fill their
 		// last round nearly as well (tmaFP8WideFill): BenchmarkGemmFP8 on
 		// an H200 at M = 2048 timed 128 x 256 at 0.91-0.97x 128 x 128's
@@ -361,10 +361,12 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		// one round (128: TinyLlama's o and down, Qwen3-30B-A3B's o) or
 		// left the last round a fifth empty or more (160-320: the qkv of
 		// TinyLlama, Qwen3 and GPT-OSS-20B); TinyLlama's gate_up (704
-		// tiles, 5.3 rounds) 1.03x. At M = 256 and below 128 x 256 lost
-		// (wip/f8-plans, NOTES v47).
+		// tiles, 5.3 rounds) 1.03x. At M = 256, on persistent blocks and
+		// with the epilogue's scales read once a tile, the same rule takes
+		// it for the LM heads and Llama-3.1-8B's gate_up, 0.87-0.97x 128 x
+		// 128's time; the other shapes there make fewer tiles than places.
 		p := split(tmaConfigs["wg2"])
-		if m > tmaSmallRows {
+		if m > tmaFP8WideRows {
 			q := split(tmaConfigs["wg2w"])
 			t256, t128 := q.cfg.tiles(m, n), p.cfg.tiles(m, n)
 			s256, s128 := slots(q.cfg, 1), slots(p.cfg, 1)
@@ -376,8 +378,14 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 	}
 }
 
+// tmaFP8WideRows is the M above which planGemmTMA weighs 128 x 256 for
+// E4M3 codes: two row tiles or more. On one row tile it ran 1.0-1.4x
+// 128 x 128's time on the shapes that have the tiles for it (the LM
+// heads and gate_ups at M = 128, BenchmarkGemmFP8, H200).
+const tmaFP8WideRows = 128
+
 // tmaFP8WideFill is how well, against 128 x 128's, the 128 x 256 tiles of
-// an E4M3 GEMM above tmaSmallRows must fill their rounds of places to be
+// an E4M3 GEMM above tmaFP8WideRows must fill their rounds of places to be
 // planned (planGemmTMA): TinyLlama's LM head at M = 2048 (2,000 tiles,
 // 0.95 of 16 rounds; 128 x 128 0.98) ran at 0.97x on them, its gate_up
 // (704, 0.89; 0.97) at 1.03x.
