@@ -419,6 +419,9 @@ func TestPlanGemmTMA(t *testing.T) {
 		{256, 28672, 4096, true, "auto", "wg2w", 0, 1, 1},  // two row tiles: 224 tiles of 128 x 256, 0.85 of two rounds as 128 x 128's 448
 		{128, 28672, 4096, true, "auto", "wg2", 0, 1, 1},   // one row tile: codes keep 128 x 128
 		{256, 16384, 2048, true, "auto", "wg2", 0, 1, 1},   // 128 tiles of 128 x 256: fewer than the places
+		{256, 11264, 2048, true, "auto", "wg2f", 0, 1, 1},  // 128 tiles of 128 x 176 in one round, not 176 of 128 x 128 in two
+		{256, 5120, 2048, true, "auto", "wg2", 0, 1, 1},    // 80 tiles of 128 x 128: one round already
+		{512, 11264, 2048, true, "auto", "wg2", 0, 1, 1},   // above tmaSmallRows codes weigh no 128 x 176
 		{256, 2560, 2048, false, "wg1", "wg1", 0, 1, 8},
 		{256, 2560, 2048, false, "wg2w", "wg2w", 1, 8, 8},  // 132 / 20 blocks a tile, rounded up to a power of two
 		{256, 32000, 2048, false, "auto", "wg2w", 0, 1, 1}, // 250 tiles fill the GPU unsplit

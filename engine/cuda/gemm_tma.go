@@ -374,6 +374,23 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				p = q
 			}
 		}
+		// From two row tiles up to tmaSmallRows, 128 x 176 or 128 x 192 in
+		// one round of places where 128 x 128, unsplit, takes more: the
+		// cost model's waves, whose split costs are not calibrated for
+		// codes (it puts Llama-3.1-8B's qkv at M = 256 on 128 x 192 split
+		// two ways at half the time of 128 x 128 split four; both ran 25
+		// us), are weighed only there. TinyLlama's gate_up at M = 256:
+		// 128 tiles of 128 x 176 in 23.2 us, 118 of 128 x 192 in 24.7,
+		// 176 of 128 x 128 (two rounds) in 29.9 (BenchmarkGemmFP8, H200,
+		// NOTES v47; v49: 25.2 on 128 x 192, 28.2 persistent 128 x 128).
+		if tile != "wide" && p.splits == 1 && m > tmaFP8WideRows && m <= tmaSmallRows && p.cfg.tiles(m, n) > slots(p.cfg, 1) {
+			for _, name := range []string{"wg2m", "wg2f"} {
+				q := split(tmaConfigs[name])
+				if q.splits == 1 && q.cfg.tiles(m, n) <= slots(q.cfg, 1) && q.cost(m, n, slots) < p.cost(m, n, slots) {
+					p = q
+				}
+			}
+		}
 		return p
 	}
 }
