@@ -185,14 +185,20 @@ __device__ __forceinline__ float epi_value(const T *Y, int N, int r, int c, floa
 	return v;
 }
 
+// epi_addw adds a pair of rounded products p to the pair of residuals
+// old, both two 16-bit values (the lower first), in fp32, then rounds.
+template <class T> __device__ __forceinline__ u32 epi_addw(u32 old, u32 p) {
+	T lo, hi, plo, phi;
+	lo.x = (u16)(old & 0xffffu), hi.x = (u16)(old >> 16);
+	plo.x = (u16)(p & 0xffffu), phi.x = (u16)(p >> 16);
+	return pack2(to_f32(lo) + to_f32(plo), to_f32(hi) + to_f32(phi), T{});
+}
+
 // epi_res2 is the residual add of a pair of outputs held as two 16-bit
 // values in old (the lower first), as epi_value rounds it: the product
 // rounded, then the add.
 template <class T> __device__ __forceinline__ u32 epi_res2(u32 old, float v0, float v1) {
-	T lo, hi;
-	lo.x = (u16)(old & 0xffffu), hi.x = (u16)(old >> 16);
-	const float a = to_f32(lo) + to_f32(from_f32<T>(v0)), b = to_f32(hi) + to_f32(from_f32<T>(v1));
-	return (u32)from_f32<T>(a).x | ((u32)from_f32<T>(b).x << 16);
+	return epi_addw<T>(old, pack2(v0, v1, T{}));
 }
 
 // epi_store2 writes outputs (r, c) and (r, c + 1) of the M x N output from
@@ -487,7 +493,49 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 				// Column block j of the accumulators; under GLU block j's gate
 				// sums pair with block j + BN / 16's up sums, in this thread.
 				constexpr int JB = GLU ? BN / 16 : BN / 8;
-				if (m0 + ROWS <= M && n0 + JB * 8 <= N && (N & 1) == 0) {
+				// outw is column block j's pair of outputs in row half h,
+				// rounded (under RES before the residual's add).
+				auto outw = [&](int j, int h) {
+					const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+					if constexpr (GLU) {
+						return pack2(epi_swiglu<T>(v0, acc[4 * (j + JB) + 2 * h]), epi_swiglu<T>(v1, acc[4 * (j + JB) + 2 * h + 1]), T{});
+					} else {
+						return pack2(v0, v1, T{});
+					}
+				};
+				if (m0 + ROWS <= M && n0 + JB * 8 <= N && (N & 7) == 0 && ((unsigned long long)Y & 15) == 0) {
+					// The whole tile inside Y, its rows 16-byte aligned: each
+					// quad trades its words (quad_transpose, as wg_store) so
+					// that a lane reads and writes 8 consecutive outputs at a
+					// time; the last column blocks past a multiple of four
+					// in pairs.
+					constexpr int JQ = JB / 4 * 4;
+					const int q = lane & 3;
+#pragma unroll
+					for (int h = 0; h < 2; h++) {
+						T *yr = Y + (long long)(m0 + rl + h * 8) * N + n0;
+#pragma unroll
+						for (int jj = 0; jj < JQ / 4; jj++) {
+							u32 w[4];
+#pragma unroll
+							for (int e = 0; e < 4; e++) w[e] = outw(4 * jj + e, h);
+							quad_transpose(w, q);
+							uint4 *y = (uint4 *)(yr + (4 * jj + q) * 8);
+							if constexpr (EPI == TMA_EPI_RES) {
+								const uint4 o = *y;
+								w[0] = epi_addw<T>(o.x, w[0]), w[1] = epi_addw<T>(o.y, w[1]);
+								w[2] = epi_addw<T>(o.z, w[2]), w[3] = epi_addw<T>(o.w, w[3]);
+							}
+							*y = make_uint4(w[0], w[1], w[2], w[3]);
+						}
+#pragma unroll
+						for (int j = JQ; j < JB; j++) {
+							u32 *y = (u32 *)(yr + j * 8 + q * 2);
+							const u32 v = outw(j, h);
+							*y = EPI == TMA_EPI_RES ? epi_addw<T>(*y, v) : v;
+						}
+					}
+				} else if (m0 + ROWS <= M && n0 + JB * 8 <= N && (N & 1) == 0) {
 					// The whole tile inside Y: no test an output, one row
 					// pointer a row, the residual read in pairs.
 #pragma unroll

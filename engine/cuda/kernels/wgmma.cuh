@@ -116,6 +116,27 @@ template <int BN, class E> __device__ __forceinline__ void wg_mma_ktile(float *a
 }
 #endif
 
+// quad_transpose exchanges words among the four lanes of a quad (lane % 4
+// = q): lane q leaves with w[e] = what lane e came with in w[q]. Two
+// butterfly rounds, two shuffles each, in which every lane of the warp
+// takes part.
+__device__ __forceinline__ void quad_transpose(u32 (&w)[4], int q) {
+#pragma unroll
+	for (int b = 1; b <= 2; b <<= 1) { // across lane bit b: registers e and e + b
+		const bool hi = q & b;
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			if (e & b) continue;
+			const u32 r = __shfl_xor_sync(0xffffffffu, hi ? w[e] : w[e + b], b);
+			if (hi) {
+				w[e] = r;
+			} else {
+				w[e + b] = r;
+			}
+		}
+	}
+}
+
 // wg_store writes a warpgroup's 64 x BN accumulators, this thread's share:
 // each 8-column block j holds rows rb and rb + 8 (rb: the warp's 16 rows,
 // lane / 4 in), columns n0 + 8j + 2 (lane % 4) and +1; into Y, or split-K
@@ -135,6 +156,46 @@ __device__ __forceinline__ void wg_store(const float *acc, T *Y, float *P, int M
 #pragma unroll
 		for (int h = 0; h < 2; h++) srow[h] = sxRows ? (rb + h * 8 < M ? sx[rb + h * 8] : 0.f) : sx[0];
 		if (!swRows) swt = sw[0];
+	}
+	// A tile whose columns all lie inside Y, its rows 16-byte aligned: each
+	// quad trades its words (quad_transpose) so that every lane writes 8
+	// consecutive outputs in one 16-byte store, a warp's store 64 bytes of
+	// each of its 8 rows, four column blocks at a time. The pairs below
+	// write 4 bytes a lane, 16 a row: half of each 32-byte sector, and four
+	// times the store instructions; they still write the last two column
+	// blocks of the 80- and 176-wide tiles. The values and their rounding
+	// are the pairs' own.
+	if (P == nullptr && (N & 7) == 0 && n0 + BN <= N && ((unsigned long long)Y & 15) == 0) {
+		constexpr int JQ = BN / 32 * 4; // the column blocks the quads write
+		const int q = lane & 3;
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int r = rb + h * 8;
+			T *y = Y + (long long)min(r, M - 1) * N + n0;
+			auto pair = [&](int j) { // column block j's two values, scaled, as one word
+				float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+				if constexpr (F8) {
+					const int c = n0 + j * 8 + q * 2;
+					v0 *= srow[h] * (swRows ? sw[c] : swt);
+					v1 *= srow[h] * (swRows ? sw[c + 1] : swt);
+				}
+				return pack2(v0, v1, T{});
+			};
+#pragma unroll
+			for (int jj = 0; jj < JQ / 4; jj++) {
+				u32 w[4];
+#pragma unroll
+				for (int e = 0; e < 4; e++) w[e] = pair(4 * jj + e);
+				quad_transpose(w, q); // every lane, its row inside Y or not
+				if (r < M) *(uint4 *)(y + (4 * jj + q) * 8) = make_uint4(w[0], w[1], w[2], w[3]);
+			}
+#pragma unroll
+			for (int j = JQ; j < BN / 8; j++) {
+				const u32 v = pair(j);
+				if (r < M) *(u32 *)(y + j * 8 + q * 2) = v;
+			}
+		}
+		return;
 	}
 #pragma unroll
 	for (int j = 0; j < BN / 8; j++) {
