@@ -288,6 +288,30 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 	if _, ok := tmaConfigs[tile]; ok {
 		return split(tmaConfigs[tile])
 	}
+	// narrow is p, or where p splits K the narrow tile, unsplit, that
+	// smallCost puts below the split: where HBM bounds several narrow
+	// tiles alike, the one of fewer waves (TinyLlama's gate_up on 118
+	// blocks of 64 x 96, one wave, not 176 of 64 x 64: 14.8 against 18.1
+	// us, H200). E4M3 codes alike, W a byte an element (a k-tile of 128
+	// codes moves the bytes of 64 values).
+	narrow := func(p tmaPlan) tmaPlan {
+		if tile == "wide" || p.splits == 1 {
+			return p
+		}
+		es := 2.0
+		if fp8 {
+			es = 1
+		}
+		w := float64(n) * float64(k) * es / d.unitBytes
+		best, bestWaves := max(tmaSplitFloor, tmaSplitFixed+w*tmaHBMShare/tmaSplitShare), 0.0
+		for _, name := range tmaNarrow {
+			q := split(tmaConfigs[name])
+			if c, cw := q.smallCost(m, n, slots, w), q.cost(m, n, slots); c < best || c == best && cw < bestWaves {
+				p, best, bestWaves = q, c, cw
+			}
+		}
+		return p
+	}
 	switch {
 	case m <= tmaNarrowRows:
 		// 64 x 128, unless it needs K split (which runs on the cp.async
@@ -296,31 +320,11 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		// 96, at M = 64 (BenchmarkGemm, H200: 7.50, 6.99 and 14.69 us
 		// against the split's 9.93, 10.40 and 20.29, cuBLASLt's 7.69,
 		// 7.52 and 15.35); down's 88 k-tiles keep the split (11.2 against
-		// 16.6 on 64 x 64).
-		p := split(tmaConfigs["wg1"])
-		if tile != "wide" && p.splits > 1 {
-			// Where HBM bounds several narrow tiles alike, the one of
-			// fewer waves: TinyLlama's gate_up on 118 blocks of 64 x 96,
-			// one wave, not 176 of 64 x 64 (14.8 against 18.1 us, H200).
-			// E4M3 codes alike, W a byte an element (a k-tile of 128
-			// codes moves the bytes of 64 values): BenchmarkGemmFP8 on an
-			// H200 at M = 64 timed the narrow tiles below the 64 x 128
-			// split on the zoo's projections (TinyLlama's o 11.5 us
-			// against 18.9, GPT-OSS-20B's qkv 15.4 against 20.6).
-			es := 2.0
-			if fp8 {
-				es = 1
-			}
-			w := float64(n) * float64(k) * es / d.unitBytes
-			best, bestWaves := max(tmaSplitFloor, tmaSplitFixed+w*tmaHBMShare/tmaSplitShare), 0.0
-			for _, name := range tmaNarrow {
-				q := split(tmaConfigs[name])
-				if c, cw := q.smallCost(m, n, slots, w), q.cost(m, n, slots); c < best || c == best && cw < bestWaves {
-					p, best, bestWaves = q, c, cw
-				}
-			}
-		}
-		return p
+		// 16.6 on 64 x 64). BenchmarkGemmFP8 on an H200 at M = 64 timed
+		// the narrow tiles below the 64 x 128 split on the zoo's
+		// projections (TinyLlama's o 11.5 us against 18.9, GPT-OSS-20B's
+		// qkv 15.4 against 20.6).
+		return narrow(split(tmaConfigs["wg1"]))
 	case !fp8:
 		// 128 x 256 where the tiles fill the GPU unsplit; where K must
 		// be split, 128 x 128 (BenchmarkGemm, H200, M = 256, split:
@@ -391,9 +395,29 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				}
 			}
 		}
+		// Up to tmaFP8NarrowRows and tmaFP8NarrowK, where 128 x 128 splits
+		// K, the narrow tiles unsplit as at M <= tmaNarrowRows.
+		if m <= tmaFP8NarrowRows && k <= tmaFP8NarrowK {
+			p = narrow(p)
+		}
 		return p
 	}
 }
+
+// tmaFP8NarrowRows and tmaFP8NarrowK bound the E4M3 GEMMs of more than
+// tmaNarrowRows rows on which planGemmTMA weighs the narrow tiles,
+// unsplit, against a split of 128 x 128 (smallCost). BenchmarkGemmFP8 on
+// an H200 at M = 128 (NOTES v47, v50), the tile smallCost picks against
+// the split: the qkv and o projections of K = 2048-4096 0.83-0.97x its
+// time (GPT-OSS-20B's qkv 16.0 us on 64 x 80 against 19.2, TinyLlama's o
+// 12.4 on 64 x 64 against 14.0, Llama-3.1-8B's qkv 19.5 on 64 x 96
+// against 20.4); the downs, K = 5632 and 14336, 1.05x and 1.08x, a block
+// running all of K's k-tiles where the split shares them. At M = 256 the
+// narrow tiles ran 0.87-1.30x the plan: not there.
+const (
+	tmaFP8NarrowRows = 128
+	tmaFP8NarrowK    = 4096
+)
 
 // tmaFP8WideRows is the M above which planGemmTMA weighs 128 x 256 for
 // E4M3 codes: two row tiles or more. On one row tile it ran 1.0-1.4x
