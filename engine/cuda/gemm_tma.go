@@ -179,9 +179,9 @@ func tmaUnitBytes(name string) float64 {
 	return tmaHBMShare * c.BytesPerSec * tmaUnitSec
 }
 
-// smallCost is a narrow plan's cost up to tmaNarrowRows rows, w the units
-// W takes to stream from HBM at tmaHBMShare: its waves, or one wave's
-// set-up and w where that is more.
+// smallCost is a narrow plan's cost up to tmaNarrowRows rows (E4M3 codes:
+// tmaFP8NarrowRows), w the units W takes to stream from HBM at
+// tmaHBMShare: its waves, or one wave's set-up and w where that is more.
 func (p tmaPlan) smallCost(m, n int, slots func(tmaConfig, int) int, w float64) float64 {
 	return max(p.cost(m, n, slots), tmaNarrowWave+w)
 }
