@@ -11,6 +11,7 @@
 #   bash bench/gpu.sh study [options] SPEC [xrun run flags]
 #   bash bench/gpu.sh resume [options] SPEC [xrun run flags]
 #   bash bench/gpu.sh collect FROM [TREE]    # with Go or not: merge, stage
+#   bash bench/gpu.sh ab [options] OLD NEW   # GPU: two builds' benchmarks
 #
 # Environment: GPU_DIR (the binaries, default .gpu), OUT (logs and packed
 # results, default $GPU_DIR/out), RESULTS (the studies' results directories
@@ -121,6 +122,26 @@ On the GPU machine (the repository with \$GPU_DIR beside it; no Go needed):
                     as study, with --resume: continue \$RESULTS/NAME, or,
                     when it is not there, the pack collect staged
                     (\$GPU_DIR/resume/NAME.tgz).
+  ab [options] OLD NEW
+                    engine/cuda's benchmarks from two builds of its test
+                    binary (OLD, NEW: e.g. \$GPU_DIR/cuda.test and a
+                    branch's), each first run once to compile its kernels
+                    into the disk cache, then timed in crossed order: on a
+                    GPU the rounds alternate OLD, NEW and NEW, OLD, and
+                    with --gpus the GPUs start opposite ways, at once, so
+                    that neither build always runs first or on one GPU.
+                    Every round's output in \$OUT/ab-old.txt and
+                    \$OUT/ab-new.txt; a table of the runs, then each
+                    benchmark's medians and NEW / OLD. For significance, on
+                    a machine with Go, from the repository:
+                    go run golang.org/x/perf/cmd/benchstat OLD.txt NEW.txt
+      --bench PATTERN       -test.bench (required), e.g.
+                            'BenchmarkGemmFP8/^own-fp8\$/./^M=128\$'
+      --benchtime D         -test.benchtime (default 20x)
+      --count N             -test.count a run (default 3)
+      --rounds R            rounds a GPU (default 2)
+      --gpus LIST           these GPUs (comma-separated, e.g. 0,1) at once
+      --timeout SECONDS     each run's limit (default 300)
 EOF
 }
 
@@ -647,8 +668,133 @@ cmd_collect() {
 	return $rc
 }
 
+# ---- ab ----
+
+# ab_run NAME GPU BIN ARGS...: one run of cmd_ab's, like step but safe to
+# run beside others (its exit status and seconds go to $OUT/NAME.rc for
+# the table); GPU empty leaves CUDA_VISIBLE_DEVICES as it is.
+ab_run() {
+	local name=$1 gpu=$2 bin=$3 t0=$SECONDS rc
+	shift 3
+	(cd "$ROOT/${PKG[cuda]}" && { [ -z "$gpu" ] || export CUDA_VISIBLE_DEVICES=$gpu; } &&
+		exec timeout -k 15 "$AB_SECS" "$bin" -test.timeout "$((AB_SECS - 10))s" "$@") >"$OUT/$name.log" 2>&1
+	rc=$?
+	echo "$rc $((SECONDS - t0))" >"$OUT/$name.rc"
+}
+
+# cmd_ab [options] OLD NEW: see usage.
+cmd_ab() {
+	local bench="" benchtime=20x count=3 rounds=2 gpus="" old="" new="" v
+	AB_SECS=300
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--bench) bench=${2:?--bench PATTERN}; shift ;;
+		--benchtime) benchtime=${2:?--benchtime D}; shift ;;
+		--count) count=${2:?--count N}; shift ;;
+		--rounds) rounds=${2:?--rounds R}; shift ;;
+		--gpus) gpus=${2:?--gpus LIST}; shift ;;
+		--timeout) AB_SECS=${2:?--timeout SECONDS}; shift ;;
+		-h | --help) usage; exit 0 ;;
+		--*) die "ab: unknown option $1" ;;
+		*)
+			if [ -z "$old" ]; then old=$1; elif [ -z "$new" ]; then new=$1; else die "ab: a third binary $1 (OLD and NEW only)"; fi
+			;;
+		esac
+		shift
+	done
+	[ -n "$new" ] || die "ab: needs two test binaries, OLD and NEW (see '$PROG help')"
+	[ -n "$bench" ] || die "ab: --bench PATTERN is required (the benchmarks both builds run)"
+	for v in "--count $count" "--rounds $rounds"; do
+		[[ ${v#* } =~ ^[1-9][0-9]*$ ]] || die "ab: $v: a whole number of at least 1"
+	done
+	[[ $AB_SECS =~ ^[0-9]+$ ]] && [ "$AB_SECS" -gt 20 ] || die "ab: --timeout $AB_SECS: SECONDS, a whole number above 20"
+	[ -z "$gpus" ] || [[ $gpus =~ ^[0-9]+(,[0-9]+)*$ ]] || die "ab: --gpus $gpus: GPU numbers, comma-separated"
+	old=$(realpath -m "$old") new=$(realpath -m "$new")
+	for v in "$old" "$new"; do [ -f "$v" ] && [ -x "$v" ] || die "ab: $v: not an executable test binary"; done
+	[ "$old" != "$new" ] || die "ab: OLD and NEW are the same file"
+	need_gpu ab
+	local -a ids=("")
+	[ -z "$gpus" ] || IFS=, read -r -a ids <<<"$gpus"
+	rm -f "$OUT"/ab-*.log "$OUT"/ab-*.rc "$OUT/ab-old.txt" "$OUT/ab-new.txt"
+	# Each build's kernels into the disk cache first, one after the other,
+	# so that no timed run waits on NVRTC or shares the CPU with it.
+	local side bin i r
+	for side in old new; do
+		bin=$old
+		[ $side = new ] && bin=$new
+		echo "== ab-warm-$side: $bin (kernels compiled, GPU ${ids[0]:-default})" >&2
+		ab_run "ab-warm-$side" "${ids[0]}" "$bin" -test.run '^TestMemory$'
+	done
+	local -a pids=() runs=(ab-warm-old ab-warm-new)
+	for i in "${!ids[@]}"; do
+		for ((r = 0; r < rounds; r++)); do
+			if (((i + r) % 2 == 0)); then runs+=("ab-old-$i-$r" "ab-new-$i-$r"); else runs+=("ab-new-$i-$r" "ab-old-$i-$r"); fi
+		done
+	done
+	echo "== ab: $bench on GPU ${gpus:-default}, $rounds rounds of -test.count $count a GPU (timeout ${AB_SECS}s a run)" >&2
+	for i in "${!ids[@]}"; do
+		(
+			for name in "${runs[@]}"; do
+				[[ $name == ab-*-$i-* ]] || continue
+				bin=$old
+				[[ $name == ab-new-* ]] && bin=$new
+				ab_run "$name" "${ids[$i]}" "$bin" -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime" -test.count "$count"
+			done
+		) &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	local rc secs name
+	for name in "${runs[@]}"; do
+		read -r rc secs <"$OUT/$name.rc" || rc=? secs=?
+		STEPS+=("$name") RC[$name]=$rc SECS[$name]=$secs LOG[$name]=$name.log
+		stopped "$name" "$AB_SECS" "$name"
+		[[ $name == ab-warm-* ]] && continue
+		cat "$OUT/$name.log" >>"$OUT/${name:0:6}.txt"
+	done
+	rm -f "$OUT"/ab-*.rc
+	table
+	local failed=$?
+	echo "== ab: medians, NEW / OLD (ab-old.txt, ab-new.txt; significance: benchstat)"
+	ab_medians "$OUT/ab-old.txt" "$OUT/ab-new.txt"
+	return $failed
+}
+
+# ab_medians OLD.txt NEW.txt prints, for each benchmark and unit both
+# hold, the median of each side's values and their ratio, then each
+# unit's geometric mean of the ratios.
+ab_medians() {
+	awk '
+		function median(s,    n, a, i, j, t) {
+			n = split(s, a, " ")
+			for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		FNR == 1 { side++ }
+		$1 ~ /^Benchmark/ && $2 ~ /^[0-9]+$/ {
+			for (i = 3; i < NF; i += 2) {
+				k = $1 SUBSEP $(i + 1)
+				v[side, k] = v[side, k] " " $i
+				if (side == 1 && !(k in seen)) { seen[k] = 1; order[++n] = k }
+			}
+		}
+		END {
+			printf "%-60s %-10s %12s %12s %9s\n", "benchmark", "unit", "old", "new", "new/old"
+			for (i = 1; i <= n; i++) {
+				k = order[i]
+				if (!((2, k) in v)) continue
+				a = median(v[1, k]); b = median(v[2, k])
+				split(k, p, SUBSEP)
+				if (a > 0 && b > 0) { r = b / a; lg[p[2]] += log(r); cnt[p[2]]++ } else r = 0
+				printf "%-60s %-10s %12.4g %12.4g %9.3f\n", p[1], p[2], a, b, r
+			}
+			for (u in cnt) printf "%-60s %-10s %12s %12s %9.3f\n", "geomean (" cnt[u] ")", u, "", "", exp(lg[u] / cnt[u])
+		}' "$1" "$2"
+}
+
 case ${1:-help} in
 build) shift; cmd_build "$@" ;;
+ab) shift; cmd_ab "$@" ;;
 check) shift; cmd_check "$@" ;;
 study) shift; cmd_study fresh "$@" ;;
 resume) shift; cmd_study resume "$@" ;;

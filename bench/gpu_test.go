@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -355,6 +356,85 @@ exit 1
 	}
 }
 
+// fakeBench is a test binary for ab: it notes the GPU and its arguments in
+// $FAKE/order, compiles nothing, and prints one benchmark line a count
+// whose kernel time is its own $US microseconds.
+const fakeBench = `echo "$(basename "$0") gpu=${CUDA_VISIBLE_DEVICES:-none} $*" >>"$FAKE/order"
+case " $* " in *" -test.bench "*) ;; *) printf '=== RUN   TestMemory\n--- PASS: TestMemory (0.00s)\nPASS\n'; exit 0 ;; esac
+while [ $# -gt 0 ] && [ "$1" != -test.count ]; do shift; done
+printf 'goos: linux\npkg: github.com/xrun-dev/xrun/engine/cuda\n'
+for i in $(seq "$2"); do printf 'BenchmarkGemm/own/qkv/M=128-16\t      20\t     %d ns/op\t  %s us/gemm\n' $((US * 1000 + 500)) "$US"; done
+printf 'PASS\n'
+`
+
+// TestAB: two builds' benchmarks in crossed order on two GPUs at once,
+// each build warmed first; the logs pooled a side and compared.
+func TestAB(t *testing.T) {
+	f := newFakeGPU(t)
+	writeExec(t, filepath.Join(f.dir, "old.test"), "US=10\n"+fakeBench)
+	writeExec(t, filepath.Join(f.dir, "new.test"), "US=8\n"+fakeBench)
+	r := gpuSh(t, f.env, "ab", "--bench", "BenchmarkGemm/^own$", "--gpus", "0,1", "--count", "2",
+		filepath.Join(f.dir, "old.test"), filepath.Join(f.dir, "new.test"))
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(f.dir, "order"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Per GPU, in order: the warm runs on the first GPU, then the rounds,
+	// the second GPU starting the other way.
+	seq := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		fs := strings.Fields(l)
+		kind := "bench"
+		if !strings.Contains(l, "-test.bench BenchmarkGemm/^own$ -test.benchtime 20x -test.count 2") {
+			kind = "warm"
+			if !strings.Contains(l, "-test.run ^TestMemory$") {
+				t.Errorf("a run neither warm nor timed: %q", l)
+			}
+		}
+		seq[fs[1]] = append(seq[fs[1]], strings.TrimSuffix(fs[0], ".test")+" "+kind)
+	}
+	want := map[string][]string{
+		"gpu=0": {"old warm", "new warm", "old bench", "new bench", "new bench", "old bench"},
+		"gpu=1": {"new bench", "old bench", "old bench", "new bench"},
+	}
+	if !reflect.DeepEqual(seq, want) {
+		t.Errorf("runs %v, want %v", seq, want)
+	}
+	logs := files(t, f.out)
+	for side, us := range map[string]string{"old": "10", "new": "8"} {
+		if n := strings.Count(logs["ab-"+side+".txt"], "us/gemm"); n != 8 {
+			t.Errorf("ab-%s.txt holds %d results, want 8 (2 GPUs x 2 rounds x count 2)", side, n)
+		}
+		if !strings.Contains(logs["ab-"+side+".txt"], " "+us+" us/gemm") {
+			t.Errorf("ab-%s.txt lacks its own timings:\n%s", side, logs["ab-"+side+".txt"])
+		}
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^ab-warm-old +0 +1 +0 +0 +\d+  ab-warm-old\.log$`),
+		regexp.MustCompile(`(?m)^ab-new-1-0 +0 +- +- +- +\d+  ab-new-1-0\.log$`),
+		regexp.MustCompile(`(?m)^BenchmarkGemm/own/qkv/M=128-16 +us/gemm +10 +8 +0\.800$`),
+		regexp.MustCompile(`(?m)^BenchmarkGemm/own/qkv/M=128-16 +ns/op +1\.05e\+04 +8500 +0\.810$`),
+		regexp.MustCompile(`(?m)^geomean \(1\) +us/gemm +0\.800$`),
+	} {
+		if !want.MatchString(r.stdout) {
+			t.Errorf("stdout lacks %s:\n%s", want, r.stdout)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.out, "ab-old-0-0.rc")); err == nil {
+		t.Error("ab left its .rc files behind")
+	}
+
+	// A build whose benchmark fails: exit 1, its runs' status in the table.
+	writeExec(t, filepath.Join(f.dir, "bad.test"), `case " $* " in *" -test.bench "*) echo "--- FAIL: BenchmarkGemm"; exit 1 ;; esac`+"\n")
+	r = gpuSh(t, f.env, "ab", "--bench", "X", "--rounds", "1", filepath.Join(f.dir, "old.test"), filepath.Join(f.dir, "bad.test"))
+	if r.code != 1 || !regexp.MustCompile(`(?m)^ab-new-0-0 +1 `).MatchString(r.stdout) {
+		t.Errorf("a failing build: exit %d, want 1 and its run's exit in the table:\n%s", r.code, r.stdout)
+	}
+}
+
 // TestWithoutXrun: a build folder of test binaries only still checks, the
 // devices probe skipped and saying why; a study refuses.
 func TestWithoutXrun(t *testing.T) {
@@ -389,7 +469,7 @@ func TestNoGPU(t *testing.T) {
 	if p, err := exec.LookPath("nvidia-smi"); err == nil {
 		t.Skip("a driver is installed here:", p)
 	}
-	for _, args := range [][]string{{"check"}, {"study", "bench/specs/gemm-quick.yaml"}, {"resume", "bench/specs/gemm-quick.yaml"}} {
+	for _, args := range [][]string{{"check"}, {"study", "bench/specs/gemm-quick.yaml"}, {"resume", "bench/specs/gemm-quick.yaml"}, {"ab", "--bench", "X", "/bin/true", "/bin/false"}} {
 		r := gpuSh(t, []string{"GPU_DIR=" + t.TempDir()}, args...)
 		if r.code != 2 || !strings.Contains(r.stderr, "no NVIDIA driver here (nvidia-smi not found): '"+args[0]+"' runs on the GPU machine") {
 			t.Errorf("%v: exit %d, stderr %q", args, r.code, r.stderr)
@@ -420,6 +500,14 @@ func TestUsage(t *testing.T) {
 		{[]string{"resume", "bench/specs/gemm-quick.yaml"}, "resume: nothing to continue"},
 		{[]string{"collect"}, "usage: bash bench/gpu.sh collect FROM [TREE]"},
 		{[]string{"collect", f.dir}, "collect: no NAME-core.tgz.000 in"},
+		{[]string{"ab", "--bench", "X", f.gpuDir + "/xrun"}, "ab: needs two test binaries, OLD and NEW"},
+		{[]string{"ab", f.gpuDir + "/xrun", f.dir + "/none.test", "--bench", "X"}, "/none.test: not an executable test binary"},
+		{[]string{"ab", f.gpuDir + "/xrun", f.gpuDir + "/xrun"}, "ab: --bench PATTERN is required"},
+		{[]string{"ab", "--bench", "X", "--count", "0", f.gpuDir + "/xrun", f.dir + "/bin/nvidia-smi"}, "ab: --count 0: a whole number of at least 1"},
+		{[]string{"ab", "--bench", "X", "--gpus", "0;1", f.gpuDir + "/xrun", f.dir + "/bin/nvidia-smi"}, "ab: --gpus 0;1: GPU numbers"},
+		{[]string{"ab", "--bench", "X", "--timeout", "5", f.gpuDir + "/xrun", f.dir + "/bin/nvidia-smi"}, "ab: --timeout 5: SECONDS"},
+		{[]string{"ab", "--bench", "X", f.gpuDir + "/xrun", f.gpuDir + "/xrun"}, "ab: OLD and NEW are the same file"},
+		{[]string{"ab", "--bench", "X", "--frob", f.gpuDir + "/xrun", f.gpuDir + "/xrun"}, "ab: unknown option --frob"},
 	} {
 		r := gpuSh(t, f.with("RESULTS="+filepath.Join(f.dir, "res")), tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
