@@ -785,10 +785,11 @@ ab_medians() {
 				if (!((2, k) in v)) continue
 				a = median(v[1, k]); b = median(v[2, k])
 				split(k, p, SUBSEP)
+				if (!(p[2] in seenu)) { seenu[p[2]] = 1; units[++nu] = p[2] }
 				if (a > 0 && b > 0) { r = b / a; lg[p[2]] += log(r); cnt[p[2]]++ } else r = 0
 				printf "%-60s %-10s %12.4g %12.4g %9.3f\n", p[1], p[2], a, b, r
 			}
-			for (u in cnt) printf "%-60s %-10s %12s %12s %9.3f\n", "geomean (" cnt[u] ")", u, "", "", exp(lg[u] / cnt[u])
+			for (i = 1; i <= nu; i++) if (cnt[units[i]]) printf "%-60s %-10s %12s %12s %9.3f\n", "geomean (" cnt[units[i]] ")", units[i], "", "", exp(lg[units[i]] / cnt[units[i]])
 		}' "$1" "$2"
 }
 
