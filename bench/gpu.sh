@@ -190,15 +190,16 @@ step() {
 # NAME ran out of its SECS seconds: killed by timeout (exit 124 or 137),
 # or stopped by the test binary's own -test.timeout, SECS - 10 (a panic
 # in the log, exit 2, which the table would show as a bare failure).
-# FLAG is the --timeout step that gives it more.
+# FLAG is the --timeout step that gives it more (empty: --timeout SECONDS
+# itself, as ab takes it).
 stopped() {
-	local name=$1 secs=$2 flag=$3 log=$OUT/$1.log
+	local name=$1 secs=$2 log=$OUT/$1.log hint="--timeout ${3:+$3=}SECONDS"
 	if [ "${RC[$name]}" = 124 ] || [ "${RC[$name]}" = 137 ]; then
 		NOTE[$name]="stopped after the ${secs}s timeout"
-		echo "gpu.sh: $name stopped after ${secs}s (--timeout $flag=SECONDS)" >>"$log"
+		echo "gpu.sh: $name stopped after ${secs}s ($hint)" >>"$log"
 	elif grep -q '^panic: test timed out after' "$log" 2>/dev/null; then
-		NOTE[$name]="stopped by -test.timeout $((secs - 10))s; --timeout $flag=SECONDS"
-		echo "gpu.sh: $name stopped by -test.timeout $((secs - 10))s (--timeout $flag=SECONDS)" >>"$log"
+		NOTE[$name]="stopped by -test.timeout $((secs - 10))s; $hint"
+		echo "gpu.sh: $name stopped by -test.timeout $((secs - 10))s ($hint)" >>"$log"
 	fi
 }
 
@@ -748,7 +749,7 @@ cmd_ab() {
 	for name in "${runs[@]}"; do
 		read -r rc secs <"$OUT/$name.rc" || rc=? secs=?
 		STEPS+=("$name") RC[$name]=$rc SECS[$name]=$secs LOG[$name]=$name.log
-		stopped "$name" "$AB_SECS" "$name"
+		stopped "$name" "$AB_SECS" ""
 		[[ $name == ab-warm-* ]] && continue
 		cat "$OUT/$name.log" >>"$OUT/${name:0:6}.txt"
 	done

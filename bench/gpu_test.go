@@ -433,6 +433,14 @@ func TestAB(t *testing.T) {
 	if r.code != 1 || !regexp.MustCompile(`(?m)^ab-new-0-0 +1 `).MatchString(r.stdout) {
 		t.Errorf("a failing build: exit %d, want 1 and its run's exit in the table:\n%s", r.code, r.stdout)
 	}
+
+	// One that Go's own -test.timeout stops: the table says so, and names
+	// ab's flag.
+	writeExec(t, filepath.Join(f.dir, "slow.test"), `case " $* " in *" -test.bench "*) echo "panic: test timed out after 290s"; exit 2 ;; esac`+"\n")
+	r = gpuSh(t, f.env, "ab", "--bench", "X", "--rounds", "1", filepath.Join(f.dir, "old.test"), filepath.Join(f.dir, "slow.test"))
+	if want := "ab-new-0-0.log (stopped by -test.timeout 290s; --timeout SECONDS)"; r.code != 1 || !strings.Contains(r.stdout, want) {
+		t.Errorf("a stopped build: exit %d, want 1 and %q in the table:\n%s", r.code, want, r.stdout)
+	}
 }
 
 // TestWithoutXrun: a build folder of test binaries only still checks, the
