@@ -504,37 +504,13 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 					}
 				};
 				if (m0 + ROWS <= M && n0 + JB * 8 <= N && (N & 7) == 0 && ((unsigned long long)Y & 15) == 0) {
-					// The whole tile inside Y, its rows 16-byte aligned: each
-					// quad trades its words (quad_transpose, as wg_store) so
-					// that a lane reads and writes 8 consecutive outputs at a
-					// time; the last column blocks past a multiple of four
-					// in pairs.
-					constexpr int JQ = JB / 4 * 4;
-					const int q = lane & 3;
+					// The whole tile inside Y, its rows 16-byte aligned: a lane
+					// reads and writes 8 consecutive outputs at a time
+					// (quad_store, as wg_store), the residual added to them.
 #pragma unroll
-					for (int h = 0; h < 2; h++) {
-						T *yr = Y + (long long)(m0 + rl + h * 8) * N + n0;
-#pragma unroll
-						for (int jj = 0; jj < JQ / 4; jj++) {
-							u32 w[4];
-#pragma unroll
-							for (int e = 0; e < 4; e++) w[e] = outw(4 * jj + e, h);
-							quad_transpose(w, q);
-							uint4 *y = (uint4 *)(yr + (4 * jj + q) * 8);
-							if constexpr (EPI == TMA_EPI_RES) {
-								const uint4 o = *y;
-								w[0] = epi_addw<T>(o.x, w[0]), w[1] = epi_addw<T>(o.y, w[1]);
-								w[2] = epi_addw<T>(o.z, w[2]), w[3] = epi_addw<T>(o.w, w[3]);
-							}
-							*y = make_uint4(w[0], w[1], w[2], w[3]);
-						}
-#pragma unroll
-						for (int j = JQ; j < JB; j++) {
-							u32 *y = (u32 *)(yr + j * 8 + q * 2);
-							const u32 v = outw(j, h);
-							*y = EPI == TMA_EPI_RES ? epi_addw<T>(*y, v) : v;
-						}
-					}
+					for (int h = 0; h < 2; h++)
+						quad_store<JB, EPI == TMA_EPI_RES>(Y + (long long)(m0 + rl + h * 8) * N + n0, lane & 3, true,
+							[&](int j) { return outw(j, h); }, [](u32 o, u32 w) { return epi_addw<T>(o, w); });
 				} else if (m0 + ROWS <= M && n0 + JB * 8 <= N && (N & 1) == 0) {
 					// The whole tile inside Y: no test an output, one row
 					// pointer a row, the residual read in pairs.

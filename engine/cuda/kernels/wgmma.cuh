@@ -137,6 +137,38 @@ __device__ __forceinline__ void quad_transpose(u32 (&w)[4], int q) {
 	}
 }
 
+// quad_store writes one row of JB 8-column blocks from yr on, word(j)
+// being block j's pair of outputs in this lane (lane % 4 = q), two 16-bit
+// values: the first JB / 4 * 4 blocks, after quad_transpose, as one
+// 16-byte store a lane of 8 consecutive outputs; the rest in pairs. Under
+// ADD each word is first combined with the pair Y holds there, add(old,
+// w). Every lane of the warp calls it (the shuffles); only those with live
+// set read or write Y.
+template <int JB, bool ADD, class T, class W, class A>
+__device__ __forceinline__ void quad_store(T *yr, int q, bool live, W word, A add) {
+	constexpr int JQ = JB / 4 * 4;
+#pragma unroll
+	for (int jj = 0; jj < JQ / 4; jj++) {
+		u32 w[4];
+#pragma unroll
+		for (int e = 0; e < 4; e++) w[e] = word(4 * jj + e);
+		quad_transpose(w, q);
+		uint4 *y = (uint4 *)(yr + (4 * jj + q) * 8);
+		if (!live) continue;
+		if constexpr (ADD) {
+			const uint4 o = *y;
+			w[0] = add(o.x, w[0]), w[1] = add(o.y, w[1]), w[2] = add(o.z, w[2]), w[3] = add(o.w, w[3]);
+		}
+		*y = make_uint4(w[0], w[1], w[2], w[3]);
+	}
+#pragma unroll
+	for (int j = JQ; j < JB; j++) {
+		u32 *y = (u32 *)(yr + j * 8 + q * 2);
+		const u32 v = word(j);
+		if (live) *y = ADD ? add(*y, v) : v;
+	}
+}
+
 // wg_store writes a warpgroup's 64 x BN accumulators, this thread's share:
 // each 8-column block j holds rows rb and rb + 8 (rb: the warp's 16 rows,
 // lane / 4 in), columns n0 + 8j + 2 (lane % 4) and +1; into Y, or split-K
@@ -166,12 +198,10 @@ __device__ __forceinline__ void wg_store(const float *acc, T *Y, float *P, int M
 	// blocks of the 80- and 176-wide tiles. The values and their rounding
 	// are the pairs' own.
 	if (P == nullptr && (N & 7) == 0 && n0 + BN <= N && ((unsigned long long)Y & 15) == 0) {
-		constexpr int JQ = BN / 32 * 4; // the column blocks the quads write
 		const int q = lane & 3;
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
 			const int r = rb + h * 8;
-			T *y = Y + (long long)min(r, M - 1) * N + n0;
 			auto pair = [&](int j) { // column block j's two values, scaled, as one word
 				float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
 				if constexpr (F8) {
@@ -181,19 +211,8 @@ __device__ __forceinline__ void wg_store(const float *acc, T *Y, float *P, int M
 				}
 				return pack2(v0, v1, T{});
 			};
-#pragma unroll
-			for (int jj = 0; jj < JQ / 4; jj++) {
-				u32 w[4];
-#pragma unroll
-				for (int e = 0; e < 4; e++) w[e] = pair(4 * jj + e);
-				quad_transpose(w, q); // every lane, its row inside Y or not
-				if (r < M) *(uint4 *)(y + (4 * jj + q) * 8) = make_uint4(w[0], w[1], w[2], w[3]);
-			}
-#pragma unroll
-			for (int j = JQ; j < BN / 8; j++) {
-				const u32 v = pair(j);
-				if (r < M) *(u32 *)(y + j * 8 + q * 2) = v;
-			}
+			// Every lane takes part in the shuffles, its row inside Y or not.
+			quad_store<BN / 8, false>(Y + (long long)min(r, M - 1) * N + n0, q, r < M, pair, [](u32, u32 w) { return w; });
 		}
 		return;
 	}
