@@ -518,7 +518,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 				// XRUN_CUDA_WGMMA_FP8 says.
 				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores", "own-fp8-unpersist", "own-fp8-mc")
 				if m <= tmaSmallRows {
-					for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
+					for _, tile := range tmaTiles {
 						impls = append(impls, "own-fp8-tma-"+tile)
 					}
 				} else {

@@ -20,7 +20,7 @@ import (
 // us/gemm, TFLOP/s, and GB/s of the bytes that must move (W, X, Y once).
 // On Hopper, own is the warpgroup MMA as XRUN_CUDA_GEMM_TMA chooses, own-tma
 // its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w, -wg2f, and up to M =
-// 256 the narrow -wg1s, -wg1n and -wg1m force a tile; own-wide is the choice by M
+// 256 the narrow -wg1s, -wg1n, -wg1m and -wg1w force a tile; own-wide is the choice by M
 // without the narrow tiles, XRUN_CUDA_WGMMA_TILE=wide), own-unpersist the
 // choice by M with a block a tile where its tiles make more than a wave
 // (XRUN_CUDA_GEMM_PERSIST=0), own-cpasync its
@@ -81,18 +81,18 @@ func BenchmarkGemm(b *testing.B) {
 				if m <= tmaSmallRows {
 					// The narrow tiles, K unsplit, and the choice by M
 					// without them (XRUN_CUDA_WGMMA_TILE=wide).
-					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-wide")
+					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-tma-wg1w", "own-wide")
 				}
 			}
 			if m == 1 {
 				impls = append(impls, "own-waves1", "own-waves4", "own-waves8")
 			}
 			if dev.Info.Major == 9 && m > 1 {
-				// The plan and each 128-row tile (the ones the planner
-				// multicasts, tmaPlan.withMulticast) with W's loads not
-				// multicast.
+				// The plan and each tile the planner multicasts (the
+				// 128-row ones and 64 x 176, tmaPlan.withMulticast) with
+				// W's loads not multicast.
 				for _, impl := range impls {
-					if tile, ok := strings.CutPrefix(impl, "own-tma-"); impl == "own" || ok && tmaConfigs[tile].rows == 128 {
+					if tile, ok := strings.CutPrefix(impl, "own-tma-"); impl == "own" || ok && (tmaConfigs[tile].rows == 128 || tile == "wg1w") {
 						impls = append(impls, impl+"-nomc")
 					}
 				}

@@ -399,12 +399,16 @@ func TestPlanGemmTMA(t *testing.T) {
 	}{
 		{64, 2560, 2048, false, "wg1", "wg1", 0, 2, 8},
 		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
-		{256, 2560, 2048, false, "wide", "wg2", 0, 3, 3},   // 120 blocks in clusters of 3 fit 132 places, not 80 in twos
-		{128, 2560, 2048, false, "wide", "wg2", 0, 6, 6},   // 120 blocks in sixes, not 80 in fours
-		{128, 11264, 2048, false, "wide", "wg2m", 0, 2, 2}, // 118 blocks, one wave, where 128 x 128 split four ways takes three
-		{256, 11264, 2048, false, "wide", "wg2m", 0, 1, 1}, // 118 tiles: one wave, where 128 x 128 needs two
-		{256, 11264, 2048, false, "auto", "wg2f", 0, 1, 1}, // 128 tiles of 128 x 176 fill more of the GPU than 118
-		{128, 11264, 2048, false, "auto", "wg2f", 0, 2, 2},
+		{256, 2560, 2048, false, "wide", "wg2", 0, 3, 3},    // 120 blocks in clusters of 3 fit 132 places, not 80 in twos
+		{128, 2560, 2048, false, "wide", "wg2", 0, 6, 6},    // 120 blocks in sixes, not 80 in fours
+		{128, 11264, 2048, false, "wide", "wg2m", 0, 2, 2},  // 118 blocks, one wave, where 128 x 128 split four ways takes three
+		{256, 11264, 2048, false, "wide", "wg2m", 0, 1, 1},  // 118 tiles: one wave, where 128 x 128 needs two
+		{256, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},  // 128 tiles of 128 x 176 fill more of the GPU than 118
+		{128, 11264, 2048, false, "auto", "wg1w", 0, 1, 1},  // 128 tiles of 64 x 176: one round of 132, 0.97 full
+		{256, 5120, 2048, false, "auto", "wg1w", 0, 1, 1},   // 120 of 132 (Qwen3-30B-A3B's qkv)
+		{256, 6144, 4096, false, "auto", "wg2m", 0, 2, 2},   // 140 tiles of 64 x 176: two rounds
+		{256, 4096, 4096, false, "auto", "wg2", 0, 1, 8},    // 96 tiles of 64 x 176: a round 0.73 full
+		{64, 11264, 2048, false, "auto", "wg1m", 0, 1, 1},   // at tmaNarrowRows the cost model's narrow tiles
 		{2048, 11264, 2048, false, "auto", "wg2w", 0, 1, 1}, // prefill: 128 x 176 is weighed at decode sizes only
 		{256, 2048, 5632, false, "auto", "wg2", 0, 4, 4},    // 128 x 128 split four ways fills the GPU
 		{2048, 2560, 2048, false, "auto", "wg2m", 0, 1, 1},  // 224 tiles: two full waves against 160 of 128 x 256 in two
@@ -551,7 +555,7 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 		{256, 2560, 2048, "wide", "wg2", 2}, {256, 2048, 2048, "wide", "wg2", 3}, {256, 2048, 5632, "wide", "wg2", 3}, {256, 11264, 2048, "wide", "wg2m", 1},
 		{128, 2560, 2048, "wide", "wg2", 5}, {128, 2048, 2048, "wide", "wg2", 6}, {128, 2048, 5632, "wide", "wg2", 6}, {128, 11264, 2048, "wide", "wg2m", 2},
 		{256, 2560, 2048, "auto", "wg1n", 1}, {256, 2048, 2048, "auto", "wg1s", 1}, {256, 2048, 5632, "auto", "wg2", 3}, {256, 11264, 2048, "auto", "wg2f", 1},
-		{128, 2560, 2048, "auto", "wg1s", 1}, {128, 2048, 2048, "auto", "wg1s", 1}, {128, 2048, 5632, "auto", "wg2", 6}, {128, 11264, 2048, "auto", "wg2f", 2},
+		{128, 2560, 2048, "auto", "wg1s", 1}, {128, 2048, 2048, "auto", "wg1s", 1}, {128, 2048, 5632, "auto", "wg2", 6}, {128, 11264, 2048, "auto", "wg1w", 1},
 	} {
 		if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), false, c.tile, 0); p.cfg.name != c.cfg || p.splits != c.splits {
 			t.Errorf("planGemmTMA(%d, %d, %d, %s) on an H100's counts = %s split %d; want %s split %d", c.m, c.n, c.k, c.tile, p.cfg.name, p.splits, c.cfg, c.splits)
@@ -571,7 +575,7 @@ func TestTMASlots(t *testing.T) {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
 	do(t, func(t testing.TB, g *GPU) {
-		for _, name := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
+		for _, name := range tmaTiles {
 			cfg := tmaConfigs[name]
 			for _, fp8 := range []bool{false, true} {
 				for s := 1; s <= tmaMaxCluster; s++ {
@@ -584,6 +588,25 @@ func TestTMASlots(t *testing.T) {
 			}
 		}
 	})
+}
+
+// tmaTiles are the TMA GEMM's configurations (tmaConfigs), in the order
+// the tests and benchmarks walk them.
+var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w"}
+
+// TestTMATiles: tmaTiles names every configuration once, so that a new one
+// is checked and timed with the rest.
+func TestTMATiles(t *testing.T) {
+	seen := map[string]bool{}
+	for _, name := range tmaTiles {
+		if _, ok := tmaConfigs[name]; !ok || seen[name] {
+			t.Errorf("tmaTiles: %q unknown or twice", name)
+		}
+		seen[name] = true
+	}
+	if len(seen) != len(tmaConfigs) {
+		t.Errorf("tmaTiles has %d of the %d configurations", len(seen), len(tmaConfigs))
+	}
 }
 
 // TestTMAPolicy checks which launches XRUN_CUDA_GEMM_TMA=auto puts on the
@@ -650,7 +673,8 @@ func TestEpilogueRows(t *testing.T) {
 	}{
 		{"auto", "auto", tmaNarrowRows + 1}, {"1", "auto", 1}, {"0", "auto", 0},
 		{"auto", "wg1", 0}, {"auto", "wg2", 1}, {"auto", "wg2m", 1}, {"auto", "wg2w", 1},
-		{"auto", "wg2f", 1}, {"auto", "wg1s", 1}, {"auto", "wg1n", 1}, {"auto", "wg1m", 1}, {"auto", "wide", tmaNarrowRows + 1},
+		{"auto", "wg2f", 1}, {"auto", "wg1s", 1}, {"auto", "wg1n", 1}, {"auto", "wg1m", 1}, {"auto", "wg1w", 1},
+		{"auto", "wide", tmaNarrowRows + 1},
 	} {
 		g := &GPU{Info: DeviceInfo{Major: 9, SMs: 132}, tma: true, launchEx: true,
 			sw: model.Switches{CUDAWgmma: true, CUDAWgmmaTile: c.tile, CUDAGemmTMA: c.tma}}
@@ -681,7 +705,7 @@ func TestGemmTMA(t *testing.T) {
 	}
 	var paths []gemmPath
 	for _, tma := range []string{"1", "0"} {
-		for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wide"} {
+		for _, tile := range append(append([]string{"auto"}, tmaTiles...), "wide") {
 			for _, waves := range []int{0, 1, 4} {
 				if tma == "0" && (waves != 0 || tile != "auto") {
 					continue // the cp.async kernels' tiles and splits: TestGemmWgmmaTiles
@@ -753,7 +777,7 @@ func TestGemmEpilogue(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
-	for _, tile := range []string{"auto", "wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wide"} {
+	for _, tile := range append(append([]string{"auto"}, tmaTiles...), "wide") {
 		for _, waves := range []int{0, 1, 4} {
 			for _, glu := range []bool{true, false} {
 				name := map[bool]string{true: "glu", false: "res"}[glu]
@@ -833,7 +857,7 @@ func TestGemmTMASplits(t *testing.T) {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
 	const m, kps = 200, 3
-	for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
+	for _, tile := range tmaTiles {
 		t.Run(tile, func(t *testing.T) {
 			do(t, func(t testing.TB, g *GPU) {
 				for s := 1; s <= tmaMaxCluster; s++ {
@@ -885,7 +909,7 @@ func TestGemmTMAMulticast(t *testing.T) {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
 	const k = 616 // ten 16-bit k-tiles, the last of 40
-	for _, tile := range []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m"} {
+	for _, tile := range tmaTiles {
 		t.Run(tile, func(t *testing.T) {
 			do(t, func(t testing.TB, g *GPU) {
 				cfg := tmaConfigs[tile]

@@ -44,6 +44,13 @@ var tmaConfigs = map[string]tmaConfig{
 	// slice once, where 64 x 128 tiles need K split three ways, on the
 	// cp.async kernels at 1.21x cuBLASLt's time (v44's BenchmarkGemm, H100).
 	"wg1m": {"wg1m", 64, 96, 10, 1, true},
+	// 64 x 176, seven stages, K unsplit, W multicast to pairs of row
+	// tiles, for 16-bit GEMMs of 65-256 rows whose tiles fill one round
+	// (planGemmTMA, tmaRoundFill): cuBLASLt runs Qwen3-30B-A3B's qkv
+	// (5,120 rows of W, K 2,048) at M = 256 as one wave of 124 blocks of
+	// 64 x 168, seven stages, K unsplit, in clusters of two (Nsight
+	// Compute, H200).
+	"wg1w": {"wg1w", 64, 176, 7, 1, true},
 }
 
 // tmaNarrow are the narrow configurations, in the order planGemmTMA weighs
@@ -201,8 +208,8 @@ type tmaPlan struct {
 
 // withMulticast is p with W's loads multicast to clusters of two blocks,
 // the row tiles of one column tile (gemm_tma.cuh), where its launch allows
-// it and it has been measured to pay: 16-bit values on the 128-row tiles,
-// K unsplit (a split's cluster is its own), the m rows' row tiles even
+// it and it has been measured to pay: 16-bit values on the 128-row tiles
+// and 64 x 176, K unsplit (a split's cluster is its own), the m rows' row tiles even
 // and, on persistent blocks, those blocks in pairs (slots2: the blocks the
 // GPU runs at once in clusters of two). Each of W's tiles then crosses
 // from L2 once for the pair where each block read all of it; cuBLASLt's
@@ -215,9 +222,13 @@ type tmaPlan struct {
 // (LM heads, gate_ups) 0.968, 128 x 176 1.00; but the narrow 64-row tiles
 // at M = 128 and 256 1.08 (64 x 64), 1.02 (64 x 80) and 0.98 (64 x 96),
 // and E4M3 codes on 128 x 128 at M = 256 1.04 (BenchmarkGemmFP8, nine
-// shapes): those stay without.
+// shapes): those stay without. 64 x 176 where the planner takes it
+// (tmaRoundFill; forced, two H200s, 20 launches a sample, medians of 10):
+// TinyLlama's gate_up at M = 128 17.5 us against 19.4 without,
+// GPT-OSS-20B's qkv at 256 19.6 against 20.0, Qwen3-30B-A3B's qkv 14.9
+// against 14.5.
 func (p tmaPlan) withMulticast(m, slots2 int, fp8 bool) tmaPlan {
-	if fp8 || p.cfg.rows != 128 || p.splits != 1 || ceilDiv(m, p.cfg.rows)%2 != 0 || p.blocks > 0 && slots2 < 2 {
+	if fp8 || p.cfg.rows != 128 && p.cfg.name != "wg1w" || p.splits != 1 || ceilDiv(m, p.cfg.rows)%2 != 0 || p.blocks > 0 && slots2 < 2 {
 		return p
 	}
 	if p.blocks > 0 {
@@ -353,6 +364,12 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 					p = q
 				}
 			}
+			// Above tmaNarrowRows, 64 x 176 where its tiles make one
+			// round at least tmaRoundFill full, whatever the model says
+			// (its narrow k-tile is calibrated on 64-96 columns).
+			if q := split(tmaConfigs["wg1w"]); m > tmaNarrowRows && q.fillsRound(m, n, slots) {
+				p = q
+			}
 		}
 		return p
 	default:
@@ -402,6 +419,26 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		}
 		return p
 	}
+}
+
+// tmaRoundFill is how full planGemmTMA wants one round of 64 x 176 tiles
+// before it takes them for a 16-bit GEMM of 65-256 rows. BenchmarkGemm on
+// two H200s, 100 launches a sample, medians of 10, against the plan it
+// replaces (128 x 176 split two ways): TinyLlama's gate_up at M = 128
+// (128 tiles of 132 places) 16.6 us against 19.8 (cuBLASLt 16.5),
+// Qwen3-30B-A3B's qkv at 256 (120) 13.9 against 15.2 (13.2), GPT-OSS-20B's
+// qkv at 256 (120) 19.5 against 19.6 (16.8). Forced where its tiles left
+// a round a quarter empty or more, or took two, it lost (20 launches a
+// sample: Llama-3.1-8B's o at 256, 96 tiles, 23.2 against the plan's
+// 20.5; its qkv, 140, 42.0 against 28.8; TinyLlama's gate_up at 256, 256,
+// 31.0 against 24.6).
+const tmaRoundFill = 0.9
+
+// fillsRound reports whether p, K unsplit, covers an m x n output in one
+// round of the GPU's places, at least tmaRoundFill of them.
+func (p tmaPlan) fillsRound(m, n int, slots func(tmaConfig, int) int) bool {
+	t, s := p.cfg.tiles(m, n), slots(p.cfg, 1)
+	return p.splits == 1 && t <= s && float64(t) >= tmaRoundFill*float64(s)
 }
 
 // tmaFP8NarrowRows and tmaFP8NarrowK bound the E4M3 GEMMs of more than
