@@ -504,6 +504,10 @@ func BenchmarkFP8Quantize(b *testing.B) {
 // move (W at its width, X and Y in bf16).
 func BenchmarkGemmFP8(b *testing.B) {
 	dev := testGPU(b)
+	rows, err := gemmRows(*gemmRowsFlag)
+	if err != nil {
+		b.Fatal(err)
+	}
 	shapes := []zooGemm{{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}, {"lm", 128256, 4096}}
 	for _, sh := range zooGemmShapes {
 		if model, _, _ := strings.Cut(sh.name, "/"); model != "llama-3.1-8b" && !strings.HasPrefix(model, "tiny-") {
@@ -511,7 +515,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 		}
 	}
 	for _, sh := range shapes {
-		for _, m := range []int{1, 64, 128, 256, 2048} {
+		for _, m := range rows {
 			impls := []string{"cublaslt-bf16", "cublaslt-fp8", "own-fp8"}
 			if dev.Info.Major == 9 && m > fp8GemvRows {
 				// The warpgroup MMA and fp8.cu's CUDA-core tiles, whatever

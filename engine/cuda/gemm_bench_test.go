@@ -3,7 +3,9 @@
 package cuda
 
 import (
+	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +32,10 @@ import (
 // head's): the part of a launch's time that is not waiting on HBM.
 func BenchmarkGemm(b *testing.B) {
 	dev := testGPU(b)
+	rows, err := gemmRows(*gemmRowsFlag)
+	if err != nil {
+		b.Fatal(err)
+	}
 	const dt = F16
 	// TinyLlama's GEMMs by their own names (as the notes have always
 	// named them), then the rest of the zoo's full-size ones as
@@ -43,7 +49,7 @@ func BenchmarkGemm(b *testing.B) {
 		}
 	}
 	for _, sh := range shapes {
-		for _, m := range []int{1, 64, 128, 256, 2048} {
+		for _, m := range rows {
 			var ws []Buffer
 			var x, y Buffer
 			wBytes := sh.n * sh.k * dt.Size()
@@ -205,4 +211,62 @@ func TestSetBenchImpl(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", impl, got, exp)
 		}
 	}
+}
+
+// gemmRowsFlag: the M values BenchmarkGemm and BenchmarkGemmFP8 time, where
+// not their default (gemmRows): e.g. `-gemm.rows 192,256` for the batch
+// sizes a study runs.
+var gemmRowsFlag = flag.String("gemm.rows", "", "BenchmarkGemm and BenchmarkGemmFP8: comma-separated M values to time (default 1,64,128,256,2048)")
+
+// gemmRows is the M values -gemm.rows lists, in its order: each a positive
+// integer; empty, a decode's batch sizes and a prefill chunk.
+func gemmRows(s string) ([]int, error) {
+	if s == "" {
+		return []int{1, 64, 128, 256, 2048}, nil
+	}
+	var rows []int
+	for _, f := range strings.Split(s, ",") {
+		m, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || m < 1 || m > 1<<20 {
+			return nil, fmt.Errorf("-gemm.rows %q: %q is not a row count from 1 to %d", s, f, 1<<20)
+		}
+		rows = append(rows, m)
+	}
+	return rows, nil
+}
+
+// TestGemmRows: -gemm.rows's lists, and what it refuses.
+func TestGemmRows(t *testing.T) {
+	for in, want := range map[string][]int{"": {1, 64, 128, 256, 2048}, "192": {192}, "192, 256,1": {192, 256, 1}} {
+		if got, err := gemmRows(in); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("gemmRows(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{",", "0", "-3", "64,", "1e3", "2048,x", "1048577"} {
+		if got, err := gemmRows(in); err == nil {
+			t.Errorf("gemmRows(%q) = %v; want an error", in, got)
+		}
+	}
+}
+
+// FuzzGemmRows: whatever -gemm.rows says, gemmRows returns positive counts
+// or an error, never a panic.
+func FuzzGemmRows(f *testing.F) {
+	for _, s := range []string{"", "192,256", "0", ",,", " 7 "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rows, err := gemmRows(s)
+		if err != nil {
+			return
+		}
+		if len(rows) == 0 {
+			t.Fatalf("gemmRows(%q): no rows and no error", s)
+		}
+		for _, m := range rows {
+			if m < 1 || m > 1<<20 {
+				t.Fatalf("gemmRows(%q) = %v", s, rows)
+			}
+		}
+	})
 }
