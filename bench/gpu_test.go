@@ -373,7 +373,7 @@ func TestAB(t *testing.T) {
 	f := newFakeGPU(t)
 	writeExec(t, filepath.Join(f.dir, "old.test"), "US=10\n"+fakeBench)
 	writeExec(t, filepath.Join(f.dir, "new.test"), "US=8\n"+fakeBench)
-	r := gpuSh(t, f.env, "ab", "--bench", "BenchmarkGemm/^own$", "--gpus", "0,1", "--count", "2",
+	r := gpuSh(t, f.env, "ab", "--bench", "BenchmarkGemm/^own$", "--gpus", "0,1", "--count", "2", "--rows", "128,192",
 		filepath.Join(f.dir, "old.test"), filepath.Join(f.dir, "new.test"))
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
@@ -388,7 +388,7 @@ func TestAB(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		fs := strings.Fields(l)
 		kind := "bench"
-		if !strings.Contains(l, "-test.bench BenchmarkGemm/^own$ -test.benchtime 20x -test.count 2") {
+		if !strings.Contains(l, "-test.bench BenchmarkGemm/^own$ -test.benchtime 100x -test.count 2 -gemm.rows 128,192") {
 			kind = "warm"
 			if !strings.Contains(l, "-test.run ^TestMemory$") {
 				t.Errorf("a run neither warm nor timed: %q", l)
@@ -514,6 +514,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"ab", "--bench", "X", "--count", "0", f.gpuDir + "/xrun", f.dir + "/bin/nvidia-smi"}, "ab: --count 0: a whole number of at least 1"},
 		{[]string{"ab", "--bench", "X", "--gpus", "0;1", f.gpuDir + "/xrun", f.dir + "/bin/nvidia-smi"}, "ab: --gpus 0;1: GPU numbers"},
 		{[]string{"ab", "--bench", "X", "--timeout", "5", f.gpuDir + "/xrun", f.dir + "/bin/nvidia-smi"}, "ab: --timeout 5: SECONDS"},
+		{[]string{"ab", "--bench", "X", "--rows", "0,64", f.gpuDir + "/xrun", f.dir + "/bin/nvidia-smi"}, "ab: --rows 0,64: row counts (M)"},
 		{[]string{"ab", "--bench", "X", f.gpuDir + "/xrun", f.gpuDir + "/xrun"}, "ab: OLD and NEW are the same file"},
 		{[]string{"ab", "--bench", "X", "--frob", f.gpuDir + "/xrun", f.gpuDir + "/xrun"}, "ab: unknown option --frob"},
 	} {
