@@ -915,7 +915,8 @@ func TestGemmTMAMulticast(t *testing.T) {
 				cfg := tmaConfigs[tile]
 				for _, m := range []int{2*cfg.rows - 56, 4*cfg.rows - 8} {
 					// Every tile's kernels multicast where launched so, though
-					// the planner picks it only for the 128-row tiles.
+					// the planner picks it only for the 128-row tiles and 64 x
+					// 176.
 					plans := []tmaPlan{{cfg: cfg, splits: 1, kps: ceilDiv(k, 64), mc: true}}
 					if tmaPersist[tile] {
 						plans = append(plans, tmaPlan{cfg: cfg, splits: 1, kps: ceilDiv(k, 64)}.persist(m, 1000, 3).withMulticast(m, 4, false))
@@ -950,6 +951,8 @@ func TestTMAMulticastPlan(t *testing.T) {
 		{"wg2", 384, 1, 0, 132, false, false, 0, Dim3{1, 1, 1}, Dim3{3, 250, 1}},     // three row tiles
 		{"wg2", 256, 3, 0, 132, false, false, 0, Dim3{1, 1, 3}, Dim3{2, 250, 3}},     // K split: its own cluster
 		{"wg1s", 128, 1, 0, 132, false, false, 0, Dim3{1, 1, 1}, Dim3{2, 500, 1}},    // a narrow tile
+		{"wg1w", 256, 1, 0, 132, false, true, 0, Dim3{2, 1, 1}, Dim3{4, 182, 1}},     // 64 x 176: four row tiles, two pairs
+		{"wg1w", 192, 1, 0, 132, false, false, 0, Dim3{1, 1, 1}, Dim3{3, 182, 1}},    // three row tiles
 		{"wg2", 256, 1, 0, 132, true, false, 0, Dim3{1, 1, 1}, Dim3{2, 250, 1}},      // E4M3 codes
 		{"wg2f", 256, 1, 0, 132, false, true, 0, Dim3{2, 1, 1}, Dim3{2, 182, 1}},     // 128 x 176
 		{"wg2w", 2048, 1, 132, 1, false, false, 132, Dim3{1, 1, 1}, Dim3{132, 1, 1}}, // no pair fits
