@@ -277,7 +277,8 @@ func (p tmaPlan) tile() string {
 // persistent blocks fill), and for 16-bit values the 128 x 256 tile
 // where it needs no split, else 128 x 128, or 128 x 192 where the cost model puts that
 // below either: tmaPlan.cost; up to M = 256 128 x 176 or a narrow tile,
-// unsplit, where the model puts it lower still, unless tile is "wide"),
+// unsplit, where the model puts it lower still, and above 64 rows 64 x 176
+// where its tiles fill one round (tmaRoundFill), unless tile is "wide"),
 // then the split of
 // K: with waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest power of two that
 // gives waves blocks a multiprocessor; else none where the tiles fill the
