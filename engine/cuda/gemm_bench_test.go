@@ -98,7 +98,7 @@ func BenchmarkGemm(b *testing.B) {
 				// 128-row ones and 64 x 176, tmaPlan.withMulticast) with
 				// W's loads not multicast.
 				for _, impl := range impls {
-					if tile, ok := strings.CutPrefix(impl, "own-tma-"); impl == "own" || ok && (tmaConfigs[tile].rows == 128 || tile == "wg1w") {
+					if tile, ok := strings.CutPrefix(impl, "own-tma-"); impl == "own" || ok && tmaMulticast[tile] {
 						impls = append(impls, impl+"-nomc")
 					}
 				}

@@ -595,7 +595,8 @@ func TestTMASlots(t *testing.T) {
 var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w"}
 
 // TestTMATiles: tmaTiles names every configuration once, so that a new one
-// is checked and timed with the rest.
+// is checked and timed with the rest; tmaPersist and tmaMulticast name only
+// configurations.
 func TestTMATiles(t *testing.T) {
 	seen := map[string]bool{}
 	for _, name := range tmaTiles {
@@ -606,6 +607,13 @@ func TestTMATiles(t *testing.T) {
 	}
 	if len(seen) != len(tmaConfigs) {
 		t.Errorf("tmaTiles has %d of the %d configurations", len(seen), len(tmaConfigs))
+	}
+	for _, set := range []map[string]bool{tmaPersist, tmaMulticast} {
+		for name := range set {
+			if !seen[name] {
+				t.Errorf("%q in tmaPersist or tmaMulticast is no configuration", name)
+			}
+		}
 	}
 }
 

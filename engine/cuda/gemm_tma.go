@@ -206,11 +206,15 @@ type tmaPlan struct {
 	mc bool
 }
 
+// tmaMulticast: the configurations whose W loads withMulticast multicasts,
+// the 128-row tiles and 64 x 176.
+var tmaMulticast = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg2f": true, "wg1w": true}
+
 // withMulticast is p with W's loads multicast to clusters of two blocks,
 // the row tiles of one column tile (gemm_tma.cuh), where its launch allows
-// it and it has been measured to pay: 16-bit values on the 128-row tiles
-// and 64 x 176, K unsplit (a split's cluster is its own), the m rows' row tiles even
-// and, on persistent blocks, those blocks in pairs (slots2: the blocks the
+// it and it has been measured to pay: 16-bit values on the tiles of
+// tmaMulticast, K unsplit (a split's cluster is its own), the m rows' row
+// tiles even and, on persistent blocks, those blocks in pairs (slots2: the blocks the
 // GPU runs at once in clusters of two). Each of W's tiles then crosses
 // from L2 once for the pair where each block read all of it; cuBLASLt's
 // kernels for a decode's GEMMs run in such pairs (Nsight Compute, H200, M
@@ -228,7 +232,7 @@ type tmaPlan struct {
 // GPT-OSS-20B's qkv at 256 19.6 against 20.0, Qwen3-30B-A3B's qkv 14.9
 // against 14.5.
 func (p tmaPlan) withMulticast(m, slots2 int, fp8 bool) tmaPlan {
-	if fp8 || p.cfg.rows != 128 && p.cfg.name != "wg1w" || p.splits != 1 || ceilDiv(m, p.cfg.rows)%2 != 0 || p.blocks > 0 && slots2 < 2 {
+	if fp8 || !tmaMulticast[p.cfg.name] || p.splits != 1 || ceilDiv(m, p.cfg.rows)%2 != 0 || p.blocks > 0 && slots2 < 2 {
 		return p
 	}
 	if p.blocks > 0 {
