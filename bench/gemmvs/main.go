@@ -1,0 +1,247 @@
+// Command gemmvs says how many of the zoo's GEMM shapes the own GEMM runs
+// within a margin of cuBLASLt's time, from engine/cuda's BenchmarkGemm and
+// BenchmarkGemmFP8 output: issue 22's bar is `disable` within 15 % of
+// cuBLASLt at M >= 64 on every zoo shape.
+//
+//	go run ./bench/gemmvs -within 15 bench/results/gemm-v51/bench-gemm-ab-main-h200.log
+//
+// For each benchmark (16-bit: own against cublaslt; fp8: own-fp8 against
+// cublaslt-fp8), shape and M it takes the median of -unit (us/gemm) over
+// every sample in the files, prints own / cuBLASLt and whether that is
+// within 1 + within/100, then per family and M how many shapes are. A shape
+// with fewer than -min samples on either side is listed as too few and
+// counted neither way; one without both sides is left out.
+//
+// Exit status: 0 when every counted shape is within, 1 when one is not, 2
+// on bad flags or input (a file that cannot be read, a malformed benchmark
+// line, no results of the unit to compare).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"golang.org/x/perf/benchfmt"
+	"golang.org/x/perf/benchmath"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// families: a benchmark's own implementation and its cuBLASLt reference.
+// (benchfmt drops the names' Benchmark prefix.)
+var families = map[string]struct{ label, own, ref string }{
+	"Gemm":    {"16-bit", "own", "cublaslt"},
+	"GemmFP8": {"fp8", "own-fp8", "cublaslt-fp8"},
+}
+
+// gemmName is what a GEMM benchmark's name says: its family, implementation,
+// shape and rows.
+type gemmName struct {
+	family, impl, shape string
+	m                   int
+}
+
+// parseGemmName splits [Benchmark]Gemm/IMPL/SHAPE/M=m/... (with or
+// without GOMAXPROCS's -N) into its parts, the family without the prefix;
+// ok is false for any other name.
+func parseGemmName(name string) (gemmName, bool) {
+	base, rest, _ := strings.Cut(strings.TrimPrefix(name, "Benchmark"), "/")
+	if _, known := families[base]; !known {
+		return gemmName{}, false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) < 3 || parts[0] == "" || parts[1] == "" {
+		return gemmName{}, false
+	}
+	mv, found := strings.CutPrefix(parts[2], "M=")
+	if !found {
+		return gemmName{}, false
+	}
+	if i := strings.IndexByte(mv, '-'); i >= 0 && len(parts) == 3 {
+		mv = mv[:i] // the last part carries GOMAXPROCS
+	}
+	m, err := strconv.Atoi(mv)
+	if err != nil || m < 1 {
+		return gemmName{}, false
+	}
+	return gemmName{base, parts[0], parts[1], m}, true
+}
+
+// key is one comparison: a family's shape at M.
+type key struct {
+	family, shape string
+	m             int
+}
+
+// row is one comparison's outcome.
+type row struct {
+	key
+	own, ref   float64
+	nOwn, nRef int
+	verdict    string // within, OUTSIDE, too few
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gemmvs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	within := fs.Float64("within", 15, "the margin, in per cent of cuBLASLt's time")
+	unit := fs.String("unit", "us/gemm", "the benchmark unit to compare (lower is better)")
+	minN := fs.Int("min", 3, "the fewest samples a side for a verdict")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: gemmvs [-within PCT] [-unit UNIT] [-min N] FILE...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	switch {
+	case fs.NArg() == 0:
+		fmt.Fprintln(stderr, "gemmvs: no benchmark files given (go test -bench output)")
+		return 2
+	case !(*within >= 0 && *within < 1000):
+		fmt.Fprintf(stderr, "gemmvs: -within %v: a margin in per cent, from 0 to 1000\n", *within)
+		return 2
+	case *minN < 1:
+		fmt.Fprintf(stderr, "gemmvs: -min %d: at least 1\n", *minN)
+		return 2
+	}
+	samples := map[key]map[string][]float64{}
+	for _, file := range fs.Args() {
+		if err := read(file, *unit, samples); err != nil {
+			fmt.Fprintf(stderr, "gemmvs: %v\n", err)
+			return 2
+		}
+	}
+	rows := compare(samples, *within, *minN)
+	if len(rows) == 0 {
+		fmt.Fprintf(stderr, "gemmvs: %s: no shape with both the own GEMM's and cuBLASLt's %s\n", strings.Join(fs.Args(), ", "), *unit)
+		return 2
+	}
+	outside := report(stdout, rows, *within, *unit)
+	if outside > 0 {
+		return 1
+	}
+	return 0
+}
+
+// read adds file's samples of unit, by comparison and implementation.
+func read(file, unit string, samples map[key]map[string][]float64) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := benchfmt.NewReader(f, file)
+	for r.Scan() {
+		switch rec := r.Result().(type) {
+		case *benchfmt.SyntaxError:
+			return fmt.Errorf("%w (expected go test -bench output)", rec)
+		case *benchfmt.Result:
+			n, ok := parseGemmName(rec.Name.String())
+			if !ok {
+				continue
+			}
+			v, ok := rec.Value(unit)
+			if !ok {
+				continue
+			}
+			if !(v > 0) {
+				_, line := rec.Pos()
+				return fmt.Errorf("%s:%d: %s %v %s: a time must be positive", file, line, rec.Name, v, unit)
+			}
+			k := key{n.family, n.shape, n.m}
+			if samples[k] == nil {
+				samples[k] = map[string][]float64{}
+			}
+			samples[k][n.impl] = append(samples[k][n.impl], v)
+		}
+	}
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
+}
+
+// median is the sample's median (benchmath, no assumption on its
+// distribution).
+func median(v []float64) float64 {
+	return benchmath.AssumeNothing.Summary(benchmath.NewSample(v, &benchmath.DefaultThresholds), 0.95).Center
+}
+
+// compare makes a row for every comparison with both sides, in family, M
+// and shape order.
+func compare(samples map[key]map[string][]float64, within float64, minN int) []row {
+	var rows []row
+	for k, impls := range samples {
+		fam := families[k.family]
+		own, ref := impls[fam.own], impls[fam.ref]
+		if len(own) == 0 || len(ref) == 0 {
+			continue
+		}
+		r := row{key: k, own: median(own), ref: median(ref), nOwn: len(own), nRef: len(ref)}
+		switch {
+		case len(own) < minN || len(ref) < minN:
+			r.verdict = "too few"
+		case r.own <= r.ref*(1+within/100):
+			r.verdict = "within"
+		default:
+			r.verdict = "OUTSIDE"
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		if c := strings.Compare(a.family, b.family); c != 0 {
+			return c
+		}
+		if a.m != b.m {
+			return a.m - b.m
+		}
+		return strings.Compare(a.shape, b.shape)
+	})
+	return rows
+}
+
+// report writes the table and the counts, and returns how many counted
+// shapes are outside.
+func report(w io.Writer, rows []row, within float64, unit string) int {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "family\tM\tshape\town %s\tcuBLASLt\town / cuBLASLt\tsamples\tverdict\n", unit)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.4g\t%.4g\t%.3f\t%d+%d\t%s\n", families[r.family].label, r.m, r.shape, r.own, r.ref, r.own/r.ref, r.nOwn, r.nRef, r.verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return len(rows)
+	}
+	type group struct {
+		family string
+		m      int
+	}
+	var order []group
+	counts := map[group]map[string]int{}
+	for _, r := range rows {
+		g := group{r.family, r.m}
+		if counts[g] == nil {
+			counts[g] = map[string]int{}
+			order = append(order, g)
+		}
+		counts[g][r.verdict]++
+	}
+	outside := 0
+	fmt.Fprintln(w)
+	for _, g := range order {
+		c := counts[g]
+		outside += c["OUTSIDE"]
+		line := fmt.Sprintf("%s M=%d: %d of %d shapes within %g %% of cuBLASLt", families[g.family].label, g.m, c["within"], c["within"]+c["OUTSIDE"]+c["too few"], within)
+		if c["too few"] > 0 {
+			line += fmt.Sprintf(" (%d with too few samples for a verdict)", c["too few"])
+		}
+		fmt.Fprintln(w, line)
+	}
+	return outside
+}

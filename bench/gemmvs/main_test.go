@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestGolden: the table and counts for a small log, in which the own GEMM
+// is inside the margin at one shape, outside at two (GPT-OSS-20B's o, and
+// Llama-3.1-8B's down in FP8), with one sample a side at a third (too few
+// for a verdict); forced tiles, cuBLASLt's bf16 and a shape without its
+// reference are left out.
+func TestGolden(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"testdata/sample.log"}, &out, &errb)
+	if code != 1 || errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q; want 1 (shapes outside) and nothing", code, errb.String())
+	}
+	golden := filepath.Join("testdata", "sample.golden")
+	if *update {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(want), out.String()); d != "" {
+		t.Errorf("output differs from %s (-want +got; go test ./bench/gemmvs -update rewrites it):\n%s", golden, d)
+	}
+	// A wider margin: every counted shape within, exit 0.
+	out.Reset()
+	if code := run([]string{"-within", "40", "testdata/sample.log"}, &out, &errb); code != 0 {
+		t.Errorf("-within 40: exit %d, want 0\n%s", code, out.String())
+	}
+	// -min 1 gives the one-sample shape a verdict.
+	out.Reset()
+	run([]string{"-min", "1", "testdata/sample.log"}, &out, &errb)
+	if !strings.Contains(out.String(), "16-bit M=256: 1 of 2 shapes within 15 % of cuBLASLt\n") {
+		t.Errorf("-min 1:\n%s", out.String())
+	}
+}
+
+// TestBadInput: each refusal exits 2 and says what was wrong, and where.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	malformed := write("bad.log", "goos: linux\nBenchmarkGemm/own/qkv/M=128-32 20 9.0\n")
+	negative := write("neg.log", "BenchmarkGemm/own/qkv/M=128-32 20 -9.0 us/gemm\n")
+	empty := write("empty.log", "PASS\n")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "no benchmark files given"},
+		{[]string{filepath.Join(dir, "none.log")}, "none.log: no such file"},
+		{[]string{malformed}, "bad.log:2: "},
+		{[]string{negative}, "neg.log:1: Gemm/own/qkv/M=128-32 -9 us/gemm: a time must be positive"},
+		{[]string{empty}, "empty.log: no shape with both the own GEMM's and cuBLASLt's us/gemm"},
+		{[]string{"-within", "-5", empty}, "-within -5: a margin in per cent"},
+		{[]string{"-min", "0", empty}, "-min 0: at least 1"},
+		{[]string{"-frob", empty}, "flag provided but not defined: -frob"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%q: wrote %q to stdout", c.args, out.String())
+		}
+	}
+}
+
+// TestParseGemmName: the names the GEMM benchmarks write, and others.
+func TestParseGemmName(t *testing.T) {
+	for name, want := range map[string]gemmName{
+		"BenchmarkGemm/own/qkv/M=128/N=2560/K=2048-32":             {"Gemm", "own", "qkv", 128},
+		"BenchmarkGemm/own/qkv/M=128/N=2560/K=2048":                {"Gemm", "own", "qkv", 128},
+		"BenchmarkGemmFP8/cublaslt-fp8/gpt-oss-20b-o/M=64/N=1/K=1": {"GemmFP8", "cublaslt-fp8", "gpt-oss-20b-o", 64},
+		"BenchmarkGemm/own/qkv/M=256-16":                           {"Gemm", "own", "qkv", 256},
+	} {
+		if got, ok := parseGemmName(name); !ok || got != want {
+			t.Errorf("parseGemmName(%q) = %+v, %v; want %+v", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"", "BenchmarkGemm", "BenchmarkGemm/own/qkv", "BenchmarkGemm/own/qkv/N=5",
+		"BenchmarkGemm/own/qkv/M=0", "BenchmarkGemm/own/qkv/M=x", "BenchmarkAttention/a/b/M=1", "BenchmarkGemm//qkv/M=1"} {
+		if got, ok := parseGemmName(name); ok {
+			t.Errorf("parseGemmName(%q) = %+v; want not a GEMM benchmark", name, got)
+		}
+	}
+}
+
+// FuzzParseGemmName: any name is refused or gives a known family, a named
+// implementation and shape, and positive rows; never a panic.
+func FuzzParseGemmName(f *testing.F) {
+	for _, s := range []string{"BenchmarkGemm/own/qkv/M=128/N=2560/K=2048-32", "BenchmarkGemmFP8/a/b/M=1-", "BenchmarkGemm/a/b/M=-1", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := parseGemmName(s)
+		if !ok {
+			return
+		}
+		if _, known := families[n.family]; !known || n.impl == "" || n.shape == "" || n.m < 1 {
+			t.Fatalf("parseGemmName(%q) = %+v", s, n)
+		}
+	})
+}
