@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ import (
 
 	"golang.org/x/perf/benchfmt"
 	"golang.org/x/perf/benchmath"
+	"golang.org/x/perf/benchunit"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -91,7 +93,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gemmvs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	within := fs.Float64("within", 15, "the margin, in per cent of cuBLASLt's time")
-	unit := fs.String("unit", "us/gemm", "the benchmark unit to compare (lower is better)")
+	unit := fs.String("unit", "us/gemm", "the benchmark unit to compare: a time per operation")
 	minN := fs.Int("min", 3, "the fewest samples a side for a verdict")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: gemmvs [-within PCT] [-unit UNIT] [-min N] FILE...")
@@ -110,6 +112,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *minN < 1:
 		fmt.Fprintf(stderr, "gemmvs: -min %d: at least 1\n", *minN)
 		return 2
+	case !timeUnit.MatchString(*unit):
+		// A verdict reads lower as faster: a rate would turn it around.
+		fmt.Fprintf(stderr, "gemmvs: -unit %q: a time per operation (ns, us, ms or sec per something), e.g. us/gemm\n", *unit)
+		return 2
 	}
 	samples := map[key]map[string][]float64{}
 	for _, file := range fs.Args() {
@@ -123,12 +129,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gemmvs: %s: no shape with both the own GEMM's and cuBLASLt's %s\n", strings.Join(fs.Args(), ", "), *unit)
 		return 2
 	}
-	outside := report(stdout, rows, *within, *unit)
-	if outside > 0 {
+	outside, err := report(stdout, rows, *within, *unit)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "gemmvs: %v\n", err)
+		return 2
+	case outside > 0:
 		return 1
 	}
 	return 0
 }
+
+// timeUnit is what -unit takes: a time per operation.
+var timeUnit = regexp.MustCompile(`^(ns|us|ms|sec)/[A-Za-z0-9_.-]+$`)
 
 // read adds file's samples of unit, by comparison and implementation.
 func read(file, unit string, samples map[key]map[string][]float64) error {
@@ -147,7 +160,7 @@ func read(file, unit string, samples map[key]map[string][]float64) error {
 			if !ok {
 				continue
 			}
-			v, ok := rec.Value(unit)
+			v, ok := value(rec, unit)
 			if !ok {
 				continue
 			}
@@ -166,6 +179,17 @@ func read(file, unit string, samples map[key]map[string][]float64) error {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	return nil
+}
+
+// value is rec's measurement in unit, which benchfmt may have stored tidied
+// (ns/op as sec/op).
+func value(rec *benchfmt.Result, unit string) (float64, bool) {
+	if v, ok := rec.Value(unit); ok {
+		return v, true
+	}
+	scale, tidy := benchunit.Tidy(1, unit)
+	v, ok := rec.Value(tidy)
+	return v / scale, ok
 }
 
 // median is the sample's median (benchmath, no assumption on its
@@ -209,14 +233,14 @@ func compare(samples map[key]map[string][]float64, within float64, minN int) []r
 
 // report writes the table and the counts, and returns how many counted
 // shapes are outside.
-func report(w io.Writer, rows []row, within float64, unit string) int {
+func report(w io.Writer, rows []row, within float64, unit string) (int, error) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "family\tM\tshape\town %s\tcuBLASLt\town / cuBLASLt\tsamples\tverdict\n", unit)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.4g\t%.4g\t%.3f\t%d+%d\t%s\n", families[r.family].label, r.m, r.shape, r.own, r.ref, r.own/r.ref, r.nOwn, r.nRef, r.verdict)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.5g\t%.5g\t%.3f\t%d+%d\t%s\n", families[r.family].label, r.m, r.shape, r.own, r.ref, r.own/r.ref, r.nOwn, r.nRef, r.verdict)
 	}
 	if err := tw.Flush(); err != nil {
-		return len(rows)
+		return 0, err
 	}
 	type group struct {
 		family string
@@ -241,7 +265,9 @@ func report(w io.Writer, rows []row, within float64, unit string) int {
 		if c["too few"] > 0 {
 			line += fmt.Sprintf(" (%d with too few samples for a verdict)", c["too few"])
 		}
-		fmt.Fprintln(w, line)
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return 0, err
+		}
 	}
-	return outside
+	return outside, nil
 }

@@ -42,6 +42,12 @@ func TestGolden(t *testing.T) {
 	if code := run([]string{"-within", "40", "testdata/sample.log"}, &out, &errb); code != 0 {
 		t.Errorf("-within 40: exit %d, want 0\n%s", code, out.String())
 	}
+	// ns/op, which benchfmt keeps as sec/op: every ns/op in the log is the
+	// same, so every counted shape is within.
+	out.Reset()
+	if code := run([]string{"-unit", "ns/op", "testdata/sample.log"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "10500") {
+		t.Errorf("-unit ns/op: exit %d, want 0 and the times in ns\n%s", code, out.String())
+	}
 	// -min 1 gives the one-sample shape a verdict.
 	out.Reset()
 	run([]string{"-min", "1", "testdata/sample.log"}, &out, &errb)
@@ -75,6 +81,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-within", "-5", empty}, "-within -5: a margin in per cent"},
 		{[]string{"-min", "0", empty}, "-min 0: at least 1"},
 		{[]string{"-frob", empty}, "flag provided but not defined: -frob"},
+		{[]string{"-unit", "TFLOP/s", empty}, `-unit "TFLOP/s": a time per operation`},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
