@@ -6,11 +6,12 @@
 //	go run ./bench/gemmvs -within 15 bench/results/gemm-v51/bench-gemm-ab-main-h200.log
 //
 // For each benchmark (16-bit: own against cublaslt; fp8: own-fp8 against
-// cublaslt-fp8), shape and M it takes the median of -unit (us/gemm) over
-// every sample in the files, prints own / cuBLASLt and whether that is
-// within 1 + within/100, then per family and M how many shapes are. A shape
-// with fewer than -min samples on either side is listed as too few and
-// counted neither way; one without both sides is left out.
+// cublaslt-fp8), shape and M from -from (64) up it takes the median of
+// -unit (us/gemm) over every sample in the files, prints own / cuBLASLt
+// and whether that is within 1 + within/100, then per family and M how
+// many shapes are. A shape with fewer than -min samples on either side is
+// listed as too few and counted neither way; one without both sides is
+// left out.
 //
 // Exit status: 0 when every counted shape is within, 1 when one is not, 2
 // on bad flags or input (a file that cannot be read, a malformed benchmark
@@ -95,8 +96,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	within := fs.Float64("within", 15, "the margin, in per cent of cuBLASLt's time")
 	unit := fs.String("unit", "us/gemm", "the benchmark unit to compare: a time per operation")
 	minN := fs.Int("min", 3, "the fewest samples a side for a verdict")
+	from := fs.Int("from", 64, "the smallest M compared (issue 22's bar: M >= 64; 1 for every M)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gemmvs [-within PCT] [-unit UNIT] [-min N] FILE...")
+		fmt.Fprintln(stderr, "usage: gemmvs [-within PCT] [-from M] [-unit UNIT] [-min N] FILE...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +114,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case *minN < 1:
 		fmt.Fprintf(stderr, "gemmvs: -min %d: at least 1\n", *minN)
 		return 2
+	case *from < 1:
+		fmt.Fprintf(stderr, "gemmvs: -from %d: a row count, at least 1\n", *from)
+		return 2
 	case !timeUnit.MatchString(*unit):
 		// A verdict reads lower as faster: a rate would turn it around.
 		fmt.Fprintf(stderr, "gemmvs: -unit %q: a time per operation (ns, us, ms or sec per something), e.g. us/gemm\n", *unit)
@@ -119,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	samples := map[key]map[string][]float64{}
 	for _, file := range fs.Args() {
-		if err := read(file, *unit, samples); err != nil {
+		if err := read(file, *unit, *from, samples); err != nil {
 			fmt.Fprintf(stderr, "gemmvs: %v\n", err)
 			return 2
 		}
@@ -143,8 +148,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 // timeUnit is what -unit takes: a time per operation.
 var timeUnit = regexp.MustCompile(`^(ns|us|ms|sec)/[A-Za-z0-9_.-]+$`)
 
-// read adds file's samples of unit, by comparison and implementation.
-func read(file, unit string, samples map[key]map[string][]float64) error {
+// read adds file's samples of unit at from rows or more, by comparison and
+// implementation.
+func read(file, unit string, from int, samples map[key]map[string][]float64) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
@@ -157,7 +163,7 @@ func read(file, unit string, samples map[key]map[string][]float64) error {
 			return fmt.Errorf("%w (expected go test -bench output)", rec)
 		case *benchfmt.Result:
 			n, ok := parseGemmName(rec.Name.String())
-			if !ok {
+			if !ok || n.m < from {
 				continue
 			}
 			v, ok := value(rec, unit)

@@ -16,8 +16,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // TestGolden: the table and counts for a small log, in which the own GEMM
 // is inside the margin at one shape, outside at two (GPT-OSS-20B's o, and
 // Llama-3.1-8B's down in FP8), with one sample a side at a third (too few
-// for a verdict); forced tiles, cuBLASLt's bf16 and a shape without its
-// reference are left out.
+// for a verdict); forced tiles, cuBLASLt's bf16, a shape without its
+// reference and M = 1 (below -from's 64) are left out.
 func TestGolden(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run([]string{"testdata/sample.log"}, &out, &errb)
@@ -47,6 +47,12 @@ func TestGolden(t *testing.T) {
 	out.Reset()
 	if code := run([]string{"-unit", "ns/op", "testdata/sample.log"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "10500") {
 		t.Errorf("-unit ns/op: exit %d, want 0 and the times in ns\n%s", code, out.String())
+	}
+	// -from 1 counts M = 1 too, where the own GEMM is outside.
+	out.Reset()
+	run([]string{"-from", "1", "-within", "40", "testdata/sample.log"}, &out, &errb)
+	if !strings.Contains(out.String(), "16-bit M=1: 0 of 1 shapes within 40 % of cuBLASLt\n") {
+		t.Errorf("-from 1:\n%s", out.String())
 	}
 	// -min 1 gives the one-sample shape a verdict.
 	out.Reset()
@@ -80,6 +86,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{empty}, "empty.log: no shape with both the own GEMM's and cuBLASLt's us/gemm"},
 		{[]string{"-within", "-5", empty}, "-within -5: a margin in per cent"},
 		{[]string{"-min", "0", empty}, "-min 0: at least 1"},
+		{[]string{"-from", "0", empty}, "-from 0: a row count"},
 		{[]string{"-frob", empty}, "flag provided but not defined: -frob"},
 		{[]string{"-unit", "TFLOP/s", empty}, `-unit "TFLOP/s": a time per operation`},
 	} {
