@@ -43,11 +43,11 @@ var families = map[string]struct{ label, own, ref string }{
 	"GemmFP8": {"fp8", "own-fp8", "cublaslt-fp8"},
 }
 
-// gemmName is what a GEMM benchmark's name says: its family, implementation,
-// shape and rows.
+// gemmName is what a GEMM benchmark's name says: the comparison it belongs
+// to (family, shape, rows) and its implementation.
 type gemmName struct {
-	family, impl, shape string
-	m                   int
+	key
+	impl string
 }
 
 // parseGemmName splits [Benchmark]Gemm/IMPL/SHAPE/M=m/... (with or
@@ -73,7 +73,7 @@ func parseGemmName(name string) (gemmName, bool) {
 	if err != nil || m < 1 {
 		return gemmName{}, false
 	}
-	return gemmName{base, parts[0], parts[1], m}, true
+	return gemmName{key{base, parts[1], m}, parts[0]}, true
 }
 
 // key is one comparison: a family's shape at M.
@@ -174,11 +174,10 @@ func read(file, unit string, from int, samples map[key]map[string][]float64) err
 				_, line := rec.Pos()
 				return fmt.Errorf("%s:%d: %s %v %s: a time must be positive", file, line, rec.Name, v, unit)
 			}
-			k := key{n.family, n.shape, n.m}
-			if samples[k] == nil {
-				samples[k] = map[string][]float64{}
+			if samples[n.key] == nil {
+				samples[n.key] = map[string][]float64{}
 			}
-			samples[k][n.impl] = append(samples[k][n.impl], v)
+			samples[n.key][n.impl] = append(samples[n.key][n.impl], v)
 		}
 	}
 	if err := r.Err(); err != nil {

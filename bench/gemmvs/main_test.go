@@ -103,10 +103,10 @@ func TestBadInput(t *testing.T) {
 // TestParseGemmName: the names the GEMM benchmarks write, and others.
 func TestParseGemmName(t *testing.T) {
 	for name, want := range map[string]gemmName{
-		"BenchmarkGemm/own/qkv/M=128/N=2560/K=2048-32":             {"Gemm", "own", "qkv", 128},
-		"BenchmarkGemm/own/qkv/M=128/N=2560/K=2048":                {"Gemm", "own", "qkv", 128},
-		"BenchmarkGemmFP8/cublaslt-fp8/gpt-oss-20b-o/M=64/N=1/K=1": {"GemmFP8", "cublaslt-fp8", "gpt-oss-20b-o", 64},
-		"BenchmarkGemm/own/qkv/M=256-16":                           {"Gemm", "own", "qkv", 256},
+		"BenchmarkGemm/own/qkv/M=128/N=2560/K=2048-32":             {key{"Gemm", "qkv", 128}, "own"},
+		"BenchmarkGemm/own/qkv/M=128/N=2560/K=2048":                {key{"Gemm", "qkv", 128}, "own"},
+		"BenchmarkGemmFP8/cublaslt-fp8/gpt-oss-20b-o/M=64/N=1/K=1": {key{"GemmFP8", "gpt-oss-20b-o", 64}, "cublaslt-fp8"},
+		"BenchmarkGemm/own/qkv/M=256-16":                           {key{"Gemm", "qkv", 256}, "own"},
 	} {
 		if got, ok := parseGemmName(name); !ok || got != want {
 			t.Errorf("parseGemmName(%q) = %+v, %v; want %+v", name, got, ok, want)

@@ -216,13 +216,16 @@ func TestSetBenchImpl(t *testing.T) {
 // gemmRowsFlag: the M values BenchmarkGemm and BenchmarkGemmFP8 time, where
 // not their default (gemmRows): e.g. `-gemm.rows 192,256` for the batch
 // sizes a study runs.
-var gemmRowsFlag = flag.String("gemm.rows", "", "BenchmarkGemm and BenchmarkGemmFP8: comma-separated M values to time (default 1,64,128,256,2048)")
+var gemmRowsFlag = flag.String("gemm.rows", gemmRowsDefault, "BenchmarkGemm and BenchmarkGemmFP8: comma-separated M values to time")
+
+// gemmRowsDefault: a decode's batch sizes and a prefill chunk.
+const gemmRowsDefault = "1,64,128,256,2048"
 
 // gemmRows is the M values -gemm.rows lists, in its order: each a positive
-// integer; empty, a decode's batch sizes and a prefill chunk.
+// integer; empty, gemmRowsDefault's.
 func gemmRows(s string) ([]int, error) {
 	if s == "" {
-		return []int{1, 64, 128, 256, 2048}, nil
+		s = gemmRowsDefault
 	}
 	var rows []int
 	for _, f := range strings.Split(s, ",") {
