@@ -500,8 +500,10 @@ func BenchmarkFP8Quantize(b *testing.B) {
 // tiles where its launch allows it, which the planner does not do for
 // E4M3 codes (tmaPlan.withMulticast).
 // Weights rotate among copies larger than the L2 cache together, as in
-// BenchmarkGemm. Reported: us/gemm, TFLOP/s, GB/s of the bytes that must
-// move (W at its width, X and Y in bf16).
+// BenchmarkGemm, and are timed as it times them (a captured graph's
+// replays; us/launch, queued from the host one by one). Reported: us/gemm,
+// TFLOP/s, GB/s of the bytes that must move (W at its width, X and Y in
+// bf16), and us/launch.
 func BenchmarkGemmFP8(b *testing.B) {
 	dev := testGPU(b)
 	rows, err := gemmRows(*gemmRowsFlag)
@@ -540,7 +542,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 					if impl == "cublaslt-fp8" && !fp8TensorCores(dev.Info) {
 						b.Skip("no FP8 tensor cores on this GPU")
 					}
-					var d time.Duration
+					var d, q time.Duration
 					do(b, func(t testing.TB, g *GPU) {
 						if impl != "own-fp8" && strings.HasPrefix(impl, "own-fp8") {
 							defer keepSwitches(g)()
@@ -591,10 +593,12 @@ func BenchmarkGemmFP8(b *testing.B) {
 							}
 							return lt.MatmulFP8(g.Stream, BF16, y, xo, w, m, sh.n, sh.k)
 						}
-						d = timeLaunches(b, t, g, 2*copies, run)
+						d = timeGraph(b, t, g, 2*copies, run)
+						q = timeLaunches(b, t, g, 2*copies, run)
 					})
 					per := d.Seconds() / float64(b.N)
 					b.ReportMetric(per*1e6, "us/gemm")
+					b.ReportMetric(q.Seconds()/float64(b.N)*1e6, "us/launch")
 					b.ReportMetric(2*float64(m)*float64(sh.n)*float64(sh.k)/per/1e12, "TFLOP/s")
 					b.ReportMetric(float64(wBytes+(m*sh.k+m*sh.n)*2)/per/1e9, "GB/s")
 				})

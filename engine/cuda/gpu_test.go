@@ -141,17 +141,7 @@ func keepSwitches(g *GPU) func() {
 func timeLaunches(b *testing.B, t testing.TB, g *GPU, warm int, run func(i int) error) time.Duration {
 	defer func(on bool) { g.syncLaunches = on }(g.syncLaunches)
 	g.syncLaunches = false
-	start := time.Now()
-	for round := 0; round == 0 || time.Since(start) < warmFor; round++ {
-		for i := range max(warm, 1) {
-			if err := run(i); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := g.Stream.Sync(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	warmLaunches(t, g, warm, run)
 	b.ResetTimer()
 	d, err := g.Stream.Time(func() error {
 		for i := range b.N {
@@ -165,6 +155,72 @@ func timeLaunches(b *testing.B, t testing.TB, g *GPU, warm int, run func(i int) 
 		t.Fatal(err)
 	}
 	return d
+}
+
+// warmLaunches runs warm launches until warmFor has passed (timeLaunches).
+func warmLaunches(t testing.TB, g *GPU, warm int, run func(i int) error) {
+	start := time.Now()
+	for round := 0; round == 0 || time.Since(start) < warmFor; round++ {
+		for i := range max(warm, 1) {
+			if err := run(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := g.Stream.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// graphLaunches is the most launches timeGraph captures into one graph.
+const graphLaunches = 256
+
+// timeGraph is timeLaunches with the timed launches captured into a CUDA
+// graph and replayed, as a decode step runs them, so that the time is the
+// GPU's whatever the host's launch rate: launched from the host one by
+// one, GEMMs of 8-11 us can run as fast as the host queues them rather
+// than as fast as they compute (NOTES v51: Go's wall time per launch up to
+// 1.6x the GPU's at 20 launches). The graph holds min(b.N, graphLaunches)
+// launches; it is replayed once untimed (the first replay uploads it),
+// then until at least b.N launches have run, and the time is scaled to b.N
+// of them. run must not allocate or synchronise once warm (Stream.Capture).
+func timeGraph(b *testing.B, t testing.TB, g *GPU, warm int, run func(i int) error) time.Duration {
+	defer func(on bool) { g.syncLaunches = on }(g.syncLaunches)
+	g.syncLaunches = false
+	warmLaunches(t, g, warm, run)
+	n := min(b.N, graphLaunches)
+	gr, err := g.Stream.Capture(func() error {
+		for i := range n {
+			if err := run(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gr.Close()
+	if err := gr.Launch(g.Stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Stream.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	reps := ceilDiv(b.N, n)
+	b.ResetTimer()
+	d, err := g.Stream.Time(func() error {
+		for range reps {
+			if err := gr.Launch(g.Stream); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d * time.Duration(b.N) / time.Duration(reps*n)
 }
 
 // newRand is a fresh generator per test, seeded from the clock (inputs are
