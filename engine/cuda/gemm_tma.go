@@ -418,9 +418,12 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			}
 		}
 		// Up to tmaFP8NarrowRows and tmaFP8NarrowK, where 128 x 128 splits
-		// K, the narrow tiles unsplit as at M <= tmaNarrowRows.
+		// K, the narrow tiles unsplit as at M <= tmaNarrowRows; above
+		// tmaFP8RoundRows only where they make one round of places.
 		if m <= tmaFP8NarrowRows && k <= tmaFP8NarrowK {
-			p = narrow(p)
+			if q := narrow(p); m <= tmaFP8RoundRows || q.cfg.tiles(m, n) <= slots(q.cfg, 1) {
+				p = q
+			}
 		}
 		return p
 	}
@@ -448,17 +451,25 @@ func (p tmaPlan) fillsRound(m, n int, slots func(tmaConfig, int) int) bool {
 
 // tmaFP8NarrowRows and tmaFP8NarrowK bound the E4M3 GEMMs of more than
 // tmaNarrowRows rows on which planGemmTMA weighs the narrow tiles,
-// unsplit, against a split of 128 x 128 (smallCost). BenchmarkGemmFP8 on
-// an H200 at M = 128 (NOTES v47, v50), the tile smallCost picks against
-// the split: the qkv and o projections of K = 2048-4096 0.83-0.97x its
-// time (GPT-OSS-20B's qkv 16.0 us on 64 x 80 against 19.2, TinyLlama's o
-// 12.4 on 64 x 64 against 14.0, Llama-3.1-8B's qkv 19.5 on 64 x 96
-// against 20.4); the downs, K = 5632 and 14336, 1.05x and 1.08x, a block
-// running all of K's k-tiles where the split shares them. At M = 256 the
-// narrow tiles ran 0.87-1.30x the plan: not there.
+// unsplit, against a split of 128 x 128 (smallCost); above
+// tmaFP8RoundRows, only where the narrow tiles make one round of places.
+// BenchmarkGemmFP8 on an H200 at M = 128 (NOTES v47, v50), the tile
+// smallCost picks against the split: the qkv and o projections of K =
+// 2048-4096 0.83-0.97x its time (GPT-OSS-20B's qkv 16.0 us on 64 x 80
+// against 19.2, TinyLlama's o 12.4 on 64 x 64 against 14.0, Llama-3.1-8B's
+// qkv 19.5 on 64 x 96 against 20.4); the downs, K = 5632 and 14336, 1.05x
+// and 1.08x, a block running all of K's k-tiles where the split shares
+// them. At M = 256, timed from a captured graph (two H200s, NOTES v52), in
+// one round of 120-128 tiles they ran 0.81-0.89x the split 128 x 128
+// tiles' time: TinyLlama's o 10.2 us on 64 x 64 against 12.6 (cuBLASLt
+// 9.6), its qkv 10.6 on 64 x 80 against 13.2, Llama-3.2-1B's qkv 10.9 on
+// 64 x 96 against 13.6, Qwen3-30B-A3B's o 13.7 against 15.3, GPT-OSS-20B's
+// o 14.9 against 16.8; in two rounds (172-256 tiles) 1.20-1.25x
+// (Llama-3.1-8B's o and qkv, the qkv of Qwen3-30B-A3B and GPT-OSS-20B).
 const (
-	tmaFP8NarrowRows = 128
+	tmaFP8NarrowRows = 256
 	tmaFP8NarrowK    = 4096
+	tmaFP8RoundRows  = 128
 )
 
 // tmaFP8WideRows is the M above which planGemmTMA weighs 128 x 256 for
