@@ -454,7 +454,7 @@ func TestPlanGemmTMA(t *testing.T) {
 		{64, 11264, 2048, false, "wide", "wg1", 0, 2, 8},
 		{256, 2048, 2048, false, "wide", "wg2", 0, 2, 8},
 		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},   // codes keep the 128-row tiles
-		{256, 2560, 2048, false, "wg1n", "wg1n", 4, 1, 1}, // forced: never split, whatever the waves
+		{256, 2560, 2048, false, "wg1n", "wg1n", 4, 8, 8}, // forced, split as the waves ask: 128 tiles x 4 < 4 a multiprocessor
 	} {
 		p := planGemmTMA(c.m, c.n, c.k, h100Device(nil), c.fp8, c.tile, c.waves)
 		bk := 64
@@ -973,6 +973,31 @@ func TestTMAMulticastPlan(t *testing.T) {
 		if p.mc != c.want || p.blocks != c.wantBlocks || p.cluster() != c.wantCluster || grid != c.wantGrd {
 			t.Errorf("%s M=%d split %d blocks %d: mc %v blocks %d cluster %+v grid %+v, want %v %d %+v %+v", c.cfg, c.m, c.splits, c.blocks,
 				p.mc, p.blocks, p.cluster(), grid, c.want, c.wantBlocks, c.wantCluster, c.wantGrd)
+		}
+	}
+}
+
+// TestTMAWavesNarrow: XRUN_CUDA_GEMM_WAVES sets the split of every TMA
+// plan, the narrow tiles' too (unsplit otherwise): the smallest power of
+// two that gives the blocks a multiprocessor it asks for.
+func TestTMAWavesNarrow(t *testing.T) {
+	d := tmaDevice{sms: 132, unitBytes: tmaUnitBytes("H200")}
+	for _, c := range []struct {
+		tile             string
+		m, n, k, waves   int
+		fp8              bool
+		wantS, wantBlock int
+	}{
+		{"wg1s", 64, 4096, 14336, 0, true, 1, 64},  // Llama-3.1-8B's down, E4M3: 64 tiles, K unsplit
+		{"wg1s", 64, 4096, 14336, 1, true, 4, 256}, // 64 x 2 < 132 blocks: 4 ways
+		{"wg1s", 64, 4096, 14336, 2, true, 8, 512},
+		{"wg1m", 256, 2048, 4096, 1, false, 2, 176}, // 88 tiles of 64 x 96
+		{"wg1w", 128, 5120, 2048, 1, false, 4, 240}, // 60 tiles of 64 x 176: 120 blocks < 132, so 4 ways
+	} {
+		p := planGemmTMA(c.m, c.n, c.k, d, c.fp8, c.tile, c.waves)
+		if p.cfg.name != c.tile || p.splits != c.wantS || p.cfg.tiles(c.m, c.n)*p.splits != c.wantBlock {
+			t.Errorf("%s M=%d N=%d K=%d waves %d: %s split %d, %d blocks; want split %d, %d blocks", c.tile, c.m, c.n, c.k, c.waves,
+				p.cfg.name, p.splits, p.cfg.tiles(c.m, c.n)*p.splits, c.wantS, c.wantBlock)
 		}
 	}
 }

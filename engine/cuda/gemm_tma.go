@@ -18,8 +18,9 @@ type tmaConfig struct {
 	rows, bn int
 	stages   int
 	perSM    int // blocks a multiprocessor holds at once (shared memory)
-	// narrow: a 64-row tile for a decode's small projections, K never
-	// split; tmaPlan.cost weighs it by tmaNarrowKTile and tmaNarrowWave.
+	// narrow: a 64-row tile for a decode's small projections, K unsplit
+	// unless XRUN_CUDA_GEMM_WAVES asks; tmaPlan.cost weighs it by
+	// tmaNarrowKTile and tmaNarrowWave.
 	narrow bool
 }
 
@@ -512,15 +513,17 @@ func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) in
 		kps := ceilDiv(ktiles, s)
 		return tmaPlan{cfg: cfg, splits: ceilDiv(ktiles, kps), kps: kps}
 	}
-	if cfg.narrow {
-		return split(1)
-	}
 	if waves > 0 {
+		// The narrow tiles too: the switch sets every TMA plan's split (the
+		// kernels reduce any tile's split in its cluster, TestGemmTMASplits).
 		s := 1
 		for s < maxS && tiles*s < waves*sms {
 			s *= 2
 		}
 		return split(min(s, maxS))
+	}
+	if cfg.narrow {
+		return split(1)
 	}
 	if tiles >= slots(cfg, 1) {
 		return split(1) // the tiles alone fill the GPU (prefill): a split only adds its reduction
@@ -578,7 +581,8 @@ func (p tmaPlan) grid(m, n, wide int) (Dim3, error) {
 // tmaPlanFor is the TMA kernels' plan for a launch, and whether to use it:
 // on Hopper with the warpgroup MMA, a driver that encodes tensor maps and
 // launches clusters, and XRUN_CUDA_GEMM_TMA: `1` always; `auto` where K is
-// not split, and where the 128-row tiles split it. BenchmarkGemm and
+// not split, and where the 128-row tiles or the narrow ones split it (the
+// narrow ones only under XRUN_CUDA_GEMM_WAVES). BenchmarkGemm and
 // BenchmarkGemmFP8 on an H200 (us): unsplit, the TMA kernels take
 // 0.70-0.84x the cp.async kernels' time (M = 2048: qkv 53.2 against 69.9,
 // gate_up 175 against 246; FP8 gate_up 584 against 745); split at M = 256
@@ -606,7 +610,7 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	if g.sw.CUDAGemmMulticast {
 		p = p.withMulticast(m, slots(p.cfg, 2), fp8)
 	}
-	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128
+	return p, mode == "1" || p.splits == 1 || p.cfg.rows == 128 || p.cfg.narrow
 }
 
 // EpilogueRows is the smallest M from which every 16-bit GEMM runs on the
