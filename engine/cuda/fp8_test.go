@@ -496,7 +496,8 @@ func BenchmarkFP8Quantize(b *testing.B) {
 // (own-fp8-tma-wg1 ... -wg1m, XRUN_CUDA_GEMM_TMA=1 with
 // XRUN_CUDA_WGMMA_TILE), above it 128 x 192 (own-fp8-tma-wg2m);
 // own-fp8-unpersist, the plan without persistent
-// blocks; own-fp8-mc, the plan with W's loads multicast to pairs of row
+// blocks; own-fp8-waves1, the plan with K split for a block a
+// multiprocessor (XRUN_CUDA_GEMM_WAVES=1, the narrow tiles too); own-fp8-mc, the plan with W's loads multicast to pairs of row
 // tiles where its launch allows it, which the planner does not do for
 // E4M3 codes (tmaPlan.withMulticast).
 // Weights rotate among copies larger than the L2 cache together, as in
@@ -522,7 +523,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 			if dev.Info.Major == 9 && m > fp8GemvRows {
 				// The warpgroup MMA and fp8.cu's CUDA-core tiles, whatever
 				// XRUN_CUDA_WGMMA_FP8 says.
-				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores", "own-fp8-unpersist", "own-fp8-mc")
+				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores", "own-fp8-unpersist", "own-fp8-mc", "own-fp8-waves1")
 				if m <= tmaSmallRows {
 					for _, tile := range tmaTiles {
 						impls = append(impls, "own-fp8-tma-"+tile)
