@@ -394,6 +394,39 @@ func TestGemmFP8Persist(t *testing.T) {
 	}
 }
 
+// TestGemmFP8TMASplits: every TMA tile's E4M3 kernel with K split 1-8
+// ways in its cluster (the narrow tiles split only under
+// XRUN_CUDA_GEMM_WAVES), per-tensor and per-row scales, against the
+// fake-quant CPU reference; ragged row and column tiles, each block of a
+// split two k-tiles of 128 codes, the last block's last one ragged.
+func TestGemmFP8TMASplits(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	const m, n, kps = 200, 264, 2
+	for _, tile := range tmaTiles {
+		t.Run(tile, func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) {
+				for _, perRow := range []bool{false, true} {
+					for s := 1; s <= tmaMaxCluster; s++ {
+						k := s*kps*128 - 16
+						c := newFP8Case(t, g, n, k, m, perRow)
+						cols := sampleCols(t, n)
+						fq, plain := c.ref(m, cols)
+						p := tmaPlan{cfg: tmaConfigs[tile], splits: s, kps: kps}
+						y := devPoisoned(t, g, BF16, m*n)
+						if err := g.launchGemmTMA(g.Stream, BF16, y, c.x.Codes, c.w.Codes, p, 1, m, n, k, fp8ScaleArgs(c.x, c.w)); err != nil {
+							t.Fatal(err)
+						}
+						what := fmt.Sprintf("%s per-row %v split %d", tile, perRow, s)
+						checkFP8(t, what, pick(download(t, g, BF16, y, m*n), m, n, cols), fq, plain)
+					}
+				}
+			})
+		})
+	}
+}
+
 // TestGemmFP8PerRow checks the own FP8 GEMM with a weight scale per row
 // and an input scale per row (checkpoints' per-channel weights and
 // per-token activations), and that cuBLASLt's path refuses them.
