@@ -13,6 +13,12 @@
 // listed as too few and counted neither way; one without both sides is
 // left out.
 //
+// With -headroom PCT it then lists where another own implementation in the
+// files (a forced tile, split or kernel path: own-tma-wg1s, own-fp8-waves1,
+// ...; not the -hot ones, whose weights stay in L2) has a median at least
+// PCT % under the plan's: where the planner leaves time, and how far the
+// faster choice would stand from cuBLASLt.
+//
 // Exit status: 0 when every counted shape is within, 1 when one is not, 2
 // on bad flags or input (a file that cannot be read, a malformed benchmark
 // line, no results of the unit to compare).
@@ -97,8 +103,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	unit := fs.String("unit", "us/gemm", "the benchmark unit to compare: a time per operation")
 	minN := fs.Int("min", 3, "the fewest samples a side for a verdict")
 	from := fs.Int("from", 64, "the smallest M compared (issue 22's bar: M >= 64; 1 for every M)")
+	headroom := fs.Float64("headroom", 0, "also list the shapes where another own implementation ran at least this many per cent under the plan's time (0: none)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gemmvs [-within PCT] [-from M] [-unit UNIT] [-min N] FILE...")
+		fmt.Fprintln(stderr, "usage: gemmvs [-within PCT] [-from M] [-unit UNIT] [-min N] [-headroom PCT] FILE...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -116,6 +123,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case *from < 1:
 		fmt.Fprintf(stderr, "gemmvs: -from %d: a row count, at least 1\n", *from)
+		return 2
+	case !(*headroom >= 0 && *headroom < 100):
+		fmt.Fprintf(stderr, "gemmvs: -headroom %v: a share of the plan's time in per cent, from 0 (none listed) to under 100\n", *headroom)
 		return 2
 	case !timeUnit.MatchString(*unit):
 		// A verdict reads lower as faster: a rate would turn it around.
@@ -135,6 +145,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	outside, err := report(stdout, rows, *within, *unit)
+	if err == nil && *headroom > 0 {
+		err = reportHeadroom(stdout, headroomRows(samples, *headroom, *minN), *headroom, *unit)
+	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(stderr, "gemmvs: %v\n", err)
@@ -224,16 +237,80 @@ func compare(samples map[key]map[string][]float64, within float64, minN int) []r
 		}
 		rows = append(rows, r)
 	}
-	slices.SortFunc(rows, func(a, b row) int {
-		if c := strings.Compare(a.family, b.family); c != 0 {
-			return c
-		}
-		if a.m != b.m {
-			return a.m - b.m
-		}
-		return strings.Compare(a.shape, b.shape)
-	})
+	slices.SortFunc(rows, func(a, b row) int { return compareKeys(a.key, b.key) })
 	return rows
+}
+
+// alt is a shape where another own implementation beat the plan.
+type alt struct {
+	key
+	plan, best, ref float64 // ref: 0 without cuBLASLt's samples
+	impl            string
+	nPlan, nBest    int
+}
+
+// headroomRows is every comparison whose plan has minN samples or more
+// and where the fastest other own implementation of minN samples or more
+// (the -hot ones left out) has a median at least pct % under the plan's,
+// in compare's order.
+func headroomRows(samples map[key]map[string][]float64, pct float64, minN int) []alt {
+	var alts []alt
+	for k, impls := range samples {
+		fam := families[k.family]
+		own := impls[fam.own]
+		if len(own) < minN {
+			continue
+		}
+		a := alt{key: k, plan: median(own), nPlan: len(own)}
+		for impl, v := range impls {
+			if !strings.HasPrefix(impl, fam.own+"-") || strings.HasSuffix(impl, "-hot") || len(v) < minN {
+				continue
+			}
+			// Ties go to the name first in order, so the output is stable.
+			if b := median(v); a.impl == "" || b < a.best || b == a.best && impl < a.impl {
+				a.best, a.impl, a.nBest = b, impl, len(v)
+			}
+		}
+		if a.impl == "" || a.best > a.plan*(1-pct/100) {
+			continue
+		}
+		if ref := impls[fam.ref]; len(ref) >= minN {
+			a.ref = median(ref)
+		}
+		alts = append(alts, a)
+	}
+	slices.SortFunc(alts, func(a, b alt) int { return compareKeys(a.key, b.key) })
+	return alts
+}
+
+// reportHeadroom writes headroomRows' table.
+func reportHeadroom(w io.Writer, alts []alt, pct float64, unit string) error {
+	if len(alts) == 0 {
+		_, err := fmt.Fprintf(w, "\nheadroom: no own implementation %g %% or more under the plan's %s\n", pct, unit)
+		return err
+	}
+	fmt.Fprintf(w, "\nheadroom: own implementations %g %% or more under the plan's %s\n", pct, unit)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "family\tM\tshape\tplan\tfaster\t%s\tfaster / plan\tfaster / cuBLASLt\tsamples\n", unit)
+	for _, a := range alts {
+		vsRef := "-"
+		if a.ref > 0 {
+			vsRef = fmt.Sprintf("%.3f", a.best/a.ref)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.5g\t%s\t%.5g\t%.3f\t%s\t%d+%d\n", families[a.family].label, a.m, a.shape, a.plan, a.impl, a.best, a.best/a.plan, vsRef, a.nPlan, a.nBest)
+	}
+	return tw.Flush()
+}
+
+// compareKeys orders comparisons by family, M and shape.
+func compareKeys(a, b key) int {
+	if c := strings.Compare(a.family, b.family); c != 0 {
+		return c
+	}
+	if a.m != b.m {
+		return a.m - b.m
+	}
+	return strings.Compare(a.shape, b.shape)
 }
 
 // report writes the table and the counts, and returns how many counted

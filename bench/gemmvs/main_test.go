@@ -62,6 +62,41 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// TestHeadroom: -headroom lists the shapes where a forced implementation
+// ran the given share under the plan (GPT-OSS-20B's o on 128 x 128,
+// 0.817x; not own-hot, whose weight stays in L2, nor the one-sample
+// forced tile of qkv); FP8 Llama-3.1-8B's down, 1.8 % under, only from
+// -headroom 1; the exit status stays the comparison's with cuBLASLt.
+func TestHeadroom(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"-headroom", "5", "testdata/sample.log"}, &out, &errb); code != 1 || errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q; want 1 and nothing", code, errb.String())
+	}
+	golden := filepath.Join("testdata", "sample-headroom.golden")
+	if *update {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(want), out.String()); d != "" {
+		t.Errorf("output differs from %s (-want +got; go test ./bench/gemmvs -update rewrites it):\n%s", golden, d)
+	}
+	out.Reset()
+	run([]string{"-headroom", "1", "testdata/sample.log"}, &out, &errb)
+	if !strings.Contains(out.String(), "own-fp8-tma-wg1m") {
+		t.Errorf("-headroom 1: FP8 down's 1.8 %% not listed:\n%s", out.String())
+	}
+	out.Reset()
+	run([]string{"-headroom", "50", "testdata/sample.log"}, &out, &errb)
+	if !strings.Contains(out.String(), "headroom: no own implementation 50 % or more under the plan's us/gemm\n") {
+		t.Errorf("-headroom 50:\n%s", out.String())
+	}
+}
+
 // TestBadInput: each refusal exits 2 and says what was wrong, and where.
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
@@ -89,6 +124,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-from", "0", empty}, "-from 0: a row count"},
 		{[]string{"-frob", empty}, "flag provided but not defined: -frob"},
 		{[]string{"-unit", "TFLOP/s", empty}, `-unit "TFLOP/s": a time per operation`},
+		{[]string{"-headroom", "100", empty}, "-headroom 100: a share of the plan's time"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
