@@ -24,19 +24,7 @@ func TestGolden(t *testing.T) {
 	if code != 1 || errb.Len() != 0 {
 		t.Fatalf("exit %d, stderr %q; want 1 (shapes outside) and nothing", code, errb.String())
 	}
-	golden := filepath.Join("testdata", "sample.golden")
-	if *update {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(string(want), out.String()); d != "" {
-		t.Errorf("output differs from %s (-want +got; go test ./bench/gemmvs -update rewrites it):\n%s", golden, d)
-	}
+	checkGolden(t, "sample.golden", out.Bytes())
 	// A wider margin: every counted shape within, exit 0.
 	out.Reset()
 	if code := run([]string{"-within", "40", "testdata/sample.log"}, &out, &errb); code != 0 {
@@ -62,6 +50,24 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// checkGolden compares got with testdata/name (-update rewrites it).
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(want), string(got)); d != "" {
+		t.Errorf("output differs from %s (-want +got; go test ./bench/gemmvs -update rewrites it):\n%s", golden, d)
+	}
+}
+
 // TestHeadroom: -headroom lists the shapes where a forced implementation
 // ran the given share under the plan (GPT-OSS-20B's o on 128 x 128,
 // 0.817x; not own-hot, whose weight stays in L2, nor the one-sample
@@ -72,19 +78,7 @@ func TestHeadroom(t *testing.T) {
 	if code := run([]string{"-headroom", "5", "testdata/sample.log"}, &out, &errb); code != 1 || errb.Len() != 0 {
 		t.Fatalf("exit %d, stderr %q; want 1 and nothing", code, errb.String())
 	}
-	golden := filepath.Join("testdata", "sample-headroom.golden")
-	if *update {
-		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(string(want), out.String()); d != "" {
-		t.Errorf("output differs from %s (-want +got; go test ./bench/gemmvs -update rewrites it):\n%s", golden, d)
-	}
+	checkGolden(t, "sample-headroom.golden", out.Bytes())
 	out.Reset()
 	run([]string{"-headroom", "1", "testdata/sample.log"}, &out, &errb)
 	if !strings.Contains(out.String(), "own-fp8-tma-wg1m") {
