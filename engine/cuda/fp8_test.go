@@ -528,11 +528,12 @@ func BenchmarkFP8Quantize(b *testing.B) {
 // 256 tile, the CUDA-core tiles, and up to M = 256 each TMA tile
 // (own-fp8-tma-wg1 ... -wg1m, XRUN_CUDA_GEMM_TMA=1 with
 // XRUN_CUDA_WGMMA_TILE), above it 128 x 192 (own-fp8-tma-wg2m);
-// own-fp8-unpersist, the plan without persistent
-// blocks; own-fp8-waves1, the plan with K split for a block a
-// multiprocessor (XRUN_CUDA_GEMM_WAVES=1, the narrow tiles too); own-fp8-mc, the plan with W's loads multicast to pairs of row
-// tiles where its launch allows it, which the planner does not do for
-// E4M3 codes (tmaPlan.withMulticast).
+// own-fp8-unpersist, the plan without persistent blocks; own-fp8-waves1,
+// the plan with K split for a block a multiprocessor
+// (XRUN_CUDA_GEMM_WAVES=1, the narrow tiles too); own-fp8-mc, the plan
+// with W's loads multicast to pairs of row tiles where its launch allows
+// it, which the planner does not do for E4M3 codes
+// (tmaPlan.withMulticast).
 // Weights rotate among copies larger than the L2 cache together, as in
 // BenchmarkGemm, and are timed as it times them (a captured graph's
 // replays; us/launch, queued from the host one by one). Reported: us/gemm,
