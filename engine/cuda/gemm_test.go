@@ -103,7 +103,7 @@ func TestGemmZoo(t *testing.T) {
 	for _, dt := range dtypes {
 		for _, sh := range zooGemmShapes {
 			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", dt, sh.name, sh.n, sh.k), func(t *testing.T) {
-				do(t, func(t testing.TB, g *GPU) { checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 256}) })
+				do(t, func(t testing.TB, g *GPU) { checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 192, 256}) })
 			})
 		}
 	}

@@ -373,7 +373,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			// Above tmaNarrowRows, 64 x 176 where its tiles make one
 			// round at least tmaRoundFill full, whatever the model says
 			// (its narrow k-tile is calibrated on 64-96 columns).
-			if q := split(tmaConfigs["wg1w"]); m > tmaNarrowRows && q.fillsRound(m, n, slots) {
+			if q := split(tmaConfigs["wg1w"]); m > tmaNarrowRows && (q.fillsRound(m, n, slots) || rowWaste(m, 128) > rowWaste(m, 64) && p.cfg.rows == 128 && q.fillsRoundBy(m, n, slots, tmaRoundFillRagged)) {
 				p = q
 			}
 		}
@@ -421,7 +421,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		// Up to tmaFP8NarrowRows and tmaFP8NarrowK, where 128 x 128 splits
 		// K, the narrow tiles unsplit as at M <= tmaNarrowRows; above
 		// tmaFP8RoundRows only where they make one round of places.
-		if m <= tmaFP8NarrowRows && k <= tmaFP8NarrowK {
+		if m <= tmaFP8NarrowRows && (k <= tmaFP8NarrowK || rowWaste(m, 128) > rowWaste(m, 64)) {
 			if q := narrow(p); m <= tmaFP8RoundRows || q.cfg.tiles(m, n) <= slots(q.cfg, 1) {
 				p = q
 			}
@@ -446,9 +446,28 @@ const tmaRoundFill = 0.9
 // fillsRound reports whether p, K unsplit, covers an m x n output in one
 // round of the GPU's places, at least tmaRoundFill of them.
 func (p tmaPlan) fillsRound(m, n int, slots func(tmaConfig, int) int) bool {
-	t, s := p.cfg.tiles(m, n), slots(p.cfg, 1)
-	return p.splits == 1 && t <= s && float64(t) >= tmaRoundFill*float64(s)
+	return p.fillsRoundBy(m, n, slots, tmaRoundFill)
 }
+
+// fillsRoundBy is fillsRound with fill in place of tmaRoundFill.
+func (p tmaPlan) fillsRoundBy(m, n int, slots func(tmaConfig, int) int, fill float64) bool {
+	t, s := p.cfg.tiles(m, n), slots(p.cfg, 1)
+	return p.splits == 1 && t <= s && float64(t) >= fill*float64(s)
+}
+
+// tmaRoundFillRagged is tmaRoundFill where the 128-row tiles would leave
+// rows of their last row tile empty that 64-row tiles fill (M = 129-192):
+// there 64 x 176 (three row tiles, W not multicast) beat the 128-row plans
+// in 90-105 tiles, 0.68-0.80 of a round. BenchmarkGemm from a captured
+// graph, one H200, M = 192, us: Qwen3-30B-A3B's qkv 11.81 against 15.32
+// on 128 x 176 split two ways (cuBLASLt 9.58), GPT-OSS-20B's 16.30
+// against 19.15 (16.68), Llama-3.1-8B's 25.62 against 27.60 on 128 x 192
+// split two ways (21.65). In 72 tiles or fewer it lost (Llama-3.1-8B's o
+// and down, 20.57 against 19.80 and 71.17 against 59.70).
+const tmaRoundFillRagged = 0.65
+
+// rowWaste is how many rows tiles of rows rows compute past m.
+func rowWaste(m, rows int) int { return ceilDiv(m, rows)*rows - m }
 
 // tmaFP8NarrowRows and tmaFP8NarrowK bound the E4M3 GEMMs of more than
 // tmaNarrowRows rows on which planGemmTMA weighs the narrow tiles,
