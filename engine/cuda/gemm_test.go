@@ -592,7 +592,7 @@ func TestTMASlots(t *testing.T) {
 
 // tmaTiles are the TMA GEMM's configurations (tmaConfigs), in the order
 // the tests and benchmarks walk them.
-var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w"}
+var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d"}
 
 // TestTMATiles: tmaTiles names every configuration once, so that a new one
 // is checked and timed with the rest; tmaPersist and tmaMulticast name only
@@ -681,7 +681,7 @@ func TestEpilogueRows(t *testing.T) {
 	}{
 		{"auto", "auto", tmaNarrowRows + 1}, {"1", "auto", 1}, {"0", "auto", 0},
 		{"auto", "wg1", 0}, {"auto", "wg2", 1}, {"auto", "wg2m", 1}, {"auto", "wg2w", 1},
-		{"auto", "wg2f", 1}, {"auto", "wg1s", 1}, {"auto", "wg1n", 1}, {"auto", "wg1m", 1}, {"auto", "wg1w", 1},
+		{"auto", "wg2f", 1}, {"auto", "wg1s", 1}, {"auto", "wg1n", 1}, {"auto", "wg1m", 1}, {"auto", "wg1w", 1}, {"auto", "wg1d", 1},
 		{"auto", "wide", tmaNarrowRows + 1},
 	} {
 		g := &GPU{Info: DeviceInfo{Major: 9, SMs: 132}, tma: true, launchEx: true,

@@ -14,7 +14,9 @@
 // of up to 256 rows in one wave of about 128 blocks, K unsplit, as
 // cuBLASLt runs TinyLlama's small projections there; 64 x 96 covers its
 // gate_up, 11,264 rows, in 118 blocks); wg1w: one consumer, 64 x 176,
-// seven stages (a decode's qkv at 256 rows in one wave, K unsplit).
+// seven stages (a decode's qkv at 256 rows in one wave, K unsplit); wg1d:
+// one consumer, 64 x 128, eight stages, one block a multiprocessor (wg1's
+// tile with twice its loads in flight, for K split across a cluster).
 // TMA_K16 and TMA_KF8 define kernel name over 16-bit values or E4M3 codes
 // (their scales after Y), NT threads, MINB blocks a multiprocessor, on
 // gemm_tma<T, E, ...> with the template arguments that follow.
@@ -44,13 +46,14 @@
 	GEMM_TMA_EPI(wg1, T, 1, 128, 4, 2) GEMM_TMA_EPI(wg2, T, 2, 128, 6, 1) GEMM_TMA_EPI(wg2m, T, 2, 192, 5, 1)          \
 	GEMM_TMA_EPI(wg2w, T, 2, 256, 4, 1) GEMM_TMA_EPI(wg2f, T, 2, 176, 5, 1)                                            \
 	GEMM_TMA_EPI(wg1s, T, 1, 64, 12, 1) GEMM_TMA_EPI(wg1n, T, 1, 80, 10, 1) GEMM_TMA_EPI(wg1m, T, 1, 96, 10, 1)   \
-	GEMM_TMA_EPI(wg1w, T, 1, 176, 7, 1)
+	GEMM_TMA_EPI(wg1w, T, 1, 176, 7, 1) GEMM_TMA_EPI(wg1d, T, 1, 128, 8, 1)
 GEMM_TMA_EPI_ALL(f16)
 GEMM_TMA_EPI_ALL(bf16)
 #define GEMM_TMA_ALL(T)                                                                                                \
 	GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2m, T, 2, 192, 5, 1)                      \
 	GEMM_TMA(wg2w, T, 2, 256, 4, 1) GEMM_TMA(wg2f, T, 2, 176, 5, 1)                                                    \
-	GEMM_TMA(wg1s, T, 1, 64, 12, 1) GEMM_TMA(wg1n, T, 1, 80, 10, 1) GEMM_TMA(wg1m, T, 1, 96, 10, 1) GEMM_TMA(wg1w, T, 1, 176, 7, 1)
+	GEMM_TMA(wg1s, T, 1, 64, 12, 1) GEMM_TMA(wg1n, T, 1, 80, 10, 1) GEMM_TMA(wg1m, T, 1, 96, 10, 1) GEMM_TMA(wg1w, T, 1, 176, 7, 1) \
+	GEMM_TMA(wg1d, T, 1, 128, 8, 1)
 GEMM_TMA_ALL(f16)
 GEMM_TMA_ALL(bf16)
 // gemm_tma_<config>_p_<dtype>, gemm_tma_glu_<config>_p_<dtype>,
