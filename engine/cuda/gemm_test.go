@@ -442,12 +442,19 @@ func TestPlanGemmTMA(t *testing.T) {
 		{257, 2560, 2048, false, "auto", "wg2", 0, 1, 8}, // above tmaSmallRows
 		{2048, 2560, 2048, false, "wide", "wg2m", 0, 1, 1},
 		{64, 2560, 2048, false, "wide", "wg1", 0, 2, 8},
-		// Up to M = 64, where 64 x 128 would split K: qkv and o on 64 x
+		// Up to M = 32, where 64 x 128 would split K: qkv and o on 64 x
 		// 64, gate_up's 118 blocks of 64 x 96; down keeps the split (88
 		// k-tiles a narrow block), the LM head fills the GPU on 64 x 128.
-		{64, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
-		{64, 2048, 2048, false, "auto", "wg1s", 0, 1, 1},
-		{64, 2048, 5632, false, "auto", "wg1", 0, 2, 8},
+		{32, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{32, 2048, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{32, 2048, 5632, false, "auto", "wg1", 0, 2, 8},
+		// From 33 rows, 64 x 128 eight stages deep where the narrow tiles
+		// leave most of the GPU idle, or the split would run on cp.async
+		// (tmaPlan.deeper); gate_up keeps its one round of 64 x 96.
+		{64, 2560, 2048, false, "auto", "wg1d", 0, 2, 8},
+		{64, 2048, 2048, false, "auto", "wg1d", 0, 2, 8},
+		{64, 2048, 5632, false, "auto", "wg1d", 0, 2, 8},
+		{64, 2048, 2048, false, "wide", "wg1", 0, 2, 8},
 		{64, 11264, 2048, false, "auto", "wg1m", 0, 1, 1},
 		{33, 11264, 2048, false, "auto", "wg1m", 0, 1, 1},
 		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
@@ -473,10 +480,11 @@ func TestPlanGemmTMA(t *testing.T) {
 	}
 }
 
-// TestPlanGemmTMASmall checks the narrow-or-split choice up to 64 rows
-// (tmaPlan.smallCost) on the zoo's shapes where BenchmarkGemm timed both
-// on an H100 and an H200, each with its HBM's rate: the faster there
-// wins, apart from ties (GPT-OSS-20B's o on the H200).
+// TestPlanGemmTMASmall checks the narrow-or-split choice up to 32 rows
+// (tmaPlan.smallCost; above, tmaPlan.deeper may replace it) on the zoo's
+// shapes where BenchmarkGemm timed both at M = 64 on an H100 and an H200,
+// each with its HBM's rate: the faster there wins, apart from ties
+// (GPT-OSS-20B's o on the H200).
 func TestPlanGemmTMASmall(t *testing.T) {
 	for _, c := range []struct {
 		name       string
@@ -493,11 +501,56 @@ func TestPlanGemmTMASmall(t *testing.T) {
 	} {
 		for gpu, want := range map[string]string{"NVIDIA H100 80GB HBM3": c.h100, "NVIDIA H200": c.h200} {
 			d := tmaDevice{sms: 132, unitBytes: tmaUnitBytes(gpu)}
-			for _, m := range []int{17, 64} {
+			for _, m := range []int{17, 32} {
 				p := planGemmTMA(m, c.n, c.k, d, false, "auto", 0)
 				if want != "" && (p.cfg.name != want || (want == "wg1") != (p.splits > 1)) {
 					t.Errorf("%s, %s at M = %d: %s split %d; want %s", gpu, c.name, m, p.cfg.name, p.splits, want)
 				}
+			}
+		}
+	}
+}
+
+// TestPlanGemmTMADeeper: at M = 64 on an H200 (an H100's cluster places,
+// which the H200's driver counts alike), the zoo's projections take 64 x
+// 128 eight stages deep where tmaPlan.deeper's measurements put it below
+// the narrow tiles or the cp.async split, in one round of places; the
+// rest keep the narrow tiles (the LM heads and Llama-3.1-8B's gate_up
+// fill the GPU on 64 x 128 unsplit).
+func TestPlanGemmTMADeeper(t *testing.T) {
+	h100 := []int{0, 132, 132, 117, 120, 110, 102, 105, 120}
+	slots := func(c tmaConfig, s int) int {
+		if c.perSM != 1 {
+			return uniformSlots(132, c, s)
+		}
+		return h100[max(s, 1)]
+	}
+	d := tmaDevice{sms: 132, slots: slots, unitBytes: tmaUnitBytes("NVIDIA H200")}
+	for _, c := range []struct {
+		name       string
+		n, k       int
+		f16, codes string
+	}{
+		{"tinyllama/qkv", 2560, 2048, "wg1d", "wg1s"}, {"tinyllama/o", 2048, 2048, "wg1d", "wg1s"},
+		{"tinyllama/gate_up", 11264, 2048, "wg1m", "wg1m"}, {"tinyllama/down", 2048, 5632, "wg1d", "wg1d"},
+		{"llama-3.2-1b/qkv", 3072, 2048, "wg1d", "wg1s"}, {"llama-3.2-1b/gate_up", 16384, 2048, "wg1d", "wg1d"},
+		{"llama-3.2-1b/down", 2048, 8192, "wg1d", "wg1d"}, {"llama-3.1-8b/qkv", 6144, 4096, "wg1s", "wg1s"},
+		{"llama-3.1-8b/o", 4096, 4096, "wg1d", "wg1s"}, {"llama-3.1-8b/down", 4096, 14336, "wg1d", "wg1d"},
+		{"llama-3.1-8b/gate_up", 28672, 4096, "wg1", "wg1"},
+		{"gpt-oss-20b/qkv", 5120, 2880, "wg1s", "wg1s"}, {"gpt-oss-20b/o", 2880, 4096, "wg1d", "wg1d"},
+		{"qwen3-30b-a3b/qkv", 5120, 2048, "wg1s", "wg1s"}, {"qwen3-30b-a3b/o", 2048, 4096, "wg1d", "wg1d"},
+	} {
+		for _, fp8 := range []bool{false, true} {
+			want := c.f16
+			if fp8 {
+				want = c.codes
+			}
+			p := planGemmTMA(64, c.n, c.k, d, fp8, "auto", 0)
+			if p.cfg.name != want {
+				t.Errorf("%s at M = 64, fp8 %v: %s split %d; want %s", c.name, fp8, p.cfg.name, p.splits, want)
+			}
+			if b := p.cfg.tiles(64, c.n) * p.splits; p.cfg.name == "wg1d" && b > slots(p.cfg, p.splits) {
+				t.Errorf("%s at M = 64, fp8 %v: %d blocks of wg1d in clusters of %d, %d places", c.name, fp8, b, p.splits, slots(p.cfg, p.splits))
 			}
 		}
 	}
@@ -631,12 +684,13 @@ func TestTMAPolicy(t *testing.T) {
 		{2048, 2560, 2048, false, true}, // prefill: unsplit
 		{64, 32000, 2048, false, true},  // the LM head fills the GPU unsplit
 		{64, 2560, 2048, false, true},   // 64 x 64 unsplit, where 64 x 128 would split
-		{64, 2048, 5632, false, false},  // down: 64-row split on cp.async
+		{32, 2048, 5632, false, false},  // down: 64-row split on cp.async
+		{64, 2048, 5632, false, true},   // from 33 rows its split on 64 x 128 eight stages deep
 		{128, 2560, 2048, false, true},  // 16-bit 128-row split: TMA
 		{256, 2560, 2048, false, true},
 		{128, 6144, 4096, true, true}, // codes: the 128-row split on TMA
 		{64, 4096, 4096, true, true},  // codes: 64 x 64 unsplit, where 64 x 128 would split
-		{64, 2048, 8192, true, false}, // codes: 64-row split on cp.async
+		{32, 2048, 8192, true, false}, // codes: 64-row split on cp.async
 	} {
 		_, got := g.tmaPlanFor(c.m, c.n, c.k, c.fp8)
 		if got != c.want {

@@ -201,6 +201,45 @@ func (p tmaPlan) smallCost(m, n int, slots func(tmaConfig, int) int, w float64) 
 	return max(p.cost(m, n, slots), tmaNarrowWave+w)
 }
 
+// deeper is p or q, q the 64 x 128 tile eight stages deep (wg1d) with K
+// split by the cost model, for a GEMM of 33-64 rows: q where its blocks
+// make one round of places and p is a split of 64 x 128 (the cp.async
+// kernels' partials), a narrow tile in more than one round where q needs
+// no split, or a narrow tile that leaves half the multiprocessors idle
+// and gives each block at least tmaDeepKTiles k-tiles for each block it
+// runs (the fewer blocks and the longer each one's stream, the more a
+// split gains). Each q block reads X's k-tile once for 128 rows of W where the
+// narrow ones read it for 64-96, and the split puts every multiprocessor
+// to work. BenchmarkGemm(FP8) at M = 64 from a captured graph (H200, 2
+// samples), us, the plan against q forced, cuBLASLt: 16-bit TinyLlama's o
+// 7.18 / 6.37 / 5.87, qkv 7.25 / 6.75 / 6.20, down 10.98 / 9.75 / 10.77,
+// Llama-3.2-1B's qkv 7.66 / 6.90 / 6.22, gate_up 20.84 / 18.38 / 19.17,
+// down 15.41 / 12.68 / 13.51, Llama-3.1-8B's o 14.29 / 12.58 / 12.02, down
+// 37.55 / 35.15 / 34.32, GPT-OSS-20B's o 13.46 / 9.73 / 9.73, Qwen3's o
+// 9.07 / 8.40 / 9.39; E4M3 Llama-3.1-8B's down 29.91 / 26.42 / 24.45,
+// Qwen3's o 11.52 / 10.31 / 10.02, Llama-3.2-1B's gate_up 17.96 / 14.45 /
+// 14.79. It lost where the narrow blocks filled most of the GPU (the qkv
+// of Llama-3.1-8B, GPT-OSS-20B and Qwen3, 2-19 %), or streamed fewer
+// k-tiles (E4M3 TinyLlama's qkv and o and Llama-3.2-1B's qkv, 16 of 128
+// codes, 3-4 %; Llama-3.1-8B's o, 64 blocks of 32, 5 %).
+func (p tmaPlan) deeper(q tmaPlan, m, n, sms int, slots func(tmaConfig, int) int) tmaPlan {
+	qb, pb := q.cfg.tiles(m, n)*q.splits, p.cfg.tiles(m, n)*p.splits
+	switch {
+	case qb > slots(q.cfg, q.splits):
+		return p
+	case p.cfg.name == "wg1" && p.splits > 1,
+		p.cfg.narrow && pb > slots(p.cfg, 1) && q.splits == 1,
+		p.cfg.narrow && 2*pb <= sms && float64(p.kps) >= tmaDeepKTiles*float64(pb):
+		return q
+	}
+	return p
+}
+
+// tmaDeepKTiles: a narrow plan's k-tiles a block over its blocks from
+// which deeper splits it on wg1d (E4M3 TinyLlama's o: 16 k-tiles on 32
+// blocks, kept; 16-bit, 32 on 32, split).
+const tmaDeepKTiles = 0.6
+
 // tmaPlan is the launch of the TMA GEMM for one shape: splits blocks (a
 // cluster) share each output tile, kps k-tiles each; blocks > 0 (K
 // unsplit): that many persistent blocks take the tiles in turn
@@ -348,7 +387,11 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		// the narrow tiles below the 64 x 128 split on the zoo's
 		// projections (TinyLlama's o 11.5 us against 18.9, GPT-OSS-20B's
 		// qkv 15.4 against 20.6).
-		return narrow(split(tmaConfigs["wg1"]))
+		p := narrow(split(tmaConfigs["wg1"]))
+		if tile != "wide" && m > tmaNarrowRows/2 {
+			p = p.deeper(split(tmaConfigs["wg1d"]), m, n, sms, slots)
+		}
+		return p
 	case !fp8:
 		// 128 x 256 where the tiles fill the GPU unsplit; where K must
 		// be split, 128 x 128 (BenchmarkGemm, H200, M = 256, split:
