@@ -323,7 +323,8 @@ func (p tmaPlan) tile() string {
 }
 
 // planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
-// M = 64, or a narrow tile where that would split K; above it 128 x 128
+// M = 64, or a narrow tile where that would split K, and from 33 rows
+// 64 x 128 eight stages deep where tmaPlan.deeper says; above it 128 x 128
 // for E4M3 codes (above tmaFP8WideRows 128 x 256 where its rounds of
 // persistent blocks fill), and for 16-bit values the 128 x 256 tile
 // where it needs no split, else 128 x 128, or 128 x 192 where the cost model puts that
