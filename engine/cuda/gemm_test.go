@@ -379,6 +379,16 @@ func TestPlanGemm(t *testing.T) {
 	}
 }
 
+// h100Slots is an H100 80GB HBM3's driver's count of places
+// (cuOccupancyMaxActiveClusters, TestTMASlots) for the tiles of one block
+// a multiprocessor in clusters of 1..8; the others as uniformSlots counts.
+func h100Slots(c tmaConfig, s int) int {
+	if c.perSM != 1 {
+		return uniformSlots(132, c, s)
+	}
+	return [...]int{0, 132, 132, 117, 120, 110, 102, 105, 120}[max(s, 1)]
+}
+
 // h100Device is an H100's 132 multiprocessors for planGemmTMA, with slots
 // (nil: uniformSlots) and its HBM's rate.
 func h100Device(slots func(tmaConfig, int) int) tmaDevice {
@@ -518,13 +528,7 @@ func TestPlanGemmTMASmall(t *testing.T) {
 // rest keep the narrow tiles (the LM heads and Llama-3.1-8B's gate_up
 // fill the GPU on 64 x 128 unsplit).
 func TestPlanGemmTMADeeper(t *testing.T) {
-	h100 := []int{0, 132, 132, 117, 120, 110, 102, 105, 120}
-	slots := func(c tmaConfig, s int) int {
-		if c.perSM != 1 {
-			return uniformSlots(132, c, s)
-		}
-		return h100[max(s, 1)]
-	}
+	slots := h100Slots
 	d := tmaDevice{sms: 132, slots: slots, unitBytes: tmaUnitBytes("NVIDIA H200")}
 	for _, c := range []struct {
 		name       string
@@ -587,17 +591,9 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 			t.Errorf("planGemmTMA(%d, %d, %d): %d blocks in clusters of %d, %d places: two waves", c.m, c.n, c.k, blocks, p.splits, slots(p.cfg, p.splits))
 		}
 	}
-	// An H100 80GB HBM3's driver (cuOccupancyMaxActiveClusters, TestTMASlots)
-	// for the 128-row tiles, clusters of 1..8: three blocks a cluster fit
-	// fewer places than four, so TinyLlama's qkv at M = 256 (120 blocks in
+	// On an H100's own counts (h100Slots) three blocks a cluster fit fewer
+	// places than four, so TinyLlama's qkv at M = 256 (120 blocks in
 	// threes) keeps its split of two, where o and down take three.
-	h100 := []int{0, 132, 132, 117, 120, 110, 102, 105, 120}
-	h100Slots := func(c tmaConfig, s int) int {
-		if c.perSM != 1 {
-			return uniformSlots(132, c, s)
-		}
-		return h100[max(s, 1)]
-	}
 	// With the decode-sized tiles weighed (auto), qkv and o go to the
 	// narrow ones unsplit, gate_up to 128 x 176; down keeps its plan.
 	for _, c := range []struct {
