@@ -25,7 +25,8 @@ import (
 // one by one from the host (timeLaunches: what the host's pace adds).
 // On Hopper, own is the warpgroup MMA as XRUN_CUDA_GEMM_TMA chooses, own-tma
 // its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w, -wg2f, and up to M =
-// 256 the narrow -wg1s, -wg1n, -wg1m and -wg1w force a tile; own-wide is the choice by M
+// 256 the narrow -wg1s, -wg1n, -wg1m and -wg1w and the swapped -s1x32 ...
+// -s2x48 force a tile; own-wide is the choice by M
 // without the narrow tiles, XRUN_CUDA_WGMMA_TILE=wide), own-unpersist the
 // choice by M with a block a tile where its tiles make more than a wave
 // (XRUN_CUDA_GEMM_PERSIST=0), own-cpasync its
@@ -91,6 +92,8 @@ func BenchmarkGemm(b *testing.B) {
 					// The narrow tiles, K unsplit, and the choice by M
 					// without them (XRUN_CUDA_WGMMA_TILE=wide).
 					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-tma-wg1w", "own-wide")
+					// The swapped tiles: few rows of X a block.
+					impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48")
 				}
 			}
 			if m == 1 {
@@ -173,8 +176,8 @@ func setBenchImpl(sw *model.Switches, impl string) {
 		sw.CUDAGemmTMA = "0"
 	case tma:
 		sw.CUDAGemmTMA = "1"
-		if tile, ok := strings.CutPrefix(rest, "-wg"); ok {
-			sw.CUDAWgmmaTile = "wg" + tile
+		if tile, ok := strings.CutPrefix(rest, "-"); ok {
+			sw.CUDAWgmmaTile = tile
 		}
 	case strings.HasPrefix(impl, "own-wg"):
 		sw.CUDAWgmmaTile = strings.TrimPrefix(impl, "own-")
@@ -200,6 +203,7 @@ func TestSetBenchImpl(t *testing.T) {
 		"own-cpasync":   func(s *model.Switches) { s.CUDAGemmTMA = "0" },
 		"own-tma":       func(s *model.Switches) { s.CUDAGemmTMA = "1" },
 		"own-tma-wg1m":  func(s *model.Switches) { s.CUDAGemmTMA, s.CUDAWgmmaTile = "1", "wg1m" },
+		"own-tma-s1x40": func(s *model.Switches) { s.CUDAGemmTMA, s.CUDAWgmmaTile = "1", "s1x40" },
 		"own-wg2w":      func(s *model.Switches) { s.CUDAWgmmaTile = "wg2w" },
 		"own-unpersist": func(s *model.Switches) { s.CUDAGemmPersist = false },
 		"own-wide":      func(s *model.Switches) { s.CUDAWgmmaTile = "wide" },

@@ -22,43 +22,59 @@ type tmaConfig struct {
 	// unless XRUN_CUDA_GEMM_WAVES asks; tmaPlan.cost weighs it by
 	// tmaNarrowKTile and tmaNarrowWave.
 	narrow bool
+	// swap: W's rows on the MMA's M (bn = 64 a consumer warpgroup) and
+	// rows of X on its N (gemm_tma.cuh's XR), the output staged in
+	// shared memory and stored through the split's reduction, S = 1
+	// included.
+	swap bool
 }
 
 var tmaConfigs = map[string]tmaConfig{
-	"wg1":  {"wg1", 64, 128, 4, 2, false},
-	"wg2":  {"wg2", 128, 128, 6, 1, false},
-	"wg2m": {"wg2m", 128, 192, 5, 1, false},
-	"wg2w": {"wg2w", 128, 256, 4, 1, false},
+	"wg1":  {"wg1", 64, 128, 4, 2, false, false},
+	"wg2":  {"wg2", 128, 128, 6, 1, false, false},
+	"wg2m": {"wg2m", 128, 192, 5, 1, false, false},
+	"wg2w": {"wg2w", 128, 256, 4, 1, false, false},
 	// 128 x 176: TinyLlama's gate_up (11,264 rows) at M = 256 is 128
 	// tiles, where 128 x 192's 118 leave 14 of 132 multiprocessors idle
 	// while their MMAs run at about the multiprocessor's peak
 	// (BenchmarkGemmPhases, H200: 14.9 of a block's 22.0 us).
-	"wg2f": {"wg2f", 128, 176, 5, 1, false},
+	"wg2f": {"wg2f", 128, 176, 5, 1, false, false},
 	// The narrow tiles: cuBLASLt covers TinyLlama's qkv, o and down at M =
 	// 256 with about 128 blocks of 64 rows (80 or 64 columns), K unsplit,
 	// 11-13 stages deep, in 8.6, 8.2 and 16.4 us against the 128-row
 	// tiles' split K's 12.4, 10.6 and 18.3 (v30's BenchmarkGemm, H100).
-	"wg1s": {"wg1s", 64, 64, 12, 1, true},
-	"wg1n": {"wg1n", 64, 80, 10, 1, true},
+	"wg1s": {"wg1s", 64, 64, 12, 1, true, false},
+	"wg1n": {"wg1n", 64, 80, 10, 1, true, false},
 	// 64 x 96 for a decode batch of up to 64 rows: TinyLlama's gate_up
 	// (11,264 rows of W) in 118 blocks, one wave, each streaming its W
 	// slice once, where 64 x 128 tiles need K split three ways, on the
 	// cp.async kernels at 1.21x cuBLASLt's time (v44's BenchmarkGemm, H100).
-	"wg1m": {"wg1m", 64, 96, 10, 1, true},
+	"wg1m": {"wg1m", 64, 96, 10, 1, true, false},
 	// 64 x 176, seven stages, K unsplit, W multicast to pairs of row
 	// tiles, for 16-bit GEMMs of 65-256 rows whose tiles fill one round
 	// (planGemmTMA, tmaRoundFill): cuBLASLt runs Qwen3-30B-A3B's qkv
 	// (5,120 rows of W, K 2,048) at M = 256 as one wave of 124 blocks of
 	// 64 x 168, seven stages, K unsplit, in clusters of two (Nsight
 	// Compute, H200).
-	"wg1w": {"wg1w", 64, 176, 7, 1, true},
+	"wg1w": {"wg1w", 64, 176, 7, 1, true, false},
 	// 64 x 128, eight stages, one block a multiprocessor: wg1's tile with
 	// twice the loads in flight, K split across a cluster. cuBLASLt runs
 	// Llama-3.1-8B's FP8 down at M = 64 as 128 blocks of 128 rows of W by
 	// 64 of X, eight stages of 128 codes, K split four ways (Nsight
 	// Compute, H200), 24.5 us against the 64 x 64 tiles' 30.0: a tile
 	// twice as wide reads X from L2 half as often.
-	"wg1d": {"wg1d", 64, 128, 8, 1, false},
+	"wg1d": {"wg1d", 64, 128, 8, 1, false, false},
+	// The swapped tiles: rows of X by 64 or 128 rows of W. At M = 128-256
+	// cuBLASLt tiles a decode's small projections by 32-96 rows of X
+	// (Nsight Compute, H200): TinyLlama's o at 128 as 128 blocks of 64
+	// rows of W by 40 of X, 16 stages; at 192 128 x 32; Qwen3-30B-A3B's o
+	// at 192 64 x 32, 16 stages. The unswapped MMA's M puts at least 64
+	// rows of X in a tile.
+	"s1x32": {"s1x32", 32, 64, 16, 1, false, true},
+	"s1x40": {"s1x40", 40, 64, 16, 1, false, true},
+	"s1x48": {"s1x48", 48, 64, 14, 1, false, true},
+	"s2x32": {"s2x32", 32, 128, 10, 1, false, true},
+	"s2x48": {"s2x48", 48, 128, 9, 1, false, true},
 }
 
 // tmaNarrow are the narrow configurations, in the order planGemmTMA weighs
@@ -84,7 +100,14 @@ const (
 	tmaNarrowWave  = 7
 )
 
-func (c tmaConfig) threads() int { return (c.rows/64 + 1) * 128 }
+// threads is the producer's warpgroup and a consumer's for each 64 rows
+// of X (of W in a swapped tile).
+func (c tmaConfig) threads() int {
+	if c.swap {
+		return (c.bn/64 + 1) * 128
+	}
+	return (c.rows/64 + 1) * 128
+}
 
 // tiles is how many of the configuration's tiles cover an m x n output.
 func (c tmaConfig) tiles(m, n int) int { return ceilDiv(m, c.rows) * ceilDiv(n, c.bn) }

@@ -33,6 +33,15 @@
 // is refilled only once the consumers of both blocks have freed it: they
 // arrive on both blocks' "empty" barriers.
 //
+// Swapped (XR > 0): W's rows on the MMA's M, 64 a consumer (BN = 64 C),
+// and XR rows of X (32-48) on its N, as cuBLASLt tiles a decode's small
+// projections at 128-256 rows (many blocks of few X rows: TinyLlama's o
+// at M = 128 as 128 blocks of 64 x 40). The boxes and stages are the
+// unswapped ones (X's box first, then W's); the accumulators hold the
+// output transposed, so every block stages its tile in shared memory in
+// the output's orientation and stores it through the split's reduction,
+// unsplit (S = 1) included, whose epilogues then apply as they are.
+//
 // With two consumer warpgroups the producer gives registers back
 // (setmaxnreg) so that the consumers can hold 128 accumulators each.
 #pragma once
@@ -316,6 +325,7 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 }
 #endif
 
+// XR > 0: the swapped tile, XR rows of X by BN = 64 C rows of W (above).
 // TR (gemm_tma_trace.cu's kernels only): each block records when it
 // reached the points of its timeline (tma_mark) in trace[block][TMA_T_ROW].
 // PERSIST (K unsplit): each block takes the output's tiles blockIdx.x,
@@ -323,7 +333,7 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 // them: the producer loads the next tile's stages while the consumers
 // store the last one's outputs, and a second wave's blocks need no launch
 // or fill of their own.
-template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false, bool PERSIST = false>
+template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false, bool PERSIST = false, int XR = 0>
 __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
 	const float *sw, int swRows, int M, int N, int K, int kps, int early, u64 *trace = nullptr) {
 #ifdef XR_WGMMA
@@ -333,9 +343,12 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		if (threadIdx.x == 0) tma_mark(tr, TMA_T_ENTRY), tr[TMA_T_SM] = tma_smid();
 	}
 	constexpr bool F8 = sizeof(E) == 1;
-	constexpr int ROWS = 64 * C, BK = 128 / (int)sizeof(E), NA = BN / 2, NT = (C + 1) * 128;
+	// ROWS: the tile's rows of X (X's box); NA: a consumer's accumulators.
+	constexpr bool SW = XR > 0;
+	constexpr int ROWS = SW ? XR : 64 * C, BK = 128 / (int)sizeof(E), NA = (SW ? XR : BN) / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
+	static_assert(!SW || (BN == 64 * C && (XR == 32 || XR == 40 || XR == 48) && !TR && !PERSIST), "swapped tile");
 	constexpr bool GLU = EPI == TMA_EPI_GLU;
 	static_assert(EPI == TMA_EPI_NONE || !F8, "the epilogues are 16-bit only");
 	static_assert(!(PERSIST && TR), "the traced kernels time one tile a block");
@@ -439,8 +452,12 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			bar_sync_all<NT>();
 			cluster_sync();
 			cluster_sync();
-		} else if (mc) {
-			cluster_sync(); // the last, as the consumers pass it below
+		} else {
+			if constexpr (SW) { // the staged tile's barriers, unsplit
+				bar_sync_all<NT>();
+				bar_sync_all<NT>();
+			}
+			if (mc) cluster_sync(); // the last, as the consumers pass it below
 		}
 		return;
 	}
@@ -471,8 +488,12 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			if constexpr (TR) {
 				if (i == 0 && tid == 128) tma_mark(tr, TMA_T_FIRST);
 			}
-			const u32 sa = base + s * STAGE + aoff, sb = base + s * STAGE + ABYTES;
-			wg_mma_ktile<BN, E>(acc, sa, sb);
+			if constexpr (SW) {
+				// This consumer's 64 rows of W on the MMA's M, the X rows on its N.
+				wg_mma_ktile<XR, E>(acc, base + s * STAGE + ABYTES + (wg - 1) * 64 * 128, base + s * STAGE);
+			} else {
+				wg_mma_ktile<BN, E>(acc, base + s * STAGE + aoff, base + s * STAGE + ABYTES);
+			}
 			wg_wait<1>(); // the MMAs of k-tile g - 1 are done: its stage is free
 			wg_pin<NA>(acc);
 			if (i > 0 && (tid & 127) == 0) release(empty + 8 * ((g - 1) % STAGES));
@@ -486,7 +507,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			if (tid == 128) tma_mark(tr, TMA_T_MMA);
 		}
 
-		if (gridDim.z == 1) {
+		if (!SW && gridDim.z == 1) {
 			if constexpr (EPI == TMA_EPI_NONE) {
 				wg_store<T, BN, F8>(acc, Y, (float *)nullptr, M, N, m0 + rl, n0, lane, sx, sxRows, sw, swRows);
 			} else {
@@ -548,27 +569,44 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			continue;
 		}
 
-		// Split: every block's partial tile into its shared memory (rows LD
-		// floats apart, 16-byte aligned for the reads), once both consumers are
-		// done reading the stages; then the consumers add up their rows of the
-		// cluster's tiles.
+		// Split (or a swapped tile): every block's partial tile into its
+		// shared memory (rows LD floats apart, 16-byte aligned for the
+		// reads), once both consumers are done reading the stages; then the
+		// consumers add up their rows of the cluster's tiles.
 		constexpr int LD = BN + 8; // = 8 (mod 32): a half-warp's float2 stores hit 32 distinct banks
 		static_assert(ROWS * LD * 4 <= STAGES * STAGE, "the partial tile fits in the stages");
 		bar_sync_all<NT>();
 		float *red = (float *)(smem + (base - smem_u32(smem)));
+		if constexpr (SW) {
+			// Transposed: accumulator (W row w, X row x) is output (x, w).
+			const int w = (wg - 1) * 64 + warp * 16 + (lane >> 2), x = (lane & 3) * 2;
 #pragma unroll
-		for (int j = 0; j < BN / 8; j++)
+			for (int j = 0; j < XR / 8; j++)
 #pragma unroll
-			for (int h = 0; h < 2; h++)
-				*(float2 *)&red[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+				for (int h = 0; h < 2; h++)
+#pragma unroll
+					for (int e = 0; e < 2; e++) red[(j * 8 + x + e) * LD + w + h * 8] = acc[4 * j + 2 * h + e];
+		} else {
+#pragma unroll
+			for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+				for (int h = 0; h < 2; h++)
+					*(float2 *)&red[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+		}
 		if constexpr (TR) {
 			if (tid == 128) tma_mark(tr, TMA_T_STAGED);
 		}
-		cluster_sync();
+		// Unsplit (a swapped tile) the block's own tile only; a multicast
+		// pair's cluster rank is no split's.
+		const int S = gridDim.z, rank = S > 1 ? cluster_rank() : 0;
+		if (S > 1) {
+			cluster_sync();
+		} else {
+			bar_sync_all<NT>();
+		}
 		if constexpr (TR) {
 			if (tid == 128) tma_mark(tr, TMA_T_SYNCED);
 		}
-		const int S = gridDim.z, rank = cluster_rank();
 		// Outputs of the tile a row, in float4s: under GLU the gate half, each
 		// read with its up float4 BN / 2 columns on.
 		constexpr int W4 = (GLU ? BN / 2 : BN) / 4;
@@ -577,7 +615,9 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		// 3) get a reduction that knows S, all of a thread's reads in flight at
 		// once; others the general one.
 		const auto args = tma_red_args<T>{Y, M, N, m0, n0, base, rank, r0, n4, sx, sxRows, sw, swRows};
-		if constexpr (EPI != TMA_EPI_RES) {
+		if (SW && S == 1) {
+			if constexpr (SW) tma_reduce<T, F8, EPI, ROWS, BN, NT, 1>(args); // all of a thread's reads in flight
+		} else if constexpr (EPI != TMA_EPI_RES) {
 			tma_reduce<T, F8, EPI, ROWS, BN, NT, 0>(args);
 		} else {
 			switch (S) {
@@ -589,7 +629,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		if constexpr (TR) {
 			if (tid == 128) tma_mark(tr, TMA_T_REDUCED);
 		}
-		cluster_sync(); // no block leaves while another reads its tile
+		if (S > 1) cluster_sync(); // no block leaves while another reads its tile
 		if constexpr (TR) {
 			if (tid == 128) tma_mark(tr, TMA_T_END);
 		}

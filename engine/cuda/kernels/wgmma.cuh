@@ -53,6 +53,14 @@ template <int N> __device__ __forceinline__ void wg_pin(float *d) {
 #define WG_ACC48 WG_ACC40, "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
 #define WG_REG48 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
 #define WG_REG40 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}"
+// The swapped tiles' (n32, n40, n48: X's rows on the MMA's N; 16, 20 and 24
+// accumulators).
+#define WG_ACC16 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define WG_REG16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define WG_ACC20 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19])
+#define WG_REG20 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}"
+#define WG_ACC24 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+#define WG_REG24 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}"
 // WGMMA defines wgmma_nN for operands of type TAG: SHAPE.f32.TY.TY, its
 // descriptors and scale-d numbered A, B and S after the accumulators.
 // TRANS is the imm-trans-a/b pair (both K-major) for fp16/bf16; the E4M3
@@ -66,6 +74,15 @@ template <int N> __device__ __forceinline__ void wg_pin(float *d) {
 			: ACC                                                                                          \
 			: "l"(a), "l"(b), "r"(1));                                                                     \
 	}
+WGMMA(32, f16, "m64n32k16", "f16", WG_REG16, WG_ACC16, "%16", "%17", "%18", ", 0, 0")
+WGMMA(32, bf16, "m64n32k16", "bf16", WG_REG16, WG_ACC16, "%16", "%17", "%18", ", 0, 0")
+WGMMA(32, u8, "m64n32k32", "e4m3", WG_REG16, WG_ACC16, "%16", "%17", "%18", "")
+WGMMA(40, f16, "m64n40k16", "f16", WG_REG20, WG_ACC20, "%20", "%21", "%22", ", 0, 0")
+WGMMA(40, bf16, "m64n40k16", "bf16", WG_REG20, WG_ACC20, "%20", "%21", "%22", ", 0, 0")
+WGMMA(40, u8, "m64n40k32", "e4m3", WG_REG20, WG_ACC20, "%20", "%21", "%22", "")
+WGMMA(48, f16, "m64n48k16", "f16", WG_REG24, WG_ACC24, "%24", "%25", "%26", ", 0, 0")
+WGMMA(48, bf16, "m64n48k16", "bf16", WG_REG24, WG_ACC24, "%24", "%25", "%26", ", 0, 0")
+WGMMA(48, u8, "m64n48k32", "e4m3", WG_REG24, WG_ACC24, "%24", "%25", "%26", "")
 WGMMA(64, f16, "m64n64k16", "f16", WG_REG32, WG_ACC32, "%32", "%33", "%34", ", 0, 0")
 WGMMA(64, bf16, "m64n64k16", "bf16", WG_REG32, WG_ACC32, "%32", "%33", "%34", ", 0, 0")
 WGMMA(64, u8, "m64n64k32", "e4m3", WG_REG32, WG_ACC32, "%32", "%33", "%34", "")
@@ -90,13 +107,20 @@ WGMMA(256, u8, "m64n256k32", "e4m3", WG_REG128, WG_ACC128, "%128", "%129", "%130
 
 // wg_mma_ktile queues one k-tile's MMAs (128 bytes of each row: four steps
 // of 32 bytes) of the 64 x BN accumulators from the swizzled tiles at sa
-// (64 rows of X) and sb (BN rows of W), as one commit group.
+// (64 rows: of X, or of W in a swapped tile) and sb (BN rows: of W, or of
+// X), as one commit group.
 template <int BN, class E> __device__ __forceinline__ void wg_mma_ktile(float *acc, u32 sa, u32 sb) {
 	wg_pin<BN / 2>(acc);
 	wg_fence();
 #pragma unroll
 	for (int kk = 0; kk < 4; kk++) {
-		if constexpr (BN == 64) {
+		if constexpr (BN == 32) {
+			wgmma_n32(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+		} else if constexpr (BN == 40) {
+			wgmma_n40(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+		} else if constexpr (BN == 48) {
+			wgmma_n48(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+		} else if constexpr (BN == 64) {
 			wgmma_n64(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
 		} else if constexpr (BN == 80) {
 			wgmma_n80(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
