@@ -521,6 +521,37 @@ func TestPlanGemmTMASmall(t *testing.T) {
 	}
 }
 
+// TestPlanGemmTMASwap: at 129-192 rows the narrow outputs over long K
+// (TinyLlama's and Llama-3.2-1B's down, Qwen3-30B-A3B's o) go on the
+// swapped 48 x 128 tile, 16-bit and E4M3, K split so its blocks fill the
+// GPU; wider outputs, short K, 128 and 256 rows and tile "wide" keep
+// their plans.
+func TestPlanGemmTMASwap(t *testing.T) {
+	d := h100Device(h100Slots)
+	for _, c := range []struct {
+		m, n, k int
+		want    bool
+	}{
+		{160, 2048, 5632, true}, {192, 2048, 5632, true}, {129, 2048, 8192, true}, {192, 2048, 4096, true},
+		{128, 2048, 5632, false}, {256, 2048, 5632, false}, // outside the rows
+		{192, 4096, 14336, false}, {192, 2880, 4096, false}, // wider
+		{192, 2048, 2048, false}, {160, 2560, 2048, false}, // short K
+	} {
+		for _, fp8 := range []bool{false, true} {
+			p := planGemmTMA(c.m, c.n, c.k, d, fp8, "auto", 0)
+			if got := p.cfg.name == "s2x48"; got != c.want {
+				t.Errorf("M=%d N=%d K=%d fp8 %v: %s split %d; swapped tile %v, want %v", c.m, c.n, c.k, fp8, p.cfg.name, p.splits, got, c.want)
+			}
+			if c.want && p.cfg.tiles(c.m, c.n)*p.splits > d.slots(p.cfg, p.splits) {
+				t.Errorf("M=%d N=%d K=%d fp8 %v: %d blocks of s2x48 in clusters of %d, more than one round", c.m, c.n, c.k, fp8, p.cfg.tiles(c.m, c.n)*p.splits, p.splits)
+			}
+		}
+		if p := planGemmTMA(c.m, c.n, c.k, d, false, "wide", 0); p.cfg.swap {
+			t.Errorf("M=%d N=%d K=%d tile wide: %s", c.m, c.n, c.k, p.cfg.name)
+		}
+	}
+}
+
 // TestPlanGemmTMADeeper: at M = 64 on an H200 (an H100's cluster places,
 // which the H200's driver counts alike), the zoo's projections take 64 x
 // 128 eight stages deep where tmaPlan.deeper's measurements put it below

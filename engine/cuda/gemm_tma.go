@@ -399,6 +399,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		}
 		return p
 	}
+	if tile != "wide" && swapTakes(m, n, k) {
+		return split(tmaConfigs["s2x48"])
+	}
 	switch {
 	case m <= tmaNarrowRows:
 		// 64 x 128, unless it needs K split (which runs on the cp.async
@@ -503,6 +506,33 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		return p
 	}
 }
+
+// swapTakes reports whether planGemmTMA puts an m x n GEMM over k on the
+// swapped 48 x 128 tile (s2x48: 48 rows of X by 128 of W, K split by the
+// cost model), 16-bit or E4M3: between tmaSwapRows and tmaSwapMaxRows
+// rows, where the 128-row tiles leave most of a row tile empty, on
+// narrow outputs (n up to tmaSwapN) over long K (from tmaSwapK).
+// BenchmarkGemm(FP8) from a captured graph (one H200, 2 samples, NOTES
+// v54), us, s2x48 against the plan it replaces and cuBLASLt: 16-bit at M =
+// 160 TinyLlama's down 15.68 / 18.88 / 12.18, Llama-3.2-1B's 22.23 /
+// 25.11 / 15.60, Qwen3-30B-A3B's o 12.31 / 16.08 / 10.52; at 192 15.09 /
+// 17.44 / 12.41, 20.54 / 22.68 / 18.07, 11.46 / 13.62 / 9.90; E4M3 at 160
+// TinyLlama's down 15.59 / 18.47 / 13.91, Llama-3.2-1B's 19.43 / 22.46 /
+// 17.38, Qwen3-30B-A3B's o 13.34 / 13.20 / 11.18; at 192 15.43 / 17.49 /
+// 14.23, 18.60 / 20.14 / 17.16, 13.26 / 13.48 / 11.55. Wider outputs lost
+// (Llama-3.1-8B's o and down, GPT-OSS-20B's o: 1.02-1.12x the plan), as did
+// short K (TinyLlama's o, qkv) and M = 128 and 256 (the 16-bit down at
+// 128: 14.30 against 12.02).
+func swapTakes(m, n, k int) bool {
+	return m >= tmaSwapRows && m <= tmaSwapMaxRows && n <= tmaSwapN && k >= tmaSwapK
+}
+
+const (
+	tmaSwapRows    = 129
+	tmaSwapMaxRows = 192
+	tmaSwapN       = 2048
+	tmaSwapK       = 4096
+)
 
 // tmaRoundFill is how full planGemmTMA wants one round of 64 x 176 tiles
 // before it takes them for a 16-bit GEMM of 65-256 rows. BenchmarkGemm on
