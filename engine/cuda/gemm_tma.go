@@ -9,9 +9,10 @@ import "C"
 
 import "fmt"
 
-// tmaConfig mirrors one GEMM_TMA(...) instantiation in kernels/gemm_tma.cu:
-// a producer warpgroup issuing TMA loads and rows/64 consumer warpgroups
-// multiplying, a rows x bn tile, stages k-tiles in flight. The names are
+// tmaConfig mirrors one GEMM_TMA(...) (or GEMM_TMA_X(...), swapped)
+// instantiation in kernels/gemm_tma.cu: a producer warpgroup issuing TMA
+// loads and rows/64 consumer warpgroups multiplying (bn/64 when swapped),
+// a tile of rows rows of X by bn of W, stages k-tiles in flight. The names are
 // XRUN_CUDA_WGMMA_TILE's, as the cp.async kernels' (gemm_wgmma.cu).
 type tmaConfig struct {
 	name     string
