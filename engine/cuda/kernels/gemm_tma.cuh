@@ -463,7 +463,12 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	}
 
 	if constexpr (C == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-	const u32 aoff = (wg - 1) * 64 * 128;
+	// This consumer's 64 rows of the tile (of X, or of W swapped) in a
+	// stage: warp-uniform as the compiler sees it (the constant 0 with one
+	// consumer, a lane's broadcast with two), so that the MMAs' descriptors
+	// can be computed in uniform registers rather than each one's moved
+	// there.
+	const u32 aoff = (C == 1 ? 0 : __shfl_sync(0xffffffffu, wg - 1, 0)) * 64 * 128;
 	// Accumulator layout: the warp's 16 rows of its warpgroup's 64; each
 	// 8-column block j holds rows lane/4 and lane/4 + 8, columns 2 (lane % 4)
 	// and +1.
@@ -475,34 +480,39 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		mbar_arrive(bar);
 		if (mc) mbar_arrive_cluster(bar, half ^ 1);
 	};
-	// One pass a tile (one, unless PERSIST); g counts k-tiles as the
-	// producer's loop does.
-	for (int t = t0, g = 0; t < ntiles; t += tstep) {
+	// One pass a tile (one, unless PERSIST), over the k-tiles the
+	// producer's loop counts (g). The stage of the k-tile (s), its barriers'
+	// phase (ph) and the stage before it (sp) are counters: with a stage
+	// count no power of two, g % STAGES and g / STAGES cost every k-tile a
+	// multiply-high chain in the consumer's path, which bounds the narrow
+	// tiles (bench/NOTES.md v55).
+	for (int t = t0, s = 0, ph = 0, sp = 0; t < ntiles; t += tstep) {
 		origin(t, m0, n0);
 		float acc[NA];
 #pragma unroll
 		for (int i = 0; i < NA; i++) acc[i] = 0.f;
-		for (int i = 0; i < nk; i++, g++) {
-			const int s = g % STAGES;
-			mbar_wait(full + 8 * s, (g / STAGES) & 1);
+		for (int i = 0; i < nk; i++) {
+			mbar_wait(full + 8 * s, ph);
 			if constexpr (TR) {
 				if (i == 0 && tid == 128) tma_mark(tr, TMA_T_FIRST);
 			}
 			if constexpr (SW) {
 				// This consumer's 64 rows of W on the MMA's M, the X rows on its N.
-				wg_mma_ktile<XR, E>(acc, base + s * STAGE + ABYTES + (wg - 1) * 64 * 128, base + s * STAGE);
+				wg_mma_ktile<XR, E>(acc, base + s * STAGE + ABYTES + aoff, base + s * STAGE);
 			} else {
 				wg_mma_ktile<BN, E>(acc, base + s * STAGE + aoff, base + s * STAGE + ABYTES);
 			}
-			wg_wait<1>(); // the MMAs of k-tile g - 1 are done: its stage is free
+			wg_wait<1>(); // the MMAs of the k-tile before are done: its stage is free
 			wg_pin<NA>(acc);
-			if (i > 0 && (tid & 127) == 0) release(empty + 8 * ((g - 1) % STAGES));
+			if (i > 0 && (tid & 127) == 0) release(empty + 8 * sp);
+			sp = s;
+			if (++s == STAGES) s = 0, ph ^= 1;
 		}
 		wg_wait<0>();
 		wg_pin<NA>(acc);
 		// The tile's last stage, free for the next tile's loads, which then
 		// run under this tile's stores.
-		if (PERSIST && (tid & 127) == 0) release(empty + 8 * ((g - 1) % STAGES));
+		if (PERSIST && (tid & 127) == 0) release(empty + 8 * sp);
 		if constexpr (TR) {
 			if (tid == 128) tma_mark(tr, TMA_T_MMA);
 		}

@@ -109,31 +109,40 @@ WGMMA(256, u8, "m64n256k32", "e4m3", WG_REG128, WG_ACC128, "%128", "%129", "%130
 // of 32 bytes) of the 64 x BN accumulators from the swizzled tiles at sa
 // (64 rows: of X, or of W in a swapped tile) and sb (BN rows: of W, or of
 // X), as one commit group.
+//
+// The descriptors are built once and stepped: a k-step 32 bytes on is 2
+// more in the start's 16-byte units. Exact, since shared addresses lie
+// below 0x40000 (228 KB at most), so that ((a + 32 kk) & 0x3ffff) >> 4 =
+// ((a & 0x3ffff) >> 4) + 2 kk. Rebuilt for every step, each MMA waited on
+// a dependent chain of integer instructions: about 90 a k-tile in the
+// consumer warp, which bound the narrow tiles (bench/NOTES.md v55).
 template <int BN, class E> __device__ __forceinline__ void wg_mma_ktile(float *acc, u32 sa, u32 sb) {
 	wg_pin<BN / 2>(acc);
 	wg_fence();
+	const unsigned long long da = wg_desc(sa), db = wg_desc(sb);
 #pragma unroll
 	for (int kk = 0; kk < 4; kk++) {
+		const unsigned long long a = da + 2 * kk, b = db + 2 * kk;
 		if constexpr (BN == 32) {
-			wgmma_n32(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			wgmma_n32(acc, a, b, E{});
 		} else if constexpr (BN == 40) {
-			wgmma_n40(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			wgmma_n40(acc, a, b, E{});
 		} else if constexpr (BN == 48) {
-			wgmma_n48(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			wgmma_n48(acc, a, b, E{});
 		} else if constexpr (BN == 64) {
-			wgmma_n64(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			wgmma_n64(acc, a, b, E{});
 		} else if constexpr (BN == 80) {
-			wgmma_n80(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			wgmma_n80(acc, a, b, E{});
 		} else if constexpr (BN == 96) {
-			wgmma_n96(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			wgmma_n96(acc, a, b, E{});
 		} else if constexpr (BN == 128) {
-			wgmma_n128(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			wgmma_n128(acc, a, b, E{});
 		} else if constexpr (BN == 176) {
-			wgmma_n176(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			wgmma_n176(acc, a, b, E{});
 		} else if constexpr (BN == 192) {
-			wgmma_n192(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			wgmma_n192(acc, a, b, E{});
 		} else {
-			wgmma_n256(acc, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32), E{});
+			wgmma_n256(acc, a, b, E{});
 		}
 	}
 	wg_commit();
