@@ -94,6 +94,8 @@ func BenchmarkGemm(b *testing.B) {
 					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-tma-wg1w", "own-wide")
 					// The swapped tiles: few rows of X a block.
 					impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48")
+					// The alternating tiles: two consumers, alternate k-tiles.
+					impls = append(impls, "own-tma-p1s", "own-tma-p1m")
 				}
 			}
 			if m == 1 {

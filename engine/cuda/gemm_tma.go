@@ -9,10 +9,11 @@ import "C"
 
 import "fmt"
 
-// tmaConfig mirrors one GEMM_TMA(...) (or GEMM_TMA_X(...), swapped)
-// instantiation in kernels/gemm_tma.cu: a producer warpgroup issuing TMA
-// loads and rows/64 consumer warpgroups multiplying (bn/64 when swapped),
-// a tile of rows rows of X by bn of W, stages k-tiles in flight. The names are
+// tmaConfig mirrors one GEMM_TMA(...) (GEMM_TMA_X(...) swapped,
+// GEMM_TMA_KP(...) alternating) instantiation in kernels/gemm_tma.cu: a
+// producer warpgroup issuing TMA loads and rows/64 consumer warpgroups
+// multiplying (bn/64 when swapped, two for an alternating tile), a tile of
+// rows rows of X by bn of W, stages k-tiles in flight. The names are
 // XRUN_CUDA_WGMMA_TILE's, as the cp.async kernels' (gemm_wgmma.cu).
 type tmaConfig struct {
 	name     string
@@ -28,54 +29,65 @@ type tmaConfig struct {
 	// shared memory and stored through the split's reduction, S = 1
 	// included.
 	swap bool
+	// kp: a 64-row tile whose two consumer warpgroups take alternate
+	// k-tiles (gemm_tma.cuh's KP), their sums added up in shared memory.
+	kp bool
 }
 
 var tmaConfigs = map[string]tmaConfig{
-	"wg1":  {"wg1", 64, 128, 4, 2, false, false},
-	"wg2":  {"wg2", 128, 128, 6, 1, false, false},
-	"wg2m": {"wg2m", 128, 192, 5, 1, false, false},
-	"wg2w": {"wg2w", 128, 256, 4, 1, false, false},
+	"wg1":  {"wg1", 64, 128, 4, 2, false, false, false},
+	"wg2":  {"wg2", 128, 128, 6, 1, false, false, false},
+	"wg2m": {"wg2m", 128, 192, 5, 1, false, false, false},
+	"wg2w": {"wg2w", 128, 256, 4, 1, false, false, false},
 	// 128 x 176: TinyLlama's gate_up (11,264 rows) at M = 256 is 128
 	// tiles, where 128 x 192's 118 leave 14 of 132 multiprocessors idle
 	// while their MMAs run at about the multiprocessor's peak
 	// (BenchmarkGemmPhases, H200: 14.9 of a block's 22.0 us).
-	"wg2f": {"wg2f", 128, 176, 5, 1, false, false},
+	"wg2f": {"wg2f", 128, 176, 5, 1, false, false, false},
 	// The narrow tiles: cuBLASLt covers TinyLlama's qkv, o and down at M =
 	// 256 with about 128 blocks of 64 rows (80 or 64 columns), K unsplit,
 	// 11-13 stages deep, in 8.6, 8.2 and 16.4 us against the 128-row
 	// tiles' split K's 12.4, 10.6 and 18.3 (v30's BenchmarkGemm, H100).
-	"wg1s": {"wg1s", 64, 64, 12, 1, true, false},
-	"wg1n": {"wg1n", 64, 80, 10, 1, true, false},
+	"wg1s": {"wg1s", 64, 64, 12, 1, true, false, false},
+	"wg1n": {"wg1n", 64, 80, 10, 1, true, false, false},
 	// 64 x 96 for a decode batch of up to 64 rows: TinyLlama's gate_up
 	// (11,264 rows of W) in 118 blocks, one wave, each streaming its W
 	// slice once, where 64 x 128 tiles need K split three ways, on the
 	// cp.async kernels at 1.21x cuBLASLt's time (v44's BenchmarkGemm, H100).
-	"wg1m": {"wg1m", 64, 96, 10, 1, true, false},
+	"wg1m": {"wg1m", 64, 96, 10, 1, true, false, false},
 	// 64 x 176, seven stages, K unsplit, W multicast to pairs of row
 	// tiles, for 16-bit GEMMs of 65-256 rows whose tiles fill one round
 	// (planGemmTMA, tmaRoundFill): cuBLASLt runs Qwen3-30B-A3B's qkv
 	// (5,120 rows of W, K 2,048) at M = 256 as one wave of 124 blocks of
 	// 64 x 168, seven stages, K unsplit, in clusters of two (Nsight
 	// Compute, H200).
-	"wg1w": {"wg1w", 64, 176, 7, 1, true, false},
+	"wg1w": {"wg1w", 64, 176, 7, 1, true, false, false},
 	// 64 x 128, eight stages, one block a multiprocessor: wg1's tile with
 	// twice the loads in flight, K split across a cluster. cuBLASLt runs
 	// Llama-3.1-8B's FP8 down at M = 64 as 128 blocks of 128 rows of W by
 	// 64 of X, eight stages of 128 codes, K split four ways (Nsight
 	// Compute, H200), 24.5 us against the 64 x 64 tiles' 30.0: a tile
 	// twice as wide reads X from L2 half as often.
-	"wg1d": {"wg1d", 64, 128, 8, 1, false, false},
+	"wg1d": {"wg1d", 64, 128, 8, 1, false, false, false},
 	// The swapped tiles: rows of X by 64 or 128 rows of W. At M = 128-256
 	// cuBLASLt tiles a decode's small projections by 32-96 rows of X
 	// (Nsight Compute, H200): TinyLlama's o at 128 as 128 blocks of 64
 	// rows of W by 40 of X, 16 stages; at 192 128 x 32; Qwen3-30B-A3B's o
 	// at 192 64 x 32, 16 stages. The unswapped MMA's M puts at least 64
 	// rows of X in a tile.
-	"s1x32": {"s1x32", 32, 64, 16, 1, false, true},
-	"s1x40": {"s1x40", 40, 64, 16, 1, false, true},
-	"s1x48": {"s1x48", 48, 64, 14, 1, false, true},
-	"s2x32": {"s2x32", 32, 128, 10, 1, false, true},
-	"s2x48": {"s2x48", 48, 128, 9, 1, false, true},
+	"s1x32": {"s1x32", 32, 64, 16, 1, false, true, false},
+	"s1x40": {"s1x40", 40, 64, 16, 1, false, true, false},
+	"s1x48": {"s1x48", 48, 64, 14, 1, false, true, false},
+	"s2x32": {"s2x32", 32, 128, 10, 1, false, true, false},
+	"s2x48": {"s2x48", 48, 128, 9, 1, false, true, false},
+	// The alternating tiles: 64 x 64 and 64 x 96 as wg1s and wg1m, two
+	// consumer warpgroups taking alternate k-tiles. One consumer's
+	// per-k-tile instructions bound the narrow tiles (Nsight Compute and
+	// the SASS, H200, bench/NOTES.md v55), where cuBLASLt runs such tiles
+	// (TinyLlama's o at M = 128 as 40 x 64, qkv at 256 as 96 x 64) on
+	// three warpgroups.
+	"p1s": {"p1s", 64, 64, 12, 1, false, false, true},
+	"p1m": {"p1m", 64, 96, 10, 1, false, false, true},
 }
 
 // tmaNarrow are the narrow configurations, in the order planGemmTMA weighs
@@ -102,8 +114,11 @@ const (
 )
 
 // threads is the producer's warpgroup and a consumer's for each 64 rows
-// of X (of W in a swapped tile).
+// of X (of W in a swapped tile; two for an alternating tile's 64).
 func (c tmaConfig) threads() int {
+	if c.kp {
+		return 3 * 128
+	}
 	if c.swap {
 		return (c.bn/64 + 1) * 128
 	}

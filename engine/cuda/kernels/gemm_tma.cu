@@ -71,6 +71,17 @@ GEMM_TMA_ALL(bf16)
 	GEMM_TMA_X(s2x32, T, 2, 32, 10) GEMM_TMA_X(s2x48, T, 2, 48, 9)
 GEMM_TMA_X_ALL(f16)
 GEMM_TMA_X_ALL(bf16)
+// The tiles whose two consumers take alternate k-tiles (gemm_tma.cuh's
+// KP): 64 rows of X by BN of W, ST stages (even), every kernel of a
+// configuration. p1s: 64 x 64, twelve stages; p1m: 64 x 96, ten.
+#define GEMM_TMA_KP(cfg, T, BN, ST)                                                                                    \
+	TMA_K16(gemm_tma_##cfg##_##T, T, 384, 1, 2, BN, ST, TMA_EPI_NONE, false, false, 0, true)                           \
+	TMA_KF8(gemm_tma_f8_##cfg##_##T, T, 384, 1, 2, BN, ST, TMA_EPI_NONE, false, false, 0, true)                        \
+	TMA_K16(gemm_tma_glu_##cfg##_##T, T, 384, 1, 2, BN, ST, TMA_EPI_GLU, false, false, 0, true)                        \
+	TMA_K16(gemm_tma_res_##cfg##_##T, T, 384, 1, 2, BN, ST, TMA_EPI_RES, false, false, 0, true)
+#define GEMM_TMA_KP_ALL(T) GEMM_TMA_KP(p1s, T, 64, 12) GEMM_TMA_KP(p1m, T, 96, 10)
+GEMM_TMA_KP_ALL(f16)
+GEMM_TMA_KP_ALL(bf16)
 // gemm_tma_<config>_p_<dtype>, gemm_tma_glu_<config>_p_<dtype>,
 // gemm_tma_res_<config>_p_<dtype> and gemm_tma_f8_<config>_p_<dtype>
 // (E4M3 codes): the 128-row kernels whose blocks each take a run of the

@@ -326,6 +326,11 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 #endif
 
 // XR > 0: the swapped tile, XR rows of X by BN = 64 C rows of W (above).
+// KP: a 64-row tile whose two consumers (C = 2) take alternate k-tiles,
+// each into accumulators of its own, added up in shared memory before the
+// stores (STAGES even, so that each stage is always the same consumer's):
+// two warps a scheduler to issue a narrow tile's MMAs, where one
+// consumer's per-k-tile instructions bounded it (bench/NOTES.md v55).
 // TR (gemm_tma_trace.cu's kernels only): each block records when it
 // reached the points of its timeline (tma_mark) in trace[block][TMA_T_ROW].
 // PERSIST (K unsplit): each block takes the output's tiles blockIdx.x,
@@ -333,7 +338,8 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 // them: the producer loads the next tile's stages while the consumers
 // store the last one's outputs, and a second wave's blocks need no launch
 // or fill of their own.
-template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false, bool PERSIST = false, int XR = 0>
+template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false, bool PERSIST = false, int XR = 0,
+	bool KP = false>
 __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
 	const float *sw, int swRows, int M, int N, int K, int kps, int early, u64 *trace = nullptr) {
 #ifdef XR_WGMMA
@@ -345,10 +351,13 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr bool F8 = sizeof(E) == 1;
 	// ROWS: the tile's rows of X (X's box); NA: a consumer's accumulators.
 	constexpr bool SW = XR > 0;
-	constexpr int ROWS = SW ? XR : 64 * C, BK = 128 / (int)sizeof(E), NA = (SW ? XR : BN) / 2, NT = (C + 1) * 128;
+	constexpr int ROWS = SW ? XR : (KP ? 64 : 64 * C), BK = 128 / (int)sizeof(E), NA = (SW ? XR : BN) / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
 	static_assert(!SW || (BN == 64 * C && (XR == 32 || XR == 40 || XR == 48) && !TR && !PERSIST), "swapped tile");
+	static_assert(!KP || (C == 2 && !SW && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
+	// ARR: the consumers that free each stage (KP: the one that read it).
+	constexpr int ARR = KP ? 1 : C;
 	constexpr bool GLU = EPI == TMA_EPI_GLU;
 	static_assert(EPI == TMA_EPI_NONE || !F8, "the epilogues are 16-bit only");
 	static_assert(!(PERSIST && TR), "the traced kernels time one tile a block");
@@ -411,7 +420,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	if (tid == 0) {
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(full + 8 * s, 1);
-			mbar_init(empty + 8 * s, mc ? 2 * C : C);
+			mbar_init(empty + 8 * s, mc ? 2 * ARR : ARR);
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
@@ -468,12 +477,13 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// consumer, a lane's broadcast with two), so that the MMAs' descriptors
 	// can be computed in uniform registers rather than each one's moved
 	// there.
-	const u32 aoff = (C == 1 ? 0 : __shfl_sync(0xffffffffu, wg - 1, 0)) * 64 * 128;
+	const int cw = C == 1 ? 0 : __shfl_sync(0xffffffffu, wg - 1, 0);
+	const u32 aoff = KP ? 0 : cw * 64 * 128;
 	// Accumulator layout: the warp's 16 rows of its warpgroup's 64; each
 	// 8-column block j holds rows lane/4 and lane/4 + 8, columns 2 (lane % 4)
 	// and +1.
 	const int warp = (tid >> 5) & 3, lane = tid & 31;
-	const int rl = (wg - 1) * 64 + warp * 16 + (lane >> 2); // row in the tile
+	const int rl = (KP ? 0 : (wg - 1) * 64) + warp * 16 + (lane >> 2); // row in the tile
 	// release frees a stage: under multicast in both blocks, whose
 	// producers each write half of it into both.
 	auto release = [&](u32 bar) {
@@ -486,12 +496,15 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// count no power of two, g % STAGES and g / STAGES cost every k-tile a
 	// multiply-high chain in the consumer's path, which bounds the narrow
 	// tiles (bench/NOTES.md v55).
-	for (int t = t0, s = 0, ph = 0, sp = 0; t < ntiles; t += tstep) {
+	// KP: consumer cw takes k-tiles cw, cw + 2, ..., from stage cw on.
+	constexpr int KS = KP ? 2 : 1;
+	const int k0 = KP ? cw : 0;
+	for (int t = t0, s = k0, ph = 0, sp = 0; t < ntiles; t += tstep) {
 		origin(t, m0, n0);
 		float acc[NA];
 #pragma unroll
 		for (int i = 0; i < NA; i++) acc[i] = 0.f;
-		for (int i = 0; i < nk; i++) {
+		for (int i = k0; i < nk; i += KS) {
 			mbar_wait(full + 8 * s, ph);
 			if constexpr (TR) {
 				if (i == 0 && tid == 128) tma_mark(tr, TMA_T_FIRST);
@@ -504,12 +517,34 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			}
 			wg_wait<1>(); // the MMAs of the k-tile before are done: its stage is free
 			wg_pin<NA>(acc);
-			if (i > 0 && (tid & 127) == 0) release(empty + 8 * sp);
+			if (i > k0 && (tid & 127) == 0) release(empty + 8 * sp);
 			sp = s;
-			if (++s == STAGES) s = 0, ph ^= 1;
+			if constexpr (KP) {
+				if ((s += 2) >= STAGES) s -= STAGES, ph ^= 1;
+			} else {
+				if (++s == STAGES) s = 0, ph ^= 1;
+			}
 		}
 		wg_wait<0>();
 		wg_pin<NA>(acc);
+		// KP: the second consumer's sums into the first's, through the
+		// stages (every MMA of both done reading them: named barrier 2,
+		// the consumers' 256 threads), a thread's own accumulators 128
+		// floats apart; from here the first consumer holds the tile.
+		const bool idle = KP && cw == 1;
+		if constexpr (KP) {
+			float *part = (float *)(smem + (base - smem_u32(smem)));
+			asm volatile("bar.sync 2, 256;" ::: "memory");
+			if (idle) {
+#pragma unroll
+				for (int j = 0; j < NA; j++) part[j * 128 + (tid & 127)] = acc[j];
+			}
+			asm volatile("bar.sync 2, 256;" ::: "memory");
+			if (!idle) {
+#pragma unroll
+				for (int j = 0; j < NA; j++) acc[j] += part[j * 128 + (tid & 127)];
+			}
+		}
 		// The tile's last stage, free for the next tile's loads, which then
 		// run under this tile's stores.
 		if (PERSIST && (tid & 127) == 0) release(empty + 8 * sp);
@@ -518,6 +553,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		}
 
 		if (!SW && gridDim.z == 1) {
+			if (idle) continue;
 			if constexpr (EPI == TMA_EPI_NONE) {
 				wg_store<T, BN, F8>(acc, Y, (float *)nullptr, M, N, m0 + rl, n0, lane, sx, sxRows, sw, swRows);
 			} else {
@@ -596,7 +632,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 				for (int h = 0; h < 2; h++)
 #pragma unroll
 					for (int e = 0; e < 2; e++) red[(j * 8 + x + e) * LD + w + h * 8] = acc[4 * j + 2 * h + e];
-		} else {
+		} else if (!idle) {
 #pragma unroll
 			for (int j = 0; j < BN / 8; j++)
 #pragma unroll
