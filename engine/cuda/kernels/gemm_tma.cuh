@@ -478,12 +478,16 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// can be computed in uniform registers rather than each one's moved
 	// there.
 	const int cw = C == 1 ? 0 : __shfl_sync(0xffffffffu, wg - 1, 0);
-	const u32 aoff = KP ? 0 : cw * 64 * 128;
+	const int row0 = KP ? 0 : cw * 64; // the first of them
+	const u32 aoff = row0 * 128;
+	// The stages' memory as floats: the partial tiles staged there once
+	// every MMA is done reading it.
+	float *const stages = (float *)(smem + (base - smem_u32(smem)));
 	// Accumulator layout: the warp's 16 rows of its warpgroup's 64; each
 	// 8-column block j holds rows lane/4 and lane/4 + 8, columns 2 (lane % 4)
 	// and +1.
 	const int warp = (tid >> 5) & 3, lane = tid & 31;
-	const int rl = (KP ? 0 : (wg - 1) * 64) + warp * 16 + (lane >> 2); // row in the tile
+	const int rl = row0 + warp * 16 + (lane >> 2); // row in the tile
 	// release frees a stage: under multicast in both blocks, whose
 	// producers each write half of it into both.
 	auto release = [&](u32 bar) {
@@ -519,11 +523,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			wg_pin<NA>(acc);
 			if (i > k0 && (tid & 127) == 0) release(empty + 8 * sp);
 			sp = s;
-			if constexpr (KP) {
-				if ((s += 2) >= STAGES) s -= STAGES, ph ^= 1;
-			} else {
-				if (++s == STAGES) s = 0, ph ^= 1;
-			}
+			if ((s += KS) >= STAGES) s -= STAGES, ph ^= 1;
 		}
 		wg_wait<0>();
 		wg_pin<NA>(acc);
@@ -533,16 +533,15 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		// floats apart; from here the first consumer holds the tile.
 		const bool idle = KP && cw == 1;
 		if constexpr (KP) {
-			float *part = (float *)(smem + (base - smem_u32(smem)));
 			asm volatile("bar.sync 2, 256;" ::: "memory");
 			if (idle) {
 #pragma unroll
-				for (int j = 0; j < NA; j++) part[j * 128 + (tid & 127)] = acc[j];
+				for (int j = 0; j < NA; j++) stages[j * 128 + (tid & 127)] = acc[j];
 			}
 			asm volatile("bar.sync 2, 256;" ::: "memory");
 			if (!idle) {
 #pragma unroll
-				for (int j = 0; j < NA; j++) acc[j] += part[j * 128 + (tid & 127)];
+				for (int j = 0; j < NA; j++) acc[j] += stages[j * 128 + (tid & 127)];
 			}
 		}
 		// The tile's last stage, free for the next tile's loads, which then
@@ -622,22 +621,21 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		constexpr int LD = BN + 8; // = 8 (mod 32): a half-warp's float2 stores hit 32 distinct banks
 		static_assert(ROWS * LD * 4 <= STAGES * STAGE, "the partial tile fits in the stages");
 		bar_sync_all<NT>();
-		float *red = (float *)(smem + (base - smem_u32(smem)));
 		if constexpr (SW) {
 			// Transposed: accumulator (W row w, X row x) is output (x, w).
-			const int w = (wg - 1) * 64 + warp * 16 + (lane >> 2), x = (lane & 3) * 2;
+			const int w = rl, x = (lane & 3) * 2;
 #pragma unroll
 			for (int j = 0; j < XR / 8; j++)
 #pragma unroll
 				for (int h = 0; h < 2; h++)
 #pragma unroll
-					for (int e = 0; e < 2; e++) red[(j * 8 + x + e) * LD + w + h * 8] = acc[4 * j + 2 * h + e];
+					for (int e = 0; e < 2; e++) stages[(j * 8 + x + e) * LD + w + h * 8] = acc[4 * j + 2 * h + e];
 		} else if (!idle) {
 #pragma unroll
 			for (int j = 0; j < BN / 8; j++)
 #pragma unroll
 				for (int h = 0; h < 2; h++)
-					*(float2 *)&red[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+					*(float2 *)&stages[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
 		}
 		if constexpr (TR) {
 			if (tid == 128) tma_mark(tr, TMA_T_STAGED);
