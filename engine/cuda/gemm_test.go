@@ -425,7 +425,8 @@ func TestPlanGemmTMA(t *testing.T) {
 		{2048, 32000, 2048, false, "auto", "wg2w", 0, 1, 1}, // 16 waves of 128 x 256 against 21 of 128 x 192
 		{256, 11264, 2048, false, "wg2m", "wg2m", 0, 1, 1},
 		{8192, 2560, 2048, false, "auto", "wg2w", 0, 1, 1},
-		{100, 2048, 5632, false, "auto", "wg2", 0, 2, 8},
+		{96, 2048, 5632, false, "auto", "wg2", 0, 2, 8},
+		{100, 2048, 5632, false, "auto", "p1s", 0, 2, 2}, // alternating, 128 blocks of 44 k-tiles
 		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},
 		{2048, 28672, 4096, true, "auto", "wg2w", 0, 1, 1}, // codes: 128 x 256 where its rounds fill
 		{2048, 2048, 2048, true, "auto", "wg2", 0, 1, 1},   // 128 tiles of 128 x 256: one round, no persistent blocks
@@ -440,16 +441,21 @@ func TestPlanGemmTMA(t *testing.T) {
 		{256, 2560, 2048, false, "wg2w", "wg2w", 1, 8, 8},  // 132 / 20 blocks a tile, rounded up to a power of two
 		{256, 32000, 2048, false, "auto", "wg2w", 0, 1, 1}, // 250 tiles fill the GPU unsplit
 		{17, 72, 40, false, "auto", "wg1", 0, 1, 1},        // one k-tile: nothing to split
-		// The narrow tiles, K unsplit: TinyLlama's qkv and o at M = 128
-		// and 256, one wave; down (88 k-tiles) stays on the split 128 x
-		// 128 tiles, gate_up and the LM head take too many narrow tiles.
+		// The narrow tiles, K unsplit: TinyLlama's qkv and o at M = 256,
+		// one wave, and up to 128 rows; from 97 to 128 rows o and down
+		// on the alternating 64 x 64 split two ways (kpPlan; 128 blocks),
+		// Qwen3-30B-A3B's qkv on 64 x 96 unsplit (108). Gate_up and the
+		// LM head take too many narrow tiles.
 		{256, 2560, 2048, false, "auto", "wg1n", 0, 1, 1}, // 128 blocks; 64 x 64 would need 160
 		{256, 2048, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{96, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
 		{128, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
-		{128, 2048, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{128, 2048, 2048, false, "auto", "p1s", 0, 2, 2},
 		{100, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
-		{128, 2048, 5632, false, "auto", "wg2", 0, 2, 8},
-		{257, 2560, 2048, false, "auto", "wg2", 0, 1, 8}, // above tmaSmallRows
+		{128, 5120, 2048, false, "auto", "p1m", 0, 1, 1},
+		{128, 2048, 5632, false, "auto", "p1s", 0, 2, 2},
+		{128, 6144, 4096, false, "auto", "wg1m", 0, 1, 1}, // p1m's 128 blocks would run 64 k-tiles each
+		{257, 2560, 2048, false, "auto", "wg2", 0, 1, 8},  // above tmaSmallRows
 		{2048, 2560, 2048, false, "wide", "wg2m", 0, 1, 1},
 		{64, 2560, 2048, false, "wide", "wg1", 0, 2, 8},
 		// Up to M = 32, where 64 x 128 would split K: qkv and o on 64 x
@@ -625,8 +631,9 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 	// On an H100's own counts (h100Slots) three blocks a cluster fit fewer
 	// places than four, so TinyLlama's qkv at M = 256 (120 blocks in
 	// threes) keeps its split of two, where o and down take three.
-	// With the decode-sized tiles weighed (auto), qkv and o go to the
-	// narrow ones unsplit, gate_up to 128 x 176; down keeps its plan.
+	// With the decode-sized tiles weighed (auto), at M = 256 qkv and o go
+	// to the narrow ones unsplit, gate_up to 128 x 176, and down keeps its
+	// plan; at 128 o and down go to 64 x 64 alternating (kpPlan).
 	for _, c := range []struct {
 		m, n, k   int
 		tile, cfg string
@@ -635,7 +642,7 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 		{256, 2560, 2048, "wide", "wg2", 2}, {256, 2048, 2048, "wide", "wg2", 3}, {256, 2048, 5632, "wide", "wg2", 3}, {256, 11264, 2048, "wide", "wg2m", 1},
 		{128, 2560, 2048, "wide", "wg2", 5}, {128, 2048, 2048, "wide", "wg2", 6}, {128, 2048, 5632, "wide", "wg2", 6}, {128, 11264, 2048, "wide", "wg2m", 2},
 		{256, 2560, 2048, "auto", "wg1n", 1}, {256, 2048, 2048, "auto", "wg1s", 1}, {256, 2048, 5632, "auto", "wg2", 3}, {256, 11264, 2048, "auto", "wg2f", 1},
-		{128, 2560, 2048, "auto", "wg1s", 1}, {128, 2048, 2048, "auto", "wg1s", 1}, {128, 2048, 5632, "auto", "wg2", 6}, {128, 11264, 2048, "auto", "wg1w", 1},
+		{128, 2560, 2048, "auto", "wg1s", 1}, {128, 2048, 2048, "auto", "p1s", 2}, {128, 2048, 5632, "auto", "p1s", 2}, {128, 11264, 2048, "auto", "wg1w", 1},
 	} {
 		if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), false, c.tile, 0); p.cfg.name != c.cfg || p.splits != c.splits {
 			t.Errorf("planGemmTMA(%d, %d, %d, %s) on an H100's counts = %s split %d; want %s split %d", c.m, c.n, c.k, c.tile, p.cfg.name, p.splits, c.cfg, c.splits)

@@ -85,7 +85,7 @@ var tmaConfigs = map[string]tmaConfig{
 	// per-k-tile instructions bound the narrow tiles (Nsight Compute and
 	// the SASS, H200, bench/NOTES.md v55), where cuBLASLt runs such tiles
 	// (TinyLlama's o at M = 128 as 40 x 64, qkv at 256 as 96 x 64) on
-	// three warpgroups.
+	// three warpgroups. Planned at 97-128 rows (kpPlan).
 	"p1s": {"p1s", 64, 64, 12, 1, false, false, true},
 	"p1m": {"p1m", 64, 96, 10, 1, false, false, true},
 }
@@ -469,6 +469,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q := split(tmaConfigs["wg1w"]); m > tmaNarrowRows && (q.fillsRound(m, n, slots) || rowWaste(m, 128) > rowWaste(m, 64) && p.cfg.rows == 128 && q.fillsRoundBy(m, n, slots, tmaRoundFillRagged)) {
 				p = q
 			}
+			if q, ok := kpPlan(m, n, split, slots); ok {
+				p = q
+			}
 		}
 		return p
 	default:
@@ -521,6 +524,49 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		}
 		return p
 	}
+}
+
+// tmaKPMinRows, tmaKPRows and tmaKPMaxKTiles bound where planGemmTMA takes
+// an alternating tile (kpPlan): 16-bit GEMMs of two row tiles of 64, the
+// second more than half full (tmaKPMinRows < M <= tmaKPRows), in one round
+// of places, each block's k-tiles at most tmaKPMaxKTiles; 64 x 64 where
+// that round splits K two ways (the single consumer's 64 blocks become 128
+// of half the k-tiles), else 64 x 96 unsplit. BenchmarkGemm from a captured
+// graph, one H200, 3 samples, us, the rule against 03ed30e's plan and
+// cuBLASLt (NOTES v56), M = 128: TinyLlama's o on 64 x 64 split two ways (16
+// k-tiles) 6.52 / 6.78 / 6.25, its down (44) 11.84 / 11.87 / 12.89,
+// Qwen3-30B-A3B's o (32) 9.55 / 10.37 / 10.26; on 64 x 96 unsplit
+// GPT-OSS-20B's qkv (45) 12.54 / 13.17 / 10.79, Qwen3-30B-A3B's qkv (32)
+// 9.24 / 9.82 / 8.01; at M = 112 likewise, but Qwen3-30B-A3B's qkv 9.74 /
+// 9.58. The forms left out lost or tied: 64 x 64 unsplit (TinyLlama's qkv
+// 7.21 against wg1s's 7.08), 64 x 96 split two ways (its qkv 7.58 against
+// 7.16), either split three ways (its o on 64 x 96 7.22), blocks of 64
+// k-tiles (Llama-3.2-1B's down 15.86 against 14.95, Llama-3.1-8B's o 15.28
+// against 14.47). At M = 96 the plans lost 3.5-8 % (TinyLlama's down 13.29
+// against 12.30), and at M = 256 they won nowhere by more than 2.5 %.
+const (
+	tmaKPMinRows   = 96
+	tmaKPRows      = 128
+	tmaKPMaxKTiles = 48
+	tmaKPMaxSplit  = 2
+)
+
+// kpPlan is the alternating tile planGemmTMA takes for a 16-bit m x n GEMM,
+// if any (tmaKPRows); split is its split of K for a configuration.
+func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	if m <= tmaKPMinRows || m > tmaKPRows {
+		return tmaPlan{}, false
+	}
+	for _, c := range []struct {
+		name   string
+		splits int
+	}{{"p1s", 2}, {"p1m", 1}} {
+		q := split(tmaConfigs[c.name])
+		if q.splits == c.splits && q.kps <= tmaKPMaxKTiles && q.cfg.tiles(m, n)*q.splits <= slots(q.cfg, q.splits) {
+			return q, true
+		}
+	}
+	return tmaPlan{}, false
 }
 
 // swapTakes reports whether planGemmTMA puts an m x n GEMM over k on the
@@ -663,6 +709,22 @@ func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) in
 	}
 	if cfg.narrow {
 		return split(1)
+	}
+	if cfg.kp {
+		// An alternating tile: the most blocks that still make one round
+		// of places, K split two ways at most. Its split came from the
+		// 128-row tiles' cost model at first, which put TinyLlama's qkv
+		// at M = 128 on 64 x 64 split three ways, 240 blocks in two
+		// rounds: 14.1 us against 7.2 for the plan's 80; split three ways
+		// in one round of 132 it lost too (its o on 64 x 96, 7.22 against
+		// 6.53 on 64 x 64 split two ways; BenchmarkGemm, H200, NOTES v56).
+		best := split(1)
+		for s := 2; s <= min(maxS, tmaKPMaxSplit); s++ {
+			if p := split(s); p.splits == s && tiles*s <= slots(cfg, s) {
+				best = p
+			}
+		}
+		return best
 	}
 	if tiles >= slots(cfg, 1) {
 		return split(1) // the tiles alone fill the GPU (prefill): a split only adds its reduction
