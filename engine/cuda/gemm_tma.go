@@ -69,6 +69,13 @@ var tmaConfigs = map[string]tmaConfig{
 	// Compute, H200), 24.5 us against the 64 x 64 tiles' 30.0: a tile
 	// twice as wide reads X from L2 half as often.
 	"wg1d": {"wg1d", 64, 128, 8, 1, false, false, false},
+	// 192 x 128, five stages, three consumer warpgroups: 129-192 rows in
+	// one row tile. At M = 160 and 192 the 128-row tiles' second row tile
+	// is three quarters or half empty, and the plan ran the LM heads and
+	// gate_ups at 1.20-1.38x cuBLASLt's time (BenchmarkGemm, H200, NOTES
+	// v56: TinyLlama's LM head at 160 56.9 us against 44.3). Forced only
+	// until timed.
+	"wg3": {"wg3", 192, 128, 5, 1, false, false, false},
 	// The swapped tiles: rows of X by 64 or 128 rows of W. At M = 128-256
 	// cuBLASLt tiles a decode's small projections by 32-96 rows of X
 	// (Nsight Compute, H200): TinyLlama's o at 128 as 128 blocks of 64

@@ -16,7 +16,9 @@
 // gate_up, 11,264 rows, in 118 blocks); wg1w: one consumer, 64 x 176,
 // seven stages (a decode's qkv at 256 rows in one wave, K unsplit); wg1d:
 // one consumer, 64 x 128, eight stages, one block a multiprocessor (wg1's
-// tile with twice its loads in flight, for K split across a cluster).
+// tile with twice its loads in flight, for K split across a cluster);
+// wg3: three consumers, 192 x 128, five stages (129-192 rows in one row
+// tile, where 128-row tiles compute up to 127 rows past M).
 // TMA_K16 and TMA_KF8 define kernel name over 16-bit values or E4M3 codes
 // (their scales after Y), NT threads, MINB blocks a multiprocessor, on
 // gemm_tma<T, E, ...> with the template arguments that follow.
@@ -46,14 +48,14 @@
 	GEMM_TMA_EPI(wg1, T, 1, 128, 4, 2) GEMM_TMA_EPI(wg2, T, 2, 128, 6, 1) GEMM_TMA_EPI(wg2m, T, 2, 192, 5, 1)          \
 	GEMM_TMA_EPI(wg2w, T, 2, 256, 4, 1) GEMM_TMA_EPI(wg2f, T, 2, 176, 5, 1)                                            \
 	GEMM_TMA_EPI(wg1s, T, 1, 64, 12, 1) GEMM_TMA_EPI(wg1n, T, 1, 80, 10, 1) GEMM_TMA_EPI(wg1m, T, 1, 96, 10, 1)   \
-	GEMM_TMA_EPI(wg1w, T, 1, 176, 7, 1) GEMM_TMA_EPI(wg1d, T, 1, 128, 8, 1)
+	GEMM_TMA_EPI(wg1w, T, 1, 176, 7, 1) GEMM_TMA_EPI(wg1d, T, 1, 128, 8, 1) GEMM_TMA_EPI(wg3, T, 3, 128, 5, 1)
 GEMM_TMA_EPI_ALL(f16)
 GEMM_TMA_EPI_ALL(bf16)
 #define GEMM_TMA_ALL(T)                                                                                                \
 	GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2m, T, 2, 192, 5, 1)                      \
 	GEMM_TMA(wg2w, T, 2, 256, 4, 1) GEMM_TMA(wg2f, T, 2, 176, 5, 1)                                                    \
 	GEMM_TMA(wg1s, T, 1, 64, 12, 1) GEMM_TMA(wg1n, T, 1, 80, 10, 1) GEMM_TMA(wg1m, T, 1, 96, 10, 1) GEMM_TMA(wg1w, T, 1, 176, 7, 1) \
-	GEMM_TMA(wg1d, T, 1, 128, 8, 1)
+	GEMM_TMA(wg1d, T, 1, 128, 8, 1) GEMM_TMA(wg3, T, 3, 128, 5, 1)
 GEMM_TMA_ALL(f16)
 GEMM_TMA_ALL(bf16)
 // The swapped tiles (gemm_tma.cuh's XR): C consumers of 64 rows of W each,
