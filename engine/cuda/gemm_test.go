@@ -455,7 +455,14 @@ func TestPlanGemmTMA(t *testing.T) {
 		{128, 5120, 2048, false, "auto", "p1m", 0, 1, 1},
 		{128, 2048, 5632, false, "auto", "p1s", 0, 2, 2},
 		{128, 6144, 4096, false, "auto", "wg1m", 0, 1, 1}, // p1m's 128 blocks would run 64 k-tiles each
-		{257, 2560, 2048, false, "auto", "wg2", 0, 1, 8},  // above tmaSmallRows
+		// 192 x 128 at 177-192 rows (wg3Plan): the LM head unsplit (250
+		// tiles), Llama-3.1-8B's o split four ways (16 k-tiles a block);
+		// not TinyLlama's gate_up, whose split would leave 11.
+		{192, 32000, 2048, false, "auto", "wg3", 0, 1, 1},
+		{192, 4096, 4096, false, "auto", "wg3", 0, 4, 4},
+		{192, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
+		{176, 32000, 2048, false, "auto", "wg2w", 0, 1, 1},
+		{257, 2560, 2048, false, "auto", "wg2", 0, 1, 8}, // above tmaSmallRows
 		{2048, 2560, 2048, false, "wide", "wg2m", 0, 1, 1},
 		{64, 2560, 2048, false, "wide", "wg1", 0, 2, 8},
 		// Up to M = 32, where 64 x 128 would split K: qkv and o on 64 x

@@ -73,8 +73,8 @@ var tmaConfigs = map[string]tmaConfig{
 	// one row tile. At M = 160 and 192 the 128-row tiles' second row tile
 	// is three quarters or half empty, and the plan ran the LM heads and
 	// gate_ups at 1.20-1.38x cuBLASLt's time (BenchmarkGemm, H200, NOTES
-	// v56: TinyLlama's LM head at 160 56.9 us against 44.3). Forced only
-	// until timed.
+	// v56: TinyLlama's LM head at 160 56.9 us against 44.3). Planned at
+	// 177-192 rows (wg3Plan).
 	"wg3": {"wg3", 192, 128, 5, 1, false, false, false},
 	// The swapped tiles: rows of X by 64 or 128 rows of W. At M = 128-256
 	// cuBLASLt tiles a decode's small projections by 32-96 rows of X
@@ -479,6 +479,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q, ok := kpPlan(m, n, split, slots); ok {
 				p = q
 			}
+			if q, ok := wg3Plan(m, n, split, slots); ok {
+				p = q
+			}
 		}
 		return p
 	default:
@@ -572,6 +575,39 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 		if q.splits == c.splits && q.kps <= tmaKPMaxKTiles && q.cfg.tiles(m, n)*q.splits <= slots(q.cfg, q.splits) {
 			return q, true
 		}
+	}
+	return tmaPlan{}, false
+}
+
+// tmaWG3MinRows and tmaWG3MinKTiles bound where planGemmTMA takes 192 x 128
+// (wg3Plan): 16-bit GEMMs of tmaWG3MinRows < M <= 192 rows, one row tile,
+// unsplit where its tiles fill a round of places (tmaRoundFill) or more,
+// split where each block still runs tmaWG3MinKTiles k-tiles. BenchmarkGemm
+// from a captured graph, H200, M = 192, wg3 forced (2 samples) and the plan
+// (1 sample, another H200), each over cuBLASLt on its GPU (NOTES v56):
+// unsplit the LM heads of TinyLlama 1.116 against 1.229, Llama-3.2-1B
+// 1.127 / 1.224, Llama-3.1-8B 1.058 / 1.276, GPT-OSS-20B 1.082 / 1.202,
+// the gate_ups of Llama-3.2-1B 1.062 / 1.227 and Llama-3.1-8B 1.071 /
+// 1.224; split, Llama-3.1-8B's o (16 k-tiles a block) 1.077 / 1.172 and
+// down (56) 1.049 / 1.199. Splits of fewer k-tiles a block lost (TinyLlama's
+// gate_up in three, 11 k-tiles: 1.951 against 1.079; GPT-OSS-20B's qkv,
+// 15: 1.716 / 1.156), and at M = 160, where a fifth of the tile's rows
+// are past M, Llama-3.1-8B's and GPT-OSS-20B's LM heads lost (1.215 /
+// 1.142, 1.275 / 1.102).
+const (
+	tmaWG3MinRows   = 176
+	tmaWG3MinKTiles = 16
+)
+
+// wg3Plan is the 192 x 128 plan planGemmTMA takes for a 16-bit m x n GEMM,
+// if any (tmaWG3MinRows); split is its split of K for a configuration.
+func wg3Plan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	if m <= tmaWG3MinRows || m > 192 {
+		return tmaPlan{}, false
+	}
+	q := split(tmaConfigs["wg3"])
+	if q.splits == 1 && float64(q.cfg.tiles(m, n)) >= tmaRoundFill*float64(slots(q.cfg, 1)) || q.splits > 1 && q.kps >= tmaWG3MinKTiles {
+		return q, true
 	}
 	return tmaPlan{}, false
 }
