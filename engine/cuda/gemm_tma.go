@@ -591,7 +591,7 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 // 1.224; split, Llama-3.1-8B's o (16 k-tiles a block) 1.077 / 1.172 and
 // down (56) 1.049 / 1.199. Splits of fewer k-tiles a block lost (TinyLlama's
 // gate_up in three, 11 k-tiles: 1.951 against 1.079; GPT-OSS-20B's qkv,
-// 15: 1.716 / 1.156), and at M = 160, where a fifth of the tile's rows
+// 15: 1.716 / 1.156), and at M = 160, where a sixth of the tile's rows
 // are past M, Llama-3.1-8B's and GPT-OSS-20B's LM heads lost (1.215 /
 // 1.142, 1.275 / 1.102).
 const (
@@ -602,10 +602,11 @@ const (
 // wg3Plan is the 192 x 128 plan planGemmTMA takes for a 16-bit m x n GEMM,
 // if any (tmaWG3MinRows); split is its split of K for a configuration.
 func wg3Plan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
-	if m <= tmaWG3MinRows || m > 192 {
+	cfg := tmaConfigs["wg3"]
+	if m <= tmaWG3MinRows || m > cfg.rows {
 		return tmaPlan{}, false
 	}
-	q := split(tmaConfigs["wg3"])
+	q := split(cfg)
 	if q.splits == 1 && float64(q.cfg.tiles(m, n)) >= tmaRoundFill*float64(slots(q.cfg, 1)) || q.splits > 1 && q.kps >= tmaWG3MinKTiles {
 		return q, true
 	}
