@@ -471,10 +471,13 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		return;
 	}
 
+	// Three consumers (wg3) keep the launch's registers: their 64
+	// accumulators fit the 128 a thread that 512 threads leave, and an
+	// increase could wait on more than the producer's decrease frees.
 	if constexpr (C == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 	// This consumer's 64 rows of the tile (of X, or of W swapped) in a
 	// stage: warp-uniform as the compiler sees it (the constant 0 with one
-	// consumer, a lane's broadcast with two), so that the MMAs' descriptors
+	// consumer, a lane's broadcast with more), so that the MMAs' descriptors
 	// can be computed in uniform registers rather than each one's moved
 	// there.
 	const int cw = C == 1 ? 0 : __shfl_sync(0xffffffffu, wg - 1, 0);
