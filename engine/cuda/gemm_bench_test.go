@@ -93,7 +93,7 @@ func BenchmarkGemm(b *testing.B) {
 					// without them (XRUN_CUDA_WGMMA_TILE=wide).
 					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-tma-wg1w", "own-wide")
 					// The swapped tiles: few rows of X a block.
-					impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48")
+					impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48", "own-tma-s2x160", "own-tma-s2x192")
 					// The alternating tiles: two consumers, alternate k-tiles.
 					impls = append(impls, "own-tma-p1s", "own-tma-p1m")
 				}
@@ -139,6 +139,12 @@ func BenchmarkGemm(b *testing.B) {
 						}
 						d = timeGraph(b, t, g, 2*copies, run)
 						q = timeLaunches(b, t, g, 2*copies, run)
+						// The plan this GPU took (its clusters' places,
+						// tmaSlots, can move it off the golden file's):
+						// shown with -test.v.
+						if p, ok := g.tmaPlanFor(m, sh.n, sh.k, false); ok && strings.HasPrefix(impl, "own") {
+							b.Logf("plan %s", p)
+						}
 					})
 					per := d.Seconds() / float64(b.N)
 					b.ReportMetric(per*1e6, "us/gemm")

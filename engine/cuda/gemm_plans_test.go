@@ -30,16 +30,7 @@ func TestTMAPlansGolden(t *testing.T) {
 	g := &GPU{Info: DeviceInfo{Name: "NVIDIA H100 80GB HBM3", Major: 9, SMs: 132}, tma: true, launchEx: true, sw: sw}
 	plan := func(m, n, k int, fp8 bool) string {
 		p, ok := g.tmaPlanFor(m, n, k, fp8)
-		s := p.cfg.name
-		switch {
-		case p.blocks > 0:
-			s += fmt.Sprintf(" x%d", p.blocks)
-		case p.splits > 1:
-			s += fmt.Sprintf("/%d", p.splits)
-		}
-		if p.mc {
-			s += " mc"
-		}
+		s := p.String()
 		if !ok {
 			s += " cp.async"
 		}

@@ -87,6 +87,12 @@ var tmaConfigs = map[string]tmaConfig{
 	"s1x48": {"s1x48", 48, 64, 14, 1, false, true, false},
 	"s2x32": {"s2x32", 32, 128, 10, 1, false, true, false},
 	"s2x48": {"s2x48", 48, 128, 9, 1, false, true, false},
+	// 160 and 192 rows of X by 128 of W: a decode's batch of 129-192 rows
+	// in one row tile with less of it past M than 192 x 128 leaves (at M =
+	// 160 a sixth of wg3's rows, none of s2x160's), on two consumers
+	// whose MMAs are 128 x 160 or 128 x 192 a k-tile. Forced only.
+	"s2x160": {"s2x160", 160, 128, 6, 1, false, true, false},
+	"s2x192": {"s2x192", 192, 128, 5, 1, false, true, false},
 	// The alternating tiles: 64 x 64 and 64 x 96 as wg1s and wg1m, two
 	// consumer warpgroups taking alternate k-tiles. One consumer's
 	// per-k-tile instructions bound the narrow tiles (Nsight Compute and
@@ -358,6 +364,23 @@ func (p tmaPlan) persist(m, n int, slots int) tmaPlan {
 		p.blocks = slots
 	}
 	return p
+}
+
+// String is the plan as TestTMAPlansGolden and BenchmarkGemm show it: the
+// tile (tmaConfigs), /S where K is split S ways, xB on B persistent blocks,
+// mc where W is multicast to pairs of row tiles.
+func (p tmaPlan) String() string {
+	s := p.cfg.name
+	switch {
+	case p.blocks > 0:
+		s += fmt.Sprintf(" x%d", p.blocks)
+	case p.splits > 1:
+		s += fmt.Sprintf("/%d", p.splits)
+	}
+	if p.mc {
+		s += " mc"
+	}
+	return s
 }
 
 // tile is the plan's part of its kernels' names.
