@@ -40,7 +40,7 @@ func TestTMAPlansGolden(t *testing.T) {
 	fmt.Fprintln(&b, "# shape N K: at each M, the 16-bit plan | the E4M3 plan")
 	fmt.Fprintln(&b, "# tile (tmaConfigs), /S: K split S ways, xB: B persistent blocks, mc: W multicast to pairs of row tiles,")
 	fmt.Fprintln(&b, "# cp.async: not on the TMA kernels")
-	ms := []int{17, 33, 64, 65, 96, 128, 192, 256, 512, 2048, 8192}
+	ms := []int{17, 33, 64, 65, 96, 128, 160, 192, 256, 512, 2048, 8192}
 	for _, sh := range zooGemmShapes {
 		if strings.HasPrefix(sh.name, "tiny-") {
 			continue

@@ -395,6 +395,30 @@ func h100Device(slots func(tmaConfig, int) int) tmaDevice {
 	return tmaDevice{sms: 132, slots: slots, unitBytes: tmaUnitBytes("NVIDIA H100 80GB HBM3")}
 }
 
+// TestBatchPlan: on an H100's (and H200's) cluster places, where clusters
+// of three fit 117 blocks, not 132, Qwen3-30B-A3B's qkv at M = 192 splits
+// 192 x 128 two ways into 80 blocks, short of two thirds of a round, and
+// batchPlan leaves it to 64 x 176 (uniform places split it three ways, 11
+// k-tiles a block, which it leaves too); Llama-3.1-8B's qkv, 96 blocks of
+// 32 k-tiles, it takes.
+func TestBatchPlan(t *testing.T) {
+	split := func(m, n, k int) func(tmaConfig) tmaPlan {
+		return func(c tmaConfig) tmaPlan { return splitGemmTMA(c, m, n, k, 132, h100Slots, false, 0) }
+	}
+	if p := split(192, 5120, 2048)(tmaConfigs["wg3"]); p.splits != 2 {
+		t.Fatalf("Qwen3-30B-A3B's qkv on wg3: split %d, want 2", p.splits)
+	}
+	if p, ok := batchPlan(192, 5120, split(192, 5120, 2048), h100Slots); ok {
+		t.Errorf("Qwen3-30B-A3B's qkv at 192: batchPlan took %v, 80 blocks", p)
+	}
+	if p, ok := batchPlan(192, 6144, split(192, 6144, 4096), h100Slots); !ok || p.cfg.name != "wg3" || p.splits != 2 {
+		t.Errorf("Llama-3.1-8B's qkv at 192: batchPlan %v, %v; want wg3/2", p, ok)
+	}
+	if p := planGemmTMA(192, 5120, 2048, h100Device(h100Slots), false, "auto", 0); p.cfg.name != "wg1w" {
+		t.Errorf("Qwen3-30B-A3B's qkv at 192: %v, want wg1w", p)
+	}
+}
+
 // TestPlanGemmTMA checks the TMA kernels' plans: the tile by M, splits
 // within a cluster, every block with k-tiles, no split where the tiles
 // alone fill the GPU (prefill), and a split where a decode's tiles would
@@ -455,13 +479,26 @@ func TestPlanGemmTMA(t *testing.T) {
 		{128, 5120, 2048, false, "auto", "p1m", 0, 1, 1},
 		{128, 2048, 5632, false, "auto", "p1s", 0, 2, 2},
 		{128, 6144, 4096, false, "auto", "wg1m", 0, 1, 1}, // p1m's 128 blocks would run 64 k-tiles each
-		// 192 x 128 at 177-192 rows (wg3Plan): the LM head unsplit (250
-		// tiles), Llama-3.1-8B's o split four ways (16 k-tiles a block);
-		// not TinyLlama's gate_up, whose split would leave 11.
+		// One row tile at 129-192 rows (batchPlan): 160 x 128 swapped up
+		// to 160 rows, 192 x 128 above; the LM head unsplit (250 tiles),
+		// Llama-3.1-8B's o split four ways (16 k-tiles a block), its
+		// down before s2x48 (swapTakes); not TinyLlama's gate_up, whose
+		// split would leave 8-11, nor Qwen3-30B-A3B's qkv (a split of
+		// 11, 64 x 176 unsplit instead).
 		{192, 32000, 2048, false, "auto", "wg3", 0, 1, 1},
+		{176, 32000, 2048, false, "auto", "wg3", 0, 1, 1},
+		{160, 32000, 2048, false, "auto", "s2x160", 0, 1, 1},
+		{129, 32000, 2048, false, "auto", "s2x160", 0, 1, 1},
+		{128, 32000, 2048, false, "auto", "wg2w", 0, 1, 1},
+		{193, 32000, 2048, false, "auto", "wg2w", 0, 1, 1},
 		{192, 4096, 4096, false, "auto", "wg3", 0, 4, 4},
+		{160, 4096, 4096, false, "auto", "s2x160", 0, 4, 4},
+		{160, 2048, 8192, false, "auto", "s2x160", 0, 4, 8},
 		{192, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
-		{176, 32000, 2048, false, "auto", "wg2w", 0, 1, 1},
+		{160, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
+		{192, 5120, 2048, false, "auto", "wg1w", 0, 1, 1},
+		{160, 32000, 2048, true, "auto", "wg2w", 0, 1, 1}, // codes keep the 128-row tiles
+		{160, 32000, 2048, false, "wide", "wg2w", 0, 1, 1},
 		{257, 2560, 2048, false, "auto", "wg2", 0, 1, 8}, // above tmaSmallRows
 		{2048, 2560, 2048, false, "wide", "wg2m", 0, 1, 1},
 		{64, 2560, 2048, false, "wide", "wg1", 0, 2, 8},
@@ -537,25 +574,31 @@ func TestPlanGemmTMASmall(t *testing.T) {
 // TestPlanGemmTMASwap: at 129-192 rows the narrow outputs over long K
 // (TinyLlama's and Llama-3.2-1B's down, Qwen3-30B-A3B's o) go on the
 // swapped 48 x 128 tile, 16-bit and E4M3, K split so its blocks fill the
-// GPU; wider outputs, short K, 128 and 256 rows and tile "wide" keep
-// their plans.
+// GPU, unless a 16-bit one takes one row tile (batchPlan: Llama-3.2-1B's
+// down at 129, s2x160 split six ways, 21 k-tiles a block); wider outputs,
+// short K, 128 and 256 rows and tile "wide" keep their plans.
 func TestPlanGemmTMASwap(t *testing.T) {
 	d := h100Device(h100Slots)
 	for _, c := range []struct {
 		m, n, k int
 		want    bool
+		batch   bool // 16-bit: batchPlan's tile instead
 	}{
-		{160, 2048, 5632, true}, {192, 2048, 5632, true}, {129, 2048, 8192, true}, {192, 2048, 4096, true},
-		{128, 2048, 5632, false}, {256, 2048, 5632, false}, // outside the rows
-		{192, 4096, 14336, false}, {192, 2880, 4096, false}, // wider
-		{192, 2048, 2048, false}, {160, 2560, 2048, false}, // short K
+		{160, 2048, 5632, true, false}, {192, 2048, 5632, true, false}, {129, 2048, 8192, true, true}, {192, 2048, 4096, true, false},
+		{128, 2048, 5632, false, false}, {256, 2048, 5632, false, false}, // outside the rows
+		{192, 4096, 14336, false, true}, {192, 2880, 4096, false, true}, // wider
+		{192, 2048, 2048, false, false}, {160, 2560, 2048, false, false}, // short K
 	} {
 		for _, fp8 := range []bool{false, true} {
 			p := planGemmTMA(c.m, c.n, c.k, d, fp8, "auto", 0)
-			if got := p.cfg.name == "s2x48"; got != c.want {
-				t.Errorf("M=%d N=%d K=%d fp8 %v: %s split %d; swapped tile %v, want %v", c.m, c.n, c.k, fp8, p.cfg.name, p.splits, got, c.want)
+			if _, ok := batchPlan(c.m, c.n, func(cfg tmaConfig) tmaPlan { return splitGemmTMA(cfg, c.m, c.n, c.k, 132, d.slots, false, 0) }, d.slots); !fp8 && ok != c.batch {
+				t.Errorf("M=%d N=%d K=%d: batchPlan %v, want %v", c.m, c.n, c.k, ok, c.batch)
 			}
-			if c.want && p.cfg.tiles(c.m, c.n)*p.splits > d.slots(p.cfg, p.splits) {
+			want := c.want && (fp8 || !c.batch)
+			if got := p.cfg.name == "s2x48"; got != want {
+				t.Errorf("M=%d N=%d K=%d fp8 %v: %s split %d; swapped tile %v, want %v", c.m, c.n, c.k, fp8, p.cfg.name, p.splits, got, want)
+			}
+			if want && p.cfg.tiles(c.m, c.n)*p.splits > d.slots(p.cfg, p.splits) {
 				t.Errorf("M=%d N=%d K=%d fp8 %v: %d blocks of s2x48 in clusters of %d, more than one round", c.m, c.n, c.k, fp8, p.cfg.tiles(c.m, c.n)*p.splits, p.splits)
 			}
 		}

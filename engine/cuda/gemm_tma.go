@@ -74,7 +74,7 @@ var tmaConfigs = map[string]tmaConfig{
 	// is three quarters or half empty, and the plan ran the LM heads and
 	// gate_ups at 1.20-1.38x cuBLASLt's time (BenchmarkGemm, H200, NOTES
 	// v56: TinyLlama's LM head at 160 56.9 us against 44.3). Planned at
-	// 177-192 rows (wg3Plan).
+	// 161-192 rows (batchPlan).
 	"wg3": {"wg3", 192, 128, 5, 1, false, false, false},
 	// The swapped tiles: rows of X by 64 or 128 rows of W. At M = 128-256
 	// cuBLASLt tiles a decode's small projections by 32-96 rows of X
@@ -90,7 +90,8 @@ var tmaConfigs = map[string]tmaConfig{
 	// 160 and 192 rows of X by 128 of W: a decode's batch of 129-192 rows
 	// in one row tile with less of it past M than 192 x 128 leaves (at M =
 	// 160 a sixth of wg3's rows, none of s2x160's), on two consumers
-	// whose MMAs are 128 x 160 or 128 x 192 a k-tile. Forced only.
+	// whose MMAs are 128 x 160 or 128 x 192 a k-tile. s2x160 is planned
+	// at 129-160 rows (batchPlan); s2x192 is forced only.
 	"s2x160": {"s2x160", 160, 128, 6, 1, false, true, false},
 	"s2x192": {"s2x192", 192, 128, 5, 1, false, true, false},
 	// The alternating tiles: 64 x 64 and 64 x 96 as wg1s and wg1m, two
@@ -445,6 +446,11 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		}
 		return p
 	}
+	if tile != "wide" && !fp8 {
+		if q, ok := batchPlan(m, n, split, slots); ok {
+			return q
+		}
+	}
 	if tile != "wide" && swapTakes(m, n, k) {
 		return split(tmaConfigs["s2x48"])
 	}
@@ -500,9 +506,6 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				p = q
 			}
 			if q, ok := kpPlan(m, n, split, slots); ok {
-				p = q
-			}
-			if q, ok := wg3Plan(m, n, split, slots); ok {
 				p = q
 			}
 		}
@@ -602,39 +605,57 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 	return tmaPlan{}, false
 }
 
-// tmaWG3MinRows and tmaWG3MinKTiles bound where planGemmTMA takes 192 x 128
-// (wg3Plan): 16-bit GEMMs of tmaWG3MinRows < M <= 192 rows, one row tile,
-// unsplit where its tiles fill a round of places (tmaRoundFill) or more,
-// split where each block still runs tmaWG3MinKTiles k-tiles. BenchmarkGemm
-// from a captured graph, H200, M = 192, wg3 forced (2 samples) and the plan
-// (1 sample, another H200), each over cuBLASLt on its GPU (NOTES v56):
-// unsplit the LM heads of TinyLlama 1.116 against 1.229, Llama-3.2-1B
-// 1.127 / 1.224, Llama-3.1-8B 1.058 / 1.276, GPT-OSS-20B 1.082 / 1.202,
-// the gate_ups of Llama-3.2-1B 1.062 / 1.227 and Llama-3.1-8B 1.071 /
-// 1.224; split, Llama-3.1-8B's o (16 k-tiles a block) 1.077 / 1.172 and
-// down (56) 1.049 / 1.199. Splits of fewer k-tiles a block lost (TinyLlama's
-// gate_up in three, 11 k-tiles: 1.951 against 1.079; GPT-OSS-20B's qkv,
-// 15: 1.716 / 1.156), and at M = 160, where a sixth of the tile's rows
-// are past M, Llama-3.1-8B's and GPT-OSS-20B's LM heads lost (1.215 /
-// 1.142, 1.275 / 1.102).
-const (
-	tmaWG3MinRows   = 176
-	tmaWG3MinKTiles = 16
-)
-
-// wg3Plan is the 192 x 128 plan planGemmTMA takes for a 16-bit m x n GEMM,
-// if any (tmaWG3MinRows); split is its split of K for a configuration.
-func wg3Plan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
-	cfg := tmaConfigs["wg3"]
-	if m <= tmaWG3MinRows || m > cfg.rows {
+// batchPlan is the one row tile planGemmTMA takes for a 16-bit m x n GEMM
+// of tmaKPRows < M <= 192 rows, if any: 160 rows of X by 128 of W (s2x160,
+// swapped) up to 160 rows, 192 x 128 (wg3) above; unsplit where its tiles
+// fill a round of places (tmaRoundFill), split where each block keeps
+// tmaBatchMinKTiles k-tiles or more and the blocks fill tmaBatchSplitFill
+// of a round of the split's places. It comes before the other tiles and
+// s2x48 (swapTakes): where the 128-row tiles leave 96 of 256 rows past M
+// at M = 160, these leave none (s2x160) or a sixth (wg3 at 160; at 176 a
+// twelfth). BenchmarkGemm from a captured graph, one H200, 2 samples,
+// forced, over cuBLASLt (NOTES v57), against the plan before: at M = 144
+// and 160 s2x160 1.02-1.23 on the LM heads (the plan 1.15-1.41), the
+// gate_ups of Llama-3.2-1B and Llama-3.1-8B 1.05-1.15 (1.21-1.41), split
+// Llama-3.1-8B's down (three ways) 1.02-1.07 (1.57-1.79), o 0.99-1.05
+// (1.15-1.18), qkv (two) 1.16-1.17 (1.40-1.50), Llama-3.2-1B's down (six)
+// 1.04-1.08 (1.26-1.39), GPT-OSS-20B's o (four) 1.05-1.23 (1.20-1.50); at
+// M = 176 wg3 likewise 1.06-1.22 on those shapes against 1.15-1.44. The
+// splits left out lost: fewer k-tiles a block (TinyLlama's gate_up in
+// four, 8: 1.99 against 1.32; its qkv and o, Llama-3.2-1B's qkv and
+// GPT-OSS-20B's qkv, 5-9 k-tiles: 1.28-1.87 against 0.98-1.31; Qwen3-30B-
+// A3B's o in six, 11: 1.23 against 1.10 at 144), and too few blocks for
+// the round (Qwen3-30B-A3B's qkv in two, 80 blocks of 132 places: 1.33
+// against 1.22 at 160, 1.34 against 1.04 at 192). The swapped 192-row
+// tile (s2x192) ran within a few percent of wg3 at 176 and 192. The rule
+// against the plan before it, alternated on one H200, 3 samples: of the
+// 20 shapes within 15 % of cuBLASLt at M = 136 10 (before: 2), 144 11
+// (4), 160 14 (6), 176 14 (8), 192 17 (16); geometric mean of the times
+// 0.87-0.94 at 136-176.
+func batchPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	var cfg tmaConfig
+	switch {
+	case m <= tmaKPRows || m > tmaConfigs["wg3"].rows:
 		return tmaPlan{}, false
+	case m <= tmaConfigs["s2x160"].rows:
+		cfg = tmaConfigs["s2x160"]
+	default:
+		cfg = tmaConfigs["wg3"]
 	}
 	q := split(cfg)
-	if q.splits == 1 && float64(q.cfg.tiles(m, n)) >= tmaRoundFill*float64(slots(q.cfg, 1)) || q.splits > 1 && q.kps >= tmaWG3MinKTiles {
+	tiles := float64(q.cfg.tiles(m, n))
+	if q.splits == 1 && tiles >= tmaRoundFill*float64(slots(cfg, 1)) ||
+		q.splits > 1 && q.kps >= tmaBatchMinKTiles && tiles*float64(q.splits) >= tmaBatchSplitFill*float64(slots(cfg, q.splits)) {
 		return q, true
 	}
 	return tmaPlan{}, false
 }
+
+// tmaBatchMinKTiles and tmaBatchSplitFill bound batchPlan's splits.
+const (
+	tmaBatchMinKTiles = 16
+	tmaBatchSplitFill = 2.0 / 3
+)
 
 // swapTakes reports whether planGemmTMA puts an m x n GEMM over k on the
 // swapped 48 x 128 tile (s2x48: 48 rows of X by 128 of W, K split by the
