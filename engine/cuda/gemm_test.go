@@ -497,7 +497,9 @@ func TestPlanGemmTMA(t *testing.T) {
 		{192, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
 		{160, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
 		{192, 5120, 2048, false, "auto", "wg1w", 0, 1, 1},
-		{160, 32000, 2048, true, "auto", "wg2w", 0, 1, 1}, // codes keep the 128-row tiles
+		{160, 32000, 2048, true, "auto", "s2x160", 0, 1, 1}, // codes alike
+		{192, 6144, 4096, true, "auto", "wg3", 0, 2, 2},     // 32 k-tiles of codes: two ways, 16 a block
+		{160, 4096, 4096, true, "auto", "wg1m", 0, 1, 1},    // split two ways 64 blocks, three ways 11 k-tiles
 		{160, 32000, 2048, false, "wide", "wg2w", 0, 1, 1},
 		{257, 2560, 2048, false, "auto", "wg2", 0, 1, 8}, // above tmaSmallRows
 		{2048, 2560, 2048, false, "wide", "wg2m", 0, 1, 1},
@@ -574,27 +576,28 @@ func TestPlanGemmTMASmall(t *testing.T) {
 // TestPlanGemmTMASwap: at 129-192 rows the narrow outputs over long K
 // (TinyLlama's and Llama-3.2-1B's down, Qwen3-30B-A3B's o) go on the
 // swapped 48 x 128 tile, 16-bit and E4M3, K split so its blocks fill the
-// GPU, unless a 16-bit one takes one row tile (batchPlan: Llama-3.2-1B's
-// down at 129, s2x160 split six ways, 21 k-tiles a block); wider outputs,
-// short K, 128 and 256 rows and tile "wide" keep their plans.
+// GPU, unless one takes one row tile (batchPlan: Llama-3.2-1B's 16-bit
+// down at 129, s2x160 split six ways, 22 k-tiles a block; its codes' 64
+// k-tiles would leave 8); wider outputs, short K, 128 and 256 rows and
+// tile "wide" keep their plans.
 func TestPlanGemmTMASwap(t *testing.T) {
 	d := h100Device(h100Slots)
 	for _, c := range []struct {
 		m, n, k int
 		want    bool
-		batch   bool // 16-bit: batchPlan's tile instead
+		batch   [2]bool // batchPlan's tile instead: 16-bit, E4M3
 	}{
-		{160, 2048, 5632, true, false}, {192, 2048, 5632, true, false}, {129, 2048, 8192, true, true}, {192, 2048, 4096, true, false},
-		{128, 2048, 5632, false, false}, {256, 2048, 5632, false, false}, // outside the rows
-		{192, 4096, 14336, false, true}, {192, 2880, 4096, false, true}, // wider
-		{192, 2048, 2048, false, false}, {160, 2560, 2048, false, false}, // short K
+		{160, 2048, 5632, true, [2]bool{}}, {192, 2048, 5632, true, [2]bool{}}, {129, 2048, 8192, true, [2]bool{true, false}}, {192, 2048, 4096, true, [2]bool{}},
+		{128, 2048, 5632, false, [2]bool{}}, {256, 2048, 5632, false, [2]bool{}}, // outside the rows
+		{192, 4096, 14336, false, [2]bool{true, true}}, {192, 2880, 4096, false, [2]bool{true, false}}, // wider
+		{192, 2048, 2048, false, [2]bool{}}, {160, 2560, 2048, false, [2]bool{}}, // short K
 	} {
-		for _, fp8 := range []bool{false, true} {
+		for i, fp8 := range []bool{false, true} {
 			p := planGemmTMA(c.m, c.n, c.k, d, fp8, "auto", 0)
-			if _, ok := batchPlan(c.m, c.n, func(cfg tmaConfig) tmaPlan { return splitGemmTMA(cfg, c.m, c.n, c.k, 132, d.slots, false, 0) }, d.slots); !fp8 && ok != c.batch {
-				t.Errorf("M=%d N=%d K=%d: batchPlan %v, want %v", c.m, c.n, c.k, ok, c.batch)
+			if _, ok := batchPlan(c.m, c.n, func(cfg tmaConfig) tmaPlan { return splitGemmTMA(cfg, c.m, c.n, c.k, 132, d.slots, fp8, 0) }, d.slots); ok != c.batch[i] {
+				t.Errorf("M=%d N=%d K=%d fp8 %v: batchPlan %v, want %v", c.m, c.n, c.k, fp8, ok, c.batch[i])
 			}
-			want := c.want && (fp8 || !c.batch)
+			want := c.want && !c.batch[i]
 			if got := p.cfg.name == "s2x48"; got != want {
 				t.Errorf("M=%d N=%d K=%d fp8 %v: %s split %d; swapped tile %v, want %v", c.m, c.n, c.k, fp8, p.cfg.name, p.splits, got, want)
 			}

@@ -446,7 +446,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		}
 		return p
 	}
-	if tile != "wide" && !fp8 {
+	if tile != "wide" {
 		if q, ok := batchPlan(m, n, split, slots); ok {
 			return q
 		}
@@ -605,8 +605,8 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 	return tmaPlan{}, false
 }
 
-// batchPlan is the one row tile planGemmTMA takes for a 16-bit m x n GEMM
-// of tmaKPRows < M <= 192 rows, if any: 160 rows of X by 128 of W (s2x160,
+// batchPlan is the one row tile planGemmTMA takes for an m x n GEMM of
+// tmaKPRows < M <= 192 rows, 16-bit or E4M3, if any: 160 rows of X by 128 of W (s2x160,
 // swapped) up to 160 rows, 192 x 128 (wg3) above; unsplit where its tiles
 // fill a round of places (tmaRoundFill), split where each block keeps
 // tmaBatchMinKTiles k-tiles or more and the blocks fill tmaBatchSplitFill
@@ -631,7 +631,16 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 // against the plan before it, alternated on one H200, 3 samples: of the
 // 20 shapes within 15 % of cuBLASLt at M = 136 10 (before: 2), 144 11
 // (4), 160 14 (6), 176 14 (8), 192 17 (16); geometric mean of the times
-// 0.87-0.94 at 136-176.
+// 0.87-0.94 at 136-176. E4M3 codes (BenchmarkGemmFP8, the tiles forced,
+// which is the launch the rule makes; one H200, 2 samples, over cuBLASLt's
+// FP8; k-tiles of 128 codes): the rule takes Llama-3.1-8B's down (0.89 at
+// 160 on s2x160, 0.88 at 176 on wg3; the plan before 1.17, 0.97), qkv
+// (1.11, 1.24; 1.32, 1.44), gate_up (1.07, 0.98; 1.36, 1.19) and LM head
+// (1.17, 1.04; 1.51, 1.27), the other LM heads (1.10-1.27 at 160, 1.00-
+// 1.12 at 176; 1.24-1.54, 1.14-1.29) and Llama-3.2-1B's gate_up; the
+// splits it leaves out lost (Llama-3.1-8B's o, 11 k-tiles a block: 1.37
+// on wg3 at 160 against 1.17). Within 15 % of cuBLASLt: at M = 144 8 of
+// 20 (the plan before 7), 160 9 (6), 176 16 (10), 192 16 (12).
 func batchPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	var cfg tmaConfig
 	switch {
