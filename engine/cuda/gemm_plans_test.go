@@ -18,8 +18,9 @@ var updatePlans = flag.Bool("update", false, "rewrite testdata/tma_plans.golden"
 
 // TestTMAPlansGolden pins the own GEMM's plan for every full-size zoo
 // GEMM at decode and prefill sizes on an H100's 132 multiprocessors (the
-// switches at their defaults, blocks counted as if clusters packed every
-// multiprocessor): the tile, the split of K, persistent blocks, and
+// switches at their defaults, the places of clusters as an H100's or
+// H200's driver counts them, h100Slots: uniform places had hidden a
+// split of Qwen3-30B-A3B's qkv that those GPUs took at M = 192): the tile, the split of K, persistent blocks, and
 // whether the TMA kernels run it, for 16-bit values and E4M3 codes. A
 // change to the planner or its costs shows in review as a diff of
 // testdata/tma_plans.golden, shape by shape (go test -run
@@ -27,7 +28,14 @@ var updatePlans = flag.Bool("update", false, "rewrite testdata/tma_plans.golden"
 // the ones a GPU then times (BenchmarkGemm names them model-gemm).
 func TestTMAPlansGolden(t *testing.T) {
 	sw := model.Switches{CUDAWgmma: true, CUDAWgmmaFP8: true, CUDAWgmmaTile: "auto", CUDAGemmTMA: "auto", CUDAGemmPersist: true, CUDAGemmMulticast: true}
-	g := &GPU{Info: DeviceInfo{Name: "NVIDIA H100 80GB HBM3", Major: 9, SMs: 132}, tma: true, launchEx: true, sw: sw}
+	g := &GPU{Info: DeviceInfo{Name: "NVIDIA H100 80GB HBM3", Major: 9, SMs: 132}, tma: true, launchEx: true, sw: sw, tmaSlotsSeen: map[tmaSlotsKey]int{}}
+	for _, c := range tmaConfigs {
+		for s := 2; s <= tmaMaxCluster; s++ {
+			for _, fp8 := range []bool{false, true} {
+				g.tmaSlotsSeen[tmaSlotsKey{c.name, fp8, s}] = min(uniformSlots(132, c, s), h100Slots(c, s))
+			}
+		}
+	}
 	plan := func(m, n, k int, fp8 bool) string {
 		p, ok := g.tmaPlanFor(m, n, k, fp8)
 		s := p.String()
@@ -38,6 +46,7 @@ func TestTMAPlansGolden(t *testing.T) {
 	}
 	var b bytes.Buffer
 	fmt.Fprintln(&b, "# shape N K: at each M, the 16-bit plan | the E4M3 plan")
+	fmt.Fprintln(&b, "# on an H100's 132 multiprocessors, its driver's places for clusters of 2-8 (h100Slots)")
 	fmt.Fprintln(&b, "# tile (tmaConfigs), /S: K split S ways, xB: B persistent blocks, mc: W multicast to pairs of row tiles,")
 	fmt.Fprintln(&b, "# cp.async: not on the TMA kernels")
 	ms := []int{17, 33, 64, 65, 96, 128, 160, 192, 256, 512, 2048, 8192}
