@@ -132,7 +132,9 @@ On the GPU machine (the repository with \$GPU_DIR beside it; no Go needed):
                     that neither build always runs first or on one GPU.
                     Every round's output in \$OUT/ab-old.txt and
                     \$OUT/ab-new.txt; a table of the runs, then each
-                    benchmark's medians and NEW / OLD. For significance, on
+                    benchmark's medians and NEW / OLD, then the benchmarks
+                    whose logged plan (BenchmarkGemm's own GEMMs, under
+                    -test.v) differs between the builds. For significance, on
                     a machine with Go, from the repository:
                     go run golang.org/x/perf/cmd/benchstat OLD.txt NEW.txt
       --bench PATTERN       -test.bench (required), e.g.
@@ -747,7 +749,7 @@ cmd_ab() {
 				[[ $name == ab-*-$i-* ]] || continue
 				bin=$old
 				[[ $name == ab-new-* ]] && bin=$new
-				ab_run "$name" "${ids[$i]}" "$bin" -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime" -test.count "$count" "${extra[@]}"
+				ab_run "$name" "${ids[$i]}" "$bin" -test.v -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime" -test.count "$count" "${extra[@]}"
 			done
 		) &
 		pids+=($!)
@@ -766,7 +768,39 @@ cmd_ab() {
 	local failed=$?
 	echo "== ab: medians, NEW / OLD (ab-old.txt, ab-new.txt; significance: benchstat)"
 	ab_medians "$OUT/ab-old.txt" "$OUT/ab-new.txt"
+	ab_plans "$OUT/ab-old.txt" "$OUT/ab-new.txt"
 	return $failed
+}
+
+# ab_plans OLD.txt NEW.txt prints the benchmarks whose logged plan ("plan
+# TILE" lines under -test.v, which go test prints after the benchmark's
+# name or result line) differs between the sides: a planner change's A/B
+# then says which GEMMs it moved. Nothing where no benchmark logs one.
+ab_plans() {
+	awk '
+		FNR == 1 { side++ }
+		{ line = $0; sub(/^--- BENCH: /, "", line) }
+		line ~ /^Benchmark/ { split(line, f, /[ \t]+/); cur = f[1]; sub(/-[0-9]+$/, "", cur); next }
+		/^ +[^ ]+:[0-9]+: plan / && cur != "" {
+			p = $0; sub(/^.*: plan /, "", p)
+			k = side SUBSEP cur
+			if (!(k in plan)) plan[k] = p
+			else if (plan[k] != p) plan[k] = "varies"
+			if (!(cur in seen)) { seen[cur] = 1; order[++n] = cur }
+		}
+		END {
+			if (!n) exit
+			for (i = 1; i <= n; i++) {
+				c = order[i]
+				if (!((1, c) in plan) || !((2, c) in plan)) continue
+				both++
+				if (plan[1, c] != plan[2, c]) diff[++d] = c
+			}
+			if (!d) { printf "== ab: plans: the same in both builds (%d benchmarks)\n", both; exit }
+			printf "== ab: plans that differ (%d of %d benchmarks)\n", d, both
+			printf "%-60s %-16s %-16s\n", "benchmark", "old", "new"
+			for (i = 1; i <= d; i++) printf "%-60s %-16s %-16s\n", diff[i], plan[1, diff[i]], plan[2, diff[i]]
+		}' "$1" "$2"
 }
 
 # ab_medians OLD.txt NEW.txt prints, for each benchmark and unit both

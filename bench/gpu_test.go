@@ -358,12 +358,18 @@ exit 1
 
 // fakeBench is a test binary for ab: it notes the GPU and its arguments in
 // $FAKE/order, compiles nothing, and prints one benchmark line a count
-// whose kernel time is its own $US microseconds.
+// whose kernel time is its own $US microseconds, each with the plan lines
+// BenchmarkGemm logs under -test.v ($PLAN for qkv; o's the same in both).
 const fakeBench = `echo "$(basename "$0") gpu=${CUDA_VISIBLE_DEVICES:-none} $*" >>"$FAKE/order"
 case " $* " in *" -test.bench "*) ;; *) printf '=== RUN   TestMemory\n--- PASS: TestMemory (0.00s)\nPASS\n'; exit 0 ;; esac
 while [ $# -gt 0 ] && [ "$1" != -test.count ]; do shift; done
 printf 'goos: linux\npkg: github.com/xrun-dev/xrun/engine/cuda\n'
-for i in $(seq "$2"); do printf 'BenchmarkGemm/own/qkv/M=128-16\t      20\t     %d ns/op\t  %s us/gemm\n' $((US * 1000 + 500)) "$US"; done
+printf 'BenchmarkGemm/own/qkv/M=128\n    gemm_bench_test.go:146: plan %s\n' "$PLAN"
+for i in $(seq "$2"); do
+	printf 'BenchmarkGemm/own/qkv/M=128-16\t      20\t     %d ns/op\t  %s us/gemm\n' $((US * 1000 + 500)) "$US"
+	printf '    gemm_bench_test.go:146: plan %s\n' "$PLAN"
+done
+printf -- '--- BENCH: BenchmarkGemm/own/o/M=128-16\n    gemm_bench_test.go:146: plan wg1s\n'
 printf 'PASS\n'
 `
 
@@ -371,8 +377,8 @@ printf 'PASS\n'
 // each build warmed first; the logs pooled a side and compared.
 func TestAB(t *testing.T) {
 	f := newFakeGPU(t)
-	writeExec(t, filepath.Join(f.dir, "old.test"), "US=10\n"+fakeBench)
-	writeExec(t, filepath.Join(f.dir, "new.test"), "US=8\n"+fakeBench)
+	writeExec(t, filepath.Join(f.dir, "old.test"), "US=10 PLAN=wg1s\n"+fakeBench)
+	writeExec(t, filepath.Join(f.dir, "new.test"), "US=8 PLAN='s2x160/2'\n"+fakeBench)
 	r := gpuSh(t, f.env, "ab", "--bench", "BenchmarkGemm/^own$", "--gpus", "0,1", "--count", "2", "--rows", "128,192",
 		filepath.Join(f.dir, "old.test"), filepath.Join(f.dir, "new.test"))
 	if r.code != 0 {
@@ -418,6 +424,8 @@ func TestAB(t *testing.T) {
 		regexp.MustCompile(`(?m)^BenchmarkGemm/own/qkv/M=128-16 +us/gemm +10 +8 +0\.800$`),
 		regexp.MustCompile(`(?m)^BenchmarkGemm/own/qkv/M=128-16 +ns/op +1\.05e\+04 +8500 +0\.810$`),
 		regexp.MustCompile(`(?m)^geomean \(1\) +us/gemm +0\.800$`),
+		// The plan that moved, and not the one that did not.
+		regexp.MustCompile(`(?m)^== ab: plans that differ \(1 of 2 benchmarks\)\n.*\nBenchmarkGemm/own/qkv/M=128 +wg1s +s2x160/2 *$`),
 	} {
 		if !want.MatchString(r.stdout) {
 			t.Errorf("stdout lacks %s:\n%s", want, r.stdout)
