@@ -19,12 +19,18 @@
 // PCT % under the plan's: where the planner leaves time, and how far the
 // faster choice would stand from cuBLASLt.
 //
+// Where the files hold the plan each own GEMM took (BenchmarkGemm and
+// BenchmarkGemmFP8 log "plan TILE" under -test.v), the tables show it: a
+// column for the plan's, and in -headroom's the faster implementation's
+// (a forced tile's split of K, say).
+//
 // Exit status: 0 when every counted shape is within, 1 when one is not, 2
 // on bad flags or input (a file that cannot be read, a malformed benchmark
 // line, no results of the unit to compare).
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -133,8 +139,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	samples := map[key]map[string][]float64{}
+	plans := map[key]map[string]string{}
 	for _, file := range fs.Args() {
 		if err := read(file, *unit, *from, samples); err != nil {
+			fmt.Fprintf(stderr, "gemmvs: %v\n", err)
+			return 2
+		}
+		if err := readPlans(file, plans); err != nil {
 			fmt.Fprintf(stderr, "gemmvs: %v\n", err)
 			return 2
 		}
@@ -144,9 +155,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gemmvs: %s: no shape with both the own GEMM's and cuBLASLt's %s\n", strings.Join(fs.Args(), ", "), *unit)
 		return 2
 	}
-	outside, err := report(stdout, rows, *within, *unit)
+	outside, err := report(stdout, rows, *within, *unit, plans)
 	if err == nil && *headroom > 0 {
-		err = reportHeadroom(stdout, headroomRows(samples, *headroom, *minN), *headroom, *unit)
+		err = reportHeadroom(stdout, headroomRows(samples, *headroom, *minN), *headroom, *unit, plans)
 	}
 	switch {
 	case err != nil:
@@ -197,6 +208,60 @@ func read(file, unit string, from int, samples map[key]map[string][]float64) err
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	return nil
+}
+
+// planLine is a plan a benchmark logged under -test.v, indented below its
+// name ("    gemm_bench_test.go:146: plan wg3/2").
+var planLine = regexp.MustCompile(`^\s+\S+:\d+: plan (\S.*?)\s*$`)
+
+// readPlans adds file's logged plans by comparison and implementation: a
+// plan line belongs to the benchmark named last above it (go test prints
+// a benchmark's logs after its name, its result, or "--- BENCH: " and its
+// name). One implementation's plans that differ across samples read
+// "varies".
+func readPlans(file string, plans map[key]map[string]string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var cur gemmName
+	have := false
+	for sc.Scan() {
+		line := strings.TrimPrefix(sc.Text(), "--- BENCH: ")
+		if strings.HasPrefix(line, "Benchmark") {
+			name, _, _ := strings.Cut(line, "\t")
+			name, _, _ = strings.Cut(strings.TrimSpace(name), " ")
+			cur, have = parseGemmName(name)
+			continue
+		}
+		m := planLine.FindStringSubmatch(line)
+		if m == nil || !have {
+			continue
+		}
+		if plans[cur.key] == nil {
+			plans[cur.key] = map[string]string{}
+		}
+		if p, ok := plans[cur.key][cur.impl]; ok && p != m[1] {
+			plans[cur.key][cur.impl] = "varies"
+		} else {
+			plans[cur.key][cur.impl] = m[1]
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
+}
+
+// planOf is impl's logged plan at k, or "-".
+func planOf(plans map[key]map[string]string, k key, impl string) string {
+	if p, ok := plans[k][impl]; ok {
+		return p
+	}
+	return "-"
 }
 
 // value is rec's measurement in unit, which benchfmt may have stored tidied
@@ -283,21 +348,31 @@ func headroomRows(samples map[key]map[string][]float64, pct float64, minN int) [
 	return alts
 }
 
-// reportHeadroom writes headroomRows' table.
-func reportHeadroom(w io.Writer, alts []alt, pct float64, unit string) error {
+// reportHeadroom writes headroomRows' table, with the implementations'
+// plans where the files logged any.
+func reportHeadroom(w io.Writer, alts []alt, pct float64, unit string, plans map[key]map[string]string) error {
 	if len(alts) == 0 {
 		_, err := fmt.Fprintf(w, "\nheadroom: no own implementation %g %% or more under the plan's %s\n", pct, unit)
 		return err
 	}
 	fmt.Fprintf(w, "\nheadroom: own implementations %g %% or more under the plan's %s\n", pct, unit)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "family\tM\tshape\tplan\tfaster\t%s\tfaster / plan\tfaster / cuBLASLt\tsamples\n", unit)
+	logged := len(plans) > 0
+	head := fmt.Sprintf("family\tM\tshape\tplan\tfaster\t%s\tfaster / plan\tfaster / cuBLASLt\tsamples", unit)
+	if logged {
+		head += "\tplan's tile\tfaster's tile"
+	}
+	fmt.Fprintln(tw, head)
 	for _, a := range alts {
 		vsRef := "-"
 		if a.ref > 0 {
 			vsRef = fmt.Sprintf("%.3f", a.best/a.ref)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.5g\t%s\t%.5g\t%.3f\t%s\t%d+%d\n", families[a.family].label, a.m, a.shape, a.plan, a.impl, a.best, a.best/a.plan, vsRef, a.nPlan, a.nBest)
+		line := fmt.Sprintf("%s\t%d\t%s\t%.5g\t%s\t%.5g\t%.3f\t%s\t%d+%d", families[a.family].label, a.m, a.shape, a.plan, a.impl, a.best, a.best/a.plan, vsRef, a.nPlan, a.nBest)
+		if logged {
+			line += "\t" + planOf(plans, a.key, families[a.family].own) + "\t" + planOf(plans, a.key, a.impl)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()
 }
@@ -313,13 +388,23 @@ func compareKeys(a, b key) int {
 	return strings.Compare(a.shape, b.shape)
 }
 
-// report writes the table and the counts, and returns how many counted
-// shapes are outside.
-func report(w io.Writer, rows []row, within float64, unit string) (int, error) {
+// report writes the table (the own GEMM's plan last, where the files
+// logged any) and the counts, and returns how many counted shapes are
+// outside.
+func report(w io.Writer, rows []row, within float64, unit string, plans map[key]map[string]string) (int, error) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "family\tM\tshape\town %s\tcuBLASLt\town / cuBLASLt\tsamples\tverdict\n", unit)
+	logged := len(plans) > 0
+	head := fmt.Sprintf("family\tM\tshape\town %s\tcuBLASLt\town / cuBLASLt\tsamples\tverdict", unit)
+	if logged {
+		head += "\tplan"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.5g\t%.5g\t%.3f\t%d+%d\t%s\n", families[r.family].label, r.m, r.shape, r.own, r.ref, r.own/r.ref, r.nOwn, r.nRef, r.verdict)
+		line := fmt.Sprintf("%s\t%d\t%s\t%.5g\t%.5g\t%.3f\t%d+%d\t%s", families[r.family].label, r.m, r.shape, r.own, r.ref, r.own/r.ref, r.nOwn, r.nRef, r.verdict)
+		if logged {
+			line += "\t" + planOf(plans, r.key, families[r.family].own)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
 		return 0, err

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -17,7 +18,9 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // is inside the margin at one shape, outside at two (GPT-OSS-20B's o, and
 // Llama-3.1-8B's down in FP8), with one sample a side at a third (too few
 // for a verdict); forced tiles, cuBLASLt's bf16, a shape without its
-// reference and M = 1 (below -from's 64) are left out.
+// reference and M = 1 (below -from's 64) are left out. The plans logged
+// under -test.v show in a column: the own GEMM's at each shape, "-" where
+// none was logged.
 func TestGolden(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run([]string{"testdata/sample.log"}, &out, &errb)
@@ -81,13 +84,52 @@ func TestHeadroom(t *testing.T) {
 	checkGolden(t, "sample-headroom.golden", out.Bytes())
 	out.Reset()
 	run([]string{"-headroom", "1", "testdata/sample.log"}, &out, &errb)
-	if !strings.Contains(out.String(), "own-fp8-tma-wg1m") {
-		t.Errorf("-headroom 1: FP8 down's 1.8 %% not listed:\n%s", out.String())
+	// Listed, with the plan's tile and the forced tile's two logged plans.
+	if !regexp.MustCompile(`(?m)^fp8 +64 +down +.*own-fp8-tma-wg1m .* wg1d/3 +varies$`).MatchString(out.String()) {
+		t.Errorf("-headroom 1: FP8 down's 1.8 %% not listed with its plans:\n%s", out.String())
 	}
 	out.Reset()
 	run([]string{"-headroom", "50", "testdata/sample.log"}, &out, &errb)
 	if !strings.Contains(out.String(), "headroom: no own implementation 50 % or more under the plan's us/gemm\n") {
 		t.Errorf("-headroom 50:\n%s", out.String())
+	}
+}
+
+// TestPlans: the plan column comes from the logged plan lines alone; a
+// log without them (go test -bench without -test.v) gets no column, and
+// the same verdicts.
+func TestPlans(t *testing.T) {
+	b, err := os.ReadFile("testdata/sample.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if !planLine.MatchString(l) {
+			kept = append(kept, l)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "noplans.log")
+	if err := os.WriteFile(p, []byte(strings.Join(kept, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var with, without, errb bytes.Buffer
+	run([]string{"-headroom", "5", "testdata/sample.log"}, &with, &errb)
+	if code := run([]string{"-headroom", "5", p}, &without, &errb); code != 1 || errb.Len() != 0 {
+		t.Fatalf("without plans: exit %d, stderr %q; want 1 and nothing", code, errb.String())
+	}
+	if strings.Contains(without.String(), "plan\n") || strings.Contains(without.String(), "tile") {
+		t.Errorf("without plans, a plan column:\n%s", without.String())
+	}
+	// The main table without its plan column is the table without plans
+	// (spacing aside), and the counts after it the same.
+	table := func(s string) string { t, _, _ := strings.Cut(s, "\n\n"); return t }
+	counts := func(s string) string { _, c, _ := strings.Cut(s, "\n\n"); c, _, _ = strings.Cut(c, "\n\n"); return c }
+	got := regexp.MustCompile(`(?m) +(verdict|within|OUTSIDE|too few) +\S+$`).ReplaceAllString(table(with.String()), " $1")
+	got = regexp.MustCompile(` +`).ReplaceAllString(got, " ")
+	want := regexp.MustCompile(` +`).ReplaceAllString(table(without.String()), " ")
+	if d := cmp.Diff(want, got); d != "" || counts(with.String()) != counts(without.String()) {
+		t.Errorf("with plans, less the column, differs from without (-without +with):\n%s", d)
 	}
 }
 
@@ -163,6 +205,39 @@ func FuzzParseGemmName(f *testing.F) {
 		}
 		if _, known := families[n.family]; !known || n.impl == "" || n.shape == "" || n.m < 1 {
 			t.Fatalf("parseGemmName(%q) = %+v", s, n)
+		}
+	})
+}
+
+// FuzzReadPlans: whatever a log holds, readPlans files plans only under
+// GEMM benchmarks' names, each a non-empty plan; never a panic.
+func FuzzReadPlans(f *testing.F) {
+	for _, s := range []string{
+		"BenchmarkGemm/own/qkv/M=128/N=1/K=1\n    gemm_bench_test.go:146: plan wg1s\n",
+		"--- BENCH: BenchmarkGemmFP8/own-fp8/o/M=64-16\n\tx.go:1: plan wg1d/3\n    x.go:2: plan  \n",
+		"    a.go:1: plan orphan\nBenchmarkAttention/x-2\n    a.go:2: plan no\n",
+	} {
+		f.Add(s)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, s string) {
+		p := filepath.Join(dir, "log")
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		plans := map[key]map[string]string{}
+		if err := readPlans(p, plans); err != nil {
+			return // a line longer than the scanner takes
+		}
+		for k, impls := range plans {
+			if _, known := families[k.family]; !known || k.m < 1 {
+				t.Fatalf("plan under %+v", k)
+			}
+			for impl, plan := range impls {
+				if impl == "" || strings.TrimSpace(plan) == "" {
+					t.Fatalf("%+v %q: plan %q", k, impl, plan)
+				}
+			}
 		}
 	})
 }

@@ -630,6 +630,11 @@ func BenchmarkGemmFP8(b *testing.B) {
 						}
 						d = timeGraph(b, t, g, 2*copies, run)
 						q = timeLaunches(b, t, g, 2*copies, run)
+						// The TMA plan GemmFP8 took, as BenchmarkGemm logs
+						// its own (-test.v).
+						if p, ok := g.tmaPlanFor(m, sh.n, sh.k, true); ok && fp8 && m > fp8GemvRows && g.wgmmaFP8() && strings.HasPrefix(impl, "own-fp8") && impl != "own-fp8-mc" {
+							b.Logf("plan %s", p)
+						}
 					})
 					per := d.Seconds() / float64(b.N)
 					b.ReportMetric(per*1e6, "us/gemm")
