@@ -392,16 +392,17 @@ func (p tmaPlan) tile() string {
 	return p.cfg.name
 }
 
-// planGemmTMA picks the tile (the one tile names, else by M: 64 x 128 up to
-// M = 64, or a narrow tile where that would split K, and from 33 rows
-// 64 x 128 eight stages deep where tmaPlan.deeper says; above it 128 x 128
-// for E4M3 codes (above tmaFP8WideRows 128 x 256 where its rounds of
-// persistent blocks fill), and for 16-bit values the 128 x 256 tile
-// where it needs no split, else 128 x 128, or 128 x 192 where the cost model puts that
-// below either: tmaPlan.cost; up to M = 256 128 x 176 or a narrow tile,
-// unsplit, where the model puts it lower still, and above 64 rows 64 x 176
-// where its tiles fill one round (tmaRoundFill), unless tile is "wide"),
-// then the split of
+// planGemmTMA picks the tile (the one tile names; else, unless tile is
+// "wide", one row tile at 129-192 rows where batchPlan takes one, or s2x48
+// where swapTakes says; else by M: 64 x 128 up to M = 64, or a narrow tile
+// where that would split K, and from 33 rows 64 x 128 eight stages deep
+// where tmaPlan.deeper says; above it 128 x 128 for E4M3 codes (above
+// tmaFP8WideRows 128 x 256 where its rounds of persistent blocks fill), and
+// for 16-bit values the 128 x 256 tile where it needs no split, else 128 x
+// 128, or 128 x 192 where the cost model puts that below either:
+// tmaPlan.cost; up to M = 256 128 x 176 or a narrow tile, unsplit, where
+// the model puts it lower still, and above 64 rows 64 x 176 where its tiles
+// fill one round (tmaRoundFill), unless tile is "wide"), then the split of
 // K: with waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest power of two that
 // gives waves blocks a multiprocessor; else none where the tiles fill the
 // GPU's slots, and otherwise the split up to tmaMaxCluster whose estimated
@@ -450,9 +451,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		if q, ok := batchPlan(m, n, split, slots); ok {
 			return q
 		}
-	}
-	if tile != "wide" && swapTakes(m, n, k) {
-		return split(tmaConfigs["s2x48"])
+		if swapTakes(m, n, k) {
+			return split(tmaConfigs["s2x48"])
+		}
 	}
 	switch {
 	case m <= tmaNarrowRows:
@@ -606,11 +607,11 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 }
 
 // batchPlan is the one row tile planGemmTMA takes for an m x n GEMM of
-// tmaKPRows < M <= 192 rows, 16-bit or E4M3, if any: 160 rows of X by 128 of W (s2x160,
-// swapped) up to 160 rows, 192 x 128 (wg3) above; unsplit where its tiles
-// fill a round of places (tmaRoundFill), split where each block keeps
-// tmaBatchMinKTiles k-tiles or more and the blocks fill tmaBatchSplitFill
-// of a round of the split's places. It comes before the other tiles and
+// tmaKPRows < M <= 192 rows, 16-bit or E4M3, if any: 160 rows of X by
+// 128 of W (s2x160, swapped) up to 160 rows, 192 x 128 (wg3) above;
+// unsplit where its tiles fill a round of places (tmaRoundFill), split
+// where each block keeps tmaBatchMinKTiles k-tiles or more and the blocks
+// fill tmaBatchSplitFill of a round of the split's places. It comes before the other tiles and
 // s2x48 (swapTakes): where the 128-row tiles leave 96 of 256 rows past M
 // at M = 160, these leave none (s2x160) or a sixth (wg3 at 160; at 176 a
 // twelfth). BenchmarkGemm from a captured graph, one H200, 2 samples,
