@@ -16,16 +16,16 @@ import (
 
 var updatePlans = flag.Bool("update", false, "rewrite testdata/tma_plans.golden")
 
-// TestTMAPlansGolden pins the own GEMM's plan for every full-size zoo
-// GEMM at decode and prefill sizes on an H100's 132 multiprocessors (the
-// switches at their defaults, the places of clusters as an H100's or
-// H200's driver counts them, h100Slots: uniform places had hidden a
-// split of Qwen3-30B-A3B's qkv that those GPUs took at M = 192): the tile, the split of K, persistent blocks, and
-// whether the TMA kernels run it, for 16-bit values and E4M3 codes. A
-// change to the planner or its costs shows in review as a diff of
-// testdata/tma_plans.golden, shape by shape (go test -run
-// TestTMAPlansGolden -update rewrites it), so that the GEMMs it moves are
-// the ones a GPU then times (BenchmarkGemm names them model-gemm).
+// TestTMAPlansGolden pins the own GEMM's plan for every full-size zoo GEMM
+// at decode and prefill sizes on an H100's 132 multiprocessors (the
+// switches at their defaults, the places of clusters as an H100's or H200's
+// driver counts them, h100Slots: uniform places had hidden a split of
+// Qwen3-30B-A3B's qkv that those GPUs took at M = 192): the tile, the split
+// of K, persistent blocks, and whether the TMA kernels run it, for 16-bit
+// values and E4M3 codes. A change to the planner or its costs shows in
+// review as a diff of testdata/tma_plans.golden, shape by shape (go test
+// -run TestTMAPlansGolden -update rewrites it), so that the GEMMs it moves
+// are the ones a GPU then times (BenchmarkGemm names them model-gemm).
 func TestTMAPlansGolden(t *testing.T) {
 	sw := model.Switches{CUDAWgmma: true, CUDAWgmmaFP8: true, CUDAWgmmaTile: "auto", CUDAGemmTMA: "auto", CUDAGemmPersist: true, CUDAGemmMulticast: true}
 	g := &GPU{Info: DeviceInfo{Name: "NVIDIA H100 80GB HBM3", Major: 9, SMs: 132}, tma: true, launchEx: true, sw: sw, tmaSlotsSeen: map[tmaSlotsKey]int{}}
