@@ -31,6 +31,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
@@ -141,11 +142,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	samples := map[key]map[string][]float64{}
 	plans := map[key]map[string]string{}
 	for _, file := range fs.Args() {
-		if err := read(file, *unit, *from, samples); err != nil {
-			fmt.Fprintf(stderr, "gemmvs: %v\n", err)
-			return 2
+		b, err := os.ReadFile(file)
+		if err == nil {
+			err = read(file, b, *unit, *from, samples)
 		}
-		if err := readPlans(file, plans); err != nil {
+		if err == nil {
+			err = readPlans(file, b, plans)
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "gemmvs: %v\n", err)
 			return 2
 		}
@@ -172,15 +176,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 // timeUnit is what -unit takes: a time per operation.
 var timeUnit = regexp.MustCompile(`^(ns|us|ms|sec)/[A-Za-z0-9_.-]+$`)
 
-// read adds file's samples of unit at from rows or more, by comparison and
-// implementation.
-func read(file, unit string, from int, samples map[key]map[string][]float64) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	r := benchfmt.NewReader(f, file)
+// read adds the samples of unit at from rows or more in file's contents b,
+// by comparison and implementation.
+func read(file string, b []byte, unit string, from int, samples map[key]map[string][]float64) error {
+	r := benchfmt.NewReader(bytes.NewReader(b), file)
 	for r.Scan() {
 		switch rec := r.Result().(type) {
 		case *benchfmt.SyntaxError:
@@ -214,18 +213,13 @@ func read(file, unit string, from int, samples map[key]map[string][]float64) err
 // name ("    gemm_bench_test.go:146: plan wg3/2").
 var planLine = regexp.MustCompile(`^\s+\S+:\d+: plan (\S.*?)\s*$`)
 
-// readPlans adds file's logged plans by comparison and implementation: a
-// plan line belongs to the benchmark named last above it (go test prints
-// a benchmark's logs after its name, its result, or "--- BENCH: " and its
-// name). One implementation's plans that differ across samples read
+// readPlans adds the plans logged in file's contents b by comparison and
+// implementation: a plan line belongs to the benchmark named last above it
+// (go test prints a benchmark's logs after its name, its result, or
+// "--- BENCH: " and its name). One implementation's plans that differ across samples read
 // "varies".
-func readPlans(file string, plans map[key]map[string]string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+func readPlans(file string, b []byte, plans map[key]map[string]string) error {
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var cur gemmName
 	have := false

@@ -32,7 +32,7 @@ func TestTMAPlansGolden(t *testing.T) {
 	for _, c := range tmaConfigs {
 		for s := 2; s <= tmaMaxCluster; s++ {
 			for _, fp8 := range []bool{false, true} {
-				g.tmaSlotsSeen[tmaSlotsKey{c.name, fp8, s}] = min(uniformSlots(132, c, s), h100Slots(c, s))
+				g.tmaSlotsSeen[tmaSlotsKey{c.name, fp8, s}] = h100Slots(c, s)
 			}
 		}
 	}
