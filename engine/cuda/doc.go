@@ -10,8 +10,9 @@
 // (gemm_plugin disable: mma.sync tiles, and on Hopper the warpgroup MMA fed
 // by cp.async (gemm_wgmma.cu) or by TMA from a producer warpgroup, K split
 // inside a thread-block cluster (gemm_tma.cuh's template, instantiated by
-// gemm_tma.cu and, with each block's timeline recorded for
-// BenchmarkGemmPhases, by gemm_tma_trace.cu; tensor maps encoded by
+// gemm_tma.cu, the swapped tiles by gemm_tma_swap.cu and, with each
+// block's timeline recorded for BenchmarkGemmPhases, by
+// gemm_tma_trace.cu; tensor maps encoded by
 // gemm_tma.go), XRUN_CUDA_GEMM_TMA choosing per launch; GemmEpilogue adds
 // SwiGLU or the residual add behind the TMA kernels' product), and for
 // dtype fp8 cuBLASLt's FP8 GEMMs beside the

@@ -139,6 +139,15 @@ func (c tmaConfig) threads() int {
 	return (c.rows/64 + 1) * 128
 }
 
+// module is the kernel family holding the configuration's kernels: the
+// swapped tiles' gemm_tma_swap.cu, the others' gemm_tma.cu.
+func (c tmaConfig) module() string {
+	if c.swap {
+		return "gemm_tma_swap"
+	}
+	return "gemm_tma"
+}
+
 // tiles is how many of the configuration's tiles cover an m x n output.
 func (c tmaConfig) tiles(m, n int) int { return ceilDiv(m, c.rows) * ceilDiv(n, c.bn) }
 
@@ -965,7 +974,7 @@ func (g *GPU) tmaSlots(cfg tmaConfig, fp8 bool, s int) int {
 	if fp8 {
 		name = "gemm_tma_f8_" + cfg.name + "_bf16"
 	}
-	if f, err := g.function("gemm_tma", name); err == nil && f.allowShared(cfg.smem()) == nil {
+	if f, err := g.function(cfg.module(), name); err == nil && f.allowShared(cfg.smem()) == nil {
 		var n C.int
 		if C.xr_max_active_clusters(&n, f.f, C.uint(cfg.threads()), C.uint(cfg.smem()), C.uint(s)) == 0 && n > 0 {
 			v = min(uniform, int(n)*s)
@@ -1075,7 +1084,7 @@ func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, 
 	if scales != nil {
 		name = "gemm_tma_f8_" + p.tile() + "_" + dt.suffix()
 	}
-	return g.launchTMA(s, p, tmaLaunch{module: "gemm_tma", name: name, y: y, x: x, w: w, es: es, m: m, n: n, k: k,
+	return g.launchTMA(s, p, tmaLaunch{module: p.cfg.module(), name: name, y: y, x: x, w: w, es: es, m: m, n: n, k: k,
 		rowsW: n, wide: p.cfg.bn, scales: scales})
 }
 
@@ -1098,7 +1107,7 @@ func (g *GPU) launchGemmEpi(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, m, n
 	if glu {
 		kind = "glu"
 	}
-	return g.launchTMA(s, p, tmaLaunch{module: "gemm_tma", name: "gemm_tma_" + kind + "_" + p.tile() + "_" + dt.suffix(),
+	return g.launchTMA(s, p, tmaLaunch{module: p.cfg.module(), name: "gemm_tma_" + kind + "_" + p.tile() + "_" + dt.suffix(),
 		y: y, x: x, w: w, es: dt.Size(), m: m, n: n, k: k, rowsW: rowsW, wide: wide})
 }
 

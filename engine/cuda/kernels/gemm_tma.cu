@@ -18,21 +18,8 @@
 // one consumer, 64 x 128, eight stages, one block a multiprocessor (wg1's
 // tile with twice its loads in flight, for K split across a cluster);
 // wg3: three consumers, 192 x 128, five stages (129-192 rows in one row
-// tile, where 128-row tiles compute up to 127 rows past M).
-// TMA_K16 and TMA_KF8 define kernel name over 16-bit values or E4M3 codes
-// (their scales after Y), NT threads, MINB blocks a multiprocessor, on
-// gemm_tma<T, E, ...> with the template arguments that follow.
-#define TMA_K16(name, T, NT, MINB, ...)                                                                                \
-	extern "C" __global__ void __launch_bounds__(NT, MINB) name(const __grid_constant__ tmap tx,                        \
-		const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps, int early) {                              \
-		gemm_tma<T, T, __VA_ARGS__>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);                           \
-	}
-#define TMA_KF8(name, T, NT, MINB, ...)                                                                                \
-	extern "C" __global__ void __launch_bounds__(NT, MINB) name(const __grid_constant__ tmap tx,                        \
-		const __grid_constant__ tmap tw, T *Y, const float *sx, int sxRows, const float *sw, int swRows, int M, int N, \
-		int K, int kps, int early) {                                                                                   \
-		gemm_tma<T, u8, __VA_ARGS__>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps, early);                          \
-	}
+// tile, where 128-row tiles compute up to 127 rows past M). The swapped
+// tiles are gemm_tma_swap.cu's.
 // gemm_tma_<config>_<dtype>, and gemm_tma_f8_<config>_<dtype> over E4M3
 // codes (dtype is Y's).
 #define GEMM_TMA(cfg, T, C, BN, ST, MINB)                                                                              \
@@ -58,23 +45,6 @@ GEMM_TMA_EPI_ALL(bf16)
 	GEMM_TMA(wg1d, T, 1, 128, 8, 1) GEMM_TMA(wg3, T, 3, 128, 5, 1)
 GEMM_TMA_ALL(f16)
 GEMM_TMA_ALL(bf16)
-// The swapped tiles (gemm_tma.cuh's XR): C consumers of 64 rows of W each,
-// XR rows of X, ST stages; every kernel of a configuration, the plain,
-// E4M3 and both epilogues'. s1x32, s1x40 and s1x48: 64 rows of W by 32,
-// 40 or 48 of X, 16, 16 and 14 stages; s2x32 and s2x48: 128 rows of W,
-// 10 and 9 stages; s2x160 and s2x192: 128 rows of W by 160 or 192 of X,
-// 6 and 5 stages.
-#define GEMM_TMA_X(cfg, T, C, XR, ST)                                                                                  \
-	TMA_K16(gemm_tma_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, false, XR)                  \
-	TMA_KF8(gemm_tma_f8_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, false, XR)               \
-	TMA_K16(gemm_tma_glu_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_GLU, false, false, XR)               \
-	TMA_K16(gemm_tma_res_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_RES, false, false, XR)
-#define GEMM_TMA_X_ALL(T)                                                                                              \
-	GEMM_TMA_X(s1x32, T, 1, 32, 16) GEMM_TMA_X(s1x40, T, 1, 40, 16) GEMM_TMA_X(s1x48, T, 1, 48, 14)                    \
-	GEMM_TMA_X(s2x32, T, 2, 32, 10) GEMM_TMA_X(s2x48, T, 2, 48, 9) GEMM_TMA_X(s2x160, T, 2, 160, 6)                   \
-	GEMM_TMA_X(s2x192, T, 2, 192, 5)
-GEMM_TMA_X_ALL(f16)
-GEMM_TMA_X_ALL(bf16)
 // The tiles whose two consumers take alternate k-tiles (gemm_tma.cuh's
 // KP): 64 rows of X by BN of W, ST stages (even), every kernel of a
 // configuration. p1s: 64 x 64, twelve stages; p1m: 64 x 96, ten.

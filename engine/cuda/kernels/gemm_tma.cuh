@@ -693,3 +693,17 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 #endif
 }
 
+// TMA_K16 and TMA_KF8 define kernel name over 16-bit values or E4M3 codes
+// (their scales after Y), NT threads, MINB blocks a multiprocessor, on
+// gemm_tma<T, E, ...> with the template arguments that follow.
+#define TMA_K16(name, T, NT, MINB, ...)                                                                                \
+	extern "C" __global__ void __launch_bounds__(NT, MINB) name(const __grid_constant__ tmap tx,                        \
+		const __grid_constant__ tmap tw, T *Y, int M, int N, int K, int kps, int early) {                              \
+		gemm_tma<T, T, __VA_ARGS__>(tx, tw, Y, nullptr, 0, nullptr, 0, M, N, K, kps, early);                           \
+	}
+#define TMA_KF8(name, T, NT, MINB, ...)                                                                                \
+	extern "C" __global__ void __launch_bounds__(NT, MINB) name(const __grid_constant__ tmap tx,                        \
+		const __grid_constant__ tmap tw, T *Y, const float *sx, int sxRows, const float *sw, int swRows, int M, int N, \
+		int K, int kps, int early) {                                                                                   \
+		gemm_tma<T, u8, __VA_ARGS__>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps, early);                          \
+	}
