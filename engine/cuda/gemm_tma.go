@@ -87,13 +87,25 @@ var tmaConfigs = map[string]tmaConfig{
 	"s1x48": {"s1x48", 48, 64, 14, 1, false, true, false},
 	"s2x32": {"s2x32", 32, 128, 10, 1, false, true, false},
 	"s2x48": {"s2x48", 48, 128, 9, 1, false, true, false},
-	// 160 and 192 rows of X by 128 of W: a decode's batch of 129-192 rows
-	// in one row tile with less of it past M than 192 x 128 leaves (at M =
-	// 160 a sixth of wg3's rows, none of s2x160's), on two consumers
-	// whose MMAs are 128 x 160 or 128 x 192 a k-tile. s2x160 is planned
-	// at 129-160 rows (batchPlan); s2x192 is forced only.
+	// 160, 176 and 192 rows of X by 128 of W: a decode's batch of 129-192
+	// rows in one row tile with less of it past M than 192 x 128 leaves
+	// (at M = 160 a sixth of wg3's rows, none of s2x160's), on two
+	// consumers whose MMAs are 128 x 160, 176 or 192 a k-tile (six stages
+	// do not fit above 160). s2x160 is planned at 129-160 rows
+	// (batchPlan); s2x176 and s2x192 are forced only.
 	"s2x160": {"s2x160", 160, 128, 6, 1, false, true, false},
+	"s2x176": {"s2x176", 176, 128, 5, 1, false, true, false},
 	"s2x192": {"s2x192", 192, 128, 5, 1, false, true, false},
+	// 80 rows of X by 64, 128 or 192 of W: a decode batch of 129-160 rows
+	// in two row tiles, W multicast to the pair (tmaMulticast), as
+	// cuBLASLt runs such batches on H200 (Nsight Compute, M = 160):
+	// TinyLlama's gate_up as 120 blocks of 192 rows of W by 80 of X in
+	// clusters of 4 x 2, 17.1 us (the own plan 21.8); Llama-3.2-1B's qkv
+	// as 96 of 64 x 80 in clusters of 4 x 2; TinyLlama's down as 128 of
+	// 128 x 80, K split four ways, W multicast to the pair. Forced only.
+	"s1x80": {"s1x80", 80, 64, 12, 1, false, true, false},
+	"s2x80": {"s2x80", 80, 128, 8, 1, false, true, false},
+	"s3x80": {"s3x80", 80, 192, 6, 1, false, true, false},
 	// The alternating tiles: 64 x 64 and 64 x 96 as wg1s and wg1m, two
 	// consumer warpgroups taking alternate k-tiles. One consumer's
 	// per-k-tile instructions bound the narrow tiles (Nsight Compute and
@@ -316,8 +328,8 @@ type tmaPlan struct {
 }
 
 // tmaMulticast: the configurations whose W loads withMulticast multicasts,
-// the 128-row tiles and 64 x 176.
-var tmaMulticast = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg2f": true, "wg1w": true}
+// the 128-row tiles, 64 x 176 and the swapped 80-row tiles.
+var tmaMulticast = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg2f": true, "wg1w": true, "s1x80": true, "s2x80": true, "s3x80": true}
 
 // withMulticast is p with W's loads multicast to clusters of two blocks,
 // the row tiles of one column tile (gemm_tma.cuh), where its launch allows
