@@ -103,7 +103,9 @@ func TestGemmZoo(t *testing.T) {
 	for _, dt := range dtypes {
 		for _, sh := range zooGemmShapes {
 			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", dt, sh.name, sh.n, sh.k), func(t *testing.T) {
-				do(t, func(t testing.TB, g *GPU) { checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 192, 256}) })
+				do(t, func(t testing.TB, g *GPU) {
+					checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 136, 160, 176, 192, 256})
+				})
 			})
 		}
 	}
@@ -408,10 +410,10 @@ func TestBatchPlan(t *testing.T) {
 	if p := split(192, 5120, 2048)(tmaConfigs["wg3"]); p.splits != 2 {
 		t.Fatalf("Qwen3-30B-A3B's qkv on wg3: split %d, want 2", p.splits)
 	}
-	if p, ok := batchPlan(192, 5120, split(192, 5120, 2048), h100Slots); ok {
+	if p, ok := batchPlan(192, 5120, 2048, false, split(192, 5120, 2048), h100Slots); ok {
 		t.Errorf("Qwen3-30B-A3B's qkv at 192: batchPlan took %v, 80 blocks", p)
 	}
-	if p, ok := batchPlan(192, 6144, split(192, 6144, 4096), h100Slots); !ok || p.cfg.name != "wg3" || p.splits != 2 {
+	if p, ok := batchPlan(192, 6144, 4096, false, split(192, 6144, 4096), h100Slots); !ok || p.cfg.name != "wg3" || p.splits != 2 {
 		t.Errorf("Llama-3.1-8B's qkv at 192: batchPlan %v, %v; want wg3/2", p, ok)
 	}
 	if p := planGemmTMA(192, 5120, 2048, h100Device(h100Slots), false, "auto", 0); p.cfg.name != "wg1w" {
@@ -480,11 +482,14 @@ func TestPlanGemmTMA(t *testing.T) {
 		{128, 2048, 5632, false, "auto", "p1s", 0, 2, 2},
 		{128, 6144, 4096, false, "auto", "wg1m", 0, 1, 1}, // p1m's 128 blocks would run 64 k-tiles each
 		// One row tile at 129-192 rows (batchPlan): 160 x 128 swapped up
-		// to 160 rows, 192 x 128 above; the LM head unsplit (250 tiles),
+		// to 160 rows, 192 x 128 above (176 x 128 swapped where that
+		// splits K, at 161-176); the LM head unsplit (250 tiles),
 		// Llama-3.1-8B's o split four ways (16 k-tiles a block), its
 		// down before s2x48 (swapTakes); not TinyLlama's gate_up, whose
-		// split would leave 8-11, nor Qwen3-30B-A3B's qkv (a split of
-		// 11, 64 x 176 unsplit instead).
+		// split would leave 8-11 (at 129-160 two row tiles of 80 by 192
+		// of W instead, 118 blocks unsplit), nor Qwen3-30B-A3B's qkv at
+		// 192 (a split of 11, 64 x 176 unsplit instead). At 129-160 the
+		// narrow outputs over long K split 80 x 128 (TinyLlama's down).
 		{192, 32000, 2048, false, "auto", "wg3", 0, 1, 1},
 		{176, 32000, 2048, false, "auto", "wg3", 0, 1, 1},
 		{160, 32000, 2048, false, "auto", "s2x160", 0, 1, 1},
@@ -495,7 +500,12 @@ func TestPlanGemmTMA(t *testing.T) {
 		{160, 4096, 4096, false, "auto", "s2x160", 0, 4, 4},
 		{160, 2048, 8192, false, "auto", "s2x160", 0, 4, 8},
 		{192, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
-		{160, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
+		{160, 11264, 2048, false, "auto", "s3x80", 0, 1, 1},
+		{176, 4096, 4096, false, "auto", "s2x176", 0, 2, 8},
+		{176, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
+		{160, 2048, 5632, false, "auto", "s2x80", 0, 2, 8},
+		{160, 5120, 2880, false, "auto", "s3x80", 0, 2, 2},
+		{160, 2048, 5632, true, "auto", "s2x48", 0, 2, 8}, // codes: s2x48 still
 		{192, 5120, 2048, false, "auto", "wg1w", 0, 1, 1},
 		{160, 32000, 2048, true, "auto", "s2x160", 0, 1, 1}, // codes alike
 		{192, 6144, 4096, true, "auto", "wg3", 0, 2, 2},     // 32 k-tiles of codes: two ways, 16 a block
@@ -576,9 +586,10 @@ func TestPlanGemmTMASmall(t *testing.T) {
 // TestPlanGemmTMASwap: at 129-192 rows the narrow outputs over long K
 // (TinyLlama's and Llama-3.2-1B's down, Qwen3-30B-A3B's o) go on the
 // swapped 48 x 128 tile, 16-bit and E4M3, K split so its blocks fill the
-// GPU, unless one takes one row tile (batchPlan: Llama-3.2-1B's 16-bit
-// down at 129, s2x160 split six ways, 22 k-tiles a block; its codes' 64
-// k-tiles would leave 8); wider outputs, short K, 128 and 256 rows and
+// GPU, unless batchPlan takes another (Llama-3.2-1B's 16-bit down at 129
+// on one row tile, s2x160 split six ways, 22 k-tiles a block, where its
+// codes' 64 k-tiles would leave 8; the other 16-bit ones at 129-160 on two
+// row tiles of 80, s2x80); wider outputs, short K, 128 and 256 rows and
 // tile "wide" keep their plans.
 func TestPlanGemmTMASwap(t *testing.T) {
 	d := h100Device(h100Slots)
@@ -587,14 +598,14 @@ func TestPlanGemmTMASwap(t *testing.T) {
 		want    bool
 		batch   [2]bool // batchPlan's tile instead: 16-bit, E4M3
 	}{
-		{160, 2048, 5632, true, [2]bool{}}, {192, 2048, 5632, true, [2]bool{}}, {129, 2048, 8192, true, [2]bool{true, false}}, {192, 2048, 4096, true, [2]bool{}},
+		{160, 2048, 5632, true, [2]bool{true, false}}, {192, 2048, 5632, true, [2]bool{}}, {129, 2048, 8192, true, [2]bool{true, false}}, {192, 2048, 4096, true, [2]bool{}},
 		{128, 2048, 5632, false, [2]bool{}}, {256, 2048, 5632, false, [2]bool{}}, // outside the rows
 		{192, 4096, 14336, false, [2]bool{true, true}}, {192, 2880, 4096, false, [2]bool{true, false}}, // wider
 		{192, 2048, 2048, false, [2]bool{}}, {160, 2560, 2048, false, [2]bool{}}, // short K
 	} {
 		for i, fp8 := range []bool{false, true} {
 			p := planGemmTMA(c.m, c.n, c.k, d, fp8, "auto", 0)
-			if _, ok := batchPlan(c.m, c.n, func(cfg tmaConfig) tmaPlan { return splitGemmTMA(cfg, c.m, c.n, c.k, 132, d.slots, fp8, 0) }, d.slots); ok != c.batch[i] {
+			if _, ok := batchPlan(c.m, c.n, c.k, fp8, func(cfg tmaConfig) tmaPlan { return splitGemmTMA(cfg, c.m, c.n, c.k, 132, d.slots, fp8, 0) }, d.slots); ok != c.batch[i] {
 				t.Errorf("M=%d N=%d K=%d fp8 %v: batchPlan %v, want %v", c.m, c.n, c.k, fp8, ok, c.batch[i])
 			}
 			want := c.want && !c.batch[i]

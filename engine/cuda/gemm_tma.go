@@ -91,8 +91,8 @@ var tmaConfigs = map[string]tmaConfig{
 	// rows in one row tile with less of it past M than 192 x 128 leaves
 	// (at M = 160 a sixth of wg3's rows, none of s2x160's), on two
 	// consumers whose MMAs are 128 x 160, 176 or 192 a k-tile (six stages
-	// do not fit above 160). s2x160 is planned at 129-160 rows
-	// (batchPlan); s2x176 and s2x192 are forced only.
+	// do not fit above 160). batchPlan takes s2x160 at 129-160 rows and
+	// s2x176 at 161-176 where K is split; s2x192 is forced only.
 	"s2x160": {"s2x160", 160, 128, 6, 1, false, true, false},
 	"s2x176": {"s2x176", 176, 128, 5, 1, false, true, false},
 	"s2x192": {"s2x192", 192, 128, 5, 1, false, true, false},
@@ -102,7 +102,8 @@ var tmaConfigs = map[string]tmaConfig{
 	// TinyLlama's gate_up as 120 blocks of 192 rows of W by 80 of X in
 	// clusters of 4 x 2, 17.1 us (the own plan 21.8); Llama-3.2-1B's qkv
 	// as 96 of 64 x 80 in clusters of 4 x 2; TinyLlama's down as 128 of
-	// 128 x 80, K split four ways, W multicast to the pair. Forced only.
+	// 128 x 80, K split four ways, W multicast to the pair. batchPlan
+	// takes s3x80 and s2x80 at 129-160 rows; s1x80 is forced only.
 	"s1x80": {"s1x80", 80, 64, 12, 1, false, true, false},
 	"s2x80": {"s2x80", 80, 128, 8, 1, false, true, false},
 	"s3x80": {"s3x80", 80, 192, 6, 1, false, true, false},
@@ -469,7 +470,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		return p
 	}
 	if tile != "wide" {
-		if q, ok := batchPlan(m, n, split, slots); ok {
+		if q, ok := batchPlan(m, n, k, fp8, split, slots); ok {
 			return q
 		}
 		if swapTakes(m, n, k) {
@@ -627,60 +628,113 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 	return tmaPlan{}, false
 }
 
-// batchPlan is the one row tile planGemmTMA takes for an m x n GEMM of
-// tmaKPRows < M <= 192 rows, 16-bit or E4M3, if any: 160 rows of X by
-// 128 of W (s2x160, swapped) up to 160 rows, 192 x 128 (wg3) above;
-// unsplit where its tiles fill a round of places (tmaRoundFill), split
-// where each block keeps tmaBatchMinKTiles k-tiles or more and the blocks
-// fill tmaBatchSplitFill of a round of the split's places. It comes before the other tiles and
-// s2x48 (swapTakes): where the 128-row tiles leave 96 of 256 rows past M
-// at M = 160, these leave none (s2x160) or a sixth (wg3 at 160; at 176 a
-// twelfth). BenchmarkGemm from a captured graph, one H200, 2 samples,
-// forced, over cuBLASLt (NOTES v57), against the plan before: at M = 144
-// and 160 s2x160 1.02-1.23 on the LM heads (the plan 1.15-1.41), the
-// gate_ups of Llama-3.2-1B and Llama-3.1-8B 1.05-1.15 (1.21-1.41), split
-// Llama-3.1-8B's down (three ways) 1.02-1.07 (1.57-1.79), o 0.99-1.05
-// (1.15-1.18), qkv (two) 1.16-1.17 (1.40-1.50), Llama-3.2-1B's down (six)
-// 1.04-1.08 (1.26-1.39), GPT-OSS-20B's o (four) 1.05-1.23 (1.20-1.50); at
-// M = 176 wg3 likewise 1.06-1.22 on those shapes against 1.15-1.44. The
-// splits left out lost: fewer k-tiles a block (TinyLlama's gate_up in
-// four, 8: 1.99 against 1.32; its qkv and o, Llama-3.2-1B's qkv and
-// GPT-OSS-20B's qkv, 5-9 k-tiles: 1.28-1.87 against 0.98-1.31; Qwen3-30B-
-// A3B's o in six, 11: 1.23 against 1.10 at 144), and too few blocks for
-// the round (Qwen3-30B-A3B's qkv in two, 80 blocks of 132 places: 1.33
-// against 1.22 at 160, 1.34 against 1.04 at 192). The swapped 192-row
-// tile (s2x192) ran within a few percent of wg3 at 176 and 192. The rule
+// batchPlan is the tile planGemmTMA takes for an m x n GEMM over k of
+// tmaKPRows < M <= 192 rows (a decode batch), if any. First one row tile,
+// 16-bit or E4M3: 160 rows of X by 128 of W (s2x160, swapped) up to 160
+// rows, 192 x 128 (wg3) above, and for 16-bit values at 161-176 176 x 128
+// (s2x176) where it splits K; taken unsplit where its tiles fill a round
+// of places (tmaRoundFill), split where each block keeps
+// tmaBatchMinKTiles k-tiles or more and the blocks fill tmaBatchSplitFill
+// of a round of the split's places. Else, 16-bit at 129-160 rows, two row
+// tiles of 80: the narrow outputs over long K (swapTakes' shapes) on 80 x
+// 128 (s2x80) split by the cost model, the others on 80 x 192 (s3x80, W
+// multicast to the pair unsplit) under the same bounds, its unsplit round
+// tmaBatchPairFill full. It comes before the other tiles and s2x48
+// (swapTakes): where the 128-row tiles leave 96 of 256 rows past M at M =
+// 160, these leave none (s2x160, s2x176, s2x80) or a sixth (wg3 at 160;
+// at 176 a twelfth).
+//
+// BenchmarkGemm from a captured graph, one H200, 2 samples, forced, over
+// cuBLASLt (NOTES v57), against the plan before: at M = 144 and 160
+// s2x160 1.02-1.23 on the LM heads (the plan 1.15-1.41), the gate_ups of
+// Llama-3.2-1B and Llama-3.1-8B 1.05-1.15 (1.21-1.41), split Llama-3.1-8B's
+// down (three ways) 1.02-1.07 (1.57-1.79), o 0.99-1.05 (1.15-1.18), qkv
+// (two) 1.16-1.17 (1.40-1.50), Llama-3.2-1B's down (six) 1.04-1.08
+// (1.26-1.39), GPT-OSS-20B's o (four) 1.05-1.23 (1.20-1.50); at M = 176
+// wg3 likewise 1.06-1.22 on those shapes against 1.15-1.44. The splits
+// left out lost: fewer k-tiles a block (TinyLlama's gate_up in four, 8:
+// 1.99 against 1.32; its qkv and o, Llama-3.2-1B's qkv and GPT-OSS-20B's
+// qkv, 5-9 k-tiles: 1.28-1.87 against 0.98-1.31; Qwen3-30B-A3B's o in six,
+// 11: 1.23 against 1.10 at 144), and too few blocks for the round
+// (Qwen3-30B-A3B's qkv in two, 80 blocks of 132 places: 1.33 against 1.22
+// at 160, 1.34 against 1.04 at 192). The swapped 192-row tile (s2x192) ran
+// within a few percent of wg3 at 176 and 192. The one-row-tile rule
 // against the plan before it, alternated on one H200, 3 samples: of the
 // 20 shapes within 15 % of cuBLASLt at M = 136 10 (before: 2), 144 11
 // (4), 160 14 (6), 176 14 (8), 192 17 (16); geometric mean of the times
-// 0.87-0.94 at 136-176. E4M3 codes (BenchmarkGemmFP8, the tiles forced,
-// which is the launch the rule makes; one H200, 2 samples, over cuBLASLt's
-// FP8; k-tiles of 128 codes): the rule takes Llama-3.1-8B's down (0.89 at
-// 160 on s2x160, 0.88 at 176 on wg3; the plan before 1.17, 0.97), qkv
-// (1.11, 1.24; 1.32, 1.44), gate_up (1.07, 0.98; 1.36, 1.19) and LM head
-// (1.17, 1.04; 1.51, 1.27), the other LM heads (1.10-1.27 at 160, 1.00-
-// 1.12 at 176; 1.24-1.54, 1.14-1.29) and Llama-3.2-1B's gate_up; the
-// splits it leaves out lost (Llama-3.1-8B's o, 11 k-tiles a block: 1.37
-// on wg3 at 160 against 1.17). Within 15 % of cuBLASLt: at M = 144 8 of
-// 20 (the plan before 7), 160 9 (6), 176 16 (10), 192 16 (12).
-func batchPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
-	var cfg tmaConfig
-	switch {
-	case m <= tmaKPRows || m > tmaConfigs["wg3"].rows:
+// 0.87-0.94 at 136-176.
+//
+// The 80-row tiles (NOTES v58; cuBLASLt runs TinyLlama's gate_up at M =
+// 136-176 as 192 rows of W by 72-88 of X, its down at 160 as 128 x 80
+// split four ways): alternated against the plan before on one H200, 3
+// samples, over cuBLASLt, at M = 136 / 144 / 160: TinyLlama's gate_up on
+// s3x80 1.14 / 1.12 / 1.08 (wg2f 1.42 / 1.37 / 1.28), its down on s2x80
+// split three ways 1.13 / 1.10 / 1.08 (s2x48 1.18 / 1.15 / 1.28),
+// GPT-OSS-20B's qkv on s3x80 split two ways 1.07 / 1.28 / 1.18 (wg1w 1.24
+// / 1.41 / 1.27), Qwen3-30B-A3B's o 1.14 / 1.12 / 0.99 (1.13 / 1.13 /
+// 1.12) and qkv 1.19 / 1.34 / 1.24 (1.23 / 1.35 / 1.21); gemm.yaml at
+// batch 160 with `disable` 70,722 and 70,282 output tok/s against 67,256
+// and 67,162 (both builds with a kernel change since reverted that slowed
+// the narrow tiles; the final build's narrow tiles ran as before it). s2x176 at M = 176 against wg3: the splits 0.94-0.98x its
+// time (Llama-3.1-8B's down 1.03 against 1.10 of cuBLASLt's), the unsplit
+// LM heads 1.02-1.03x, which keep wg3.
+//
+// E4M3 codes take the one-row-tile rule only. BenchmarkGemmFP8, the rule
+// against the plan before, alternated on one H200, 3 samples, over
+// cuBLASLt's FP8 (k-tiles of 128 codes): Llama-3.1-8B's down at 144 / 160 /
+// 176 0.94 / 0.92 / 0.92 (1.28 / 1.25 / 1.03), gate_up 1.18 / 1.08 / 0.99
+// (1.68 / 1.42 / 1.20), the LM heads 1.15-1.33 / 1.04-1.24 / 1.00-1.17
+// (1.38-1.75 / 1.33-1.59 / 1.14-1.47); within 15 % at M = 144 9 of 20
+// (before 8), 160 9 (6), 176 16 (10), 192 16 (11); geometric mean of the
+// times 0.88 / 0.90 / 0.93 / 0.95. The splits it leaves out lost
+// (Llama-3.1-8B's o, 11 k-tiles a block: 1.37 on wg3 at 160 against
+// 1.17).
+func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	if m <= tmaKPRows || m > tmaConfigs["wg3"].rows {
 		return tmaPlan{}, false
-	case m <= tmaConfigs["s2x160"].rows:
-		cfg = tmaConfigs["s2x160"]
-	default:
-		cfg = tmaConfigs["wg3"]
 	}
-	q := split(cfg)
-	tiles := float64(q.cfg.tiles(m, n))
-	if q.splits == 1 && tiles >= tmaRoundFill*float64(slots(cfg, 1)) ||
-		q.splits > 1 && q.kps >= tmaBatchMinKTiles && tiles*float64(q.splits) >= tmaBatchSplitFill*float64(slots(cfg, q.splits)) {
+	one := "wg3"
+	if m <= tmaConfigs["s2x160"].rows {
+		one = "s2x160"
+	}
+	q, ok := batchTakes(m, n, split(tmaConfigs[one]), slots, tmaRoundFill)
+	if ok && q.splits > 1 && !fp8 && m > tmaConfigs["s2x160"].rows && m <= tmaConfigs["s2x176"].rows {
+		// A split at 161-176 rows on s2x176, none of its rows past M; its
+		// tiles staged for the store cost where wg3's unsplit tiles store
+		// from registers.
+		if r, ok := batchTakes(m, n, split(tmaConfigs["s2x176"]), slots, tmaRoundFill); ok && r.splits > 1 {
+			return r, true
+		}
+	}
+	if ok {
 		return q, true
 	}
-	return tmaPlan{}, false
+	if fp8 || m > tmaConfigs["s2x160"].rows {
+		return tmaPlan{}, false
+	}
+	// Two row tiles of 80: narrow outputs over long K split on 128 rows of
+	// W (swapTakes' shapes), the others on 192 under the same bounds.
+	if n <= tmaSwapN && k >= tmaSwapK {
+		return split(tmaConfigs["s2x80"]), true
+	}
+	return batchTakes(m, n, split(tmaConfigs["s3x80"]), slots, tmaBatchPairFill)
 }
+
+// batchTakes reports whether batchPlan takes plan q for an m x n GEMM:
+// unsplit where its tiles fill at least fill of a round of places, split
+// where each block keeps tmaBatchMinKTiles k-tiles or more and the blocks
+// fill tmaBatchSplitFill of a round of the split's places.
+func batchTakes(m, n int, q tmaPlan, slots func(tmaConfig, int) int, fill float64) (tmaPlan, bool) {
+	tiles := float64(q.cfg.tiles(m, n))
+	ok := q.splits == 1 && tiles >= fill*float64(slots(q.cfg, 1)) ||
+		q.splits > 1 && q.kps >= tmaBatchMinKTiles && tiles*float64(q.splits) >= tmaBatchSplitFill*float64(slots(q.cfg, q.splits))
+	return q, ok
+}
+
+// tmaBatchPairFill is how full a round batchPlan wants s3x80's blocks,
+// unsplit (W multicast to the pair of row tiles): TinyLlama's gate_up at
+// M = 129-160 makes 118 of them for 132 places.
+const tmaBatchPairFill = 0.85
 
 // tmaBatchMinKTiles and tmaBatchSplitFill bound batchPlan's splits.
 const (
@@ -692,7 +746,8 @@ const (
 // swapped 48 x 128 tile (s2x48: 48 rows of X by 128 of W, K split by the
 // cost model), 16-bit or E4M3: between tmaSwapRows and tmaSwapMaxRows
 // rows, where the 128-row tiles leave most of a row tile empty, on
-// narrow outputs (n up to tmaSwapN) over long K (from tmaSwapK).
+// narrow outputs (n up to tmaSwapN) over long K (from tmaSwapK); at
+// 129-160 rows batchPlan puts the 16-bit ones on s2x80 first.
 // BenchmarkGemm(FP8) from a captured graph (one H200, 2 samples, NOTES
 // v54), us, s2x48 against the plan it replaces and cuBLASLt: 16-bit at M =
 // 160 TinyLlama's down 15.68 / 18.88 / 12.18, Llama-3.2-1B's 22.23 /
