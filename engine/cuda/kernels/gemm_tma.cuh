@@ -39,8 +39,8 @@
 // at M = 128 as 128 blocks of 64 x 40); or a decode's whole batch of up
 // to 160, 176 or 192 rows in one tile, or 80 in each of two, whose N
 // steps by 8 rows where the unswapped M steps by 64. The boxes and stages
-// are the unswapped ones (X's box first, then W's); the accumulators hold the
-// output transposed, so every block stages its tile in shared memory in
+// are the unswapped ones (X's box first, then W's); the accumulators hold
+// the output transposed, so every block stages its tile in shared memory in
 // the output's orientation and stores it through the split's reduction,
 // unsplit (S = 1) included, whose epilogues then apply as they are.
 //
