@@ -415,23 +415,23 @@ func (p tmaPlan) tile() string {
 }
 
 // planGemmTMA picks the tile (the one tile names; else, unless tile is
-// "wide", one row tile at 129-192 rows where batchPlan takes one, or s2x48
-// where swapTakes says; else by M: 64 x 128 up to M = 64, or a narrow tile
-// where that would split K, and from 33 rows 64 x 128 eight stages deep
-// where tmaPlan.deeper says; above it 128 x 128 for E4M3 codes (above
-// tmaFP8WideRows 128 x 256 where its rounds of persistent blocks fill), and
-// for 16-bit values the 128 x 256 tile where it needs no split, else 128 x
-// 128, or 128 x 192 where the cost model puts that below either:
-// tmaPlan.cost; up to M = 256 128 x 176 or a narrow tile, unsplit, where
-// the model puts it lower still, and above 64 rows 64 x 176 where its tiles
-// fill one round (tmaRoundFill), unless tile is "wide"), then the split of
-// K: with waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest power of two that
-// gives waves blocks a multiprocessor; else none where the tiles fill the
-// GPU's slots, and otherwise the split up to tmaMaxCluster whose estimated
-// time (waves of blocks times their k-tiles, plus the fill and the
-// reduction) is least. slots(cfg, s) is how many blocks of cfg in clusters
-// of s the GPU runs at once (nil: sms multiprocessors of cfg.perSM blocks
-// each, as if clusters packed them all). gemm.yaml's batch 256 with
+// "wide", at 129-192 rows batchPlan's (one row tile, or two of 80 rows)
+// where it takes one, or s2x48 where swapTakes says; else by M: 64 x 128 up
+// to M = 64, or a narrow tile where that would split K, and from 33 rows 64
+// x 128 eight stages deep where tmaPlan.deeper says; above it 128 x 128 for
+// E4M3 codes (above tmaFP8WideRows 128 x 256 where its rounds of persistent
+// blocks fill), and for 16-bit values the 128 x 256 tile where it needs no
+// split, else 128 x 128, or 128 x 192 where the cost model puts that below
+// either: tmaPlan.cost; up to M = 256 128 x 176 or a narrow tile, unsplit,
+// where the model puts it lower still, and above 64 rows 64 x 176 where its
+// tiles fill one round (tmaRoundFill), unless tile is "wide"), then the
+// split of K: with waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest power of
+// two that gives waves blocks a multiprocessor; else none where the tiles
+// fill the GPU's slots, and otherwise the split up to tmaMaxCluster whose
+// estimated time (waves of blocks times their k-tiles, plus the fill and
+// the reduction) is least. slots(cfg, s) is how many blocks of cfg in
+// clusters of s the GPU runs at once (nil: sms multiprocessors of cfg.perSM
+// blocks each, as if clusters packed them all). gemm.yaml's batch 256 with
 // `disable` on an H100: 78,287 and 78,174 output tok/s with every split
 // weighed, 75,911, 75,790 and 75,542 with powers of two only (o and down
 // split 3 ways, 96 blocks in one wave, where 2 ways left 64 and 4 ways
