@@ -697,12 +697,13 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	if m <= tmaConfigs["s2x160"].rows {
 		one = "s2x160"
 	}
-	q, ok := batchTakes(m, n, split(tmaConfigs[one]), slots, tmaRoundFill)
+	q := split(tmaConfigs[one])
+	ok := q.batchFits(m, n, slots, tmaRoundFill)
 	if ok && q.splits > 1 && !fp8 && m > tmaConfigs["s2x160"].rows && m <= tmaConfigs["s2x176"].rows {
 		// A split at 161-176 rows on s2x176, none of its rows past M; its
 		// tiles staged for the store cost where wg3's unsplit tiles store
 		// from registers.
-		if r, ok := batchTakes(m, n, split(tmaConfigs["s2x176"]), slots, tmaRoundFill); ok && r.splits > 1 {
+		if r := split(tmaConfigs["s2x176"]); r.splits > 1 && r.batchFits(m, n, slots, tmaRoundFill) {
 			return r, true
 		}
 	}
@@ -717,18 +718,18 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	if n <= tmaSwapN && k >= tmaSwapK {
 		return split(tmaConfigs["s2x80"]), true
 	}
-	return batchTakes(m, n, split(tmaConfigs["s3x80"]), slots, tmaBatchPairFill)
+	q = split(tmaConfigs["s3x80"])
+	return q, q.batchFits(m, n, slots, tmaBatchPairFill)
 }
 
-// batchTakes reports whether batchPlan takes plan q for an m x n GEMM:
-// unsplit where its tiles fill at least fill of a round of places, split
-// where each block keeps tmaBatchMinKTiles k-tiles or more and the blocks
-// fill tmaBatchSplitFill of a round of the split's places.
-func batchTakes(m, n int, q tmaPlan, slots func(tmaConfig, int) int, fill float64) (tmaPlan, bool) {
-	tiles := float64(q.cfg.tiles(m, n))
-	ok := q.splits == 1 && tiles >= fill*float64(slots(q.cfg, 1)) ||
-		q.splits > 1 && q.kps >= tmaBatchMinKTiles && tiles*float64(q.splits) >= tmaBatchSplitFill*float64(slots(q.cfg, q.splits))
-	return q, ok
+// batchFits reports whether batchPlan takes p for an m x n GEMM: unsplit
+// where its tiles fill at least fill of a round of places, split where
+// each block keeps tmaBatchMinKTiles k-tiles or more and the blocks fill
+// tmaBatchSplitFill of a round of the split's places.
+func (p tmaPlan) batchFits(m, n int, slots func(tmaConfig, int) int, fill float64) bool {
+	tiles := float64(p.cfg.tiles(m, n))
+	return p.splits == 1 && tiles >= fill*float64(slots(p.cfg, 1)) ||
+		p.splits > 1 && p.kps >= tmaBatchMinKTiles && tiles*float64(p.splits) >= tmaBatchSplitFill*float64(slots(p.cfg, p.splits))
 }
 
 // tmaBatchPairFill is how full a round batchPlan wants s3x80's blocks,
