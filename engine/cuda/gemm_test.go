@@ -504,8 +504,12 @@ func TestPlanGemmTMA(t *testing.T) {
 		{176, 4096, 4096, false, "auto", "s2x176", 0, 2, 8},
 		{176, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
 		{160, 2048, 5632, false, "auto", "s2x80", 0, 2, 8},
-		{160, 5120, 2880, false, "auto", "s3x80", 0, 2, 2},
-		{160, 2048, 5632, true, "auto", "s2x48", 0, 2, 8}, // codes: s2x48 still
+		{160, 5120, 2880, false, "auto", "s2x80", 0, 1, 1}, // 80 blocks of 132 places, K unsplit
+		{160, 6144, 4096, false, "auto", "s2x80", 0, 1, 1},
+		{160, 2048, 5632, true, "auto", "s2x80", 0, 2, 8}, // codes alike
+		{160, 5120, 2048, true, "auto", "s2x80", 0, 1, 1},
+		{160, 11264, 2048, true, "auto", "s3x80", 0, 1, 1},
+		{176, 5120, 2048, true, "auto", "wg2", 0, 1, 1}, // above 160 rows, not the 80-row tiles
 		{192, 5120, 2048, false, "auto", "wg1w", 0, 1, 1},
 		{160, 32000, 2048, true, "auto", "s2x160", 0, 1, 1}, // codes alike
 		{192, 6144, 4096, true, "auto", "wg3", 0, 2, 2},     // 32 k-tiles of codes: two ways, 16 a block
@@ -587,10 +591,9 @@ func TestPlanGemmTMASmall(t *testing.T) {
 // (TinyLlama's and Llama-3.2-1B's down, Qwen3-30B-A3B's o) go on the
 // swapped 48 x 128 tile, 16-bit and E4M3, K split so its blocks fill the
 // GPU, unless batchPlan takes another (Llama-3.2-1B's 16-bit down at 129
-// on one row tile, s2x160 split six ways, 22 k-tiles a block, where its
-// codes' 64 k-tiles would leave 8; the other 16-bit ones at 129-160 on two
-// row tiles of 80, s2x80); wider outputs, short K, 128 and 256 rows and
-// tile "wide" keep their plans.
+// on one row tile, s2x160 split six ways, 22 k-tiles a block; the others
+// at 129-160 on two row tiles of 80, s2x80); wider outputs, short K, 128
+// and 256 rows and tile "wide" keep their plans.
 func TestPlanGemmTMASwap(t *testing.T) {
 	d := h100Device(h100Slots)
 	for _, c := range []struct {
@@ -598,7 +601,7 @@ func TestPlanGemmTMASwap(t *testing.T) {
 		want    bool
 		batch   [2]bool // batchPlan's tile instead: 16-bit, E4M3
 	}{
-		{160, 2048, 5632, true, [2]bool{true, false}}, {192, 2048, 5632, true, [2]bool{}}, {129, 2048, 8192, true, [2]bool{true, false}}, {192, 2048, 4096, true, [2]bool{}},
+		{160, 2048, 5632, true, [2]bool{true, true}}, {192, 2048, 5632, true, [2]bool{}}, {129, 2048, 8192, true, [2]bool{true, true}}, {192, 2048, 4096, true, [2]bool{}},
 		{128, 2048, 5632, false, [2]bool{}}, {256, 2048, 5632, false, [2]bool{}}, // outside the rows
 		{192, 4096, 14336, false, [2]bool{true, true}}, {192, 2880, 4096, false, [2]bool{true, false}}, // wider
 		{192, 2048, 2048, false, [2]bool{}}, {160, 2560, 2048, false, [2]bool{}}, // short K

@@ -629,17 +629,19 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 }
 
 // batchPlan is the tile planGemmTMA takes for an m x n GEMM over k of
-// tmaKPRows < M <= 192 rows (a decode batch), if any. First one row tile,
-// 16-bit or E4M3: 160 rows of X by 128 of W (s2x160, swapped) up to 160
-// rows, 192 x 128 (wg3) above, and for 16-bit values at 161-176 176 x 128
-// (s2x176) where it splits K; taken unsplit where its tiles fill a round
-// of places (tmaRoundFill), split where each block keeps
+// tmaKPRows < M <= 192 rows (a decode batch), if any, 16-bit or E4M3.
+// First, up to 160 rows, two row tiles of 80 rows of X by 128 of W (s2x80)
+// with K unsplit where their blocks fill a round of places more than
+// tmaBatchRowFill. Then one row tile: 160 x 128 (s2x160, swapped) up to
+// 160 rows, 192 x 128 (wg3) above, and for 16-bit values at 161-176 176 x
+// 128 (s2x176) where it splits K; taken unsplit where its tiles fill a
+// round of places (tmaRoundFill), split where each block keeps
 // tmaBatchMinKTiles k-tiles or more and the blocks fill tmaBatchSplitFill
-// of a round of the split's places. Else, 16-bit at 129-160 rows, two row
-// tiles of 80: the narrow outputs over long K (swapTakes' shapes) on 80 x
-// 128 (s2x80) split by the cost model, the others on 80 x 192 (s3x80, W
-// multicast to the pair unsplit) under the same bounds, its unsplit round
-// tmaBatchPairFill full. It comes before the other tiles and s2x48
+// of a round of the split's places. Else, at 129-160 rows, two row tiles
+// of 80 again: the narrow outputs over long K (swapTakes' shapes) on
+// s2x80 split by the cost model, the others on 80 x 192 (s3x80, W
+// multicast to the pair unsplit; for E4M3 codes unsplit only) under the
+// same bounds, its unsplit round tmaBatchPairFill full. It comes before the other tiles and s2x48
 // (swapTakes): where the 128-row tiles leave 96 of 256 rows past M at M =
 // 160, these leave none (s2x160, s2x176, s2x80) or a sixth (wg3 at 160;
 // at 176 a twelfth).
@@ -675,11 +677,28 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 // 1.12) and qkv 1.19 / 1.34 / 1.24 (1.23 / 1.35 / 1.21); gemm.yaml at
 // batch 160 with `disable` 70,722 and 70,282 output tok/s against 67,256
 // and 67,162 (both builds with a kernel change since reverted that slowed
-// the narrow tiles; the final build's narrow tiles ran as before it). s2x176 at M = 176 against wg3: the splits 0.94-0.98x its
-// time (Llama-3.1-8B's down 1.03 against 1.10 of cuBLASLt's), the unsplit
+// the narrow tiles; the final build's narrow tiles ran as before it).
+// s2x176 at M = 176 against wg3: the splits 0.94-0.98x its time (Llama-3.1-8B's down 1.03 against 1.10 of cuBLASLt's), the unsplit
 // LM heads 1.02-1.03x, which keep wg3.
 //
-// E4M3 codes take the one-row-tile rule only. BenchmarkGemmFP8, the rule
+// s2x80 unsplit first, where its blocks fill more than half a round (NOTES
+// v59): the qkv projections of 5,120-6,144 outputs, alternated against the
+// plan before on one H200, 3 samples, over cuBLASLt, at M = 136 / 144 /
+// 160: 16-bit GPT-OSS-20B's 1.21 / 1.11 / 1.10 (s3x80 split two ways 1.34
+// / 1.23 / 1.21), Llama-3.1-8B's 1.11 / 1.12 / 1.04 (s2x160 split two
+// ways 1.21 / 1.22 / 1.13), Qwen3-30B-A3B's 0.87 / 1.19 / 1.12 (1.00 /
+// 1.34 / 1.26); E4M3 GPT-OSS-20B's 1.20 / 1.06 / 1.09 (64 x 128 1.53 /
+// 1.39 / 1.33), Llama-3.1-8B's 1.18 / 1.08 / 1.07 (1.24 / 1.19 / 1.19),
+// Qwen3-30B-A3B's 1.18 / 1.12 / 1.10 (1.48 / 1.33 / 1.19).
+//
+// E4M3 codes take the 80-row tiles too (NOTES v59), s3x80 unsplit only: in
+// the same runs TinyLlama's gate_up on s3x80 1.10 / 1.14 / 1.10 (wg2f
+// 1.31 / 1.36 / 1.28), its down on s2x80 split three ways 1.11 / 1.09 /
+// 1.03 (s2x48 split two ways 1.14 / 1.13 / 1.12), Llama-3.2-1B's down
+// 1.07 / 1.07 / 0.96 (1.10 / 1.09 / 1.08), Qwen3-30B-A3B's o 1.09 / 1.11
+// / 1.14 (1.07 / 1.09 / 1.16).
+//
+// The one-row-tile rule for E4M3 codes, BenchmarkGemmFP8, the rule
 // against the plan before, alternated on one H200, 3 samples, over
 // cuBLASLt's FP8 (k-tiles of 128 codes): Llama-3.1-8B's down at 144 / 160 /
 // 176 0.94 / 0.92 / 0.92 (1.28 / 1.25 / 1.03), gate_up 1.18 / 1.08 / 0.99
@@ -692,6 +711,14 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	if m <= tmaKPRows || m > tmaConfigs["wg3"].rows {
 		return tmaPlan{}, false
+	}
+	if m <= tmaConfigs["s2x160"].rows {
+		// Two row tiles of 80, K unsplit, where their blocks fill most of
+		// one round: the qkv projections of 5,120-6,144 outputs, which the
+		// one-row tile would split or leave to 64 x 176.
+		if p := (tmaPlan{cfg: tmaConfigs["s2x80"], splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}); p.fillsRoundBy(m, n, slots, tmaBatchRowFill) {
+			return p, true
+		}
 	}
 	one := "wg3"
 	if m <= tmaConfigs["s2x160"].rows {
@@ -710,7 +737,7 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	if ok {
 		return q, true
 	}
-	if fp8 || m > tmaConfigs["s2x160"].rows {
+	if m > tmaConfigs["s2x160"].rows {
 		return tmaPlan{}, false
 	}
 	// Two row tiles of 80: narrow outputs over long K split on 128 rows of
@@ -718,8 +745,11 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	if n <= tmaSwapN && k >= tmaSwapK {
 		return split(tmaConfigs["s2x80"]), true
 	}
+	// E4M3 codes unsplit only: Llama-3.1-8B's o split two ways, 16
+	// k-tiles a block, ran at 1.31 of cuBLASLt's time against 1.18 on the
+	// narrow 64 x 96 at M = 160 (one sample, NOTES v58).
 	q = split(tmaConfigs["s3x80"])
-	return q, q.batchFits(m, n, slots, tmaBatchPairFill)
+	return q, (!fp8 || q.splits == 1) && q.batchFits(m, n, slots, tmaBatchPairFill)
 }
 
 // batchFits reports whether batchPlan takes p for an m x n GEMM: unsplit
@@ -737,6 +767,11 @@ func (p tmaPlan) batchFits(m, n int, slots func(tmaConfig, int) int, fill float6
 // M = 129-160 makes 118 of them for 132 places.
 const tmaBatchPairFill = 0.85
 
+// tmaBatchRowFill is how full a round batchPlan wants s2x80's blocks, K
+// unsplit: GPT-OSS-20B's and Qwen3-30B-A3B's qkv at M = 129-160 make 80 of
+// them for 132 places.
+const tmaBatchRowFill = 0.55
+
 // tmaBatchMinKTiles and tmaBatchSplitFill bound batchPlan's splits.
 const (
 	tmaBatchMinKTiles = 16
@@ -748,7 +783,7 @@ const (
 // cost model), 16-bit or E4M3: between tmaSwapRows and tmaSwapMaxRows
 // rows, where the 128-row tiles leave most of a row tile empty, on
 // narrow outputs (n up to tmaSwapN) over long K (from tmaSwapK); at
-// 129-160 rows batchPlan puts the 16-bit ones on s2x80 first.
+// 129-160 rows batchPlan puts them on s2x80 first.
 // BenchmarkGemm(FP8) from a captured graph (one H200, 2 samples, NOTES
 // v54), us, s2x48 against the plan it replaces and cuBLASLt: 16-bit at M =
 // 160 TinyLlama's down 15.68 / 18.88 / 12.18, Llama-3.2-1B's 22.23 /
@@ -860,12 +895,18 @@ func uniformSlots(sms int, cfg tmaConfig, s int) int {
 	return sms * cfg.perSM / s * s
 }
 
+// tmaKTile is how many elements of K a k-tile holds: 128 bytes of a row,
+// 64 16-bit values or 128 codes.
+func tmaKTile(fp8 bool) int {
+	if fp8 {
+		return 128
+	}
+	return 64
+}
+
 // splitGemmTMA is planGemmTMA's split of K for the tile cfg.
 func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, waves int) tmaPlan {
-	bk := 64 // 128 bytes of a row: 64 16-bit values or 128 codes
-	if fp8 {
-		bk = 128
-	}
+	bk := tmaKTile(fp8)
 	tiles := cfg.tiles(m, n)
 	ktiles := ceilDiv(k, bk)
 	maxS := min(tmaMaxCluster, ktiles)
