@@ -502,14 +502,15 @@ func TestPlanGemmTMA(t *testing.T) {
 		{192, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
 		{160, 11264, 2048, false, "auto", "s3x80", 0, 1, 1},
 		{176, 4096, 4096, false, "auto", "s2x176", 0, 2, 8},
-		{176, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},
+		{176, 11264, 2048, false, "auto", "s3x88", 0, 1, 1},
 		{160, 2048, 5632, false, "auto", "s2x80", 0, 2, 8},
 		{160, 5120, 2880, false, "auto", "s2x80", 0, 1, 1}, // 80 blocks of 132 places, K unsplit
 		{160, 6144, 4096, false, "auto", "s2x80", 0, 1, 1},
 		{160, 2048, 5632, true, "auto", "s2x80", 0, 2, 8}, // codes alike
 		{160, 5120, 2048, true, "auto", "s2x80", 0, 1, 1},
 		{160, 11264, 2048, true, "auto", "s3x80", 0, 1, 1},
-		{176, 5120, 2048, true, "auto", "wg2", 0, 1, 1}, // above 160 rows, not the 80-row tiles
+		{176, 5120, 2048, true, "auto", "s2x88", 0, 1, 1}, // above 160 rows the 88-row tiles
+		{192, 5120, 2048, true, "auto", "wg2", 0, 1, 1},   // above 176 neither
 		{192, 5120, 2048, false, "auto", "wg1w", 0, 1, 1},
 		{160, 32000, 2048, true, "auto", "s2x160", 0, 1, 1}, // codes alike
 		{192, 6144, 4096, true, "auto", "wg3", 0, 2, 2},     // 32 k-tiles of codes: two ways, 16 a block
@@ -592,8 +593,9 @@ func TestPlanGemmTMASmall(t *testing.T) {
 // swapped 48 x 128 tile, 16-bit and E4M3, K split so its blocks fill the
 // GPU, unless batchPlan takes another (Llama-3.2-1B's 16-bit down at 129
 // on one row tile, s2x160 split six ways, 22 k-tiles a block; the others
-// at 129-160 on two row tiles of 80, s2x80); wider outputs, short K, 128
-// and 256 rows and tile "wide" keep their plans.
+// at 129-176 on two row tiles of 80 or 88, s2x80 or s2x88, E4M3 codes only
+// above K = 4,096); wider outputs, short K, 128 and 256 rows and tile
+// "wide" keep their plans.
 func TestPlanGemmTMASwap(t *testing.T) {
 	d := h100Device(h100Slots)
 	for _, c := range []struct {
@@ -602,6 +604,7 @@ func TestPlanGemmTMASwap(t *testing.T) {
 		batch   [2]bool // batchPlan's tile instead: 16-bit, E4M3
 	}{
 		{160, 2048, 5632, true, [2]bool{true, true}}, {192, 2048, 5632, true, [2]bool{}}, {129, 2048, 8192, true, [2]bool{true, true}}, {192, 2048, 4096, true, [2]bool{}},
+		{160, 2048, 4096, true, [2]bool{true, false}}, {176, 2048, 5632, true, [2]bool{true, true}}, // codes on s2x48 at K = 4,096
 		{128, 2048, 5632, false, [2]bool{}}, {256, 2048, 5632, false, [2]bool{}}, // outside the rows
 		{192, 4096, 14336, false, [2]bool{true, true}}, {192, 2880, 4096, false, [2]bool{true, false}}, // wider
 		{192, 2048, 2048, false, [2]bool{}}, {160, 2560, 2048, false, [2]bool{}}, // short K
@@ -746,7 +749,7 @@ func TestTMASlots(t *testing.T) {
 
 // tmaTiles are the TMA GEMM's configurations (tmaConfigs), in the order
 // the tests and benchmarks walk them.
-var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80"}
+var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88"}
 
 // TestTMATiles: tmaTiles names every configuration once, so that a new one
 // is checked and timed with the rest; tmaPersist and tmaMulticast name only

@@ -103,10 +103,14 @@ var tmaConfigs = map[string]tmaConfig{
 	// clusters of 4 x 2, 17.1 us (the own plan 21.8); Llama-3.2-1B's qkv
 	// as 96 of 64 x 80 in clusters of 4 x 2; TinyLlama's down as 128 of
 	// 128 x 80, K split four ways, W multicast to the pair. batchPlan
-	// takes s3x80 and s2x80 at 129-160 rows; s1x80 is forced only.
+	// takes s3x80 and s2x80 at 129-160 rows; s1x80 is forced only. s2x88
+	// and s3x88 alike at 161-176 rows (cuBLASLt: TinyLlama's gate_up at M
+	// = 176 as 120 blocks of 192 x 88).
 	"s1x80": {"s1x80", 80, 64, 12, 1, false, true, false},
 	"s2x80": {"s2x80", 80, 128, 8, 1, false, true, false},
 	"s3x80": {"s3x80", 80, 192, 6, 1, false, true, false},
+	"s2x88": {"s2x88", 88, 128, 8, 1, false, true, false},
+	"s3x88": {"s3x88", 88, 192, 6, 1, false, true, false},
 	// The alternating tiles: 64 x 64 and 64 x 96 as wg1s and wg1m, two
 	// consumer warpgroups taking alternate k-tiles. One consumer's
 	// per-k-tile instructions bound the narrow tiles (Nsight Compute and
@@ -329,8 +333,8 @@ type tmaPlan struct {
 }
 
 // tmaMulticast: the configurations whose W loads withMulticast multicasts,
-// the 128-row tiles, 64 x 176 and the swapped 80-row tiles.
-var tmaMulticast = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg2f": true, "wg1w": true, "s1x80": true, "s2x80": true, "s3x80": true}
+// the 128-row tiles, 64 x 176 and the swapped 80- and 88-row tiles.
+var tmaMulticast = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg2f": true, "wg1w": true, "s1x80": true, "s2x80": true, "s3x80": true, "s2x88": true, "s3x88": true}
 
 // withMulticast is p with W's loads multicast to clusters of two blocks,
 // the row tiles of one column tile (gemm_tma.cuh), where its launch allows
@@ -698,6 +702,16 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 // 1.07 / 1.07 / 0.96 (1.10 / 1.09 / 1.08), Qwen3-30B-A3B's o 1.09 / 1.11
 // / 1.14 (1.07 / 1.09 / 1.16).
 //
+// At 161-176 rows the same on 88-row tiles (s2x88, s3x88; NOTES v59),
+// alternated against the plan before, 3 samples, over cuBLASLt, M = 168
+// / 176: 16-bit TinyLlama's gate_up on s3x88 1.14 / 1.11 (wg2f 1.29 /
+// 1.23), its down on s2x88 split three ways 1.07 / 0.94 (s2x48 1.17 /
+// 1.02), the qkv projections on s2x88 unsplit 1.03-1.06 / 0.99-1.12
+// (1.07-1.16 / 1.06-1.19); E4M3 the qkv projections 1.06-1.11 /
+// 1.08-1.13 (1.17-1.22 / 1.18-1.23), TinyLlama's gate_up 1.21 / 1.20
+// (1.32 / 1.30); gemm.yaml at batch 176 with `disable` 76,072 and 76,212
+// output tok/s against 73,660 and 73,474.
+//
 // The one-row-tile rule for E4M3 codes, BenchmarkGemmFP8, the rule
 // against the plan before, alternated on one H200, 3 samples, over
 // cuBLASLt's FP8 (k-tiles of 128 codes): Llama-3.1-8B's down at 144 / 160 /
@@ -712,11 +726,20 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	if m <= tmaKPRows || m > tmaConfigs["wg3"].rows {
 		return tmaPlan{}, false
 	}
-	if m <= tmaConfigs["s2x160"].rows {
-		// Two row tiles of 80, K unsplit, where their blocks fill most of
-		// one round: the qkv projections of 5,120-6,144 outputs, which the
-		// one-row tile would split or leave to 64 x 176.
-		if p := (tmaPlan{cfg: tmaConfigs["s2x80"], splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}); p.fillsRoundBy(m, n, slots, tmaBatchRowFill) {
+	// The two row tiles that cover m rows, if any: of 80 rows up to 160,
+	// of 88 up to 176.
+	two, three := "", ""
+	switch {
+	case m <= 2*tmaConfigs["s2x80"].rows:
+		two, three = "s2x80", "s3x80"
+	case m <= 2*tmaConfigs["s2x88"].rows:
+		two, three = "s2x88", "s3x88"
+	}
+	if two != "" {
+		// K unsplit where their blocks fill most of one round: the qkv
+		// projections of 5,120-6,144 outputs, which the one-row tile would
+		// split or leave to 64 x 176.
+		if p := (tmaPlan{cfg: tmaConfigs[two], splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}); p.fillsRoundBy(m, n, slots, tmaBatchRowFill) {
 			return p, true
 		}
 	}
@@ -737,18 +760,20 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	if ok {
 		return q, true
 	}
-	if m > tmaConfigs["s2x160"].rows {
+	if two == "" {
 		return tmaPlan{}, false
 	}
-	// Two row tiles of 80: narrow outputs over long K split on 128 rows of
-	// W (swapTakes' shapes), the others on 192 under the same bounds.
-	if n <= tmaSwapN && k >= tmaSwapK {
-		return split(tmaConfigs["s2x80"]), true
+	// Narrow outputs over long K split on 128 rows of W (swapTakes'
+	// shapes; E4M3 codes above K = 4,096, where Qwen3-30B-A3B's o, 32
+	// k-tiles, ran at 1.02-1.06x s2x48's time at M = 136, 144, 168 and
+	// 176), the others on 192 under the same bounds.
+	if n <= tmaSwapN && k >= tmaSwapK && (!fp8 || k > tmaSwapK) {
+		return split(tmaConfigs[two]), true
 	}
 	// E4M3 codes unsplit only: Llama-3.1-8B's o split two ways, 16
 	// k-tiles a block, ran at 1.31 of cuBLASLt's time against 1.18 on the
 	// narrow 64 x 96 at M = 160 (one sample, NOTES v58).
-	q = split(tmaConfigs["s3x80"])
+	q = split(tmaConfigs[three])
 	return q, (!fp8 || q.splits == 1) && q.batchFits(m, n, slots, tmaBatchPairFill)
 }
 

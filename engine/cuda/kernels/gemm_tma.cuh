@@ -37,7 +37,7 @@
 // and XR rows of X (32-48) on its N, as cuBLASLt tiles a decode's small
 // projections at 128-256 rows (many blocks of few X rows: TinyLlama's o
 // at M = 128 as 128 blocks of 64 x 40); or a decode's whole batch of up
-// to 160, 176 or 192 rows in one tile, or 80 in each of two, whose N
+// to 160, 176 or 192 rows in one tile, or 80 or 88 in each of two, whose N
 // steps by 8 rows where the unswapped M steps by 64. The boxes and stages
 // are the unswapped ones (X's box first, then W's); the accumulators hold
 // the output transposed, so every block stages its tile in shared memory in
@@ -356,7 +356,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr int ROWS = SW ? XR : (KP ? 64 : 64 * C), BK = 128 / (int)sizeof(E), NA = (SW ? XR : BN) / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
-	static_assert(!SW || (BN == 64 * C && (XR == 32 || XR == 40 || XR == 48 || XR == 80 || XR == 160 || XR == 176 || XR == 192) && !TR && !PERSIST), "swapped tile");
+	static_assert(!SW || (BN == 64 * C && (XR == 32 || XR == 40 || XR == 48 || XR == 80 || XR == 88 || XR == 160 || XR == 176 || XR == 192) && !TR && !PERSIST), "swapped tile");
 	static_assert(!KP || (C == 2 && !SW && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
 	// ARR: the consumers that free each stage (KP: the one that read it).
 	constexpr int ARR = KP ? 1 : C;

@@ -9,7 +9,8 @@
 // 40 or 48 of X, 16, 16 and 14 stages; s2x32 and s2x48: 128 rows of W,
 // 10 and 9 stages; s2x160, s2x176 and s2x192: 128 rows of W by 160, 176
 // or 192 of X, 6, 5 and 5 stages; s1x80, s2x80 and s3x80: 64, 128 or 192
-// rows of W (one to three consumers) by 80 of X, 12, 8 and 6 stages.
+// rows of W (one to three consumers) by 80 of X, 12, 8 and 6 stages;
+// s2x88 and s3x88: 128 or 192 rows of W by 88 of X, 8 and 6 stages.
 #define GEMM_TMA_X(cfg, T, C, XR, ST)                                                                                  \
 	TMA_K16(gemm_tma_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, false, XR)                  \
 	TMA_KF8(gemm_tma_f8_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, false, XR)               \
@@ -19,6 +20,7 @@
 	GEMM_TMA_X(s1x32, T, 1, 32, 16) GEMM_TMA_X(s1x40, T, 1, 40, 16) GEMM_TMA_X(s1x48, T, 1, 48, 14)                    \
 	GEMM_TMA_X(s2x32, T, 2, 32, 10) GEMM_TMA_X(s2x48, T, 2, 48, 9) GEMM_TMA_X(s2x160, T, 2, 160, 6)                   \
 	GEMM_TMA_X(s2x176, T, 2, 176, 5) GEMM_TMA_X(s2x192, T, 2, 192, 5) GEMM_TMA_X(s1x80, T, 1, 80, 12)                 \
-	GEMM_TMA_X(s2x80, T, 2, 80, 8) GEMM_TMA_X(s3x80, T, 3, 80, 6)
+	GEMM_TMA_X(s2x80, T, 2, 80, 8) GEMM_TMA_X(s3x80, T, 3, 80, 6) GEMM_TMA_X(s2x88, T, 2, 88, 8)                      \
+	GEMM_TMA_X(s3x88, T, 3, 88, 6)
 GEMM_TMA_X_ALL(f16)
 GEMM_TMA_X_ALL(bf16)
