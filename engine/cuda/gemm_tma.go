@@ -634,21 +634,22 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 
 // batchPlan is the tile planGemmTMA takes for an m x n GEMM over k of
 // tmaKPRows < M <= 192 rows (a decode batch), if any, 16-bit or E4M3.
-// First, up to 160 rows, two row tiles of 80 rows of X by 128 of W (s2x80)
-// with K unsplit where their blocks fill a round of places more than
-// tmaBatchRowFill. Then one row tile: 160 x 128 (s2x160, swapped) up to
-// 160 rows, 192 x 128 (wg3) above, and for 16-bit values at 161-176 176 x
-// 128 (s2x176) where it splits K; taken unsplit where its tiles fill a
-// round of places (tmaRoundFill), split where each block keeps
-// tmaBatchMinKTiles k-tiles or more and the blocks fill tmaBatchSplitFill
-// of a round of the split's places. Else, at 129-160 rows, two row tiles
-// of 80 again: the narrow outputs over long K (swapTakes' shapes) on
-// s2x80 split by the cost model, the others on 80 x 192 (s3x80, W
+// First, up to 176 rows, two row tiles (80 rows of X up to 160, 88 up to
+// 176) by 128 rows of W (s2x80, s2x88) with K unsplit where their blocks
+// fill a round of places more than tmaBatchRowFill. Then one row tile: 160
+// x 128 (s2x160, swapped) up to 160 rows, 192 x 128 (wg3) above, and for
+// 16-bit values at 161-176 176 x 128 (s2x176) where it splits K; taken
+// unsplit where its tiles fill a round of places (tmaRoundFill), split
+// where each block keeps tmaBatchMinKTiles k-tiles or more and the blocks
+// fill tmaBatchSplitFill of a round of the split's places. Else, up to 176
+// rows, the two row tiles again: the narrow outputs over long K
+// (swapTakes' shapes; E4M3 codes above K = 4,096) on s2x80 or s2x88 split
+// by the cost model, the others on 192 rows of W (s3x80, s3x88; W
 // multicast to the pair unsplit; for E4M3 codes unsplit only) under the
-// same bounds, its unsplit round tmaBatchPairFill full. It comes before the other tiles and s2x48
-// (swapTakes): where the 128-row tiles leave 96 of 256 rows past M at M =
-// 160, these leave none (s2x160, s2x176, s2x80) or a sixth (wg3 at 160;
-// at 176 a twelfth).
+// same bounds, its unsplit round tmaBatchPairFill full. It comes before
+// the other tiles and s2x48 (swapTakes): where the 128-row tiles leave 96
+// of 256 rows past M at M = 160, these leave none (s2x160, s2x176, s2x80)
+// or a sixth (wg3 at 160; at 176 a twelfth).
 //
 // BenchmarkGemm from a captured graph, one H200, 2 samples, forced, over
 // cuBLASLt (NOTES v57), against the plan before: at M = 144 and 160
@@ -682,8 +683,9 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 // batch 160 with `disable` 70,722 and 70,282 output tok/s against 67,256
 // and 67,162 (both builds with a kernel change since reverted that slowed
 // the narrow tiles; the final build's narrow tiles ran as before it).
-// s2x176 at M = 176 against wg3: the splits 0.94-0.98x its time (Llama-3.1-8B's down 1.03 against 1.10 of cuBLASLt's), the unsplit
-// LM heads 1.02-1.03x, which keep wg3.
+// s2x176 at M = 176 against wg3: the splits 0.94-0.98x its time
+// (Llama-3.1-8B's down 1.03 against 1.10 of cuBLASLt's), the unsplit LM
+// heads 1.02-1.03x, which keep wg3.
 //
 // s2x80 unsplit first, where its blocks fill more than half a round (NOTES
 // v59): the qkv projections of 5,120-6,144 outputs, alternated against the
@@ -691,16 +693,17 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 // 160: 16-bit GPT-OSS-20B's 1.21 / 1.11 / 1.10 (s3x80 split two ways 1.34
 // / 1.23 / 1.21), Llama-3.1-8B's 1.11 / 1.12 / 1.04 (s2x160 split two
 // ways 1.21 / 1.22 / 1.13), Qwen3-30B-A3B's 0.87 / 1.19 / 1.12 (1.00 /
-// 1.34 / 1.26); E4M3 GPT-OSS-20B's 1.20 / 1.06 / 1.09 (64 x 128 1.53 /
+// 1.34 / 1.26); E4M3 GPT-OSS-20B's 1.20 / 1.06 / 1.09 (128 x 128 1.53 /
 // 1.39 / 1.33), Llama-3.1-8B's 1.18 / 1.08 / 1.07 (1.24 / 1.19 / 1.19),
 // Qwen3-30B-A3B's 1.18 / 1.12 / 1.10 (1.48 / 1.33 / 1.19).
 //
 // E4M3 codes take the 80-row tiles too (NOTES v59), s3x80 unsplit only: in
-// the same runs TinyLlama's gate_up on s3x80 1.10 / 1.14 / 1.10 (wg2f
-// 1.31 / 1.36 / 1.28), its down on s2x80 split three ways 1.11 / 1.09 /
-// 1.03 (s2x48 split two ways 1.14 / 1.13 / 1.12), Llama-3.2-1B's down
-// 1.07 / 1.07 / 0.96 (1.10 / 1.09 / 1.08), Qwen3-30B-A3B's o 1.09 / 1.11
-// / 1.14 (1.07 / 1.09 / 1.16).
+// the same runs TinyLlama's gate_up on s3x80 1.10 / 1.14 / 1.10 (wg2f 1.31
+// / 1.36 / 1.28), its down on s2x80 split three ways 1.11 / 1.09 / 1.03
+// (s2x48 split two ways 1.14 / 1.13 / 1.12), Llama-3.2-1B's down 1.07 /
+// 1.07 / 0.96 (1.10 / 1.09 / 1.08); Qwen3-30B-A3B's o, K = 4,096, 1.09 /
+// 1.11 / 1.14 against 1.07 / 1.09 / 1.16, and at 168 / 176 1.15 / 1.09
+// against 1.10 / 1.04, keeps s2x48.
 //
 // At 161-176 rows the same on 88-row tiles (s2x88, s3x88; NOTES v59),
 // alternated against the plan before, 3 samples, over cuBLASLt, M = 168
@@ -792,9 +795,9 @@ func (p tmaPlan) batchFits(m, n int, slots func(tmaConfig, int) int, fill float6
 // M = 129-160 makes 118 of them for 132 places.
 const tmaBatchPairFill = 0.85
 
-// tmaBatchRowFill is how full a round batchPlan wants s2x80's blocks, K
-// unsplit: GPT-OSS-20B's and Qwen3-30B-A3B's qkv at M = 129-160 make 80 of
-// them for 132 places.
+// tmaBatchRowFill is how full a round batchPlan wants s2x80's or s2x88's
+// blocks, K unsplit: GPT-OSS-20B's and Qwen3-30B-A3B's qkv at M = 129-176
+// make 80 of them for 132 places.
 const tmaBatchRowFill = 0.55
 
 // tmaBatchMinKTiles and tmaBatchSplitFill bound batchPlan's splits.
@@ -808,7 +811,8 @@ const (
 // cost model), 16-bit or E4M3: between tmaSwapRows and tmaSwapMaxRows
 // rows, where the 128-row tiles leave most of a row tile empty, on
 // narrow outputs (n up to tmaSwapN) over long K (from tmaSwapK); at
-// 129-160 rows batchPlan puts them on s2x80 first.
+// 129-176 rows batchPlan puts them on s2x80 or s2x88 first (E4M3 codes
+// above K = 4,096).
 // BenchmarkGemm(FP8) from a captured graph (one H200, 2 samples, NOTES
 // v54), us, s2x48 against the plan it replaces and cuBLASLt: 16-bit at M =
 // 160 TinyLlama's down 15.68 / 18.88 / 12.18, Llama-3.2-1B's 22.23 /
