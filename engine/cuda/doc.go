@@ -10,7 +10,8 @@
 // (gemm_plugin disable: mma.sync tiles, and on Hopper the warpgroup MMA fed
 // by cp.async (gemm_wgmma.cu) or by TMA from a producer warpgroup, K split
 // inside a thread-block cluster (gemm_tma.cuh's template, instantiated by
-// gemm_tma.cu, the swapped tiles by gemm_tma_swap.cu and, with each
+// gemm_tma.cu, the swapped tiles by gemm_tma_swap.cu, their persistent
+// form by gemm_tma_swap_p.cu and, with each
 // block's timeline recorded for BenchmarkGemmPhases, by
 // gemm_tma_trace.cu; tensor maps encoded by
 // gemm_tma.go), XRUN_CUDA_GEMM_TMA choosing per launch; GemmEpilogue adds

@@ -1086,7 +1086,8 @@ func TestGemmTMAMulticast(t *testing.T) {
 					// 176.
 					plans := []tmaPlan{{cfg: cfg, splits: 1, kps: ceilDiv(k, 64), mc: true}}
 					if tmaPersist[tile] {
-						plans = append(plans, tmaPlan{cfg: cfg, splits: 1, kps: ceilDiv(k, 64)}.persist(m, 1000, 3).withMulticast(m, 4, false))
+						// Two pairs of persistent blocks, as withMulticast makes them.
+						plans = append(plans, tmaPlan{cfg: cfg, splits: 1, kps: ceilDiv(k, 64), blocks: 4, mc: true})
 					}
 					for _, p := range plans {
 						if !p.mc || p.blocks%2 != 0 {
@@ -1175,6 +1176,10 @@ func TestTMAPersistPlan(t *testing.T) {
 		{"wg2", 256, 2048, 3, 0},    // split
 		{"wg2", 2048, 6144, 1, 132}, // E4M3 codes too
 		{"wg1", 2048, 32000, 1, 0},
+		{"wg3", 176, 32000, 1, 132},    // the LM head at 161-192 rows: 250 tiles of 192 x 128
+		{"s2x160", 160, 32000, 1, 132}, // and at 129-160: 250 of 128 rows of W by 160 of X
+		{"s2x160", 160, 2048, 1, 0},    // 16 tiles
+		{"s2x48", 160, 32000, 1, 0},    // no persistent kernels
 	} {
 		p := tmaPlan{cfg: tmaConfigs[c.cfg], splits: c.splits, kps: 4}.persist(c.m, c.n, 132)
 		if p.blocks != c.want {
@@ -1190,6 +1195,34 @@ func TestTMAPersistPlan(t *testing.T) {
 		}
 		if p.tile() != wantTile || grid != wantGrid {
 			t.Errorf("%s M=%d N=%d: tile %q grid %+v, want %q %+v", c.cfg, c.m, c.n, p.tile(), grid, wantTile, wantGrid)
+		}
+	}
+}
+
+// TestTMASwapPersist: a swapped tile's persistent kernels are their own
+// family, stage their outputs beside fewer stages within a
+// multiprocessor's shared memory, and GemmEpilogue runs the tile a block a
+// tile, where its epilogues are.
+func TestTMASwapPersist(t *testing.T) {
+	for name := range tmaPersist {
+		cfg := tmaConfigs[name]
+		p := tmaPlan{cfg: cfg, splits: 1, kps: 4, blocks: 132}
+		if sm := p.smem(); sm > 227<<10 {
+			t.Errorf("%s persistent: %d bytes of shared memory do not fit a multiprocessor", name, sm)
+		}
+		if !cfg.swap {
+			if p.smem() != cfg.smem() || p.module() != "gemm_tma" || p.unpersisted().blocks != 132 {
+				t.Errorf("%s persistent: smem %d module %s, want %d gemm_tma, kept for the epilogues", name, p.smem(), p.module(), cfg.smem())
+			}
+			continue
+		}
+		st := tmaSwapPersistStages[name]
+		want := st*(cfg.rows+cfg.bn)*128 + 1024 + 16*st + 16 + cfg.rows*(cfg.bn+8)*2
+		if st == 0 || st > cfg.stages || p.stages() != st || p.smem() != want || p.module() != "gemm_tma_swap_p" {
+			t.Errorf("%s persistent: %d stages, smem %d, module %s; want %d, %d, gemm_tma_swap_p", name, p.stages(), p.smem(), p.module(), st, want)
+		}
+		if q := p.unpersisted(); q.blocks != 0 || q.module() != "gemm_tma_swap" || q.smem() != cfg.smem() {
+			t.Errorf("%s under an epilogue: %+v, want a block a tile on gemm_tma_swap", name, q)
 		}
 	}
 }

@@ -168,9 +168,9 @@ func (c tmaConfig) module() string {
 // tiles is how many of the configuration's tiles cover an m x n output.
 func (c tmaConfig) tiles(m, n int) int { return ceilDiv(m, c.rows) * ceilDiv(n, c.bn) }
 
-// smem: the stages (a tile row is 128 bytes), 1024 bytes to align the first
-// on for the 128-byte swizzle, and two mbarriers a stage.
-func (c tmaConfig) smem() int { return c.stages*(c.rows+c.bn)*128 + 1024 + 16*c.stages }
+// smem is the dynamic shared memory of the configuration's kernels that
+// take a tile a block (tmaPlan.smem).
+func (c tmaConfig) smem() int { return tmaPlan{cfg: c}.smem() }
 
 // tmaMaxCluster is the largest split of K: the blocks of one output tile
 // form a cluster (portable clusters hold at most 8) and add their partial
@@ -378,8 +378,24 @@ func (p tmaPlan) cluster() Dim3 {
 }
 
 // tmaPersist: the configurations with persistent kernels (gemm_tma.cu's
-// GEMM_TMA_P), for 16-bit values and E4M3 codes.
-var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true}
+// GEMM_TMA_P, gemm_tma_swap_p.cu's GEMM_TMA_XP), for 16-bit values and
+// E4M3 codes. The LM heads of a decode batch of 129-192 rows, on s2x160
+// and wg3 (batchPlan), make 250-1,571 tiles, two rounds of blocks or
+// more, which each block without them took launched afresh: its pipeline
+// filled again, its stores under no loads. BenchmarkGemm(FP8) from a
+// captured graph, one H200, 3 samples, over cuBLASLt, persistent against
+// a block a tile (NOTES v60): the five LM heads at M = 136 / 160 16-bit
+// 1.07-1.09 / 1.03-1.14 (1.12-1.26 / 1.08-1.23), E4M3 0.98-1.12 /
+// 0.96-1.06 (1.17-1.35 / 1.15-1.26); on wg3 at 176 / 192 16-bit
+// 1.08-1.14 / 1.01-1.10 (1.14-1.22 / 1.07-1.14), E4M3 0.94-1.07 /
+// 0.94-1.02 (1.00-1.10 / 0.98-1.07); Llama-3.1-8B's gate_up 0.93-1.01x.
+var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg3": true, "s2x160": true}
+
+// tmaSwapPersistStages is the stages of a swapped tile's persistent
+// kernels (gemm_tma_swap_p.cu), which stage their outputs in shared
+// memory of their own beside them (tmaPlan.smem): s2x160's six do not fit
+// beside its 160 x 136 16-bit values.
+var tmaSwapPersistStages = map[string]int{"s2x160": 5}
 
 // persist is p on persistent blocks, one for each of the places slots the
 // GPU holds, where its launch allows it and gains by it: a configuration
@@ -408,6 +424,46 @@ func (p tmaPlan) String() string {
 		s += " mc"
 	}
 	return s
+}
+
+// stages is how many k-tiles the plan's kernel has in flight.
+func (p tmaPlan) stages() int {
+	if p.blocks > 0 && p.cfg.swap {
+		return tmaSwapPersistStages[p.cfg.name]
+	}
+	return p.cfg.stages
+}
+
+// smem is the dynamic shared memory of the plan's kernel (gemm_tma.cuh):
+// the stages (a tile row is 128 bytes), 1024 bytes to align the first on
+// for the 128-byte swizzle, and two mbarriers a stage; a swapped tile's
+// persistent kernel then its staged outputs, 16 bytes aligned, rows of the
+// tile's bn + 8 16-bit values.
+func (p tmaPlan) smem() int {
+	st := p.stages()
+	b := st*(p.cfg.rows+p.cfg.bn)*128 + 1024 + 16*st
+	if p.blocks > 0 && p.cfg.swap {
+		b += 16 + p.cfg.rows*(p.cfg.bn+8)*2
+	}
+	return b
+}
+
+// module is the kernel family holding the plan's kernels: the persistent
+// swapped ones gemm_tma_swap_p.cu, the others their configuration's.
+func (p tmaPlan) module() string {
+	if p.blocks > 0 && p.cfg.swap {
+		return "gemm_tma_swap_p"
+	}
+	return p.cfg.module()
+}
+
+// unpersisted is p for GemmEpilogue's kernels: a swapped tile's persistent
+// kernels have no epilogue, so there it runs a block a tile.
+func (p tmaPlan) unpersisted() tmaPlan {
+	if p.cfg.swap {
+		p.blocks = 0
+	}
+	return p
 }
 
 // tile is the plan's part of its kernels' names.
@@ -1195,7 +1251,7 @@ func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
 	if err != nil {
 		return err
 	}
-	smem := p.cfg.smem()
+	smem := p.smem()
 	if err := f.allowShared(smem); err != nil {
 		return err
 	}
@@ -1222,7 +1278,7 @@ func (g *GPU) launchGemmTMA(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, es, 
 	if scales != nil {
 		name = "gemm_tma_f8_" + p.tile() + "_" + dt.suffix()
 	}
-	return g.launchTMA(s, p, tmaLaunch{module: p.cfg.module(), name: name, y: y, x: x, w: w, es: es, m: m, n: n, k: k,
+	return g.launchTMA(s, p, tmaLaunch{module: p.module(), name: name, y: y, x: x, w: w, es: es, m: m, n: n, k: k,
 		rowsW: n, wide: p.cfg.bn, scales: scales})
 }
 
@@ -1238,14 +1294,15 @@ func epiDims(n, bn int, glu bool) (rowsW, wide int) {
 }
 
 // launchGemmEpi queues GemmEpilogue's kernel by plan p (of the unfused
-// GEMM's rowsW x k weight).
+// GEMM's rowsW x k weight; a swapped tile's a block a tile, unpersisted).
 func (g *GPU) launchGemmEpi(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, m, n, k int, glu bool) error {
+	p = p.unpersisted()
 	rowsW, wide := epiDims(n, p.cfg.bn, glu)
 	kind := "res"
 	if glu {
 		kind = "glu"
 	}
-	return g.launchTMA(s, p, tmaLaunch{module: p.cfg.module(), name: "gemm_tma_" + kind + "_" + p.tile() + "_" + dt.suffix(),
+	return g.launchTMA(s, p, tmaLaunch{module: p.module(), name: "gemm_tma_" + kind + "_" + p.tile() + "_" + dt.suffix(),
 		y: y, x: x, w: w, es: dt.Size(), m: m, n: n, k: k, rowsW: rowsW, wide: wide})
 }
 

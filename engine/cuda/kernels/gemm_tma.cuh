@@ -135,6 +135,22 @@ __device__ __forceinline__ float4 ld_cluster4(u32 a, int q) {
 	asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(ra));
 	return v;
 }
+// stmatrix_x4_trans stores four 8 x 8 matrices of 16-bit values held as
+// mma fragments (a thread's word r[g]: row lane / 4, columns 2 (lane % 4)
+// and the next, of matrix g) transposed: row i of matrix g's transpose, 16
+// bytes, at the address lane 8 g + i gives. stmatrix_x2_trans: the first
+// two, addresses from lanes 0-15.
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
+	asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+		"r"(r[2]), "r"(r[3])
+		: "memory");
+}
+__device__ __forceinline__ void stmatrix_x2_trans(u32 addr, u32 r0, u32 r1) {
+	asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r0), "r"(r1) : "memory");
+}
+// bar_sync_consumers is a barrier of the NC consumer threads alone (named
+// barrier 3), which the producer, loading ahead, never joins.
+template <int NC> __device__ __forceinline__ void bar_sync_consumers() { asm volatile("bar.sync 3, %0;" ::"n"(NC) : "memory"); }
 #endif
 
 // tma_store4 writes columns c..c+3 of row r of Y (inside M; columns past N
@@ -339,7 +355,11 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 // blockIdx.x + gridDim.x, ..., row tiles fastest, one pipeline across
 // them: the producer loads the next tile's stages while the consumers
 // store the last one's outputs, and a second wave's blocks need no launch
-// or fill of their own.
+// or fill of their own. Swapped and persistent (EPI none), the stages stay
+// the producer's: the consumers stage each tile's outputs, rounded to T,
+// in shared memory of their own past the barriers (ROWS rows of BN + 8
+// values), transposed by stmatrix, and store its rows from there in 16-byte
+// pieces, under the next tile's loads.
 template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false, bool PERSIST = false, int XR = 0,
 	bool KP = false>
 __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
@@ -356,7 +376,10 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr int ROWS = SW ? XR : (KP ? 64 : 64 * C), BK = 128 / (int)sizeof(E), NA = (SW ? XR : BN) / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
-	static_assert(!SW || (BN == 64 * C && (XR == 32 || XR == 40 || XR == 48 || XR == 80 || XR == 88 || XR == 160 || XR == 176 || XR == 192) && !TR && !PERSIST), "swapped tile");
+	static_assert(!SW || (BN == 64 * C && (XR == 32 || XR == 40 || XR == 48 || XR == 80 || XR == 88 || XR == 160 || XR == 176 || XR == 192) && !TR), "swapped tile");
+	// EP: the swapped tile's persistent form, its outputs staged apart from the stages.
+	constexpr bool EP = SW && PERSIST;
+	static_assert(!EP || EPI == TMA_EPI_NONE, "the persistent swapped kernels have no epilogue");
 	static_assert(!KP || (C == 2 && !SW && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
 	// ARR: the consumers that free each stage (KP: the one that read it).
 	constexpr int ARR = KP ? 1 : C;
@@ -367,6 +390,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	extern __shared__ unsigned char smem[];
 	const u32 base = (smem_u32(smem) + 1023u) & ~1023u;
 	const u32 full = base + STAGES * STAGE, empty = full + STAGES * 8;
+	const u32 stg = (empty + STAGES * 8 + 15u) & ~15u; // EP's staged tile (gemm_tma.go's tmaPlan.smem)
 
 	const int tid = threadIdx.x, wg = tid >> 7;
 	// Row tiles along X (tmaPlan.grid): blocks launched together share W's
@@ -464,7 +488,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			cluster_sync();
 			cluster_sync();
 		} else {
-			if constexpr (SW) { // the staged tile's barriers, unsplit
+			if constexpr (SW && !EP) { // the staged tile's barriers, unsplit
 				bar_sync_all<NT>();
 				bar_sync_all<NT>();
 			}
@@ -556,6 +580,56 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			if (tid == 128) tma_mark(tr, TMA_T_MMA);
 		}
 
+		if constexpr (EP) {
+			// Row x of the staged tile is output row m0 + x, its BN columns
+			// W's rows n0..; every consumer's reads of the tile before done
+			// before any writes this one.
+			constexpr int LDH = BN + 8; // 16-bit values: rows 272 bytes apart at BN = 128, 8 rows of 16 bytes on distinct banks
+			const int g = lane >> 3, i = lane & 7, w0 = row0 + warp * 16;
+			bar_sync_consumers<C * 128>();
+			// word is block j's (rows h * 8.., columns x, x + 1) pair, scaled
+			// for codes as tma_store4 scales, rounded.
+			auto word = [&](int j, int h) {
+				float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+				if constexpr (F8) {
+					const int x = m0 + j * 8 + (lane & 3) * 2;
+					const float s = sw[swRows ? min(n0 + rl + h * 8, N - 1) : 0];
+					v0 *= sx[sxRows ? min(x, M - 1) : 0] * s;
+					v1 *= sx[sxRows ? min(x + 1, M - 1) : 0] * s;
+				}
+				return pack2(v0, v1, T{});
+			};
+#pragma unroll
+			for (int j = 0; j + 1 < XR / 8; j += 2) {
+				const u32 r[4] = {word(j, 0), word(j, 1), word(j + 1, 0), word(j + 1, 1)};
+				stmatrix_x4_trans(stg + (u32)(((j + (g >> 1)) * 8 + i) * LDH + w0 + (g & 1) * 8) * 2, r);
+			}
+			if constexpr ((XR / 8) % 2 == 1) {
+				constexpr int j = XR / 8 - 1;
+				stmatrix_x2_trans(stg + (u32)((j * 8 + i) * LDH + w0 + (g & 1) * 8) * 2, word(j, 0), word(j, 1));
+			}
+			bar_sync_consumers<C * 128>();
+			// The tile's rows inside Y in 16-byte pieces, BN / 8 a row.
+			constexpr int PR = BN / 8;
+			const int n = min(ROWS, M - m0) * PR;
+			const bool vec = (N & 7) == 0 && ((unsigned long long)Y & 15) == 0;
+			for (int e = tid - 128; e < n; e += C * 128) {
+				const int x = e / PR, c = n0 + (e % PR) * 8;
+				if (c >= N) continue;
+				uint4 v;
+				asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(stg + (u32)(x * LDH + c - n0) * 2));
+				T *y = Y + (long long)(m0 + x) * N + c;
+				if (vec && c + 8 <= N) {
+					*(uint4 *)y = v;
+				} else {
+					const u32 wv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+					for (int q = 0; q < 8; q++)
+						if (c + q < N) y[q].x = (u16)(wv[q / 2] >> (16 * (q % 2)));
+				}
+			}
+			continue;
+		}
 		if (!SW && gridDim.z == 1) {
 			if (idle) continue;
 			if constexpr (EPI == TMA_EPI_NONE) {

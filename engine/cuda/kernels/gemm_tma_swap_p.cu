@@ -1,0 +1,16 @@
+// The persistent swapped kernels of gemm_tma.cuh's template (PERSIST with
+// XR: each block takes a run of the output's tiles, its outputs staged
+// apart from the stages), a family of their own so that a cold kernel cache
+// compiles them beside gemm_tma_swap.cu's.
+#include "gemm_tma.cuh"
+
+// gemm_tma_<config>_p_<dtype> and gemm_tma_f8_<config>_p_<dtype> (E4M3
+// codes): C consumers of 64 rows of W, XR rows of X, ST stages, no
+// epilogue. s2x160: 128 rows of W by 160 of X, five stages (six do not fit
+// beside the staged tile), for the LM heads of a decode batch of 129-160
+// rows, whose 250-1,571 tiles take two or more rounds of blocks.
+#define GEMM_TMA_XP(cfg, T, C, XR, ST)                                                                                 \
+	TMA_K16(gemm_tma_##cfg##_p_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, true, XR)                 \
+	TMA_KF8(gemm_tma_f8_##cfg##_p_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, true, XR)
+GEMM_TMA_XP(s2x160, f16, 2, 160, 5)
+GEMM_TMA_XP(s2x160, bf16, 2, 160, 5)
