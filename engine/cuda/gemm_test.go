@@ -1329,3 +1329,35 @@ func checkGemmChained(t testing.TB, g *GPU, dt DType, m, n, k int, glu bool) {
 	cpu.RefSwiGLU(ref, gu, m, n)
 	checkRel(t, what, out, ref)
 }
+
+// TestSwapRound: which narrow plans swapRound moves onto a swapped tile of
+// 48 or 32 rows of X, K unsplit, on an H100's or H200's 132 places.
+func TestSwapRound(t *testing.T) {
+	slots := func(c tmaConfig, s int) int { return uniformSlots(132, c, s) }
+	for _, c := range []struct {
+		from    string
+		m, n, k int
+		fp8     bool
+		want    string
+	}{
+		{"wg1s", 136, 2560, 2048, false, "s1x48"}, // 120 tiles of 48 x 64 beat 100 of 32 x 128
+		{"wg1s", 136, 2048, 2048, false, "s1x48"}, // 96
+		{"wg1n", 136, 3072, 2048, false, "s2x32"}, // s1x48's 144 take two rounds
+		{"wg1m", 136, 4096, 4096, true, "s2x48"},  // 96; 32 x 128's 160 take two
+		{"wg1n", 144, 2880, 4096, true, "s2x32"},  // 115
+		{"wg1s", 128, 2560, 2048, false, "wg1s"},  // two row tiles of 64: kpPlan's rows
+		{"wg1s", 145, 2560, 2048, false, "wg1s"},  // four row tiles of 48
+		{"wg1s", 136, 1024, 2048, false, "wg1s"},  // 48 tiles of 48 x 64: a round under 70 % full
+		{"wg2", 136, 2560, 2048, false, "wg2"},    // not narrow
+		{"wg1s", 136, 2560, 2048, true, "wg1s"},   // E4M3 codes keep 64 x 64
+		{"wg1n", 136, 2560, 2048, true, "s2x32"},  // and take no tile of one consumer: 100 of 32 x 128
+		{"wg1n", 136, 1536, 2048, true, "wg1n"},   // s1x48's 96 not weighed; s2x32's 60 under 70 %
+	} {
+		p := tmaPlan{cfg: tmaConfigs[c.from], splits: 1, kps: 4}
+		if q := swapRound(p, c.m, c.n, c.k, c.fp8, slots); q.cfg.name != c.want || q.splits != 1 || q.blocks != 0 {
+			t.Errorf("swapRound(%s, M=%d N=%d K=%d fp8 %v) = %s, want %s unsplit", c.from, c.m, c.n, c.k, c.fp8, q, c.want)
+		} else if c.want != c.from && q.kps*tmaKTile(c.fp8) < c.k {
+			t.Errorf("swapRound(%s, M=%d N=%d K=%d): %d k-tiles do not cover K", c.from, c.m, c.n, c.k, q.kps)
+		}
+	}
+}

@@ -7,7 +7,10 @@ package cuda
 */
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // tmaConfig mirrors one GEMM_TMA(...) (GEMM_TMA_X(...) swapped,
 // GEMM_TMA_KP(...) alternating) instantiation in kernels/gemm_tma.cu: a
@@ -591,6 +594,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q, ok := kpPlan(m, n, split, slots); ok {
 				p = q
 			}
+			p = swapRound(p, m, n, k, fp8, slots)
 		}
 		return p
 	default:
@@ -641,8 +645,58 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				p = q
 			}
 		}
+		if tile != "wide" {
+			p = swapRound(p, m, n, k, fp8, slots)
+		}
 		return p
 	}
+}
+
+// tmaSwapRoundRows and tmaSwapRoundFill bound where swapRound moves a
+// narrow plan: above tmaKPRows up to three row tiles of 48 rows, onto
+// tiles that fill one round of places at least tmaSwapRoundFill full.
+const (
+	tmaSwapRoundRows = 144
+	tmaSwapRoundFill = 0.7
+)
+
+// tmaSwapRound: the swapped tiles swapRound weighs.
+var tmaSwapRound = []string{"s1x48", "s2x32", "s2x48"}
+
+// swapRound is p, or for an m x n GEMM over k that p puts on a narrow
+// 64-row tile (wg1s, wg1n, wg1m; E4M3 codes wg1n, wg1m) at tmaKPRows < M
+// <= tmaSwapRoundRows the swapped tile of 48 or 32 rows of X
+// (tmaSwapRound; E4M3 codes those of 128 rows of W), K unsplit, of the
+// most tiles in one round of places at least tmaSwapRoundFill full. There
+// the 64-row tiles compute 48-63 rows past M (three row tiles), the
+// 48-row ones at most 15. Forced at M = 136 first (NOTES v60), then the
+// rule against the plan before, alternated on one H200, 3 samples, over
+// cuBLASLt, M = 130 / 136 / 144: 16-bit TinyLlama's qkv on s1x48 (120
+// tiles of 132 places) 1.16 / 1.16 / 1.15 against 1.33 / 1.31 / 1.26 on
+// wg1s, its o on s1x48 (96) 1.15 / 1.15 / 1.16 against 1.24 / 1.21 /
+// 1.17, Llama-3.2-1B's qkv on s2x32 (120) 1.00 / 1.26 / 1.24 against 1.07
+// / 1.33 / 1.30 on wg1n; E4M3 Llama-3.1-8B's o on s2x48 (96) 1.16 / 1.09
+// / 1.12 against 1.36 / 1.26 / 1.26 on wg1m, GPT-OSS-20B's o on s2x32
+// (115) 1.18 / 1.05 / 1.09 against 1.28 / 1.18 / 1.18 on wg1n,
+// Llama-3.2-1B's qkv 1.02 / 1.01 / 1.02 against 1.11 / 1.08 / 1.05. E4M3
+// TinyLlama's qkv and o, at 1.03-1.09 on wg1s, lost on s1x48 (1.00-1.06x)
+// and tied on s2x32 (0.98-1.02x). At M = 160 (four row tiles of 48, five
+// of 32) the forced tiles tied or lost.
+func swapRound(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) int) tmaPlan {
+	if !slices.Contains(tmaNarrow, p.cfg.name) || fp8 && p.cfg.name == "wg1s" || m <= tmaKPRows || m > tmaSwapRoundRows {
+		return p
+	}
+	best, most := p, 0
+	for _, name := range tmaSwapRound {
+		if fp8 && tmaConfigs[name].bn < 128 {
+			continue // one consumer's 64 rows of W a block
+		}
+		q := tmaPlan{cfg: tmaConfigs[name], splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}
+		if t := q.cfg.tiles(m, n); q.fillsRoundBy(m, n, slots, tmaSwapRoundFill) && t > most {
+			best, most = q, t
+		}
+	}
+	return best
 }
 
 // tmaKPMinRows, tmaKPRows and tmaKPMaxKTiles bound where planGemmTMA takes
