@@ -487,9 +487,10 @@ func (p tmaPlan) tile() string {
 // split, else 128 x 128, or 128 x 192 where the cost model puts that below
 // either: tmaPlan.cost; up to M = 256 128 x 176 or a narrow tile, unsplit,
 // where the model puts it lower still, and above 64 rows 64 x 176 where its
-// tiles fill one round (tmaRoundFill), unless tile is "wide"), then the
-// split of K: with waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest power of
-// two that gives waves blocks a multiprocessor; else none where the tiles
+// tiles fill one round (tmaRoundFill), unless tile is "wide"; at 129-144
+// rows a narrow plan onto swapRound's swapped tiles), then the split of K:
+// with waves (XRUN_CUDA_GEMM_WAVES) > 0 the smallest power of two that
+// gives waves blocks a multiprocessor; else none where the tiles
 // fill the GPU's slots, and otherwise the split up to tmaMaxCluster whose
 // estimated time (waves of blocks times their k-tiles, plus the fill and
 // the reduction) is least. slots(cfg, s) is how many blocks of cfg in
