@@ -391,7 +391,8 @@ func (p tmaPlan) cluster() Dim3 {
 // 1.07-1.09 / 1.03-1.14 (1.12-1.26 / 1.08-1.23), E4M3 0.98-1.12 /
 // 0.96-1.06 (1.17-1.35 / 1.15-1.26); on wg3 at 176 / 192 16-bit
 // 1.08-1.14 / 1.01-1.10 (1.14-1.22 / 1.07-1.14), E4M3 0.94-1.07 /
-// 0.94-1.02 (1.00-1.10 / 0.98-1.07); Llama-3.1-8B's gate_up 0.93-1.01x.
+// 0.94-1.02 (1.00-1.10 / 0.98-1.07); Llama-3.1-8B's gate_up 0.93-1.01x
+// the time before (E4M3 0.89-0.98x).
 var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg3": true, "s2x160": true}
 
 // tmaSwapPersistStages is the stages of a swapped tile's persistent
