@@ -138,15 +138,11 @@ __device__ __forceinline__ float4 ld_cluster4(u32 a, int q) {
 // stmatrix_x4_trans stores four 8 x 8 matrices of 16-bit values held as
 // mma fragments (a thread's word r[g]: row lane / 4, columns 2 (lane % 4)
 // and the next, of matrix g) transposed: row i of matrix g's transpose, 16
-// bytes, at the address lane 8 g + i gives. stmatrix_x2_trans: the first
-// two, addresses from lanes 0-15.
+// bytes, at the address lane 8 g + i gives.
 __device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
 	asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
 		"r"(r[2]), "r"(r[3])
 		: "memory");
-}
-__device__ __forceinline__ void stmatrix_x2_trans(u32 addr, u32 r0, u32 r1) {
-	asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r0), "r"(r1) : "memory");
 }
 // bar_sync_consumers is a barrier of the NC consumer threads alone (named
 // barrier 3), which the producer, loading ahead, never joins.
@@ -380,6 +376,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// EP: the swapped tile's persistent form, its outputs staged apart from the stages.
 	constexpr bool EP = SW && PERSIST;
 	static_assert(!EP || EPI == TMA_EPI_NONE, "the persistent swapped kernels have no epilogue");
+	static_assert(!EP || XR % 16 == 0, "the staged tile goes out in pairs of 8-row blocks (stmatrix x4)");
 	static_assert(!KP || (C == 2 && !SW && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
 	// ARR: the consumers that free each stage (KP: the one that read it).
 	constexpr int ARR = KP ? 1 : C;
@@ -600,13 +597,9 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 				return pack2(v0, v1, T{});
 			};
 #pragma unroll
-			for (int j = 0; j + 1 < XR / 8; j += 2) {
+			for (int j = 0; j < XR / 8; j += 2) {
 				const u32 r[4] = {word(j, 0), word(j, 1), word(j + 1, 0), word(j + 1, 1)};
 				stmatrix_x4_trans(stg + (u32)(((j + (g >> 1)) * 8 + i) * LDH + w0 + (g & 1) * 8) * 2, r);
-			}
-			if constexpr ((XR / 8) % 2 == 1) {
-				constexpr int j = XR / 8 - 1;
-				stmatrix_x2_trans(stg + (u32)((j * 8 + i) * LDH + w0 + (g & 1) * 8) * 2, word(j, 0), word(j, 1));
 			}
 			bar_sync_consumers<C * 128>();
 			// The tile's rows inside Y in 16-byte pieces, BN / 8 a row.
