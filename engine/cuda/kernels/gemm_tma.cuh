@@ -609,13 +609,13 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			for (int e = tid - 128; e < n; e += C * 128) {
 				const int x = e / PR, c = n0 + (e % PR) * 8;
 				if (c >= N) continue;
-				uint4 v;
-				asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(stg + (u32)(x * LDH + c - n0) * 2));
+				// Eight 16-bit outputs, moved as four floats' bits.
+				const float4 v = ld_shared4(stg + (u32)(x * LDH + c - n0) * 2);
 				T *y = Y + (long long)(m0 + x) * N + c;
 				if (vec && c + 8 <= N) {
-					*(uint4 *)y = v;
+					*(float4 *)y = v;
 				} else {
-					const u32 wv[4] = {v.x, v.y, v.z, v.w};
+					const u32 wv[4] = {__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w)};
 #pragma unroll
 					for (int q = 0; q < 8; q++)
 						if (c + q < N) y[q].x = (u16)(wv[q / 2] >> (16 * (q % 2)));
