@@ -1361,3 +1361,63 @@ func TestSwapRound(t *testing.T) {
 		}
 	}
 }
+
+// TestRowRound: batchPlan's s2x48 unsplit in place of s2x80 for the qkv
+// projections of 129-144 rows whose three row tiles make one round, on an
+// H100's or H200's places; past 144 rows, or in two rounds, s2x80 stays.
+func TestRowRound(t *testing.T) {
+	split := func(m, n, k int, fp8 bool) func(tmaConfig) tmaPlan {
+		return func(c tmaConfig) tmaPlan { return splitGemmTMA(c, m, n, k, 132, h100Slots, fp8, 0) }
+	}
+	for _, c := range []struct {
+		m, n, k int
+		fp8     bool
+		want    string
+	}{
+		{136, 5120, 2880, false, "s2x48"}, // GPT-OSS-20B's qkv: 120 blocks of 132 places
+		{130, 5120, 2048, false, "s2x48"}, // Qwen3-30B-A3B's
+		{144, 5120, 2048, true, "s2x48"},  // E4M3 codes alike
+		{136, 6144, 4096, false, "s2x80"}, // Llama-3.1-8B's: 144 blocks, two rounds
+		{152, 5120, 2048, false, "s2x80"}, // four row tiles of 48
+		{128, 5120, 2048, false, ""},      // not batchPlan's rows
+	} {
+		p, ok := batchPlan(c.m, c.n, c.k, c.fp8, split(c.m, c.n, c.k, c.fp8), h100Slots)
+		if c.want == "" {
+			if ok {
+				t.Errorf("batchPlan(M=%d N=%d K=%d) = %s, want none", c.m, c.n, c.k, p)
+			}
+			continue
+		}
+		if !ok || p.cfg.name != c.want || p.splits != 1 || p.kps*tmaKTile(c.fp8) < c.k {
+			t.Errorf("batchPlan(M=%d N=%d K=%d fp8 %v) = %s (%d k-tiles), %v; want %s unsplit", c.m, c.n, c.k, c.fp8, p, p.kps, ok, c.want)
+		}
+	}
+}
+
+// TestSplitPair: where batchPlan's one-row tile splits K four ways or more,
+// s3x80 (s3x88 above 160 rows) split as many ways, if each block keeps 16
+// k-tiles and the blocks make one round of the split's places.
+func TestSplitPair(t *testing.T) {
+	for _, c := range []struct {
+		one             string
+		splits, m, n, k int
+		want            string
+	}{
+		{"s2x160", 4, 136, 2880, 4096, "s3x80"}, // GPT-OSS-20B's o: 120 blocks of 16 k-tiles, 120 places
+		{"s2x176", 4, 176, 2880, 4096, "s3x88"}, // the same at 176 rows
+		{"s2x160", 3, 136, 2880, 4096, ""},      // three ways: 90 blocks of 22 k-tiles would fit, not taken
+		{"s2x160", 6, 136, 2048, 8192, ""},      // Llama-3.2-1B's down: 132 blocks, 102 places for clusters of six
+		{"s2x160", 8, 136, 2880, 4096, ""},      // 8 k-tiles a block
+		{"s2x160", 4, 136, 4096, 4096, ""},      // 176 blocks
+	} {
+		three := "s3x80"
+		if c.m > 160 {
+			three = "s3x88"
+		}
+		q := tmaPlan{cfg: tmaConfigs[c.one], splits: c.splits, kps: ceilDiv(ceilDiv(c.k, 64), c.splits)}
+		r, ok := splitPair(q, three, c.m, c.n, c.k, h100Slots)
+		if ok != (c.want != "") || ok && (r.cfg.name != c.want || r.splits != c.splits || r.kps*r.splits*64 < c.k) {
+			t.Errorf("splitPair(%s/%d, M=%d N=%d K=%d) = %s, %v; want %q split %d ways", c.one, c.splits, c.m, c.n, c.k, r, ok, c.want, c.splits)
+		}
+	}
+}

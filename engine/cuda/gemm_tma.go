@@ -748,20 +748,23 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 // tmaKPRows < M <= 192 rows (a decode batch), if any, 16-bit or E4M3.
 // First, up to 176 rows, two row tiles (80 rows of X up to 160, 88 up to
 // 176) by 128 rows of W (s2x80, s2x88) with K unsplit where their blocks
-// fill a round of places more than tmaBatchRowFill. Then one row tile: 160
-// x 128 (s2x160, swapped) up to 160 rows, 192 x 128 (wg3) above, and for
-// 16-bit values at 161-176 176 x 128 (s2x176) where it splits K; taken
-// unsplit where its tiles fill a round of places (tmaRoundFill), split
-// where each block keeps tmaBatchMinKTiles k-tiles or more and the blocks
-// fill tmaBatchSplitFill of a round of the split's places. Else, up to 176
-// rows, the two row tiles again: the narrow outputs over long K
-// (swapTakes' shapes; E4M3 codes above K = 4,096) on s2x80 or s2x88 split
-// by the cost model, the others on 192 rows of W (s3x80, s3x88; W
-// multicast to the pair unsplit; for E4M3 codes unsplit only) under the
-// same bounds, its unsplit round tmaBatchPairFill full. It comes before
-// the other tiles and s2x48 (swapTakes): where the 128-row tiles leave 96
-// of 256 rows past M at M = 160, these leave none (s2x160, s2x176, s2x80)
-// or a sixth (wg3 at 160; at 176 a twelfth).
+// fill a round of places more than tmaBatchRowFill; up to 144 rows s2x48
+// in their place where its three row tiles make a round (rowRound). Then
+// one row tile: 160 x 128 (s2x160, swapped) up to 160 rows, 192 x 128
+// (wg3) above, and for 16-bit values at 161-176 176 x 128 (s2x176) where
+// it splits K; taken unsplit where its tiles fill a round of places
+// (tmaRoundFill), split where each block keeps tmaBatchMinKTiles k-tiles
+// or more and the blocks fill tmaBatchSplitFill of a round of the split's
+// places; a 16-bit split of four ways or more on the pair of 192-row tiles
+// instead where those fit (splitPair). Else, up to 176 rows, the two row
+// tiles again: the narrow outputs over long K (swapTakes' shapes; E4M3
+// codes above K = 4,096) on s2x80 or s2x88 split by the cost model, the
+// others on 192 rows of W (s3x80, s3x88; W multicast to the pair unsplit;
+// for E4M3 codes unsplit only) under the same bounds, its unsplit round
+// tmaBatchPairFill full. It comes before the other tiles and s2x48
+// (swapTakes): where the 128-row tiles leave 96 of 256 rows past M at M =
+// 160, these leave none (s2x160, s2x176, s2x80) or a sixth (wg3 at 160; at
+// 176 a twelfth).
 //
 // BenchmarkGemm from a captured graph, one H200, 2 samples, forced, over
 // cuBLASLt (NOTES v57), against the plan before: at M = 144 and 160
@@ -855,6 +858,11 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 		// projections of 5,120-6,144 outputs, which the one-row tile would
 		// split or leave to 64 x 176.
 		if p := (tmaPlan{cfg: tmaConfigs[two], splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}); p.fillsRoundBy(m, n, slots, tmaBatchRowFill) {
+			// Up to three row tiles of 48, s2x48 unsplit where its blocks
+			// make one round tmaSwapRoundFill full (rowRound).
+			if q, ok := rowRound(m, n, k, fp8, slots); ok {
+				return q, true
+			}
 			return p, true
 		}
 	}
@@ -864,6 +872,13 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	}
 	q := split(tmaConfigs[one])
 	ok := q.batchFits(m, n, slots, tmaRoundFill)
+	if ok && !fp8 && two != "" {
+		// A split of four ways or more on the pair of row tiles of 192
+		// rows of W (splitPair).
+		if r, ok := splitPair(q, three, m, n, k, slots); ok {
+			return r, true
+		}
+	}
 	if ok && q.splits > 1 && !fp8 && m > tmaConfigs["s2x160"].rows && m <= tmaConfigs["s2x176"].rows {
 		// A split at 161-176 rows on s2x176, none of its rows past M; its
 		// tiles staged for the store cost where wg3's unsplit tiles store
@@ -890,6 +905,48 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	// narrow 64 x 96 at M = 160 (one sample, NOTES v58).
 	q = split(tmaConfigs[three])
 	return q, (!fp8 || q.splits == 1) && q.batchFits(m, n, slots, tmaBatchPairFill)
+}
+
+// rowRound is the plan batchPlan takes for an m x n GEMM over k, 16-bit
+// or E4M3, in place of s2x80 unsplit (its blocks more than tmaBatchRowFill
+// of a round, the qkv projections) at tmaKPRows < M <= tmaSwapRoundRows,
+// if any: s2x48, K unsplit, where its three row tiles make one round of
+// places at least tmaSwapRoundFill full. cuBLASLt runs GPT-OSS-20B's and
+// Qwen3-30B-A3B's qkv at M = 136 on that tile, 128 rows of W by 48 of X,
+// 120 blocks, K unsplit (Nsight Compute, H200, NOTES v61), where s2x80's
+// 80 blocks leave 24 of 160 rows empty. BenchmarkGemm(FP8) from a captured
+// graph, one H200, forced, over cuBLASLt, at M = 130 / 136 / 144: 16-bit
+// Qwen3-30B-A3B's qkv on s2x48 1.09 / 1.11 / 1.09 against s2x80's 1.19 /
+// 1.21 / 1.18 (3 samples), GPT-OSS-20B's 1.19 / 1.22 / 1.19 against 1.31 /
+// 1.21 / 1.17; E4M3 (2 samples) Qwen3-30B-A3B's 1.01 / 1.03 / 1.02
+// against 1.12 / 1.18 / 1.12, GPT-OSS-20B's 1.08 / 1.07 / 1.09 against
+// 1.18 / 1.20 / 1.14. Llama-3.1-8B's qkv, 144 blocks, two rounds, lost
+// (16-bit 1.59-1.69 against 1.11-1.22).
+func rowRound(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	q := tmaPlan{cfg: tmaConfigs["s2x48"], splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}
+	return q, m > tmaKPRows && m <= tmaSwapRoundRows && q.fillsRoundBy(m, n, slots, tmaSwapRoundFill)
+}
+
+// splitPair is the plan batchPlan takes for a 16-bit m x n GEMM over k in
+// place of q, the one-row tile split four ways or more, if any: the pair
+// of row tiles of 192 rows of W (three, s3x80 or s3x88) split as many
+// ways, each block tmaBatchMinKTiles k-tiles or more, its blocks in one
+// round of the split's places. GPT-OSS-20B's o (K = 4,096, s2x160 or
+// s2x176 split four ways) from a captured graph, one H200, forced, 3
+// samples, over cuBLASLt (NOTES v61): s3x80/4 at M = 130 / 136 / 144 /
+// 152 / 160 1.29 / 1.26 / 1.21 / 1.19 / 1.01 against 1.30 / 1.28 / 1.23
+// / 1.24 / 1.04, s3x88/4 at 168 / 176 1.18 / 1.04 against 1.24 / 1.09
+// (v60's sweep alike: 0.94-0.97x the time). The other splits on s3x80
+// the cost model made (Llama-3.1-8B's o five ways and down eight,
+// Llama-3.2-1B's down five) lost 9-60 %.
+func splitPair(q tmaPlan, three string, m, n, k int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	const minSplit = 4
+	if q.splits < minSplit {
+		return tmaPlan{}, false
+	}
+	kt := ceilDiv(k, tmaKTile(false))
+	r := tmaPlan{cfg: tmaConfigs[three], splits: q.splits, kps: ceilDiv(kt, q.splits)}
+	return r, ceilDiv(kt, r.kps) == r.splits && r.kps >= tmaBatchMinKTiles && r.cfg.tiles(m, n)*r.splits <= slots(r.cfg, r.splits)
 }
 
 // batchFits reports whether batchPlan takes p for an m x n GEMM: unsplit
