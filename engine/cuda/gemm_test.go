@@ -749,7 +749,7 @@ func TestTMASlots(t *testing.T) {
 
 // tmaTiles are the TMA GEMM's configurations (tmaConfigs), in the order
 // the tests and benchmarks walk them.
-var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88"}
+var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136"}
 
 // TestTMATiles: tmaTiles names every configuration once, so that a new one
 // is checked and timed with the rest; tmaPersist and tmaMulticast name only
@@ -1377,7 +1377,7 @@ func TestRowRound(t *testing.T) {
 		{136, 5120, 2880, false, "s2x48"}, // GPT-OSS-20B's qkv: 120 blocks of 132 places
 		{130, 5120, 2048, false, "s2x48"}, // Qwen3-30B-A3B's
 		{144, 5120, 2048, true, "s2x48"},  // E4M3 codes alike
-		{136, 6144, 4096, false, "s2x80"}, // Llama-3.1-8B's: 144 blocks, two rounds
+		{144, 6144, 4096, false, "s2x80"}, // Llama-3.1-8B's: 144 blocks of s2x48, two rounds (at 129-136 narrowRow takes it)
 		{152, 5120, 2048, false, "s2x80"}, // four row tiles of 48
 		{128, 5120, 2048, false, ""},      // not batchPlan's rows
 	} {
@@ -1418,6 +1418,33 @@ func TestSplitPair(t *testing.T) {
 		r, ok := splitPair(q, three, c.m, c.n, c.k, h100Slots)
 		if ok != (c.want != "") || ok && (r.cfg.name != c.want || r.splits != c.splits || r.kps*r.splits*64 < c.k) {
 			t.Errorf("splitPair(%s/%d, M=%d N=%d K=%d) = %s, %v; want %q split %d ways", c.one, c.splits, c.m, c.n, c.k, r, ok, c.want, c.splits)
+		}
+	}
+}
+
+// TestNarrowRow: batchPlan's s1x136 at 129-136 rows, unsplit or (16-bit)
+// split two ways, where each block keeps 32-64 k-tiles and the blocks
+// make one round at least 70 % full, on an H100's or H200's places.
+func TestNarrowRow(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k int
+		fp8     bool
+		want    string
+		splits  int
+	}{
+		{136, 6144, 4096, false, "s1x136", 1}, // Llama-3.1-8B's qkv: 96 blocks of 64 k-tiles
+		{130, 4096, 4096, false, "s1x136", 2}, // its o: 128 blocks of 32
+		{136, 6144, 4096, true, "s1x136", 1},  // E4M3 qkv: 96 blocks of 32
+		{136, 4096, 14336, true, "", 0},       // E4M3 down: split two ways, not taken for codes
+		{136, 4096, 14336, false, "", 0},      // 16-bit down: 112 k-tiles a block
+		{136, 3072, 2048, false, "", 0},       // Llama-3.2-1B's qkv: 16 k-tiles a block split
+		{136, 5120, 2880, false, "", 0},       // GPT-OSS-20B's qkv: 80 blocks, 61 % of a round
+		{144, 6144, 4096, false, "", 0},       // two row tiles
+		{128, 6144, 4096, false, "", 0},       // not batchPlan's rows
+	} {
+		p, ok := narrowRow(c.m, c.n, c.k, c.fp8, h100Slots)
+		if ok != (c.want != "") || ok && (p.cfg.name != c.want || p.splits != c.splits || p.kps*p.splits*tmaKTile(c.fp8) < c.k) {
+			t.Errorf("narrowRow(M=%d N=%d K=%d fp8 %v) = %s, %v; want %q split %d ways", c.m, c.n, c.k, c.fp8, p, ok, c.want, c.splits)
 		}
 	}
 }

@@ -114,6 +114,14 @@ var tmaConfigs = map[string]tmaConfig{
 	"s3x80": {"s3x80", 80, 192, 6, 1, false, true, false},
 	"s2x88": {"s2x88", 88, 128, 8, 1, false, true, false},
 	"s3x88": {"s3x88", 88, 192, 6, 1, false, true, false},
+	// 64 rows of W by 72 or 136 of X, one consumer, K unsplit in one
+	// round: cuBLASLt's tiles at M = 136 (Nsight Compute, H200, NOTES v61)
+	// for Llama-3.2-1B's qkv and GPT-OSS-20B's o (64 x 72, twelve stages,
+	// two row tiles, clusters of 4 x 2) and Llama-3.1-8B's qkv (64 x 136,
+	// eight stages, one row tile, clusters of 4 x 1). batchPlan takes
+	// s1x136 at 129-136 rows (narrowRow); s1x72 is forced only.
+	"s1x72":  {"s1x72", 72, 64, 12, 1, false, true, false},
+	"s1x136": {"s1x136", 136, 64, 8, 1, false, true, false},
 	// The alternating tiles: 64 x 64 and 64 x 96 as wg1s and wg1m, two
 	// consumer warpgroups taking alternate k-tiles. One consumer's
 	// per-k-tile instructions bound the narrow tiles (Nsight Compute and
@@ -746,25 +754,25 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 
 // batchPlan is the tile planGemmTMA takes for an m x n GEMM over k of
 // tmaKPRows < M <= 192 rows (a decode batch), if any, 16-bit or E4M3.
-// First, up to 176 rows, two row tiles (80 rows of X up to 160, 88 up to
-// 176) by 128 rows of W (s2x80, s2x88) with K unsplit where their blocks
-// fill a round of places more than tmaBatchRowFill; up to 144 rows s2x48
-// in their place where its three row tiles make a round (rowRound). Then
-// one row tile: 160 x 128 (s2x160, swapped) up to 160 rows, 192 x 128
-// (wg3) above, and for 16-bit values at 161-176 176 x 128 (s2x176) where
-// it splits K; taken unsplit where its tiles fill a round of places
-// (tmaRoundFill), split where each block keeps tmaBatchMinKTiles k-tiles
-// or more and the blocks fill tmaBatchSplitFill of a round of the split's
-// places; a 16-bit split of four ways or more on the pair of 192-row tiles
-// instead where those fit (splitPair). Else, up to 176 rows, the two row
-// tiles again: the narrow outputs over long K (swapTakes' shapes; E4M3
-// codes above K = 4,096) on s2x80 or s2x88 split by the cost model, the
-// others on 192 rows of W (s3x80, s3x88; W multicast to the pair unsplit;
-// for E4M3 codes unsplit only) under the same bounds, its unsplit round
-// tmaBatchPairFill full. It comes before the other tiles and s2x48
-// (swapTakes): where the 128-row tiles leave 96 of 256 rows past M at M =
-// 160, these leave none (s2x160, s2x176, s2x80) or a sixth (wg3 at 160; at
-// 176 a twelfth).
+// First, up to 136 rows, one row tile of 64 rows of W (narrowRow). Then,
+// up to 176 rows, two row tiles (80 rows of X up to 160, 88 up to 176) by
+// 128 rows of W (s2x80, s2x88) with K unsplit where their blocks fill a
+// round of places more than tmaBatchRowFill; up to 144 rows s2x48 in their
+// place where its three row tiles make a round (rowRound). Then one row
+// tile: 160 x 128 (s2x160, swapped) up to 160 rows, 192 x 128 (wg3) above,
+// and for 16-bit values at 161-176 176 x 128 (s2x176) where it splits K;
+// taken unsplit where its tiles fill a round of places (tmaRoundFill),
+// split where each block keeps tmaBatchMinKTiles k-tiles or more and the
+// blocks fill tmaBatchSplitFill of a round of the split's places; a 16-bit
+// split of four ways or more on the pair of 192-row tiles instead where
+// those fit (splitPair). Else, up to 176 rows, the two row tiles again:
+// the narrow outputs over long K (swapTakes' shapes; E4M3 codes above K =
+// 4,096) on s2x80 or s2x88 split by the cost model, the others on 192 rows
+// of W (s3x80, s3x88; W multicast to the pair unsplit; for E4M3 codes
+// unsplit only) under the same bounds, its unsplit round tmaBatchPairFill
+// full. It comes before the other tiles and s2x48 (swapTakes): where the
+// 128-row tiles leave 96 of 256 rows past M at M = 160, these leave none
+// (s2x160, s2x176, s2x80) or a sixth (wg3 at 160; at 176 a twelfth).
 //
 // BenchmarkGemm from a captured graph, one H200, 2 samples, forced, over
 // cuBLASLt (NOTES v57), against the plan before: at M = 144 and 160
@@ -844,6 +852,9 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	if m <= tmaKPRows || m > tmaConfigs["wg3"].rows {
 		return tmaPlan{}, false
 	}
+	if p, ok := narrowRow(m, n, k, fp8, slots); ok {
+		return p, true
+	}
 	// The two row tiles that cover m rows, if any: of 80 rows up to 160,
 	// of 88 up to 176.
 	two, three := "", ""
@@ -906,6 +917,49 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	q = split(tmaConfigs[three])
 	return q, (!fp8 || q.splits == 1) && q.batchFits(m, n, slots, tmaBatchPairFill)
 }
+
+// narrowRow is the plan batchPlan takes first for an m x n GEMM over k of
+// tmaKPRows < M <= 136 rows, 16-bit or E4M3, if any: one row tile of 136
+// rows of X by 64 of W (s1x136), K unsplit or split two ways, where each
+// block keeps tmaNarrowRowKTiles k-tiles (E4M3 codes unsplit) and the
+// blocks make one round of places at least tmaSwapRoundFill full. cuBLASLt
+// runs Llama-3.1-8B's qkv at M = 136 on that tile, 96 blocks, K unsplit
+// (Nsight Compute, H200, NOTES v61). BenchmarkGemm(FP8) from a captured
+// graph, one H200, forced, 2 samples (E4M3 1), us, at M = 130 / 136:
+// 16-bit Llama-3.1-8B's qkv 19.9 / 20.0 against the plan's 21.1 / 20.4
+// (s2x80, W multicast), its o split two ways (128 blocks of 32 k-tiles)
+// 14.5 / 14.6 against 16.4 / 16.4 (s2x160 split three ways); E4M3 its qkv
+// 16.7 / 16.8 against 18.7 / 18.3. Blocks of 16 k-tiles lost
+// (Llama-3.2-1B's qkv split two ways 9.1 / 9.0 against 8.7 / 8.5), as did
+// four-way splits (GPT-OSS-20B's and Qwen3-30B-A3B's qkv 1.8-2.1x the
+// plan's time).
+func narrowRow(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	c := tmaConfigs["s1x136"]
+	if m <= tmaKPRows || m > c.rows {
+		return tmaPlan{}, false
+	}
+	kt, most := ceilDiv(k, tmaKTile(fp8)), 2
+	if fp8 {
+		// E4M3 codes unsplit: their one-row splits (Llama-3.1-8B's down
+		// on s2x160 three ways, 0.92-0.94x cuBLASLt's time, NOTES v58)
+		// were not timed against it.
+		most = 1
+	}
+	for s := 1; s <= most; s++ {
+		p := tmaPlan{cfg: c, splits: s, kps: ceilDiv(kt, s)}
+		blocks, places := c.tiles(m, n)*s, slots(c, s)
+		if ceilDiv(kt, p.kps) == s && p.kps >= tmaNarrowRowKTiles[0] && p.kps <= tmaNarrowRowKTiles[1] &&
+			blocks <= places && float64(blocks) >= tmaSwapRoundFill*float64(places) {
+			return p, true
+		}
+	}
+	return tmaPlan{}, false
+}
+
+// tmaNarrowRowKTiles bounds narrowRow's k-tiles a block: from the o and qkv
+// projections it timed (32 and 64) up; the long-K downs (112 and more a
+// block split two ways) are left to the plans they had.
+var tmaNarrowRowKTiles = [2]int{32, 64}
 
 // rowRound is the plan batchPlan takes for an m x n GEMM over k, 16-bit
 // or E4M3, in place of s2x80 unsplit (its blocks more than tmaBatchRowFill

@@ -30,7 +30,7 @@ template <int N> __device__ __forceinline__ void wg_pin(float *d) {
 	for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// wgmma_n128 (and _n32 to _n96, _n160, _n176, _n192, _n256): D[64 x 128] += A[64 x k] B[k x 128],
+// wgmma_n128 (and _n32 to _n96, _n136, _n160, _n176, _n192, _n256): D[64 x 128] += A[64 x k] B[k x 128],
 // both from shared memory (descriptors a, b), fp32 accumulators d in the fragment
 // layout of mma.sync's C, repeated every 8 columns (d[4j..4j+3]: column
 // block j); k is 16 of fp16 or bf16, 32 of E4M3 (the last argument's
@@ -67,6 +67,11 @@ template <int N> __device__ __forceinline__ void wg_pin(float *d) {
 #define WG_REG20 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19}"
 #define WG_ACC24 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
 #define WG_REG24 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}"
+// The 72- and 136-row swapped tiles' (n72, n136: 36 and 68 accumulators).
+#define WG_ACC36 WG_ACC32, "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
+#define WG_REG36 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}"
+#define WG_ACC68 WG_ACC64, "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67])
+#define WG_REG68 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67}"
 // WGMMA defines wgmma_nN for operands of type TAG: SHAPE.f32.TY.TY, its
 // descriptors and scale-d numbered A, B and S after the accumulators.
 // TRANS is the imm-trans-a/b pair (both K-major) for fp16/bf16; the E4M3
@@ -92,6 +97,9 @@ WGMMA(48, u8, "m64n48k32", "e4m3", WG_REG24, WG_ACC24, "%24", "%25", "%26", "")
 WGMMA(64, f16, "m64n64k16", "f16", WG_REG32, WG_ACC32, "%32", "%33", "%34", ", 0, 0")
 WGMMA(64, bf16, "m64n64k16", "bf16", WG_REG32, WG_ACC32, "%32", "%33", "%34", ", 0, 0")
 WGMMA(64, u8, "m64n64k32", "e4m3", WG_REG32, WG_ACC32, "%32", "%33", "%34", "")
+WGMMA(72, f16, "m64n72k16", "f16", WG_REG36, WG_ACC36, "%36", "%37", "%38", ", 0, 0")
+WGMMA(72, bf16, "m64n72k16", "bf16", WG_REG36, WG_ACC36, "%36", "%37", "%38", ", 0, 0")
+WGMMA(72, u8, "m64n72k32", "e4m3", WG_REG36, WG_ACC36, "%36", "%37", "%38", "")
 WGMMA(80, f16, "m64n80k16", "f16", WG_REG40, WG_ACC40, "%40", "%41", "%42", ", 0, 0")
 WGMMA(80, bf16, "m64n80k16", "bf16", WG_REG40, WG_ACC40, "%40", "%41", "%42", ", 0, 0")
 WGMMA(80, u8, "m64n80k32", "e4m3", WG_REG40, WG_ACC40, "%40", "%41", "%42", "")
@@ -104,6 +112,9 @@ WGMMA(96, u8, "m64n96k32", "e4m3", WG_REG48, WG_ACC48, "%48", "%49", "%50", "")
 WGMMA(128, f16, "m64n128k16", "f16", WG_REG64, WG_ACC64, "%64", "%65", "%66", ", 0, 0")
 WGMMA(128, bf16, "m64n128k16", "bf16", WG_REG64, WG_ACC64, "%64", "%65", "%66", ", 0, 0")
 WGMMA(128, u8, "m64n128k32", "e4m3", WG_REG64, WG_ACC64, "%64", "%65", "%66", "")
+WGMMA(136, f16, "m64n136k16", "f16", WG_REG68, WG_ACC68, "%68", "%69", "%70", ", 0, 0")
+WGMMA(136, bf16, "m64n136k16", "bf16", WG_REG68, WG_ACC68, "%68", "%69", "%70", ", 0, 0")
+WGMMA(136, u8, "m64n136k32", "e4m3", WG_REG68, WG_ACC68, "%68", "%69", "%70", "")
 WGMMA(160, f16, "m64n160k16", "f16", WG_REG80, WG_ACC80, "%80", "%81", "%82", ", 0, 0")
 WGMMA(160, bf16, "m64n160k16", "bf16", WG_REG80, WG_ACC80, "%80", "%81", "%82", ", 0, 0")
 WGMMA(160, u8, "m64n160k32", "e4m3", WG_REG80, WG_ACC80, "%80", "%81", "%82", "")
@@ -143,6 +154,8 @@ template <int BN, class E> __device__ __forceinline__ void wg_mma_ktile(float *a
 			wgmma_n48(acc, a, b, E{});
 		} else if constexpr (BN == 64) {
 			wgmma_n64(acc, a, b, E{});
+		} else if constexpr (BN == 72) {
+			wgmma_n72(acc, a, b, E{});
 		} else if constexpr (BN == 80) {
 			wgmma_n80(acc, a, b, E{});
 		} else if constexpr (BN == 88) {
@@ -151,6 +164,8 @@ template <int BN, class E> __device__ __forceinline__ void wg_mma_ktile(float *a
 			wgmma_n96(acc, a, b, E{});
 		} else if constexpr (BN == 128) {
 			wgmma_n128(acc, a, b, E{});
+		} else if constexpr (BN == 136) {
+			wgmma_n136(acc, a, b, E{});
 		} else if constexpr (BN == 160) {
 			wgmma_n160(acc, a, b, E{});
 		} else if constexpr (BN == 176) {
