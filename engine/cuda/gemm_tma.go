@@ -921,18 +921,18 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 // narrowRow is the plan batchPlan takes first for an m x n GEMM over k of
 // tmaKPRows < M <= 136 rows, 16-bit or E4M3, if any: one row tile of 136
 // rows of X by 64 of W (s1x136), K unsplit or split two ways, where each
-// block keeps tmaNarrowRowKTiles k-tiles (E4M3 codes unsplit) and the
-// blocks make one round of places at least tmaSwapRoundFill full. cuBLASLt
-// runs Llama-3.1-8B's qkv at M = 136 on that tile, 96 blocks, K unsplit
-// (Nsight Compute, H200, NOTES v61). BenchmarkGemm(FP8) from a captured
-// graph, one H200, forced, 2 samples (E4M3 1), us, at M = 130 / 136:
-// 16-bit Llama-3.1-8B's qkv 19.9 / 20.0 against the plan's 21.1 / 20.4
-// (s2x80, W multicast), its o split two ways (128 blocks of 32 k-tiles)
-// 14.5 / 14.6 against 16.4 / 16.4 (s2x160 split three ways); E4M3 its qkv
-// 16.7 / 16.8 against 18.7 / 18.3. Blocks of 16 k-tiles lost
-// (Llama-3.2-1B's qkv split two ways 9.1 / 9.0 against 8.7 / 8.5), as did
-// four-way splits (GPT-OSS-20B's and Qwen3-30B-A3B's qkv 1.8-2.1x the
-// plan's time).
+// block keeps tmaNarrowRowMinKTiles to tmaNarrowRowMaxKTiles k-tiles (E4M3
+// codes unsplit) and the blocks make one round of places at least
+// tmaSwapRoundFill full. cuBLASLt runs Llama-3.1-8B's qkv at M = 136 on
+// that tile, 96 blocks, K unsplit (Nsight Compute, H200, NOTES v61).
+// BenchmarkGemm(FP8) from a captured graph, one H200, forced, 2 samples
+// (E4M3 1), us, at M = 130 / 136: 16-bit Llama-3.1-8B's qkv 19.9 / 20.0
+// against the plan's 21.1 / 20.4 (s2x80, W multicast), its o split two
+// ways (128 blocks of 32 k-tiles) 14.5 / 14.6 against 16.4 / 16.4 (s2x160
+// split three ways); E4M3 its qkv 16.7 / 16.8 against 18.7 / 18.3. Blocks
+// of 16 k-tiles lost (Llama-3.2-1B's qkv split two ways 9.1 / 9.0 against
+// 8.7 / 8.5), as did four-way splits (GPT-OSS-20B's and Qwen3-30B-A3B's
+// qkv 1.8-2.1x the plan's time).
 func narrowRow(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	c := tmaConfigs["s1x136"]
 	if m <= tmaKPRows || m > c.rows {
@@ -948,7 +948,7 @@ func narrowRow(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, 
 	for s := 1; s <= most; s++ {
 		p := tmaPlan{cfg: c, splits: s, kps: ceilDiv(kt, s)}
 		blocks, places := c.tiles(m, n)*s, slots(c, s)
-		if ceilDiv(kt, p.kps) == s && p.kps >= tmaNarrowRowKTiles[0] && p.kps <= tmaNarrowRowKTiles[1] &&
+		if ceilDiv(kt, p.kps) == s && p.kps >= tmaNarrowRowMinKTiles && p.kps <= tmaNarrowRowMaxKTiles &&
 			blocks <= places && float64(blocks) >= tmaSwapRoundFill*float64(places) {
 			return p, true
 		}
@@ -956,10 +956,14 @@ func narrowRow(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, 
 	return tmaPlan{}, false
 }
 
-// tmaNarrowRowKTiles bounds narrowRow's k-tiles a block: from the o and qkv
-// projections it timed (32 and 64) up; the long-K downs (112 and more a
-// block split two ways) are left to the plans they had.
-var tmaNarrowRowKTiles = [2]int{32, 64}
+// tmaNarrowRowMinKTiles and tmaNarrowRowMaxKTiles bound narrowRow's
+// k-tiles a block: the o and qkv projections it timed (32 and 64); the
+// long-K downs (112 and more a block split two ways) keep the plans they
+// had.
+const (
+	tmaNarrowRowMinKTiles = 32
+	tmaNarrowRowMaxKTiles = 64
+)
 
 // rowRound is the plan batchPlan takes for an m x n GEMM over k, 16-bit
 // or E4M3, in place of s2x80 unsplit (its blocks more than tmaBatchRowFill
