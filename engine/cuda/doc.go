@@ -11,7 +11,8 @@
 // by cp.async (gemm_wgmma.cu) or by TMA from a producer warpgroup, K split
 // inside a thread-block cluster (gemm_tma.cuh's template, instantiated by
 // gemm_tma.cu, the swapped tiles by gemm_tma_swap.cu, their persistent
-// form by gemm_tma_swap_p.cu and, with each
+// form by gemm_tma_swap_p.cu, those of alternating consumers by
+// gemm_tma_swap_kp.cu and, with each
 // block's timeline recorded for BenchmarkGemmPhases, by
 // gemm_tma_trace.cu; tensor maps encoded by
 // gemm_tma.go), XRUN_CUDA_GEMM_TMA choosing per launch; GemmEpilogue adds

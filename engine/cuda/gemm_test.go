@@ -749,7 +749,7 @@ func TestTMASlots(t *testing.T) {
 
 // tmaTiles are the TMA GEMM's configurations (tmaConfigs), in the order
 // the tests and benchmarks walk them.
-var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136"}
+var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136", "p1x48", "p1x72", "p1x136"}
 
 // TestTMATiles: tmaTiles names every configuration once, so that a new one
 // is checked and timed with the rest; tmaPersist and tmaMulticast name only
@@ -770,6 +770,14 @@ func TestTMATiles(t *testing.T) {
 			if !seen[name] {
 				t.Errorf("%q in tmaPersist or tmaMulticast is no configuration", name)
 			}
+		}
+	}
+	// Each configuration's family instantiates it (its name a macro's
+	// first argument there).
+	for name, cfg := range tmaConfigs {
+		src, err := kernelFS.ReadFile("kernels/" + cfg.module() + ".cu")
+		if err != nil || !strings.Contains(string(src), "("+name+", ") {
+			t.Errorf("%s: not instantiated in %s.cu (%v)", name, cfg.module(), err)
 		}
 	}
 }

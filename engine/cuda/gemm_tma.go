@@ -122,6 +122,12 @@ var tmaConfigs = map[string]tmaConfig{
 	// s1x136 at 129-136 rows (narrowRow); s1x72 is forced only.
 	"s1x72":  {"s1x72", 72, 64, 12, 1, false, true, false},
 	"s1x136": {"s1x136", 136, 64, 8, 1, false, true, false},
+	// Those 64-row tiles of W (and s1x48's) on two consumers taking
+	// alternate k-tiles, as cuBLASLt runs them (384 threads a block,
+	// Nsight Compute, H200, NOTES v61), stages even. Forced only.
+	"p1x48":  {"p1x48", 48, 64, 14, 1, false, true, true},
+	"p1x72":  {"p1x72", 72, 64, 12, 1, false, true, true},
+	"p1x136": {"p1x136", 136, 64, 8, 1, false, true, true},
 	// The alternating tiles: 64 x 64 and 64 x 96 as wg1s and wg1m, two
 	// consumer warpgroups taking alternate k-tiles. One consumer's
 	// per-k-tile instructions bound the narrow tiles (Nsight Compute and
@@ -168,8 +174,12 @@ func (c tmaConfig) threads() int {
 }
 
 // module is the kernel family holding the configuration's kernels: the
-// swapped tiles' gemm_tma_swap.cu, the others' gemm_tma.cu.
+// swapped tiles' gemm_tma_swap.cu (of alternating consumers
+// gemm_tma_swap_kp.cu), the others' gemm_tma.cu.
 func (c tmaConfig) module() string {
+	if c.swap && c.kp {
+		return "gemm_tma_swap_kp"
+	}
 	if c.swap {
 		return "gemm_tma_swap"
 	}

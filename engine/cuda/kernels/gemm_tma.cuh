@@ -339,8 +339,9 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 }
 #endif
 
-// XR > 0: the swapped tile, XR rows of X by BN = 64 C rows of W (above).
-// KP: a 64-row tile whose two consumers (C = 2) take alternate k-tiles,
+// XR > 0: the swapped tile, XR rows of X by BN = 64 C rows of W (above;
+// 64 under KP). KP: a tile of 64 rows (of X, or swapped of W) whose two
+// consumers (C = 2) take alternate k-tiles,
 // each into accumulators of its own, added up in shared memory before the
 // stores (STAGES even, so that each stage is always the same consumer's):
 // two warps a scheduler to issue a narrow tile's MMAs, where one
@@ -372,12 +373,12 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr int ROWS = SW ? XR : (KP ? 64 : 64 * C), BK = 128 / (int)sizeof(E), NA = (SW ? XR : BN) / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
-	static_assert(!SW || (BN == 64 * C && (XR == 32 || XR == 40 || XR == 48 || XR == 72 || XR == 80 || XR == 88 || XR == 136 || XR == 160 || XR == 176 || XR == 192) && !TR), "swapped tile");
+	static_assert(!SW || (BN == (KP ? 64 : 64 * C) && (XR == 32 || XR == 40 || XR == 48 || XR == 72 || XR == 80 || XR == 88 || XR == 136 || XR == 160 || XR == 176 || XR == 192) && !TR), "swapped tile");
 	// EP: the swapped tile's persistent form, its outputs staged apart from the stages.
 	constexpr bool EP = SW && PERSIST;
 	static_assert(!EP || EPI == TMA_EPI_NONE, "the persistent swapped kernels have no epilogue");
 	static_assert(!EP || XR % 16 == 0, "the staged tile goes out in pairs of 8-row blocks (stmatrix x4)");
-	static_assert(!KP || (C == 2 && !SW && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
+	static_assert(!KP || (C == 2 && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
 	// ARR: the consumers that free each stage (KP: the one that read it).
 	constexpr int ARR = KP ? 1 : C;
 	constexpr bool GLU = EPI == TMA_EPI_GLU;
@@ -694,14 +695,17 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		static_assert(ROWS * LD * 4 <= STAGES * STAGE, "the partial tile fits in the stages");
 		bar_sync_all<NT>();
 		if constexpr (SW) {
-			// Transposed: accumulator (W row w, X row x) is output (x, w).
+			// Transposed: accumulator (W row w, X row x) is output (x, w);
+			// under KP the first consumer's sums hold both's.
 			const int w = rl, x = (lane & 3) * 2;
+			if (!idle) {
 #pragma unroll
-			for (int j = 0; j < XR / 8; j++)
+				for (int j = 0; j < XR / 8; j++)
 #pragma unroll
-				for (int h = 0; h < 2; h++)
+					for (int h = 0; h < 2; h++)
 #pragma unroll
-					for (int e = 0; e < 2; e++) stages[(j * 8 + x + e) * LD + w + h * 8] = acc[4 * j + 2 * h + e];
+						for (int e = 0; e < 2; e++) stages[(j * 8 + x + e) * LD + w + h * 8] = acc[4 * j + 2 * h + e];
+			}
 		} else if (!idle) {
 #pragma unroll
 			for (int j = 0; j < BN / 8; j++)
