@@ -49,7 +49,7 @@ func TestTMAPlansGolden(t *testing.T) {
 	fmt.Fprintln(&b, "# on an H100's 132 multiprocessors, its driver's places for clusters of 2-8 (h100Slots)")
 	fmt.Fprintln(&b, "# tile (tmaConfigs), /S: K split S ways, xB: B persistent blocks, mc: W multicast to pairs of row tiles,")
 	fmt.Fprintln(&b, "# cp.async: not on the TMA kernels")
-	ms := []int{17, 33, 64, 65, 96, 128, 136, 160, 176, 192, 256, 512, 2048, 8192}
+	ms := []int{17, 33, 64, 65, 96, 128, 136, 144, 160, 176, 192, 256, 512, 2048, 8192}
 	for _, sh := range zooGemmShapes {
 		if strings.HasPrefix(sh.name, "tiny-") {
 			continue
