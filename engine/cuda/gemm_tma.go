@@ -956,9 +956,9 @@ func narrowRow(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, 
 		most = 1
 	}
 	for s := 1; s <= most; s++ {
-		p := tmaPlan{cfg: c, splits: s, kps: ceilDiv(kt, s)}
+		p := splitKTiles(c, kt, s)
 		blocks, places := c.tiles(m, n)*s, slots(c, s)
-		if ceilDiv(kt, p.kps) == s && p.kps >= tmaNarrowRowMinKTiles && p.kps <= tmaNarrowRowMaxKTiles &&
+		if p.splits == s && p.kps >= tmaNarrowRowMinKTiles && p.kps <= tmaNarrowRowMaxKTiles &&
 			blocks <= places && float64(blocks) >= tmaSwapRoundFill*float64(places) {
 			return p, true
 		}
@@ -1012,9 +1012,8 @@ func splitPair(q tmaPlan, three string, m, n, k int, slots func(tmaConfig, int) 
 	if q.splits < minSplit {
 		return tmaPlan{}, false
 	}
-	kt := ceilDiv(k, tmaKTile(false))
-	r := tmaPlan{cfg: tmaConfigs[three], splits: q.splits, kps: ceilDiv(kt, q.splits)}
-	return r, ceilDiv(kt, r.kps) == r.splits && r.kps >= tmaBatchMinKTiles && r.cfg.tiles(m, n)*r.splits <= slots(r.cfg, r.splits)
+	r := splitKTiles(tmaConfigs[three], ceilDiv(k, tmaKTile(false)), q.splits)
+	return r, r.splits == q.splits && r.kps >= tmaBatchMinKTiles && r.cfg.tiles(m, n)*r.splits <= slots(r.cfg, r.splits)
 }
 
 // batchFits reports whether batchPlan takes p for an m x n GEMM: unsplit
@@ -1170,16 +1169,21 @@ func tmaKTile(fp8 bool) int {
 	return 64
 }
 
+// splitKTiles is cfg's plan with ktiles k-tiles split about s ways: s
+// blocks of the same k-tiles each, fewer where s of them would leave the
+// last empty.
+func splitKTiles(cfg tmaConfig, ktiles, s int) tmaPlan {
+	kps := ceilDiv(ktiles, s)
+	return tmaPlan{cfg: cfg, splits: ceilDiv(ktiles, kps), kps: kps}
+}
+
 // splitGemmTMA is planGemmTMA's split of K for the tile cfg.
 func splitGemmTMA(cfg tmaConfig, m, n, k, sms int, slots func(tmaConfig, int) int, fp8 bool, waves int) tmaPlan {
 	bk := tmaKTile(fp8)
 	tiles := cfg.tiles(m, n)
 	ktiles := ceilDiv(k, bk)
 	maxS := min(tmaMaxCluster, ktiles)
-	split := func(s int) tmaPlan {
-		kps := ceilDiv(ktiles, s)
-		return tmaPlan{cfg: cfg, splits: ceilDiv(ktiles, kps), kps: kps}
-	}
+	split := func(s int) tmaPlan { return splitKTiles(cfg, ktiles, s) }
 	if waves > 0 {
 		// The narrow tiles too: the switch sets every TMA plan's split (the
 		// kernels reduce any tile's split in its cluster, TestGemmTMASplits).
