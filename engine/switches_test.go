@@ -123,6 +123,7 @@ func TestSwitchDefaults(t *testing.T) {
 		"XRUN_CUDA_WGMMA_FP8":         {"1", true},
 		"XRUN_CUDA_WGMMA_TILE":        {"auto", true},
 		"XRUN_CUDA_GEMM_WAVES":        {"0", true},
+		"XRUN_CUDA_GEMM_SPLIT":        {"0", true},
 		"XRUN_CUDA_GEMM_TMA":          {"auto", true},
 		"XRUN_CUDA_GEMM_EPILOGUE":     {"1", true},
 		"XRUN_CUDA_GEMM_EARLY_W":      {"1", true},

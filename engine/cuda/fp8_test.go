@@ -579,8 +579,11 @@ func BenchmarkGemmFP8(b *testing.B) {
 					}
 					var d, q time.Duration
 					do(b, func(t testing.TB, g *GPU) {
-						if impl != "own-fp8" && strings.HasPrefix(impl, "own-fp8") {
+						if strings.HasPrefix(impl, "own-fp8") {
 							defer keepSwitches(g)()
+							g.sw.CUDAGemmSplit = *gemmSplitFlag
+						}
+						if impl != "own-fp8" && strings.HasPrefix(impl, "own-fp8") {
 							on := impl != "own-fp8-cores"
 							g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = on, on
 							// -wg2w, -tma, -tma-<tile> and -cpasync (gemm_wgmma.cu's

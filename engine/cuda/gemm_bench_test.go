@@ -34,6 +34,8 @@ import (
 // (XRUN_CUDA_WGMMA=0). At M = 256, own-hot and cublaslt-hot launch on one
 // copy of the weight, which stays in L2 where it fits (all but the LM
 // head's): the part of a launch's time that is not waiting on HBM.
+// -gemm.rows sets the M values, -gemm.split the own implementations' split
+// of K on the TMA kernels (-gemm.split 1: a forced tile unsplit).
 func BenchmarkGemm(b *testing.B) {
 	dev := testGPU(b)
 	rows, err := gemmRows(*gemmRowsFlag)
@@ -127,6 +129,7 @@ func BenchmarkGemm(b *testing.B) {
 						}
 						defer keepSwitches(g)()
 						setBenchImpl(&g.sw, impl)
+						g.sw.CUDAGemmSplit = *gemmSplitFlag
 						run := func(i int) error {
 							w := ws[i%len(ws)]
 							if hot {
@@ -231,6 +234,12 @@ func TestSetBenchImpl(t *testing.T) {
 		}
 	}
 }
+
+// gemmSplitFlag: BenchmarkGemm's and BenchmarkGemmFP8's own
+// implementations with K split this many ways on the TMA kernels
+// (XRUN_CUDA_GEMM_SPLIT; 0: the planner's split), e.g. `-gemm.split 1`
+// for a forced tile unsplit.
+var gemmSplitFlag = flag.Int("gemm.split", 0, "BenchmarkGemm and BenchmarkGemmFP8: the own GEMM's split of K on the TMA kernels (XRUN_CUDA_GEMM_SPLIT; 0: the planner's)")
 
 // gemmRowsFlag: the M values BenchmarkGemm and BenchmarkGemmFP8 time, where
 // not their default (gemmRows): e.g. `-gemm.rows 192,256` for the batch

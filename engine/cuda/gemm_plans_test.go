@@ -16,6 +16,22 @@ import (
 
 var updatePlans = flag.Bool("update", false, "rewrite testdata/tma_plans.golden")
 
+// h100PlanGPU is a GPU for the planner alone (no device): an H100's 132
+// multiprocessors and its driver's places for clusters (h100Slots), the
+// TMA kernels on and the switches at their defaults.
+func h100PlanGPU() *GPU {
+	sw := model.Switches{CUDAWgmma: true, CUDAWgmmaFP8: true, CUDAWgmmaTile: "auto", CUDAGemmTMA: "auto", CUDAGemmPersist: true, CUDAGemmMulticast: true}
+	g := &GPU{Info: DeviceInfo{Name: "NVIDIA H100 80GB HBM3", Major: 9, SMs: 132}, tma: true, launchEx: true, sw: sw, tmaSlotsSeen: map[tmaSlotsKey]int{}}
+	for _, c := range tmaConfigs {
+		for s := 2; s <= tmaMaxCluster; s++ {
+			for _, fp8 := range []bool{false, true} {
+				g.tmaSlotsSeen[tmaSlotsKey{c.name, fp8, s}] = h100Slots(c, s)
+			}
+		}
+	}
+	return g
+}
+
 // TestTMAPlansGolden pins the own GEMM's plan for every full-size zoo GEMM
 // at decode and prefill sizes on an H100's 132 multiprocessors (the
 // switches at their defaults, the places of clusters as an H100's or H200's
@@ -27,15 +43,7 @@ var updatePlans = flag.Bool("update", false, "rewrite testdata/tma_plans.golden"
 // -run TestTMAPlansGolden -update rewrites it), so that the GEMMs it moves
 // are the ones a GPU then times (BenchmarkGemm names them model-gemm).
 func TestTMAPlansGolden(t *testing.T) {
-	sw := model.Switches{CUDAWgmma: true, CUDAWgmmaFP8: true, CUDAWgmmaTile: "auto", CUDAGemmTMA: "auto", CUDAGemmPersist: true, CUDAGemmMulticast: true}
-	g := &GPU{Info: DeviceInfo{Name: "NVIDIA H100 80GB HBM3", Major: 9, SMs: 132}, tma: true, launchEx: true, sw: sw, tmaSlotsSeen: map[tmaSlotsKey]int{}}
-	for _, c := range tmaConfigs {
-		for s := 2; s <= tmaMaxCluster; s++ {
-			for _, fp8 := range []bool{false, true} {
-				g.tmaSlotsSeen[tmaSlotsKey{c.name, fp8, s}] = h100Slots(c, s)
-			}
-		}
-	}
+	g := h100PlanGPU()
 	plan := func(m, n, k int, fp8 bool) string {
 		p, ok := g.tmaPlanFor(m, n, k, fp8)
 		s := p.String()

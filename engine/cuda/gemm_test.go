@@ -1456,3 +1456,36 @@ func TestNarrowRow(t *testing.T) {
 		}
 	}
 }
+
+// TestTMASplitSwitch: XRUN_CUDA_GEMM_SPLIT splits K on the plan's tile
+// (forced or chosen) as many ways as asked, fewer where a block would get
+// no k-tiles, and persistent blocks only where that leaves K unsplit.
+func TestTMASplitSwitch(t *testing.T) {
+	g := h100PlanGPU()
+	for _, c := range []struct {
+		tile           string
+		split, m, n, k int
+		fp8            bool
+		want           string
+	}{
+		{"auto", 0, 136, 2880, 4096, false, "s3x80/4"},        // the planner's
+		{"s1x72", 0, 136, 2880, 4096, false, "s1x72/4"},       // the cost model's split of a forced tile
+		{"s1x72", 1, 136, 2880, 4096, false, "s1x72"},         // unsplit, as cuBLASLt runs it
+		{"auto", 2, 136, 2880, 4096, false, "s3x80/2"},        // the planner's tile split two ways
+		{"s3x80", 8, 136, 2880, 192, false, "s3x80/3"},        // three k-tiles: three ways at most
+		{"auto", 1, 256, 128256, 2048, false, "wg2w x132 mc"}, // unsplit: persistent and multicast as planned
+		{"auto", 2, 256, 128256, 2048, false, "wg2w/2"},       // split: neither
+		{"auto", 1, 136, 4096, 14336, true, "s2x160"},         // E4M3 codes alike
+	} {
+		g.sw.CUDAWgmmaTile, g.sw.CUDAGemmSplit = c.tile, c.split
+		if c.tile != "auto" {
+			g.sw.CUDAGemmTMA = "1"
+		} else {
+			g.sw.CUDAGemmTMA = "auto"
+		}
+		p, ok := g.tmaPlanFor(c.m, c.n, c.k, c.fp8)
+		if !ok || p.String() != c.want || p.kps*p.splits*tmaKTile(c.fp8) < c.k {
+			t.Errorf("%s split %d, M=%d N=%d K=%d fp8 %v: %s (%d k-tiles a block), %v; want %s", c.tile, c.split, c.m, c.n, c.k, c.fp8, p, p.kps, ok, c.want)
+		}
+	}
+}

@@ -1291,6 +1291,10 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	slots := func(c tmaConfig, s int) int { return g.tmaSlots(c, fp8, s) }
 	d := tmaDevice{sms: g.Info.SMs, slots: slots, unitBytes: tmaUnitBytes(g.Info.Name)}
 	p := planGemmTMA(m, n, k, d, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
+	if s := g.sw.CUDAGemmSplit; s > 0 {
+		// XRUN_CUDA_GEMM_SPLIT: the plan's tile at the split asked for.
+		p = splitKTiles(p.cfg, ceilDiv(k, tmaKTile(fp8)), min(s, tmaMaxCluster))
+	}
 	if g.sw.CUDAGemmPersist {
 		p = p.persist(m, n, slots(p.cfg, 1))
 	}

@@ -27,6 +27,7 @@ type Switches struct {
 	CUDAWgmmaFP8      bool   // XRUN_CUDA_WGMMA_FP8: its E4M3 form for the own FP8 GEMM
 	CUDAWgmmaTile     string // XRUN_CUDA_WGMMA_TILE: "auto", "wg1", "wg2", "wg2m" or "wg2w"
 	CUDAGemmWaves     int    // XRUN_CUDA_GEMM_WAVES: the own GEMM's split-K target (0: by M)
+	CUDAGemmSplit     int    // XRUN_CUDA_GEMM_SPLIT: the TMA GEMMs' split of K forced (0: the planner's)
 	CUDAGemmTMA       string // XRUN_CUDA_GEMM_TMA: "auto", "1" or "0": its warpgroup-MMA tiles fed by TMA
 	CUDAAttnTC        string // XRUN_CUDA_ATTN_TC: "auto", "0" or a configuration's name
 	CUDAAttnSplit     bool   // XRUN_CUDA_ATTN_SPLIT
