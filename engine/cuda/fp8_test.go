@@ -579,16 +579,16 @@ func BenchmarkGemmFP8(b *testing.B) {
 					}
 					var d, q time.Duration
 					do(b, func(t testing.TB, g *GPU) {
-						if strings.HasPrefix(impl, "own-fp8") {
+						if rest, own := strings.CutPrefix(impl, "own-fp8"); own {
 							defer keepSwitches(g)()
 							g.sw.CUDAGemmSplit = *gemmSplitFlag
-						}
-						if impl != "own-fp8" && strings.HasPrefix(impl, "own-fp8") {
-							on := impl != "own-fp8-cores"
-							g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = on, on
-							// -wg2w, -tma, -tma-<tile> and -cpasync (gemm_wgmma.cu's
-							// cp.async kernels) as BenchmarkGemm's own-* set them.
-							setBenchImpl(&g.sw, "own"+strings.TrimPrefix(impl, "own-fp8"))
+							if rest != "" {
+								on := impl != "own-fp8-cores"
+								g.sw.CUDAWgmma, g.sw.CUDAWgmmaFP8 = on, on
+								// -wg2w, -tma, -tma-<tile> and -cpasync (gemm_wgmma.cu's
+								// cp.async kernels) as BenchmarkGemm's own-* set them.
+								setBenchImpl(&g.sw, "own"+rest)
+							}
 						}
 						lt, err := g.BlasLt()
 						if err != nil {
