@@ -104,7 +104,7 @@ func TestGemmZoo(t *testing.T) {
 		for _, sh := range zooGemmShapes {
 			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", dt, sh.name, sh.n, sh.k), func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
-					checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 136, 160, 176, 192, 256})
+					checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 136, 144, 160, 176, 192, 256})
 				})
 			})
 		}
@@ -1348,9 +1348,9 @@ func TestSwapRound(t *testing.T) {
 		fp8     bool
 		want    string
 	}{
-		{"wg1s", 136, 2560, 2048, false, "s1x48"}, // 120 tiles of 48 x 64 beat 100 of 32 x 128
-		{"wg1s", 136, 2048, 2048, false, "s1x48"}, // 96
-		{"wg1n", 136, 3072, 2048, false, "s2x32"}, // s1x48's 144 take two rounds
+		{"wg1s", 136, 2560, 2048, false, "p1x48"}, // 120 tiles of 48 x 64 beat 100 of 32 x 128
+		{"wg1s", 136, 2048, 2048, false, "p1x48"}, // 96
+		{"wg1n", 136, 3072, 2048, false, "s2x32"}, // p1x48's 144 take two rounds
 		{"wg1m", 136, 4096, 4096, true, "s2x48"},  // 96; 32 x 128's 160 take two
 		{"wg1n", 144, 2880, 4096, true, "s2x32"},  // 115
 		{"wg1s", 128, 2560, 2048, false, "wg1s"},  // two row tiles of 64: kpPlan's rows
@@ -1359,7 +1359,7 @@ func TestSwapRound(t *testing.T) {
 		{"wg2", 136, 2560, 2048, false, "wg2"},    // not narrow
 		{"wg1s", 136, 2560, 2048, true, "wg1s"},   // E4M3 codes keep 64 x 64
 		{"wg1n", 136, 2560, 2048, true, "s2x32"},  // and take no tile of one consumer: 100 of 32 x 128
-		{"wg1n", 136, 1536, 2048, true, "wg1n"},   // s1x48's 96 not weighed; s2x32's 60 under 70 %
+		{"wg1n", 136, 1536, 2048, true, "wg1n"},   // p1x48's 96 not weighed; s2x32's 60 under 70 %
 	} {
 		p := tmaPlan{cfg: tmaConfigs[c.from], splits: 1, kps: 4}
 		if q := swapRound(p, c.m, c.n, c.k, c.fp8, slots); q.cfg.name != c.want || q.splits != 1 || q.blocks != 0 {
@@ -1430,9 +1430,9 @@ func TestSplitPair(t *testing.T) {
 	}
 }
 
-// TestNarrowRow: batchPlan's s1x136 at 129-136 rows, unsplit or (16-bit)
-// split two ways, where each block keeps 32-64 k-tiles and the blocks
-// make one round at least 70 % full, on an H100's or H200's places.
+// TestNarrowRow: batchPlan's p1x136 at 129-136 rows, unsplit or (16-bit)
+// split two ways, where each block keeps 32-64 k-tiles and the blocks make
+// one round at least 70 % full, on an H100's or H200's places.
 func TestNarrowRow(t *testing.T) {
 	for _, c := range []struct {
 		m, n, k int
@@ -1440,9 +1440,9 @@ func TestNarrowRow(t *testing.T) {
 		want    string
 		splits  int
 	}{
-		{136, 6144, 4096, false, "s1x136", 1}, // Llama-3.1-8B's qkv: 96 blocks of 64 k-tiles
-		{130, 4096, 4096, false, "s1x136", 2}, // its o: 128 blocks of 32
-		{136, 6144, 4096, true, "s1x136", 1},  // E4M3 qkv: 96 blocks of 32
+		{136, 6144, 4096, false, "p1x136", 1}, // Llama-3.1-8B's qkv: 96 blocks of 64 k-tiles
+		{130, 4096, 4096, false, "p1x136", 2}, // its o: 128 blocks of 32
+		{136, 6144, 4096, true, "p1x136", 1},  // E4M3 qkv: 96 blocks of 32
 		{136, 4096, 14336, true, "", 0},       // E4M3 down: split two ways, not taken for codes
 		{136, 4096, 14336, false, "", 0},      // 16-bit down: 112 k-tiles a block
 		{136, 3072, 2048, false, "", 0},       // Llama-3.2-1B's qkv: 16 k-tiles a block split
@@ -1453,6 +1453,41 @@ func TestNarrowRow(t *testing.T) {
 		p, ok := narrowRow(c.m, c.n, c.k, c.fp8, h100Slots)
 		if ok != (c.want != "") || ok && (p.cfg.name != c.want || p.splits != c.splits || p.kps*p.splits*tmaKTile(c.fp8) < c.k) {
 			t.Errorf("narrowRow(M=%d N=%d K=%d fp8 %v) = %s, %v; want %q split %d ways", c.m, c.n, c.k, c.fp8, p, ok, c.want, c.splits)
+		}
+	}
+}
+
+// TestNarrowPair: batchPlan's p1x72 unsplit for GEMMs of 129-144 rows
+// (16-bit or E4M3) where each block keeps 32-64 k-tiles and the blocks
+// make one round at least 70 % full, after narrowRow, on an H100's or H200's places.
+func TestNarrowPair(t *testing.T) {
+	split := func(m, n, k int, fp8 bool) func(tmaConfig) tmaPlan {
+		return func(c tmaConfig) tmaPlan { return splitGemmTMA(c, m, n, k, 132, h100Slots, fp8, 0) }
+	}
+	for _, c := range []struct {
+		m, n, k int
+		fp8     bool
+		want    string
+		splits  int
+	}{
+		{136, 3072, 2048, false, "p1x72", 1},   // Llama-3.2-1B's qkv: 96 blocks of 32 k-tiles
+		{144, 4096, 4096, false, "p1x72", 1},   // Llama-3.1-8B's o: 128 blocks of 64
+		{136, 4096, 4096, false, "p1x136", 2},  // narrowRow's first
+		{144, 2880, 4096, false, "s3x80", 4},   // GPT-OSS-20B's o: 90 blocks, 68 % of a round (splitPair)
+		{136, 4096, 4096, true, "p1x72", 1},    // E4M3 Llama-3.1-8B's o: 32 k-tiles of 128 codes
+		{144, 3072, 2048, true, "", 0},         // E4M3 Llama-3.2-1B's qkv: 16 k-tiles of 128 codes
+		{144, 4096, 14336, false, "s2x160", 3}, // Llama-3.1-8B's down: 224 k-tiles
+		{152, 3072, 2048, false, "", 0},        // three row tiles of 72
+	} {
+		p, ok := batchPlan(c.m, c.n, c.k, c.fp8, split(c.m, c.n, c.k, c.fp8), h100Slots)
+		if c.want == "" {
+			if ok && p.cfg.name == "p1x72" {
+				t.Errorf("batchPlan(M=%d N=%d K=%d fp8 %v) = %s, want no p1x72", c.m, c.n, c.k, c.fp8, p)
+			}
+			continue
+		}
+		if !ok || p.cfg.name != c.want || p.splits != c.splits || p.kps*p.splits*tmaKTile(c.fp8) < c.k {
+			t.Errorf("batchPlan(M=%d N=%d K=%d fp8 %v) = %s, %v; want %q split %d ways", c.m, c.n, c.k, c.fp8, p, ok, c.want, c.splits)
 		}
 	}
 }

@@ -118,13 +118,16 @@ var tmaConfigs = map[string]tmaConfig{
 	// round: cuBLASLt's tiles at M = 136 (Nsight Compute, H200, NOTES v61)
 	// for Llama-3.2-1B's qkv and GPT-OSS-20B's o (64 x 72, twelve stages,
 	// two row tiles, clusters of 4 x 2) and Llama-3.1-8B's qkv (64 x 136,
-	// eight stages, one row tile, clusters of 4 x 1). batchPlan takes
-	// s1x136 at 129-136 rows (narrowRow); s1x72 is forced only.
+	// eight stages, one row tile, clusters of 4 x 1). Forced only: the
+	// plans take them on two consumers (below).
 	"s1x72":  {"s1x72", 72, 64, 12, 1, false, true, false},
 	"s1x136": {"s1x136", 136, 64, 8, 1, false, true, false},
 	// Those 64-row tiles of W (and s1x48's) on two consumers taking
 	// alternate k-tiles, as cuBLASLt runs them (384 threads a block,
-	// Nsight Compute, H200, NOTES v61), stages even. Forced only.
+	// Nsight Compute, H200, NOTES v61), stages even. The plans at 129-144
+	// rows take them where they took the one-consumer tiles (p1x48,
+	// 16-bit: swapRound; p1x136: narrowRow) and p1x72 unsplit in one round
+	// (narrowPair).
 	"p1x48":  {"p1x48", 48, 64, 14, 1, false, true, true},
 	"p1x72":  {"p1x72", 72, 64, 12, 1, false, true, true},
 	"p1x136": {"p1x136", 136, 64, 8, 1, false, true, true},
@@ -681,7 +684,7 @@ const (
 )
 
 // tmaSwapRound: the swapped tiles swapRound weighs.
-var tmaSwapRound = []string{"s1x48", "s2x32", "s2x48"}
+var tmaSwapRound = []string{"p1x48", "s2x32", "s2x48"}
 
 // swapRound is p, or for an m x n GEMM over k that p puts on a narrow
 // 64-row tile (wg1s, wg1n, wg1m; E4M3 codes wg1n, wg1m) at tmaKPRows < M
@@ -701,7 +704,11 @@ var tmaSwapRound = []string{"s1x48", "s2x32", "s2x48"}
 // Llama-3.2-1B's qkv 1.02 / 1.01 / 1.02 against 1.11 / 1.08 / 1.05. E4M3
 // TinyLlama's qkv and o, at 1.03-1.09 on wg1s, lost on s1x48 (1.00-1.06x)
 // and tied on s2x32 (0.98-1.02x). At M = 160 (four row tiles of 48, five
-// of 32) the forced tiles tied or lost.
+// of 32) the forced tiles tied or lost. 16-bit values take 48 x 64 on two
+// consumers taking alternate k-tiles (p1x48), as cuBLASLt runs its 64-row
+// tiles of W: forced, one H200, 2 samples, over cuBLASLt, M = 130 / 136 /
+// 144, TinyLlama's qkv 1.03 / 1.11 / 1.10 against s1x48's 1.08 / 1.15 /
+// 1.15, its o 1.10 / 1.11 / 1.06 against 1.15 / 1.15 / 1.10 (NOTES v62).
 func swapRound(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) int) tmaPlan {
 	if !slices.Contains(tmaNarrow, p.cfg.name) || fp8 && p.cfg.name == "wg1s" || m <= tmaKPRows || m > tmaSwapRoundRows {
 		return p
@@ -709,7 +716,7 @@ func swapRound(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) int)
 	best, most := p, 0
 	for _, name := range tmaSwapRound {
 		if fp8 && tmaConfigs[name].bn < 128 {
-			continue // one consumer's 64 rows of W a block
+			continue // 64 rows of W a block
 		}
 		q := tmaPlan{cfg: tmaConfigs[name], splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}
 		if t := q.cfg.tiles(m, n); q.fillsRoundBy(m, n, slots, tmaSwapRoundFill) && t > most {
@@ -764,11 +771,12 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 
 // batchPlan is the tile planGemmTMA takes for an m x n GEMM over k of
 // tmaKPRows < M <= 192 rows (a decode batch), if any, 16-bit or E4M3.
-// First, up to 136 rows, one row tile of 64 rows of W (narrowRow). Then,
-// up to 176 rows, two row tiles (80 rows of X up to 160, 88 up to 176) by
-// 128 rows of W (s2x80, s2x88) with K unsplit where their blocks fill a
-// round of places more than tmaBatchRowFill; up to 144 rows s2x48 in their
-// place where its three row tiles make a round (rowRound). Then one row
+// First, up to 136 rows, one row tile of 64 rows of W (narrowRow), and
+// up to 144 two of 72 rows of X by 64 of W (narrowPair).
+// Then, up to 176 rows, two row tiles (80 rows of X up to 160, 88 up to
+// 176) by 128 rows of W (s2x80, s2x88) with K unsplit where their blocks
+// fill a round of places more than tmaBatchRowFill; up to 144 rows s2x48 in
+// their place where its three row tiles make a round (rowRound). Then one row
 // tile: 160 x 128 (s2x160, swapped) up to 160 rows, 192 x 128 (wg3) above,
 // and for 16-bit values at 161-176 176 x 128 (s2x176) where it splits K;
 // taken unsplit where its tiles fill a round of places (tmaRoundFill),
@@ -865,6 +873,9 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	if p, ok := narrowRow(m, n, k, fp8, slots); ok {
 		return p, true
 	}
+	if p, ok := narrowPair(m, n, k, fp8, slots); ok {
+		return p, true
+	}
 	// The two row tiles that cover m rows, if any: of 80 rows up to 160,
 	// of 88 up to 176.
 	two, three := "", ""
@@ -930,7 +941,7 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 
 // narrowRow is the plan batchPlan takes first for an m x n GEMM over k of
 // tmaKPRows < M <= 136 rows, 16-bit or E4M3, if any: one row tile of 136
-// rows of X by 64 of W (s1x136), K unsplit or split two ways, where each
+// rows of X by 64 of W on two consumers (p1x136), K unsplit or split two ways, where each
 // block keeps tmaNarrowRowMinKTiles to tmaNarrowRowMaxKTiles k-tiles (E4M3
 // codes unsplit) and the blocks make one round of places at least
 // tmaSwapRoundFill full. cuBLASLt runs Llama-3.1-8B's qkv at M = 136 on
@@ -942,9 +953,13 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 // split three ways); E4M3 its qkv 16.7 / 16.8 against 18.7 / 18.3. Blocks
 // of 16 k-tiles lost (Llama-3.2-1B's qkv split two ways 9.1 / 9.0 against
 // 8.7 / 8.5), as did four-way splits (GPT-OSS-20B's and Qwen3-30B-A3B's
-// qkv 1.8-2.1x the plan's time).
+// qkv 1.8-2.1x the plan's time). The tile runs on two consumers taking
+// alternate k-tiles (p1x136), as cuBLASLt's: forced, one H200, 2 samples,
+// over cuBLASLt, M = 130 / 136, 16-bit Llama-3.1-8B's o 1.10 / 0.95
+// against s1x136's 1.13 / 0.98, its qkv 1.14 / 1.10 against 1.15 / 1.10;
+// E4M3 its qkv 1.05 / 1.05 against 1.07 / 1.07 (NOTES v62).
 func narrowRow(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
-	c := tmaConfigs["s1x136"]
+	c := tmaConfigs["p1x136"]
 	if m <= tmaKPRows || m > c.rows {
 		return tmaPlan{}, false
 	}
@@ -974,6 +989,28 @@ const (
 	tmaNarrowRowMinKTiles = 32
 	tmaNarrowRowMaxKTiles = 64
 )
+
+// narrowPair is the plan batchPlan takes for an m x n GEMM over k of
+// tmaKPRows < M <= 144 rows after narrowRow, 16-bit or E4M3, if any: two row tiles of 72
+// rows of X by 64 of W on two consumers taking alternate k-tiles (p1x72),
+// K unsplit, where each block keeps tmaNarrowRowMinKTiles to
+// tmaNarrowRowMaxKTiles k-tiles and the blocks make one round of places at
+// least tmaSwapRoundFill full. cuBLASLt runs Llama-3.2-1B's qkv at M = 136
+// on 64 x 72, 96 blocks, K unsplit, 384 threads (Nsight Compute, H200,
+// NOTES v61). BenchmarkGemm from a captured graph, one H200, forced, 2
+// samples, over cuBLASLt, M = 130 / 136 / 144 (NOTES v62): Llama-3.2-1B's
+// qkv 1.16 / 1.16 / 1.15 against the plan's 1.29 / 1.25 / 1.24 (s2x32),
+// Llama-3.1-8B's o at 144 (128 blocks) 0.95 against 1.01 (s2x160 split
+// three ways); E4M3 its o 1.08 / 1.04 / 1.10 against 1.17 / 1.10 / 1.14
+// (s2x48). GPT-OSS-20B's o (90 blocks, 68 % of a round) tied its plan
+// (1.28 / 1.28 / 1.22 against 1.27 / 1.25 / 1.20, v61), as did E4M3
+// Llama-3.2-1B's qkv (16 k-tiles of 128 codes) on s2x32.
+func narrowPair(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	c := tmaConfigs["p1x72"]
+	p := tmaPlan{cfg: c, splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}
+	return p, m > tmaKPRows && m <= 2*c.rows && p.kps >= tmaNarrowRowMinKTiles && p.kps <= tmaNarrowRowMaxKTiles &&
+		p.fillsRoundBy(m, n, slots, tmaSwapRoundFill)
+}
 
 // rowRound is the plan batchPlan takes for an m x n GEMM over k, 16-bit
 // or E4M3, in place of s2x80 unsplit (its blocks more than tmaBatchRowFill
