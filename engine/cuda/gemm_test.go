@@ -594,8 +594,9 @@ func TestPlanGemmTMASmall(t *testing.T) {
 // GPU, unless batchPlan takes another (Llama-3.2-1B's 16-bit down at 129
 // on one row tile, s2x160 split six ways, 22 k-tiles a block; the others
 // at 129-176 on two row tiles of 80 or 88, s2x80 or s2x88, E4M3 codes only
-// above K = 4,096); wider outputs, short K, 128 and 256 rows and tile
-// "wide" keep their plans.
+// above K = 4,096, at K = 4,096 and below at 145-192 rows on p1x48,
+// narrowQuad); wider outputs, short K, 128 and 256 rows and tile "wide"
+// keep their plans.
 func TestPlanGemmTMASwap(t *testing.T) {
 	d := h100Device(h100Slots)
 	for _, c := range []struct {
@@ -603,11 +604,11 @@ func TestPlanGemmTMASwap(t *testing.T) {
 		want    bool
 		batch   [2]bool // batchPlan's tile instead: 16-bit, E4M3
 	}{
-		{160, 2048, 5632, true, [2]bool{true, true}}, {192, 2048, 5632, true, [2]bool{}}, {129, 2048, 8192, true, [2]bool{true, true}}, {192, 2048, 4096, true, [2]bool{}},
-		{160, 2048, 4096, true, [2]bool{true, false}}, {176, 2048, 5632, true, [2]bool{true, true}}, // codes on s2x48 at K = 4,096
+		{160, 2048, 5632, true, [2]bool{true, true}}, {192, 2048, 5632, true, [2]bool{}}, {129, 2048, 8192, true, [2]bool{true, true}}, {192, 2048, 4096, true, [2]bool{false, true}},
+		{160, 2048, 4096, true, [2]bool{true, true}}, {176, 2048, 5632, true, [2]bool{true, true}}, // codes at K = 4,096 on p1x48
 		{128, 2048, 5632, false, [2]bool{}}, {256, 2048, 5632, false, [2]bool{}}, // outside the rows
 		{192, 4096, 14336, false, [2]bool{true, true}}, {192, 2880, 4096, false, [2]bool{true, false}}, // wider
-		{192, 2048, 2048, false, [2]bool{}}, {160, 2560, 2048, false, [2]bool{}}, // short K
+		{192, 2048, 2048, false, [2]bool{false, true}}, {160, 2560, 2048, false, [2]bool{}}, // short K
 	} {
 		for i, fp8 := range []bool{false, true} {
 			p := planGemmTMA(c.m, c.n, c.k, d, fp8, "auto", 0)
@@ -1488,6 +1489,37 @@ func TestNarrowPair(t *testing.T) {
 		}
 		if !ok || p.cfg.name != c.want || p.splits != c.splits || p.kps*p.splits*tmaKTile(c.fp8) < c.k {
 			t.Errorf("batchPlan(M=%d N=%d K=%d fp8 %v) = %s, %v; want %q split %d ways", c.m, c.n, c.k, c.fp8, p, ok, c.want, c.splits)
+		}
+	}
+}
+
+// TestNarrowQuad: batchPlan's p1x48 unsplit for E4M3 codes at 145-192 rows
+// where each block keeps 16-32 k-tiles of 128 codes and the blocks make
+// one round at least 70 % full, on an H100's or H200's places.
+func TestNarrowQuad(t *testing.T) {
+	split := func(m, n, k int, fp8 bool) func(tmaConfig) tmaPlan {
+		return func(c tmaConfig) tmaPlan { return splitGemmTMA(c, m, n, k, 132, h100Slots, fp8, 0) }
+	}
+	for _, c := range []struct {
+		m, n, k int
+		fp8     bool
+		want    bool
+	}{
+		{160, 2048, 4096, true, true},   // Qwen3-30B-A3B's o: 128 blocks of 32 k-tiles
+		{192, 2048, 2048, true, true},   // TinyLlama's o: 16
+		{145, 2048, 2048, true, true},   // four row tiles
+		{144, 2048, 2048, true, false},  // three: swapRound's rows
+		{193, 2048, 2048, true, false},  // five
+		{160, 2048, 5632, true, false},  // TinyLlama's down: 44 k-tiles
+		{160, 2560, 2048, true, false},  // its qkv: 160 blocks, two rounds
+		{160, 1024, 2048, true, false},  // 64 blocks: under 70 % of a round
+		{160, 2048, 2048, false, false}, // 16-bit
+	} {
+		p, ok := batchPlan(c.m, c.n, c.k, c.fp8, split(c.m, c.n, c.k, c.fp8), h100Slots)
+		if got := ok && p.cfg.name == "p1x48"; got != c.want {
+			t.Errorf("batchPlan(M=%d N=%d K=%d fp8 %v) = %s, %v; want p1x48: %v", c.m, c.n, c.k, c.fp8, p, ok, c.want)
+		} else if got && (p.splits != 1 || p.kps*tmaKTile(c.fp8) < c.k) {
+			t.Errorf("batchPlan(M=%d N=%d K=%d): %s does not cover K unsplit", c.m, c.n, c.k, p)
 		}
 	}
 }
