@@ -1371,13 +1371,17 @@ func TestSwapRound(t *testing.T) {
 	}
 }
 
+// h100BatchPlan is batchPlan on an H100's or H200's 132 places, K split by
+// splitGemmTMA.
+func h100BatchPlan(m, n, k int, fp8 bool) (tmaPlan, bool) {
+	split := func(c tmaConfig) tmaPlan { return splitGemmTMA(c, m, n, k, 132, h100Slots, fp8, 0) }
+	return batchPlan(m, n, k, fp8, split, h100Slots)
+}
+
 // TestRowRound: batchPlan's s2x48 unsplit in place of s2x80 for the qkv
 // projections of 129-144 rows whose three row tiles make one round, on an
 // H100's or H200's places; past 144 rows, or in two rounds, s2x80 stays.
 func TestRowRound(t *testing.T) {
-	split := func(m, n, k int, fp8 bool) func(tmaConfig) tmaPlan {
-		return func(c tmaConfig) tmaPlan { return splitGemmTMA(c, m, n, k, 132, h100Slots, fp8, 0) }
-	}
 	for _, c := range []struct {
 		m, n, k int
 		fp8     bool
@@ -1390,7 +1394,7 @@ func TestRowRound(t *testing.T) {
 		{152, 5120, 2048, false, "s2x80"}, // four row tiles of 48
 		{128, 5120, 2048, false, ""},      // not batchPlan's rows
 	} {
-		p, ok := batchPlan(c.m, c.n, c.k, c.fp8, split(c.m, c.n, c.k, c.fp8), h100Slots)
+		p, ok := h100BatchPlan(c.m, c.n, c.k, c.fp8)
 		if c.want == "" {
 			if ok {
 				t.Errorf("batchPlan(M=%d N=%d K=%d) = %s, want none", c.m, c.n, c.k, p)
@@ -1462,9 +1466,6 @@ func TestNarrowRow(t *testing.T) {
 // (16-bit or E4M3) where each block keeps 32-64 k-tiles and the blocks
 // make one round at least 70 % full, after narrowRow, on an H100's or H200's places.
 func TestNarrowPair(t *testing.T) {
-	split := func(m, n, k int, fp8 bool) func(tmaConfig) tmaPlan {
-		return func(c tmaConfig) tmaPlan { return splitGemmTMA(c, m, n, k, 132, h100Slots, fp8, 0) }
-	}
 	for _, c := range []struct {
 		m, n, k int
 		fp8     bool
@@ -1480,7 +1481,7 @@ func TestNarrowPair(t *testing.T) {
 		{144, 4096, 14336, false, "s2x160", 3}, // Llama-3.1-8B's down: 224 k-tiles
 		{152, 3072, 2048, false, "", 0},        // three row tiles of 72
 	} {
-		p, ok := batchPlan(c.m, c.n, c.k, c.fp8, split(c.m, c.n, c.k, c.fp8), h100Slots)
+		p, ok := h100BatchPlan(c.m, c.n, c.k, c.fp8)
 		if c.want == "" {
 			if ok && p.cfg.name == "p1x72" {
 				t.Errorf("batchPlan(M=%d N=%d K=%d fp8 %v) = %s, want no p1x72", c.m, c.n, c.k, c.fp8, p)
@@ -1497,9 +1498,6 @@ func TestNarrowPair(t *testing.T) {
 // where each block keeps 16-32 k-tiles of 128 codes and the blocks make
 // one round at least 70 % full, on an H100's or H200's places.
 func TestNarrowQuad(t *testing.T) {
-	split := func(m, n, k int, fp8 bool) func(tmaConfig) tmaPlan {
-		return func(c tmaConfig) tmaPlan { return splitGemmTMA(c, m, n, k, 132, h100Slots, fp8, 0) }
-	}
 	for _, c := range []struct {
 		m, n, k int
 		fp8     bool
@@ -1515,7 +1513,7 @@ func TestNarrowQuad(t *testing.T) {
 		{160, 1024, 2048, true, false},  // 64 blocks: under 70 % of a round
 		{160, 2048, 2048, false, false}, // 16-bit
 	} {
-		p, ok := batchPlan(c.m, c.n, c.k, c.fp8, split(c.m, c.n, c.k, c.fp8), h100Slots)
+		p, ok := h100BatchPlan(c.m, c.n, c.k, c.fp8)
 		if got := ok && p.cfg.name == "p1x48"; got != c.want {
 			t.Errorf("batchPlan(M=%d N=%d K=%d fp8 %v) = %s, %v; want p1x48: %v", c.m, c.n, c.k, c.fp8, p, ok, c.want)
 		} else if got && (p.splits != 1 || p.kps*tmaKTile(c.fp8) < c.k) {
