@@ -126,8 +126,8 @@ var tmaConfigs = map[string]tmaConfig{
 	// alternate k-tiles, as cuBLASLt runs them (384 threads a block,
 	// Nsight Compute, H200, NOTES v61), stages even. The plans at 129-144
 	// rows take them where they took the one-consumer tiles (p1x48,
-	// 16-bit: swapRound; p1x136: narrowRow) and p1x72 unsplit in one round
-	// (narrowPair).
+	// 16-bit: swapRound; p1x136: narrowRow), p1x72 unsplit in one round
+	// (narrowPair), and for E4M3 codes p1x48 at 145-192 (narrowQuad).
 	"p1x48":  {"p1x48", 48, 64, 14, 1, false, true, true},
 	"p1x72":  {"p1x72", 72, 64, 12, 1, false, true, true},
 	"p1x136": {"p1x136", 136, 64, 8, 1, false, true, true},
@@ -773,13 +773,13 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 // tmaKPRows < M <= 192 rows (a decode batch), if any, 16-bit or E4M3.
 // First, up to 136 rows, one row tile of 64 rows of W (narrowRow), up to
 // 144 two of 72 rows of X by 64 of W (narrowPair), and for E4M3 codes at
-// 145-192 four of 48 (narrowQuad).
-// Then, up to 176 rows, two row tiles (80 rows of X up to 160, 88 up to
-// 176) by 128 rows of W (s2x80, s2x88) with K unsplit where their blocks
-// fill a round of places more than tmaBatchRowFill; up to 144 rows s2x48 in
-// their place where its three row tiles make a round (rowRound). Then one row
-// tile: 160 x 128 (s2x160, swapped) up to 160 rows, 192 x 128 (wg3) above,
-// and for 16-bit values at 161-176 176 x 128 (s2x176) where it splits K;
+// 145-192 four of 48 (narrowQuad). Then, up to 176 rows, two row tiles
+// (80 rows of X up to 160, 88 up to 176) by 128 rows of W (s2x80, s2x88)
+// with K unsplit where their blocks fill a round of places more than
+// tmaBatchRowFill; up to 144 rows s2x48 in their place where its three row
+// tiles make a round (rowRound). Then one row tile: 160 x 128 (s2x160,
+// swapped) up to 160 rows, 192 x 128 (wg3) above, and for 16-bit values
+// at 161-176 176 x 128 (s2x176) where it splits K;
 // taken unsplit where its tiles fill a round of places (tmaRoundFill),
 // split where each block keeps tmaBatchMinKTiles k-tiles or more and the
 // blocks fill tmaBatchSplitFill of a round of the split's places; a 16-bit
@@ -945,11 +945,12 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 
 // narrowRow is the plan batchPlan takes first for an m x n GEMM over k of
 // tmaKPRows < M <= 136 rows, 16-bit or E4M3, if any: one row tile of 136
-// rows of X by 64 of W on two consumers (p1x136), K unsplit or split two ways, where each
-// block keeps tmaNarrowRowMinKTiles to tmaNarrowRowMaxKTiles k-tiles (E4M3
-// codes unsplit) and the blocks make one round of places at least
-// tmaSwapRoundFill full. cuBLASLt runs Llama-3.1-8B's qkv at M = 136 on
-// that tile, 96 blocks, K unsplit (Nsight Compute, H200, NOTES v61).
+// rows of X by 64 of W on two consumers (p1x136), K unsplit or split two
+// ways, where each block keeps tmaNarrowRowMinKTiles to
+// tmaNarrowRowMaxKTiles k-tiles (E4M3 codes unsplit) and the blocks make
+// one round of places at least tmaSwapRoundFill full. cuBLASLt runs
+// Llama-3.1-8B's qkv at M = 136 on that tile, 96 blocks, K unsplit
+// (Nsight Compute, H200, NOTES v61).
 // BenchmarkGemm(FP8) from a captured graph, one H200, forced, 2 samples
 // (E4M3 1), us, at M = 130 / 136: 16-bit Llama-3.1-8B's qkv 19.9 / 20.0
 // against the plan's 21.1 / 20.4 (s2x80, W multicast), its o split two
@@ -995,9 +996,9 @@ const (
 )
 
 // narrowPair is the plan batchPlan takes for an m x n GEMM over k of
-// tmaKPRows < M <= 144 rows after narrowRow, 16-bit or E4M3, if any: two row tiles of 72
-// rows of X by 64 of W on two consumers taking alternate k-tiles (p1x72),
-// K unsplit, where each block keeps tmaNarrowRowMinKTiles to
+// tmaKPRows < M <= 144 rows after narrowRow, 16-bit or E4M3, if any: two
+// row tiles of 72 rows of X by 64 of W on two consumers taking alternate
+// k-tiles (p1x72), K unsplit, where each block keeps tmaNarrowRowMinKTiles to
 // tmaNarrowRowMaxKTiles k-tiles and the blocks make one round of places at
 // least tmaSwapRoundFill full. cuBLASLt runs Llama-3.2-1B's qkv at M = 136
 // on 64 x 72, 96 blocks, K unsplit, 384 threads (Nsight Compute, H200,
