@@ -594,9 +594,8 @@ func TestPlanGemmTMASmall(t *testing.T) {
 // GPU, unless batchPlan takes another (Llama-3.2-1B's 16-bit down at 129
 // on one row tile, s2x160 split six ways, 22 k-tiles a block; the others
 // at 129-176 on two row tiles of 80 or 88, s2x80 or s2x88, E4M3 codes only
-// above K = 4,096, at K = 4,096 and below at 145-192 rows on p1x48,
-// narrowQuad); wider outputs, short K, 128 and 256 rows and tile "wide"
-// keep their plans.
+// above K = 4,096, at K = 4,096 and below on p1x48, narrowCodes); wider
+// outputs, short K, 128 and 256 rows and tile "wide" keep their plans.
 func TestPlanGemmTMASwap(t *testing.T) {
 	d := h100Device(h100Slots)
 	for _, c := range []struct {
@@ -1494,10 +1493,10 @@ func TestNarrowPair(t *testing.T) {
 	}
 }
 
-// TestNarrowQuad: batchPlan's p1x48 unsplit for E4M3 codes at 145-192 rows
+// TestNarrowCodes: batchPlan's p1x48 unsplit for E4M3 codes at 129-192 rows
 // where each block keeps 16-32 k-tiles of 128 codes and the blocks make
 // one round at least 70 % full, on an H100's or H200's places.
-func TestNarrowQuad(t *testing.T) {
+func TestNarrowCodes(t *testing.T) {
 	for _, c := range []struct {
 		m, n, k int
 		fp8     bool
@@ -1506,7 +1505,9 @@ func TestNarrowQuad(t *testing.T) {
 		{160, 2048, 4096, true, true},   // Qwen3-30B-A3B's o: 128 blocks of 32 k-tiles
 		{192, 2048, 2048, true, true},   // TinyLlama's o: 16
 		{145, 2048, 2048, true, true},   // four row tiles
-		{144, 2048, 2048, true, false},  // three: swapRound's rows
+		{144, 2048, 2048, true, true},   // three row tiles
+		{136, 2560, 2048, true, true},   // TinyLlama's qkv: 120 blocks
+		{128, 2048, 2048, true, false},  // two: not batchPlan's rows
 		{193, 2048, 2048, true, false},  // five
 		{160, 2048, 5632, true, false},  // TinyLlama's down: 44 k-tiles
 		{160, 2560, 2048, true, false},  // its qkv: 160 blocks, two rounds

@@ -127,7 +127,7 @@ var tmaConfigs = map[string]tmaConfig{
 	// Nsight Compute, H200, NOTES v61), stages even. The plans at 129-144
 	// rows take them where they took the one-consumer tiles (p1x48,
 	// 16-bit: swapRound; p1x136: narrowRow), p1x72 unsplit in one round
-	// (narrowPair), and for E4M3 codes p1x48 at 145-192 (narrowQuad).
+	// (narrowPair), and for E4M3 codes p1x48 at 129-192 (narrowCodes).
 	"p1x48":  {"p1x48", 48, 64, 14, 1, false, true, true},
 	"p1x72":  {"p1x72", 72, 64, 12, 1, false, true, true},
 	"p1x136": {"p1x136", 136, 64, 8, 1, false, true, true},
@@ -772,8 +772,8 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 // batchPlan is the tile planGemmTMA takes for an m x n GEMM over k of
 // tmaKPRows < M <= 192 rows (a decode batch), if any, 16-bit or E4M3.
 // First, up to 136 rows, one row tile of 64 rows of W (narrowRow), up to
-// 144 two of 72 rows of X by 64 of W (narrowPair), and for E4M3 codes at
-// 145-192 four of 48 (narrowQuad). Then, up to 176 rows, two row tiles
+// 144 two of 72 rows of X by 64 of W (narrowPair), and for E4M3 codes
+// three or four of 48 (narrowCodes). Then, up to 176 rows, two row tiles
 // (80 rows of X up to 160, 88 up to 176) by 128 rows of W (s2x80, s2x88)
 // with K unsplit where their blocks fill a round of places more than
 // tmaBatchRowFill; up to 144 rows s2x48 in their place where its three row
@@ -877,7 +877,7 @@ func batchPlan(m, n, k int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(
 	if p, ok := narrowPair(m, n, k, fp8, slots); ok {
 		return p, true
 	}
-	if p, ok := narrowQuad(m, n, k, fp8, slots); ok {
+	if p, ok := narrowCodes(m, n, k, fp8, slots); ok {
 		return p, true
 	}
 	// The two row tiles that cover m rows, if any: of 80 rows up to 160,
@@ -1017,36 +1017,40 @@ func narrowPair(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan,
 		p.fillsRoundBy(m, n, slots, tmaSwapRoundFill)
 }
 
-// narrowQuad is the plan batchPlan takes for E4M3 codes, m x n over k, at
-// 145-192 rows (four row tiles of 48) after narrowPair, if any: 48 rows of
-// X by 64 of W on two consumers taking alternate k-tiles (p1x48), K
-// unsplit, where each block keeps tmaNarrowQuadMinKTiles to
-// tmaNarrowQuadMaxKTiles k-tiles of 128 codes and the blocks make one round
-// of places at least tmaSwapRoundFill full: the o projections of 2,048
-// outputs. BenchmarkGemmFP8 from a captured graph, one H200, forced, 2
-// samples, over cuBLASLt's FP8, M = 160 / 192 (NOTES v62): Qwen3-30B-A3B's
-// o (32 k-tiles) 1.105 / 1.052 against the plan's 1.174 / 1.104 (s2x48
-// split two ways), TinyLlama's o (16) 0.952 / 0.955 against 0.998 / 1.025
-// (wg1s); the rule against the plan before, alternated, 3 samples, M = 152
-// / 160 / 176 / 192: Qwen3-30B-A3B's o 1.10 / 1.11 / 1.04 / 1.03 against
-// 1.16 / 1.16 / 1.10 / 1.08, TinyLlama's 0.95 / 0.96 / 0.97 / 0.98 against
-// 0.97 / 1.00 / 1.01 / 1.03. 16-bit values lost (TinyLlama's o 1.177
-// against wg1s's 1.132 at 160), as did TinyLlama's qkv (160 blocks, two
-// rounds: 1.40 against 1.05).
-func narrowQuad(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+// narrowCodes is the plan batchPlan takes for E4M3 codes, m x n over k, at
+// 129-192 rows (three or four row tiles of 48) after narrowPair, if any:
+// 48 rows of X by 64 of W on two consumers taking alternate k-tiles
+// (p1x48), K unsplit, where each block keeps tmaNarrowCodesMinKTiles to
+// tmaNarrowCodesMaxKTiles k-tiles of 128 codes and the blocks make one
+// round of places at least tmaSwapRoundFill full: the o projections of
+// 2,048 outputs, and at 129-144 rows TinyLlama's qkv. BenchmarkGemmFP8
+// from a captured graph, one H200, over cuBLASLt's FP8 (NOTES v62). Forced,
+// 3 samples, M = 130 / 136 / 144: TinyLlama's qkv 0.95 / 0.98 / 0.94
+// against the plan's 1.09 / 1.07 / 1.02 (wg1s), its o 0.96 / 0.97 / 0.96
+// against 1.08 / 1.06 / 1.05, Qwen3-30B-A3B's o 1.07 / 1.01 / 1.05 against
+// 1.13 / 1.07 / 1.08 (s2x48 split two ways); the rule at 129-144 against
+// the plan before, alternated, 3 samples: 0.94 / 0.99 / 0.97 against 1.08
+// / 1.07 / 1.04, 0.96 / 0.99 / 0.97 against 1.09 / 1.07 / 1.04, 1.07 /
+// 1.05 / 1.06 against 1.13 / 1.11 / 1.10. At 145-192 likewise, M = 152 /
+// 160 / 176 / 192: Qwen3-30B-A3B's o 1.10 / 1.11 / 1.04 / 1.03 against
+// 1.16 / 1.16 / 1.10 / 1.08, TinyLlama's o 0.95 / 0.96 / 0.97 / 0.98 against 0.97 / 1.00 / 1.01
+// / 1.03 (wg1s). 16-bit values lost (TinyLlama's o 1.177 against wg1s's
+// 1.132 at 160), as did TinyLlama's qkv at 160 (160 blocks, two rounds:
+// 1.40 against 1.05).
+func narrowCodes(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	c := tmaConfigs["p1x48"]
 	p := tmaPlan{cfg: c, splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}
-	return p, fp8 && m > 3*c.rows && m <= 4*c.rows && p.kps >= tmaNarrowQuadMinKTiles && p.kps <= tmaNarrowQuadMaxKTiles &&
+	return p, fp8 && m > tmaKPRows && m <= 4*c.rows && p.kps >= tmaNarrowCodesMinKTiles && p.kps <= tmaNarrowCodesMaxKTiles &&
 		p.fillsRoundBy(m, n, slots, tmaSwapRoundFill)
 }
 
-// tmaNarrowQuadMinKTiles and tmaNarrowQuadMaxKTiles bound narrowQuad's
+// tmaNarrowCodesMinKTiles and tmaNarrowCodesMaxKTiles bound narrowCodes's
 // k-tiles a block: the o projections it timed; the downs of 2,048 outputs
 // (44-64 k-tiles) keep the split on s2x80 they had (1.03-1.11 of
 // cuBLASLt's time, NOTES v59).
 const (
-	tmaNarrowQuadMinKTiles = 16
-	tmaNarrowQuadMaxKTiles = 32
+	tmaNarrowCodesMinKTiles = 16
+	tmaNarrowCodesMaxKTiles = 32
 )
 
 // rowRound is the plan batchPlan takes for an m x n GEMM over k, 16-bit
