@@ -1463,7 +1463,8 @@ func TestNarrowRow(t *testing.T) {
 
 // TestNarrowPair: batchPlan's p1x72 unsplit for GEMMs of 129-144 rows
 // (16-bit or E4M3) where each block keeps 32-64 k-tiles and the blocks
-// make one round at least 70 % full, after narrowRow, on an H100's or H200's places.
+// make one round at least 70 % full, after narrowRow, on an H100's or
+// H200's places.
 func TestNarrowPair(t *testing.T) {
 	for _, c := range []struct {
 		m, n, k int
