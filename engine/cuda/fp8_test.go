@@ -559,7 +559,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 				// XRUN_CUDA_WGMMA_FP8 says.
 				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores", "own-fp8-unpersist", "own-fp8-mc", "own-fp8-waves1")
 				if m <= tmaSmallRows {
-					for _, tile := range tmaTiles {
+					for _, tile := range append(tmaTiles[:len(tmaTiles):len(tmaTiles)], tmaClusterTiles...) {
 						impls = append(impls, "own-fp8-tma-"+tile)
 					}
 				} else {

@@ -98,6 +98,10 @@ func BenchmarkGemm(b *testing.B) {
 					impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48", "own-tma-s2x160", "own-tma-s2x176", "own-tma-s2x192", "own-tma-s1x80", "own-tma-s2x80", "own-tma-s3x80", "own-tma-s2x88", "own-tma-s3x88", "own-tma-s1x72", "own-tma-s1x136")
 					// The alternating tiles: two consumers, alternate k-tiles.
 					impls = append(impls, "own-tma-p1s", "own-tma-p1m", "own-tma-p1x48", "own-tma-p1x72", "own-tma-p1x136")
+					// Those in clusters, W and X multicast.
+					for _, tile := range tmaClusterTiles {
+						impls = append(impls, "own-tma-"+tile)
+					}
 				}
 			}
 			if m == 1 {

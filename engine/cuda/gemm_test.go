@@ -751,14 +751,16 @@ func TestTMASlots(t *testing.T) {
 // the tests and benchmarks walk them.
 var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136", "p1x48", "p1x72", "p1x136"}
 
-// TestTMATiles: tmaTiles names every configuration once, so that a new one
-// is checked and timed with the rest; tmaPersist and tmaMulticast name only
-// configurations.
+// TestTMATiles: tmaTiles names every configuration but the clustered
+// ones (which no split takes: TestGemmTMAClusters checks them), and
+// tmaClusterTiles those, each once, so that a new one is checked and timed
+// with the rest; tmaPersist and tmaMulticast name only configurations.
 func TestTMATiles(t *testing.T) {
 	seen := map[string]bool{}
-	for _, name := range tmaTiles {
-		if _, ok := tmaConfigs[name]; !ok || seen[name] {
-			t.Errorf("tmaTiles: %q unknown or twice", name)
+	for _, name := range append(tmaTiles[:len(tmaTiles):len(tmaTiles)], tmaClusterTiles...) {
+		_, cl := tmaClusters[name]
+		if _, ok := tmaConfigs[name]; !ok || seen[name] || cl != slices.Contains(tmaClusterTiles, name) {
+			t.Errorf("tmaTiles: %q unknown, twice or in the wrong list", name)
 		}
 		seen[name] = true
 	}
@@ -1038,6 +1040,46 @@ func TestGemmTMASplits(t *testing.T) {
 					p := tmaPlan{cfg: tmaConfigs[tile], splits: s, kps: kps}
 					k := s * kps * 64 // 16-bit k-tiles of 64: every block of the split has kps of them
 					checkGemmPlannedEach(t, g, p, m, k, 264, 202)
+				}
+			})
+		})
+	}
+}
+
+// tmaClusterTiles are tmaClusters' configurations, in a fixed order.
+var tmaClusterTiles = []string{"p1x72c13", "p1x72c21", "p1x72c23", "p1x48c12", "p1x48c13"}
+
+// TestGemmTMAClusters: the clustered tiles (tmaClusters, W multicast to
+// the row tiles of a column tile and X to the column tiles of a row tile)
+// against the CPU: rows and columns making row and column tiles no
+// multiple of the cluster's (the grid padded with blocks past M or N), 9
+// rows (one row tile, mostly zeros), more k-tiles than stages with the
+// last ragged; plain and under either epilogue (under SwiGLU a tile's
+// columns are half gate, half up rows), and E4M3 codes.
+func TestGemmTMAClusters(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	if len(tmaClusterTiles) != len(tmaClusters) {
+		t.Fatalf("tmaClusterTiles %v, tmaClusters %v", tmaClusterTiles, tmaClusters)
+	}
+	const kt = 20
+	for _, tile := range tmaClusterTiles {
+		t.Run(tile, func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) {
+				for _, m := range []int{9, 200} {
+					checkGemmPlannedEach(t, g, tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: kt}, m, kt*64-8, 1000, 202)
+					const n = 1000
+					k := kt*128 - 16
+					f := newFP8Case(t, g, n, k, m, m == 9)
+					cols := sampleCols(t, n)
+					fq, plain := f.ref(m, cols)
+					y := devPoisoned(t, g, BF16, m*n)
+					p := tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: kt}
+					if err := g.launchGemmTMA(g.Stream, BF16, y, f.x.Codes, f.w.Codes, p, 1, m, n, k, fp8ScaleArgs(f.x, f.w)); err != nil {
+						t.Fatal(err)
+					}
+					checkFP8(t, fmt.Sprintf("%s E4M3 M=%d", tile, m), pick(download(t, g, BF16, y, m*n), m, n, cols), fq, plain)
 				}
 			})
 		})
@@ -1539,6 +1581,9 @@ func TestTMASplitSwitch(t *testing.T) {
 		{"s1x72", 0, 136, 2880, 4096, false, "s1x72/4"},       // the cost model's split of a forced tile
 		{"s1x72", 1, 136, 2880, 4096, false, "s1x72"},         // unsplit, as cuBLASLt runs it
 		{"auto", 2, 136, 2880, 4096, false, "s3x80/2"},        // the planner's tile split two ways
+		{"p1x72c21", 1, 136, 2880, 4096, false, "p1x72c21"},   // a clustered tile unsplit
+		{"p1x72c21", 0, 136, 2880, 4096, false, "p1x72c21"},   // the cost model never splits it
+		{"p1x72c21", 2, 136, 2880, 4096, false, "p1x72/2"},    // a split: its unclustered twin
 		{"s3x80", 8, 136, 2880, 192, false, "s3x80/3"},        // three k-tiles: three ways at most
 		{"auto", 1, 256, 128256, 2048, false, "wg2w x132 mc"}, // unsplit: persistent and multicast as planned
 		{"auto", 2, 256, 128256, 2048, false, "wg2w/2"},       // split: neither

@@ -131,6 +131,12 @@ var tmaConfigs = map[string]tmaConfig{
 	"p1x48":  {"p1x48", 48, 64, 14, 1, false, true, true},
 	"p1x72":  {"p1x72", 72, 64, 12, 1, false, true, true},
 	"p1x136": {"p1x136", 136, 64, 8, 1, false, true, true},
+	// p1x72 and p1x48 in clusters (tmaClusters).
+	"p1x72c13": {"p1x72c13", 72, 64, 12, 1, false, true, true},
+	"p1x72c21": {"p1x72c21", 72, 64, 12, 1, false, true, true},
+	"p1x72c23": {"p1x72c23", 72, 64, 12, 1, false, true, true},
+	"p1x48c12": {"p1x48c12", 48, 64, 14, 1, false, true, true},
+	"p1x48c13": {"p1x48c13", 48, 64, 14, 1, false, true, true},
 	// The alternating tiles: 64 x 64 and 64 x 96 as wg1s and wg1m, two
 	// consumer warpgroups taking alternate k-tiles. One consumer's
 	// per-k-tile instructions bound the narrow tiles (Nsight Compute and
@@ -139,6 +145,24 @@ var tmaConfigs = map[string]tmaConfig{
 	// three warpgroups. Planned at 97-128 rows (kpPlan).
 	"p1s": {"p1s", 64, 64, 12, 1, false, false, true},
 	"p1m": {"p1m", 64, 96, 10, 1, false, false, true},
+}
+
+// tmaCluster is a clustered configuration's unclustered twin (the same
+// tile, stages and threads) and its clusters' shape: X row tiles by Y
+// column tiles.
+type tmaCluster struct {
+	twin  string
+	shape Dim3
+}
+
+// tmaClusters: the configurations whose blocks run in clusters
+// (gemm_tma_swap_cl.cu), W's loads multicast to the X blocks of a column
+// tile and X's to the Y of a row tile, K unsplit. cuBLASLt runs the 64-row
+// tiles of W at 129-256 rows in clusters of 4 x 2, 2 x 4, 2 x 1 or 1 x 2
+// (Nsight Compute, H200, bench/NOTES.md v62). Forced only.
+var tmaClusters = map[string]tmaCluster{
+	"p1x72c13": {"p1x72", Dim3{X: 1, Y: 3, Z: 1}}, "p1x72c21": {"p1x72", Dim3{X: 2, Y: 1, Z: 1}}, "p1x72c23": {"p1x72", Dim3{X: 2, Y: 3, Z: 1}},
+	"p1x48c12": {"p1x48", Dim3{X: 1, Y: 2, Z: 1}}, "p1x48c13": {"p1x48", Dim3{X: 1, Y: 3, Z: 1}},
 }
 
 // tmaNarrow are the narrow configurations, in the order planGemmTMA weighs
@@ -180,6 +204,9 @@ func (c tmaConfig) threads() int {
 // swapped tiles' gemm_tma_swap.cu (of alternating consumers
 // gemm_tma_swap_kp.cu), the others' gemm_tma.cu.
 func (c tmaConfig) module() string {
+	if _, ok := tmaClusters[c.name]; ok {
+		return "gemm_tma_swap_cl"
+	}
 	if c.swap && c.kp {
 		return "gemm_tma_swap_kp"
 	}
@@ -392,9 +419,13 @@ func (p tmaPlan) withMulticast(m, slots2 int, fp8 bool) tmaPlan {
 	return p
 }
 
-// cluster is the launch's cluster shape: the split's blocks of one tile
-// along Z, or a multicast's two row tiles along X.
+// cluster is the launch's cluster shape: a clustered tile's (tmaClusters),
+// the split's blocks of one tile along Z, or a multicast's two row tiles
+// along X.
 func (p tmaPlan) cluster() Dim3 {
+	if c, ok := tmaClusters[p.cfg.name]; ok {
+		return c.shape
+	}
 	if p.mc {
 		return Dim3{X: 2, Y: 1, Z: 1}
 	}
@@ -1337,6 +1368,11 @@ func (p tmaPlan) grid(m, n, wide int) (Dim3, error) {
 		return Dim3{X: p.blocks, Y: 1, Z: 1}, nil
 	}
 	g := Dim3{X: ceilDiv(m, p.cfg.rows), Y: ceilDiv(n, wide), Z: p.splits}
+	if c, ok := tmaClusters[p.cfg.name]; ok {
+		// Whole clusters: the blocks past M or N load their shares of the
+		// operands (zeros past the edges) and store nothing.
+		g.X, g.Y = ceilDiv(g.X, c.shape.X)*c.shape.X, ceilDiv(g.Y, c.shape.Y)*c.shape.Y
+	}
 	if g.Y > 65535 {
 		return Dim3{}, fmt.Errorf("cuda: TMA GEMM: N=%d needs %d column tiles, at most 65535", n, g.Y)
 	}
@@ -1370,14 +1406,23 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 	d := tmaDevice{sms: g.Info.SMs, slots: slots, unitBytes: tmaUnitBytes(g.Info.Name)}
 	p := planGemmTMA(m, n, k, d, fp8, g.sw.CUDAWgmmaTile, g.sw.CUDAGemmWaves)
 	if s := g.sw.CUDAGemmSplit; s > 0 {
-		// XRUN_CUDA_GEMM_SPLIT: the plan's tile at the split asked for.
-		p = splitKTiles(p.cfg, ceilDiv(k, tmaKTile(fp8)), min(s, tmaMaxCluster))
+		// XRUN_CUDA_GEMM_SPLIT: the plan's tile at the split asked for (a
+		// clustered tile's twin: a split's cluster is its own).
+		cfg := p.cfg
+		if c, ok := tmaClusters[cfg.name]; ok && s > 1 {
+			cfg = tmaConfigs[c.twin]
+		}
+		p = splitKTiles(cfg, ceilDiv(k, tmaKTile(fp8)), min(s, tmaMaxCluster))
 	}
 	if g.sw.CUDAGemmPersist {
 		p = p.persist(m, n, slots(p.cfg, 1))
 	}
 	if g.sw.CUDAGemmMulticast {
 		p = p.withMulticast(m, slots(p.cfg, 2), fp8)
+	}
+	if _, ok := tmaClusters[p.cfg.name]; ok {
+		// A clustered tile's cluster is its multicast's: K unsplit.
+		p = tmaPlan{cfg: p.cfg, splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}
 	}
 	// Only wg1 has cp.async kernels to run its split on.
 	return p, mode == "1" || p.splits == 1 || p.cfg.name != "wg1"
@@ -1502,12 +1547,17 @@ type tmaLaunch struct {
 // the engine's GEMMs, its fused epilogues and the traced kernels of
 // BenchmarkGemmPhases pass the same maps, arguments, grid and cluster.
 func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
-	tx, err := g.tensorMap(l.x, l.m, l.k, p.cfg.rows, l.es)
+	cl := p.cluster()
+	xbox := p.cfg.rows
+	if _, ok := tmaClusters[p.cfg.name]; ok {
+		xbox /= cl.Y // each block of a row tile's loads its share of X's box
+	}
+	tx, err := g.tensorMap(l.x, l.m, l.k, xbox, l.es)
 	if err != nil {
 		return err
 	}
 	box := l.wide
-	if p.mc {
+	if _, ok := tmaClusters[p.cfg.name]; p.mc || ok && cl.X == 2 {
 		box = p.cfg.bn / 2 // each block of the pair loads half a tile (under GLU, as without: the gate or the up rows)
 	}
 	tw, err := g.tensorMap(l.w, l.rowsW, l.k, box, l.es)
@@ -1534,7 +1584,7 @@ func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
 	if err != nil {
 		return err
 	}
-	return s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, smem, a, p.cluster())
+	return s.LaunchCluster(f, grid, Dim3{X: p.cfg.threads()}, smem, a, cl)
 }
 
 // launchGemmTMA queues Y = X W^T on the TMA kernels by plan p: X is m x k,

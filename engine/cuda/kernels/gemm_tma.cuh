@@ -44,6 +44,19 @@
 // the output's orientation and stores it through the split's reduction,
 // unsplit (S = 1) included, whose epilogues then apply as they are.
 //
+// Clustered (CX x CY > 1, a swapped tile on alternating consumers, K
+// unsplit): a cluster of CX row tiles (of X) by CY column tiles (of W), as
+// cuBLASLt runs a decode's 64-row tiles of W at 129-256 rows (64 x 72 in
+// clusters of 4 x 2, Nsight Compute, H200, bench/NOTES.md v62). Each block
+// loads 1 / CX of W's tile into the CX blocks of its column tile and 1 / CY
+// of X's box into the CY blocks of its row tile, so that L2 serves each
+// operand's bytes once for the blocks sharing them; a stage is refilled
+// once the consumers of all the CX + CY - 1 blocks writing into it have
+// freed it, each of the releasing consumer's first CX + CY - 1 threads
+// arriving on one of those blocks' barriers. The shape is a template
+// argument: read at run time it cost the unclustered kernels 5-12 %
+// (v54, v58).
+//
 // With two consumer warpgroups the producer gives registers back
 // (setmaxnreg) so that the consumers can hold 128 accumulators each.
 #pragma once
@@ -358,7 +371,7 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 // values), transposed by stmatrix, and store its rows from there in 16-byte
 // pieces, under the next tile's loads.
 template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false, bool PERSIST = false, int XR = 0,
-	bool KP = false>
+	bool KP = false, int CX = 1, int CY = 1>
 __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
 	const float *sw, int swRows, int M, int N, int K, int kps, int early, u64 *trace = nullptr) {
 #ifdef XR_WGMMA
@@ -379,6 +392,8 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	static_assert(!EP || EPI == TMA_EPI_NONE, "the persistent swapped kernels have no epilogue");
 	static_assert(!EP || XR % 16 == 0, "the staged tile goes out in pairs of 8-row blocks (stmatrix x4)");
 	static_assert(!KP || (C == 2 && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
+	constexpr bool CL = CX * CY > 1;
+	static_assert(!CL || (SW && KP && !PERSIST && CX <= 2 && ROWS % (8 * CY) == 0), "clustered: swapped, alternating, whole swizzle atoms of X a block");
 	// ARR: the consumers that free each stage (KP: the one that read it).
 	constexpr int ARR = KP ? 1 : C;
 	constexpr bool GLU = EPI == TMA_EPI_GLU;
@@ -413,18 +428,32 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// mc: W's loads multicast to a cluster of two row tiles (the launcher
 	// clusters along X only with K unsplit; persistent blocks in pairs
 	// then take the two row tiles of each column tile, rowTiles even).
-	const bool mc = gridDim.z == 1 && cluster_blocks() == 2;
+	const bool mc = !CL && gridDim.z == 1 && cluster_blocks() == 2;
 	const int half = mc ? cluster_rank() : 0; // the half of W's tile this block loads
+	// CL: the block's row tile (crx) and column tile (cry) in its cluster;
+	// the blocks of its row tile, X's multicast (cluster ranks x fastest).
+	int crx = 0, cry = 0;
+	u16 xmask = 0;
+	if constexpr (CL) {
+		if (gridDim.z != 1) asm volatile("trap;"); // the launcher never splits a clustered launch
+		asm volatile("mov.u32 %0, %%cluster_ctaid.x;" : "=r"(crx));
+		asm volatile("mov.u32 %0, %%cluster_ctaid.y;" : "=r"(cry));
+#pragma unroll
+		for (int j = 0; j < CY; j++) xmask |= (u16)(1u << (crx + j * CX));
+	}
 
 	// load_w issues the TMA load(s) of W's k-tile kt0 + i of the tile whose
 	// first column is n0 into stage s.
 	auto load_w = [&](int i, int s, int n0) {
 		const int k0 = (kt0 + i) * BK;
-		if (mc) {
+		if (CL ? CX == 2 : mc) {
 			// Half of the tile's BN rows (the map's box) to both blocks: rows
-			// n0 + half * BN / 2..; under GLU the gate rows, then the up rows.
-			const int row = GLU ? (half ? N + n0 : n0) : n0 + half * (BN / 2);
-			tma_load2d_mc(base + s * STAGE + ABYTES + half * (BN / 2) * 128, &tw, k0, row, full + 8 * s, 3);
+			// n0 + h * BN / 2..; under GLU the gate rows, then the up rows.
+			// Clustered, the pair is the two row tiles of the block's column.
+			const int h = CL ? crx : half;
+			const u16 mask = CL ? (u16)(3u << (2 * cry)) : (u16)3;
+			const int row = GLU ? (h ? N + n0 : n0) : n0 + h * (BN / 2);
+			tma_load2d_mc(base + s * STAGE + ABYTES + h * (BN / 2) * 128, &tw, k0, row, full + 8 * s, mask);
 		} else if constexpr (GLU) {
 			// Two boxes of BN / 2 rows (the map's box): gate rows n0..,
 			// then up rows N + n0..; gate rows past N read up rows, whose
@@ -444,11 +473,11 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	if (tid == 0) {
 		for (int s = 0; s < STAGES; s++) {
 			mbar_init(full + 8 * s, 1);
-			mbar_init(empty + 8 * s, mc ? 2 * ARR : ARR);
+			mbar_init(empty + 8 * s, CL ? (CX + CY - 1) * ARR : (mc ? 2 * ARR : ARR));
 		}
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
-	if (mc) cluster_sync(); // both blocks' barriers exist before either multicasts
+	if (CL || mc) cluster_sync(); // every block's barriers exist before any multicasts
 	if (tid == 0) {
 		for (int i = 0; i < pre; i++) {
 			mbar_expect(full + 8 * i, STAGE); // both boxes' bytes: X's come after the wait
@@ -477,7 +506,13 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 						mbar_expect(full + 8 * s, STAGE);
 						load_w(i, s, tn0);
 					}
-					tma_load2d(base + s * STAGE, &tx, (kt0 + i) * BK, tm0, full + 8 * s);
+					if constexpr (CY > 1) {
+						// The block's rows cry * XP.. of X's box, into its row tile's blocks.
+						constexpr int XP = ROWS / CY;
+						tma_load2d_mc(base + s * STAGE + cry * XP * 128, &tx, (kt0 + i) * BK, tm0 + cry * XP, full + 8 * s, xmask);
+					} else {
+						tma_load2d(base + s * STAGE, &tx, (kt0 + i) * BK, tm0, full + 8 * s);
+					}
 				}
 			}
 		}
@@ -490,7 +525,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 				bar_sync_all<NT>();
 				bar_sync_all<NT>();
 			}
-			if (mc) cluster_sync(); // the last, as the consumers pass it below
+			if (CL || mc) cluster_sync(); // the last, as the consumers pass it below
 		}
 		return;
 	}
@@ -521,6 +556,17 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		mbar_arrive(bar);
 		if (mc) mbar_arrive_cluster(bar, half ^ 1);
 	};
+	// CL: thread j < CX + CY - 1 of the consumer frees its stages on one
+	// block's barriers (rel, mapped once): j < CX the blocks of its column
+	// tile (itself among them), then the other blocks of its row tile.
+	constexpr int NREL = CX + CY - 1;
+	u32 rel = 0;
+	if constexpr (CL) {
+		if (const int j = tid & 127; j < NREL) {
+			const int y = j - CX;
+			rel = mapa_cluster(empty, j < CX ? j + cry * CX : crx + (y < cry ? y : y + 1) * CX);
+		}
+	}
 	// One pass a tile (one, unless PERSIST), over the k-tiles the
 	// producer's loop counts (g). The stage of the k-tile (s), its barriers'
 	// phase (ph) and the stage before it (sp) are counters: with a stage
@@ -548,7 +594,11 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			}
 			wg_wait<1>(); // the MMAs of the k-tile before are done: its stage is free
 			wg_pin<NA>(acc);
-			if (i > k0 && (tid & 127) == 0) release(empty + 8 * sp);
+			if constexpr (CL) {
+				if (i > k0 && (tid & 127) < NREL) mbar_arrive_mapped(rel + 8 * sp);
+			} else if (i > k0 && (tid & 127) == 0) {
+				release(empty + 8 * sp);
+			}
 			sp = s;
 			if ((s += KS) >= STAGES) s -= STAGES, ph ^= 1;
 		}
@@ -754,9 +804,9 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			if (tid == 128) tma_mark(tr, TMA_T_END);
 		}
 	} // the tiles
-	// Under multicast no block leaves while the other may still arrive on
+	// Under multicast no block leaves while another may still arrive on
 	// its barriers.
-	if (mc) cluster_sync();
+	if (CL || mc) cluster_sync();
 #else
 	// Launched where it has no body (not sm_90a): fail loudly, never leave
 	// Y unwritten.

@@ -40,4 +40,15 @@ __device__ __forceinline__ void mbar_arrive_cluster(u32 bar, int q) {
 	asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(bar), "r"(q));
 	asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(ra) : "memory");
 }
+// mapa_cluster is the shared::cluster address of shared address a in
+// cluster block q; mbar_arrive_mapped arrives on the barrier at such an
+// address (as mbar_arrive_cluster, the mapping done once by the caller).
+__device__ __forceinline__ u32 mapa_cluster(u32 a, int q) {
+	u32 ra;
+	asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(q));
+	return ra;
+}
+__device__ __forceinline__ void mbar_arrive_mapped(u32 ra) {
+	asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(ra) : "memory");
+}
 #endif
