@@ -1514,14 +1514,15 @@ func TestNarrowPair(t *testing.T) {
 		want    string
 		splits  int
 	}{
-		{136, 3072, 2048, false, "p1x72", 1},   // Llama-3.2-1B's qkv: 96 blocks of 32 k-tiles
-		{144, 4096, 4096, false, "p1x72", 1},   // Llama-3.1-8B's o: 128 blocks of 64
-		{136, 4096, 4096, false, "p1x136", 2},  // narrowRow's first
-		{144, 2880, 4096, false, "s3x80", 4},   // GPT-OSS-20B's o: 90 blocks, 68 % of a round (splitPair)
-		{136, 4096, 4096, true, "p1x72", 1},    // E4M3 Llama-3.1-8B's o: 32 k-tiles of 128 codes
-		{144, 3072, 2048, true, "", 0},         // E4M3 Llama-3.2-1B's qkv: 16 k-tiles of 128 codes
-		{144, 4096, 14336, false, "s2x160", 3}, // Llama-3.1-8B's down: 224 k-tiles
-		{152, 3072, 2048, false, "", 0},        // three row tiles of 72
+		{136, 3072, 2048, false, "p1x72", 1},    // Llama-3.2-1B's qkv: 96 blocks of 32 k-tiles
+		{144, 4096, 4096, false, "p1x72c21", 1}, // Llama-3.1-8B's o: 128 blocks of 64, in pairs
+		{136, 4096, 4096, false, "p1x136", 2},   // narrowRow's first
+		{144, 2880, 4096, false, "p1x72c21", 1}, // GPT-OSS-20B's o: 90 blocks, 68 % of a round
+		{136, 2048, 4096, false, "s2x80", 3},    // Qwen3-30B-A3B's o: 64 blocks, 48 %
+		{136, 4096, 4096, true, "p1x72", 1},     // E4M3 Llama-3.1-8B's o: 32 k-tiles of 128 codes
+		{144, 3072, 2048, true, "", 0},          // E4M3 Llama-3.2-1B's qkv: 16 k-tiles of 128 codes
+		{144, 4096, 14336, false, "s2x160", 3},  // Llama-3.1-8B's down: 224 k-tiles
+		{152, 3072, 2048, false, "", 0},         // three row tiles of 72
 	} {
 		p, ok := h100BatchPlan(c.m, c.n, c.k, c.fp8)
 		if c.want == "" {
@@ -1577,10 +1578,11 @@ func TestTMASplitSwitch(t *testing.T) {
 		fp8            bool
 		want           string
 	}{
-		{"auto", 0, 136, 2880, 4096, false, "s3x80/4"},        // the planner's
+		{"auto", 0, 136, 2880, 4096, false, "p1x72c21"},       // the planner's
 		{"s1x72", 0, 136, 2880, 4096, false, "s1x72/4"},       // the cost model's split of a forced tile
 		{"s1x72", 1, 136, 2880, 4096, false, "s1x72"},         // unsplit, as cuBLASLt runs it
-		{"auto", 2, 136, 2880, 4096, false, "s3x80/2"},        // the planner's tile split two ways
+		{"auto", 2, 136, 2880, 4096, false, "p1x72/2"},        // the planner's tile split two ways: its unclustered twin
+		{"auto", 2, 130, 2048, 4096, false, "s2x80/2"},        // the planner's tile split two ways
 		{"p1x72c21", 1, 136, 2880, 4096, false, "p1x72c21"},   // a clustered tile unsplit
 		{"p1x72c21", 0, 136, 2880, 4096, false, "p1x72c21"},   // the cost model never splits it
 		{"p1x72c21", 2, 136, 2880, 4096, false, "p1x72/2"},    // a split: its unclustered twin

@@ -159,7 +159,8 @@ type tmaCluster struct {
 // (gemm_tma_swap_cl.cu), W's loads multicast to the X blocks of a column
 // tile and X's to the Y of a row tile, K unsplit. cuBLASLt runs the 64-row
 // tiles of W at 129-256 rows in clusters of 4 x 2, 2 x 4, 2 x 1 or 1 x 2
-// (Nsight Compute, H200, bench/NOTES.md v62). Forced only.
+// (Nsight Compute, H200, bench/NOTES.md v62). narrowPair plans p1x72c21;
+// the others are forced only (X's multicast lost, NOTES v63).
 var tmaClusters = map[string]tmaCluster{
 	"p1x72c13": {"p1x72", Dim3{X: 1, Y: 3, Z: 1}}, "p1x72c21": {"p1x72", Dim3{X: 2, Y: 1, Z: 1}}, "p1x72c23": {"p1x72", Dim3{X: 2, Y: 3, Z: 1}},
 	"p1x48c12": {"p1x48", Dim3{X: 1, Y: 2, Z: 1}}, "p1x48c13": {"p1x48", Dim3{X: 1, Y: 3, Z: 1}},
@@ -1041,11 +1042,35 @@ const (
 // (s2x48). GPT-OSS-20B's o (90 blocks, 68 % of a round) tied its plan
 // (1.28 / 1.28 / 1.22 against 1.27 / 1.25 / 1.20, v61), as did E4M3
 // Llama-3.2-1B's qkv (16 k-tiles of 128 codes) on s2x32.
+//
+// For 16-bit values at tmaNarrowRowMaxKTiles k-tiles a block (K = 4,096)
+// the pair of row tiles runs as a cluster whose blocks each load half of
+// W's tile into both (p1x72c21), where its blocks fill a round at least
+// tmaRoundFillRagged full: GPT-OSS-20B's o (90 blocks) and Llama-3.1-8B's
+// (128). BenchmarkGemm from a captured graph, one H200, 3 samples, over
+// cuBLASLt (NOTES v63). Forced unsplit at M = 136 / 144: GPT-OSS-20B's o
+// 1.22 / 1.17 against p1x72's 1.28 / 1.23, Llama-3.1-8B's o 1.03 / 0.92
+// against 1.10 / 0.97, Qwen3-30B-A3B's o (64 blocks) 1.23 / 1.25 against
+// 1.32 / 1.34 (its plan, s2x80 split three ways, 1.11); at 32 k-tiles it
+// tied or lost (Llama-3.2-1B's qkv 1.15 / 1.15 against 1.14 / 1.13,
+// TinyLlama's qkv 1.09 / 1.10 against 1.07 / 1.08), and clusters
+// multicasting X too (1 x 3, 2 x 3) lost to both. Through the plan at 130
+// / 136 / 144: GPT-OSS-20B's o 1.22 / 1.19 / 1.16 against the plan
+// before's 1.28 / 1.24 / 1.19 (s3x80 split four ways), Llama-3.1-8B's o
+// at 144 0.92 against 1.00 (p1x72).
 func narrowPair(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	c := tmaConfigs["p1x72"]
-	p := tmaPlan{cfg: c, splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}
-	return p, m > tmaKPRows && m <= 2*c.rows && p.kps >= tmaNarrowRowMinKTiles && p.kps <= tmaNarrowRowMaxKTiles &&
-		p.fillsRoundBy(m, n, slots, tmaSwapRoundFill)
+	kt := ceilDiv(k, tmaKTile(fp8))
+	if m <= tmaKPRows || m > 2*c.rows || kt < tmaNarrowRowMinKTiles || kt > tmaNarrowRowMaxKTiles {
+		return tmaPlan{}, false
+	}
+	if q := tmaConfigs["p1x72c21"]; !fp8 && kt == tmaNarrowRowMaxKTiles {
+		if t, s := q.tiles(m, n), slots(q, 2); t <= s && float64(t) >= tmaRoundFillRagged*float64(s) {
+			return tmaPlan{cfg: q, splits: 1, kps: kt}, true
+		}
+	}
+	p := tmaPlan{cfg: c, splits: 1, kps: kt}
+	return p, p.fillsRoundBy(m, n, slots, tmaSwapRoundFill)
 }
 
 // narrowCodes is the plan batchPlan takes for E4M3 codes, m x n over k, at
