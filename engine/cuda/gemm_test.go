@@ -1086,6 +1086,32 @@ func TestGemmTMAClusters(t *testing.T) {
 	}
 }
 
+// TestTMAClusterGrid: a clustered tile's launch is its clusters' shape,
+// its grid padded to whole clusters along either dimension (the blocks
+// past M or N store nothing), K never split.
+func TestTMAClusterGrid(t *testing.T) {
+	for _, c := range []struct {
+		tile       string
+		m, n, wide int
+		want       Dim3
+	}{
+		{"p1x72c21", 136, 2880, 64, Dim3{X: 2, Y: 45, Z: 1}},
+		{"p1x72c21", 200, 2880, 64, Dim3{X: 4, Y: 45, Z: 1}}, // three row tiles, padded to four
+		{"p1x72c23", 136, 1000, 64, Dim3{X: 2, Y: 18, Z: 1}}, // 16 column tiles, padded to 18
+		{"p1x72c13", 9, 1000, 32, Dim3{X: 1, Y: 33, Z: 1}},   // under SwiGLU: 32 outputs a tile
+		{"p1x48c12", 136, 2048, 64, Dim3{X: 3, Y: 32, Z: 1}},
+	} {
+		p := tmaPlan{cfg: tmaConfigs[c.tile], splits: 1, kps: 64}
+		g, err := p.grid(c.m, c.n, c.wide)
+		if cl := tmaClusters[c.tile].shape; err != nil || g != c.want || p.cluster() != cl || g.X%cl.X != 0 || g.Y%cl.Y != 0 {
+			t.Errorf("%s M=%d N=%d: grid %+v (%v), cluster %+v; want grid %+v", c.tile, c.m, c.n, g, err, p.cluster(), c.want)
+		}
+		if p.module() != "gemm_tma_swap_cl" || p.cfg.threads() != 384 {
+			t.Errorf("%s: module %s, %d threads", c.tile, p.module(), p.cfg.threads())
+		}
+	}
+}
+
 // TestGemmTMAPersist: the persistent kernels (blocks that take tile after
 // tile, XRUN_CUDA_GEMM_PERSIST), plain and under either epilogue, against
 // the CPU: few blocks for many tiles, so each block runs several with the
