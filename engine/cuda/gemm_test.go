@@ -1067,15 +1067,15 @@ func TestGemmTMAClusters(t *testing.T) {
 	for _, tile := range tmaClusterTiles {
 		t.Run(tile, func(t *testing.T) {
 			do(t, func(t testing.TB, g *GPU) {
+				p := tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: kt}
 				for _, m := range []int{9, 200} {
-					checkGemmPlannedEach(t, g, tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: kt}, m, kt*64-8, 1000, 202)
+					checkGemmPlannedEach(t, g, p, m, kt*64-8, 1000, 202)
 					const n = 1000
 					k := kt*128 - 16
 					f := newFP8Case(t, g, n, k, m, m == 9)
 					cols := sampleCols(t, n)
 					fq, plain := f.ref(m, cols)
 					y := devPoisoned(t, g, BF16, m*n)
-					p := tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: kt}
 					if err := g.launchGemmTMA(g.Stream, BF16, y, f.x.Codes, f.w.Codes, p, 1, m, n, k, fp8ScaleArgs(f.x, f.w)); err != nil {
 						t.Fatal(err)
 					}

@@ -1572,18 +1572,18 @@ type tmaLaunch struct {
 // the engine's GEMMs, its fused epilogues and the traced kernels of
 // BenchmarkGemmPhases pass the same maps, arguments, grid and cluster.
 func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
+	// A multicast's blocks load shares of the tiles they have in common:
+	// 1 / Y of X's box for the Y column tiles of a cluster, half of W's
+	// for a pair of row tiles (under GLU, as without: the gate or the up
+	// rows). A split's clusters lie along Z.
 	cl := p.cluster()
-	xbox := p.cfg.rows
-	if _, ok := tmaClusters[p.cfg.name]; ok {
-		xbox /= cl.Y // each block of a row tile's loads its share of X's box
-	}
-	tx, err := g.tensorMap(l.x, l.m, l.k, xbox, l.es)
+	tx, err := g.tensorMap(l.x, l.m, l.k, p.cfg.rows/cl.Y, l.es)
 	if err != nil {
 		return err
 	}
 	box := l.wide
-	if _, ok := tmaClusters[p.cfg.name]; p.mc || ok && cl.X == 2 {
-		box = p.cfg.bn / 2 // each block of the pair loads half a tile (under GLU, as without: the gate or the up rows)
+	if cl.X == 2 {
+		box = p.cfg.bn / 2
 	}
 	tw, err := g.tensorMap(l.w, l.rowsW, l.k, box, l.es)
 	if err != nil {
