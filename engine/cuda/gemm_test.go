@@ -1047,7 +1047,7 @@ func TestGemmTMASplits(t *testing.T) {
 }
 
 // tmaClusterTiles are tmaClusters' configurations, in a fixed order.
-var tmaClusterTiles = []string{"p1x72c13", "p1x72c21", "p1x72c23", "p1x48c12", "p1x48c13"}
+var tmaClusterTiles = []string{"p1x72c13", "p1x72c21", "p1x72c23", "p1x48c12", "p1x48c13", "p1mc21", "p1mc41", "p1mc42", "p1sc21", "p1sc41", "wg1nc21"}
 
 // TestGemmTMAClusters: the clustered tiles (tmaClusters, W multicast to
 // the row tiles of a column tile and X to the column tiles of a row tile)
@@ -1100,14 +1100,19 @@ func TestTMAClusterGrid(t *testing.T) {
 		{"p1x72c23", 136, 1000, 64, Dim3{X: 2, Y: 18, Z: 1}}, // 16 column tiles, padded to 18
 		{"p1x72c13", 9, 1000, 32, Dim3{X: 1, Y: 33, Z: 1}},   // under SwiGLU: 32 outputs a tile
 		{"p1x48c12", 136, 2048, 64, Dim3{X: 3, Y: 32, Z: 1}},
+		{"p1mc42", 256, 2880, 96, Dim3{X: 4, Y: 30, Z: 1}},
+		{"p1mc41", 200, 2880, 96, Dim3{X: 4, Y: 30, Z: 1}}, // four row tiles, the last ragged
+		{"p1sc41", 130, 2048, 64, Dim3{X: 4, Y: 32, Z: 1}}, // three row tiles, padded to four
+		{"wg1nc21", 256, 2560, 80, Dim3{X: 4, Y: 32, Z: 1}},
 	} {
 		p := tmaPlan{cfg: tmaConfigs[c.tile], splits: 1, kps: 64}
 		g, err := p.grid(c.m, c.n, c.wide)
 		if cl := tmaClusters[c.tile].shape; err != nil || g != c.want || p.cluster() != cl || g.X%cl.X != 0 || g.Y%cl.Y != 0 {
 			t.Errorf("%s M=%d N=%d: grid %+v (%v), cluster %+v; want grid %+v", c.tile, c.m, c.n, g, err, p.cluster(), c.want)
 		}
-		if p.module() != "gemm_tma_swap_cl" || p.cfg.threads() != 384 {
-			t.Errorf("%s: module %s, %d threads", c.tile, p.module(), p.cfg.threads())
+		want := map[bool]string{true: "gemm_tma_swap_cl", false: "gemm_tma_cl"}[p.cfg.swap]
+		if twin := tmaConfigs[tmaClusters[c.tile].twin]; p.module() != want || p.cfg.threads() != twin.threads() || p.smem() != twin.smem() {
+			t.Errorf("%s: module %s, %d threads, %d bytes of shared memory; want %s and its twin's", c.tile, p.module(), p.cfg.threads(), p.smem(), want)
 		}
 	}
 }

@@ -137,6 +137,13 @@ var tmaConfigs = map[string]tmaConfig{
 	"p1x72c23": {"p1x72c23", 72, 64, 12, 1, false, true, true},
 	"p1x48c12": {"p1x48c12", 48, 64, 14, 1, false, true, true},
 	"p1x48c13": {"p1x48c13", 48, 64, 14, 1, false, true, true},
+	// p1m, p1s and wg1n in clusters (tmaClusters).
+	"p1mc21":  {"p1mc21", 64, 96, 10, 1, false, false, true},
+	"p1mc41":  {"p1mc41", 64, 96, 10, 1, false, false, true},
+	"p1mc42":  {"p1mc42", 64, 96, 10, 1, false, false, true},
+	"p1sc21":  {"p1sc21", 64, 64, 12, 1, false, false, true},
+	"p1sc41":  {"p1sc41", 64, 64, 12, 1, false, false, true},
+	"wg1nc21": {"wg1nc21", 64, 80, 10, 1, false, false, false},
 	// The alternating tiles: 64 x 64 and 64 x 96 as wg1s and wg1m, two
 	// consumer warpgroups taking alternate k-tiles. One consumer's
 	// per-k-tile instructions bound the narrow tiles (Nsight Compute and
@@ -156,14 +163,18 @@ type tmaCluster struct {
 }
 
 // tmaClusters: the configurations whose blocks run in clusters
-// (gemm_tma_swap_cl.cu), W's loads multicast to the X blocks of a column
-// tile and X's to the Y of a row tile, K unsplit. cuBLASLt runs the 64-row
-// tiles of W at 129-256 rows in clusters of 4 x 2, 2 x 4, 2 x 1 or 1 x 2
-// (Nsight Compute, H200, bench/NOTES.md v62). narrowPair plans p1x72c21;
-// the others are forced only (X's multicast lost, NOTES v63).
+// (gemm_tma_swap_cl.cu, gemm_tma_cl.cu), W's loads multicast to the X
+// blocks of a column tile and X's to the Y of a row tile, K unsplit.
+// cuBLASLt runs the narrow tiles at 129-256 rows in clusters of 4 x 2, 2 x
+// 4, 2 x 1 or 1 x 2 (Nsight Compute, H200, bench/NOTES.md v62).
+// narrowPair plans p1x72c21; the others are forced only (X's multicast
+// lost, NOTES v63).
 var tmaClusters = map[string]tmaCluster{
 	"p1x72c13": {"p1x72", Dim3{X: 1, Y: 3, Z: 1}}, "p1x72c21": {"p1x72", Dim3{X: 2, Y: 1, Z: 1}}, "p1x72c23": {"p1x72", Dim3{X: 2, Y: 3, Z: 1}},
 	"p1x48c12": {"p1x48", Dim3{X: 1, Y: 2, Z: 1}}, "p1x48c13": {"p1x48", Dim3{X: 1, Y: 3, Z: 1}},
+	"p1mc21": {"p1m", Dim3{X: 2, Y: 1, Z: 1}}, "p1mc41": {"p1m", Dim3{X: 4, Y: 1, Z: 1}}, "p1mc42": {"p1m", Dim3{X: 4, Y: 2, Z: 1}},
+	"p1sc21": {"p1s", Dim3{X: 2, Y: 1, Z: 1}}, "p1sc41": {"p1s", Dim3{X: 4, Y: 1, Z: 1}},
+	"wg1nc21": {"wg1n", Dim3{X: 2, Y: 1, Z: 1}},
 }
 
 // tmaNarrow are the narrow configurations, in the order planGemmTMA weighs
@@ -203,10 +214,13 @@ func (c tmaConfig) threads() int {
 
 // module is the kernel family holding the configuration's kernels: the
 // swapped tiles' gemm_tma_swap.cu (of alternating consumers
-// gemm_tma_swap_kp.cu), the others' gemm_tma.cu.
+// gemm_tma_swap_kp.cu), the clustered ones' gemm_tma_swap_cl.cu and
+// gemm_tma_cl.cu, the others' gemm_tma.cu.
 func (c tmaConfig) module() string {
-	if _, ok := tmaClusters[c.name]; ok {
+	if _, ok := tmaClusters[c.name]; ok && c.swap {
 		return "gemm_tma_swap_cl"
+	} else if ok {
+		return "gemm_tma_cl"
 	}
 	if c.swap && c.kp {
 		return "gemm_tma_swap_kp"
@@ -1573,17 +1587,18 @@ type tmaLaunch struct {
 // BenchmarkGemmPhases pass the same maps, arguments, grid and cluster.
 func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
 	// A multicast's blocks load shares of the tiles they have in common:
-	// 1 / Y of X's box for the Y column tiles of a cluster, half of W's
-	// for a pair of row tiles (under GLU, as without: the gate or the up
-	// rows). A split's clusters lie along Z.
+	// 1 / Y of X's box for the Y column tiles of a cluster, 1 / X of W's
+	// tile for its X row tiles (under GLU, as without: the first X / 2
+	// blocks the gate rows, the others the up rows). A split's clusters lie
+	// along Z.
 	cl := p.cluster()
 	tx, err := g.tensorMap(l.x, l.m, l.k, p.cfg.rows/cl.Y, l.es)
 	if err != nil {
 		return err
 	}
 	box := l.wide
-	if cl.X == 2 {
-		box = p.cfg.bn / 2
+	if cl.X > 1 {
+		box = p.cfg.bn / cl.X
 	}
 	tw, err := g.tensorMap(l.w, l.rowsW, l.k, box, l.es)
 	if err != nil {

@@ -44,10 +44,11 @@
 // the output's orientation and stores it through the split's reduction,
 // unsplit (S = 1) included, whose epilogues then apply as they are.
 //
-// Clustered (CX x CY > 1, a swapped tile on alternating consumers, K
-// unsplit): a cluster of CX row tiles (of X) by CY column tiles (of W), as
-// cuBLASLt runs a decode's 64-row tiles of W at 129-256 rows (64 x 72 in
-// clusters of 4 x 2, Nsight Compute, H200, bench/NOTES.md v62). Each block
+// Clustered (CX x CY > 1, K unsplit; a swapped tile on alternating
+// consumers, or a narrow unswapped one): a cluster of CX row tiles (of X)
+// by CY column tiles (of W), as cuBLASLt runs a decode's narrow tiles at
+// 129-256 rows (64 x 72 in clusters of 4 x 2 at 136, 64 x 96 in 4 x 2 at
+// 256: Nsight Compute, H200, bench/NOTES.md v62). Each block
 // loads 1 / CX of W's tile into the CX blocks of its column tile and 1 / CY
 // of X's box into the CY blocks of its row tile, so that L2 serves each
 // operand's bytes once for the blocks sharing them; a stage is refilled
@@ -393,7 +394,11 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	static_assert(!EP || XR % 16 == 0, "the staged tile goes out in pairs of 8-row blocks (stmatrix x4)");
 	static_assert(!KP || (C == 2 && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
 	constexpr bool CL = CX * CY > 1;
-	static_assert(!CL || (SW && KP && !PERSIST && CX <= 2 && ROWS % (8 * CY) == 0), "clustered: swapped, alternating, whole swizzle atoms of X a block");
+	// Each block's share of a multicast tile is whole 8-row swizzle atoms:
+	// 1 / CX of W's BN rows (under GLU the gate rows the first CX / 2 blocks',
+	// the up rows the others'), 1 / CY of X's.
+	static_assert(!CL || (!PERSIST && (!SW || KP) && (CX == 1 || CX == 2 || CX == 4) && (BN / CX) % 8 == 0 && ROWS % (8 * CY) == 0),
+		"clustered: K unsplit, swapped tiles alternating, whole swizzle atoms of each operand a block");
 	// ARR: the consumers that free each stage (KP: the one that read it).
 	constexpr int ARR = KP ? 1 : C;
 	constexpr bool GLU = EPI == TMA_EPI_GLU;
@@ -446,14 +451,16 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// first column is n0 into stage s.
 	auto load_w = [&](int i, int s, int n0) {
 		const int k0 = (kt0 + i) * BK;
-		if (CL ? CX == 2 : mc) {
-			// Half of the tile's BN rows (the map's box) to both blocks: rows
-			// n0 + h * BN / 2..; under GLU the gate rows, then the up rows.
-			// Clustered, the pair is the two row tiles of the block's column.
+		if (CL ? CX > 1 : mc) {
+			// Part h of the tile's BN rows (BN / P, the map's box) to the P
+			// blocks sharing it: rows n0 + h * BN / P..; under GLU the gate
+			// rows' parts, then the up rows'. Clustered, they are the CX row
+			// tiles of the block's column tile; else a pair.
+			constexpr int P = CL ? CX : 2, PR = BN / P;
 			const int h = CL ? crx : half;
-			const u16 mask = CL ? (u16)(3u << (2 * cry)) : (u16)3;
-			const int row = GLU ? (h ? N + n0 : n0) : n0 + h * (BN / 2);
-			tma_load2d_mc(base + s * STAGE + ABYTES + h * (BN / 2) * 128, &tw, k0, row, full + 8 * s, mask);
+			const u16 mask = CL ? (u16)(((1u << CX) - 1) << (CX * cry)) : (u16)3;
+			const int row = GLU ? (h < P / 2 ? n0 + h * PR : N + n0 + (h - P / 2) * PR) : n0 + h * PR;
+			tma_load2d_mc(base + s * STAGE + ABYTES + h * PR * 128, &tw, k0, row, full + 8 * s, mask);
 		} else if constexpr (GLU) {
 			// Two boxes of BN / 2 rows (the map's box): gate rows n0..,
 			// then up rows N + n0..; gate rows past N read up rows, whose
