@@ -664,6 +664,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				p = q
 			}
 			p = swapRound(p, m, n, k, fp8, slots)
+			if q, ok := narrowCluster(p, m, n, k, slots); ok {
+				p = q
+			}
 		}
 		return p
 	default:
@@ -1085,6 +1088,40 @@ func narrowPair(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan,
 	}
 	p := tmaPlan{cfg: c, splits: 1, kps: kt}
 	return p, p.fillsRoundBy(m, n, slots, tmaSwapRoundFill)
+}
+
+// tmaClusterMinKTiles is the fewest k-tiles a block streams for
+// narrowCluster to multicast W: at 32 (K = 2,048) the clusters tied or
+// lost (NOTES v63, v64).
+const tmaClusterMinKTiles = 45
+
+// tmaClusterNarrow: narrowCluster's clustered 64 x 96 tiles by the row
+// tiles they join.
+var tmaClusterNarrow = map[int]string{2: "p1mc21", 4: "p1mc41"}
+
+// narrowCluster is the plan for a 16-bit m x n GEMM over k whose plan p is
+// 64 x 96 (wg1m or p1m) with K unsplit, in two or four row tiles, each
+// block streaming at least tmaClusterMinKTiles k-tiles, if its clusters
+// fit one round: the 64 x 96 tile on alternating consumers in clusters of
+// the row tiles of a column tile, each block loading a half or a quarter
+// of W's tile into them all (p1mc21, p1mc41), so that L2 serves W's bytes
+// once for them. cuBLASLt runs GPT-OSS-20B's o at M = 256 on 64 x 96 tiles
+// in clusters of 4 x 2 (Nsight Compute, H200, NOTES v62). BenchmarkGemm
+// from a captured graph, one H200, forced, 3 samples, over cuBLASLt (NOTES
+// v64): GPT-OSS-20B's o at 256 1.22 on p1mc41 against wg1m's 1.34 and
+// p1m's 1.31; at 128 GPT-OSS-20B's qkv 1.12 on p1mc21 against p1m's 1.15
+// and Llama-3.1-8B's 1.11 against wg1m's 1.15. X multicast to pairs of
+// column tiles as well (p1mc42, cuBLASLt's shape) lost (1.31), as W's
+// multicast did over 32 k-tiles a block (TinyLlama's qkv at 256 1.18 on
+// p1mc41 against p1m's 1.18, Llama-3.2-1B's 1.18 against 1.17).
+func narrowCluster(p tmaPlan, m, n, k int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	rt := ceilDiv(m, 64)
+	name, ok := tmaClusterNarrow[rt]
+	if !ok || p.splits != 1 || p.cfg.name != "wg1m" && p.cfg.name != "p1m" || p.kps < tmaClusterMinKTiles {
+		return tmaPlan{}, false
+	}
+	q := tmaConfigs[name]
+	return tmaPlan{cfg: q, splits: 1, kps: p.kps}, q.tiles(m, n) <= slots(q, rt)
 }
 
 // narrowCodes is the plan batchPlan takes for E4M3 codes, m x n over k, at
