@@ -14,7 +14,8 @@
 // form by gemm_tma_swap_p.cu, those of alternating consumers by
 // gemm_tma_swap_kp.cu, those in clusters that multicast both operands by
 // gemm_tma_swap_cl.cu, the unswapped narrow ones in clusters by
-// gemm_tma_cl.cu and, with each
+// gemm_tma_cl.cu, those whose two consumers each take half of W's tile by
+// gemm_tma_half.cu and, with each
 // block's timeline recorded for BenchmarkGemmPhases, by
 // gemm_tma_trace.cu; tensor maps encoded by
 // gemm_tma.go), XRUN_CUDA_GEMM_TMA choosing per launch; GemmEpilogue adds

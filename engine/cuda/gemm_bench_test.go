@@ -5,6 +5,7 @@ package cuda
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,7 +100,7 @@ func BenchmarkGemm(b *testing.B) {
 					// The alternating tiles: two consumers, alternate k-tiles.
 					impls = append(impls, "own-tma-p1s", "own-tma-p1m", "own-tma-p1x48", "own-tma-p1x72", "own-tma-p1x136")
 					// Those in clusters, W and X multicast.
-					for _, tile := range tmaClusterTiles {
+					for _, tile := range slices.Concat(tmaClusterTiles, tmaHalfTiles) {
 						impls = append(impls, "own-tma-"+tile)
 					}
 				}

@@ -95,3 +95,45 @@ func TestTMAPlansGolden(t *testing.T) {
 		t.Log("a deliberate planner change: go test -run TestTMAPlansGolden -update")
 	}
 }
+
+// TestNarrowCluster: a 64 x 96 plan (wg1m or p1m) unsplit in two or four
+// row tiles over at least tmaClusterMinKTiles k-tiles runs in clusters of
+// its column tiles' row tiles, where they fit one round; no other plan,
+// split, row count or shorter K moves.
+func TestNarrowCluster(t *testing.T) {
+	slots := func(places int) func(tmaConfig, int) int {
+		return func(tmaConfig, int) int { return places }
+	}
+	plan := func(name string, s, kt int) tmaPlan { return tmaPlan{cfg: tmaConfigs[name], splits: s, kps: kt} }
+	for _, c := range []struct {
+		p       tmaPlan
+		m, n    int
+		places  int
+		want    string // "": p stays
+		comment string
+	}{
+		{plan("wg1m", 1, 64), 128, 6144, 132, "p1mc21", "Llama-3.1-8B's qkv at 128"},
+		{plan("wg1m", 1, 64), 65, 6144, 132, "p1mc21", "two row tiles, the second of one row"},
+		{plan("p1m", 1, 45), 112, 5120, 132, "p1mc21", "GPT-OSS-20B's qkv (K 2,880)"},
+		{plan("wg1m", 1, 64), 256, 2880, 120, "p1mc41", "GPT-OSS-20B's o at 256: 120 blocks, 120 places"},
+		{plan("wg1m", 1, 64), 256, 2880, 116, "", "its clusters do not fit one round"},
+		{plan("wg1m", 1, 32), 128, 6144, 132, "", "32 k-tiles"},
+		{plan("wg1m", 1, 64), 160, 2880, 132, "", "three row tiles"},
+		{plan("wg1m", 1, 64), 64, 2880, 132, "", "one row tile"},
+		{plan("p1m", 2, 32), 128, 2880, 132, "", "K split"},
+		{plan("wg1n", 1, 64), 128, 2560, 132, "", "64 x 80"},
+		{plan("wg2", 1, 64), 256, 2880, 132, "", "128-row tiles"},
+	} {
+		q, ok := narrowCluster(c.p, c.m, c.n, c.p.kps*64, slots(c.places))
+		got := ""
+		if ok {
+			got = q.cfg.name
+			if q.splits != 1 || q.kps != c.p.kps {
+				t.Errorf("%s: %+v, want K unsplit over %d k-tiles", c.comment, q, c.p.kps)
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: narrowCluster(%s, M=%d, N=%d) = %q, want %q", c.comment, c.p, c.m, c.n, got, c.want)
+		}
+	}
+}

@@ -473,14 +473,15 @@ func TestPlanGemmTMA(t *testing.T) {
 		// Qwen3-30B-A3B's qkv on 64 x 96 unsplit (108). Gate_up and the
 		// LM head take too many narrow tiles.
 		{256, 2560, 2048, false, "auto", "wg1n", 0, 1, 1}, // 128 blocks; 64 x 64 would need 160
-		{256, 2048, 2048, false, "auto", "wg1s", 0, 1, 1},
-		{96, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
-		{128, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
+		// 64 x 64 unsplit on two consumers of 32 columns each (h1s).
+		{256, 2048, 2048, false, "auto", "h1s", 0, 1, 1},
+		{96, 2560, 2048, false, "auto", "h1s", 0, 1, 1},
+		{128, 2560, 2048, false, "auto", "h1s", 0, 1, 1},
 		{128, 2048, 2048, false, "auto", "p1s", 0, 2, 2},
-		{100, 2560, 2048, false, "auto", "wg1s", 0, 1, 1},
+		{100, 2560, 2048, false, "auto", "h1s", 0, 1, 1},
 		{128, 5120, 2048, false, "auto", "p1m", 0, 1, 1},
 		{128, 2048, 5632, false, "auto", "p1s", 0, 2, 2},
-		{128, 6144, 4096, false, "auto", "wg1m", 0, 1, 1}, // p1m's 128 blocks would run 64 k-tiles each
+		{128, 6144, 4096, false, "auto", "p1mc21", 0, 1, 1}, // wg1m (p1m's 128 blocks would run 64 k-tiles each), W multicast to the pair (narrowCluster)
 		// One row tile at 129-192 rows (batchPlan): 160 x 128 swapped up
 		// to 160 rows, 192 x 128 above (176 x 128 swapped where that
 		// splits K, at 161-176); the LM head unsplit (250 tiles),
@@ -703,7 +704,8 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 	// threes) keeps its split of two, where o and down take three.
 	// With the decode-sized tiles weighed (auto), at M = 256 qkv and o go
 	// to the narrow ones unsplit, gate_up to 128 x 176, and down keeps its
-	// plan; at 128 o and down go to 64 x 64 alternating (kpPlan).
+	// plan; at 128 o and down go to 64 x 64 alternating (kpPlan). 64 x 64
+	// unsplit runs on two consumers of half its columns each (h1s).
 	for _, c := range []struct {
 		m, n, k   int
 		tile, cfg string
@@ -711,8 +713,8 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 	}{
 		{256, 2560, 2048, "wide", "wg2", 2}, {256, 2048, 2048, "wide", "wg2", 3}, {256, 2048, 5632, "wide", "wg2", 3}, {256, 11264, 2048, "wide", "wg2m", 1},
 		{128, 2560, 2048, "wide", "wg2", 5}, {128, 2048, 2048, "wide", "wg2", 6}, {128, 2048, 5632, "wide", "wg2", 6}, {128, 11264, 2048, "wide", "wg2m", 2},
-		{256, 2560, 2048, "auto", "wg1n", 1}, {256, 2048, 2048, "auto", "wg1s", 1}, {256, 2048, 5632, "auto", "wg2", 3}, {256, 11264, 2048, "auto", "wg2f", 1},
-		{128, 2560, 2048, "auto", "wg1s", 1}, {128, 2048, 2048, "auto", "p1s", 2}, {128, 2048, 5632, "auto", "p1s", 2}, {128, 11264, 2048, "auto", "wg1w", 1},
+		{256, 2560, 2048, "auto", "wg1n", 1}, {256, 2048, 2048, "auto", "h1s", 1}, {256, 2048, 5632, "auto", "wg2", 3}, {256, 11264, 2048, "auto", "wg2f", 1},
+		{128, 2560, 2048, "auto", "h1s", 1}, {128, 2048, 2048, "auto", "p1s", 2}, {128, 2048, 5632, "auto", "p1s", 2}, {128, 11264, 2048, "auto", "wg1w", 1},
 	} {
 		if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), false, c.tile, 0); p.cfg.name != c.cfg || p.splits != c.splits {
 			t.Errorf("planGemmTMA(%d, %d, %d, %s) on an H100's counts = %s split %d; want %s split %d", c.m, c.n, c.k, c.tile, p.cfg.name, p.splits, c.cfg, c.splits)
@@ -757,9 +759,9 @@ var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "w
 // with the rest; tmaPersist and tmaMulticast name only configurations.
 func TestTMATiles(t *testing.T) {
 	seen := map[string]bool{}
-	for _, name := range append(tmaTiles[:len(tmaTiles):len(tmaTiles)], tmaClusterTiles...) {
+	for _, name := range slices.Concat(tmaTiles, tmaClusterTiles, tmaHalfTiles) {
 		_, cl := tmaClusters[name]
-		if _, ok := tmaConfigs[name]; !ok || seen[name] || cl != slices.Contains(tmaClusterTiles, name) {
+		if _, ok := tmaConfigs[name]; !ok || seen[name] || cl && !tmaHalves[name] != slices.Contains(tmaClusterTiles, name) || tmaHalves[name] != slices.Contains(tmaHalfTiles, name) {
 			t.Errorf("tmaTiles: %q unknown, twice or in the wrong list", name)
 		}
 		seen[name] = true
@@ -1070,16 +1072,76 @@ func TestGemmTMAClusters(t *testing.T) {
 				p := tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: kt}
 				for _, m := range []int{9, 200} {
 					checkGemmPlannedEach(t, g, p, m, kt*64-8, 1000, 202)
-					const n = 1000
-					k := kt*128 - 16
-					f := newFP8Case(t, g, n, k, m, m == 9)
-					cols := sampleCols(t, n)
-					fq, plain := f.ref(m, cols)
-					y := devPoisoned(t, g, BF16, m*n)
-					if err := g.launchGemmTMA(g.Stream, BF16, y, f.x.Codes, f.w.Codes, p, 1, m, n, k, fp8ScaleArgs(f.x, f.w)); err != nil {
-						t.Fatal(err)
+					checkFP8Planned(t, g, p, m, 1000, kt*128-16)
+				}
+			})
+		})
+	}
+}
+
+// checkFP8Planned runs plan p over E4M3 codes, m x n over k (per-row
+// activation scales at 9 rows, per-tensor otherwise), against the CPU's
+// fake-quantised reference on sampled columns.
+func checkFP8Planned(t testing.TB, g *GPU, p tmaPlan, m, n, k int) {
+	t.Helper()
+	f := newFP8Case(t, g, n, k, m, m == 9)
+	cols := sampleCols(t, n)
+	fq, plain := f.ref(m, cols)
+	y := devPoisoned(t, g, BF16, m*n)
+	if err := g.launchGemmTMA(g.Stream, BF16, y, f.x.Codes, f.w.Codes, p, 1, m, n, k, fp8ScaleArgs(f.x, f.w)); err != nil {
+		t.Fatal(err)
+	}
+	checkFP8(t, fmt.Sprintf("%s E4M3 M=%d", p.cfg.name, m), pick(download(t, g, BF16, y, m*n), m, n, cols), fq, plain)
+}
+
+// tmaHalfTiles are tmaHalves' configurations, in a fixed order.
+var tmaHalfTiles = []string{"h1s", "h1n", "h1m", "h1sc21", "h1nc21", "h1mc21", "h1mc41"}
+
+// TestGemmTMAHalves: the tiles whose two consumers each take half of W's
+// tile (tmaHalves), which have no epilogue kernels, against the CPU: 16-bit
+// values at 9 and 200 rows (a ragged row tile; clusters padded past M),
+// output widths no multiple of the tile's (a ragged half, one past N), more
+// k-tiles than stages with the last ragged; and E4M3 codes.
+func TestGemmTMAHalves(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	const kt = 20
+	for _, tile := range tmaHalfTiles {
+		t.Run(tile, func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) {
+				p := tmaPlan{cfg: tmaConfigs[tile], splits: 1, kps: kt}
+				for _, m := range []int{9, 200} {
+					for _, dt := range dtypes {
+						for _, n := range []int{1000, 264, 202} {
+							checkGemmPlanned(t, g, dt, p, m, n, kt*64-8, "")
+						}
 					}
-					checkFP8(t, fmt.Sprintf("%s E4M3 M=%d", tile, m), pick(download(t, g, BF16, y, m*n), m, n, cols), fq, plain)
+					checkFP8Planned(t, g, p, m, 1000, kt*128-16)
+				}
+			})
+		})
+	}
+}
+
+// TestGemmEpilogueHalves: GemmEpilogue on a half tile's plan runs its
+// one-consumer twin's epilogue kernels (tmaHalfTwin), the halves having
+// none, against the CPU.
+func TestGemmEpilogueHalves(t *testing.T) {
+	if testGPU(t).Info.Major != 9 {
+		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
+	}
+	for _, tile := range tmaHalfTiles {
+		t.Run(tile, func(t *testing.T) {
+			do(t, func(t testing.TB, g *GPU) {
+				defer keepSwitches(g)()
+				g.sw.CUDAWgmma, g.sw.CUDAGemmTMA, g.sw.CUDAWgmmaTile = true, "1", tile
+				for _, dt := range dtypes {
+					for _, m := range []int{9, 256} {
+						for _, glu := range []bool{true, false} {
+							checkGemmEpilogue(t, g, dt, m, 200, 264, glu)
+						}
+					}
 				}
 			})
 		})
@@ -1104,6 +1166,7 @@ func TestTMAClusterGrid(t *testing.T) {
 		{"p1mc41", 200, 2880, 96, Dim3{X: 4, Y: 30, Z: 1}}, // four row tiles, the last ragged
 		{"p1sc41", 130, 2048, 64, Dim3{X: 4, Y: 32, Z: 1}}, // three row tiles, padded to four
 		{"wg1nc21", 256, 2560, 80, Dim3{X: 4, Y: 32, Z: 1}},
+		{"h1mc41", 256, 2880, 96, Dim3{X: 4, Y: 30, Z: 1}},
 	} {
 		p := tmaPlan{cfg: tmaConfigs[c.tile], splits: 1, kps: 64}
 		g, err := p.grid(c.m, c.n, c.wide)
@@ -1111,6 +1174,9 @@ func TestTMAClusterGrid(t *testing.T) {
 			t.Errorf("%s M=%d N=%d: grid %+v (%v), cluster %+v; want grid %+v", c.tile, c.m, c.n, g, err, p.cluster(), c.want)
 		}
 		want := map[bool]string{true: "gemm_tma_swap_cl", false: "gemm_tma_cl"}[p.cfg.swap]
+		if tmaHalves[c.tile] {
+			want = "gemm_tma_half"
+		}
 		if twin := tmaConfigs[tmaClusters[c.tile].twin]; p.module() != want || p.cfg.threads() != twin.threads() || p.smem() != twin.smem() {
 			t.Errorf("%s: module %s, %d threads, %d bytes of shared memory; want %s and its twin's", c.tile, p.module(), p.cfg.threads(), p.smem(), want)
 		}

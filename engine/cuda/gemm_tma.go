@@ -144,6 +144,15 @@ var tmaConfigs = map[string]tmaConfig{
 	"p1sc21":  {"p1sc21", 64, 64, 12, 1, false, false, true},
 	"p1sc41":  {"p1sc41", 64, 64, 12, 1, false, false, true},
 	"wg1nc21": {"wg1nc21", 64, 80, 10, 1, false, false, false},
+	// 64 x 64, 64 x 80 and 64 x 96 on two consumers that each take half
+	// of W's tile every k-tile (tmaHalves), alone and in clusters.
+	"h1s":    {"h1s", 64, 64, 12, 1, true, false, false},
+	"h1n":    {"h1n", 64, 80, 10, 1, true, false, false},
+	"h1m":    {"h1m", 64, 96, 10, 1, true, false, false},
+	"h1sc21": {"h1sc21", 64, 64, 12, 1, true, false, false},
+	"h1nc21": {"h1nc21", 64, 80, 10, 1, true, false, false},
+	"h1mc21": {"h1mc21", 64, 96, 10, 1, true, false, false},
+	"h1mc41": {"h1mc41", 64, 96, 10, 1, true, false, false},
 	// The alternating tiles: 64 x 64 and 64 x 96 as wg1s and wg1m, two
 	// consumer warpgroups taking alternate k-tiles. One consumer's
 	// per-k-tile instructions bound the narrow tiles (Nsight Compute and
@@ -175,7 +184,20 @@ var tmaClusters = map[string]tmaCluster{
 	"p1mc21": {"p1m", Dim3{X: 2, Y: 1, Z: 1}}, "p1mc41": {"p1m", Dim3{X: 4, Y: 1, Z: 1}}, "p1mc42": {"p1m", Dim3{X: 4, Y: 2, Z: 1}},
 	"p1sc21": {"p1s", Dim3{X: 2, Y: 1, Z: 1}}, "p1sc41": {"p1s", Dim3{X: 4, Y: 1, Z: 1}},
 	"wg1nc21": {"wg1n", Dim3{X: 2, Y: 1, Z: 1}},
+	"h1sc21":  {"h1s", Dim3{X: 2, Y: 1, Z: 1}}, "h1nc21": {"h1n", Dim3{X: 2, Y: 1, Z: 1}}, "h1mc21": {"h1m", Dim3{X: 2, Y: 1, Z: 1}},
+	"h1mc41": {"h1m", Dim3{X: 4, Y: 1, Z: 1}},
 }
+
+// tmaHalves: the configurations whose two consumers each take half of W's
+// tile every k-tile (gemm_tma_half.cu, gemm_tma.cuh's NS), where an
+// alternating tile's take alternate k-tiles whole: K unsplit, no
+// epilogue kernels. planGemmTMA takes h1s for wg1s; the others are forced
+// only.
+var tmaHalves = map[string]bool{"h1s": true, "h1n": true, "h1m": true, "h1sc21": true, "h1nc21": true, "h1mc21": true, "h1mc41": true}
+
+// tmaHalfTwin: each half tile's one-consumer tile (the same tile and
+// stages, unclustered), whose kernels GemmEpilogue runs in its place.
+var tmaHalfTwin = map[string]string{"h1s": "wg1s", "h1n": "wg1n", "h1m": "wg1m", "h1sc21": "wg1s", "h1nc21": "wg1n", "h1mc21": "wg1m", "h1mc41": "wg1m"}
 
 // tmaNarrow are the narrow configurations, in the order planGemmTMA weighs
 // them.
@@ -203,7 +225,7 @@ const (
 // threads is the producer's warpgroup and a consumer's for each 64 rows
 // of X (of W in a swapped tile; two for an alternating tile's 64).
 func (c tmaConfig) threads() int {
-	if c.kp {
+	if c.kp || tmaHalves[c.name] {
 		return 3 * 128
 	}
 	if c.swap {
@@ -217,6 +239,9 @@ func (c tmaConfig) threads() int {
 // gemm_tma_swap_kp.cu), the clustered ones' gemm_tma_swap_cl.cu and
 // gemm_tma_cl.cu, the others' gemm_tma.cu.
 func (c tmaConfig) module() string {
+	if tmaHalves[c.name] {
+		return "gemm_tma_half"
+	}
 	if _, ok := tmaClusters[c.name]; ok && c.swap {
 		return "gemm_tma_swap_cl"
 	} else if ok {
@@ -666,6 +691,16 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			p = swapRound(p, m, n, k, fp8, slots)
 			if q, ok := narrowCluster(p, m, n, k, slots); ok {
 				p = q
+			}
+			if m > tmaNarrowRows && p.cfg.name == "wg1s" && p.splits == 1 {
+				// 64 x 64 on two consumers of 32 columns each (h1s), whose
+				// per-k-tile chains are half wg1s's one consumer's: forced
+				// at M = 128 / 256, one H200, 3 samples, over cuBLASLt
+				// (BenchmarkGemm, NOTES v64), TinyLlama's qkv 1.06 / 1.19
+				// on h1s against wg1s's 1.12 / 1.21, its o 1.04 / 1.12
+				// against 1.09 / 1.19, Llama-3.2-1B's qkv 1.06 at 128
+				// against 1.14. The alternating p1s ran 1.12-1.18 there.
+				p = tmaPlan{cfg: tmaConfigs["h1s"], splits: 1, kps: p.kps}
 			}
 		}
 		return p
@@ -1488,7 +1523,9 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 		if c, ok := tmaClusters[cfg.name]; ok && s > 1 {
 			cfg = tmaConfigs[c.twin]
 		}
-		p = splitKTiles(cfg, ceilDiv(k, tmaKTile(fp8)), min(s, tmaMaxCluster))
+		if !tmaHalves[cfg.name] { // whose kernels never split
+			p = splitKTiles(cfg, ceilDiv(k, tmaKTile(fp8)), min(s, tmaMaxCluster))
+		}
 	}
 	if g.sw.CUDAGemmPersist {
 		p = p.persist(m, n, slots(p.cfg, 1))
@@ -1687,10 +1724,20 @@ func epiDims(n, bn int, glu bool) (rowsW, wide int) {
 	return n, bn
 }
 
+// epiPlan is the plan whose epilogue kernels GemmEpilogue runs for p: a
+// swapped tile's a block a tile (unpersisted), a half tile's one-consumer
+// twin (tmaHalfTwin), the halves having none.
+func (p tmaPlan) epiPlan() tmaPlan {
+	if t, ok := tmaHalfTwin[p.cfg.name]; ok {
+		return tmaPlan{cfg: tmaConfigs[t], splits: 1, kps: p.kps}
+	}
+	return p.unpersisted()
+}
+
 // launchGemmEpi queues GemmEpilogue's kernel by plan p (of the unfused
-// GEMM's rowsW x k weight; a swapped tile's a block a tile, unpersisted).
+// GEMM's rowsW x k weight), as epiPlan has it.
 func (g *GPU) launchGemmEpi(s *Stream, dt DType, y, x, w Buffer, p tmaPlan, m, n, k int, glu bool) error {
-	p = p.unpersisted()
+	p = p.epiPlan()
 	rowsW, wide := epiDims(n, p.cfg.bn, glu)
 	kind := "res"
 	if glu {

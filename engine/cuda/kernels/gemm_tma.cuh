@@ -360,6 +360,9 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 // stores (STAGES even, so that each stage is always the same consumer's):
 // two warps a scheduler to issue a narrow tile's MMAs, where one
 // consumer's per-k-tile instructions bounded it (bench/NOTES.md v55).
+// NS: a 64-row tile of X whose two consumers each take half of W's BN
+// rows (an MMA of BN / 2 columns a consumer, the same A operand), every
+// k-tile, and store their own halves of the outputs (gemm_tma_half.cu).
 // TR (gemm_tma_trace.cu's kernels only): each block records when it
 // reached the points of its timeline (tma_mark) in trace[block][TMA_T_ROW].
 // PERSIST (K unsplit): each block takes the output's tiles blockIdx.x,
@@ -372,7 +375,7 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 // values), transposed by stmatrix, and store its rows from there in 16-byte
 // pieces, under the next tile's loads.
 template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false, bool PERSIST = false, int XR = 0,
-	bool KP = false, int CX = 1, int CY = 1>
+	bool KP = false, int CX = 1, int CY = 1, bool NS = false>
 __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
 	const float *sw, int swRows, int M, int N, int K, int kps, int early, u64 *trace = nullptr) {
 #ifdef XR_WGMMA
@@ -384,7 +387,9 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr bool F8 = sizeof(E) == 1;
 	// ROWS: the tile's rows of X (X's box); NA: a consumer's accumulators.
 	constexpr bool SW = XR > 0;
-	constexpr int ROWS = SW ? XR : (KP ? 64 : 64 * C), BK = 128 / (int)sizeof(E), NA = (SW ? XR : BN) / 2, NT = (C + 1) * 128;
+	// BNC: a consumer's columns of the tile (NS: half of them each).
+	constexpr int BNC = NS ? BN / 2 : BN;
+	constexpr int ROWS = SW ? XR : (KP || NS ? 64 : 64 * C), BK = 128 / (int)sizeof(E), NA = (SW ? XR : BNC) / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
 	static_assert(!SW || (BN == (KP ? 64 : 64 * C) && (XR == 32 || XR == 40 || XR == 48 || XR == 72 || XR == 80 || XR == 88 || XR == 136 || XR == 160 || XR == 176 || XR == 192) && !TR), "swapped tile");
@@ -393,6 +398,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	static_assert(!EP || EPI == TMA_EPI_NONE, "the persistent swapped kernels have no epilogue");
 	static_assert(!EP || XR % 16 == 0, "the staged tile goes out in pairs of 8-row blocks (stmatrix x4)");
 	static_assert(!KP || (C == 2 && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
+	static_assert(!NS || (C == 2 && !SW && !KP && !TR && !PERSIST && EPI == TMA_EPI_NONE && BNC % 8 == 0), "halves: two consumers, each half of W's tile, no epilogue");
 	constexpr bool CL = CX * CY > 1;
 	// Each block's share of a multicast tile is whole 8-row swizzle atoms:
 	// 1 / CX of W's BN rows (under GLU the gate rows the first CX / 2 blocks',
@@ -404,7 +410,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr bool GLU = EPI == TMA_EPI_GLU;
 	static_assert(EPI == TMA_EPI_NONE || !F8, "the epilogues are 16-bit only");
 	static_assert(!(PERSIST && TR), "the traced kernels time one tile a block");
-	if (PERSIST && gridDim.z != 1) asm volatile("trap;"); // the launcher never splits a persistent launch
+	if ((PERSIST || NS) && gridDim.z != 1) asm volatile("trap;"); // the launcher never splits a persistent launch or halves
 	extern __shared__ unsigned char smem[];
 	const u32 base = (smem_u32(smem) + 1023u) & ~1023u;
 	const u32 full = base + STAGES * STAGE, empty = full + STAGES * 8;
@@ -547,8 +553,11 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// can be computed in uniform registers rather than each one's moved
 	// there.
 	const int cw = C == 1 ? 0 : __shfl_sync(0xffffffffu, wg - 1, 0);
-	const int row0 = KP ? 0 : cw * 64; // the first of them
+	const int row0 = KP || NS ? 0 : cw * 64; // the first of them
 	const u32 aoff = row0 * 128;
+	// NS: this consumer's half of W's rows in a stage, and of the outputs.
+	const u32 boff = NS ? cw * BNC * 128 : 0;
+	const int nh = NS ? cw * BNC : 0;
 	// The stages' memory as floats: the partial tiles staged there once
 	// every MMA is done reading it.
 	float *const stages = (float *)(smem + (base - smem_u32(smem)));
@@ -597,7 +606,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 				// This consumer's 64 rows of W on the MMA's M, the X rows on its N.
 				wg_mma_ktile<XR, E>(acc, base + s * STAGE + ABYTES + aoff, base + s * STAGE);
 			} else {
-				wg_mma_ktile<BN, E>(acc, base + s * STAGE + aoff, base + s * STAGE + ABYTES);
+				wg_mma_ktile<BNC, E>(acc, base + s * STAGE + aoff, base + s * STAGE + ABYTES + boff);
 			}
 			wg_wait<1>(); // the MMAs of the k-tile before are done: its stage is free
 			wg_pin<NA>(acc);
@@ -684,7 +693,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		if (!SW && gridDim.z == 1) {
 			if (idle) continue;
 			if constexpr (EPI == TMA_EPI_NONE) {
-				wg_store<T, BN, F8>(acc, Y, (float *)nullptr, M, N, m0 + rl, n0, lane, sx, sxRows, sw, swRows);
+				wg_store<T, BNC, F8>(acc, Y, (float *)nullptr, M, N, m0 + rl, n0 + nh, lane, sx, sxRows, sw, swRows);
 			} else {
 				// Column block j of the accumulators; under GLU block j's gate
 				// sums pair with block j + BN / 16's up sums, in this thread.
@@ -765,7 +774,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			}
 		} else if (!idle) {
 #pragma unroll
-			for (int j = 0; j < BN / 8; j++)
+			for (int j = 0; j < BNC / 8; j++)
 #pragma unroll
 				for (int h = 0; h < 2; h++)
 					*(float2 *)&stages[(rl + h * 8) * LD + j * 8 + (lane & 3) * 2] = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
