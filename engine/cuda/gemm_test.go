@@ -754,14 +754,16 @@ func TestTMASlots(t *testing.T) {
 var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136", "p1x48", "p1x72", "p1x136"}
 
 // TestTMATiles: tmaTiles names every configuration but the clustered
-// ones (which no split takes: TestGemmTMAClusters checks them), and
-// tmaClusterTiles those, each once, so that a new one is checked and timed
-// with the rest; tmaPersist and tmaMulticast name only configurations.
+// ones (which no split takes: TestGemmTMAClusters checks them) and the
+// halves (which have no epilogues: TestGemmTMAHalves checks them, clustered
+// or not), tmaClusterTiles and tmaHalfTiles those, each once, so that a
+// new one is checked and timed with the rest; tmaPersist and tmaMulticast
+// name only configurations.
 func TestTMATiles(t *testing.T) {
 	seen := map[string]bool{}
 	for _, name := range slices.Concat(tmaTiles, tmaClusterTiles, tmaHalfTiles) {
 		_, cl := tmaClusters[name]
-		if _, ok := tmaConfigs[name]; !ok || seen[name] || cl && !tmaHalves[name] != slices.Contains(tmaClusterTiles, name) || tmaHalves[name] != slices.Contains(tmaHalfTiles, name) {
+		if _, ok := tmaConfigs[name]; !ok || seen[name] || (cl && !tmaHalves[name]) != slices.Contains(tmaClusterTiles, name) || tmaHalves[name] != slices.Contains(tmaHalfTiles, name) {
 			t.Errorf("tmaTiles: %q unknown, twice or in the wrong list", name)
 		}
 		seen[name] = true
@@ -1062,7 +1064,13 @@ func TestGemmTMAClusters(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
-	if len(tmaClusterTiles) != len(tmaClusters) {
+	halves := 0 // the clustered halves are TestGemmTMAHalves'
+	for name := range tmaClusters {
+		if tmaHalves[name] {
+			halves++
+		}
+	}
+	if len(tmaClusterTiles) != len(tmaClusters)-halves {
 		t.Fatalf("tmaClusterTiles %v, tmaClusters %v", tmaClusterTiles, tmaClusters)
 	}
 	const kt = 20

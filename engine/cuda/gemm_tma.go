@@ -694,12 +694,13 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			}
 			if m > tmaNarrowRows && p.cfg.name == "wg1s" && p.splits == 1 {
 				// 64 x 64 on two consumers of 32 columns each (h1s), whose
-				// per-k-tile chains are half wg1s's one consumer's: forced
-				// at M = 128 / 256, one H200, 3 samples, over cuBLASLt
-				// (BenchmarkGemm, NOTES v64), TinyLlama's qkv 1.06 / 1.19
-				// on h1s against wg1s's 1.12 / 1.21, its o 1.04 / 1.12
-				// against 1.09 / 1.19, Llama-3.2-1B's qkv 1.06 at 128
-				// against 1.14. The alternating p1s ran 1.12-1.18 there.
+				// per-k-tile chains are half wg1s's one consumer's. One
+				// H200, 3 samples, over cuBLASLt (BenchmarkGemm, NOTES
+				// v64), through the plan against wg1s forced: TinyLlama's
+				// qkv at 96-192 rows 1.01-1.11 against 1.07-1.16, its o at
+				// 96-256 1.02-1.13 against 1.09-1.19, Llama-3.2-1B's qkv at
+				// 128 1.06 against 1.12 (at 96 1.13 both). The alternating
+				// p1s ran 1.12-1.18 where wg1s was planned at 128 / 256.
 				p = tmaPlan{cfg: tmaConfigs["h1s"], splits: 1, kps: p.kps}
 			}
 		}
@@ -1148,7 +1149,7 @@ var tmaClusterNarrow = map[int]string{2: "p1mc21", 4: "p1mc41"}
 // and Llama-3.1-8B's 1.11 against wg1m's 1.15. X multicast to pairs of
 // column tiles as well (p1mc42, cuBLASLt's shape) lost (1.31), as W's
 // multicast did over 32 k-tiles a block (TinyLlama's qkv at 256 1.18 on
-// p1mc41 against p1m's 1.18, Llama-3.2-1B's 1.18 against 1.17).
+// p1mc41 against p1m's 1.18, Llama-3.2-1B's on p1mc21 1.18 against 1.17).
 func narrowCluster(p tmaPlan, m, n, k int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	rt := ceilDiv(m, 64)
 	name, ok := tmaClusterNarrow[rt]
