@@ -124,7 +124,7 @@ func TestNarrowCluster(t *testing.T) {
 		{plan("wg1n", 1, 64), 128, 2560, 132, "", "64 x 80"},
 		{plan("wg2", 1, 64), 256, 2880, 132, "", "128-row tiles"},
 	} {
-		q, ok := narrowCluster(c.p, c.m, c.n, c.p.kps*64, slots(c.places))
+		q, ok := narrowCluster(c.p, c.m, c.n, slots(c.places))
 		got := ""
 		if ok {
 			got = q.cfg.name

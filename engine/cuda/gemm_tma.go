@@ -689,7 +689,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				p = q
 			}
 			p = swapRound(p, m, n, k, fp8, slots)
-			if q, ok := narrowCluster(p, m, n, k, slots); ok {
+			if q, ok := narrowCluster(p, m, n, slots); ok {
 				p = q
 			}
 			if m > tmaNarrowRows && p.cfg.name == "wg1s" && p.splits == 1 {
@@ -1135,7 +1135,7 @@ const tmaClusterMinKTiles = 45
 // tiles they join.
 var tmaClusterNarrow = map[int]string{2: "p1mc21", 4: "p1mc41"}
 
-// narrowCluster is the plan for a 16-bit m x n GEMM over k whose plan p is
+// narrowCluster is the plan for a 16-bit m x n GEMM whose plan p is
 // 64 x 96 (wg1m or p1m) with K unsplit, in two or four row tiles, each
 // block streaming at least tmaClusterMinKTiles k-tiles, if its clusters
 // fit one round: the 64 x 96 tile on alternating consumers in clusters of
@@ -1150,7 +1150,7 @@ var tmaClusterNarrow = map[int]string{2: "p1mc21", 4: "p1mc41"}
 // column tiles as well (p1mc42, cuBLASLt's shape) lost (1.31), as W's
 // multicast did over 32 k-tiles a block (TinyLlama's qkv at 256 1.18 on
 // p1mc41 against p1m's 1.18, Llama-3.2-1B's on p1mc21 1.18 against 1.17).
-func narrowCluster(p tmaPlan, m, n, k int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+func narrowCluster(p tmaPlan, m, n int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	rt := ceilDiv(m, 64)
 	name, ok := tmaClusterNarrow[rt]
 	if !ok || p.splits != 1 || p.cfg.name != "wg1m" && p.cfg.name != "p1m" || p.kps < tmaClusterMinKTiles {
