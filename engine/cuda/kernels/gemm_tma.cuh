@@ -3,9 +3,9 @@
 // in and out or E4M3 codes in with scales (as gemm_wgmma.cu's kernels),
 // fp32 accumulation on wgmma.mma_async.
 //
-// Warp specialised. Warpgroup 0 is the producer: one thread waits for a
-// stage to be free, tells the stage's "full" mbarrier how many bytes to
-// expect and issues two TMA loads (a box of the X rows and one of the W
+// Warp specialised. Warpgroup 0 is the producer: its first warp waits for
+// a stage to be free and one lane tells the stage's "full" mbarrier how
+// many bytes to expect and issues two TMA loads (a box of the X rows and one of the W
 // rows, 128 bytes of each row, in the 128-byte swizzle wgmma's descriptors
 // name; rows and columns past the edges arrive as zeros). Warpgroups 1..C
 // are the consumers, 64 rows of the tile each: they wait on "full", issue
@@ -78,18 +78,37 @@ struct __align__(64) tmap {
 };
 
 #ifdef XR_WGMMA
-// tma_load2d copies the box at (c0 inner, c1 rows) of the tensor map m into
-// shared memory at dst, completing bytes on the mbarrier bar.
-__device__ __forceinline__ void tma_load2d(u32 dst, const tmap *m, int c0, int c1, u32 bar) {
-	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+// The producer warp's issue: tma_expect_one tells barrier bar to expect
+// bytes more; tma_load2d_one copies the box at (c0 inner, c1 rows) of
+// the tensor map m into shared memory at dst, completing bytes on the
+// mbarrier bar; tma_load2d_mc_one the same into the shared memory of
+// every block of the cluster in mask, at dst's offset in each, completing
+// the bytes on each one's barrier at bar's offset.
+//
+// Every lane of the converged warp runs the producer's loop and computes
+// the operands, and one lane, elected inside the instruction's own block,
+// issues. So the operands are provably warp-uniform and stay in uniform
+// registers. Issued by a lone thread (tid == 0), they went through vector
+// registers, each TMA load in a loop that moves a lane's values to
+// uniform registers; with g % STAGES's multiply-high chain the producer's
+// k-tile took some 47 dependent instructions, slower than a 64 x 96
+// tile's MMAs (Nsight Compute's warp sampling, GPT-OSS-20B's o at M =
+// 256: the consumers of p1m and p1mc41 waited on "full" half their time,
+// the producer never on "empty"; bench/NOTES.md v65).
+__device__ __forceinline__ void tma_expect_one(u32 bar, u32 bytes) {
+	asm volatile("{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\n@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}" ::"r"(bar),
+		"r"(bytes)
+		: "memory");
+}
+__device__ __forceinline__ void tma_load2d_one(u32 dst, const tmap *m, int c0, int c1, u32 bar) {
+	asm volatile("{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\n"
+				 "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n}" ::"r"(dst),
 		"l"((u64)m), "r"(c0), "r"(c1), "r"(bar)
 		: "memory");
 }
-// tma_load2d_mc is tma_load2d into the shared memory of every block of the
-// cluster in mask, at dst's offset in each, completing the bytes on each
-// one's barrier at bar's offset.
-__device__ __forceinline__ void tma_load2d_mc(u32 dst, const tmap *m, int c0, int c1, u32 bar, u16 mask) {
-	asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+__device__ __forceinline__ void tma_load2d_mc_one(u32 dst, const tmap *m, int c0, int c1, u32 bar, u16 mask) {
+	asm volatile("{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\n"
+				 "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n}" ::"r"(dst),
 		"l"((u64)m), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
 		: "memory");
 }
@@ -417,6 +436,9 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	const u32 stg = (empty + STAGES * 8 + 15u) & ~15u; // EP's staged tile (gemm_tma.go's tmaPlan.smem)
 
 	const int tid = threadIdx.x, wg = tid >> 7;
+	// pw: the thread's warp, warp-uniform as the compiler sees it (a lane's
+	// broadcast); warp 0 is the producer's.
+	const int pw = __shfl_sync(0xffffffffu, tid >> 5, 0);
 	// Row tiles along X (tmaPlan.grid): blocks launched together share W's
 	// tiles; persistent blocks take tiles in the same order. Under GLU a
 	// tile's BN columns are BN / 2 outputs' gate and up sums.
@@ -454,7 +476,8 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	}
 
 	// load_w issues the TMA load(s) of W's k-tile kt0 + i of the tile whose
-	// first column is n0 into stage s.
+	// first column is n0 into stage s: the producer warp, every lane (one
+	// issues: tma_load2d_one).
 	auto load_w = [&](int i, int s, int n0) {
 		const int k0 = (kt0 + i) * BK;
 		if (CL ? CX > 1 : mc) {
@@ -466,15 +489,15 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 			const int h = CL ? crx : half;
 			const u16 mask = CL ? (u16)(((1u << CX) - 1) << (CX * cry)) : (u16)3;
 			const int row = GLU ? (h < P / 2 ? n0 + h * PR : N + n0 + (h - P / 2) * PR) : n0 + h * PR;
-			tma_load2d_mc(base + s * STAGE + ABYTES + h * PR * 128, &tw, k0, row, full + 8 * s, mask);
+			tma_load2d_mc_one(base + s * STAGE + ABYTES + h * PR * 128, &tw, k0, row, full + 8 * s, mask);
 		} else if constexpr (GLU) {
 			// Two boxes of BN / 2 rows (the map's box): gate rows n0..,
 			// then up rows N + n0..; gate rows past N read up rows, whose
 			// outputs are dropped.
-			tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
-			tma_load2d(base + s * STAGE + ABYTES + (BN / 2) * 128, &tw, k0, N + n0, full + 8 * s);
+			tma_load2d_one(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+			tma_load2d_one(base + s * STAGE + ABYTES + (BN / 2) * 128, &tw, k0, N + n0, full + 8 * s);
 		} else {
-			tma_load2d(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
+			tma_load2d_one(base + s * STAGE + ABYTES, &tw, k0, n0, full + 8 * s);
 		}
 	};
 	// early: the first STAGES k-tiles of W are requested before the wait
@@ -491,9 +514,9 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 	}
 	if (CL || mc) cluster_sync(); // every block's barriers exist before any multicasts
-	if (tid == 0) {
+	if (pw == 0) { // lane 0 issues: the thread that initialised the barriers
 		for (int i = 0; i < pre; i++) {
-			mbar_expect(full + 8 * i, STAGE); // both boxes' bytes: X's come after the wait
+			tma_expect_one(full + 8 * i, STAGE); // both boxes' bytes: X's come after the wait
 			load_w(i, i, n0);
 		}
 	}
@@ -507,25 +530,27 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		// Producer. Its path never joins the consumers' (their register
 		// counts differ after setmaxnreg); it meets them only at barriers.
 		if constexpr (C == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-		if (tid == 0) {
-			// g counts k-tiles across the block's tiles: stage g % STAGES.
-			for (int t = t0, g = 0; t < ntiles; t += tstep) {
+		if (pw == 0) {
+			// The whole warp, one lane issuing (above). g counts k-tiles
+			// across the block's tiles; s is g's stage and ph the phase of
+			// its barriers, counters as the consumers' are.
+			for (int t = t0, g = 0, s = 0, ph = 0; t < ntiles; t += tstep) {
 				int tm0, tn0;
 				origin(t, tm0, tn0);
 				for (int i = 0; i < nk; i++, g++) {
-					const int s = g % STAGES;
 					if (g >= pre) {
-						mbar_wait(empty + 8 * s, ((g / STAGES) & 1) ^ 1);
-						mbar_expect(full + 8 * s, STAGE);
+						mbar_wait(empty + 8 * s, ph ^ 1);
+						tma_expect_one(full + 8 * s, STAGE);
 						load_w(i, s, tn0);
 					}
 					if constexpr (CY > 1) {
 						// The block's rows cry * XP.. of X's box, into its row tile's blocks.
 						constexpr int XP = ROWS / CY;
-						tma_load2d_mc(base + s * STAGE + cry * XP * 128, &tx, (kt0 + i) * BK, tm0 + cry * XP, full + 8 * s, xmask);
+						tma_load2d_mc_one(base + s * STAGE + cry * XP * 128, &tx, (kt0 + i) * BK, tm0 + cry * XP, full + 8 * s, xmask);
 					} else {
-						tma_load2d(base + s * STAGE, &tx, (kt0 + i) * BK, tm0, full + 8 * s);
+						tma_load2d_one(base + s * STAGE, &tx, (kt0 + i) * BK, tm0, full + 8 * s);
 					}
+					if (++s == STAGES) s = 0, ph ^= 1;
 				}
 			}
 		}
