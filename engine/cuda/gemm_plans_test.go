@@ -98,33 +98,43 @@ func TestTMAPlansGolden(t *testing.T) {
 
 // TestNarrowCluster: a 64 x 96 plan (wg1m or p1m) unsplit in two or four
 // row tiles over at least tmaClusterMinKTiles k-tiles runs in clusters of
-// its column tiles' row tiles, where they fit one round; no other plan,
-// split, row count or shorter K moves.
+// its column tiles' row tiles, in four row tiles first in clusters of two
+// column tiles too, where they fit one round (whole clusters); no other
+// plan, split, row count or shorter K moves.
 func TestNarrowCluster(t *testing.T) {
-	slots := func(places int) func(tmaConfig, int) int {
-		return func(tmaConfig, int) int { return places }
+	// places: the places for clusters of up to four blocks, places8 for
+	// clusters of eight.
+	slots := func(places, places8 int) func(tmaConfig, int) int {
+		return func(_ tmaConfig, s int) int {
+			if s == 8 {
+				return places8
+			}
+			return places
+		}
 	}
 	plan := func(name string, s, kt int) tmaPlan { return tmaPlan{cfg: tmaConfigs[name], splits: s, kps: kt} }
 	for _, c := range []struct {
-		p       tmaPlan
-		m, n    int
-		places  int
-		want    string // "": p stays
-		comment string
+		p               tmaPlan
+		m, n            int
+		places, places8 int
+		want            string // "": p stays
+		comment         string
 	}{
-		{plan("wg1m", 1, 64), 128, 6144, 132, "p1mc21", "Llama-3.1-8B's qkv at 128"},
-		{plan("wg1m", 1, 64), 65, 6144, 132, "p1mc21", "two row tiles, the second of one row"},
-		{plan("p1m", 1, 45), 112, 5120, 132, "p1mc21", "GPT-OSS-20B's qkv (K 2,880)"},
-		{plan("wg1m", 1, 64), 256, 2880, 120, "p1mc41", "GPT-OSS-20B's o at 256: 120 blocks, 120 places"},
-		{plan("wg1m", 1, 64), 256, 2880, 116, "", "its clusters do not fit one round"},
-		{plan("wg1m", 1, 32), 128, 6144, 132, "", "32 k-tiles"},
-		{plan("wg1m", 1, 64), 160, 2880, 132, "", "three row tiles"},
-		{plan("wg1m", 1, 64), 64, 2880, 132, "", "one row tile"},
-		{plan("p1m", 2, 32), 128, 2880, 132, "", "K split"},
-		{plan("wg1n", 1, 64), 128, 2560, 132, "", "64 x 80"},
-		{plan("wg2", 1, 64), 256, 2880, 132, "", "128-row tiles"},
+		{plan("wg1m", 1, 64), 128, 6144, 132, 0, "p1mc21", "Llama-3.1-8B's qkv at 128"},
+		{plan("wg1m", 1, 64), 65, 6144, 132, 0, "p1mc21", "two row tiles, the second of one row"},
+		{plan("p1m", 1, 45), 112, 5120, 132, 0, "p1mc21", "GPT-OSS-20B's qkv (K 2,880)"},
+		{plan("wg1m", 1, 64), 256, 2880, 120, 120, "p1mc42", "GPT-OSS-20B's o at 256: 120 blocks, 120 places in eights"},
+		{plan("wg1m", 1, 64), 256, 2880, 120, 112, "p1mc41", "eights do not fit one round, fours do"},
+		{plan("wg1m", 1, 64), 256, 2976, 124, 124, "p1mc41", "31 column tiles: eights launch 128 blocks, fours 124"},
+		{plan("wg1m", 1, 64), 256, 2880, 116, 112, "", "its clusters do not fit one round"},
+		{plan("wg1m", 1, 32), 128, 6144, 132, 132, "", "32 k-tiles"},
+		{plan("wg1m", 1, 64), 160, 2880, 132, 132, "", "three row tiles"},
+		{plan("wg1m", 1, 64), 64, 2880, 132, 132, "", "one row tile"},
+		{plan("p1m", 2, 32), 128, 2880, 132, 132, "", "K split"},
+		{plan("wg1n", 1, 64), 128, 2560, 132, 132, "", "64 x 80"},
+		{plan("wg2", 1, 64), 256, 2880, 132, 132, "", "128-row tiles"},
 	} {
-		q, ok := narrowCluster(c.p, c.m, c.n, slots(c.places))
+		q, ok := narrowCluster(c.p, c.m, c.n, slots(c.places, c.places8))
 		got := ""
 		if ok {
 			got = q.cfg.name
@@ -134,6 +144,46 @@ func TestNarrowCluster(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("%s: narrowCluster(%s, M=%d, N=%d) = %q, want %q", c.comment, c.p, c.m, c.n, got, c.want)
+		}
+	}
+}
+
+// TestKPWide: at 129-256 rows a 16-bit plan on a one-consumer narrow tile
+// (wg1n, wg1m) unsplit, or on 128-row tiles splitting K, moves to 64 x 96
+// on alternating consumers unsplit where its tiles make one round and
+// each block streams at most tmaKPWideMaxKTiles; nothing else moves.
+func TestKPWide(t *testing.T) {
+	slots := func(places int) func(tmaConfig, int) int {
+		return func(tmaConfig, int) int { return places }
+	}
+	plan := func(name string, s, kt int) tmaPlan { return tmaPlan{cfg: tmaConfigs[name], splits: s, kps: kt} }
+	for _, c := range []struct {
+		p       tmaPlan
+		m, n, k int
+		places  int
+		move    bool
+		comment string
+	}{
+		{plan("wg1n", 1, 32), 256, 2560, 2048, 132, true, "TinyLlama's qkv at 256: 108 tiles"},
+		{plan("wg1m", 1, 32), 256, 3072, 2048, 132, true, "Llama-3.2-1B's qkv at 256: 128 tiles"},
+		{plan("wg1n", 1, 32), 160, 3072, 2048, 132, true, "Llama-3.2-1B's qkv at 160: 96 tiles"},
+		{plan("wg2", 3, 22), 256, 2048, 4096, 132, true, "Qwen3-30B-A3B's o at 256, 128 x 128 split three ways"},
+		{plan("wg2", 3, 30), 256, 2048, 5632, 132, false, "TinyLlama's down: 88 k-tiles a block"},
+		{plan("wg2", 2, 32), 256, 4096, 4096, 132, false, "Llama-3.1-8B's o: 172 tiles, two rounds"},
+		{plan("wg1n", 1, 32), 256, 2560, 2048, 100, false, "108 tiles, 100 places"},
+		{plan("wg1n", 1, 32), 128, 2560, 2048, 132, false, "two row tiles (kpPlan's)"},
+		{plan("wg1n", 1, 32), 320, 2560, 2048, 132, false, "past tmaSmallRows"},
+		{plan("wg1s", 1, 32), 256, 2048, 2048, 132, false, "64 x 64 (h1s)"},
+		{plan("wg1n", 2, 16), 256, 2560, 2048, 132, false, "a narrow tile splitting K"},
+		{plan("wg2", 1, 32), 256, 2560, 2048, 132, false, "128-row tiles unsplit"},
+		{plan("s2x48", 2, 16), 192, 2048, 2048, 132, false, "swapped tiles"},
+	} {
+		q, ok := kpWide(c.p, c.m, c.n, c.k, slots(c.places))
+		if ok != c.move {
+			t.Errorf("%s: kpWide(%s, M=%d, N=%d, K=%d) moves %v, want %v", c.comment, c.p, c.m, c.n, c.k, ok, c.move)
+		}
+		if ok && (q.cfg.name != "p1m" || q.splits != 1 || q.kps != ceilDiv(c.k, 64)) {
+			t.Errorf("%s: %+v, want p1m unsplit over %d k-tiles", c.comment, q, ceilDiv(c.k, 64))
 		}
 	}
 }

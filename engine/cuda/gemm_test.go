@@ -472,7 +472,7 @@ func TestPlanGemmTMA(t *testing.T) {
 		// on the alternating 64 x 64 split two ways (kpPlan; 128 blocks),
 		// Qwen3-30B-A3B's qkv on 64 x 96 unsplit (108). Gate_up and the
 		// LM head take too many narrow tiles.
-		{256, 2560, 2048, false, "auto", "wg1n", 0, 1, 1}, // 128 blocks; 64 x 64 would need 160
+		{256, 2560, 2048, false, "auto", "p1m", 0, 1, 1}, // wg1n's 128 blocks onto 108 of 64 x 96 on alternating consumers (kpWide)
 		// 64 x 64 unsplit on two consumers of 32 columns each (h1s).
 		{256, 2048, 2048, false, "auto", "h1s", 0, 1, 1},
 		{96, 2560, 2048, false, "auto", "h1s", 0, 1, 1},
@@ -703,8 +703,9 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 	// places than four, so TinyLlama's qkv at M = 256 (120 blocks in
 	// threes) keeps its split of two, where o and down take three.
 	// With the decode-sized tiles weighed (auto), at M = 256 qkv and o go
-	// to the narrow ones unsplit, gate_up to 128 x 176, and down keeps its
-	// plan; at 128 o and down go to 64 x 64 alternating (kpPlan). 64 x 64
+	// to the narrow ones unsplit (qkv's 64 x 80 then to 64 x 96
+	// alternating: kpWide), gate_up to 128 x 176, and down keeps its plan;
+	// at 128 o and down go to 64 x 64 alternating (kpPlan). 64 x 64
 	// unsplit runs on two consumers of half its columns each (h1s).
 	for _, c := range []struct {
 		m, n, k   int
@@ -713,7 +714,7 @@ func TestPlanGemmTMAClusters(t *testing.T) {
 	}{
 		{256, 2560, 2048, "wide", "wg2", 2}, {256, 2048, 2048, "wide", "wg2", 3}, {256, 2048, 5632, "wide", "wg2", 3}, {256, 11264, 2048, "wide", "wg2m", 1},
 		{128, 2560, 2048, "wide", "wg2", 5}, {128, 2048, 2048, "wide", "wg2", 6}, {128, 2048, 5632, "wide", "wg2", 6}, {128, 11264, 2048, "wide", "wg2m", 2},
-		{256, 2560, 2048, "auto", "wg1n", 1}, {256, 2048, 2048, "auto", "h1s", 1}, {256, 2048, 5632, "auto", "wg2", 3}, {256, 11264, 2048, "auto", "wg2f", 1},
+		{256, 2560, 2048, "auto", "p1m", 1}, {256, 2048, 2048, "auto", "h1s", 1}, {256, 2048, 5632, "auto", "wg2", 3}, {256, 11264, 2048, "auto", "wg2f", 1},
 		{128, 2560, 2048, "auto", "h1s", 1}, {128, 2048, 2048, "auto", "p1s", 2}, {128, 2048, 5632, "auto", "p1s", 2}, {128, 11264, 2048, "auto", "wg1w", 1},
 	} {
 		if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), false, c.tile, 0); p.cfg.name != c.cfg || p.splits != c.splits {

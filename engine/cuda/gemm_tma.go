@@ -692,6 +692,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q, ok := narrowCluster(p, m, n, slots); ok {
 				p = q
 			}
+			if q, ok := kpWide(p, m, n, k, slots); ok {
+				p = q
+			}
 			if m > tmaNarrowRows && p.cfg.name == "wg1s" && p.splits == 1 {
 				// 64 x 64 on two consumers of 32 columns each (h1s), whose
 				// per-k-tile chains are half wg1s's one consumer's. One
@@ -1132,8 +1135,8 @@ func narrowPair(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan,
 const tmaClusterMinKTiles = 45
 
 // tmaClusterNarrow: narrowCluster's clustered 64 x 96 tiles by the row
-// tiles they join.
-var tmaClusterNarrow = map[int]string{2: "p1mc21", 4: "p1mc41"}
+// tiles they join, in the order it weighs them.
+var tmaClusterNarrow = map[int][]string{2: {"p1mc21"}, 4: {"p1mc42", "p1mc41"}}
 
 // narrowCluster is the plan for a 16-bit m x n GEMM whose plan p is
 // 64 x 96 (wg1m or p1m) with K unsplit, in two or four row tiles, each
@@ -1141,23 +1144,65 @@ var tmaClusterNarrow = map[int]string{2: "p1mc21", 4: "p1mc41"}
 // fit one round: the 64 x 96 tile on alternating consumers in clusters of
 // the row tiles of a column tile, each block loading a half or a quarter
 // of W's tile into them all (p1mc21, p1mc41), so that L2 serves W's bytes
-// once for them. cuBLASLt runs GPT-OSS-20B's o at M = 256 on 64 x 96 tiles
-// in clusters of 4 x 2 (Nsight Compute, H200, NOTES v62). BenchmarkGemm
-// from a captured graph, one H200, forced, 3 samples, over cuBLASLt (NOTES
-// v64): GPT-OSS-20B's o at 256 1.22 on p1mc41 against wg1m's 1.34 and
-// p1m's 1.31; at 128 GPT-OSS-20B's qkv 1.12 on p1mc21 against p1m's 1.15
-// and Llama-3.1-8B's 1.11 against wg1m's 1.15. X multicast to pairs of
-// column tiles as well (p1mc42, cuBLASLt's shape) lost (1.31), as W's
-// multicast did over 32 k-tiles a block (TinyLlama's qkv at 256 1.18 on
-// p1mc41 against p1m's 1.18, Llama-3.2-1B's on p1mc21 1.18 against 1.17).
+// once for them; in four row tiles first in clusters of two column tiles
+// as well, each block loading half of X's box into both (p1mc42,
+// cuBLASLt's shape for GPT-OSS-20B's o at M = 256: Nsight Compute, H200,
+// NOTES v62). BenchmarkGemm from a captured graph, one H200, forced, 3
+// samples, over cuBLASLt (NOTES v64): GPT-OSS-20B's o at 256 1.22 on
+// p1mc41 against wg1m's 1.34 and p1m's 1.31; at 128 GPT-OSS-20B's qkv
+// 1.12 on p1mc21 against p1m's 1.15 and Llama-3.1-8B's 1.11 against
+// wg1m's 1.15. There p1mc42 lost (1.31) while the producer's issue bound
+// the narrow tiles; with the producer's loop on uniform registers (NOTES
+// v65, 2 and 3 samples) GPT-OSS-20B's o at 256 ran 1.13 on p1mc42
+// against 1.15-1.21 on p1mc41 and 1.24-1.26 on p1m. W's multicast gains
+// little over 32 k-tiles a block (TinyLlama's qkv at 256 1.18 on p1mc41
+// against p1m's 1.18, Llama-3.2-1B's on p1mc21 1.18 against 1.17: v64).
 func narrowCluster(p tmaPlan, m, n int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	rt := ceilDiv(m, 64)
-	name, ok := tmaClusterNarrow[rt]
+	names, ok := tmaClusterNarrow[rt]
 	if !ok || p.splits != 1 || p.cfg.name != "wg1m" && p.cfg.name != "p1m" || p.kps < tmaClusterMinKTiles {
 		return tmaPlan{}, false
 	}
-	q := tmaConfigs[name]
-	return tmaPlan{cfg: q, splits: 1, kps: p.kps}, q.tiles(m, n) <= slots(q, rt)
+	for _, name := range names {
+		// Whole clusters, as tmaPlan.grid launches them.
+		q, sh := tmaConfigs[name], tmaClusters[name].shape
+		blocks := ceilDiv(rt, sh.X) * sh.X * ceilDiv(ceilDiv(n, q.bn), sh.Y) * sh.Y
+		if blocks <= slots(q, sh.X*sh.Y) {
+			return tmaPlan{cfg: q, splits: 1, kps: p.kps}, true
+		}
+	}
+	return tmaPlan{}, false
+}
+
+// tmaKPWideMaxKTiles bounds kpWide's k-tiles a block: TinyLlama's down at
+// M = 256 (88) tied on p1m (1.155 against 1.150 on 128 x 128 split three
+// ways, NOTES v65).
+const tmaKPWideMaxKTiles = 64
+
+// kpWide is the plan for a 16-bit m x n GEMM over k at tmaKPRows < M <=
+// tmaSmallRows whose plan p is a narrow tile of one consumer (wg1n, wg1m)
+// with K unsplit, or 128-row tiles splitting K, if any: 64 x 96 on two
+// consumers taking alternate k-tiles (p1m), K unsplit, where its tiles
+// make one round of places and each block streams at most
+// tmaKPWideMaxKTiles. With the producer's loop on uniform registers the
+// alternating tile's consumers no longer wait on its loads (NOTES v65):
+// BenchmarkGemm from a captured graph, one H200, forced, 2-3 samples, over
+// cuBLASLt, M = 256: TinyLlama's qkv 1.07-1.09 against wg1n's 1.22-1.23,
+// Llama-3.2-1B's qkv 1.07 against wg1m's 1.14-1.19, Qwen3-30B-A3B's o
+// 1.12-1.14 against 128 x 128 split three ways 1.18-1.24; M = 160 / 192,
+// Llama-3.2-1B's qkv 1.20 / 0.97 against wg1n's 1.24 / 1.12. TinyLlama's
+// o kept h1s (1.10 against p1m's 1.12).
+func kpWide(p tmaPlan, m, n, k int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	if m <= tmaKPRows || m > tmaSmallRows {
+		return tmaPlan{}, false
+	}
+	narrow := p.splits == 1 && (p.cfg.name == "wg1n" || p.cfg.name == "wg1m")
+	if !narrow && (p.splits == 1 || p.cfg.rows != 128 || p.cfg.swap) {
+		return tmaPlan{}, false
+	}
+	c := tmaConfigs["p1m"]
+	q := tmaPlan{cfg: c, splits: 1, kps: ceilDiv(k, tmaKTile(false))}
+	return q, q.kps <= tmaKPWideMaxKTiles && c.tiles(m, n) <= slots(c, 1)
 }
 
 // narrowCodes is the plan batchPlan takes for E4M3 codes, m x n over k, at
