@@ -689,10 +689,10 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				p = q
 			}
 			p = swapRound(p, m, n, k, fp8, slots)
-			if q, ok := narrowCluster(p, m, n, slots); ok {
+			if q, ok := kpWide(p, m, n, k, slots); ok {
 				p = q
 			}
-			if q, ok := kpWide(p, m, n, k, slots); ok {
+			if q, ok := narrowCluster(p, m, n, slots); ok {
 				p = q
 			}
 			if m > tmaNarrowRows && p.cfg.name == "wg1s" && p.splits == 1 {
@@ -1191,7 +1191,11 @@ const tmaKPWideMaxKTiles = 64
 // Llama-3.2-1B's qkv 1.07 against wg1m's 1.14-1.19, Qwen3-30B-A3B's o
 // 1.12-1.14 against 128 x 128 split three ways 1.18-1.24; M = 160 / 192,
 // Llama-3.2-1B's qkv 1.20 / 0.97 against wg1n's 1.24 / 1.12. TinyLlama's
-// o kept h1s (1.10 against p1m's 1.12).
+// o kept h1s (1.10 against p1m's 1.12). narrowCluster then takes the
+// plans of 45 k-tiles or more into clusters: Qwen3-30B-A3B's o at M =
+// 200 / 232 / 256, 5 samples, ran 1.13 / 1.14 / 1.13 on p1mc42 against
+// p1m's 1.68 / 1.26 / 1.10, whose last row tile's ragged X box cost it
+// most at 200 (p1mc41 1.26 / 1.15 / 1.15).
 func kpWide(p tmaPlan, m, n, k int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	if m <= tmaKPRows || m > tmaSmallRows {
 		return tmaPlan{}, false
