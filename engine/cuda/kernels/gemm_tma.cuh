@@ -4,16 +4,17 @@
 // fp32 accumulation on wgmma.mma_async.
 //
 // Warp specialised. Warpgroup 0 is the producer: its first warp waits for
-// a stage to be free and one lane tells the stage's "full" mbarrier how
-// many bytes to expect and issues two TMA loads (a box of the X rows and one of the W
-// rows, 128 bytes of each row, in the 128-byte swizzle wgmma's descriptors
-// name; rows and columns past the edges arrive as zeros). Warpgroups 1..C
-// are the consumers, 64 rows of the tile each: they wait on "full", issue
-// their MMAs and, once the MMAs of the tile before have completed
-// (wait_group 1), free that tile's stage on its "empty" mbarrier. So every
-// stage is in flight at once, where gemm_wgmma.cu's cp.async loads, issued
-// by the threads that also multiply, ran two tiles ahead with a block-wide
-// barrier a tile; and no thread computes a load address.
+// a stage to be free, and one lane tells the stage's "full" mbarrier how
+// many bytes to expect and issues two TMA loads (a box of the X rows and
+// one of the W rows, 128 bytes of each row, in the 128-byte swizzle
+// wgmma's descriptors name; rows and columns past the edges arrive as
+// zeros). Warpgroups 1..C are the consumers, 64 rows of the tile each:
+// they wait on "full", issue their MMAs and, once the MMAs of the tile
+// before have completed (wait_group 1), free that tile's stage on its
+// "empty" mbarrier. So every stage is in flight at once, where
+// gemm_wgmma.cu's cp.async loads, issued by the threads that also
+// multiply, ran two tiles ahead with a block-wide barrier a tile; and no
+// thread computes a load address.
 //
 // Split K: the blocks of one output tile (gridDim.z of them, each kps
 // k-tiles) form a thread-block cluster. Each writes its fp32 partial tile
