@@ -221,7 +221,11 @@ func newFP8Case(t testing.TB, g *GPU, n, k, maxM int, perRow bool) *fp8Case {
 	}
 	c.xv = randVals(r, BF16, maxM*k, 1)
 	xb := devUpload(t, g, BF16, c.xv)
-	xq, sx := devAlloc(t, g, maxM*k), devAlloc(t, g, 4*maxM)
+	// Codes 0x7f (NaN) in 191 rows past maxM, as devUploadSlack's.
+	xq, sx := devAlloc(t, g, ((maxM+191)*k+1)&^1), devAlloc(t, g, 4*maxM)
+	if err := g.Stream.Fill16(xq, 0x7f7f); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.FP8Quantize(g.Stream, BF16, xq, xb, maxM, k, FP8Quant{PerRow: perRow}, amax, sx); err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +600,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 						}
 						x := devAlloc(t, g, m*sh.k*2)
 						y := devAlloc(t, g, m*sh.n*2)
-						xq, sx, amax := devAlloc(t, g, m*sh.k), devAlloc(t, g, 4), devAlloc(t, g, FP8AmaxBytes)
+						xq, sx, amax := devAlloc(t, g, benchXRows(m)*sh.k), devAlloc(t, g, 4), devAlloc(t, g, FP8AmaxBytes)
 						if err := g.RandomFill(g.Stream, BF16, x, 99, 0, 1); err != nil {
 							t.Fatal(err)
 						}

@@ -73,7 +73,7 @@ func BenchmarkGemm(b *testing.B) {
 					}
 				}
 				var err error
-				if x, err = g.Alloc(m * sh.k * dt.Size()); err != nil {
+				if x, err = g.Alloc(benchXRows(m) * sh.k * dt.Size()); err != nil {
 					t.Fatal(err)
 				}
 				if y, err = g.Alloc(m * sh.n * dt.Size()); err != nil {
@@ -245,6 +245,23 @@ func TestSetBenchImpl(t *testing.T) {
 // (XRUN_CUDA_GEMM_SPLIT; 0: the planner's split), e.g. `-gemm.split 1`
 // for a forced tile unsplit.
 var gemmSplitFlag = flag.Int("gemm.split", 0, "BenchmarkGemm and BenchmarkGemmFP8: the own GEMM's split of K on the TMA kernels (XRUN_CUDA_GEMM_SPLIT; 0: the planner's)")
+
+// gemmSlackFlag: whether BenchmarkGemm's and BenchmarkGemmFP8's X has rows
+// to spare past M, as the engine's activations do (they hold the largest
+// batch, and the backend rounds them up: tmaMapRows reads a ragged last
+// tile's rows from them); false times a buffer of exactly M rows, whose
+// last tile the TMA fills with zeros.
+var gemmSlackFlag = flag.Bool("gemm.xslack", true, "BenchmarkGemm and BenchmarkGemmFP8: X with rows to spare past M, as the engine's activations have")
+
+// benchXRows is the rows BenchmarkGemm and BenchmarkGemmFP8 allocate X for
+// at M = m: m, and under -gemm.xslack enough more for the widest tile's
+// rows (a swapped 192-row tile).
+func benchXRows(m int) int {
+	if *gemmSlackFlag {
+		return m + 191
+	}
+	return m
+}
 
 // gemmRowsFlag: the M values BenchmarkGemm and BenchmarkGemmFP8 time, where
 // not their default (gemmRows): e.g. `-gemm.rows 192,256` for the batch

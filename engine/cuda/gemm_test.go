@@ -1391,7 +1391,7 @@ func checkGemmPlanned(t testing.TB, g *GPU, dt DType, p tmaPlan, m, n, k int, ep
 	glu := epi == "glu"
 	xin, wv, wRows := randGemmOperands(r, dt, m, n, k, glu)
 	ref := dt.Decode(dt.Encode(refGemmCols(xin, wRows, m, k)))
-	x, w := devUpload(t, g, dt, xin), devUpload(t, g, dt, wv)
+	x, w := devUploadSlack(t, g, dt, xin, k), devUpload(t, g, dt, wv)
 	var y Buffer
 	var err error
 	switch epi {
@@ -1550,6 +1550,28 @@ func TestRowRound(t *testing.T) {
 		}
 		if !ok || p.cfg.name != c.want || p.splits != 1 || p.kps*tmaKTile(c.fp8) < c.k {
 			t.Errorf("batchPlan(M=%d N=%d K=%d fp8 %v) = %s (%d k-tiles), %v; want %s unsplit", c.m, c.n, c.k, c.fp8, p, p.kps, ok, c.want)
+		}
+	}
+}
+
+// TestTMAMapRows: X's tensor map covers the last row tile whole where the
+// buffer holds its rows, and stops at M where it does not (the TMA then
+// fills the rest with zeros).
+func TestTMAMapRows(t *testing.T) {
+	for _, c := range []struct {
+		bytes, m, k, es, tile, want int
+	}{
+		{256 * 4096 * 2, 200, 4096, 2, 64, 256},        // a decode of 200 rows in buffers of 256
+		{256 * 4096 * 2, 256, 4096, 2, 64, 256},        // no ragged tile
+		{200 * 4096 * 2, 200, 4096, 2, 64, 200},        // a buffer of exactly M rows
+		{255 * 4096 * 2, 200, 4096, 2, 64, 200},        // a row short
+		{256 * 4096, 200, 4096, 1, 64, 256},            // E4M3 codes
+		{256 * 2048 * 2, 130, 2048, 2, 48, 144},        // three swapped tiles of 48 rows
+		{(200 + 191) * 2880 * 2, 9, 2880, 2, 192, 192}, // the widest swapped tile
+		{8192 * 4096 * 2, 2000, 4096, 2, 128, 2048},    // a prefill chunk on 128-row tiles
+	} {
+		if got := tmaMapRows(Buffer{Bytes: c.bytes}, c.m, c.k, c.es, c.tile); got != c.want {
+			t.Errorf("tmaMapRows(%d bytes, M=%d K=%d es %d, tile %d) = %d, want %d", c.bytes, c.m, c.k, c.es, c.tile, got, c.want)
 		}
 	}
 }

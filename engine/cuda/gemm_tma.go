@@ -1692,6 +1692,29 @@ func (g *GPU) tensorMap(b Buffer, rows, inner, boxRows, es int) (*[128]byte, err
 	return m, nil
 }
 
+// tmaMapRows is the rows X's tensor map gives an m x k matrix (es-byte
+// elements) in buffer x read in tiles of tile rows: m rounded up to whole
+// tiles where x holds them, so that the last tile's box reads rows past M
+// from memory rather than having the TMA fill them with zeros, which cost
+// that tile's blocks a quarter of their time at 8 rows of 64 (bench/NOTES.md
+// v66). Those rows' outputs are past M: no epilogue stores them, and an
+// output row reads no other row of X, so whatever they hold is harmless.
+func tmaMapRows(x Buffer, m, k, es, tile int) int {
+	if r := ceilDiv(m, tile) * tile; r*k*es <= x.Bytes {
+		return r
+	}
+	return m
+}
+
+// GemmInputRows is the rows to allocate a GEMM input of up to rows rows
+// for: rows rounded up to 128, so that X's tensor map can cover the last
+// row tile of any M up to rows whole on the 64- and 128-row tiles
+// (tmaMapRows). Rounding costs at most 127 rows a buffer; the swapped
+// tiles' boxes of 48-192 rows gained nothing from it (bench/NOTES.md v66).
+func GemmInputRows(rows int) int {
+	return ceilDiv(rows, 128) * 128
+}
+
 // tmaLaunch is one launch of a TMA kernel: Y, X (m x k) and W (rowsW x
 // k, es-byte elements), W's tensor map in boxes of wide rows (the tile's
 // width, half of it under GLU) and n the output width; scales appends the
@@ -1716,7 +1739,7 @@ func (g *GPU) launchTMA(s *Stream, p tmaPlan, l tmaLaunch) error {
 	// blocks the gate rows, the others the up rows). A split's clusters lie
 	// along Z.
 	cl := p.cluster()
-	tx, err := g.tensorMap(l.x, l.m, l.k, p.cfg.rows/cl.Y, l.es)
+	tx, err := g.tensorMap(l.x, tmaMapRows(l.x, l.m, l.k, l.es, p.cfg.rows), l.k, p.cfg.rows/cl.Y, l.es)
 	if err != nil {
 		return err
 	}

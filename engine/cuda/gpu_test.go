@@ -296,6 +296,19 @@ func devUpload(t testing.TB, g *GPU, dt DType, vals []float32) Buffer {
 	return b
 }
 
+// devUploadSlack uploads vals, rows of k values, into a buffer with 191
+// rows of NaN past them (the widest tile's 192 rows less one): tmaMapRows
+// lets a ragged last row tile's box read them, and an output that used
+// them would show as NaN.
+func devUploadSlack(t testing.TB, g *GPU, dt DType, vals []float32, k int) Buffer {
+	t.Helper()
+	b := devPoisoned(t, g, dt, len(vals)+191*k)
+	if err := UploadSlice(g.Stream, b.Slice(0, len(vals)*dt.Size()), dt.Encode(vals)); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // devUploadT allocates a buffer holding plain values (int32 ids, float32).
 func devUploadT[T any](t testing.TB, g *GPU, vals []T) Buffer {
 	t.Helper()
