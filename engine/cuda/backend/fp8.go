@@ -268,7 +268,7 @@ func (b *Backend) ensureFP8Input(g *cuda.GPU, rows int) error {
 		s.xq, s.sx = cuda.Buffer{}, cuda.Buffer{}
 	}
 	var err error
-	if s.xq, err = b.alloc(g, rows*s.maxK); err != nil {
+	if s.xq, err = b.alloc(g, cuda.GemmInputRows(rows)*s.maxK); err != nil {
 		return fmt.Errorf("fp8 input scratch: %w", err)
 	}
 	if s.sx, err = b.alloc(g, 4*rows); err != nil {

@@ -159,13 +159,17 @@ func (b *Backend) Alloc(name string, dt model.DType, shape ...int) (model.Tensor
 		}
 	}
 	t := &tensor{name: name, shape: slices.Clone(shape), kind: kFloat}
-	size := b.dt.Size()
+	size, rows := b.dt.Size(), shape[0]
 	if dt == model.Int32 {
 		t.kind, size = kInt32, 4
+	} else {
+		// Rows to spare past the largest batch, which the own GEMM's last
+		// row tile reads instead of having them filled with zeros (slower).
+		rows = cuda.GemmInputRows(rows)
 	}
 	err := b.dev.Do(func(g *cuda.GPU) error {
 		b.dropGraphs()
-		buf, err := b.alloc(g, numel(shape)*size)
+		buf, err := b.alloc(g, rows*numel(shape[1:])*size)
 		t.buf = buf
 		b.memActs += int64(buf.Bytes)
 		return err
