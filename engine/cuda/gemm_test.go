@@ -470,7 +470,9 @@ func TestPlanGemmTMA(t *testing.T) {
 		// The narrow tiles, K unsplit: TinyLlama's qkv and o at M = 256,
 		// one wave, and up to 128 rows; from 97 to 128 rows o and down
 		// on the alternating 64 x 64 split two ways (kpPlan; 128 blocks),
-		// Qwen3-30B-A3B's qkv on 64 x 96 unsplit (108). Gate_up and the
+		// Qwen3-30B-A3B's qkv on 64 x 96 unsplit (108, in clusters of the
+		// two row tiles: narrowCluster), and over 49-64 k-tiles 64 x 64
+		// unsplit (Llama-3.1-8B's and GPT-OSS-20B's o). Gate_up and the
 		// LM head take too many narrow tiles.
 		{256, 2560, 2048, false, "auto", "p1m", 0, 1, 1}, // wg1n's 128 blocks onto 108 of 64 x 96 on alternating consumers (kpWide)
 		// 64 x 64 unsplit on two consumers of 32 columns each (h1s).
@@ -479,8 +481,11 @@ func TestPlanGemmTMA(t *testing.T) {
 		{128, 2560, 2048, false, "auto", "h1s", 0, 1, 1},
 		{128, 2048, 2048, false, "auto", "p1s", 0, 2, 2},
 		{100, 2560, 2048, false, "auto", "h1s", 0, 1, 1},
-		{128, 5120, 2048, false, "auto", "p1m", 0, 1, 1},
+		{128, 5120, 2048, false, "auto", "p1mc21", 0, 1, 1},
 		{128, 2048, 5632, false, "auto", "p1s", 0, 2, 2},
+		{128, 4096, 4096, false, "auto", "p1s", 0, 1, 1}, // 128 blocks of 64 k-tiles
+		{112, 2880, 4096, false, "auto", "p1s", 0, 1, 1},
+		{128, 2048, 8192, false, "auto", "wg2", 0, 2, 8},    // Llama-3.2-1B's down: 128 k-tiles, past p1s's 64
 		{128, 6144, 4096, false, "auto", "p1mc21", 0, 1, 1}, // wg1m (p1m's 128 blocks would run 64 k-tiles each), W multicast to the pair (narrowCluster)
 		// One row tile at 129-192 rows (batchPlan): 160 x 128 swapped up
 		// to 160 rows, 192 x 128 above (176 x 128 swapped where that

@@ -685,7 +685,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q := split(tmaConfigs["wg1w"]); m > tmaNarrowRows && (q.fillsRound(m, n, slots) || rowWaste(m, 128) > rowWaste(m, 64) && p.cfg.rows == 128 && q.fillsRoundBy(m, n, slots, tmaRoundFillRagged)) {
 				p = q
 			}
-			if q, ok := kpPlan(m, n, split, slots); ok {
+			if q, ok := kpPlan(m, n, k, split, slots); ok {
 				p = q
 			}
 			p = swapRound(p, m, n, k, fp8, slots)
@@ -819,7 +819,8 @@ func swapRound(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) int)
 // second more than half full (tmaKPMinRows < M <= tmaKPRows), in one round
 // of places, each block's k-tiles at most tmaKPMaxKTiles; 64 x 64 where
 // that round splits K two ways (the single consumer's 64 blocks become 128
-// of half the k-tiles), else 64 x 96 unsplit. BenchmarkGemm from a captured
+// of half the k-tiles), else 64 x 96 unsplit; failing both, 64 x 64
+// unsplit over at most tmaKPWideMaxKTiles. BenchmarkGemm from a captured
 // graph, one H200, 3 samples, us, the rule against 03ed30e's plan and
 // cuBLASLt (NOTES v56), M = 128: TinyLlama's o on 64 x 64 split two ways (16
 // k-tiles) 6.52 / 6.78 / 6.25, its down (44) 11.84 / 11.87 / 12.89,
@@ -832,6 +833,12 @@ func swapRound(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) int)
 // k-tiles (Llama-3.2-1B's down 15.86 against 14.95, Llama-3.1-8B's o 15.28
 // against 14.47). At M = 96 the plans lost 3.5-8 % (TinyLlama's down 13.29
 // against 12.30), and at M = 256 they won nowhere by more than 2.5 %.
+// With the producer's loop on uniform registers (NOTES v65) 64 x 64 unsplit
+// over 49-64 k-tiles won where neither form fits (NOTES v66, one
+// H200, 5 samples, over cuBLASLt, M = 104 / 112 / 128): GPT-OSS-20B's o
+// 1.09 / 1.09 / 1.09 against 128 x 128 split four ways 1.17 / 1.16 / 1.15,
+// Llama-3.1-8B's o 1.21 / 0.96 / 1.01 against split three ways 1.24 / 0.97
+// / 1.05.
 const (
 	tmaKPMinRows   = 96
 	tmaKPRows      = 128
@@ -841,7 +848,7 @@ const (
 
 // kpPlan is the alternating tile planGemmTMA takes for a 16-bit m x n GEMM,
 // if any (tmaKPRows); split is its split of K for a configuration.
-func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+func kpPlan(m, n, k int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	if m <= tmaKPMinRows || m > tmaKPRows {
 		return tmaPlan{}, false
 	}
@@ -853,6 +860,12 @@ func kpPlan(m, n int, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) 
 		if q.splits == c.splits && q.kps <= tmaKPMaxKTiles && q.cfg.tiles(m, n)*q.splits <= slots(q.cfg, q.splits) {
 			return q, true
 		}
+	}
+	// Else 64 x 64 unsplit over up to tmaKPWideMaxKTiles k-tiles a block,
+	// its tiles one round.
+	q := tmaPlan{cfg: tmaConfigs["p1s"], splits: 1, kps: ceilDiv(k, tmaKTile(false))}
+	if q.kps > tmaKPMaxKTiles && q.kps <= tmaKPWideMaxKTiles && q.cfg.tiles(m, n) <= slots(q.cfg, 1) {
+		return q, true
 	}
 	return tmaPlan{}, false
 }
@@ -1130,9 +1143,17 @@ func narrowPair(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan,
 }
 
 // tmaClusterMinKTiles is the fewest k-tiles a block streams for
-// narrowCluster to multicast W: at 32 (K = 2,048) the clusters tied or
-// lost (NOTES v63, v64).
-const tmaClusterMinKTiles = 45
+// narrowCluster to multicast W in four row tiles: at 32 (K = 2,048) the
+// clusters tied or lost (NOTES v63, v64; TinyLlama's qkv at 256 1.16-1.17
+// on p1mc41 / p1mc42 against p1m's 1.07 in v65). In two row tiles
+// tmaClusterPairMinKTiles: with the producer's loop on uniform registers
+// Qwen3-30B-A3B's qkv (32) ran 1.05 / 1.09 / 1.11 on p1mc21 against p1m's
+// 1.11 / 1.14 / 1.15 at M = 104 / 112 / 128 (one H200, 5 samples, over
+// cuBLASLt, NOTES v66).
+const (
+	tmaClusterMinKTiles     = 45
+	tmaClusterPairMinKTiles = 32
+)
 
 // tmaClusterNarrow: narrowCluster's clustered 64 x 96 tiles by the row
 // tiles they join, in the order it weighs them.
@@ -1140,7 +1161,8 @@ var tmaClusterNarrow = map[int][]string{2: {"p1mc21"}, 4: {"p1mc42", "p1mc41"}}
 
 // narrowCluster is the plan for a 16-bit m x n GEMM whose plan p is
 // 64 x 96 (wg1m or p1m) with K unsplit, in two or four row tiles, each
-// block streaming at least tmaClusterMinKTiles k-tiles, if its clusters
+// block streaming at least tmaClusterPairMinKTiles or tmaClusterMinKTiles
+// k-tiles, if its clusters
 // fit one round: the 64 x 96 tile on alternating consumers in clusters of
 // the row tiles of a column tile, each block loading a half or a quarter
 // of W's tile into them all (p1mc21, p1mc41), so that L2 serves W's bytes
@@ -1160,7 +1182,7 @@ var tmaClusterNarrow = map[int][]string{2: {"p1mc21"}, 4: {"p1mc42", "p1mc41"}}
 func narrowCluster(p tmaPlan, m, n int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	rt := ceilDiv(m, 64)
 	names, ok := tmaClusterNarrow[rt]
-	if !ok || p.splits != 1 || p.cfg.name != "wg1m" && p.cfg.name != "p1m" || p.kps < tmaClusterMinKTiles {
+	if !ok || p.splits != 1 || p.cfg.name != "wg1m" && p.cfg.name != "p1m" || p.kps < tmaClusterMinKTiles && (rt != 2 || p.kps < tmaClusterPairMinKTiles) {
 		return tmaPlan{}, false
 	}
 	for _, name := range names {
