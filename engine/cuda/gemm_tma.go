@@ -1731,8 +1731,9 @@ func tmaMapRows(x Buffer, m, k, es, tile int) int {
 // GemmInputRows is the rows to allocate a GEMM input of up to rows rows
 // for: rows rounded up to 128, so that X's tensor map can cover the last
 // row tile of any M up to rows whole on the 64- and 128-row tiles
-// (tmaMapRows). Rounding costs at most 127 rows a buffer; the swapped
-// tiles' boxes of 48-192 rows gained nothing from it (bench/NOTES.md v66).
+// (tmaMapRows); the swapped tiles' boxes of 48-192 rows where the rounding
+// reaches, the rest then filled with zeros as before. It costs at most 127
+// rows a buffer.
 func GemmInputRows(rows int) int {
 	return ceilDiv(rows, 128) * 128
 }
