@@ -221,8 +221,8 @@ func newFP8Case(t testing.TB, g *GPU, n, k, maxM int, perRow bool) *fp8Case {
 	}
 	c.xv = randVals(r, BF16, maxM*k, 1)
 	xb := devUpload(t, g, BF16, c.xv)
-	// Codes 0x7f (NaN) in 191 rows past maxM, as devUploadSlack's.
-	xq, sx := devAlloc(t, g, ((maxM+191)*k+1)&^1), devAlloc(t, g, 4*maxM)
+	// Codes 0x7f (NaN) in slackRows rows past maxM, as devUploadSlack's.
+	xq, sx := devAlloc(t, g, ((maxM+slackRows)*k+1)&^1), devAlloc(t, g, 4*maxM)
 	if err := g.Stream.Fill16(xq, 0x7f7f); err != nil {
 		t.Fatal(err)
 	}

@@ -254,11 +254,10 @@ var gemmSplitFlag = flag.Int("gemm.split", 0, "BenchmarkGemm and BenchmarkGemmFP
 var gemmSlackFlag = flag.Bool("gemm.xslack", true, "BenchmarkGemm and BenchmarkGemmFP8: X with rows to spare past M, as the engine's activations have")
 
 // benchXRows is the rows BenchmarkGemm and BenchmarkGemmFP8 allocate X for
-// at M = m: m, and under -gemm.xslack enough more for the widest tile's
-// rows (a swapped 192-row tile).
+// at M = m: m, and under -gemm.xslack slackRows more.
 func benchXRows(m int) int {
 	if *gemmSlackFlag {
-		return m + 191
+		return m + slackRows
 	}
 	return m
 }

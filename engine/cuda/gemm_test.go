@@ -1566,14 +1566,14 @@ func TestTMAMapRows(t *testing.T) {
 	for _, c := range []struct {
 		bytes, m, k, es, tile, want int
 	}{
-		{256 * 4096 * 2, 200, 4096, 2, 64, 256},        // a decode of 200 rows in buffers of 256
-		{256 * 4096 * 2, 256, 4096, 2, 64, 256},        // no ragged tile
-		{200 * 4096 * 2, 200, 4096, 2, 64, 200},        // a buffer of exactly M rows
-		{255 * 4096 * 2, 200, 4096, 2, 64, 200},        // a row short
-		{256 * 4096, 200, 4096, 1, 64, 256},            // E4M3 codes
-		{256 * 2048 * 2, 130, 2048, 2, 48, 144},        // three swapped tiles of 48 rows
-		{(200 + 191) * 2880 * 2, 9, 2880, 2, 192, 192}, // the widest swapped tile
-		{8192 * 4096 * 2, 2000, 4096, 2, 128, 2048},    // a prefill chunk on 128-row tiles
+		{256 * 4096 * 2, 200, 4096, 2, 64, 256},              // a decode of 200 rows in buffers of 256
+		{256 * 4096 * 2, 256, 4096, 2, 64, 256},              // no ragged tile
+		{200 * 4096 * 2, 200, 4096, 2, 64, 200},              // a buffer of exactly M rows
+		{255 * 4096 * 2, 200, 4096, 2, 64, 200},              // a row short
+		{256 * 4096, 200, 4096, 1, 64, 256},                  // E4M3 codes
+		{256 * 2048 * 2, 130, 2048, 2, 48, 144},              // three swapped tiles of 48 rows
+		{(200 + slackRows) * 2880 * 2, 9, 2880, 2, 192, 192}, // the widest swapped tile
+		{8192 * 4096 * 2, 2000, 4096, 2, 128, 2048},          // a prefill chunk on 128-row tiles
 	} {
 		if got := tmaMapRows(Buffer{Bytes: c.bytes}, c.m, c.k, c.es, c.tile); got != c.want {
 			t.Errorf("tmaMapRows(%d bytes, M=%d K=%d es %d, tile %d) = %d, want %d", c.bytes, c.m, c.k, c.es, c.tile, got, c.want)

@@ -296,13 +296,18 @@ func devUpload(t testing.TB, g *GPU, dt DType, vals []float32) Buffer {
 	return b
 }
 
-// devUploadSlack uploads vals, rows of k values, into a buffer with 191
-// rows of NaN past them (the widest tile's 192 rows less one): tmaMapRows
+// slackRows is the rows the tests and benchmarks give X past M: enough for
+// the widest tile's last row tile (192 rows, a swapped one) to lie inside
+// the buffer whatever M.
+const slackRows = 191
+
+// devUploadSlack uploads vals, rows of k values, into a buffer with
+// slackRows rows of NaN past them: tmaMapRows
 // lets a ragged last row tile's box read them, and an output that used
 // them would show as NaN.
 func devUploadSlack(t testing.TB, g *GPU, dt DType, vals []float32, k int) Buffer {
 	t.Helper()
-	b := devPoisoned(t, g, dt, len(vals)+191*k)
+	b := devPoisoned(t, g, dt, len(vals)+slackRows*k)
 	if err := UploadSlice(g.Stream, b.Slice(0, len(vals)*dt.Size()), dt.Encode(vals)); err != nil {
 		t.Fatal(err)
 	}
