@@ -90,7 +90,7 @@ func BenchmarkGemm(b *testing.B) {
 			case dev.Info.Major == 9 && m > 1:
 				// XRUN_CUDA_WGMMA=0, the cp.async kernels (XRUN_CUDA_GEMM_TMA=0),
 				// each XRUN_CUDA_WGMMA_TILE, and split-K aiming at one block an SM.
-				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-tma-wg2f", "own-tma-wg1d", "own-tma-wg3", "own-waves1", "own-unpersist")
+				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-tma-wg2f", "own-tma-wg1d", "own-tma-wg3", "own-tma-w2x64", "own-tma-w2x80", "own-tma-w2x96", "own-waves1", "own-unpersist")
 				if m <= tmaSmallRows {
 					// The narrow tiles, K unsplit, and the choice by M
 					// without them (XRUN_CUDA_WGMMA_TILE=wide).

@@ -72,6 +72,15 @@ var tmaConfigs = map[string]tmaConfig{
 	// Compute, H200), 24.5 us against the 64 x 64 tiles' 30.0: a tile
 	// twice as wide reads X from L2 half as often.
 	"wg1d": {"wg1d", 64, 128, 8, 1, false, false, false},
+	// 128 rows of X by 64, 80 or 96 of W, two consumers, K unsplit in
+	// one round of about 128 blocks: cuBLASLt runs the E4M3 projections
+	// of 4,096-6,144 outputs at M = 256 so, in clusters of two (Nsight
+	// Compute, H200, NOTES v67): Llama-3.1-8B's qkv as 96 rows of W by
+	// 128 of X, seven stages of 128 codes, its o as 64 x 128, eight,
+	// GPT-OSS-20B's qkv as 80 x 128, eight, each 128 blocks. Forced only.
+	"w2x64": {"w2x64", 128, 64, 8, 1, false, false, false},
+	"w2x80": {"w2x80", 128, 80, 8, 1, false, false, false},
+	"w2x96": {"w2x96", 128, 96, 7, 1, false, false, false},
 	// 192 x 128, five stages, three consumer warpgroups: 129-192 rows in
 	// one row tile. At M = 160 and 192 the 128-row tiles' second row tile
 	// is three quarters or half empty, and the plan ran the LM heads and

@@ -18,8 +18,11 @@
 // one consumer, 64 x 128, eight stages, one block a multiprocessor (wg1's
 // tile with twice its loads in flight, for K split across a cluster);
 // wg3: three consumers, 192 x 128, five stages (129-192 rows in one row
-// tile, where 128-row tiles compute up to 127 rows past M). The swapped
-// tiles are gemm_tma_swap.cu's.
+// tile, where 128-row tiles compute up to 127 rows past M); w2x64, w2x80
+// and w2x96: two consumers, 128 rows of X by 64, 80 or 96 of W, eight,
+// eight and seven stages (a decode's projections of 4,096-6,144 outputs
+// at 256 rows in one round of about 128 blocks, K unsplit, as cuBLASLt runs
+// them over E4M3 codes). The swapped tiles are gemm_tma_swap.cu's.
 // gemm_tma_<config>_<dtype>, and gemm_tma_f8_<config>_<dtype> over E4M3
 // codes (dtype is Y's).
 #define GEMM_TMA(cfg, T, C, BN, ST, MINB)                                                                              \
@@ -35,14 +38,16 @@
 	GEMM_TMA_EPI(wg1, T, 1, 128, 4, 2) GEMM_TMA_EPI(wg2, T, 2, 128, 6, 1) GEMM_TMA_EPI(wg2m, T, 2, 192, 5, 1)          \
 	GEMM_TMA_EPI(wg2w, T, 2, 256, 4, 1) GEMM_TMA_EPI(wg2f, T, 2, 176, 5, 1)                                            \
 	GEMM_TMA_EPI(wg1s, T, 1, 64, 12, 1) GEMM_TMA_EPI(wg1n, T, 1, 80, 10, 1) GEMM_TMA_EPI(wg1m, T, 1, 96, 10, 1)   \
-	GEMM_TMA_EPI(wg1w, T, 1, 176, 7, 1) GEMM_TMA_EPI(wg1d, T, 1, 128, 8, 1) GEMM_TMA_EPI(wg3, T, 3, 128, 5, 1)
+	GEMM_TMA_EPI(wg1w, T, 1, 176, 7, 1) GEMM_TMA_EPI(wg1d, T, 1, 128, 8, 1) GEMM_TMA_EPI(wg3, T, 3, 128, 5, 1)       \
+	GEMM_TMA_EPI(w2x64, T, 2, 64, 8, 1) GEMM_TMA_EPI(w2x80, T, 2, 80, 8, 1) GEMM_TMA_EPI(w2x96, T, 2, 96, 7, 1)
 GEMM_TMA_EPI_ALL(f16)
 GEMM_TMA_EPI_ALL(bf16)
 #define GEMM_TMA_ALL(T)                                                                                                \
 	GEMM_TMA(wg1, T, 1, 128, 4, 2) GEMM_TMA(wg2, T, 2, 128, 6, 1) GEMM_TMA(wg2m, T, 2, 192, 5, 1)                      \
 	GEMM_TMA(wg2w, T, 2, 256, 4, 1) GEMM_TMA(wg2f, T, 2, 176, 5, 1)                                                    \
 	GEMM_TMA(wg1s, T, 1, 64, 12, 1) GEMM_TMA(wg1n, T, 1, 80, 10, 1) GEMM_TMA(wg1m, T, 1, 96, 10, 1) GEMM_TMA(wg1w, T, 1, 176, 7, 1) \
-	GEMM_TMA(wg1d, T, 1, 128, 8, 1) GEMM_TMA(wg3, T, 3, 128, 5, 1)
+	GEMM_TMA(wg1d, T, 1, 128, 8, 1) GEMM_TMA(wg3, T, 3, 128, 5, 1) GEMM_TMA(w2x64, T, 2, 64, 8, 1)                    \
+	GEMM_TMA(w2x80, T, 2, 80, 8, 1) GEMM_TMA(w2x96, T, 2, 96, 7, 1)
 GEMM_TMA_ALL(f16)
 GEMM_TMA_ALL(bf16)
 // The tiles whose two consumers take alternate k-tiles (gemm_tma.cuh's
