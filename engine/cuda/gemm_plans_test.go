@@ -189,3 +189,44 @@ func TestKPWide(t *testing.T) {
 		}
 	}
 }
+
+// TestKPCodes: an E4M3 plan of 33-256 rows that splits K on unswapped
+// tiles moves to 64 x 64 on alternating consumers, split two ways where
+// that stays one round, where its blocks fill at least tmaKPCodesFill of
+// the round and stream at most tmaKPCodesMaxKTiles k-tiles each; no
+// 16-bit plan, unsplit plan, swapped tile, or row count outside moves.
+func TestKPCodes(t *testing.T) {
+	plan := func(name string, s, kt int) tmaPlan { return tmaPlan{cfg: tmaConfigs[name], splits: s, kps: kt} }
+	for _, c := range []struct {
+		p       tmaPlan
+		m, n, k int
+		fp8     bool
+		splits  int // 0: no move
+		comment string
+	}{
+		{plan("wg2", 6, 8), 128, 2048, 5632, true, 2, "TinyLlama's down at 128: 128 blocks of 22 k-tiles"},
+		{plan("wg2", 3, 15), 256, 2048, 5632, true, 1, "TinyLlama's down at 256: 128 blocks of 44 unsplit"},
+		{plan("wg2", 3, 22), 256, 2048, 8192, true, 1, "Llama-3.2-1B's down at 256: 64 k-tiles a block"},
+		{plan("wg1d", 4, 8), 64, 2880, 4096, true, 2, "GPT-OSS-20B's o at 64: 90 blocks"},
+		{plan("wg1d", 6, 6), 64, 2048, 5632, true, 2, "TinyLlama's down at 64: 64 blocks, 0.48 of the round"},
+		{plan("wg1d", 3, 38), 48, 4096, 14336, true, 2, "Llama-3.1-8B's down at 48: 128 blocks of 56"},
+		{plan("wg2", 3, 38), 128, 4096, 14336, true, 0, "Llama-3.1-8B's down at 128: 112 k-tiles a block"},
+		{plan("wg2", 2, 16), 256, 4096, 4096, true, 0, "Llama-3.1-8B's o at 256: 256 tiles, two rounds"},
+		{plan("wg1d", 6, 6), 64, 1024, 5632, true, 0, "32 blocks: a quarter of the round"},
+		{plan("wg1d", 6, 6), 32, 2048, 5632, true, 0, "32 rows"},
+		{plan("wg2", 3, 15), 320, 2048, 5632, true, 0, "past tmaSmallRows"},
+		{plan("wg2", 6, 8), 128, 2048, 5632, false, 0, "16-bit values (kpPlan's)"},
+		{plan("wg2", 1, 44), 256, 2048, 5632, true, 0, "K unsplit"},
+		{plan("s2x48", 2, 22), 192, 2048, 5632, true, 0, "swapped tiles"},
+	} {
+		split := func(cfg tmaConfig) tmaPlan { return splitGemmTMA(cfg, c.m, c.n, c.k, 132, h100Slots, true, 0) }
+		q, ok := kpCodes(c.p, c.m, c.n, c.fp8, split, h100Slots)
+		if ok != (c.splits > 0) {
+			t.Errorf("%s: kpCodes(%s, M=%d, N=%d, K=%d) moves %v", c.comment, c.p, c.m, c.n, c.k, ok)
+			continue
+		}
+		if kt := ceilDiv(c.k, 128); ok && (q.cfg.name != "p1s" || q.splits != c.splits || q.kps != ceilDiv(kt, c.splits)) {
+			t.Errorf("%s: %s, want p1s split %d ways", c.comment, q, c.splits)
+		}
+	}
+}

@@ -639,7 +639,8 @@ func TestPlanGemmTMASwap(t *testing.T) {
 // 128 eight stages deep where tmaPlan.deeper's measurements put it below
 // the narrow tiles or the cp.async split, in one round of places; the
 // rest keep the narrow tiles (the LM heads and Llama-3.1-8B's gate_up
-// fill the GPU on 64 x 128 unsplit).
+// fill the GPU on 64 x 128 unsplit). E4M3 codes whose 64 x 128 tiles
+// split K take the alternating 64 x 64 instead (kpCodes).
 func TestPlanGemmTMADeeper(t *testing.T) {
 	slots := h100Slots
 	d := tmaDevice{sms: 132, slots: slots, unitBytes: tmaUnitBytes("NVIDIA H200")}
@@ -649,13 +650,13 @@ func TestPlanGemmTMADeeper(t *testing.T) {
 		f16, codes string
 	}{
 		{"tinyllama/qkv", 2560, 2048, "wg1d", "wg1s"}, {"tinyllama/o", 2048, 2048, "wg1d", "wg1s"},
-		{"tinyllama/gate_up", 11264, 2048, "wg1m", "wg1m"}, {"tinyllama/down", 2048, 5632, "wg1d", "wg1d"},
+		{"tinyllama/gate_up", 11264, 2048, "wg1m", "wg1m"}, {"tinyllama/down", 2048, 5632, "wg1d", "p1s"},
 		{"llama-3.2-1b/qkv", 3072, 2048, "wg1d", "wg1s"}, {"llama-3.2-1b/gate_up", 16384, 2048, "wg1d", "wg1d"},
-		{"llama-3.2-1b/down", 2048, 8192, "wg1d", "wg1d"}, {"llama-3.1-8b/qkv", 6144, 4096, "wg1s", "wg1s"},
-		{"llama-3.1-8b/o", 4096, 4096, "wg1d", "wg1s"}, {"llama-3.1-8b/down", 4096, 14336, "wg1d", "wg1d"},
+		{"llama-3.2-1b/down", 2048, 8192, "wg1d", "p1s"}, {"llama-3.1-8b/qkv", 6144, 4096, "wg1s", "wg1s"},
+		{"llama-3.1-8b/o", 4096, 4096, "wg1d", "wg1s"}, {"llama-3.1-8b/down", 4096, 14336, "wg1d", "p1s"},
 		{"llama-3.1-8b/gate_up", 28672, 4096, "wg1", "wg1"},
-		{"gpt-oss-20b/qkv", 5120, 2880, "wg1s", "wg1s"}, {"gpt-oss-20b/o", 2880, 4096, "wg1d", "wg1d"},
-		{"qwen3-30b-a3b/qkv", 5120, 2048, "wg1s", "wg1s"}, {"qwen3-30b-a3b/o", 2048, 4096, "wg1d", "wg1d"},
+		{"gpt-oss-20b/qkv", 5120, 2880, "wg1s", "wg1s"}, {"gpt-oss-20b/o", 2880, 4096, "wg1d", "p1s"},
+		{"qwen3-30b-a3b/qkv", 5120, 2048, "wg1s", "wg1s"}, {"qwen3-30b-a3b/o", 2048, 4096, "wg1d", "p1s"},
 	} {
 		for _, fp8 := range []bool{false, true} {
 			want := c.f16

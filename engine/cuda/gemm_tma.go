@@ -659,6 +659,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		if tile != "wide" && m > tmaNarrowRows/2 {
 			p = p.deeper(split(tmaConfigs["wg1d"]), m, n, sms, slots)
 		}
+		if q, ok := kpCodes(p, m, n, fp8, split, slots); ok && tile != "wide" {
+			p = q
+		}
 		return p
 	case !fp8:
 		// 128 x 256 where the tiles fill the GPU unsplit; where K must
@@ -766,6 +769,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			}
 		}
 		if tile != "wide" {
+			if q, ok := kpCodes(p, m, n, fp8, split, slots); ok {
+				p = q
+			}
 			p = swapRound(p, m, n, k, fp8, slots)
 		}
 		return p
@@ -1238,6 +1244,45 @@ func kpWide(p tmaPlan, m, n, k int, slots func(tmaConfig, int) int) (tmaPlan, bo
 	c := tmaConfigs["p1m"]
 	q := tmaPlan{cfg: c, splits: 1, kps: ceilDiv(k, tmaKTile(false))}
 	return q, q.kps <= tmaKPWideMaxKTiles && c.tiles(m, n) <= slots(c, 1)
+}
+
+// tmaKPCodesFill and tmaKPCodesMaxKTiles bound kpCodes: its blocks fill
+// at least tmaKPCodesFill of one round of places (64 blocks of 132 won,
+// below that none was timed), each streaming at most tmaKPCodesMaxKTiles
+// k-tiles of 128 codes (Llama-3.2-1B's down at 256 rows, 64, won;
+// Llama-3.1-8B's down at 128, 112, was not timed, and kpWide keeps 16-bit
+// blocks to 64 too).
+const (
+	tmaKPCodesFill      = 0.45
+	tmaKPCodesMaxKTiles = 64
+)
+
+// kpCodes is the plan for an E4M3 m x n GEMM of tmaNarrowRows/2 < M <=
+// tmaSmallRows whose plan p splits K on unswapped tiles, if any: 64 x 64
+// on two consumers taking alternate k-tiles (p1s), K split as an alternating
+// tile's split takes it (two ways at most, one round of places), where its
+// blocks fill tmaKPCodesFill of the round and each streams at most
+// tmaKPCodesMaxKTiles k-tiles. The plans it replaces split K on 64 x 128
+// (wg1d) or 128 x 128 into clusters whose reduction costs what the
+// alternating consumers save. BenchmarkGemmFP8 from a captured graph, one
+// H200, 3 samples, over cuBLASLt's FP8 (NOTES v67), the rule against the
+// old plan's tile forced: TinyLlama's down (44 k-tiles) at 80 / 96 / 112 /
+// 128 rows 0.98 / 1.02 / 0.98 / 1.02 on p1s split two ways against
+// 1.14 / 1.20 / 1.19 / 1.21 (128 x 128 split six ways), at 208 / 224 / 240
+// / 256 0.96 / 0.99 / 1.02 / 1.01 unsplit against 1.10 / 1.13 / 1.17 /
+// 1.16 (split three ways); Llama-3.2-1B's down (64) 0.93-0.97 against
+// 1.03-1.07 and 0.95-1.06 against 1.00-1.13; GPT-OSS-20B's o at 48 / 64
+// 1.00 / 1.04 against 1.14 / 1.17 (64 x 128 split four ways),
+// Llama-3.1-8B's down 0.99 / 0.99 against 1.08 / 1.08 (three ways);
+// TinyLlama's and Llama-3.2-1B's downs at 64 rows, 64 blocks, 0.85 and
+// 0.87 against 0.93 and 0.89 (six ways).
+func kpCodes(p tmaPlan, m, n int, fp8 bool, split func(tmaConfig) tmaPlan, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	if !fp8 || p.splits == 1 || p.cfg.swap || m <= tmaNarrowRows/2 || m > tmaSmallRows {
+		return tmaPlan{}, false
+	}
+	q := split(tmaConfigs["p1s"])
+	blocks, places := q.cfg.tiles(m, n)*q.splits, slots(q.cfg, q.splits)
+	return q, q.kps <= tmaKPCodesMaxKTiles && blocks <= places && float64(blocks) >= tmaKPCodesFill*float64(places)
 }
 
 // narrowCodes is the plan batchPlan takes for E4M3 codes, m x n over k, at
