@@ -230,3 +230,40 @@ func TestKPCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestPairPlan: a GEMM of 193-256 rows, 16-bit or E4M3, over K of at most
+// tmaPairMaxK goes on 128 rows of X by 64 of W where those tiles make one
+// round of places, else by 96 where those do, K unsplit, the round at
+// least tmaPairFill full; planGemmTMA takes it, W not multicast.
+func TestPairPlan(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k int
+		want    string // "": no move
+		comment string
+	}{
+		{256, 4096, 4096, "w2x64", "Llama-3.1-8B's o at 256: 128 tiles"},
+		{256, 6144, 4096, "w2x96", "Llama-3.1-8B's qkv at 256: 128 tiles (w2x64 192)"},
+		{208, 5120, 2880, "w2x96", "GPT-OSS-20B's qkv at 208: 108 tiles (w2x64 160)"},
+		{224, 5120, 2048, "w2x96", "Qwen3-30B-A3B's qkv at 224"},
+		{256, 2880, 4096, "", "GPT-OSS-20B's o: 90 tiles of w2x64, 0.68 of the round"},
+		{256, 2048, 5632, "", "TinyLlama's down: K past tmaPairMaxK"},
+		{256, 4096, 14336, "", "Llama-3.1-8B's down: K past tmaPairMaxK"},
+		{256, 28672, 4096, "", "Llama-3.1-8B's gate_up: no round"},
+		{192, 4096, 4096, "", "one row tile of 192 (wg3's)"},
+		{320, 4096, 4096, "", "past tmaSmallRows"},
+	} {
+		for _, fp8 := range []bool{false, true} {
+			q, ok := pairPlan(c.m, c.n, c.k, fp8, h100Slots)
+			if ok != (c.want != "") || ok && (q.cfg.name != c.want || q.splits != 1 || q.kps != ceilDiv(c.k, tmaKTile(fp8))) {
+				t.Errorf("%s, fp8 %v: pairPlan(M=%d, N=%d, K=%d) = %s, %v; want %q unsplit", c.comment, fp8, c.m, c.n, c.k, q, ok, c.want)
+			}
+			if !ok {
+				continue
+			}
+			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
+			if p = p.withMulticast(c.m, h100Slots(p.cfg, 2), fp8); p.cfg.name != c.want || p.mc {
+				t.Errorf("%s, fp8 %v: planned %s, want %s without multicast", c.comment, fp8, p, c.want)
+			}
+		}
+	}
+}

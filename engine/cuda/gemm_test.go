@@ -441,9 +441,9 @@ func TestPlanGemmTMA(t *testing.T) {
 		{256, 11264, 2048, false, "wide", "wg2m", 0, 1, 1},  // 118 tiles: one wave, where 128 x 128 needs two
 		{256, 11264, 2048, false, "auto", "wg2f", 0, 1, 1},  // 128 tiles of 128 x 176 fill more of the GPU than 118
 		{128, 11264, 2048, false, "auto", "wg1w", 0, 1, 1},  // 128 tiles of 64 x 176: one round of 132, 0.97 full
-		{256, 5120, 2048, false, "auto", "wg1w", 0, 1, 1},   // 120 of 132 (Qwen3-30B-A3B's qkv)
-		{256, 6144, 4096, false, "auto", "wg2m", 0, 2, 2},   // 140 tiles of 64 x 176: two rounds
-		{256, 4096, 4096, false, "auto", "wg2", 0, 1, 8},    // 96 tiles of 64 x 176: a round 0.73 full
+		{256, 5120, 2048, false, "auto", "w2x96", 0, 1, 1},  // 108 of 132 (Qwen3-30B-A3B's qkv, pairPlan)
+		{256, 6144, 4096, false, "auto", "w2x96", 0, 1, 1},  // 140 tiles of 64 x 176: two rounds; 128 of 128 x 96 (pairPlan)
+		{256, 4096, 4096, false, "auto", "w2x64", 0, 1, 1},  // 96 tiles of 64 x 176: a round 0.73 full; 128 of 128 x 64
 		{64, 11264, 2048, false, "auto", "wg1m", 0, 1, 1},   // at tmaNarrowRows the cost model's narrow tiles
 		{2048, 11264, 2048, false, "auto", "wg2w", 0, 1, 1}, // prefill: 128 x 176 is weighed at decode sizes only
 		{256, 2048, 5632, false, "auto", "wg2", 0, 4, 4},    // 128 x 128 split four ways fills the GPU
@@ -453,7 +453,7 @@ func TestPlanGemmTMA(t *testing.T) {
 		{8192, 2560, 2048, false, "auto", "wg2w", 0, 1, 1},
 		{96, 2048, 5632, false, "auto", "wg2", 0, 2, 8},
 		{100, 2048, 5632, false, "auto", "p1s", 0, 2, 2}, // alternating, 128 blocks of 44 k-tiles
-		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},
+		{256, 6144, 4096, true, "auto", "w2x96", 0, 1, 1},
 		{2048, 28672, 4096, true, "auto", "wg2w", 0, 1, 1}, // codes: 128 x 256 where its rounds fill
 		{2048, 2048, 2048, true, "auto", "wg2", 0, 1, 1},   // 128 tiles of 128 x 256: one round, no persistent blocks
 		{2048, 5120, 2048, true, "auto", "wg2", 0, 1, 1},   // 320: the last of three rounds 42 % empty
@@ -461,7 +461,7 @@ func TestPlanGemmTMA(t *testing.T) {
 		{128, 28672, 4096, true, "auto", "wg2", 0, 1, 1},   // one row tile: codes keep 128 x 128
 		{256, 16384, 2048, true, "auto", "wg2", 0, 1, 1},   // 128 tiles of 128 x 256: fewer than the places
 		{256, 11264, 2048, true, "auto", "wg2f", 0, 1, 1},  // 128 tiles of 128 x 176 in one round, not 176 of 128 x 128 in two
-		{256, 5120, 2048, true, "auto", "wg2", 0, 1, 1},    // 80 tiles of 128 x 128: one round already
+		{256, 5120, 2048, true, "auto", "w2x96", 0, 1, 1},  // 108 tiles of 128 x 96 (pairPlan)
 		{512, 11264, 2048, true, "auto", "wg2", 0, 1, 1},   // above tmaSmallRows codes weigh no 128 x 176
 		{256, 2560, 2048, false, "wg1", "wg1", 0, 1, 8},
 		{256, 2560, 2048, false, "wg2w", "wg2w", 1, 8, 8},  // 132 / 20 blocks a tile, rounded up to a power of two
@@ -543,7 +543,7 @@ func TestPlanGemmTMA(t *testing.T) {
 		{64, 32000, 2048, false, "auto", "wg1", 0, 1, 1},
 		{64, 11264, 2048, false, "wide", "wg1", 0, 2, 8},
 		{256, 2048, 2048, false, "wide", "wg2", 0, 2, 8},
-		{256, 6144, 4096, true, "auto", "wg2", 0, 2, 8},   // codes keep the 128-row tiles
+		{256, 6144, 4096, true, "auto", "w2x96", 0, 1, 1}, // codes on 128 x 96 (pairPlan)
 		{256, 2560, 2048, false, "wg1n", "wg1n", 4, 8, 8}, // forced, split as the waves ask: 128 tiles x 4 < 4 a multiprocessor
 	} {
 		p := planGemmTMA(c.m, c.n, c.k, h100Device(nil), c.fp8, c.tile, c.waves)

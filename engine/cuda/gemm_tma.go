@@ -77,7 +77,8 @@ var tmaConfigs = map[string]tmaConfig{
 	// of 4,096-6,144 outputs at M = 256 so, in clusters of two (Nsight
 	// Compute, H200, NOTES v67): Llama-3.1-8B's qkv as 96 rows of W by
 	// 128 of X, seven stages of 128 codes, its o as 64 x 128, eight,
-	// GPT-OSS-20B's qkv as 80 x 128, eight, each 128 blocks. Forced only.
+	// GPT-OSS-20B's qkv as 80 x 128, eight, each 128 blocks. pairPlan
+	// takes w2x64 and w2x96; w2x80 is forced only.
 	"w2x64": {"w2x64", 128, 64, 8, 1, false, false, false},
 	"w2x80": {"w2x80", 128, 80, 8, 1, false, false, false},
 	"w2x96": {"w2x96", 128, 96, 7, 1, false, false, false},
@@ -707,6 +708,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q, ok := narrowCluster(p, m, n, slots); ok {
 				p = q
 			}
+			if q, ok := pairPlan(m, n, k, fp8, slots); ok {
+				p = q
+			}
 			if m > tmaNarrowRows && p.cfg.name == "wg1s" && p.splits == 1 {
 				// 64 x 64 on two consumers of 32 columns each (h1s), whose
 				// per-k-tile chains are half wg1s's one consumer's. One
@@ -770,6 +774,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 		}
 		if tile != "wide" {
 			if q, ok := kpCodes(p, m, n, fp8, split, slots); ok {
+				p = q
+			}
+			if q, ok := pairPlan(m, n, k, fp8, slots); ok {
 				p = q
 			}
 			p = swapRound(p, m, n, k, fp8, slots)
@@ -1283,6 +1290,49 @@ func kpCodes(p tmaPlan, m, n int, fp8 bool, split func(tmaConfig) tmaPlan, slots
 	q := split(tmaConfigs["p1s"])
 	blocks, places := q.cfg.tiles(m, n)*q.splits, slots(q.cfg, q.splits)
 	return q, q.kps <= tmaKPCodesMaxKTiles && blocks <= places && float64(blocks) >= tmaKPCodesFill*float64(places)
+}
+
+// tmaPairFill and tmaPairMaxK bound pairPlan: its tiles fill at least
+// tmaPairFill of one round of places (108-128 blocks of 132 timed), over K
+// of at most tmaPairMaxK (timed up to 4,096).
+const (
+	tmaPairFill = 0.8
+	tmaPairMaxK = 4096
+)
+
+// pairPlan is the plan for an m x n GEMM over k, 16-bit or E4M3, of two
+// row tiles of 128 rows past one of 192 (wg3's) up to tmaSmallRows, if
+// any: 128 rows of X by 64 of W (w2x64) where its tiles make one round of
+// places, else by 96 (w2x96) where those do, K unsplit, the round at least
+// tmaPairFill full and K at most tmaPairMaxK; W not multicast, which lost
+// on them in 5 of 7 shapes forced. cuBLASLt runs E4M3 projections of
+// 4,096-6,144 outputs at M = 256 on such tiles (tmaConfigs).
+// BenchmarkGemm(FP8) from a captured graph, one H200, 3 samples, over
+// cuBLASLt (NOTES v67), through the plan against the old plan's tile
+// forced, M = 208 / 224 / 240: 16-bit Llama-3.1-8B's o on w2x64 0.95 /
+// 1.09 / 0.90 against 1.02 / 1.17 / 1.03 (128 x 128 split two ways), its
+// qkv on w2x96 1.05 / 1.16 / 1.08 against 1.18 / 1.19 / 1.22 (128 x 192
+// split two ways), GPT-OSS-20B's qkv 1.07 / 1.07 / 1.02 against 1.14 /
+// 1.09 / 1.06 (64 x 176, W multicast), Qwen3-30B-A3B's 1.05 / 1.09 / 1.04
+// against 1.11 / 1.14 / 1.09; E4M3 Llama-3.1-8B's o 1.00 / 0.98 / 0.92
+// against 1.20 / 1.17 / 1.10, its qkv 0.97 / 0.93 / 1.05 against 1.08 /
+// 1.02 / 1.16 (128 x 128), the qkv of GPT-OSS-20B and Qwen3-30B-A3B 1.06-1.14
+// against 1.13-1.19 (as 64 x 176 with W multicast, 1.08-1.13). At 256 the
+// zoo's 16-bit and E4M3 projections all came within 15 % with it. Forced,
+// w2x80 where w2x64 takes two rounds lost to w2x96 (GPT-OSS-20B's 16-bit
+// qkv 1.17 against 1.12) or tied; w2x96 in 86 blocks lost (Llama-3.1-8B's
+// o, which the cost model then splits four ways, 1.60-1.96).
+func pairPlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	if m <= tmaConfigs["wg3"].rows || m > tmaSmallRows || k > tmaPairMaxK {
+		return tmaPlan{}, false
+	}
+	for _, name := range []string{"w2x64", "w2x96"} {
+		c := tmaConfigs[name]
+		if t, s := c.tiles(m, n), slots(c, 1); t <= s {
+			return tmaPlan{cfg: c, splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}, float64(t) >= tmaPairFill*float64(s)
+		}
+	}
+	return tmaPlan{}, false
 }
 
 // narrowCodes is the plan batchPlan takes for E4M3 codes, m x n over k, at
