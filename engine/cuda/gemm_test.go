@@ -104,7 +104,7 @@ func TestGemmZoo(t *testing.T) {
 		for _, sh := range zooGemmShapes {
 			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", dt, sh.name, sh.n, sh.k), func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
-					checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 136, 144, 160, 176, 192, 256})
+					checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 136, 144, 160, 176, 192, 224, 256})
 				})
 			})
 		}
@@ -1230,13 +1230,14 @@ func TestGemmTMAPersist(t *testing.T) {
 // TestGemmTMAMulticast: W's loads multicast to clusters of two row tiles
 // (tmaPlan.mc), on every tile, launched a block a tile and, where the tile
 // has persistent kernels, on pairs of persistent blocks; plain and under
-// either epilogue, against the CPU: row tiles ragged in the last pair,
-// output widths 8-byte aligned or not, more k-tiles than stages.
+// either epilogue, and over E4M3 codes, against the CPU: row tiles ragged
+// in the last pair, output widths 8-byte aligned or not, more k-tiles than
+// stages.
 func TestGemmTMAMulticast(t *testing.T) {
 	if testGPU(t).Info.Major != 9 {
 		t.Skip("TMA and the warpgroup MMA are Hopper's (sm_90)")
 	}
-	const k = 616 // ten 16-bit k-tiles, the last of 40
+	const k, k8 = 616, 1264 // ten 16-bit k-tiles, the last of 40; ten of codes
 	for _, tile := range tmaTiles {
 		t.Run(tile, func(t *testing.T) {
 			do(t, func(t testing.TB, g *GPU) {
@@ -1256,6 +1257,11 @@ func TestGemmTMAMulticast(t *testing.T) {
 							t.Fatalf("%s M=%d: plan %+v not multicast in pairs", tile, m, p)
 						}
 						checkGemmPlannedEach(t, g, p, m, k, 1000, 202)
+						// And over E4M3 codes, which the planner does not
+						// multicast (BenchmarkGemmFP8's own-fp8-mc does): ten
+						// k-tiles of 128 codes, the last of 112.
+						p.kps = ceilDiv(k8, 128)
+						checkFP8Planned(t, g, p, m, 1000, k8)
 					}
 				}
 			})
