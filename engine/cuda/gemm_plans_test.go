@@ -234,7 +234,8 @@ func TestKPCodes(t *testing.T) {
 // TestPairPlan: a GEMM of 193-256 rows, 16-bit or E4M3, over K of at most
 // tmaPairMaxK goes on 128 rows of X by 64 of W where those tiles make one
 // round of places, else by 96 where those do, K unsplit, the round at
-// least tmaPairFill full; planGemmTMA takes it, W not multicast.
+// least tmaPairFill full; planGemmTMA takes it, W not multicast, unless
+// XRUN_CUDA_GEMM_WAVES sets the splits.
 func TestPairPlan(t *testing.T) {
 	for _, c := range []struct {
 		m, n, k int
@@ -263,6 +264,10 @@ func TestPairPlan(t *testing.T) {
 			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
 			if p = p.withMulticast(c.m, h100Slots(p.cfg, 2), fp8); p.cfg.name != c.want || p.mc {
 				t.Errorf("%s, fp8 %v: planned %s, want %s without multicast", c.comment, fp8, p, c.want)
+			}
+			// XRUN_CUDA_GEMM_WAVES sets the splits: not the unsplit pair.
+			if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 1); p.cfg.name == c.want && p.splits == 1 {
+				t.Errorf("%s, fp8 %v, waves 1: planned %s", c.comment, fp8, p)
 			}
 		}
 	}

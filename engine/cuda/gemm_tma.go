@@ -708,7 +708,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q, ok := narrowCluster(p, m, n, slots); ok {
 				p = q
 			}
-			if q, ok := pairPlan(m, n, k, fp8, slots); ok {
+			if q, ok := pairPlan(m, n, k, fp8, slots); ok && waves == 0 {
 				p = q
 			}
 			if m > tmaNarrowRows && p.cfg.name == "wg1s" && p.splits == 1 {
@@ -776,7 +776,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q, ok := kpCodes(p, m, n, fp8, split, slots); ok {
 				p = q
 			}
-			if q, ok := pairPlan(m, n, k, fp8, slots); ok {
+			if q, ok := pairPlan(m, n, k, fp8, slots); ok && waves == 0 {
 				p = q
 			}
 			p = swapRound(p, m, n, k, fp8, slots)
@@ -1304,8 +1304,9 @@ const (
 // row tiles of 128 rows past one of 192 (wg3's) up to tmaSmallRows, if
 // any: 128 rows of X by 64 of W (w2x64) where its tiles make one round of
 // places, else by 96 (w2x96) where those do, K unsplit, the round at least
-// tmaPairFill full and K at most tmaPairMaxK; W not multicast, which lost
-// on them in 5 of 7 shapes forced. cuBLASLt runs E4M3 projections of
+// tmaPairFill full and K at most tmaPairMaxK (planGemmTMA: not where
+// XRUN_CUDA_GEMM_WAVES sets the splits); W not multicast, which lost on
+// them in 5 of 7 shapes forced. cuBLASLt runs E4M3 projections of
 // 4,096-6,144 outputs at M = 256 on such tiles (tmaConfigs).
 // BenchmarkGemm(FP8) from a captured graph, one H200, 3 samples, over
 // cuBLASLt (NOTES v67), through the plan against the old plan's tile
