@@ -96,7 +96,13 @@ func BenchmarkGemm(b *testing.B) {
 					// without them (XRUN_CUDA_WGMMA_TILE=wide).
 					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-tma-wg1w", "own-wide")
 					// The swapped tiles: few rows of X a block.
-					impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48", "own-tma-s2x160", "own-tma-s2x176", "own-tma-s2x192", "own-tma-s1x80", "own-tma-s2x80", "own-tma-s3x80", "own-tma-s2x88", "own-tma-s3x88", "own-tma-s1x72", "own-tma-s1x136")
+					impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48", "own-tma-s2x160", "own-tma-s2x176", "own-tma-s2x192", "own-tma-s1x80", "own-tma-s2x80", "own-tma-s3x80", "own-tma-s2x88", "own-tma-s3x88", "own-tma-s1x72", "own-tma-s1x136", "own-tma-s2x104", "own-tma-s3x104", "own-tma-s2x208")
+					// The swapped tiles with persistent kernels, a block a tile.
+					for _, tile := range tmaTiles {
+						if tmaPersist[tile] && tmaConfigs[tile].swap {
+							impls = append(impls, "own-tma-"+tile+"-unpersist")
+						}
+					}
 					// The alternating tiles: two consumers, alternate k-tiles.
 					impls = append(impls, "own-tma-p1s", "own-tma-p1m", "own-tma-p1x48", "own-tma-p1x72", "own-tma-p1x136")
 					// Those in clusters, W and X multicast.
@@ -176,15 +182,20 @@ func BenchmarkGemm(b *testing.B) {
 }
 
 // setBenchImpl sets the switches a BenchmarkGemm implementation name stands
-// for (own-mmasync, own-cpasync, own-tma[-wgX], own-wgX, own-unpersist,
-// own-wide, own-wavesN, any of them with -nomc); the others leave them as
-// they are.
+// for (own-mmasync, own-cpasync, own-tma[-wgX], own-wgX, own-wide,
+// own-wavesN, any of them with -unpersist and then -nomc, own-unpersist
+// alone); the others leave them as they are.
 func setBenchImpl(sw *model.Switches, impl string) {
 	var waves int
-	// -nomc: W's loads not multicast (XRUN_CUDA_GEMM_MULTICAST=0), with
+	// -nomc: W's loads not multicast (XRUN_CUDA_GEMM_MULTICAST=0);
+	// -unpersist: a block a tile (XRUN_CUDA_GEMM_PERSIST=0); each with
 	// whatever the rest of the name sets.
 	if rest, ok := strings.CutSuffix(impl, "-nomc"); ok {
 		sw.CUDAGemmMulticast = false
+		impl = rest
+	}
+	if rest, ok := strings.CutSuffix(impl, "-unpersist"); ok {
+		sw.CUDAGemmPersist = false
 		impl = rest
 	}
 	switch rest, tma := strings.CutPrefix(impl, "own-tma"); {
@@ -199,8 +210,6 @@ func setBenchImpl(sw *model.Switches, impl string) {
 		}
 	case strings.HasPrefix(impl, "own-wg"):
 		sw.CUDAWgmmaTile = strings.TrimPrefix(impl, "own-")
-	case impl == "own-unpersist":
-		sw.CUDAGemmPersist = false
 	case impl == "own-wide":
 		sw.CUDAWgmmaTile = "wide"
 	default:
@@ -228,6 +237,9 @@ func TestSetBenchImpl(t *testing.T) {
 		"own-nomc":      func(s *model.Switches) { s.CUDAGemmMulticast = false },
 		"own-tma-wg2f-nomc": func(s *model.Switches) {
 			s.CUDAGemmTMA, s.CUDAWgmmaTile, s.CUDAGemmMulticast = "1", "wg2f", false
+		},
+		"own-tma-s2x208-unpersist": func(s *model.Switches) {
+			s.CUDAGemmTMA, s.CUDAWgmmaTile, s.CUDAGemmPersist = "1", "s2x208", false
 		},
 		"own-waves4": func(s *model.Switches) { s.CUDAGemmWaves = 4 },
 	} {

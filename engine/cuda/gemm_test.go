@@ -758,7 +758,7 @@ func TestTMASlots(t *testing.T) {
 
 // tmaTiles are the TMA GEMM's configurations (tmaConfigs), in the order
 // the tests and benchmarks walk them.
-var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136", "p1x48", "p1x72", "p1x136", "w2x64", "w2x80", "w2x96"}
+var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136", "p1x48", "p1x72", "p1x136", "w2x64", "w2x80", "w2x96", "s2x104", "s3x104", "s2x208"}
 
 // TestTMATiles: tmaTiles names every configuration but the clustered
 // ones (which no split takes: TestGemmTMAClusters checks them) and the

@@ -130,6 +130,17 @@ var tmaConfigs = map[string]tmaConfig{
 	// two row tiles, clusters of 4 x 2) and Llama-3.1-8B's qkv (64 x 136,
 	// eight stages, one row tile, clusters of 4 x 1). Forced only: the
 	// plans take them on two consumers (below).
+	// 104 rows of X by 128 or 192 of W (two row tiles at 193-208 rows, W
+	// multicast to the pair where K is unsplit) and 208 by 128 (one):
+	// cuBLASLt runs the wide outputs at M = 208 so (Nsight Compute, H200,
+	// NOTES v67): Llama-3.1-8B's LM head as 132 blocks of 128 rows of W by
+	// 208 of X, five stages, in clusters of two, its gate_up likewise in
+	// clusters of four, TinyLlama's gate_up as 120 blocks of 192 x 104 in
+	// clusters of 4 x 2; where the 128-row tiles, 48 of their 256 rows
+	// past M, ran 1.17-1.24x its time. Forced only.
+	"s2x104": {"s2x104", 104, 128, 7, 1, false, true, false},
+	"s3x104": {"s3x104", 104, 192, 5, 1, false, true, false},
+	"s2x208": {"s2x208", 208, 128, 5, 1, false, true, false},
 	"s1x72":  {"s1x72", 72, 64, 12, 1, false, true, false},
 	"s1x136": {"s1x136", 136, 64, 8, 1, false, true, false},
 	// Those 64-row tiles of W (and s1x48's) on two consumers taking
@@ -435,7 +446,7 @@ type tmaPlan struct {
 
 // tmaMulticast: the configurations whose W loads withMulticast multicasts,
 // the 128-row tiles, 64 x 176 and the swapped 80- and 88-row tiles.
-var tmaMulticast = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg2f": true, "wg1w": true, "s1x80": true, "s2x80": true, "s3x80": true, "s2x88": true, "s3x88": true}
+var tmaMulticast = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg2f": true, "wg1w": true, "s1x80": true, "s2x80": true, "s3x80": true, "s2x88": true, "s3x88": true, "s2x104": true, "s3x104": true}
 
 // withMulticast is p with W's loads multicast to clusters of two blocks,
 // the row tiles of one column tile (gemm_tma.cuh), where its launch allows
@@ -495,13 +506,14 @@ func (p tmaPlan) cluster() Dim3 {
 // 1.08-1.14 / 1.01-1.10 (1.14-1.22 / 1.07-1.14), E4M3 0.94-1.07 /
 // 0.94-1.02 (1.00-1.10 / 0.98-1.07); Llama-3.1-8B's gate_up 0.93-1.01x
 // the time before (E4M3 0.89-0.98x).
-var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg3": true, "s2x160": true}
+var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg3": true, "s2x160": true, "s2x208": true}
 
 // tmaSwapPersistStages is the stages of a swapped tile's persistent
 // kernels (gemm_tma_swap_p.cu), which stage their outputs in shared
 // memory of their own beside them (tmaPlan.smem): s2x160's six do not fit
-// beside its 160 x 136 16-bit values.
-var tmaSwapPersistStages = map[string]int{"s2x160": 5}
+// beside its 160 x 136 16-bit values, nor s2x208's five beside its 208 x
+// 136.
+var tmaSwapPersistStages = map[string]int{"s2x160": 5, "s2x208": 4}
 
 // persist is p on persistent blocks, one for each of the places slots the
 // GPU holds, where its launch allows it and gains by it: a configuration

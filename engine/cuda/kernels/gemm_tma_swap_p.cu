@@ -8,9 +8,13 @@
 // codes): C consumers of 64 rows of W, XR rows of X, ST stages, no
 // epilogue. s2x160: 128 rows of W by 160 of X, five stages (six do not fit
 // beside the staged tile), for the LM heads of a decode batch of 129-160
-// rows, whose 250-1,571 tiles take two or more rounds of blocks.
+// rows, whose 250-1,571 tiles take two or more rounds of blocks. s2x208:
+// 128 rows of W by 208 of X, four stages, for the wide outputs of 193-208
+// rows, which X then fills in one row tile.
 #define GEMM_TMA_XP(cfg, T, C, XR, ST)                                                                                 \
 	TMA_K16(gemm_tma_##cfg##_p_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, true, XR)                 \
 	TMA_KF8(gemm_tma_f8_##cfg##_p_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, true, XR)
 GEMM_TMA_XP(s2x160, f16, 2, 160, 5)
 GEMM_TMA_XP(s2x160, bf16, 2, 160, 5)
+GEMM_TMA_XP(s2x208, f16, 2, 208, 4)
+GEMM_TMA_XP(s2x208, bf16, 2, 208, 4)
