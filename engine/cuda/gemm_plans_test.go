@@ -57,7 +57,7 @@ func TestTMAPlansGolden(t *testing.T) {
 	fmt.Fprintln(&b, "# on an H100's 132 multiprocessors, its driver's places for clusters of 2-8 (h100Slots)")
 	fmt.Fprintln(&b, "# tile (tmaConfigs), /S: K split S ways, xB: B persistent blocks, mc: W multicast to pairs of row tiles,")
 	fmt.Fprintln(&b, "# cp.async: not on the TMA kernels")
-	ms := []int{17, 33, 64, 65, 96, 128, 136, 144, 160, 176, 192, 256, 512, 2048, 8192}
+	ms := []int{17, 33, 64, 65, 96, 128, 136, 144, 160, 176, 192, 208, 224, 256, 512, 2048, 8192}
 	for _, sh := range zooGemmShapes {
 		if strings.HasPrefix(sh.name, "tiny-") {
 			continue
@@ -228,6 +228,98 @@ func TestKPCodes(t *testing.T) {
 		if kt := ceilDiv(c.k, 128); ok && (q.cfg.name != "p1s" || q.splits != c.splits || q.kps != ceilDiv(kt, c.splits)) {
 			t.Errorf("%s: %s, want p1s split %d ways", c.comment, q, c.splits)
 		}
+	}
+}
+
+// TestWidePlan: a GEMM of 193-208 rows, 16-bit or E4M3, goes on 128 rows
+// of W by all of X's (s2x208), K unsplit, where its tiles fill a round of
+// places at least tmaWideFill or outnumber them, then on persistent blocks;
+// else 16-bit values on 192 rows of W by 104 of X (s3x104) where its
+// blocks make one round at least tmaWideSplitFill full; planGemmTMA takes
+// it unless XRUN_CUDA_GEMM_WAVES sets the splits.
+func TestWidePlan(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k   int
+		want, f8  string // "": no move (16-bit, E4M3)
+		persisted bool
+		comment   string
+	}{
+		{208, 128256, 4096, "s2x208", "s2x208", true, "Llama-3.1-8B's LM head: 1,002 tiles"},
+		{193, 32000, 2048, "s2x208", "s2x208", true, "TinyLlama's LM head: 250 tiles"},
+		{200, 28672, 4096, "s2x208", "s2x208", true, "Llama-3.1-8B's gate_up: 224 tiles"},
+		{208, 16384, 2048, "s2x208", "", false, "Llama-3.2-1B's gate_up: 128 tiles, 0.97 of the round; E4M3 codes only persistent"},
+		{208, 11264, 2048, "s3x104", "", false, "TinyLlama's gate_up: 88 tiles of s2x208, 118 blocks of s3x104"},
+		{208, 6144, 4096, "", "", false, "Llama-3.1-8B's qkv: 48 tiles, 64 blocks"},
+		{192, 128256, 4096, "", "", false, "one row tile of 192 (wg3's)"},
+		{209, 128256, 4096, "", "", false, "two row tiles of s2x208"},
+	} {
+		for _, fp8 := range []bool{false, true} {
+			want := c.want
+			if fp8 {
+				want = c.f8
+			}
+			q, ok := widePlan(c.m, c.n, c.k, fp8, h100Slots)
+			if ok != (want != "") || ok && (q.cfg.name != want || q.splits != 1 || q.kps != ceilDiv(c.k, tmaKTile(fp8))) {
+				t.Errorf("%s, fp8 %v: widePlan(M=%d, N=%d, K=%d) = %s, %v; want %q unsplit", c.comment, fp8, c.m, c.n, c.k, q, ok, want)
+			}
+			if !ok {
+				continue
+			}
+			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
+			if p = p.persist(c.m, c.n, h100Slots(p.cfg, 1)); p.cfg.name != want || (p.blocks > 0) != c.persisted {
+				t.Errorf("%s, fp8 %v: planned %s, want %s, persistent %v", c.comment, fp8, p, want, c.persisted)
+			}
+			if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 1); p.cfg.name == want && p.splits == 1 {
+				t.Errorf("%s, fp8 %v, waves 1: planned %s", c.comment, fp8, p)
+			}
+		}
+	}
+}
+
+// TestWideSplit: at 193-208 rows a 16-bit plan that splits K on a 128-row
+// tile goes onto s2x104 at its own split; E4M3 codes, unsplit plans,
+// swapped ones and other rows stay, and planGemmTMA moves the downs
+// unless XRUN_CUDA_GEMM_WAVES sets the splits.
+func TestWideSplit(t *testing.T) {
+	d := h100Device(h100Slots)
+	for _, c := range []struct {
+		m, n, k int
+		move    bool
+		comment string
+	}{
+		{208, 2048, 5632, true, "TinyLlama's down"},
+		{193, 2048, 8192, true, "Llama-3.2-1B's down"},
+		{200, 4096, 14336, true, "Llama-3.1-8B's down"},
+		{192, 2048, 5632, false, "one row tile of 192"},
+		{209, 2048, 5632, false, "past s2x208's rows"},
+	} {
+		split := func(cfg tmaConfig) tmaPlan { return splitGemmTMA(cfg, c.m, c.n, c.k, d.sms, h100Slots, false, 0) }
+		p := split(tmaConfigs["wg2"])
+		if p.splits == 1 {
+			t.Fatalf("%s: wg2 unsplit at M=%d", c.comment, c.m)
+		}
+		q := wideSplit(p, c.m, false, split)
+		if moved := q.cfg.name == "s2x104"; moved != c.move || moved && q.splits < 2 {
+			t.Errorf("%s: wideSplit(%s, M=%d) = %s, want moved %v, split", c.comment, p, c.m, q, c.move)
+		}
+		if q := wideSplit(p, c.m, true, split); q != p {
+			t.Errorf("%s, E4M3: wideSplit moved %s to %s", c.comment, p, q)
+		}
+		if q := wideSplit(split(tmaConfigs["s2x48"]), c.m, false, split); q.cfg.name != "s2x48" {
+			t.Errorf("%s: a swapped plan moved to %s", c.comment, q)
+		}
+		if c.move {
+			if got := planGemmTMA(c.m, c.n, c.k, d, false, "auto", 0); got.cfg.name != "s2x104" {
+				t.Errorf("%s: planned %s, want s2x104", c.comment, got)
+			}
+			if got := planGemmTMA(c.m, c.n, c.k, d, false, "auto", 1); got.cfg.name == "s2x104" {
+				t.Errorf("%s, waves 1: planned %s", c.comment, got)
+			}
+		}
+	}
+	unsplit := tmaPlan{cfg: tmaConfigs["wg2"], splits: 1, kps: 32}
+	if q := wideSplit(unsplit, 208, false, func(tmaConfig) tmaPlan { return tmaPlan{} }); q != unsplit {
+		t.Errorf("an unsplit plan moved to %s", q)
 	}
 }
 

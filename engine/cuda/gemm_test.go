@@ -104,7 +104,7 @@ func TestGemmZoo(t *testing.T) {
 		for _, sh := range zooGemmShapes {
 			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", dt, sh.name, sh.n, sh.k), func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
-					checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 136, 144, 160, 176, 192, 224, 256})
+					checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 136, 144, 160, 176, 192, 200, 224, 256})
 				})
 			})
 		}
@@ -501,7 +501,8 @@ func TestPlanGemmTMA(t *testing.T) {
 		{160, 32000, 2048, false, "auto", "s2x160", 0, 1, 1},
 		{129, 32000, 2048, false, "auto", "s2x160", 0, 1, 1},
 		{128, 32000, 2048, false, "auto", "wg2w", 0, 1, 1},
-		{193, 32000, 2048, false, "auto", "wg2w", 0, 1, 1},
+		{193, 32000, 2048, false, "auto", "s2x208", 0, 1, 1}, // widePlan
+		{209, 32000, 2048, false, "auto", "wg2w", 0, 1, 1},
 		{192, 4096, 4096, false, "auto", "wg3", 0, 4, 4},
 		{160, 4096, 4096, false, "auto", "s2x160", 0, 4, 4},
 		{160, 2048, 8192, false, "auto", "s2x160", 0, 4, 8},

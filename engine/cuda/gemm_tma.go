@@ -137,7 +137,7 @@ var tmaConfigs = map[string]tmaConfig{
 	// 208 of X, five stages, in clusters of two, its gate_up likewise in
 	// clusters of four, TinyLlama's gate_up as 120 blocks of 192 x 104 in
 	// clusters of 4 x 2; where the 128-row tiles, 48 of their 256 rows
-	// past M, ran 1.17-1.24x its time. Forced only.
+	// past M, ran 1.17-1.24x its time. widePlan and wideSplit take them.
 	"s2x104": {"s2x104", 104, 128, 7, 1, false, true, false},
 	"s3x104": {"s3x104", 104, 192, 5, 1, false, true, false},
 	"s2x208": {"s2x208", 208, 128, 5, 1, false, true, false},
@@ -723,6 +723,12 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q, ok := pairPlan(m, n, k, fp8, slots); ok && waves == 0 {
 				p = q
 			}
+			if q, ok := widePlan(m, n, k, fp8, slots); ok && waves == 0 {
+				p = q
+			}
+			if waves == 0 {
+				p = wideSplit(p, m, fp8, split)
+			}
 			if m > tmaNarrowRows && p.cfg.name == "wg1s" && p.splits == 1 {
 				// 64 x 64 on two consumers of 32 columns each (h1s), whose
 				// per-k-tile chains are half wg1s's one consumer's. One
@@ -789,6 +795,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				p = q
 			}
 			if q, ok := pairPlan(m, n, k, fp8, slots); ok && waves == 0 {
+				p = q
+			}
+			if q, ok := widePlan(m, n, k, fp8, slots); ok && waves == 0 {
 				p = q
 			}
 			p = swapRound(p, m, n, k, fp8, slots)
@@ -1346,6 +1355,69 @@ func pairPlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, b
 		}
 	}
 	return tmaPlan{}, false
+}
+
+// tmaWideFill and tmaWideSplitFill bound widePlan's 16-bit plans: s2x208's
+// tiles fill at least tmaWideFill of a round of places, else s3x104's
+// blocks make one round at least tmaWideSplitFill full.
+const (
+	tmaWideFill      = 0.9
+	tmaWideSplitFill = 0.8
+)
+
+// widePlan is the plan for an m x n GEMM over k, 16-bit or E4M3, of
+// 193-208 rows (past wg3's 192, within one row tile of s2x208), if any:
+// 128 rows of W by all of X's on two consumers (s2x208), K unsplit, where
+// its tiles outnumber the places (then on persistent blocks,
+// tmaPlan.persist) or, for 16-bit values, fill a round at least
+// tmaWideFill; else, for 16-bit values, 192 rows of W by 104 of X on
+// three consumers (s3x104) where its blocks make one round at least
+// tmaWideSplitFill full (planGemmTMA: not where XRUN_CUDA_GEMM_WAVES sets
+// the splits). The 128-row tiles the plans took there compute two row
+// tiles of X, up to 63 rows past M. BenchmarkGemm(FP8) from a captured
+// graph, one H200, 3 samples, over cuBLASLt (NOTES v68), forced against
+// the plan before, M = 193 / 200 / 208: the five 16-bit LM heads on
+// persistent s2x208 1.04-1.12 / 1.03-1.12 / 1.01-1.10 against 1.19-1.30 /
+// 1.18-1.28 / 1.14-1.24 (128 x 256 persistent, W multicast), a block a
+// tile 1.06-1.25; Llama-3.1-8B's gate_up 1.09 / 1.06 / 1.01 against 1.29
+// / 1.25 / 1.20, Llama-3.2-1B's (128 tiles) 1.16 / 1.11 / 1.06 against
+// 1.25 / 1.24 / 1.19; TinyLlama's gate_up on s3x104 (118 blocks, W
+// multicast) 1.10 / 1.12 / 1.11 against 1.16 / 1.19 / 1.17 (128 x 176),
+// where s2x208's 88 tiles split four ways took 2.0. E4M3 codes at 208:
+// Llama-3.1-8B's gate_up and LM head and TinyLlama's LM head 0.91
+// against 1.03-1.09; through the plan at 193-208 the five E4M3 LM heads
+// and Llama-3.1-8B's gate_up 0.90-1.04. Not for E4M3 codes in one round:
+// Llama-3.2-1B's gate_up 1.16-1.21 against 1.07-1.12 on 128 x 128
+// persistent, TinyLlama's on s2x208 or s3x104 1.38 / 1.17 against 1.17.
+func widePlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	c := tmaConfigs["s2x208"]
+	if m <= tmaConfigs["wg3"].rows || m > c.rows {
+		return tmaPlan{}, false
+	}
+	kps := ceilDiv(k, tmaKTile(fp8))
+	if t, s := c.tiles(m, n), slots(c, 1); t > s || !fp8 && float64(t) >= tmaWideFill*float64(s) {
+		return tmaPlan{cfg: c, splits: 1, kps: kps}, true
+	}
+	q := tmaPlan{cfg: tmaConfigs["s3x104"], splits: 1, kps: kps}
+	return q, !fp8 && q.fillsRoundBy(m, n, slots, tmaWideSplitFill)
+}
+
+// wideSplit is p, or for 16-bit values where p splits K on a 128-row tile
+// at widePlan's 193-208 rows, 128 rows of W by 104 of X (s2x104, two row
+// tiles) at its own split: the downs, whose 2,048-4,096 outputs make too
+// few tiles to go unsplit. BenchmarkGemm from a captured graph, one H200,
+// 2 samples, over cuBLASLt (NOTES v68), forced against the plan, M = 193
+// / 200 / 208: TinyLlama's down 1.08 / 1.07 / 1.03 (split three ways)
+// against 1.17 / 1.19 / 1.16 (128 x 128 split three ways), Llama-3.2-1B's
+// 1.07 / 1.04 / 1.01 against 1.21 / 1.24 / 1.19, Llama-3.1-8B's 1.07 /
+// 1.06 / 1.02 (two ways) against 1.15 / 1.14 / 1.10; s3x104 and s2x208
+// split 1.08-1.46, w2x64 1.09-1.26. Through the plan, 3 samples: the
+// three downs 1.04-1.11.
+func wideSplit(p tmaPlan, m int, fp8 bool, split func(tmaConfig) tmaPlan) tmaPlan {
+	if fp8 || p.splits == 1 || p.cfg.rows != 128 || p.cfg.swap || m <= tmaConfigs["wg3"].rows || m > tmaConfigs["s2x208"].rows {
+		return p
+	}
+	return split(tmaConfigs["s2x104"])
 }
 
 // narrowCodes is the plan batchPlan takes for E4M3 codes, m x n over k, at
