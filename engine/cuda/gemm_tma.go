@@ -445,7 +445,7 @@ type tmaPlan struct {
 }
 
 // tmaMulticast: the configurations whose W loads withMulticast multicasts,
-// the 128-row tiles, 64 x 176 and the swapped 80- and 88-row tiles.
+// the 128-row tiles, 64 x 176 and the swapped 80-, 88- and 104-row tiles.
 var tmaMulticast = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg2f": true, "wg1w": true, "s1x80": true, "s2x80": true, "s3x80": true, "s2x88": true, "s3x88": true, "s2x104": true, "s3x104": true}
 
 // withMulticast is p with W's loads multicast to clusters of two blocks,
