@@ -141,6 +141,12 @@ var tmaConfigs = map[string]tmaConfig{
 	"s2x104": {"s2x104", 104, 128, 7, 1, false, true, false},
 	"s3x104": {"s3x104", 104, 192, 5, 1, false, true, false},
 	"s2x208": {"s2x208", 208, 128, 5, 1, false, true, false},
+	// 72 rows of X by 128 of W: cuBLASLt's tile for GPT-OSS-20B's 16-bit
+	// qkv at M = 200 and, persistent, E4M3 TinyLlama's gate_up at 208
+	// (NOTES v68), in gemm_tma_swap2.cu (tmaSwap2). It has no persistent
+	// kernels: those store the staged tile in pairs of 8-row blocks, and
+	// 72 rows make nine. Forced only.
+	"s2x72":  {"s2x72", 72, 128, 8, 1, false, true, false},
 	"s1x72":  {"s1x72", 72, 64, 12, 1, false, true, false},
 	"s1x136": {"s1x136", 136, 64, 8, 1, false, true, false},
 	// Those 64-row tiles of W (and s1x48's) on two consumers taking
@@ -271,11 +277,18 @@ func (c tmaConfig) module() string {
 	if c.swap && c.kp {
 		return "gemm_tma_swap_kp"
 	}
+	if tmaSwap2[c.name] {
+		return "gemm_tma_swap2"
+	}
 	if c.swap {
 		return "gemm_tma_swap"
 	}
 	return "gemm_tma"
 }
+
+// tmaSwap2: the swapped configurations whose kernels gemm_tma_swap2.cu
+// holds rather than gemm_tma_swap.cu.
+var tmaSwap2 = map[string]bool{"s2x72": true}
 
 // tiles is how many of the configuration's tiles cover an m x n output.
 func (c tmaConfig) tiles(m, n int) int { return ceilDiv(m, c.rows) * ceilDiv(n, c.bn) }
