@@ -796,6 +796,30 @@ func TestTMATiles(t *testing.T) {
 	}
 }
 
+// TestPDLTMAFamilies: every family made only of gemm_tma.cuh's template
+// (no kernel of its own) is launched with programmatic dependent launch,
+// since the template waits (pdl_enter) before its first load of X; a new
+// family left out of pdlFamilies would lose that overlap unnoticed.
+func TestPDLTMAFamilies(t *testing.T) {
+	n := 0
+	for _, fam := range kernelFamilies() {
+		src, err := kernelSource(fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(src, `#include "gemm_tma.cuh"`) || strings.Contains(src, "__global__") {
+			continue
+		}
+		n++
+		if !pdlFamilies[fam] {
+			t.Errorf("%s: gemm_tma.cuh's kernels only, not in pdlFamilies", fam)
+		}
+	}
+	if n < 8 {
+		t.Errorf("%d families of gemm_tma.cuh's kernels, want the 8 or more there are", n)
+	}
+}
+
 // TestTMAPolicy checks which launches XRUN_CUDA_GEMM_TMA=auto puts on the
 // TMA kernels (pure host logic): unsplit ones, and splits of the 128-row
 // tiles; `1` takes all, `0` none.
