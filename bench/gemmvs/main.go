@@ -24,6 +24,11 @@
 // column for the plan's, and in -headroom's the faster implementation's
 // (a forced tile's split of K, say).
 //
+// With -each it lists, at every shape with cuBLASLt's samples, each own
+// implementation in the files (the plan, and each forced tile, split or
+// kernel path but the -hot ones) with its median over cuBLASLt's and its
+// plan: the table a forced sweep is read from.
+//
 // Exit status: 0 when every counted shape is within, 1 when one is not, 2
 // on bad flags or input (a file that cannot be read, a malformed benchmark
 // line, no results of the unit to compare).
@@ -111,8 +116,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	minN := fs.Int("min", 3, "the fewest samples a side for a verdict")
 	from := fs.Int("from", 64, "the smallest M compared (issue 22's bar: M >= 64; 1 for every M)")
 	headroom := fs.Float64("headroom", 0, "also list the shapes where another own implementation ran at least this many per cent under the plan's time (0: none)")
+	each := fs.Bool("each", false, "also list every own implementation's median over cuBLASLt's at each shape (the plan, forced tiles, splits, paths)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gemmvs [-within PCT] [-from M] [-unit UNIT] [-min N] [-headroom PCT] FILE...")
+		fmt.Fprintln(stderr, "usage: gemmvs [-within PCT] [-from M] [-unit UNIT] [-min N] [-headroom PCT] [-each] FILE...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -162,6 +168,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	outside, err := report(stdout, rows, *within, *unit, plans)
 	if err == nil && *headroom > 0 {
 		err = reportHeadroom(stdout, headroomRows(samples, *headroom, *minN), *headroom, *unit, plans)
+	}
+	if err == nil && *each {
+		err = reportEach(stdout, eachRows(samples), *unit, plans)
 	}
 	switch {
 	case err != nil:
@@ -365,6 +374,70 @@ func reportHeadroom(w io.Writer, alts []alt, pct float64, unit string, plans map
 		line := fmt.Sprintf("%s\t%d\t%s\t%.5g\t%s\t%.5g\t%.3f\t%s\t%d+%d", families[a.family].label, a.m, a.shape, a.plan, a.impl, a.best, a.best/a.plan, vsRef, a.nPlan, a.nBest)
 		if logged {
 			line += "\t" + planOf(plans, a.key, families[a.family].own) + "\t" + planOf(plans, a.key, a.impl)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	return tw.Flush()
+}
+
+// eachRow is one own implementation at one comparison.
+type eachRow struct {
+	key
+	impl       string
+	own, ref   float64
+	nOwn, nRef int
+}
+
+// eachRows is, for every comparison with cuBLASLt's samples, every own
+// implementation (the family's own, and own-... but the -hot ones), in
+// compare's order and, within a comparison, the plan first, then by name.
+func eachRows(samples map[key]map[string][]float64) []eachRow {
+	var rows []eachRow
+	for k, impls := range samples {
+		fam := families[k.family]
+		ref := impls[fam.ref]
+		if len(ref) == 0 {
+			continue
+		}
+		r := median(ref)
+		for impl, v := range impls {
+			if impl != fam.own && !strings.HasPrefix(impl, fam.own+"-") || strings.HasSuffix(impl, "-hot") {
+				continue
+			}
+			rows = append(rows, eachRow{key: k, impl: impl, own: median(v), ref: r, nOwn: len(v), nRef: len(ref)})
+		}
+	}
+	slices.SortFunc(rows, func(a, b eachRow) int {
+		if c := compareKeys(a.key, b.key); c != 0 {
+			return c
+		}
+		own := families[a.family].own
+		if (a.impl == own) != (b.impl == own) {
+			if a.impl == own {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.impl, b.impl)
+	})
+	return rows
+}
+
+// reportEach writes eachRows' table, with each implementation's plan where
+// the files logged any.
+func reportEach(w io.Writer, rows []eachRow, unit string, plans map[key]map[string]string) error {
+	fmt.Fprintf(w, "\neach own implementation over cuBLASLt's %s\n", unit)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	logged := len(plans) > 0
+	head := fmt.Sprintf("family\tM\tshape\timplementation\t%s\t/ cuBLASLt\tsamples", unit)
+	if logged {
+		head += "\tplan"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range rows {
+		line := fmt.Sprintf("%s\t%d\t%s\t%s\t%.5g\t%.3f\t%d+%d", families[r.family].label, r.m, r.shape, r.impl, r.own, r.own/r.ref, r.nOwn, r.nRef)
+		if logged {
+			line += "\t" + planOf(plans, r.key, r.impl)
 		}
 		fmt.Fprintln(tw, line)
 	}

@@ -95,6 +95,26 @@ func TestHeadroom(t *testing.T) {
 	}
 }
 
+// TestEach: -each lists every own implementation at each shape with
+// cuBLASLt's samples, the plan first: the forced tiles of one sample too,
+// with their logged plans ("varies" where two samples logged two), not
+// own-hot (its weight in L2), not cuBLASLt's bf16 under FP8, and nothing
+// at a shape without cuBLASLt's samples; the exit status stays the
+// comparison's.
+func TestEach(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"-each", "testdata/sample.log"}, &out, &errb); code != 1 || errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q; want 1 and nothing", code, errb.String())
+	}
+	checkGolden(t, "sample-each.golden", out.Bytes())
+	_, each, _ := strings.Cut(out.String(), "each own implementation")
+	for _, bad := range []string{"own-hot", "cublaslt-bf16"} {
+		if strings.Contains(each, bad) {
+			t.Errorf("-each lists %s:\n%s", bad, each)
+		}
+	}
+}
+
 // TestPlans: the plan column comes from the logged plan lines alone; a
 // log without them (go test -bench without -test.v) gets no column, and
 // the same verdicts.
