@@ -359,25 +359,16 @@ func reportHeadroom(w io.Writer, alts []alt, pct float64, unit string, plans map
 		return err
 	}
 	fmt.Fprintf(w, "\nheadroom: own implementations %g %% or more under the plan's %s\n", pct, unit)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	logged := len(plans) > 0
-	head := fmt.Sprintf("family\tM\tshape\tplan\tfaster\t%s\tfaster / plan\tfaster / cuBLASLt\tsamples", unit)
-	if logged {
-		head += "\tplan's tile\tfaster's tile"
-	}
-	fmt.Fprintln(tw, head)
+	t := newPlanTable(w, plans, fmt.Sprintf("family\tM\tshape\tplan\tfaster\t%s\tfaster / plan\tfaster / cuBLASLt\tsamples", unit), "plan's tile\tfaster's tile")
 	for _, a := range alts {
 		vsRef := "-"
 		if a.ref > 0 {
 			vsRef = fmt.Sprintf("%.3f", a.best/a.ref)
 		}
-		line := fmt.Sprintf("%s\t%d\t%s\t%.5g\t%s\t%.5g\t%.3f\t%s\t%d+%d", families[a.family].label, a.m, a.shape, a.plan, a.impl, a.best, a.best/a.plan, vsRef, a.nPlan, a.nBest)
-		if logged {
-			line += "\t" + planOf(plans, a.key, families[a.family].own) + "\t" + planOf(plans, a.key, a.impl)
-		}
-		fmt.Fprintln(tw, line)
+		t.row(fmt.Sprintf("%s\t%d\t%s\t%.5g\t%s\t%.5g\t%.3f\t%s\t%d+%d", families[a.family].label, a.m, a.shape, a.plan, a.impl, a.best, a.best/a.plan, vsRef, a.nPlan, a.nBest),
+			a.key, families[a.family].own, a.impl)
 	}
-	return tw.Flush()
+	return t.flush()
 }
 
 // eachRow is one own implementation at one comparison.
@@ -427,22 +418,45 @@ func eachRows(samples map[key]map[string][]float64) []eachRow {
 // the files logged any.
 func reportEach(w io.Writer, rows []eachRow, unit string, plans map[key]map[string]string) error {
 	fmt.Fprintf(w, "\neach own implementation over cuBLASLt's %s\n", unit)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	logged := len(plans) > 0
-	head := fmt.Sprintf("family\tM\tshape\timplementation\t%s\t/ cuBLASLt\tsamples", unit)
-	if logged {
-		head += "\tplan"
-	}
-	fmt.Fprintln(tw, head)
+	t := newPlanTable(w, plans, fmt.Sprintf("family\tM\tshape\timplementation\t%s\t/ cuBLASLt\tsamples", unit), "plan")
 	for _, r := range rows {
-		line := fmt.Sprintf("%s\t%d\t%s\t%s\t%.5g\t%.3f\t%d+%d", families[r.family].label, r.m, r.shape, r.impl, r.own, r.own/r.ref, r.nOwn, r.nRef)
-		if logged {
-			line += "\t" + planOf(plans, r.key, r.impl)
-		}
-		fmt.Fprintln(tw, line)
+		t.row(fmt.Sprintf("%s\t%d\t%s\t%s\t%.5g\t%.3f\t%d+%d", families[r.family].label, r.m, r.shape, r.impl, r.own, r.own/r.ref, r.nOwn, r.nRef), r.key, r.impl)
 	}
-	return tw.Flush()
+	return t.flush()
 }
+
+// planTable is a tab-aligned table whose last columns, where the files
+// logged plans, are the plans of the rows' implementations.
+type planTable struct {
+	tw     *tabwriter.Writer
+	plans  map[key]map[string]string
+	logged bool
+}
+
+// newPlanTable starts a table on w under head, with planHead's columns
+// where plans holds any.
+func newPlanTable(w io.Writer, plans map[key]map[string]string, head, planHead string) *planTable {
+	t := &planTable{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0), plans: plans, logged: len(plans) > 0}
+	if t.logged {
+		head += "\t" + planHead
+	}
+	fmt.Fprintln(t.tw, head)
+	return t
+}
+
+// row writes line and, where plans were logged, the plan of each of impls
+// at k.
+func (t *planTable) row(line string, k key, impls ...string) {
+	if t.logged {
+		for _, impl := range impls {
+			line += "\t" + planOf(t.plans, k, impl)
+		}
+	}
+	fmt.Fprintln(t.tw, line)
+}
+
+// flush writes the table out.
+func (t *planTable) flush() error { return t.tw.Flush() }
 
 // compareKeys orders comparisons by family, M and shape.
 func compareKeys(a, b key) int {
@@ -459,21 +473,11 @@ func compareKeys(a, b key) int {
 // logged any) and the counts, and returns how many counted shapes are
 // outside.
 func report(w io.Writer, rows []row, within float64, unit string, plans map[key]map[string]string) (int, error) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	logged := len(plans) > 0
-	head := fmt.Sprintf("family\tM\tshape\town %s\tcuBLASLt\town / cuBLASLt\tsamples\tverdict", unit)
-	if logged {
-		head += "\tplan"
-	}
-	fmt.Fprintln(tw, head)
+	t := newPlanTable(w, plans, fmt.Sprintf("family\tM\tshape\town %s\tcuBLASLt\town / cuBLASLt\tsamples\tverdict", unit), "plan")
 	for _, r := range rows {
-		line := fmt.Sprintf("%s\t%d\t%s\t%.5g\t%.5g\t%.3f\t%d+%d\t%s", families[r.family].label, r.m, r.shape, r.own, r.ref, r.own/r.ref, r.nOwn, r.nRef, r.verdict)
-		if logged {
-			line += "\t" + planOf(plans, r.key, families[r.family].own)
-		}
-		fmt.Fprintln(tw, line)
+		t.row(fmt.Sprintf("%s\t%d\t%s\t%.5g\t%.5g\t%.3f\t%d+%d\t%s", families[r.family].label, r.m, r.shape, r.own, r.ref, r.own/r.ref, r.nOwn, r.nRef, r.verdict), r.key, families[r.family].own)
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.flush(); err != nil {
 		return 0, err
 	}
 	type group struct {

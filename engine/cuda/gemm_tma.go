@@ -1404,7 +1404,7 @@ const (
 // persistent, TinyLlama's on s2x208 or s3x104 1.38 / 1.17 against 1.17.
 func widePlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	c := tmaConfigs["s2x208"]
-	if m <= tmaConfigs["wg3"].rows || m > c.rows {
+	if !wideRows(m) {
 		return tmaPlan{}, false
 	}
 	kps := ceilDiv(k, tmaKTile(fp8))
@@ -1414,6 +1414,10 @@ func widePlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, b
 	q := tmaPlan{cfg: tmaConfigs["s3x104"], splits: 1, kps: kps}
 	return q, !fp8 && q.fillsRoundBy(m, n, slots, tmaWideSplitFill)
 }
+
+// wideRows is whether widePlan and wideSplit weigh m rows: past wg3's one
+// row tile of 192, within s2x208's one of 208.
+func wideRows(m int) bool { return m > tmaConfigs["wg3"].rows && m <= tmaConfigs["s2x208"].rows }
 
 // wideSplit is p, or for 16-bit values where p splits K on a 128-row tile
 // at widePlan's 193-208 rows, 128 rows of W by 104 of X (s2x104, two row
@@ -1427,7 +1431,7 @@ func widePlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, b
 // split 1.08-1.46, w2x64 1.09-1.26. Through the plan, 3 samples: the
 // three downs 1.04-1.11.
 func wideSplit(p tmaPlan, m int, fp8 bool, split func(tmaConfig) tmaPlan) tmaPlan {
-	if fp8 || p.splits == 1 || p.cfg.rows != 128 || p.cfg.swap || m <= tmaConfigs["wg3"].rows || m > tmaConfigs["s2x208"].rows {
+	if fp8 || p.splits == 1 || p.cfg.rows != 128 || p.cfg.swap || !wideRows(m) {
 		return p
 	}
 	return split(tmaConfigs["s2x104"])
