@@ -759,7 +759,7 @@ func TestTMASlots(t *testing.T) {
 
 // tmaTiles are the TMA GEMM's configurations (tmaConfigs), in the order
 // the tests and benchmarks walk them.
-var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136", "p1x48", "p1x72", "p1x136", "w2x64", "w2x80", "w2x96", "s2x104", "s3x104", "s2x208", "s2x72"}
+var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136", "p1x48", "p1x72", "p1x136", "w2x64", "w2x80", "w2x96", "s2x104", "s3x104", "s2x208", "s2x72", "s2x200"}
 
 // TestTMATiles: tmaTiles names every configuration but the clustered
 // ones (which no split takes: TestGemmTMAClusters checks them) and the
@@ -784,6 +784,14 @@ func TestTMATiles(t *testing.T) {
 			if !seen[name] {
 				t.Errorf("%q in tmaPersist or tmaMulticast is no configuration", name)
 			}
+		}
+	}
+	// Each persistent configuration's persistent family instantiates it.
+	for name := range tmaPersist {
+		p := tmaPlan{cfg: tmaConfigs[name], splits: 1, kps: 4, blocks: 132}
+		src, err := kernelFS.ReadFile("kernels/" + p.module() + ".cu")
+		if err != nil || !strings.Contains(string(src), "("+name+", ") {
+			t.Errorf("%s persistent: not instantiated in %s.cu (%v)", name, p.module(), err)
 		}
 	}
 	// Each configuration's family instantiates it (its name a macro's
@@ -1393,7 +1401,7 @@ func TestTMAPersistPlan(t *testing.T) {
 }
 
 // TestTMASwapPersist: a swapped tile's persistent kernels are their own
-// family, stage their outputs (rows of X in pairs of 8-row blocks) beside
+// family, stage their outputs (rows of X in 8-row blocks) beside
 // fewer stages within a multiprocessor's shared memory, and GemmEpilogue
 // runs the tile a block a tile, where its epilogues are.
 func TestTMASwapPersist(t *testing.T) {
@@ -1404,13 +1412,13 @@ func TestTMASwapPersist(t *testing.T) {
 			t.Errorf("%s persistent: %d bytes of shared memory do not fit a multiprocessor", name, sm)
 		}
 		if !cfg.swap {
-			if p.smem() != cfg.smem() || p.module() != "gemm_tma" || p.unpersisted().blocks != 132 {
-				t.Errorf("%s persistent: smem %d module %s, want %d gemm_tma, kept for the epilogues", name, p.smem(), p.module(), cfg.smem())
+			if p.smem() != cfg.smem() || p.module() != "gemm_tma_p" || p.unpersisted().blocks != 132 {
+				t.Errorf("%s persistent: smem %d module %s, want %d gemm_tma_p, kept for the epilogues", name, p.smem(), p.module(), cfg.smem())
 			}
 			continue
 		}
-		if cfg.rows%16 != 0 {
-			t.Errorf("%s persistent: %d rows of X, not pairs of 8-row blocks (gemm_tma.cuh's staged stores)", name, cfg.rows)
+		if cfg.rows%8 != 0 {
+			t.Errorf("%s persistent: %d rows of X, not 8-row blocks (gemm_tma.cuh's staged stores)", name, cfg.rows)
 		}
 		st := tmaSwapPersistStages[name]
 		want := st*(cfg.rows+cfg.bn)*128 + 1024 + 16*st + 16 + cfg.rows*(cfg.bn+8)*2

@@ -143,10 +143,12 @@ var tmaConfigs = map[string]tmaConfig{
 	"s2x208": {"s2x208", 208, 128, 5, 1, false, true, false},
 	// 72 rows of X by 128 of W: cuBLASLt's tile for GPT-OSS-20B's 16-bit
 	// qkv at M = 200 and, persistent, E4M3 TinyLlama's gate_up at 208
-	// (NOTES v68), in gemm_tma_swap2.cu (tmaSwap2). It has no persistent
-	// kernels: those store the staged tile in pairs of 8-row blocks, and
-	// 72 rows make nine. Forced only.
-	"s2x72":  {"s2x72", 72, 128, 8, 1, false, true, false},
+	// (NOTES v68), in gemm_tma_swap2.cu (tmaSwap2); its persistent kernels
+	// store the last of its nine 8-row blocks alone. Forced only.
+	"s2x72": {"s2x72", 72, 128, 8, 1, false, true, false},
+	// 200 rows of X by 128 of W: cuBLASLt's tile for Llama-3.2-1B's 16-bit
+	// gate_up at M = 193 (NOTES v68). Forced only.
+	"s2x200": {"s2x200", 200, 128, 5, 1, false, true, false},
 	"s1x72":  {"s1x72", 72, 64, 12, 1, false, true, false},
 	"s1x136": {"s1x136", 136, 64, 8, 1, false, true, false},
 	// Those 64-row tiles of W (and s1x48's) on two consumers taking
@@ -288,7 +290,7 @@ func (c tmaConfig) module() string {
 
 // tmaSwap2: the swapped configurations whose kernels gemm_tma_swap2.cu
 // holds rather than gemm_tma_swap.cu.
-var tmaSwap2 = map[string]bool{"s2x72": true}
+var tmaSwap2 = map[string]bool{"s2x72": true, "s2x200": true}
 
 // tiles is how many of the configuration's tiles cover an m x n output.
 func (c tmaConfig) tiles(m, n int) int { return ceilDiv(m, c.rows) * ceilDiv(n, c.bn) }
@@ -519,14 +521,14 @@ func (p tmaPlan) cluster() Dim3 {
 // 1.08-1.14 / 1.01-1.10 (1.14-1.22 / 1.07-1.14), E4M3 0.94-1.07 /
 // 0.94-1.02 (1.00-1.10 / 0.98-1.07); Llama-3.1-8B's gate_up 0.93-1.01x
 // the time before (E4M3 0.89-0.98x).
-var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg3": true, "s2x160": true, "s2x208": true}
+var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg3": true, "s2x160": true, "s2x208": true, "s2x72": true, "s2x200": true}
 
 // tmaSwapPersistStages is the stages of a swapped tile's persistent
 // kernels (gemm_tma_swap_p.cu), which stage their outputs in shared
 // memory of their own beside them (tmaPlan.smem): s2x160's six do not fit
 // beside its 160 x 136 16-bit values, nor s2x208's five beside its 208 x
 // 136.
-var tmaSwapPersistStages = map[string]int{"s2x160": 5, "s2x208": 4}
+var tmaSwapPersistStages = map[string]int{"s2x160": 5, "s2x208": 4, "s2x72": 8, "s2x200": 4}
 
 // persist is p on persistent blocks, one for each of the places slots the
 // GPU holds, where its launch allows it and gains by it: a configuration
@@ -580,10 +582,14 @@ func (p tmaPlan) smem() int {
 }
 
 // module is the kernel family holding the plan's kernels: the persistent
-// swapped ones gemm_tma_swap_p.cu, the others their configuration's.
+// ones gemm_tma_swap_p.cu (swapped tiles) or gemm_tma_p.cu, the others
+// their configuration's.
 func (p tmaPlan) module() string {
-	if p.blocks > 0 && p.cfg.swap {
+	switch {
+	case p.blocks > 0 && p.cfg.swap:
 		return "gemm_tma_swap_p"
+	case p.blocks > 0:
+		return "gemm_tma_p"
 	}
 	return p.cfg.module()
 }

@@ -232,7 +232,7 @@ func (g *GPU) argsPack() *Args { return g.args.reset() }
 // list once all its kernels wait.
 var pdlFamilies = map[string]bool{
 	"argmax": true, "attention": true, "attention_tc": true, "attention_wg": true, "attention_ws": true, "embedding": true, "fill": true, "fp8_fused": true, "gemm": true,
-	"gemm_tma": true, "gemm_tma_swap": true, "gemm_tma_swap_p": true, "gemm_tma_swap2": true, "gemm_tma_swap_kp": true, "gemm_tma_swap_cl": true, "gemm_tma_cl": true, "gemm_tma_half": true, "gemm_tma_trace": true, "gemm_wgmma": true, "gemv": true, "ops": true, "prefetch": true, "rmsnorm": true,
+	"gemm_tma": true, "gemm_tma_swap": true, "gemm_tma_swap_p": true, "gemm_tma_swap2": true, "gemm_tma_p": true, "gemm_tma_swap_kp": true, "gemm_tma_swap_cl": true, "gemm_tma_cl": true, "gemm_tma_half": true, "gemm_tma_trace": true, "gemm_wgmma": true, "gemv": true, "ops": true, "prefetch": true, "rmsnorm": true,
 	"rope": true, "swiglu": true,
 }
 

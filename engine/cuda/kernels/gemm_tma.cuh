@@ -178,6 +178,11 @@ __device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
 		"r"(r[2]), "r"(r[3])
 		: "memory");
 }
+// stmatrix_x2_trans is stmatrix_x4_trans of two matrices, at the addresses
+// lanes 0-15 give.
+__device__ __forceinline__ void stmatrix_x2_trans(u32 addr, const u32 (&r)[2]) {
+	asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r[0]), "r"(r[1]) : "memory");
+}
 // bar_sync_consumers is a barrier of the NC consumer threads alone (named
 // barrier 3), which the producer, loading ahead, never joins.
 template <int NC> __device__ __forceinline__ void bar_sync_consumers() { asm volatile("bar.sync 3, %0;" ::"n"(NC) : "memory"); }
@@ -412,11 +417,11 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr int ROWS = SW ? XR : (KP || NS ? 64 : 64 * C), BK = 128 / (int)sizeof(E), NA = (SW ? XR : BNC) / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
-	static_assert(!SW || (BN == (KP ? 64 : 64 * C) && (XR == 32 || XR == 40 || XR == 48 || XR == 72 || XR == 80 || XR == 88 || XR == 104 || XR == 136 || XR == 160 || XR == 176 || XR == 192 || XR == 208) && !TR), "swapped tile");
+	static_assert(!SW || (BN == (KP ? 64 : 64 * C) && (XR == 32 || XR == 40 || XR == 48 || XR == 72 || XR == 80 || XR == 88 || XR == 104 || XR == 136 || XR == 160 || XR == 176 || XR == 192 || XR == 200 || XR == 208) && !TR), "swapped tile");
 	// EP: the swapped tile's persistent form, its outputs staged apart from the stages.
 	constexpr bool EP = SW && PERSIST;
 	static_assert(!EP || EPI == TMA_EPI_NONE, "the persistent swapped kernels have no epilogue");
-	static_assert(!EP || XR % 16 == 0, "the staged tile goes out in pairs of 8-row blocks (stmatrix x4)");
+	static_assert(!EP || XR % 8 == 0, "the staged tile goes out in 8-row blocks (stmatrix)");
 	static_assert(!KP || (C == 2 && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
 	static_assert(!NS || (C == 2 && !SW && !KP && !TR && !PERSIST && EPI == TMA_EPI_NONE && BNC % 8 == 0), "halves: two consumers, each half of W's tile, no epilogue");
 	constexpr bool CL = CX * CY > 1;
@@ -690,9 +695,14 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 				return pack2(v0, v1, T{});
 			};
 #pragma unroll
-			for (int j = 0; j < XR / 8; j += 2) {
+			for (int j = 0; j + 1 < XR / 8; j += 2) {
 				const u32 r[4] = {word(j, 0), word(j, 1), word(j + 1, 0), word(j + 1, 1)};
 				stmatrix_x4_trans(stg + (u32)(((j + (g >> 1)) * 8 + i) * LDH + w0 + (g & 1) * 8) * 2, r);
+			}
+			if constexpr (XR / 8 % 2 == 1) { // an odd last block (XR = 72): its two halves
+				constexpr int j = XR / 8 - 1;
+				const u32 r[2] = {word(j, 0), word(j, 1)};
+				stmatrix_x2_trans(stg + (u32)((j * 8 + i) * LDH + w0 + (g & 1) * 8) * 2, r);
 			}
 			bar_sync_consumers<C * 128>();
 			// The tile's rows inside Y in 16-byte pieces, BN / 8 a row.
@@ -870,3 +880,11 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		int K, int kps, int early) {                                                                                   \
 		gemm_tma<T, u8, __VA_ARGS__>(tx, tw, Y, sx, sxRows, sw, swRows, M, N, K, kps, early);                          \
 	}
+// GEMM_TMA_X: a swapped tile's every kernel (plain, E4M3, both
+// epilogues), C consumers of 64 rows of W, XR rows of X, ST stages
+// (gemm_tma_swap.cu's and gemm_tma_swap2.cu's configurations).
+#define GEMM_TMA_X(cfg, T, C, XR, ST)                                                                                  \
+	TMA_K16(gemm_tma_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, false, XR)                  \
+	TMA_KF8(gemm_tma_f8_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, false, XR)               \
+	TMA_K16(gemm_tma_glu_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_GLU, false, false, XR)               \
+	TMA_K16(gemm_tma_res_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_RES, false, false, XR)

@@ -3,10 +3,10 @@
 // cold kernel cache compiles them beside gemm_tma.cu's rather than after.
 #include "gemm_tma.cuh"
 
-// The swapped tiles (gemm_tma.cuh's XR): C consumers of 64 rows of W each,
-// XR rows of X, ST stages; every kernel of a configuration, the plain,
-// E4M3 and both epilogues'. s1x32, s1x40 and s1x48: 64 rows of W by 32,
-// 40 or 48 of X, 16, 16 and 14 stages; s2x32 and s2x48: 128 rows of W,
+// The swapped tiles (gemm_tma.cuh's XR and GEMM_TMA_X): C consumers of 64
+// rows of W each, XR rows of X, ST stages; every kernel of a
+// configuration, the plain, E4M3 and both epilogues'. s1x32, s1x40 and
+// s1x48: 64 rows of W by 32, 40 or 48 of X, 16, 16 and 14 stages; s2x32 and s2x48: 128 rows of W,
 // 10 and 9 stages; s2x160, s2x176 and s2x192: 128 rows of W by 160, 176
 // or 192 of X, 6, 5 and 5 stages; s1x80, s2x80 and s3x80: 64, 128 or 192
 // rows of W (one to three consumers) by 80 of X, 12, 8 and 6 stages;
@@ -14,11 +14,6 @@
 // s1x72 and s1x136: 64 rows of W by 72 or 136 of X, 12 and 8 stages;
 // s2x104 and s3x104: 128 or 192 rows of W by 104 of X, 7 and 5 stages;
 // s2x208: 128 rows of W by 208 of X, 5 stages.
-#define GEMM_TMA_X(cfg, T, C, XR, ST)                                                                                  \
-	TMA_K16(gemm_tma_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, false, XR)                  \
-	TMA_KF8(gemm_tma_f8_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, false, XR)               \
-	TMA_K16(gemm_tma_glu_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_GLU, false, false, XR)               \
-	TMA_K16(gemm_tma_res_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_RES, false, false, XR)
 #define GEMM_TMA_X_ALL(T)                                                                                              \
 	GEMM_TMA_X(s1x32, T, 1, 32, 16) GEMM_TMA_X(s1x40, T, 1, 40, 16) GEMM_TMA_X(s1x48, T, 1, 48, 14)                    \
 	GEMM_TMA_X(s2x32, T, 2, 32, 10) GEMM_TMA_X(s2x48, T, 2, 48, 9) GEMM_TMA_X(s2x160, T, 2, 160, 6)                   \

@@ -3,19 +3,16 @@
 // on an H200 machine's CPU): a family of their own, compiled beside it.
 #include "gemm_tma.cuh"
 
-// GEMM_TMA_X2 is gemm_tma_swap.cu's GEMM_TMA_X: C consumers of 64 rows of
-// W, XR rows of X, ST stages, every kernel of a configuration (plain,
-// E4M3, both epilogues). A header both families include would change
-// every family's cache key (kernelHeaders), so each keeps its own.
-#define GEMM_TMA_X2(cfg, T, C, XR, ST)                                                                                 \
-	TMA_K16(gemm_tma_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, false, XR)                  \
-	TMA_KF8(gemm_tma_f8_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_NONE, false, false, XR)               \
-	TMA_K16(gemm_tma_glu_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_GLU, false, false, XR)               \
-	TMA_K16(gemm_tma_res_##cfg##_##T, T, (C + 1) * 128, 1, C, 64 * C, ST, TMA_EPI_RES, false, false, XR)
-
-// s2x72: 128 rows of W by 72 of X, eight stages. cuBLASLt runs
+// s2x72: 128 rows of W by 72 of X, eight stages, every kernel of it
+// (GEMM_TMA_X). cuBLASLt runs
 // GPT-OSS-20B's 16-bit qkv at M = 200 on 128 x 72 tiles in clusters of
 // four, and E4M3 TinyLlama's gate_up at 208 on them persistent (Nsight
 // Compute, H200, NOTES v68).
-GEMM_TMA_X2(s2x72, f16, 2, 72, 8)
-GEMM_TMA_X2(s2x72, bf16, 2, 72, 8)
+GEMM_TMA_X(s2x72, f16, 2, 72, 8)
+GEMM_TMA_X(s2x72, bf16, 2, 72, 8)
+
+// s2x200: 128 rows of W by 200 of X, five stages: cuBLASLt's tile for
+// Llama-3.2-1B's 16-bit gate_up at M = 193, where s2x208's last 15 rows
+// compute nothing (Nsight Compute, H200, NOTES v68).
+GEMM_TMA_X(s2x200, f16, 2, 200, 5)
+GEMM_TMA_X(s2x200, bf16, 2, 200, 5)
