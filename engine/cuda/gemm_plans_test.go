@@ -245,8 +245,10 @@ func TestWidePlan(t *testing.T) {
 		comment   string
 	}{
 		{208, 128256, 4096, "s2x208", "s2x208", true, "Llama-3.1-8B's LM head: 1,002 tiles"},
-		{193, 32000, 2048, "s2x208", "s2x208", true, "TinyLlama's LM head: 250 tiles"},
-		{200, 28672, 4096, "s2x208", "s2x208", true, "Llama-3.1-8B's gate_up: 224 tiles"},
+		{193, 32000, 2048, "s2x200", "s2x200", true, "TinyLlama's LM head: 250 tiles, one row tile of 200"},
+		{200, 28672, 4096, "s2x200", "s2x200", true, "Llama-3.1-8B's gate_up: 224 tiles"},
+		{201, 28672, 4096, "s2x208", "s2x208", true, "Llama-3.1-8B's gate_up past 200 rows"},
+		{200, 16384, 2048, "s2x200", "", false, "Llama-3.2-1B's gate_up at 200"},
 		{208, 16384, 2048, "s2x208", "", false, "Llama-3.2-1B's gate_up: 128 tiles, 0.97 of the round; E4M3 codes only persistent"},
 		{208, 11264, 2048, "s3x104", "", false, "TinyLlama's gate_up: 88 tiles of s2x208, 118 blocks of s3x104"},
 		{208, 6144, 4096, "", "", false, "Llama-3.1-8B's qkv: 48 tiles, 64 blocks"},
@@ -268,6 +270,56 @@ func TestWidePlan(t *testing.T) {
 			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
 			if p = p.persist(c.m, c.n, h100Slots(p.cfg, 1)); p.cfg.name != want || (p.blocks > 0) != c.persisted {
 				t.Errorf("%s, fp8 %v: planned %s, want %s, persistent %v", c.comment, fp8, p, want, c.persisted)
+			}
+			if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 1); p.cfg.name == want && p.splits == 1 {
+				t.Errorf("%s, fp8 %v, waves 1: planned %s", c.comment, fp8, p)
+			}
+		}
+	}
+}
+
+// TestThirdsPlan: at 193-216 rows, where widePlan takes none, 16-bit
+// values go on s2x72 unsplit where its tiles make one round at least
+// tmaPairFill full, else on p1x72 unsplit where its blocks make one round
+// at least tmaRoundFillRagged full over 33-64 k-tiles; E4M3 codes on
+// persistent s2x72 where its tiles fill at most two rounds at least
+// tmaWideFill. XRUN_CUDA_GEMM_WAVES keeps the split plans.
+func TestThirdsPlan(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k   int
+		want, f8  string // "": no move (16-bit, E4M3)
+		persisted bool   // the E4M3 plan
+		comment   string
+	}{
+		{200, 5120, 2880, "s2x72", "", false, "GPT-OSS-20B's qkv: 120 tiles"},
+		{216, 5120, 2048, "s2x72", "", false, "Qwen3-30B-A3B's qkv at 216: three row tiles"},
+		{193, 2048, 4096, "p1x72", "", false, "Qwen3-30B-A3B's o: 96 blocks of 64 k-tiles"},
+		{208, 11264, 2048, "", "s2x72", true, "TinyLlama's gate_up: 264 tiles, two rounds (16-bit: s3x104, widePlan)"},
+		{208, 16384, 2048, "", "", false, "Llama-3.2-1B's gate_up: 384 tiles, 2.9 rounds (16-bit: s2x208, widePlan)"},
+		{216, 128256, 4096, "", "", false, "Llama-3.1-8B's LM head at 216: 23 rounds"},
+		{208, 2880, 4096, "", "", false, "GPT-OSS-20B's o: 135 blocks of p1x72, two rounds"},
+		{208, 2048, 2048, "", "", false, "TinyLlama's o: 32 k-tiles"},
+		{208, 2048, 5632, "", "", false, "TinyLlama's down: 88 k-tiles"},
+		{208, 6144, 4096, "", "", false, "Llama-3.1-8B's qkv: 144 tiles"},
+		{192, 5120, 2880, "", "", false, "one row tile of 192 (wg3's)"},
+		{217, 5120, 2880, "", "", false, "four row tiles of 72"},
+	} {
+		for _, fp8 := range []bool{false, true} {
+			want := c.want
+			if fp8 {
+				want = c.f8
+			}
+			_, wide := widePlan(c.m, c.n, c.k, fp8, h100Slots)
+			q, ok := thirdsPlan(c.m, c.n, c.k, fp8, h100Slots)
+			if ok = ok && !wide; ok != (want != "") || ok && (q.cfg.name != want || q.splits != 1 || q.kps != ceilDiv(c.k, tmaKTile(fp8))) {
+				t.Errorf("%s, fp8 %v: thirdsPlan(M=%d, N=%d, K=%d) = %s, %v (widePlan %v); want %q unsplit", c.comment, fp8, c.m, c.n, c.k, q, ok, wide, want)
+			}
+			if !ok {
+				continue
+			}
+			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
+			if p = p.persist(c.m, c.n, h100Slots(p.cfg, 1)); p.cfg.name != want || (p.blocks > 0) != (fp8 && c.persisted) {
+				t.Errorf("%s, fp8 %v: planned %s, want %s, persistent %v", c.comment, fp8, p, want, fp8 && c.persisted)
 			}
 			if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 1); p.cfg.name == want && p.splits == 1 {
 				t.Errorf("%s, fp8 %v, waves 1: planned %s", c.comment, fp8, p)
@@ -336,7 +388,7 @@ func TestPairPlan(t *testing.T) {
 	}{
 		{256, 4096, 4096, "w2x64", "Llama-3.1-8B's o at 256: 128 tiles"},
 		{256, 6144, 4096, "w2x96", "Llama-3.1-8B's qkv at 256: 128 tiles (w2x64 192)"},
-		{208, 5120, 2880, "w2x96", "GPT-OSS-20B's qkv at 208: 108 tiles (w2x64 160)"},
+		{240, 5120, 2880, "w2x96", "GPT-OSS-20B's qkv at 240: 108 tiles (w2x64 160)"},
 		{224, 5120, 2048, "w2x96", "Qwen3-30B-A3B's qkv at 224"},
 		{256, 2880, 4096, "", "GPT-OSS-20B's o: 90 tiles of w2x64, 0.68 of the round"},
 		{256, 2048, 5632, "", "TinyLlama's down: K past tmaPairMaxK"},

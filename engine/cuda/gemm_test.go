@@ -501,7 +501,7 @@ func TestPlanGemmTMA(t *testing.T) {
 		{160, 32000, 2048, false, "auto", "s2x160", 0, 1, 1},
 		{129, 32000, 2048, false, "auto", "s2x160", 0, 1, 1},
 		{128, 32000, 2048, false, "auto", "wg2w", 0, 1, 1},
-		{193, 32000, 2048, false, "auto", "s2x208", 0, 1, 1}, // widePlan
+		{193, 32000, 2048, false, "auto", "s2x200", 0, 1, 1}, // widePlan
 		{209, 32000, 2048, false, "auto", "wg2w", 0, 1, 1},
 		{192, 4096, 4096, false, "auto", "wg3", 0, 4, 4},
 		{160, 4096, 4096, false, "auto", "s2x160", 0, 4, 4},

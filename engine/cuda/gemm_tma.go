@@ -144,10 +144,10 @@ var tmaConfigs = map[string]tmaConfig{
 	// 72 rows of X by 128 of W: cuBLASLt's tile for GPT-OSS-20B's 16-bit
 	// qkv at M = 200 and, persistent, E4M3 TinyLlama's gate_up at 208
 	// (NOTES v68), in gemm_tma_swap2.cu (tmaSwap2); its persistent kernels
-	// store the last of its nine 8-row blocks alone. Forced only.
+	// store the last of its nine 8-row blocks alone. thirdsPlan takes it.
 	"s2x72": {"s2x72", 72, 128, 8, 1, false, true, false},
 	// 200 rows of X by 128 of W: cuBLASLt's tile for Llama-3.2-1B's 16-bit
-	// gate_up at M = 193 (NOTES v68). Forced only.
+	// gate_up at M = 193 (NOTES v68); widePlan's at 193-200 rows.
 	"s2x200": {"s2x200", 200, 128, 5, 1, false, true, false},
 	"s1x72":  {"s1x72", 72, 64, 12, 1, false, true, false},
 	"s1x136": {"s1x136", 136, 64, 8, 1, false, true, false},
@@ -744,6 +744,8 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			}
 			if q, ok := widePlan(m, n, k, fp8, slots); ok && waves == 0 {
 				p = q
+			} else if q, ok := thirdsPlan(m, n, k, fp8, slots); ok && waves == 0 {
+				p = q
 			}
 			if waves == 0 {
 				p = wideSplit(p, m, fp8, split)
@@ -817,6 +819,8 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				p = q
 			}
 			if q, ok := widePlan(m, n, k, fp8, slots); ok && waves == 0 {
+				p = q
+			} else if q, ok := thirdsPlan(m, n, k, fp8, slots); ok && waves == 0 {
 				p = q
 			}
 			p = swapRound(p, m, n, k, fp8, slots)
@@ -1386,7 +1390,8 @@ const (
 
 // widePlan is the plan for an m x n GEMM over k, 16-bit or E4M3, of
 // 193-208 rows (past wg3's 192, within one row tile of s2x208), if any:
-// 128 rows of W by all of X's on two consumers (s2x208), K unsplit, where
+// 128 rows of W by all of X's on two consumers (s2x208; s2x200 up to 200
+// rows, whose last 8 rows s2x208 computes for nothing), K unsplit, where
 // its tiles outnumber the places (then on persistent blocks,
 // tmaPlan.persist) or, for 16-bit values, fill a round at least
 // tmaWideFill; else, for 16-bit values, 192 rows of W by 104 of X on
@@ -1408,10 +1413,19 @@ const (
 // and Llama-3.1-8B's gate_up 0.90-1.04. Not for E4M3 codes in one round:
 // Llama-3.2-1B's gate_up 1.16-1.21 against 1.07-1.12 on 128 x 128
 // persistent, TinyLlama's on s2x208 or s3x104 1.38 / 1.17 against 1.17.
+// s2x200 against s2x208, both forced, three runs of 3 samples (NOTES v69),
+// M = 193 / 200: 16-bit Llama-3.2-1B's gate_up 1.07-1.15 / 1.12-1.19
+// against 1.11-1.23 / 1.11-1.18, TinyLlama's LM head 1.02-1.06 /
+// 0.99-1.09 against 1.04-1.08 / 1.02-1.13; through the plan against
+// s2x208 forced, E4M3 LM heads and Llama-3.1-8B's gate_up 0.91-0.96
+// against 0.92-0.98.
 func widePlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	c := tmaConfigs["s2x208"]
 	if !wideRows(m) {
 		return tmaPlan{}, false
+	}
+	if m <= tmaConfigs["s2x200"].rows {
+		c = tmaConfigs["s2x200"]
 	}
 	kps := ceilDiv(k, tmaKTile(fp8))
 	if t, s := c.tiles(m, n), slots(c, 1); t > s || !fp8 && float64(t) >= tmaWideFill*float64(s) {
@@ -1419,6 +1433,64 @@ func widePlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, b
 	}
 	q := tmaPlan{cfg: tmaConfigs["s3x104"], splits: 1, kps: kps}
 	return q, !fp8 && q.fillsRoundBy(m, n, slots, tmaWideSplitFill)
+}
+
+// tmaThirdsRows, tmaThirdsRounds and tmaThirdsMinKTiles,
+// tmaThirdsMaxKTiles bound thirdsPlan: three row tiles of 72 past wg3's
+// 192; E4M3 codes on persistent blocks in at most two rounds; p1x72's
+// blocks 33-64 k-tiles each (the one o projection timed streams 64).
+const (
+	tmaThirdsRows      = 216
+	tmaThirdsRounds    = 2
+	tmaThirdsMinKTiles = 33
+	tmaThirdsMaxKTiles = 64
+)
+
+// thirdsPlan is the plan for an m x n GEMM over k of 193-216 rows (three
+// row tiles of 72) where widePlan takes none, if any, K unsplit: for
+// 16-bit values 128 rows of W by 72 of X (s2x72) where its tiles make one
+// round of places at least tmaPairFill full over K of at most
+// tmaPairMaxK, in place of pairPlan's w2x96, whose two row tiles of 128
+// compute up to 63 rows past M where three of 72 compute up to 23 (the
+// qkv projections of 5,120 outputs, 120 tiles), else 64 rows of W by 72 of X on two consumers taking alternate
+// k-tiles (p1x72) where its blocks make one round at least
+// tmaRoundFillRagged full, each streaming tmaThirdsMinKTiles to
+// tmaThirdsMaxKTiles k-tiles (Qwen3-30B-A3B's o, 96 blocks); for E4M3
+// codes s2x72 where its tiles outnumber the places in at most
+// tmaThirdsRounds rounds at least tmaWideFill full (then on persistent
+// blocks, tmaPlan.persist: TinyLlama's gate_up, 264 tiles). cuBLASLt runs
+// GPT-OSS-20B's 16-bit qkv at 200 on 128 x 72, Qwen3-30B-A3B's o at 193
+// on 64 x 72 (12 stages, as p1x72), E4M3 TinyLlama's gate_up at 208 on
+// 128 x 72 persistent (Nsight Compute, H200, NOTES v68). BenchmarkGemm(FP8)
+// from a captured graph, one H200, 3 samples, over cuBLASLt (NOTES v69),
+// forced against the plan before, M = 193 / 200 / 208 / 216: 16-bit
+// GPT-OSS-20B's qkv 0.97 / 0.87 / 1.02 / 1.05 against 1.04 / 0.95 / 1.18
+// / 1.22 (w2x96), Qwen3-30B-A3B's 0.91 / 1.02 / 0.95 / 1.04 against 0.95
+// / 1.07 / 1.01 / 1.11, its o on p1x72 1.04 / 1.04 / 0.89 (193-208)
+// against 1.13 / 1.12 / 0.99 (p1mc42); E4M3 TinyLlama's gate_up 1.14 /
+// 1.15 / 1.13 / 1.14 against 1.18 / 1.18 / 1.16 / 1.17 (wg2f). Not: E4M3
+// GPT-OSS-20B's qkv, 1.14-1.17 against w2x96's 1.11-1.15; E4M3 in more
+// rounds, where each column tile's third read of W costs more than the
+// rounds' fill saves (Llama-3.2-1B's gate_up, 2.9 rounds, 1.12-1.18
+// against 1.08-1.12 on 128 x 128 persistent; Llama-3.1-8B's LM head at
+// 216, 23 rounds, 1.28 against 1.12); 16-bit TinyLlama's gate_up, 1.12 /
+// 0.96 / 1.00 against s3x104's 1.05 / 0.92 / 0.98; GPT-OSS-20B's o on
+// p1x72, 135 blocks in two rounds, 1.60-1.62 against 1.13-1.15.
+func thirdsPlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	c := tmaConfigs["s2x72"]
+	if m <= tmaConfigs["wg3"].rows || m > tmaThirdsRows {
+		return tmaPlan{}, false
+	}
+	kps := ceilDiv(k, tmaKTile(fp8))
+	p := tmaPlan{cfg: c, splits: 1, kps: kps}
+	if t, s := c.tiles(m, n), slots(c, 1); fp8 {
+		return p, t > s && t <= tmaThirdsRounds*s && roundFill(t, s) >= tmaWideFill
+	}
+	if k <= tmaPairMaxK && p.fillsRoundBy(m, n, slots, tmaPairFill) {
+		return p, true
+	}
+	q := tmaPlan{cfg: tmaConfigs["p1x72"], splits: 1, kps: kps}
+	return q, kps >= tmaThirdsMinKTiles && kps <= tmaThirdsMaxKTiles && q.fillsRoundBy(m, n, slots, tmaRoundFillRagged)
 }
 
 // wideRows is whether widePlan and wideSplit weigh m rows: past wg3's one
