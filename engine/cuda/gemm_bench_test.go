@@ -96,7 +96,7 @@ func BenchmarkGemm(b *testing.B) {
 					// without them (XRUN_CUDA_WGMMA_TILE=wide).
 					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-tma-wg1w", "own-wide")
 					// The swapped tiles: few rows of X a block.
-					impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48", "own-tma-s2x160", "own-tma-s2x176", "own-tma-s2x192", "own-tma-s1x80", "own-tma-s2x80", "own-tma-s3x80", "own-tma-s2x88", "own-tma-s3x88", "own-tma-s1x72", "own-tma-s1x136", "own-tma-s2x104", "own-tma-s3x104", "own-tma-s2x208", "own-tma-s2x72", "own-tma-s2x200")
+					impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48", "own-tma-s2x160", "own-tma-s2x176", "own-tma-s2x192", "own-tma-s1x80", "own-tma-s2x80", "own-tma-s3x80", "own-tma-s2x88", "own-tma-s3x88", "own-tma-s1x72", "own-tma-s1x136", "own-tma-s2x104", "own-tma-s3x104", "own-tma-s2x208", "own-tma-s2x72", "own-tma-s2x200", "own-tma-s2x224")
 					// The swapped tiles with persistent kernels, a block a tile.
 					for _, tile := range tmaTiles {
 						if tmaPersist[tile] && tmaConfigs[tile].swap {

@@ -253,7 +253,10 @@ func TestWidePlan(t *testing.T) {
 		{208, 11264, 2048, "s3x104", "", false, "TinyLlama's gate_up: 88 tiles of s2x208, 118 blocks of s3x104"},
 		{208, 6144, 4096, "", "", false, "Llama-3.1-8B's qkv: 48 tiles, 64 blocks"},
 		{192, 128256, 4096, "", "", false, "one row tile of 192 (wg3's)"},
-		{209, 128256, 4096, "", "", false, "two row tiles of s2x208"},
+		{209, 128256, 4096, "s2x224", "s2x224", true, "Llama-3.1-8B's LM head at 209: one row tile of 224"},
+		{224, 16384, 2048, "s2x224", "", false, "Llama-3.2-1B's gate_up at 224: 128 tiles"},
+		{216, 11264, 2048, "", "", false, "TinyLlama's gate_up at 216: s3x104 up to 208 rows"},
+		{225, 128256, 4096, "", "", false, "two row tiles of s2x224"},
 	} {
 		for _, fp8 := range []bool{false, true} {
 			want := c.want
@@ -268,7 +271,7 @@ func TestWidePlan(t *testing.T) {
 				continue
 			}
 			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
-			if p = p.persist(c.m, c.n, h100Slots(p.cfg, 1)); p.cfg.name != want || (p.blocks > 0) != c.persisted {
+			if p = p.persistFor(c.m, c.n, h100Slots(p.cfg, 1), fp8); p.cfg.name != want || (p.blocks > 0) != (c.persisted && (fp8 || !tmaPersistCodes[want])) {
 				t.Errorf("%s, fp8 %v: planned %s, want %s, persistent %v", c.comment, fp8, p, want, c.persisted)
 			}
 			if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 1); p.cfg.name == want && p.splits == 1 {
@@ -318,7 +321,7 @@ func TestThirdsPlan(t *testing.T) {
 				continue
 			}
 			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
-			if p = p.persist(c.m, c.n, h100Slots(p.cfg, 1)); p.cfg.name != want || (p.blocks > 0) != (fp8 && c.persisted) {
+			if p = p.persistFor(c.m, c.n, h100Slots(p.cfg, 1), fp8); p.cfg.name != want || (p.blocks > 0) != (fp8 && c.persisted) {
 				t.Errorf("%s, fp8 %v: planned %s, want %s, persistent %v", c.comment, fp8, p, want, fp8 && c.persisted)
 			}
 			if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 1); p.cfg.name == want && p.splits == 1 {

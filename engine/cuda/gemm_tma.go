@@ -149,6 +149,10 @@ var tmaConfigs = map[string]tmaConfig{
 	// 200 rows of X by 128 of W: cuBLASLt's tile for Llama-3.2-1B's 16-bit
 	// gate_up at M = 193 (NOTES v68); widePlan's at 193-200 rows.
 	"s2x200": {"s2x200", 200, 128, 5, 1, false, true, false},
+	// 224 rows of X by 128 of W: widePlan's tile at 209-224 rows, one row
+	// tile where s2x208 takes two and 128 x 256 computes up to 47 rows
+	// for nothing; persistent on three stages beside its staged outputs.
+	"s2x224": {"s2x224", 224, 128, 5, 1, false, true, false},
 	"s1x72":  {"s1x72", 72, 64, 12, 1, false, true, false},
 	"s1x136": {"s1x136", 136, 64, 8, 1, false, true, false},
 	// Those 64-row tiles of W (and s1x48's) on two consumers taking
@@ -290,7 +294,7 @@ func (c tmaConfig) module() string {
 
 // tmaSwap2: the swapped configurations whose kernels gemm_tma_swap2.cu
 // holds rather than gemm_tma_swap.cu.
-var tmaSwap2 = map[string]bool{"s2x72": true, "s2x200": true}
+var tmaSwap2 = map[string]bool{"s2x72": true, "s2x200": true, "s2x224": true}
 
 // tiles is how many of the configuration's tiles cover an m x n output.
 func (c tmaConfig) tiles(m, n int) int { return ceilDiv(m, c.rows) * ceilDiv(n, c.bn) }
@@ -521,14 +525,32 @@ func (p tmaPlan) cluster() Dim3 {
 // 1.08-1.14 / 1.01-1.10 (1.14-1.22 / 1.07-1.14), E4M3 0.94-1.07 /
 // 0.94-1.02 (1.00-1.10 / 0.98-1.07); Llama-3.1-8B's gate_up 0.93-1.01x
 // the time before (E4M3 0.89-0.98x).
-var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg3": true, "s2x160": true, "s2x208": true, "s2x72": true, "s2x200": true}
+var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg3": true, "s2x160": true, "s2x208": true, "s2x72": true, "s2x200": true, "s2x224": true}
 
 // tmaSwapPersistStages is the stages of a swapped tile's persistent
 // kernels (gemm_tma_swap_p.cu), which stage their outputs in shared
 // memory of their own beside them (tmaPlan.smem): s2x160's six do not fit
 // beside its 160 x 136 16-bit values, nor s2x208's five beside its 208 x
 // 136.
-var tmaSwapPersistStages = map[string]int{"s2x160": 5, "s2x208": 4, "s2x72": 8, "s2x200": 4}
+var tmaSwapPersistStages = map[string]int{"s2x160": 5, "s2x208": 4, "s2x72": 8, "s2x200": 4, "s2x224": 3}
+
+// tmaPersistCodes: the configurations whose persistent kernels pay for
+// E4M3 codes only (persistFor). s2x224's hold three stages beside its
+// staged outputs, where a block a tile holds five: BenchmarkGemm from a
+// captured graph, one H200, 3 samples, over cuBLASLt (NOTES v69), the
+// 16-bit LM heads and Llama-3.1-8B's gate_up at M = 216 / 224 ran
+// 1.10-1.27 / 1.06-1.26 persistent, 1.11-1.20 / 1.02-1.15 a block a tile;
+// E4M3 codes persistent 0.97-1.06 / 0.90-1.00.
+var tmaPersistCodes = map[string]bool{"s2x224": true}
+
+// persistFor is persist for a plan of E4M3 codes (fp8) or 16-bit values:
+// those keep a block a tile on tmaPersistCodes's configurations.
+func (p tmaPlan) persistFor(m, n, slots int, fp8 bool) tmaPlan {
+	if !fp8 && tmaPersistCodes[p.cfg.name] {
+		return p
+	}
+	return p.persist(m, n, slots)
+}
 
 // persist is p on persistent blocks, one for each of the places slots the
 // GPU holds, where its launch allows it and gains by it: a configuration
@@ -1389,15 +1411,15 @@ const (
 )
 
 // widePlan is the plan for an m x n GEMM over k, 16-bit or E4M3, of
-// 193-208 rows (past wg3's 192, within one row tile of s2x208), if any:
-// 128 rows of W by all of X's on two consumers (s2x208; s2x200 up to 200
-// rows, whose last 8 rows s2x208 computes for nothing), K unsplit, where
-// its tiles outnumber the places (then on persistent blocks,
-// tmaPlan.persist) or, for 16-bit values, fill a round at least
-// tmaWideFill; else, for 16-bit values, 192 rows of W by 104 of X on
-// three consumers (s3x104) where its blocks make one round at least
-// tmaWideSplitFill full (planGemmTMA: not where XRUN_CUDA_GEMM_WAVES sets
-// the splits). The 128-row tiles the plans took there compute two row
+// 193-224 rows (past wg3's 192, within one row tile of s2x224), if any:
+// 128 rows of W by all of X's on two consumers (s2x200 up to 200 rows,
+// s2x208 up to 208, s2x224 up to 224: the one computing fewest rows past
+// M), K unsplit, where its tiles outnumber the places (then on persistent
+// blocks, tmaPlan.persistFor) or, for 16-bit values, fill a round at
+// least tmaWideFill; else, for 16-bit values up to 208 rows, 192 rows of
+// W by 104 of X on three consumers (s3x104) where its blocks make one
+// round at least tmaWideSplitFill full (planGemmTMA: not where
+// XRUN_CUDA_GEMM_WAVES sets the splits). The 128-row tiles the plans took there compute two row
 // tiles of X, up to 63 rows past M. BenchmarkGemm(FP8) from a captured
 // graph, one H200, 3 samples, over cuBLASLt (NOTES v68), forced against
 // the plan before, M = 193 / 200 / 208: the five 16-bit LM heads on
@@ -1418,21 +1440,29 @@ const (
 // against 1.11-1.23 / 1.11-1.18, TinyLlama's LM head 1.02-1.06 /
 // 0.99-1.09 against 1.04-1.08 / 1.02-1.13; through the plan against
 // s2x208 forced, E4M3 LM heads and Llama-3.1-8B's gate_up 0.91-0.96
-// against 0.92-0.98.
+// against 0.92-0.98. s2x224 at M = 216 / 224 against 128 x 256 (W
+// multicast, persistent), 3 samples (NOTES v69): 16-bit a block a tile
+// 1.10-1.20 / 1.02-1.15 against 1.13-1.23 / 1.10-1.18 (the LM heads over
+// K of 2,048 tied or lost up to 3 %, those over 2,880-4,096 and the
+// gate_ups gained 1-10 %), E4M3 persistent 0.97-1.06 / 0.90-1.00 against 1.00-1.11 /
+// 0.96-1.07 (Llama-3.1-8B's gate_up at 216 lost, 1.06 against 1.00).
 func widePlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
-	c := tmaConfigs["s2x208"]
-	if !wideRows(m) {
+	if m <= tmaConfigs["wg3"].rows || m > tmaConfigs["s2x224"].rows {
 		return tmaPlan{}, false
 	}
-	if m <= tmaConfigs["s2x200"].rows {
-		c = tmaConfigs["s2x200"]
+	// The tile of one row tile computing the fewest rows past M.
+	var c tmaConfig
+	for _, name := range []string{"s2x224", "s2x208", "s2x200"} {
+		if m <= tmaConfigs[name].rows {
+			c = tmaConfigs[name]
+		}
 	}
 	kps := ceilDiv(k, tmaKTile(fp8))
 	if t, s := c.tiles(m, n), slots(c, 1); t > s || !fp8 && float64(t) >= tmaWideFill*float64(s) {
 		return tmaPlan{cfg: c, splits: 1, kps: kps}, true
 	}
 	q := tmaPlan{cfg: tmaConfigs["s3x104"], splits: 1, kps: kps}
-	return q, !fp8 && q.fillsRoundBy(m, n, slots, tmaWideSplitFill)
+	return q, !fp8 && wideRows(m) && q.fillsRoundBy(m, n, slots, tmaWideSplitFill)
 }
 
 // tmaThirdsRows, tmaThirdsRounds and tmaThirdsMinKTiles,
@@ -1493,8 +1523,8 @@ func thirdsPlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan,
 	return q, kps >= tmaThirdsMinKTiles && kps <= tmaThirdsMaxKTiles && q.fillsRoundBy(m, n, slots, tmaRoundFillRagged)
 }
 
-// wideRows is whether widePlan and wideSplit weigh m rows: past wg3's one
-// row tile of 192, within s2x208's one of 208.
+// wideRows is whether widePlan weighs s3x104 and wideSplit s2x104 for m
+// rows: past wg3's one row tile of 192, within their two of 104.
 func wideRows(m int) bool { return m > tmaConfigs["wg3"].rows && m <= tmaConfigs["s2x208"].rows }
 
 // wideSplit is p, or for 16-bit values where p splits K on a 128-row tile
@@ -1884,7 +1914,7 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 		}
 	}
 	if g.sw.CUDAGemmPersist {
-		p = p.persist(m, n, slots(p.cfg, 1))
+		p = p.persistFor(m, n, slots(p.cfg, 1), fp8)
 	}
 	if g.sw.CUDAGemmMulticast {
 		p = p.withMulticast(m, slots(p.cfg, 2), fp8)

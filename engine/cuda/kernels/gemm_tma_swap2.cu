@@ -16,3 +16,8 @@ GEMM_TMA_X(s2x72, bf16, 2, 72, 8)
 // compute nothing (Nsight Compute, H200, NOTES v68).
 GEMM_TMA_X(s2x200, f16, 2, 200, 5)
 GEMM_TMA_X(s2x200, bf16, 2, 200, 5)
+
+// s2x224: 128 rows of W by 224 of X, five stages: the wide outputs of a
+// decode batch of 209-224 rows in one row tile (widePlan).
+GEMM_TMA_X(s2x224, f16, 2, 224, 5)
+GEMM_TMA_X(s2x224, bf16, 2, 224, 5)
