@@ -1419,8 +1419,9 @@ const (
 // least tmaWideFill; else, for 16-bit values up to 208 rows, 192 rows of
 // W by 104 of X on three consumers (s3x104) where its blocks make one
 // round at least tmaWideSplitFill full (planGemmTMA: not where
-// XRUN_CUDA_GEMM_WAVES sets the splits). The 128-row tiles the plans took there compute two row
-// tiles of X, up to 63 rows past M. BenchmarkGemm(FP8) from a captured
+// XRUN_CUDA_GEMM_WAVES sets the splits). The 128-row tiles the plans took
+// there compute two row tiles of X, up to 63 rows past M.
+// BenchmarkGemm(FP8) from a captured
 // graph, one H200, 3 samples, over cuBLASLt (NOTES v68), forced against
 // the plan before, M = 193 / 200 / 208: the five 16-bit LM heads on
 // persistent s2x208 1.04-1.12 / 1.03-1.12 / 1.01-1.10 against 1.19-1.30 /
@@ -1444,8 +1445,9 @@ const (
 // multicast, persistent), 3 samples (NOTES v69): 16-bit a block a tile
 // 1.10-1.20 / 1.02-1.15 against 1.13-1.23 / 1.10-1.18 (the LM heads over
 // K of 2,048 tied or lost up to 3 %, those over 2,880-4,096 and the
-// gate_ups gained 1-10 %), E4M3 persistent 0.97-1.06 / 0.90-1.00 against 1.00-1.11 /
-// 0.96-1.07 (Llama-3.1-8B's gate_up at 216 lost, 1.06 against 1.00).
+// gate_ups gained 1-10 %), E4M3 persistent 0.97-1.06 / 0.90-1.00 against
+// 1.00-1.11 / 0.96-1.07 (Llama-3.1-8B's gate_up at 216 lost, 1.06
+// against 1.00).
 func widePlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	if m <= tmaConfigs["wg3"].rows || m > tmaConfigs["s2x224"].rows {
 		return tmaPlan{}, false
@@ -1482,8 +1484,9 @@ const (
 // round of places at least tmaPairFill full over K of at most
 // tmaPairMaxK, in place of pairPlan's w2x96, whose two row tiles of 128
 // compute up to 63 rows past M where three of 72 compute up to 23 (the
-// qkv projections of 5,120 outputs, 120 tiles), else 64 rows of W by 72 of X on two consumers taking alternate
-// k-tiles (p1x72) where its blocks make one round at least
+// qkv projections of 5,120 outputs, 120 tiles), else 64 rows of W by 72
+// of X on two consumers taking alternate k-tiles (p1x72) where its blocks
+// make one round at least
 // tmaRoundFillRagged full, each streaming tmaThirdsMinKTiles to
 // tmaThirdsMaxKTiles k-tiles (Qwen3-30B-A3B's o, 96 blocks); for E4M3
 // codes s2x72 where its tiles outnumber the places in at most
