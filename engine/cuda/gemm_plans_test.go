@@ -238,12 +238,7 @@ func TestKPCodes(t *testing.T) {
 // blocks make one round at least tmaWideSplitFill full; planGemmTMA takes
 // it unless XRUN_CUDA_GEMM_WAVES sets the splits.
 func TestWidePlan(t *testing.T) {
-	for _, c := range []struct {
-		m, n, k   int
-		want, f8  string // "": no move (16-bit, E4M3)
-		persisted bool
-		comment   string
-	}{
+	checkPastRowsRule(t, "widePlan", widePlan, []pastRowsCase{
 		{208, 128256, 4096, "s2x208", "s2x208", true, "Llama-3.1-8B's LM head: 1,002 tiles"},
 		{193, 32000, 2048, "s2x200", "s2x200", true, "TinyLlama's LM head: 250 tiles, one row tile of 200"},
 		{200, 28672, 4096, "s2x200", "s2x200", true, "Llama-3.1-8B's gate_up: 224 tiles"},
@@ -257,28 +252,7 @@ func TestWidePlan(t *testing.T) {
 		{224, 16384, 2048, "s2x224", "", false, "Llama-3.2-1B's gate_up at 224: 128 tiles"},
 		{216, 11264, 2048, "", "", false, "TinyLlama's gate_up at 216: s3x104 up to 208 rows"},
 		{225, 128256, 4096, "", "", false, "two row tiles of s2x224"},
-	} {
-		for _, fp8 := range []bool{false, true} {
-			want := c.want
-			if fp8 {
-				want = c.f8
-			}
-			q, ok := widePlan(c.m, c.n, c.k, fp8, h100Slots)
-			if ok != (want != "") || ok && (q.cfg.name != want || q.splits != 1 || q.kps != ceilDiv(c.k, tmaKTile(fp8))) {
-				t.Errorf("%s, fp8 %v: widePlan(M=%d, N=%d, K=%d) = %s, %v; want %q unsplit", c.comment, fp8, c.m, c.n, c.k, q, ok, want)
-			}
-			if !ok {
-				continue
-			}
-			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
-			if p = p.persistFor(c.m, c.n, h100Slots(p.cfg, 1), fp8); p.cfg.name != want || (p.blocks > 0) != (c.persisted && (fp8 || !tmaPersistCodes[want])) {
-				t.Errorf("%s, fp8 %v: planned %s, want %s, persistent %v", c.comment, fp8, p, want, c.persisted)
-			}
-			if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 1); p.cfg.name == want && p.splits == 1 {
-				t.Errorf("%s, fp8 %v, waves 1: planned %s", c.comment, fp8, p)
-			}
-		}
-	}
+	})
 }
 
 // TestThirdsPlan: at 193-216 rows, where widePlan takes none, 16-bit
@@ -288,12 +262,12 @@ func TestWidePlan(t *testing.T) {
 // persistent s2x72 where its tiles fill at most two rounds at least
 // tmaWideFill. XRUN_CUDA_GEMM_WAVES keeps the split plans.
 func TestThirdsPlan(t *testing.T) {
-	for _, c := range []struct {
-		m, n, k   int
-		want, f8  string // "": no move (16-bit, E4M3)
-		persisted bool   // the E4M3 plan
-		comment   string
-	}{
+	thirds := func(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+		_, wide := widePlan(m, n, k, fp8, slots)
+		q, ok := thirdsPlan(m, n, k, fp8, slots)
+		return q, ok && !wide
+	}
+	checkPastRowsRule(t, "thirdsPlan where widePlan takes none", thirds, []pastRowsCase{
 		{200, 5120, 2880, "s2x72", "", false, "GPT-OSS-20B's qkv: 120 tiles"},
 		{216, 5120, 2048, "s2x72", "", false, "Qwen3-30B-A3B's qkv at 216: three row tiles"},
 		{193, 2048, 4096, "p1x72", "", false, "Qwen3-30B-A3B's o: 96 blocks of 64 k-tiles"},
@@ -306,23 +280,41 @@ func TestThirdsPlan(t *testing.T) {
 		{208, 6144, 4096, "", "", false, "Llama-3.1-8B's qkv: 144 tiles"},
 		{192, 5120, 2880, "", "", false, "one row tile of 192 (wg3's)"},
 		{217, 5120, 2880, "", "", false, "four row tiles of 72"},
-	} {
+	})
+}
+
+// pastRowsCase is a GEMM of m x n over k and the tile a rule of
+// pastRowsPlan takes for it, 16-bit (want) and E4M3 (f8), "" for none;
+// persisted: planned on persistent blocks (where persistFor allows).
+type pastRowsCase struct {
+	m, n, k   int
+	want, f8  string
+	persisted bool
+	comment   string
+}
+
+// checkPastRowsRule checks rule on each case, that planGemmTMA takes its
+// tile unsplit, persistent or not as the case says, and that with
+// XRUN_CUDA_GEMM_WAVES set it does not.
+func checkPastRowsRule(t *testing.T, name string, rule func(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool), cases []pastRowsCase) {
+	t.Helper()
+	for _, c := range cases {
 		for _, fp8 := range []bool{false, true} {
 			want := c.want
 			if fp8 {
 				want = c.f8
 			}
-			_, wide := widePlan(c.m, c.n, c.k, fp8, h100Slots)
-			q, ok := thirdsPlan(c.m, c.n, c.k, fp8, h100Slots)
-			if ok = ok && !wide; ok != (want != "") || ok && (q.cfg.name != want || q.splits != 1 || q.kps != ceilDiv(c.k, tmaKTile(fp8))) {
-				t.Errorf("%s, fp8 %v: thirdsPlan(M=%d, N=%d, K=%d) = %s, %v (widePlan %v); want %q unsplit", c.comment, fp8, c.m, c.n, c.k, q, ok, wide, want)
+			q, ok := rule(c.m, c.n, c.k, fp8, h100Slots)
+			if ok != (want != "") || ok && (q.cfg.name != want || q.splits != 1 || q.kps != ceilDiv(c.k, tmaKTile(fp8))) {
+				t.Errorf("%s, fp8 %v: %s(M=%d, N=%d, K=%d) = %s, %v; want %q unsplit", c.comment, fp8, name, c.m, c.n, c.k, q, ok, want)
 			}
 			if !ok {
 				continue
 			}
+			persisted := c.persisted && (fp8 || !tmaPersistCodes[want])
 			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
-			if p = p.persistFor(c.m, c.n, h100Slots(p.cfg, 1), fp8); p.cfg.name != want || (p.blocks > 0) != (fp8 && c.persisted) {
-				t.Errorf("%s, fp8 %v: planned %s, want %s, persistent %v", c.comment, fp8, p, want, fp8 && c.persisted)
+			if p = p.persistFor(c.m, c.n, h100Slots(p.cfg, 1), fp8); p.cfg.name != want || (p.blocks > 0) != persisted {
+				t.Errorf("%s, fp8 %v: planned %s, want %s, persistent %v", c.comment, fp8, p, want, persisted)
 			}
 			if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 1); p.cfg.name == want && p.splits == 1 {
 				t.Errorf("%s, fp8 %v, waves 1: planned %s", c.comment, fp8, p)

@@ -761,14 +761,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q, ok := narrowCluster(p, m, n, slots); ok {
 				p = q
 			}
-			if q, ok := pairPlan(m, n, k, fp8, slots); ok && waves == 0 {
-				p = q
-			}
-			if q, ok := widePlan(m, n, k, fp8, slots); ok && waves == 0 {
-				p = q
-			} else if q, ok := thirdsPlan(m, n, k, fp8, slots); ok && waves == 0 {
-				p = q
-			}
+			p = pastRowsPlan(p, m, n, k, fp8, slots, waves)
 			if waves == 0 {
 				p = wideSplit(p, m, fp8, split)
 			}
@@ -837,14 +830,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q, ok := kpCodes(p, m, n, fp8, split, slots); ok {
 				p = q
 			}
-			if q, ok := pairPlan(m, n, k, fp8, slots); ok && waves == 0 {
-				p = q
-			}
-			if q, ok := widePlan(m, n, k, fp8, slots); ok && waves == 0 {
-				p = q
-			} else if q, ok := thirdsPlan(m, n, k, fp8, slots); ok && waves == 0 {
-				p = q
-			}
+			p = pastRowsPlan(p, m, n, k, fp8, slots, waves)
 			p = swapRound(p, m, n, k, fp8, slots)
 		}
 		return p
@@ -1356,6 +1342,25 @@ func kpCodes(p tmaPlan, m, n int, fp8 bool, split func(tmaConfig) tmaPlan, slots
 	q := split(tmaConfigs["p1s"])
 	blocks, places := q.cfg.tiles(m, n)*q.splits, slots(q.cfg, q.splits)
 	return q, q.kps <= tmaKPCodesMaxKTiles && blocks <= places && float64(blocks) >= tmaKPCodesFill*float64(places)
+}
+
+// pastRowsPlan is p, or for an m x n GEMM over k past wg3's 192 rows the
+// plan pairPlan takes, over it widePlan's or else thirdsPlan's, if any;
+// p where XRUN_CUDA_GEMM_WAVES sets the splits (waves).
+func pastRowsPlan(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) int, waves int) tmaPlan {
+	if waves != 0 {
+		return p
+	}
+	if q, ok := pairPlan(m, n, k, fp8, slots); ok {
+		p = q
+	}
+	if q, ok := widePlan(m, n, k, fp8, slots); ok {
+		return q
+	}
+	if q, ok := thirdsPlan(m, n, k, fp8, slots); ok {
+		return q
+	}
+	return p
 }
 
 // tmaPairFill and tmaPairMaxK bound pairPlan: its tiles fill at least
