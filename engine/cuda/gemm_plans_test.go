@@ -285,7 +285,7 @@ func TestThirdsPlan(t *testing.T) {
 
 // pastRowsCase is a GEMM of m x n over k and the tile a rule of
 // pastRowsPlan takes for it, 16-bit (want) and E4M3 (f8), "" for none;
-// persisted: planned on persistent blocks (where persistFor allows).
+// persisted: planned on persistent blocks.
 type pastRowsCase struct {
 	m, n, k   int
 	want, f8  string
@@ -311,10 +311,9 @@ func checkPastRowsRule(t *testing.T, name string, rule func(m, n, k int, fp8 boo
 			if !ok {
 				continue
 			}
-			persisted := c.persisted && (fp8 || !tmaPersistCodes[want])
 			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
-			if p = p.persistFor(c.m, c.n, h100Slots(p.cfg, 1), fp8); p.cfg.name != want || (p.blocks > 0) != persisted {
-				t.Errorf("%s, fp8 %v: planned %s, want %s, persistent %v", c.comment, fp8, p, want, persisted)
+			if p = p.persist(c.m, c.n, h100Slots(p.cfg, 1)); p.cfg.name != want || (p.blocks > 0) != c.persisted {
+				t.Errorf("%s, fp8 %v: planned %s, want %s, persistent %v", c.comment, fp8, p, want, c.persisted)
 			}
 			if p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 1); p.cfg.name == want && p.splits == 1 {
 				t.Errorf("%s, fp8 %v, waves 1: planned %s", c.comment, fp8, p)

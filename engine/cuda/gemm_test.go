@@ -1421,7 +1421,11 @@ func TestTMASwapPersist(t *testing.T) {
 			t.Errorf("%s persistent: %d rows of X, not 8-row blocks (gemm_tma.cuh's staged stores)", name, cfg.rows)
 		}
 		st := tmaSwapPersistStages[name]
-		want := st*(cfg.rows+cfg.bn)*128 + 1024 + 16*st + 16 + cfg.rows*(cfg.bn+8)*2
+		passes := max(1, tmaSwapPersistPasses[name])
+		if cfg.rows%(8*passes) != 0 {
+			t.Errorf("%s persistent: %d rows of X do not stage in %d passes of 8-row blocks", name, cfg.rows, passes)
+		}
+		want := st*(cfg.rows+cfg.bn)*128 + 1024 + 16*st + 16 + cfg.rows/passes*(cfg.bn+8)*2
 		if st == 0 || st > cfg.stages || p.stages() != st || p.smem() != want || p.module() != "gemm_tma_swap_p" {
 			t.Errorf("%s persistent: %d stages, smem %d, module %s; want %d, %d, gemm_tma_swap_p", name, p.stages(), p.smem(), p.module(), st, want)
 		}

@@ -151,7 +151,8 @@ var tmaConfigs = map[string]tmaConfig{
 	"s2x200": {"s2x200", 200, 128, 5, 1, false, true, false},
 	// 224 rows of X by 128 of W: widePlan's tile at 209-224 rows, one row
 	// tile where s2x208 takes two and 128 x 256 computes up to 47 rows
-	// for nothing; persistent on three stages beside its staged outputs.
+	// for nothing; persistent on four stages beside half its staged
+	// outputs (tmaSwapPersistPasses).
 	"s2x224": {"s2x224", 224, 128, 5, 1, false, true, false},
 	"s1x72":  {"s1x72", 72, 64, 12, 1, false, true, false},
 	"s1x136": {"s1x136", 136, 64, 8, 1, false, true, false},
@@ -531,26 +532,13 @@ var tmaPersist = map[string]bool{"wg2": true, "wg2m": true, "wg2w": true, "wg3":
 // kernels (gemm_tma_swap_p.cu), which stage their outputs in shared
 // memory of their own beside them (tmaPlan.smem): s2x160's six do not fit
 // beside its 160 x 136 16-bit values, nor s2x208's five beside its 208 x
-// 136.
-var tmaSwapPersistStages = map[string]int{"s2x160": 5, "s2x208": 4, "s2x72": 8, "s2x200": 4, "s2x224": 3}
+// 136; s2x224's four fit beside half of its 224 x 136 (tmaSwapPersistPasses).
+var tmaSwapPersistStages = map[string]int{"s2x160": 5, "s2x208": 4, "s2x72": 8, "s2x200": 4, "s2x224": 4}
 
-// tmaPersistCodes: the configurations whose persistent kernels pay for
-// E4M3 codes only (persistFor). s2x224's hold three stages beside its
-// staged outputs, where a block a tile holds five: BenchmarkGemm from a
-// captured graph, one H200, 3 samples, over cuBLASLt (NOTES v69), the
-// 16-bit LM heads and Llama-3.1-8B's gate_up at M = 216 / 224 ran
-// 1.10-1.27 / 1.06-1.26 persistent, 1.11-1.20 / 1.02-1.15 a block a tile;
-// E4M3 codes persistent 0.97-1.06 / 0.90-1.00.
-var tmaPersistCodes = map[string]bool{"s2x224": true}
-
-// persistFor is persist for a plan of E4M3 codes (fp8) or 16-bit values:
-// those keep a block a tile on tmaPersistCodes's configurations.
-func (p tmaPlan) persistFor(m, n, slots int, fp8 bool) tmaPlan {
-	if !fp8 && tmaPersistCodes[p.cfg.name] {
-		return p
-	}
-	return p.persist(m, n, slots)
-}
+// tmaSwapPersistPasses is the passes in which a swapped tile's persistent
+// kernels stage their outputs (gemm_tma_swap_p.cu's EPP), rows/passes of
+// X each; 1 where absent.
+var tmaSwapPersistPasses = map[string]int{"s2x224": 2}
 
 // persist is p on persistent blocks, one for each of the places slots the
 // GPU holds, where its launch allows it and gains by it: a configuration
@@ -598,7 +586,7 @@ func (p tmaPlan) smem() int {
 	st := p.stages()
 	b := st*(p.cfg.rows+p.cfg.bn)*128 + 1024 + 16*st
 	if p.blocks > 0 && p.cfg.swap {
-		b += 16 + p.cfg.rows*(p.cfg.bn+8)*2
+		b += 16 + p.cfg.rows/max(1, tmaSwapPersistPasses[p.cfg.name])*(p.cfg.bn+8)*2
 	}
 	return b
 }
@@ -1420,7 +1408,7 @@ const (
 // 128 rows of W by all of X's on two consumers (s2x200 up to 200 rows,
 // s2x208 up to 208, s2x224 up to 224: the one computing fewest rows past
 // M), K unsplit, where its tiles outnumber the places (then on persistent
-// blocks, tmaPlan.persistFor) or, for 16-bit values, fill a round at
+// blocks, tmaPlan.persist) or, for 16-bit values, fill a round at
 // least tmaWideFill; else, for 16-bit values up to 208 rows, 192 rows of
 // W by 104 of X on three consumers (s3x104) where its blocks make one
 // round at least tmaWideSplitFill full (planGemmTMA: not where
@@ -1452,7 +1440,12 @@ const (
 // K of 2,048 tied or lost up to 3 %, those over 2,880-4,096 and the
 // gate_ups gained 1-10 %), E4M3 persistent 0.97-1.06 / 0.90-1.00 against
 // 1.00-1.11 / 0.96-1.07 (Llama-3.1-8B's gate_up at 216 lost, 1.06
-// against 1.00).
+// against 1.00). s2x224 persistent on four stages, its outputs staged in
+// two passes (tmaSwapPersistPasses), against a block a tile on five, 3
+// samples (NOTES v70), M = 216 / 224: the 16-bit LM heads 0.97-1.06 /
+// 1.00-1.05 against 1.04-1.19 / 1.03-1.18, Llama-3.1-8B's gate_up 1.08 /
+// 1.01 against 1.19 / 1.08; E4M3 0.95-1.01 / 0.88-0.98, where three
+// stages had run 0.97-1.06 / 0.90-1.00.
 func widePlan(m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	if m <= tmaConfigs["wg3"].rows || m > tmaConfigs["s2x224"].rows {
 		return tmaPlan{}, false
@@ -1922,7 +1915,7 @@ func (g *GPU) tmaPlanFor(m, n, k int, fp8 bool) (tmaPlan, bool) {
 		}
 	}
 	if g.sw.CUDAGemmPersist {
-		p = p.persistFor(m, n, slots(p.cfg, 1), fp8)
+		p = p.persist(m, n, slots(p.cfg, 1))
 	}
 	if g.sw.CUDAGemmMulticast {
 		p = p.withMulticast(m, slots(p.cfg, 2), fp8)

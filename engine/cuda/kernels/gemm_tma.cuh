@@ -398,9 +398,12 @@ __device__ __forceinline__ void tma_reduce(const tma_red_args<T> &a) {
 // the producer's: the consumers stage each tile's outputs, rounded to T,
 // in shared memory of their own past the barriers (ROWS rows of BN + 8
 // values), transposed by stmatrix, and store its rows from there in 16-byte
-// pieces, under the next tile's loads.
+// pieces, under the next tile's loads. EPP: the passes that staging takes,
+// XR / EPP rows of X each, so that a wide tile's staged rows leave room
+// for one more stage (s2x224: four stages beside 112 staged rows, three
+// beside 224).
 template <class T, class E, int C, int BN, int STAGES, int EPI = TMA_EPI_NONE, bool TR = false, bool PERSIST = false, int XR = 0,
-	bool KP = false, int CX = 1, int CY = 1, bool NS = false>
+	bool KP = false, int CX = 1, int CY = 1, bool NS = false, int EPP = 1>
 __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__restrict__ Y, const float *sx, int sxRows,
 	const float *sw, int swRows, int M, int N, int K, int kps, int early, u64 *trace = nullptr) {
 #ifdef XR_WGMMA
@@ -421,7 +424,8 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	// EP: the swapped tile's persistent form, its outputs staged apart from the stages.
 	constexpr bool EP = SW && PERSIST;
 	static_assert(!EP || EPI == TMA_EPI_NONE, "the persistent swapped kernels have no epilogue");
-	static_assert(!EP || XR % 8 == 0, "the staged tile goes out in 8-row blocks (stmatrix)");
+	static_assert(!EP || XR % (8 * EPP) == 0, "the staged tile goes out in 8-row blocks (stmatrix), the same number a pass");
+	static_assert(EP || EPP == 1, "passes stage a persistent swapped tile");
 	static_assert(!KP || (C == 2 && !TR && !PERSIST && STAGES % 2 == 0), "alternating consumers");
 	static_assert(!NS || (C == 2 && !SW && !KP && !TR && !PERSIST && EPI == TMA_EPI_NONE && BNC % 8 == 0), "halves: two consumers, each half of W's tile, no epilogue");
 	constexpr bool CL = CX * CY > 1;
@@ -676,12 +680,13 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 		}
 
 		if constexpr (EP) {
-			// Row x of the staged tile is output row m0 + x, its BN columns
-			// W's rows n0..; every consumer's reads of the tile before done
+			// Pass p stages the tile's rows p * XH.. of X: row x of the
+			// staged rows is output row m0 + p * XH + x, its BN columns W's
+			// rows n0..; every consumer's reads of the pass before done
 			// before any writes this one.
 			constexpr int LDH = BN + 8; // 16-bit values: rows 272 bytes apart at BN = 128, 8 rows of 16 bytes on distinct banks
+			constexpr int XH = XR / EPP, JB = XH / 8; // a pass's rows and 8-row blocks
 			const int g = lane >> 3, i = lane & 7, w0 = row0 + warp * 16;
-			bar_sync_consumers<C * 128>();
 			// word is block j's (rows h * 8.., columns x, x + 1) pair, scaled
 			// for codes as tma_store4 scales, rounded.
 			auto word = [&](int j, int h) {
@@ -694,34 +699,40 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 				}
 				return pack2(v0, v1, T{});
 			};
-#pragma unroll
-			for (int j = 0; j + 1 < XR / 8; j += 2) {
-				const u32 r[4] = {word(j, 0), word(j, 1), word(j + 1, 0), word(j + 1, 1)};
-				stmatrix_x4_trans(stg + (u32)(((j + (g >> 1)) * 8 + i) * LDH + w0 + (g & 1) * 8) * 2, r);
-			}
-			if constexpr (XR / 8 % 2 == 1) { // an odd last block (XR = 72): its two halves
-				constexpr int j = XR / 8 - 1;
-				const u32 r[2] = {word(j, 0), word(j, 1)};
-				stmatrix_x2_trans(stg + (u32)((j * 8 + i) * LDH + w0 + (g & 1) * 8) * 2, r);
-			}
-			bar_sync_consumers<C * 128>();
-			// The tile's rows inside Y in 16-byte pieces, BN / 8 a row.
+			// The rows inside Y in 16-byte pieces, BN / 8 a row.
 			constexpr int PR = BN / 8;
-			const int n = min(ROWS, M - m0) * PR;
 			const bool vec = (N & 7) == 0 && ((unsigned long long)Y & 15) == 0;
-			for (int e = tid - 128; e < n; e += C * 128) {
-				const int x = e / PR, c = n0 + (e % PR) * 8;
-				if (c >= N) continue;
-				// Eight 16-bit outputs, moved as four floats' bits.
-				const float4 v = ld_shared4(stg + (u32)(x * LDH + c - n0) * 2);
-				T *y = Y + (long long)(m0 + x) * N + c;
-				if (vec && c + 8 <= N) {
-					*(float4 *)y = v;
-				} else {
-					const u32 wv[4] = {__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w)};
 #pragma unroll
-					for (int q = 0; q < 8; q++)
-						if (c + q < N) y[q].x = (u16)(wv[q / 2] >> (16 * (q % 2)));
+			for (int p = 0; p < EPP; p++) {
+				bar_sync_consumers<C * 128>();
+#pragma unroll
+				for (int b = 0; b + 1 < JB; b += 2) {
+					const int j = p * JB + b;
+					const u32 r[4] = {word(j, 0), word(j, 1), word(j + 1, 0), word(j + 1, 1)};
+					stmatrix_x4_trans(stg + (u32)(((b + (g >> 1)) * 8 + i) * LDH + w0 + (g & 1) * 8) * 2, r);
+				}
+				if constexpr (JB % 2 == 1) { // an odd last block (XR = 72): its two halves
+					constexpr int b = JB - 1;
+					const int j = p * JB + b;
+					const u32 r[2] = {word(j, 0), word(j, 1)};
+					stmatrix_x2_trans(stg + (u32)((b * 8 + i) * LDH + w0 + (g & 1) * 8) * 2, r);
+				}
+				bar_sync_consumers<C * 128>();
+				const int x0 = m0 + p * XH, n = min(XH, M - x0) * PR;
+				for (int e = tid - 128; e < n; e += C * 128) {
+					const int x = e / PR, c = n0 + (e % PR) * 8;
+					if (c >= N) continue;
+					// Eight 16-bit outputs, moved as four floats' bits.
+					const float4 v = ld_shared4(stg + (u32)(x * LDH + c - n0) * 2);
+					T *y = Y + (long long)(x0 + x) * N + c;
+					if (vec && c + 8 <= N) {
+						*(float4 *)y = v;
+					} else {
+						const u32 wv[4] = {__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w)};
+#pragma unroll
+						for (int q = 0; q < 8; q++)
+							if (c + q < N) y[q].x = (u16)(wv[q / 2] >> (16 * (q % 2)));
+					}
 				}
 			}
 			continue;
