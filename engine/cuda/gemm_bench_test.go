@@ -104,7 +104,7 @@ func BenchmarkGemm(b *testing.B) {
 						}
 					}
 					// The alternating tiles: two consumers, alternate k-tiles.
-					impls = append(impls, "own-tma-p1s", "own-tma-p1m", "own-tma-p1x48", "own-tma-p1x72", "own-tma-p1x136")
+					impls = append(impls, "own-tma-p1s", "own-tma-p1m", "own-tma-p1x48", "own-tma-p1x72", "own-tma-p1x112", "own-tma-p1x136")
 					// Those in clusters, W and X multicast.
 					for _, tile := range slices.Concat(tmaClusterTiles, tmaHalfTiles) {
 						impls = append(impls, "own-tma-"+tile)

@@ -283,6 +283,42 @@ func TestThirdsPlan(t *testing.T) {
 	})
 }
 
+// TestTwoRowsPlan: at 193-224 rows the 16-bit plans of 64 x 96 in
+// clusters (narrowCluster's) go to p1x112c21 where its clusters fill one
+// round at least tmaRoundFillRagged; nothing else does.
+func TestTwoRowsPlan(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k int
+		want    string
+		comment string
+	}{
+		{193, 2880, 4096, "p1x112c21", "GPT-OSS-20B's o: 90 blocks"},
+		{208, 2880, 4096, "p1x112c21", "GPT-OSS-20B's o at 208"},
+		{224, 2880, 4096, "p1x112c21", "GPT-OSS-20B's o at 224"},
+		{224, 2048, 4096, "p1mc42", "Qwen3-30B-A3B's o at 224: 64 blocks, under tmaRoundFillRagged"},
+		{232, 2880, 4096, "p1mc42", "GPT-OSS-20B's o at 232: three row tiles of 112"},
+		{192, 2880, 4096, "wg3", "GPT-OSS-20B's o at 192: one row tile of 192"},
+		{208, 4096, 4096, "w2x64", "Llama-3.1-8B's o: pairPlan's"},
+	} {
+		p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), false, "auto", 0)
+		if p.cfg.name != c.want || p.splits != 1 && c.want != "wg3" {
+			t.Errorf("%s: planned %s, want %s", c.comment, p, c.want)
+		}
+		if f := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), true, "auto", 0); f.cfg.name == "p1x112c21" {
+			t.Errorf("%s, E4M3: planned %s", c.comment, f)
+		}
+	}
+	q := tmaPlan{cfg: tmaConfigs["p1mc42"], splits: 1, kps: 64}
+	if p, ok := twoRowsPlan(q, 216, 2880, h100Slots); !ok || p.cfg.name != "p1x112c21" || p.kps != 64 || p.splits != 1 {
+		t.Errorf("twoRowsPlan(p1mc42, 216 x 2880) = %s, %v", p, ok)
+	}
+	for _, name := range []string{"p1m", "wg1m", "w2x64"} {
+		if p, ok := twoRowsPlan(tmaPlan{cfg: tmaConfigs[name], splits: 1, kps: 64}, 216, 2880, h100Slots); ok {
+			t.Errorf("twoRowsPlan(%s) = %s, want none: not narrowCluster's", name, p)
+		}
+	}
+}
+
 // pastRowsCase is a GEMM of m x n over k and the tile a rule of
 // pastRowsPlan takes for it, 16-bit (want) and E4M3 (f8), "" for none;
 // persisted: planned on persistent blocks.

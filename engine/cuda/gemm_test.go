@@ -759,7 +759,7 @@ func TestTMASlots(t *testing.T) {
 
 // tmaTiles are the TMA GEMM's configurations (tmaConfigs), in the order
 // the tests and benchmarks walk them.
-var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136", "p1x48", "p1x72", "p1x136", "w2x64", "w2x80", "w2x96", "s2x104", "s3x104", "s2x208", "s2x72", "s2x200", "s2x224"}
+var tmaTiles = []string{"wg1", "wg2", "wg2m", "wg2w", "wg2f", "wg1s", "wg1n", "wg1m", "wg1w", "wg1d", "s1x32", "s1x40", "s1x48", "s2x32", "s2x48", "p1s", "p1m", "wg3", "s2x160", "s2x176", "s2x192", "s1x80", "s2x80", "s3x80", "s2x88", "s3x88", "s1x72", "s1x136", "p1x48", "p1x72", "p1x112", "p1x136", "w2x64", "w2x80", "w2x96", "s2x104", "s3x104", "s2x208", "s2x72", "s2x200", "s2x224"}
 
 // TestTMATiles: tmaTiles names every configuration but the clustered
 // ones (which no split takes: TestGemmTMAClusters checks them) and the
@@ -1091,7 +1091,7 @@ func TestGemmTMASplits(t *testing.T) {
 }
 
 // tmaClusterTiles are tmaClusters' configurations, in a fixed order.
-var tmaClusterTiles = []string{"p1x72c13", "p1x72c21", "p1x72c23", "p1x48c12", "p1x48c13", "p1mc21", "p1mc41", "p1mc42", "p1sc21", "p1sc41", "wg1nc21"}
+var tmaClusterTiles = []string{"p1x72c13", "p1x72c21", "p1x72c23", "p1x48c12", "p1x48c13", "p1x112c21", "p1x112c22", "p1mc21", "p1mc41", "p1mc42", "p1sc21", "p1sc41", "wg1nc21"}
 
 // TestGemmTMAClusters: the clustered tiles (tmaClusters, W multicast to
 // the row tiles of a column tile and X to the column tiles of a row tile)

@@ -165,12 +165,19 @@ var tmaConfigs = map[string]tmaConfig{
 	"p1x48":  {"p1x48", 48, 64, 14, 1, false, true, true},
 	"p1x72":  {"p1x72", 72, 64, 12, 1, false, true, true},
 	"p1x136": {"p1x136", 136, 64, 8, 1, false, true, true},
+	// 64 rows of W by 112 of X on alternating consumers, ten stages: a
+	// decode batch of 193-224 rows in two row tiles. cuBLASLt runs
+	// GPT-OSS-20B's 16-bit o at M = 216 on 64 x 112 tiles, nine stages,
+	// clusters of 4 x 2 (Nsight Compute, H200, NOTES v70).
+	"p1x112": {"p1x112", 112, 64, 10, 1, false, true, true},
 	// p1x72 and p1x48 in clusters (tmaClusters).
-	"p1x72c13": {"p1x72c13", 72, 64, 12, 1, false, true, true},
-	"p1x72c21": {"p1x72c21", 72, 64, 12, 1, false, true, true},
-	"p1x72c23": {"p1x72c23", 72, 64, 12, 1, false, true, true},
-	"p1x48c12": {"p1x48c12", 48, 64, 14, 1, false, true, true},
-	"p1x48c13": {"p1x48c13", 48, 64, 14, 1, false, true, true},
+	"p1x72c13":  {"p1x72c13", 72, 64, 12, 1, false, true, true},
+	"p1x72c21":  {"p1x72c21", 72, 64, 12, 1, false, true, true},
+	"p1x72c23":  {"p1x72c23", 72, 64, 12, 1, false, true, true},
+	"p1x112c21": {"p1x112c21", 112, 64, 10, 1, false, true, true},
+	"p1x112c22": {"p1x112c22", 112, 64, 10, 1, false, true, true},
+	"p1x48c12":  {"p1x48c12", 48, 64, 14, 1, false, true, true},
+	"p1x48c13":  {"p1x48c13", 48, 64, 14, 1, false, true, true},
 	// p1m, p1s and wg1n in clusters (tmaClusters).
 	"p1mc21":  {"p1mc21", 64, 96, 10, 1, false, false, true},
 	"p1mc41":  {"p1mc41", 64, 96, 10, 1, false, false, true},
@@ -215,6 +222,7 @@ type tmaCluster struct {
 var tmaClusters = map[string]tmaCluster{
 	"p1x72c13": {"p1x72", Dim3{X: 1, Y: 3, Z: 1}}, "p1x72c21": {"p1x72", Dim3{X: 2, Y: 1, Z: 1}}, "p1x72c23": {"p1x72", Dim3{X: 2, Y: 3, Z: 1}},
 	"p1x48c12": {"p1x48", Dim3{X: 1, Y: 2, Z: 1}}, "p1x48c13": {"p1x48", Dim3{X: 1, Y: 3, Z: 1}},
+	"p1x112c21": {"p1x112", Dim3{X: 2, Y: 1, Z: 1}}, "p1x112c22": {"p1x112", Dim3{X: 2, Y: 2, Z: 1}},
 	"p1mc21": {"p1m", Dim3{X: 2, Y: 1, Z: 1}}, "p1mc41": {"p1m", Dim3{X: 4, Y: 1, Z: 1}}, "p1mc42": {"p1m", Dim3{X: 4, Y: 2, Z: 1}},
 	"p1sc21": {"p1s", Dim3{X: 2, Y: 1, Z: 1}}, "p1sc41": {"p1s", Dim3{X: 4, Y: 1, Z: 1}},
 	"wg1nc21": {"wg1n", Dim3{X: 2, Y: 1, Z: 1}},
@@ -1348,7 +1356,29 @@ func pastRowsPlan(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) i
 	if q, ok := thirdsPlan(m, n, k, fp8, slots); ok {
 		return q
 	}
+	if q, ok := twoRowsPlan(p, m, n, slots); ok {
+		return q
+	}
 	return p
+}
+
+// twoRowsPlan is the plan for an m x n GEMM at 193-224 rows whose plan p
+// is narrowCluster's (64 x 96 on alternating consumers in clusters, four
+// row tiles of 64 rows of X, up to 63 past M), if any: 64 rows of W by
+// 112 of X on alternating consumers, two row tiles (up to 31 rows past
+// M), W multicast to the pair (p1x112c21), K unsplit as p's, where its
+// clusters make one round at least tmaRoundFillRagged full: GPT-OSS-20B's
+// o, 90 blocks of 64 k-tiles. cuBLASLt runs it at 216 on 64 x 112 tiles
+// in clusters (Nsight Compute, H200, NOTES v70).
+func twoRowsPlan(p tmaPlan, m, n int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	if c, ok := tmaClusters[p.cfg.name]; !ok || c.twin != "p1m" || p.splits != 1 || m <= tmaConfigs["wg3"].rows || m > 2*tmaConfigs["p1x112"].rows {
+		return tmaPlan{}, false
+	}
+	// Whole clusters, as tmaPlan.grid launches them.
+	q, sh := tmaConfigs["p1x112c21"], tmaClusters["p1x112c21"].shape
+	blocks := ceilDiv(ceilDiv(m, q.rows), sh.X) * sh.X * ceilDiv(ceilDiv(n, q.bn), sh.Y) * sh.Y
+	places := slots(q, sh.X*sh.Y)
+	return tmaPlan{cfg: q, splits: 1, kps: p.kps}, blocks <= places && float64(blocks) >= tmaRoundFillRagged*float64(places)
 }
 
 // tmaPairFill and tmaPairMaxK bound pairPlan: its tiles fill at least

@@ -420,7 +420,7 @@ __device__ __forceinline__ void gemm_tma(const tmap &tx, const tmap &tw, T *__re
 	constexpr int ROWS = SW ? XR : (KP || NS ? 64 : 64 * C), BK = 128 / (int)sizeof(E), NA = (SW ? XR : BNC) / 2, NT = (C + 1) * 128;
 	constexpr int ABYTES = ROWS * 128, STAGE = ABYTES + BN * 128;
 	static_assert(BN == 64 || BN == 80 || BN == 96 || BN == 128 || BN == 176 || BN == 192 || BN == 256, "tile width");
-	static_assert(!SW || (BN == (KP ? 64 : 64 * C) && (XR == 32 || XR == 40 || XR == 48 || XR == 72 || XR == 80 || XR == 88 || XR == 104 || XR == 136 || XR == 160 || XR == 176 || XR == 192 || XR == 200 || XR == 208 || XR == 224) && !TR), "swapped tile");
+	static_assert(!SW || (BN == (KP ? 64 : 64 * C) && (XR == 32 || XR == 40 || XR == 48 || XR == 72 || XR == 80 || XR == 88 || XR == 104 || XR == 112 || XR == 136 || XR == 160 || XR == 176 || XR == 192 || XR == 200 || XR == 208 || XR == 224) && !TR), "swapped tile");
 	// EP: the swapped tile's persistent form, its outputs staged apart from the stages.
 	constexpr bool EP = SW && PERSIST;
 	static_assert(!EP || EPI == TMA_EPI_NONE, "the persistent swapped kernels have no epilogue");

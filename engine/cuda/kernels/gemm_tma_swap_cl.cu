@@ -19,6 +19,7 @@
 	GEMM_TMA_XCL(p1x72c13, T, 72, 12, 1, 3)                                                                            \
 	GEMM_TMA_XCL(p1x72c21, T, 72, 12, 2, 1)                                                                            \
 	GEMM_TMA_XCL(p1x72c23, T, 72, 12, 2, 3)                                                                            \
-	GEMM_TMA_XCL(p1x48c12, T, 48, 14, 1, 2) GEMM_TMA_XCL(p1x48c13, T, 48, 14, 1, 3)
+	GEMM_TMA_XCL(p1x48c12, T, 48, 14, 1, 2) GEMM_TMA_XCL(p1x48c13, T, 48, 14, 1, 3)                                    \
+	GEMM_TMA_XCL(p1x112c21, T, 112, 10, 2, 1) GEMM_TMA_XCL(p1x112c22, T, 112, 10, 2, 2)
 GEMM_TMA_XCL_ALL(f16)
 GEMM_TMA_XCL_ALL(bf16)

@@ -30,7 +30,7 @@ template <int N> __device__ __forceinline__ void wg_pin(float *d) {
 	for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// wgmma_n128 (and _n32 to _n104, _n136, _n160 to _n224, _n256): D[64 x 128] += A[64 x k] B[k x 128],
+// wgmma_n128 (and _n32 to _n112, _n136, _n160 to _n224, _n256): D[64 x 128] += A[64 x k] B[k x 128],
 // both from shared memory (descriptors a, b), fp32 accumulators d in the fragment
 // layout of mma.sync's C, repeated every 8 columns (d[4j..4j+3]: column
 // block j); k is 16 of fp16 or bf16, 32 of E4M3 (the last argument's
@@ -67,6 +67,9 @@ template <int N> __device__ __forceinline__ void wg_pin(float *d) {
 // The 224-row swapped tile's (n224: 112 accumulators).
 #define WG_ACC112 WG_ACC104, "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111])
 #define WG_REG112 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111}"
+// The 112-row swapped tile's (n112: 56 accumulators).
+#define WG_ACC56 WG_ACC52, "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55])
+#define WG_REG56 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55}"
 // The 88-row swapped tiles' (n88: 44 accumulators).
 #define WG_ACC44 WG_ACC40, "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43])
 #define WG_REG44 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43}"
@@ -123,6 +126,9 @@ WGMMA(96, u8, "m64n96k32", "e4m3", WG_REG48, WG_ACC48, "%48", "%49", "%50", "")
 WGMMA(104, f16, "m64n104k16", "f16", WG_REG52, WG_ACC52, "%52", "%53", "%54", ", 0, 0")
 WGMMA(104, bf16, "m64n104k16", "bf16", WG_REG52, WG_ACC52, "%52", "%53", "%54", ", 0, 0")
 WGMMA(104, u8, "m64n104k32", "e4m3", WG_REG52, WG_ACC52, "%52", "%53", "%54", "")
+WGMMA(112, f16, "m64n112k16", "f16", WG_REG56, WG_ACC56, "%56", "%57", "%58", ", 0, 0")
+WGMMA(112, bf16, "m64n112k16", "bf16", WG_REG56, WG_ACC56, "%56", "%57", "%58", ", 0, 0")
+WGMMA(112, u8, "m64n112k32", "e4m3", WG_REG56, WG_ACC56, "%56", "%57", "%58", "")
 WGMMA(128, f16, "m64n128k16", "f16", WG_REG64, WG_ACC64, "%64", "%65", "%66", ", 0, 0")
 WGMMA(128, bf16, "m64n128k16", "bf16", WG_REG64, WG_ACC64, "%64", "%65", "%66", ", 0, 0")
 WGMMA(128, u8, "m64n128k32", "e4m3", WG_REG64, WG_ACC64, "%64", "%65", "%66", "")
@@ -187,6 +193,8 @@ template <int BN, class E> __device__ __forceinline__ void wg_mma_ktile(float *a
 			wgmma_n96(acc, a, b, E{});
 		} else if constexpr (BN == 104) {
 			wgmma_n104(acc, a, b, E{});
+		} else if constexpr (BN == 112) {
+			wgmma_n112(acc, a, b, E{});
 		} else if constexpr (BN == 128) {
 			wgmma_n128(acc, a, b, E{});
 		} else if constexpr (BN == 136) {
