@@ -27,7 +27,8 @@
 // With -each it lists, at every shape with cuBLASLt's samples, each own
 // implementation in the files (the plan, and each forced tile, split or
 // kernel path but the -hot ones) with its median over cuBLASLt's and its
-// plan: the table a forced sweep is read from.
+// plan: the table a forced sweep is read from, alone where the files hold
+// no plan's samples (a sweep of forced tiles only; exit status 0).
 //
 // Exit status: 0 when every counted shape is within, 1 when one is not, 2
 // on bad flags or input (a file that cannot be read, a malformed benchmark
@@ -161,16 +162,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	rows := compare(samples, *within, *minN)
-	if len(rows) == 0 {
+	var eRows []eachRow
+	if *each {
+		eRows = eachRows(samples)
+	}
+	if len(rows) == 0 && len(eRows) == 0 {
 		fmt.Fprintf(stderr, "gemmvs: %s: no shape with both the own GEMM's and cuBLASLt's %s\n", strings.Join(fs.Args(), ", "), *unit)
 		return 2
 	}
-	outside, err := report(stdout, rows, *within, *unit, plans)
+	// A forced sweep without the plan's samples has -each's table alone:
+	// no verdicts, nothing counted.
+	var outside int
+	var err error
+	if len(rows) > 0 {
+		outside, err = report(stdout, rows, *within, *unit, plans)
+	}
 	if err == nil && *headroom > 0 {
 		err = reportHeadroom(stdout, headroomRows(samples, *headroom, *minN), *headroom, *unit, plans)
 	}
 	if err == nil && *each {
-		err = reportEach(stdout, eachRows(samples), *unit, plans)
+		err = reportEach(stdout, eRows, *unit, plans)
 	}
 	switch {
 	case err != nil:

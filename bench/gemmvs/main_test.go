@@ -115,6 +115,36 @@ func TestEach(t *testing.T) {
 	}
 }
 
+// TestEachForcedOnly: a sweep of forced tiles without the plan's samples
+// gets -each's table alone, exit status 0; without -each it is refused.
+func TestEachForcedOnly(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "forced.log")
+	body := "BenchmarkGemm/cublaslt/lm/M=216/N=32000/K=2048-16 100 53438 ns/op 51.2 us/gemm\n" +
+		"BenchmarkGemm/own-tma-s2x224/lm/M=216/N=32000/K=2048-16 100 55000 ns/op 52.0 us/gemm\n" +
+		"BenchmarkGemm/own-tma-s2x224-unpersist/lm/M=216/N=32000/K=2048-16 100 60000 ns/op 58.4 us/gemm\n"
+	if err := os.WriteFile(log, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"-each", "-min", "1", log}, &out, &errb); code != 0 || errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, errb.String())
+	}
+	got := out.String()
+	for _, want := range []string{"own-tma-s2x224 ", "1.016", "own-tma-s2x224-unpersist", "1.141"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("-each on forced tiles only: %q missing from\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "within") || strings.Contains(got, "OUTSIDE") {
+		t.Errorf("-each on forced tiles only gave a verdict:\n%s", got)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{log}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "no shape with both") {
+		t.Errorf("without -each: exit %d, stderr %q; want 2", code, errb.String())
+	}
+}
+
 // TestPlans: the plan column comes from the logged plan lines alone; a
 // log without them (go test -bench without -test.v) gets no column, and
 // the same verdicts.
