@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/xrun-dev/xrun/engine"
@@ -27,6 +28,20 @@ func TestSwitchesMatchKernels(t *testing.T) {
 					t.Errorf("%s=%s is taken as %q", s.CUDAAttnTC.Name, c, v)
 				}
 			}
+		}
+	}
+	// XRUN_CUDA_WGMMA_TILE takes every tile configuration and "wide", and
+	// nothing else: a name it does not know would run the plan's tile.
+	tiles := map[string]bool{"wide": true}
+	for name := range tmaConfigs {
+		tiles[name] = true
+		if v := s.CUDAWgmmaTile.Value(func(string) string { return name }); v != name {
+			t.Errorf("%s=%s is taken as %q", s.CUDAWgmmaTile.Name, name, v)
+		}
+	}
+	for _, v := range strings.Split(s.CUDAWgmmaTile.Values, ", ") {
+		if !tiles[strings.Trim(v, "`")] {
+			t.Errorf("%s lists %s, no tile configuration", s.CUDAWgmmaTile.Name, v)
 		}
 	}
 	for _, c := range []moeGemmConfig{moeGemmSmall, moeGemmMedium, moeGemmLarge} {
