@@ -217,8 +217,9 @@ type tmaCluster struct {
 // blocks of a column tile and X's to the Y of a row tile, K unsplit.
 // cuBLASLt runs the narrow tiles at 129-256 rows in clusters of 4 x 2, 2 x
 // 4, 2 x 1 or 1 x 2 (Nsight Compute, H200, bench/NOTES.md v62).
-// narrowPair plans p1x72c21; the others are forced only (X's multicast
-// lost, NOTES v63).
+// narrowPair plans p1x72c21, narrowCluster p1mc21 / p1mc41 / p1mc42,
+// twoRowsPlan p1x112c21; the others are forced only (X's multicast lost,
+// NOTES v63; p1x112c22 too, NOTES v70).
 var tmaClusters = map[string]tmaCluster{
 	"p1x72c13": {"p1x72", Dim3{X: 1, Y: 3, Z: 1}}, "p1x72c21": {"p1x72", Dim3{X: 2, Y: 1, Z: 1}}, "p1x72c23": {"p1x72", Dim3{X: 2, Y: 3, Z: 1}},
 	"p1x48c12": {"p1x48", Dim3{X: 1, Y: 2, Z: 1}}, "p1x48c13": {"p1x48", Dim3{X: 1, Y: 3, Z: 1}},
