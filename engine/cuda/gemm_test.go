@@ -4,8 +4,10 @@ package cuda
 
 import (
 	"fmt"
+	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -1405,6 +1407,31 @@ func TestTMAPersistPlan(t *testing.T) {
 // fewer stages within a multiprocessor's shared memory, and GemmEpilogue
 // runs the tile a block a tile, where its epilogues are.
 func TestTMASwapPersist(t *testing.T) {
+	// gemm_tma_swap_p.cu's instantiations: the rows, stages and staging
+	// passes tmaPlan.smem sizes the launch by.
+	src, err := kernelSource("gemm_tma_swap_p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := map[string][3]int{}
+	for _, m := range regexp.MustCompile(`(?m)^GEMM_TMA_XP\((\w+), (f16|bf16), 2, (\d+), (\d+), (\d+)\)`).FindAllStringSubmatch(src, -1) {
+		v := [3]int{}
+		for i := range v {
+			v[i], _ = strconv.Atoi(m[3+i])
+		}
+		if w, ok := inst[m[1]]; ok && w != v {
+			t.Errorf("gemm_tma_swap_p.cu: %s's f16 and bf16 kernels differ: %v, %v", m[1], w, v)
+		}
+		inst[m[1]] = v
+	}
+	for name := range tmaPersist {
+		if cfg := tmaConfigs[name]; cfg.swap {
+			want := [3]int{cfg.rows, tmaSwapPersistStages[name], max(1, tmaSwapPersistPasses[name])}
+			if got, ok := inst[name]; !ok || got != want {
+				t.Errorf("gemm_tma_swap_p.cu: %s as (rows, stages, passes) %v, want %v (tmaConfigs, tmaSwapPersistStages, tmaSwapPersistPasses)", name, got, want)
+			}
+		}
+	}
 	for name := range tmaPersist {
 		cfg := tmaConfigs[name]
 		p := tmaPlan{cfg: cfg, splits: 1, kps: 4, blocks: 132}

@@ -1370,7 +1370,13 @@ func pastRowsPlan(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) i
 // M), W multicast to the pair (p1x112c21), K unsplit as p's, where its
 // clusters make one round at least tmaRoundFillRagged full: GPT-OSS-20B's
 // o, 90 blocks of 64 k-tiles. cuBLASLt runs it at 216 on 64 x 112 tiles
-// in clusters (Nsight Compute, H200, NOTES v70).
+// in clusters (Nsight Compute, H200, NOTES v70). BenchmarkGemm from a
+// captured graph, one H200, 3 samples, over cuBLASLt (NOTES v70), M = 193
+// / 200 / 208 / 216 / 224: through the plan 1.10 / 1.13 / 1.13 / 1.10 /
+// 1.13 against p1mc42's 1.20 / 1.18 / 1.20 / 1.17 / 1.16 forced; p1x112
+// unclustered 1.10-1.18, p1x112c22 1.18-1.23. Not for E4M3 codes
+// (GPT-OSS-20B's o 1.03-1.05 against wg1m's 1.01-1.02, 2 samples), nor
+// Llama-3.1-8B's o (pairPlan's w2x64 0.92-1.04, p1x112 0.97-1.05).
 func twoRowsPlan(p tmaPlan, m, n int, slots func(tmaConfig, int) int) (tmaPlan, bool) {
 	if c, ok := tmaClusters[p.cfg.name]; !ok || c.twin != "p1m" || p.splits != 1 || m <= tmaConfigs["wg3"].rows || m > 2*tmaConfigs["p1x112"].rows {
 		return tmaPlan{}, false
