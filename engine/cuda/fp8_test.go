@@ -570,7 +570,7 @@ func BenchmarkGemmFP8(b *testing.B) {
 					impls = append(impls, "own-fp8-tma-wg2m") // with own-fp8-wg2w, the 16-bit plans' tiles there
 				}
 			}
-			for _, impl := range impls {
+			for _, impl := range benchOrder(impls) {
 				b.Run(fmt.Sprintf("%s/%s/M=%d/N=%d/K=%d", impl, sh.name, m, sh.n, sh.k), func(b *testing.B) {
 					fp8 := impl != "cublaslt-bf16"
 					wBytes := sh.n * sh.k

@@ -36,7 +36,8 @@ import (
 // copy of the weight, which stays in L2 where it fits (all but the LM
 // head's): the part of a launch's time that is not waiting on HBM.
 // -gemm.rows sets the M values, -gemm.split the own implementations' split
-// of K on the TMA kernels (-gemm.split 1: a forced tile unsplit).
+// of K on the TMA kernels (-gemm.split 1: a forced tile unsplit),
+// -gemm.reverse the order each shape's implementations run in.
 func BenchmarkGemm(b *testing.B) {
 	dev := testGPU(b)
 	rows, err := gemmRows(*gemmRowsFlag)
@@ -129,7 +130,7 @@ func BenchmarkGemm(b *testing.B) {
 				// a launch's time when no weight comes from HBM.
 				impls = append(impls, "own-hot", "cublaslt-hot")
 			}
-			for _, impl := range impls {
+			for _, impl := range benchOrder(impls) {
 				hot := strings.HasSuffix(impl, "-hot")
 				b.Run(fmt.Sprintf("%s/%s/M=%d/N=%d/K=%d", impl, sh.name, m, sh.n, sh.k), func(b *testing.B) {
 					var d, q time.Duration
@@ -256,6 +257,23 @@ func TestSetBenchImpl(t *testing.T) {
 // implementations with K split this many ways on the TMA kernels
 // (XRUN_CUDA_GEMM_SPLIT; 0: the planner's split), e.g. `-gemm.split 1`
 // for a forced tile unsplit.
+// gemmReverseFlag runs BenchmarkGemm's and BenchmarkGemmFP8's
+// implementations at each shape in reverse order (cuBLASLt's last, the
+// plan's last but one), so that a position effect (a later implementation
+// at a shape reading slower, as the same kernel forced after the plan did
+// by 1-6 %, NOTES v70) can be measured, and pooled out by running the
+// samples in both orders.
+var gemmReverseFlag = flag.Bool("gemm.reverse", false, "BenchmarkGemm and BenchmarkGemmFP8: time each shape's implementations in reverse order")
+
+// benchOrder is impls in the order -gemm.reverse asks for.
+func benchOrder(impls []string) []string {
+	if *gemmReverseFlag {
+		impls = slices.Clone(impls)
+		slices.Reverse(impls)
+	}
+	return impls
+}
+
 var gemmSplitFlag = flag.Int("gemm.split", 0, "BenchmarkGemm and BenchmarkGemmFP8: the own GEMM's split of K on the TMA kernels (XRUN_CUDA_GEMM_SPLIT; 0: the planner's)")
 
 // gemmSlackFlag: whether BenchmarkGemm's and BenchmarkGemmFP8's X has rows
