@@ -30,6 +30,11 @@
 // plan: the table a forced sweep is read from, alone where the files hold
 // no plan's samples (a sweep of forced tiles only; exit status 0).
 //
+// With -twins it lists the forced tiles that logged the plan's own tile at
+// a shape (the same launch, timed again, before or after the plan in the
+// order they first ran) and, over those timed after it, the median of
+// twin / plan: how much a later position alone moves a time.
+//
 // Exit status: 0 when every counted shape is within, 1 when one is not, 2
 // on bad flags or input (a file that cannot be read, a malformed benchmark
 // line, no results of the unit to compare).
@@ -118,8 +123,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	from := fs.Int("from", 64, "the smallest M compared (issue 22's bar: M >= 64; 1 for every M)")
 	headroom := fs.Float64("headroom", 0, "also list the shapes where another own implementation ran at least this many per cent under the plan's time (0: none)")
 	each := fs.Bool("each", false, "also list every own implementation's median over cuBLASLt's at each shape (the plan, forced tiles, splits, paths)")
+	twins := fs.Bool("twins", false, "also list the forced implementations that logged the plan's own tile at a shape (the same launch timed again): how much a later position alone moves a time")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: gemmvs [-within PCT] [-from M] [-unit UNIT] [-min N] [-headroom PCT] [-each] FILE...")
+		fmt.Fprintln(stderr, "usage: gemmvs [-within PCT] [-from M] [-unit UNIT] [-min N] [-headroom PCT] [-each] [-twins] FILE...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -148,13 +154,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	samples := map[key]map[string][]float64{}
 	plans := map[key]map[string]string{}
+	order := map[key][]string{}
 	for _, file := range fs.Args() {
 		b, err := os.ReadFile(file)
 		if err == nil {
 			err = read(file, b, *unit, *from, samples)
 		}
 		if err == nil {
-			err = readPlans(file, b, plans)
+			err = readPlans(file, b, plans, order)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "gemmvs: %v\n", err)
@@ -182,6 +189,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if err == nil && *each {
 		err = reportEach(stdout, eRows, *unit, plans)
+	}
+	if err == nil && *twins {
+		err = reportTwins(stdout, twinRows(samples, plans, order, *minN), *unit, plans)
 	}
 	switch {
 	case err != nil:
@@ -237,8 +247,9 @@ var planLine = regexp.MustCompile(`^\s+\S+:\d+: plan (\S.*?)\s*$`)
 // implementation: a plan line belongs to the benchmark named last above it
 // (go test prints a benchmark's logs after its name, its result, or
 // "--- BENCH: " and its name). One implementation's plans that differ across samples read
-// "varies".
-func readPlans(file string, b []byte, plans map[key]map[string]string) error {
+// "varies". order gets each comparison's implementations in the order
+// they first ran (the first file's where several timed them).
+func readPlans(file string, b []byte, plans map[key]map[string]string, order map[key][]string) error {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var cur gemmName
@@ -249,6 +260,9 @@ func readPlans(file string, b []byte, plans map[key]map[string]string) error {
 			name, _, _ := strings.Cut(line, "\t")
 			name, _, _ = strings.Cut(strings.TrimSpace(name), " ")
 			cur, have = parseGemmName(name)
+			if have && !slices.Contains(order[cur.key], cur.impl) {
+				order[cur.key] = append(order[cur.key], cur.impl)
+			}
 			continue
 		}
 		m := planLine.FindStringSubmatch(line)
@@ -434,6 +448,79 @@ func reportEach(w io.Writer, rows []eachRow, unit string, plans map[key]map[stri
 		t.row(fmt.Sprintf("%s\t%d\t%s\t%s\t%.5g\t%.3f\t%d+%d", families[r.family].label, r.m, r.shape, r.impl, r.own, r.own/r.ref, r.nOwn, r.nRef), r.key, r.impl)
 	}
 	return t.flush()
+}
+
+// twin is a forced own implementation that logged the plan's own tile at
+// a comparison: the same launch, timed again at another position.
+type twin struct {
+	key
+	impl         string
+	plan, twin   float64
+	nPlan, nTwin int
+	after        bool // timed after the plan (order)
+}
+
+// twinRows is every twin with minN samples or more beside a plan with as
+// many, in compare's order and then by name: the forced tiles (not their
+// -nomc forms, whose plan reads the same without the multicast) whose
+// logged plan is the plan's.
+func twinRows(samples map[key]map[string][]float64, plans map[key]map[string]string, order map[key][]string, minN int) []twin {
+	var ts []twin
+	for k, impls := range samples {
+		own := families[k.family].own
+		p, ok := plans[k][own]
+		if !ok || p == "varies" || len(impls[own]) < minN {
+			continue
+		}
+		for impl, v := range impls {
+			// Forced tiles only (own-tma-..., own-fp8-tma-...): a kernel
+			// path's variant (own-nomc, own-cpasync, ...) may log the same
+			// plan and launch something else.
+			if !strings.HasPrefix(impl, own+"-tma-") || strings.HasSuffix(impl, "-hot") || strings.HasSuffix(impl, "-nomc") || plans[k][impl] != p || len(v) < minN {
+				continue
+			}
+			ts = append(ts, twin{key: k, impl: impl, plan: median(impls[own]), twin: median(v), nPlan: len(impls[own]), nTwin: len(v),
+				after: slices.Index(order[k], impl) > slices.Index(order[k], own)})
+		}
+	}
+	slices.SortFunc(ts, func(a, b twin) int {
+		if c := compareKeys(a.key, b.key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.impl, b.impl)
+	})
+	return ts
+}
+
+// reportTwins writes twinRows' table and, for the twins timed after the
+// plan, the median of twin / plan with its 10th and 90th percentiles.
+func reportTwins(w io.Writer, ts []twin, unit string, plans map[key]map[string]string) error {
+	if len(ts) == 0 {
+		_, err := fmt.Fprintf(w, "\ntwins: no forced implementation logged the plan's tile\n")
+		return err
+	}
+	fmt.Fprintf(w, "\ntwins: forced implementations on the plan's tile, %s\n", unit)
+	t := newPlanTable(w, plans, fmt.Sprintf("family\tM\tshape\ttwin\tplan %s\ttwin %s\ttwin / plan\ttimed\tsamples", unit, unit), "plan")
+	var later []float64
+	for _, x := range ts {
+		when := "before"
+		if x.after {
+			when = "after"
+			later = append(later, x.twin/x.plan)
+		}
+		t.row(fmt.Sprintf("%s\t%d\t%s\t%s\t%.5g\t%.5g\t%.3f\t%s\t%d+%d", families[x.family].label, x.m, x.shape, x.impl, x.plan, x.twin, x.twin/x.plan, when, x.nPlan, x.nTwin),
+			x.key, families[x.family].own)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(later) == 0 {
+		return nil
+	}
+	slices.Sort(later)
+	at := func(q float64) float64 { return later[min(len(later)-1, int(q*float64(len(later))))] }
+	_, err := fmt.Fprintf(w, "%d twins timed after the plan: twin / plan median %.4f, 10th-90th percentile %.4f-%.4f\n", len(later), at(0.5), at(0.1), at(0.9))
+	return err
 }
 
 // planTable is a tab-aligned table whose last columns, where the files

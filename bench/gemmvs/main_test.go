@@ -145,6 +145,46 @@ func TestEachForcedOnly(t *testing.T) {
 	}
 }
 
+// TestTwins: -twins lists the forced implementations whose logged plan is
+// the plan's own at a shape, before or after it in the order they ran, and
+// sums up those after; a forced tile on another plan is no twin.
+func TestTwins(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "twins.log")
+	var b strings.Builder
+	for range 3 {
+		for _, l := range []string{
+			"BenchmarkGemm/own/o/M=216/N=2880/K=4096\n    gemm_bench_test.go:1: plan p1x112c21\n",
+			"BenchmarkGemm/own/o/M=216/N=2880/K=4096-16 100 1 ns/op 14.0 us/gemm\n",
+			"BenchmarkGemm/cublaslt/o/M=216/N=2880/K=4096-16 100 1 ns/op 12.8 us/gemm\n",
+			"BenchmarkGemm/own-tma-p1x112c21/o/M=216/N=2880/K=4096\n    gemm_bench_test.go:1: plan p1x112c21\n",
+			"BenchmarkGemm/own-tma-p1x112c21/o/M=216/N=2880/K=4096-16 100 1 ns/op 14.7 us/gemm\n",
+			"BenchmarkGemm/own-tma-p1mc42/o/M=216/N=2880/K=4096\n    gemm_bench_test.go:1: plan p1mc42\n",
+			"BenchmarkGemm/own-tma-p1mc42/o/M=216/N=2880/K=4096-16 100 1 ns/op 15.0 us/gemm\n",
+		} {
+			b.WriteString(l)
+		}
+	}
+	if err := os.WriteFile(log, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"-twins", log}, &out, &errb); code != 0 || errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, errb.String())
+	}
+	_, twins, ok := strings.Cut(out.String(), "twins:")
+	if !ok {
+		t.Fatalf("no twins table:\n%s", out.String())
+	}
+	for _, want := range []string{"own-tma-p1x112c21", "1.050", "after", "1 twins timed after the plan: twin / plan median 1.0500"} {
+		if !strings.Contains(twins, want) {
+			t.Errorf("-twins: %q missing from\n%s", want, twins)
+		}
+	}
+	if strings.Contains(twins, "p1mc42 ") || strings.Contains(twins, "own-tma-p1mc42") {
+		t.Errorf("-twins lists a forced tile on another plan:\n%s", twins)
+	}
+}
+
 // TestPlans: the plan column comes from the logged plan lines alone; a
 // log without them (go test -bench without -test.v) gets no column, and
 // the same verdicts.
@@ -270,8 +310,8 @@ func FuzzReadPlans(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		plans := map[key]map[string]string{}
-		if err := readPlans("log", []byte(s), plans); err != nil {
+		plans, order := map[key]map[string]string{}, map[key][]string{}
+		if err := readPlans("log", []byte(s), plans, order); err != nil {
 			return // a line longer than the scanner takes
 		}
 		for k, impls := range plans {
@@ -282,6 +322,15 @@ func FuzzReadPlans(f *testing.F) {
 				if impl == "" || strings.TrimSpace(plan) == "" {
 					t.Fatalf("%+v %q: plan %q", k, impl, plan)
 				}
+			}
+		}
+		for k, impls := range order {
+			seen := map[string]bool{}
+			for _, impl := range impls {
+				if _, known := families[k.family]; !known || impl == "" || seen[impl] {
+					t.Fatalf("order under %+v: %q", k, impls)
+				}
+				seen[impl] = true
 			}
 		}
 	})
