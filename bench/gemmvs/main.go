@@ -173,12 +173,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *each {
 		eRows = eachRows(samples)
 	}
-	if len(rows) == 0 && len(eRows) == 0 {
+	var tRows []twin
+	if *twins {
+		tRows = twinRows(samples, plans, order, *minN)
+	}
+	if len(rows) == 0 && len(eRows) == 0 && len(tRows) == 0 {
 		fmt.Fprintf(stderr, "gemmvs: %s: no shape with both the own GEMM's and cuBLASLt's %s\n", strings.Join(fs.Args(), ", "), *unit)
 		return 2
 	}
-	// A forced sweep without the plan's samples has -each's table alone:
-	// no verdicts, nothing counted.
+	// A sweep without cuBLASLt's or the plan's samples has -each's and
+	// -twins's tables alone: no verdicts, nothing counted.
 	var outside int
 	var err error
 	if len(rows) > 0 {
@@ -191,7 +195,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = reportEach(stdout, eRows, *unit, plans)
 	}
 	if err == nil && *twins {
-		err = reportTwins(stdout, twinRows(samples, plans, order, *minN), *unit, plans)
+		err = reportTwins(stdout, tRows, *unit, plans)
 	}
 	switch {
 	case err != nil:

@@ -183,6 +183,20 @@ func TestTwins(t *testing.T) {
 	if strings.Contains(twins, "p1mc42 ") || strings.Contains(twins, "own-tma-p1mc42") {
 		t.Errorf("-twins lists a forced tile on another plan:\n%s", twins)
 	}
+	// Without cuBLASLt's samples: the twins' table alone.
+	var lines []string
+	for _, l := range strings.SplitAfter(b.String(), "\n") {
+		if !strings.Contains(l, "/cublaslt/") {
+			lines = append(lines, l)
+		}
+	}
+	if err := os.WriteFile(log, []byte(strings.Join(lines, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run([]string{"-twins", log}, &out, &errb); code != 0 || errb.Len() != 0 || !strings.Contains(out.String(), "1 twins timed after the plan") {
+		t.Errorf("-twins without cuBLASLt: exit %d, stderr %q, stdout\n%s", code, errb.String(), out.String())
+	}
 }
 
 // TestPlans: the plan column comes from the logged plan lines alone; a
