@@ -480,7 +480,7 @@ func twinRows(samples map[key]map[string][]float64, plans map[key]map[string]str
 			// Forced tiles only (own-tma-..., own-fp8-tma-...): a kernel
 			// path's variant (own-nomc, own-cpasync, ...) may log the same
 			// plan and launch something else.
-			if !strings.HasPrefix(impl, own+"-tma-") || strings.HasSuffix(impl, "-hot") || strings.HasSuffix(impl, "-nomc") || plans[k][impl] != p || len(v) < minN {
+			if !strings.HasPrefix(impl, own+"-tma-") || strings.HasSuffix(impl, "-nomc") || plans[k][impl] != p || len(v) < minN {
 				continue
 			}
 			ts = append(ts, twin{key: k, impl: impl, plan: median(impls[own]), twin: median(v), nPlan: len(impls[own]), nTwin: len(v),

@@ -1257,14 +1257,20 @@ func narrowCluster(p tmaPlan, m, n int, slots func(tmaConfig, int) int) (tmaPlan
 		return tmaPlan{}, false
 	}
 	for _, name := range names {
-		// Whole clusters, as tmaPlan.grid launches them.
 		q, sh := tmaConfigs[name], tmaClusters[name].shape
-		blocks := ceilDiv(rt, sh.X) * sh.X * ceilDiv(ceilDiv(n, q.bn), sh.Y) * sh.Y
-		if blocks <= slots(q, sh.X*sh.Y) {
+		if clusterBlocks(q, m, n) <= slots(q, sh.X*sh.Y) {
 			return tmaPlan{cfg: q, splits: 1, kps: p.kps}, true
 		}
 	}
 	return tmaPlan{}, false
+}
+
+// clusterBlocks is the blocks tmaPlan.grid launches for an m x n output
+// on the clustered configuration c, K unsplit: whole clusters, those past
+// M or N among them.
+func clusterBlocks(c tmaConfig, m, n int) int {
+	sh := tmaClusters[c.name].shape
+	return ceilDiv(ceilDiv(m, c.rows), sh.X) * sh.X * ceilDiv(ceilDiv(n, c.bn), sh.Y) * sh.Y
 }
 
 // tmaKPWideMaxKTiles bounds kpWide's k-tiles a block: TinyLlama's down at
@@ -1381,10 +1387,8 @@ func twoRowsPlan(p tmaPlan, m, n int, slots func(tmaConfig, int) int) (tmaPlan, 
 	if c, ok := tmaClusters[p.cfg.name]; !ok || c.twin != "p1m" || p.splits != 1 || m <= tmaConfigs["wg3"].rows || m > 2*tmaConfigs["p1x112"].rows {
 		return tmaPlan{}, false
 	}
-	// Whole clusters, as tmaPlan.grid launches them.
 	q, sh := tmaConfigs["p1x112c21"], tmaClusters["p1x112c21"].shape
-	blocks := ceilDiv(ceilDiv(m, q.rows), sh.X) * sh.X * ceilDiv(ceilDiv(n, q.bn), sh.Y) * sh.Y
-	places := slots(q, sh.X*sh.Y)
+	blocks, places := clusterBlocks(q, m, n), slots(q, sh.X*sh.Y)
 	return tmaPlan{cfg: q, splits: 1, kps: p.kps}, blocks <= places && float64(blocks) >= tmaRoundFillRagged*float64(places)
 }
 
