@@ -529,9 +529,9 @@ func BenchmarkFP8Quantize(b *testing.B) {
 // kernels, dynamic per tensor) counted, as a forward pass runs it. On
 // Hopper the own kernels also run forced: the warpgroup MMA (TMA-fed as
 // XRUN_CUDA_GEMM_TMA chooses; -tma and -cpasync force each), its 128 x
-// 256 tile, the CUDA-core tiles, and up to M = 256 each TMA tile
+// 256 tile, the CUDA-core tiles, and at every M but 2048 each TMA tile
 // (own-fp8-tma-wg1 ... -wg1m, XRUN_CUDA_GEMM_TMA=1 with
-// XRUN_CUDA_WGMMA_TILE), above it 128 x 192 (own-fp8-tma-wg2m);
+// XRUN_CUDA_WGMMA_TILE), at 2048 128 x 192 (own-fp8-tma-wg2m);
 // own-fp8-unpersist, the plan without persistent blocks; own-fp8-waves1,
 // the plan with K split for a block a multiprocessor
 // (XRUN_CUDA_GEMM_WAVES=1, the narrow tiles too); own-fp8-mc, the plan
@@ -562,7 +562,8 @@ func BenchmarkGemmFP8(b *testing.B) {
 				// The warpgroup MMA and fp8.cu's CUDA-core tiles, whatever
 				// XRUN_CUDA_WGMMA_FP8 says.
 				impls = append(impls, "own-fp8-wgmma", "own-fp8-wg2w", "own-fp8-cpasync", "own-fp8-tma", "own-fp8-cores", "own-fp8-unpersist", "own-fp8-mc", "own-fp8-waves1")
-				if m <= tmaSmallRows {
+				// Every tile at every M but 2048 (BenchmarkGemm says why).
+				if m != 2048 {
 					for _, tile := range append(tmaTiles[:len(tmaTiles):len(tmaTiles)], tmaClusterTiles...) {
 						impls = append(impls, "own-fp8-tma-"+tile)
 					}

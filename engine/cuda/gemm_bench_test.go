@@ -25,9 +25,9 @@ import (
 // Y once), from the graph's time, and us/launch, the same launches queued
 // one by one from the host (timeLaunches: what the host's pace adds).
 // On Hopper, own is the warpgroup MMA as XRUN_CUDA_GEMM_TMA chooses, own-tma
-// its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w, -wg2f, and up to M =
-// 256 the narrow -wg1s, -wg1n, -wg1m and -wg1w and the swapped -s1x32 ...
-// -s2x48 force a tile; own-wide is the choice by M
+// its TMA kernels at every M (=1; -wg1, -wg2, -wg2m, -wg2w, -wg2f, and at
+// every M but 2048 the narrow -wg1s, -wg1n, -wg1m and -wg1w, the swapped
+// -s1x32 ... and the rest of the tiles force a tile; own-wide is the choice by M
 // without the narrow tiles, XRUN_CUDA_WGMMA_TILE=wide), own-unpersist the
 // choice by M with a block a tile where its tiles make more than a wave
 // (XRUN_CUDA_GEMM_PERSIST=0), own-cpasync its
@@ -92,7 +92,11 @@ func BenchmarkGemm(b *testing.B) {
 				// XRUN_CUDA_WGMMA=0, the cp.async kernels (XRUN_CUDA_GEMM_TMA=0),
 				// each XRUN_CUDA_WGMMA_TILE, and split-K aiming at one block an SM.
 				impls = append(impls, "own-mmasync", "own-cpasync", "own-tma", "own-wg1", "own-wg2", "own-wg2w", "own-tma-wg1", "own-tma-wg2", "own-tma-wg2m", "own-tma-wg2w", "own-tma-wg2f", "own-tma-wg1d", "own-tma-wg3", "own-tma-w2x64", "own-tma-w2x80", "own-tma-w2x96", "own-waves1", "own-unpersist")
-				if m <= tmaSmallRows {
+				// Every tile, at every M but 2048: the planner takes the
+				// decode tiles up to tmaSmallRows, and a sweep above it
+				// (a prefill chunk's or a mixed batch's rows) says whether
+				// it should there too.
+				{
 					// The narrow tiles, K unsplit, and the choice by M
 					// without them (XRUN_CUDA_WGMMA_TILE=wide).
 					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-tma-wg1w", "own-wide")
