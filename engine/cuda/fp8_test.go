@@ -320,7 +320,7 @@ type gemmFP8ZooCheck struct {
 }
 
 func newGemmFP8ZooCheck(t testing.TB, g *GPU, sh zooGemm) *gemmFP8ZooCheck {
-	z := &gemmFP8ZooCheck{sh: sh, ms: []int{1, 2, 8, 17, 64, 65, 96, 128, 136, 144, 160, 176, 192, 200, 224, 256, 520}, cols: sampleCols(t, sh.n)}
+	z := &gemmFP8ZooCheck{sh: sh, ms: []int{1, 2, 8, 17, 64, 65, 96, 128, 136, 144, 160, 176, 192, 200, 224, 256, 300, 384, 520, 777}, cols: sampleCols(t, sh.n)}
 	z.c = newFP8Case(t, g, sh.n, sh.k, z.ms[len(z.ms)-1], false)
 	lt, err := g.BlasLt()
 	if err != nil {

@@ -57,7 +57,7 @@ func TestTMAPlansGolden(t *testing.T) {
 	fmt.Fprintln(&b, "# on an H100's 132 multiprocessors, its driver's places for clusters of 2-8 (h100Slots)")
 	fmt.Fprintln(&b, "# tile (tmaConfigs), /S: K split S ways, xB: B persistent blocks, mc: W multicast to pairs of row tiles,")
 	fmt.Fprintln(&b, "# cp.async: not on the TMA kernels")
-	ms := []int{17, 33, 64, 65, 96, 128, 136, 144, 160, 176, 192, 208, 224, 256, 512, 2048, 8192}
+	ms := []int{17, 33, 64, 65, 96, 128, 136, 144, 160, 176, 192, 208, 224, 256, 384, 512, 768, 1024, 2048, 8192}
 	for _, sh := range zooGemmShapes {
 		if strings.HasPrefix(sh.name, "tiny-") {
 			continue
@@ -316,6 +316,54 @@ func TestTwoRowsPlan(t *testing.T) {
 		if p, ok := twoRowsPlan(tmaPlan{cfg: tmaConfigs[name], splits: 1, kps: 64}, 216, 2880, h100Slots); ok {
 			t.Errorf("twoRowsPlan(%s) = %s, want none: not narrowCluster's", name, p)
 		}
+	}
+}
+
+// TestRoundPlan: above tmaSmallRows up to tmaRoundRows, the planner takes
+// the tile of 128 rows of X whose unsplit tiles make one round of places
+// at the least cost, for both dtypes, and leaves plans that split K only
+// where no such tile costs less (NOTES v71's sweep at M = 384-1,024).
+func TestRoundPlan(t *testing.T) {
+	for _, c := range []struct {
+		m, n, k  int
+		want, f8 string
+		comment  string
+	}{
+		{512, 2048, 2048, "w2x64", "w2x64", "TinyLlama's o: 128 tiles, where 128 x 128 split two ways"},
+		{512, 2560, 2048, "w2x80", "w2x80", "TinyLlama's qkv: 128 tiles"},
+		{384, 2560, 2048, "w2x64", "w2x64", "TinyLlama's qkv at 384: three row tiles, 120"},
+		{512, 2880, 4096, "w2x96", "w2x96", "GPT-OSS-20B's o: 120 tiles"},
+		{512, 6144, 4096, "wg2m", "wg2m", "Llama-3.1-8B's qkv: 128 tiles of 128 x 192, E4M3 codes in place of 128 x 128's two rounds"},
+		{512, 5120, 2048, "wg2f", "wg2f", "Qwen3-30B-A3B's qkv: 120 tiles of 128 x 176"},
+		{768, 2880, 4096, "wg2f", "wg2f", "GPT-OSS-20B's o at 768: 102 tiles of 128 x 176"},
+		{1024, 4096, 14336, "wg2w", "wg2w", "Llama-3.1-8B's down at 1,024: 128 tiles of 128 x 256"},
+		{512, 4096, 4096, "wg2", "wg2", "Llama-3.1-8B's o: 128 x 128 already one round unsplit"},
+		{1024, 5120, 2880, "wg2m", "wg2", "GPT-OSS-20B's qkv at 1,024: no tile in one round"},
+		{256, 2048, 2048, "h1s", "wg1s", "TinyLlama's o at 256: a decode batch, the rules below"},
+		{2048, 2048, 2048, "wg2w", "wg2", "TinyLlama's o at 2,048: above tmaRoundRows"},
+	} {
+		for _, fp8 := range []bool{false, true} {
+			want := c.want
+			if fp8 {
+				want = c.f8
+			}
+			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
+			if p.cfg.name != want || p.splits != 1 {
+				t.Errorf("%s, fp8 %v: planned %s, want %s unsplit", c.comment, fp8, p, want)
+			}
+			if q, ok := roundPlan(p, c.m, c.n, c.k, fp8, h100Slots); ok {
+				t.Errorf("%s, fp8 %v: roundPlan moves the plan %s again, to %s", c.comment, fp8, p, q)
+			}
+		}
+	}
+	// A plan that splits K moves; one that costs less than every tile in
+	// one round does not.
+	split := tmaPlan{cfg: tmaConfigs["wg2"], splits: 2, kps: 16}
+	if p, ok := roundPlan(split, 512, 2048, 2048, false, h100Slots); !ok || p.cfg.name != "w2x64" || p.splits != 1 || p.kps != 32 {
+		t.Errorf("roundPlan(wg2/2, 512 x 2048) = %s, %v; want w2x64 over 32 k-tiles", p, ok)
+	}
+	if p, ok := roundPlan(tmaPlan{cfg: tmaConfigs["w2x64"], splits: 1, kps: 32}, 512, 2048, 2048, false, h100Slots); ok {
+		t.Errorf("roundPlan(w2x64, 512 x 2048) moved to %s", p)
 	}
 }
 

@@ -106,7 +106,7 @@ func TestGemmZoo(t *testing.T) {
 		for _, sh := range zooGemmShapes {
 			t.Run(fmt.Sprintf("%s/%s_N%d_K%d", dt, sh.name, sh.n, sh.k), func(t *testing.T) {
 				do(t, func(t testing.TB, g *GPU) {
-					checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 136, 144, 160, 176, 192, 200, 224, 256})
+					checkGemmZoo(t, g, dt, sh, []int{1, 2, 8, 17, 64, 128, 136, 144, 160, 176, 192, 200, 224, 256, 300, 384, 520, 777})
 				})
 			})
 		}
@@ -525,7 +525,8 @@ func TestPlanGemmTMA(t *testing.T) {
 		{192, 6144, 4096, true, "auto", "wg3", 0, 2, 2},     // 32 k-tiles of codes: two ways, 16 a block
 		{160, 4096, 4096, true, "auto", "wg1m", 0, 1, 1},    // split two ways 64 blocks, three ways 11 k-tiles
 		{160, 32000, 2048, false, "wide", "wg2w", 0, 1, 1},
-		{257, 2560, 2048, false, "auto", "wg2", 0, 1, 8}, // above tmaSmallRows
+		{257, 2560, 2048, false, "auto", "w2x64", 0, 1, 1}, // above tmaSmallRows: 120 tiles in one round (roundPlan)
+		{257, 2560, 2048, false, "wide", "wg2", 0, 1, 8},   // the choice by M without it
 		{2048, 2560, 2048, false, "wide", "wg2m", 0, 1, 1},
 		{64, 2560, 2048, false, "wide", "wg1", 0, 2, 8},
 		// Up to M = 32, where 64 x 128 would split K: qkv and o on 64 x

@@ -774,6 +774,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				p = tmaPlan{cfg: tmaConfigs["h1s"], splits: 1, kps: p.kps}
 			}
 		}
+		if q, ok := roundPlan(p, m, n, k, fp8, slots); ok && tile != "wide" {
+			p = q
+		}
 		return p
 	default:
 		// E4M3 codes: 128 x 128, and above tmaFP8WideRows 128 x 256 where its
@@ -829,9 +832,53 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			}
 			p = pastRowsPlan(p, m, n, k, fp8, slots, waves)
 			p = swapRound(p, m, n, k, fp8, slots)
+			if q, ok := roundPlan(p, m, n, k, fp8, slots); ok {
+				p = q
+			}
 		}
 		return p
 	}
+}
+
+// tmaRoundRows bounds roundPlan: above tmaSmallRows, the rows of X it was
+// timed at (a prefill chunk's, or a decode batch with prompts beside it).
+const tmaRoundRows = 1024
+
+// tmaRoundTiles are the tiles roundPlan weighs: 128 rows of X by 64 to 256
+// of W, the first of those that cost alike taken.
+var tmaRoundTiles = []string{"wg2", "wg2m", "wg2w", "wg2f", "w2x64", "w2x80", "w2x96"}
+
+// roundPlan is, for an m x n GEMM over k of tmaSmallRows < m <=
+// tmaRoundRows rows, the tile of tmaRoundTiles, K unsplit, whose tiles
+// make one round of places at the least cost (tmaPlan.cost), where that is
+// below p's. Above tmaSmallRows the planner had weighed 128 x 128, 192 and
+// 256 alone (E4M3 codes 128 and 256), and split K where their tiles left
+// the GPU half idle, or ran two rounds: one H200, 2 samples (forward and
+// reversed), over cuBLASLt, M = 384 / 512 / 768 / 1,024, the split plans
+// at 1.15-1.50x on the projections of 2,048-3,072 outputs (16-bit
+// TinyLlama's o 1.50 / 1.29 / 1.37 on 128 x 128 or 192 split two ways,
+// E4M3 GPT-OSS-20B's o 1.52 at 384 split three ways), and E4M3 codes in
+// two rounds at 1.19-1.45x (Llama-3.1-8B's qkv at 384, GPT-OSS-20B's o at
+// 768), where one round of 128 x 64, 80 or 96 tiles (cuBLASLt's form at
+// M = 193-256, NOTES v67) ran 0.95-1.18x (TinyLlama's o 1.14 / 1.05 /
+// 1.14, E4M3 GPT-OSS-20B's o 0.98 at 384) and of 128 x 176 or 192
+// 1.00-1.16x (E4M3 Llama-3.1-8B's qkv 1.16 at 384, 1.00 at 512).
+func roundPlan(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	if m <= tmaSmallRows || m > tmaRoundRows {
+		return p, false
+	}
+	kps := ceilDiv(k, tmaKTile(fp8))
+	best, bestCost, ok := p, p.cost(m, n, slots), false
+	for _, name := range tmaRoundTiles {
+		q := tmaPlan{cfg: tmaConfigs[name], splits: 1, kps: kps}
+		if q.cfg.tiles(m, n) > slots(q.cfg, 1) {
+			continue
+		}
+		if c := q.cost(m, n, slots); c < bestCost {
+			best, bestCost, ok = q, c, true
+		}
+	}
+	return best, ok
 }
 
 // tmaSwapRoundRows and tmaSwapRoundFill bound where swapRound moves a
