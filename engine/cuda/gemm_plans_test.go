@@ -57,7 +57,7 @@ func TestTMAPlansGolden(t *testing.T) {
 	fmt.Fprintln(&b, "# on an H100's 132 multiprocessors, its driver's places for clusters of 2-8 (h100Slots)")
 	fmt.Fprintln(&b, "# tile (tmaConfigs), /S: K split S ways, xB: B persistent blocks, mc: W multicast to pairs of row tiles,")
 	fmt.Fprintln(&b, "# cp.async: not on the TMA kernels")
-	ms := []int{17, 33, 64, 65, 96, 128, 136, 144, 160, 176, 192, 208, 224, 256, 384, 512, 768, 1024, 2048, 8192}
+	ms := []int{17, 33, 64, 65, 96, 128, 136, 144, 160, 176, 192, 208, 224, 256, 300, 384, 512, 768, 1024, 2048, 8192}
 	for _, sh := range zooGemmShapes {
 		if strings.HasPrefix(sh.name, "tiny-") {
 			continue
@@ -319,16 +319,41 @@ func TestTwoRowsPlan(t *testing.T) {
 	}
 }
 
+// unsplitCase is a GEMM of m x n over k and the tile the planner takes
+// for it, K unsplit, for 16-bit values (want) and E4M3 codes (f8).
+type unsplitCase struct {
+	m, n, k  int
+	want, f8 string
+	comment  string
+}
+
+// checkUnsplitPlans checks each case's plans on an H100's places, then
+// hands each plan to also, where it is not nil.
+func checkUnsplitPlans(t *testing.T, cases []unsplitCase, also func(c unsplitCase, p tmaPlan, fp8 bool)) {
+	t.Helper()
+	for _, c := range cases {
+		for _, fp8 := range []bool{false, true} {
+			want := c.want
+			if fp8 {
+				want = c.f8
+			}
+			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
+			if p.cfg.name != want || p.splits != 1 {
+				t.Errorf("%s, fp8 %v: planned %s, want %s unsplit", c.comment, fp8, p, want)
+			}
+			if also != nil {
+				also(c, p, fp8)
+			}
+		}
+	}
+}
+
 // TestRoundPlan: above tmaSmallRows up to tmaRoundRows, the planner takes
 // the tile of 128 rows of X whose unsplit tiles make one round of places
 // at the least cost, for both dtypes, and leaves plans that split K only
 // where no such tile costs less (NOTES v71's sweep at M = 384-1,024).
 func TestRoundPlan(t *testing.T) {
-	for _, c := range []struct {
-		m, n, k  int
-		want, f8 string
-		comment  string
-	}{
+	checkUnsplitPlans(t, []unsplitCase{
 		{512, 2048, 2048, "w2x64", "w2x64", "TinyLlama's o: 128 tiles, where 128 x 128 split two ways"},
 		{512, 2560, 2048, "w2x80", "w2x80", "TinyLlama's qkv: 128 tiles"},
 		{384, 2560, 2048, "w2x64", "w2x64", "TinyLlama's qkv at 384: three row tiles, 120"},
@@ -341,21 +366,11 @@ func TestRoundPlan(t *testing.T) {
 		{1024, 5120, 2880, "wg2m", "wg2", "GPT-OSS-20B's qkv at 1,024: no tile in one round"},
 		{256, 2048, 2048, "h1s", "wg1s", "TinyLlama's o at 256: a decode batch, the rules below"},
 		{2048, 2048, 2048, "wg2w", "wg2", "TinyLlama's o at 2,048: above tmaRoundRows"},
-	} {
-		for _, fp8 := range []bool{false, true} {
-			want := c.want
-			if fp8 {
-				want = c.f8
-			}
-			p := planGemmTMA(c.m, c.n, c.k, h100Device(h100Slots), fp8, "auto", 0)
-			if p.cfg.name != want || p.splits != 1 {
-				t.Errorf("%s, fp8 %v: planned %s, want %s unsplit", c.comment, fp8, p, want)
-			}
-			if q, ok := roundPlan(p, c.m, c.n, c.k, fp8, h100Slots); ok {
-				t.Errorf("%s, fp8 %v: roundPlan moves the plan %s again, to %s", c.comment, fp8, p, q)
-			}
+	}, func(c unsplitCase, p tmaPlan, fp8 bool) {
+		if q, ok := roundPlan(p, c.m, c.n, c.k, fp8, h100Slots); ok {
+			t.Errorf("%s, fp8 %v: roundPlan moves the plan %s again, to %s", c.comment, fp8, p, q)
 		}
-	}
+	})
 	// A plan that splits K moves; one that costs less than every tile in
 	// one round does not.
 	split := tmaPlan{cfg: tmaConfigs["wg2"], splits: 2, kps: 16}
@@ -364,6 +379,25 @@ func TestRoundPlan(t *testing.T) {
 	}
 	if p, ok := roundPlan(tmaPlan{cfg: tmaConfigs["w2x64"], splits: 1, kps: 32}, 512, 2048, 2048, false, h100Slots); ok {
 		t.Errorf("roundPlan(w2x64, 512 x 2048) moved to %s", p)
+	}
+}
+
+// TestRows160Plan: at 257-320 rows, two row tiles of s2x160 in place of
+// three of 128 where those run on persistent blocks or cost more; the
+// plans of one round keep theirs (NOTES v71's sweep at M = 272 and 300).
+func TestRows160Plan(t *testing.T) {
+	checkUnsplitPlans(t, []unsplitCase{
+		{300, 32000, 2048, "s2x160", "s2x160", "TinyLlama's LM head: 128 x 256 persistent"},
+		{257, 128256, 4096, "s2x160", "s2x160", "Llama-3.1-8B's LM head at 257"},
+		{320, 16384, 2048, "s2x160", "s2x160", "Llama-3.2-1B's gate_up at 320: two full row tiles"},
+		{300, 6144, 4096, "s2x160", "s2x160", "Llama-3.1-8B's qkv: 96 tiles cost less than 128 x 176's 105"},
+		{300, 11264, 2048, "wg2w", "wg2w", "TinyLlama's gate_up: one round of 128 x 256"},
+		{300, 2048, 2048, "w2x64", "w2x64", "TinyLlama's o: one round of 128 x 64"},
+		{321, 32000, 2048, "wg2w", "wg2w", "TinyLlama's LM head at 321: three row tiles of 160"},
+		{256, 32000, 2048, "wg2w", "wg2w", "TinyLlama's LM head at 256: two row tiles of 128 already"},
+	}, nil)
+	if p, ok := rows160Plan(tmaPlan{cfg: tmaConfigs["s2x72"], splits: 1, kps: 32}, 300, 32000, 2048, false, h100Slots); ok {
+		t.Errorf("rows160Plan moved a swapped plan to %s", p)
 	}
 }
 

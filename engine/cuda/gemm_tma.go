@@ -774,8 +774,13 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 				p = tmaPlan{cfg: tmaConfigs["h1s"], splits: 1, kps: p.kps}
 			}
 		}
-		if q, ok := roundPlan(p, m, n, k, fp8, slots); ok && tile != "wide" {
-			p = q
+		if tile != "wide" {
+			if q, ok := roundPlan(p, m, n, k, fp8, slots); ok {
+				p = q
+			}
+			if q, ok := rows160Plan(p, m, n, k, fp8, slots); ok {
+				p = q
+			}
 		}
 		return p
 	default:
@@ -835,6 +840,9 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			if q, ok := roundPlan(p, m, n, k, fp8, slots); ok {
 				p = q
 			}
+			if q, ok := rows160Plan(p, m, n, k, fp8, slots); ok {
+				p = q
+			}
 		}
 		return p
 	}
@@ -879,6 +887,32 @@ func roundPlan(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) int)
 		}
 	}
 	return best, ok
+}
+
+// rows160Plan is, for an m x n GEMM over k of tmaSmallRows < m <= 320
+// rows, s2x160 K unsplit (on persistent blocks where its tiles outnumber
+// the places: tmaPlanFor) in place of p's three row tiles of 128 where
+// those outnumber the places or s2x160 costs less (tmaPlan.cost): two
+// row tiles of 160 compute 0-63 rows past M, three of 128 64-127. Forced,
+// one H200, 1 sample, over cuBLASLt, M = 272 / 300 (NOTES v71): the
+// 16-bit LM heads 1.18-1.21 / 1.08-1.19 on s2x160 against 1.40-1.57 /
+// 1.27-1.48 on 128 x 256, Llama-3.2-1B's gate_up 1.20 / 1.21 against 1.39
+// / 1.33, Llama-3.1-8B's qkv 1.19 / 1.19 against 1.31 / 1.33 on 128 x
+// 176; E4M3 at 300 the LM heads 1.02-1.12 against 1.13-1.27, the gate_ups
+// of Llama-3.1-8B and Llama-3.2-1B 1.07 / 1.06 against 1.17 / 1.21.
+// TinyLlama's gate_up (132 tiles of 128 x 256, one round) keeps its
+// plan: on s2x160 1.33 / 1.24 against 1.26 / 1.31 (E4M3 1.24 against
+// 1.13), as do the projections of one round of 128 x 64-96 (roundPlan).
+// At 340 rows s2x176's two row tiles tied or lost on the LM heads.
+func rows160Plan(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) int) (tmaPlan, bool) {
+	q := tmaPlan{cfg: tmaConfigs["s2x160"], splits: 1, kps: ceilDiv(k, tmaKTile(fp8))}
+	if m <= tmaSmallRows || m > 2*q.cfg.rows || p.cfg.rows != 128 || p.cfg.swap {
+		return p, false
+	}
+	if p.splits == 1 && p.cfg.tiles(m, n) > slots(p.cfg, 1) || q.cost(m, n, slots) < p.cost(m, n, slots) {
+		return q, true
+	}
+	return p, false
 }
 
 // tmaSwapRoundRows and tmaSwapRoundFill bound where swapRound moves a
