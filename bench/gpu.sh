@@ -12,6 +12,7 @@
 #   bash bench/gpu.sh resume [options] SPEC [xrun run flags]
 #   bash bench/gpu.sh collect FROM [TREE]    # with Go or not: merge, stage
 #   bash bench/gpu.sh ab [options] OLD NEW   # GPU: two builds' benchmarks
+#   bash bench/gpu.sh zoo [options] BINARY   # GPU: own GEMMs against cuBLASLt
 #
 # Environment: GPU_DIR (the binaries, default .gpu), OUT (logs and packed
 # results, default $GPU_DIR/out), RESULTS (the studies' results directories
@@ -148,6 +149,30 @@ On the GPU machine (the repository with \$GPU_DIR beside it; no Go needed):
       --rows LIST           BenchmarkGemm's and BenchmarkGemmFP8's M values
                             (-gemm.rows, comma-separated, e.g. 192,256)
       --timeout SECONDS     each run's limit (default 300)
+  zoo [options] BINARY
+                    engine/cuda's own GEMMs against cuBLASLt on the zoo's
+                    shapes (BINARY: its test binary, e.g. \$GPU_DIR/cuda.test):
+                    BenchmarkGemm's own and cublaslt, BenchmarkGemmFP8's
+                    own-fp8 and cublaslt-fp8, at the M values of --rows,
+                    dealt in turn over --gpus (one process a GPU, at once)
+                    after a run on the first has compiled the kernels;
+                    --samples runs of each, every second one with
+                    -gemm.reverse (each shape's implementations in reverse
+                    order), so that the pooled medians carry no position.
+                    Each run's output in \$OUT/zoo-GPU-SAMPLE.log, all of
+                    them in \$OUT/zoo.txt; a table of the runs last. The
+                    verdicts, on a machine with Go, from the repository:
+                    go run ./bench/gemmvs -within 15 zoo.txt
+      --rows LIST           the M values (required), comma-separated
+      --gpus LIST           these GPUs (comma-separated, e.g. 0,1,2,3)
+      --samples N           runs of each M (default 3)
+      --impls PATTERN       the implementations, -test.bench's second
+                            element (default
+                            ^(own|cublaslt|own-fp8|cublaslt-fp8)\$; forced
+                            tiles: own-tma-TILE, own-fp8-tma-TILE)
+      --shapes PATTERN      the shapes, its third (default: every one)
+      --benchtime D         -test.benchtime (default 100x)
+      --timeout SECONDS     each run's limit (default 600)
 EOF
 }
 
@@ -689,6 +714,26 @@ ab_run() {
 	echo "$rc $((SECONDS - t0))" >"$OUT/$name.rc"
 }
 
+# ab_options CMD GPUS ROWS: ab's and zoo's checks of --timeout (AB_SECS),
+# --gpus and --rows.
+ab_options() {
+	[[ $AB_SECS =~ ^[0-9]+$ ]] && [ "$AB_SECS" -gt 20 ] || die "$1: --timeout $AB_SECS: SECONDS, a whole number above 20"
+	[ -z "$2" ] || [[ $2 =~ ^[0-9]+(,[0-9]+)*$ ]] || die "$1: --gpus $2: GPU numbers, comma-separated"
+	[ -z "$3" ] || [[ $3 =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "$1: --rows $3: row counts (M), comma-separated"
+}
+
+# ab_steps NAME...: ab_run's runs into the table, each with the exit and
+# seconds of its .rc file, which goes.
+ab_steps() {
+	local rc secs name
+	for name in "$@"; do
+		read -r rc secs <"$OUT/$name.rc" || rc=? secs=?
+		rm -f "$OUT/$name.rc"
+		STEPS+=("$name") RC[$name]=$rc SECS[$name]=$secs LOG[$name]=$name.log
+		stopped "$name" "$AB_SECS" ""
+	done
+}
+
 # cmd_ab [options] OLD NEW: see usage.
 cmd_ab() {
 	local bench="" benchtime=100x count=3 rounds=2 gpus="" rows="" old="" new="" v
@@ -715,9 +760,7 @@ cmd_ab() {
 	for v in "--count $count" "--rounds $rounds"; do
 		[[ ${v#* } =~ ^[1-9][0-9]*$ ]] || die "ab: $v: a whole number of at least 1"
 	done
-	[[ $AB_SECS =~ ^[0-9]+$ ]] && [ "$AB_SECS" -gt 20 ] || die "ab: --timeout $AB_SECS: SECONDS, a whole number above 20"
-	[ -z "$gpus" ] || [[ $gpus =~ ^[0-9]+(,[0-9]+)*$ ]] || die "ab: --gpus $gpus: GPU numbers, comma-separated"
-	[ -z "$rows" ] || [[ $rows =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "ab: --rows $rows: row counts (M), comma-separated"
+	ab_options ab "$gpus" "$rows"
 	local -a extra=()
 	[ -z "$rows" ] || extra=(-gemm.rows "$rows")
 	old=$(realpath -m "$old") new=$(realpath -m "$new")
@@ -729,7 +772,7 @@ cmd_ab() {
 	rm -f "$OUT"/ab-*.log "$OUT"/ab-*.rc "$OUT/ab-old.txt" "$OUT/ab-new.txt"
 	# Each build's kernels into the disk cache first, one after the other,
 	# so that no timed run waits on NVRTC or shares the CPU with it.
-	local side bin i r
+	local side bin i r name
 	for side in old new; do
 		bin=$old
 		[ $side = new ] && bin=$new
@@ -755,20 +798,84 @@ cmd_ab() {
 		pids+=($!)
 	done
 	wait "${pids[@]}"
-	local rc secs name
+	ab_steps "${runs[@]}"
 	for name in "${runs[@]}"; do
-		read -r rc secs <"$OUT/$name.rc" || rc=? secs=?
-		STEPS+=("$name") RC[$name]=$rc SECS[$name]=$secs LOG[$name]=$name.log
-		stopped "$name" "$AB_SECS" ""
-		[[ $name == ab-warm-* ]] && continue
-		cat "$OUT/$name.log" >>"$OUT/${name:0:6}.txt"
+		[[ $name == ab-warm-* ]] || cat "$OUT/$name.log" >>"$OUT/${name:0:6}.txt"
 	done
-	rm -f "$OUT"/ab-*.rc
 	table
 	local failed=$?
 	echo "== ab: medians, NEW / OLD (ab-old.txt, ab-new.txt; significance: benchstat)"
 	ab_medians "$OUT/ab-old.txt" "$OUT/ab-new.txt"
 	ab_plans "$OUT/ab-old.txt" "$OUT/ab-new.txt"
+	return $failed
+}
+
+# cmd_zoo [options] BINARY: see usage.
+cmd_zoo() {
+	local impls='^(own|cublaslt|own-fp8|cublaslt-fp8)$' shapes="" benchtime=100x samples=3 gpus="" rows="" bin=""
+	AB_SECS=600
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--rows) rows=${2:?--rows LIST}; shift ;;
+		--gpus) gpus=${2:?--gpus LIST}; shift ;;
+		--samples) samples=${2:?--samples N}; shift ;;
+		--impls) impls=${2:?--impls PATTERN}; shift ;;
+		--shapes) shapes=${2:?--shapes PATTERN}; shift ;;
+		--benchtime) benchtime=${2:?--benchtime D}; shift ;;
+		--timeout) AB_SECS=${2:?--timeout SECONDS}; shift ;;
+		-h | --help) usage; exit 0 ;;
+		--*) die "zoo: unknown option $1" ;;
+		*)
+			[ -z "$bin" ] || die "zoo: a second binary $1 (one test binary only)"
+			bin=$1
+			;;
+		esac
+		shift
+	done
+	[ -n "$bin" ] || die "zoo: needs engine/cuda's test binary (see '$PROG help')"
+	[ -n "$rows" ] || die "zoo: --rows LIST is required (the M values to time)"
+	ab_options zoo "$gpus" "$rows"
+	[[ $samples =~ ^[1-9][0-9]*$ ]] || die "zoo: --samples $samples: a whole number of at least 1"
+	bin=$(realpath -m "$bin")
+	[ -f "$bin" ] && [ -x "$bin" ] || die "zoo: $bin: not an executable test binary"
+	need_gpu zoo
+	local -a ids=("") ms share=()
+	[ -z "$gpus" ] || IFS=, read -r -a ids <<<"$gpus"
+	IFS=, read -r -a ms <<<"$rows"
+	# The M values in turn over the GPUs: GPU i times every len(ids)-th.
+	local i j s
+	for j in "${!ms[@]}"; do
+		i=$((j % ${#ids[@]}))
+		share[i]=${share[i]:+${share[i]},}${ms[j]}
+	done
+	rm -f "$OUT"/zoo-*.log "$OUT"/zoo-*.rc "$OUT/zoo.txt"
+	echo "== zoo-warm: $bin (kernels compiled, GPU ${ids[0]:-default})" >&2
+	ab_run zoo-warm "${ids[0]}" "$bin" -test.run '^TestMemory$'
+	local -a pids=() runs=(zoo-warm)
+	local bench="^BenchmarkGemm(FP8)?\$/$impls/${shapes:-.}/"
+	echo "== zoo: $bench on GPU ${gpus:-default}, $samples samples of each M (timeout ${AB_SECS}s a run)" >&2
+	for i in "${!ids[@]}"; do
+		[ -n "${share[i]:-}" ] || continue
+		for ((s = 1; s <= samples; s++)); do runs+=("zoo-$i-$s"); done
+		(
+			for ((s = 1; s <= samples; s++)); do
+				rev=()
+				((s % 2 == 0)) && rev=(-gemm.reverse)
+				echo "== zoo-$i-$s: GPU ${ids[$i]:-default}, M = ${share[i]}${rev[0]:+, reversed}" >&2
+				ab_run "zoo-$i-$s" "${ids[$i]}" "$bin" -test.v -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime" -test.count 1 -gemm.rows "${share[i]}" "${rev[@]}"
+			done
+		) &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	ab_steps "${runs[@]}"
+	local name
+	for name in "${runs[@]}"; do
+		[ "$name" = zoo-warm ] || cat "$OUT/$name.log" >>"$OUT/zoo.txt"
+	done
+	table
+	local failed=$?
+	echo "== zoo: $(grep -c 'us/gemm' "$OUT/zoo.txt") timings in zoo.txt; verdicts, from the repository: go run ./bench/gemmvs -within 15 zoo.txt"
 	return $failed
 }
 
@@ -839,6 +946,7 @@ ab_medians() {
 case ${1:-help} in
 build) shift; cmd_build "$@" ;;
 ab) shift; cmd_ab "$@" ;;
+zoo) shift; cmd_zoo "$@" ;;
 check) shift; cmd_check "$@" ;;
 study) shift; cmd_study fresh "$@" ;;
 resume) shift; cmd_study resume "$@" ;;

@@ -373,6 +373,27 @@ printf -- '--- BENCH: BenchmarkGemm/own/o/M=128-16\n    gemm_bench_test.go:146: 
 printf 'PASS\n'
 `
 
+// runsByGPU reads the runs the fake test binaries noted in $FAKE/order,
+// per GPU in order, each as name says (the binary's name without .test,
+// and the line); a line neither timed (-test.bench) nor warm (-test.run
+// ^TestMemory$) is an error.
+func runsByGPU(t *testing.T, f *fakeGPU, name func(bin, line string) string) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.dir, "order"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		fs := strings.Fields(l)
+		if !strings.Contains(l, "-test.bench ") && !strings.Contains(l, "-test.run ^TestMemory$") {
+			t.Errorf("a run neither warm nor timed: %q", l)
+		}
+		seq[fs[1]] = append(seq[fs[1]], name(strings.TrimSuffix(fs[0], ".test"), l))
+	}
+	return seq
+}
+
 // TestAB: two builds' benchmarks in crossed order on two GPUs at once,
 // each build warmed first; the logs pooled a side and compared.
 func TestAB(t *testing.T) {
@@ -384,24 +405,14 @@ func TestAB(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
-	b, err := os.ReadFile(filepath.Join(f.dir, "order"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Per GPU, in order: the warm runs on the first GPU, then the rounds,
 	// the second GPU starting the other way.
-	seq := map[string][]string{}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		fs := strings.Fields(l)
-		kind := "bench"
-		if !strings.Contains(l, "-test.bench BenchmarkGemm/^own$ -test.benchtime 100x -test.count 2 -gemm.rows 128,192") {
-			kind = "warm"
-			if !strings.Contains(l, "-test.run ^TestMemory$") {
-				t.Errorf("a run neither warm nor timed: %q", l)
-			}
+	seq := runsByGPU(t, f, func(bin, l string) string {
+		if strings.Contains(l, "-test.bench BenchmarkGemm/^own$ -test.benchtime 100x -test.count 2 -gemm.rows 128,192") {
+			return bin + " bench"
 		}
-		seq[fs[1]] = append(seq[fs[1]], strings.TrimSuffix(fs[0], ".test")+" "+kind)
-	}
+		return bin + " warm"
+	})
 	want := map[string][]string{
 		"gpu=0": {"old warm", "new warm", "old bench", "new bench", "new bench", "old bench"},
 		"gpu=1": {"new bench", "old bench", "old bench", "new bench"},
@@ -448,6 +459,70 @@ func TestAB(t *testing.T) {
 	r = gpuSh(t, f.env, "ab", "--bench", "X", "--rounds", "1", filepath.Join(f.dir, "old.test"), filepath.Join(f.dir, "slow.test"))
 	if want := "ab-new-0-0.log (stopped by -test.timeout 290s; --timeout SECONDS)"; r.code != 1 || !strings.Contains(r.stdout, want) {
 		t.Errorf("a stopped build: exit %d, want 1 and %q in the table:\n%s", r.code, want, r.stdout)
+	}
+}
+
+// fakeZoo is a test binary for zoo: it notes the GPU and its arguments in
+// $FAKE/order and prints, for each M of -gemm.rows, an own and a cuBLASLt
+// timing of qkv as BenchmarkGemm does.
+const fakeZoo = `echo "$(basename "$0") gpu=${CUDA_VISIBLE_DEVICES:-none} $*" >>"$FAKE/order"
+case " $* " in *" -test.bench "*) ;; *) printf '=== RUN   TestMemory\n--- PASS: TestMemory (0.00s)\nPASS\n'; exit 0 ;; esac
+rows=
+while [ $# -gt 0 ]; do [ "$1" = -gemm.rows ] && rows=$2; shift; done
+for m in ${rows//,/ }; do
+	printf 'BenchmarkGemm/own/qkv/M=%d/N=2560/K=2048-16\t     100\t     10500 ns/op\t        10.0 us/gemm\n' "$m"
+	printf 'BenchmarkGemm/cublaslt/qkv/M=%d/N=2560/K=2048-16\t     100\t      9500 ns/op\t         9.0 us/gemm\n' "$m"
+done
+printf 'PASS\n'
+`
+
+// TestZoo: the M values dealt in turn over two GPUs at once after a warm
+// run on the first, three samples each, the second reversed, every
+// sample's timings pooled in zoo.txt and a table of the runs.
+func TestZoo(t *testing.T) {
+	f := newFakeGPU(t)
+	bin := filepath.Join(f.dir, "cuda.test")
+	writeExec(t, bin, fakeZoo)
+	r := gpuSh(t, f.env, "zoo", "--rows", "64,128,256", "--gpus", "0,1", bin)
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	bench := "-test.bench ^BenchmarkGemm(FP8)?$/^(own|cublaslt|own-fp8|cublaslt-fp8)$/./ -test.benchtime 100x -test.count 1"
+	seq := runsByGPU(t, f, func(_, l string) string {
+		if _, rows, ok := strings.Cut(l, "-gemm.rows "); ok && strings.Contains(l, bench) {
+			return rows
+		}
+		return "warm"
+	})
+	want := map[string][]string{
+		"gpu=0": {"warm", "64,256", "64,256 -gemm.reverse", "64,256"},
+		"gpu=1": {"128", "128 -gemm.reverse", "128"},
+	}
+	if !reflect.DeepEqual(seq, want) {
+		t.Errorf("runs %v, want %v", seq, want)
+	}
+	logs := files(t, f.out)
+	if n := strings.Count(logs["zoo.txt"], "us/gemm"); n != 18 {
+		t.Errorf("zoo.txt holds %d timings, want 18 (3 M x 3 samples x own and cuBLASLt)", n)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^zoo-warm +0 +1 +0 +0 +\d+  zoo-warm\.log$`),
+		regexp.MustCompile(`(?m)^zoo-1-2 +0 +- +- +- +\d+  zoo-1-2\.log$`),
+		regexp.MustCompile(`(?m)^== zoo: 18 timings in zoo\.txt`),
+	} {
+		if !want.MatchString(r.stdout) {
+			t.Errorf("stdout lacks %s:\n%s", want, r.stdout)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.out, "zoo-0-1.rc")); err == nil {
+		t.Error("zoo left its .rc files behind")
+	}
+
+	// A binary whose benchmarks fail: exit 1, the runs' status in the table.
+	writeExec(t, bin, `case " $* " in *" -test.bench "*) echo "--- FAIL: BenchmarkGemm"; exit 1 ;; esac`+"\n")
+	r = gpuSh(t, f.env, "zoo", "--rows", "64", "--samples", "1", bin)
+	if r.code != 1 || !regexp.MustCompile(`(?m)^zoo-0-1 +1 `).MatchString(r.stdout) {
+		t.Errorf("a failing binary: exit %d, want 1 and its run's exit in the table:\n%s", r.code, r.stdout)
 	}
 }
 
@@ -525,6 +600,15 @@ func TestUsage(t *testing.T) {
 		{[]string{"ab", "--bench", "X", "--rows", "0,64", f.gpuDir + "/xrun", f.dir + "/bin/nvidia-smi"}, "ab: --rows 0,64: row counts (M)"},
 		{[]string{"ab", "--bench", "X", f.gpuDir + "/xrun", f.gpuDir + "/xrun"}, "ab: OLD and NEW are the same file"},
 		{[]string{"ab", "--bench", "X", "--frob", f.gpuDir + "/xrun", f.gpuDir + "/xrun"}, "ab: unknown option --frob"},
+		{[]string{"zoo", "--rows", "64"}, "zoo: needs engine/cuda's test binary"},
+		{[]string{"zoo", f.gpuDir + "/xrun"}, "zoo: --rows LIST is required"},
+		{[]string{"zoo", "--rows", "64,,128", f.gpuDir + "/xrun"}, "zoo: --rows 64,,128: row counts (M)"},
+		{[]string{"zoo", "--rows", "64", "--samples", "0", f.gpuDir + "/xrun"}, "zoo: --samples 0: a whole number of at least 1"},
+		{[]string{"zoo", "--rows", "64", "--gpus", "a", f.gpuDir + "/xrun"}, "zoo: --gpus a: GPU numbers"},
+		{[]string{"zoo", "--rows", "64", "--timeout", "9", f.gpuDir + "/xrun"}, "zoo: --timeout 9: SECONDS"},
+		{[]string{"zoo", "--rows", "64", f.dir + "/none.test"}, "/none.test: not an executable test binary"},
+		{[]string{"zoo", "--rows", "64", f.gpuDir + "/xrun", f.gpuDir + "/xrun"}, "zoo: a second binary"},
+		{[]string{"zoo", "--frob", f.gpuDir + "/xrun"}, "zoo: unknown option --frob"},
 	} {
 		r := gpuSh(t, f.with("RESULTS="+filepath.Join(f.dir, "res")), tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
