@@ -160,9 +160,12 @@ On the GPU machine (the repository with \$GPU_DIR beside it; no Go needed):
                     -gemm.reverse (each shape's implementations in reverse
                     order), so that the pooled medians carry no position.
                     Each run's output in \$OUT/zoo-GPU-SAMPLE.log, all of
-                    them in \$OUT/zoo.txt; a table of the runs last. The
-                    verdicts, on a machine with Go, from the repository:
-                    go run ./bench/gemmvs -within 15 zoo.txt
+                    them in \$OUT/zoo.txt; a table of the runs, then, with
+                    \$GPU_DIR/gemmvs (build makes it), how many shapes at
+                    each M are within --within per cent of cuBLASLt and
+                    which are not (all of it in \$OUT/zoo-verdicts.txt;
+                    elsewhere: go run ./bench/gemmvs -within 15 zoo.txt).
+                    Exit 0 when every run passed, whatever the verdicts.
       --rows LIST           the M values (required), comma-separated
       --gpus LIST           these GPUs (comma-separated, e.g. 0,1,2,3)
       --samples N           runs of each M (default 3)
@@ -171,6 +174,7 @@ On the GPU machine (the repository with \$GPU_DIR beside it; no Go needed):
                             ^(own|cublaslt|own-fp8|cublaslt-fp8)\$; forced
                             tiles: own-tma-TILE, own-fp8-tma-TILE)
       --shapes PATTERN      the shapes, its third (default: every one)
+      --within PCT          the verdicts' margin (default 15)
       --benchtime D         -test.benchtime (default 100x)
       --timeout SECONDS     each run's limit (default 600)
 EOF
@@ -283,6 +287,8 @@ cmd_build() {
 	for b in "${TEST_BINARIES[@]}"; do
 		CGO_ENABLED=1 go test -c "${flags[@]}" -o "$GPU_DIR/$b.test" "./${PKG[$b]}"
 	done
+	# zoo's verdicts on the GPU machine, which has no Go.
+	CGO_ENABLED=0 go build "${flags[@]}" -o "$GPU_DIR/gemmvs" ./bench/gemmvs
 	# Debian's CUDA 11.8 NVRTC checks sm_80 at least.
 	if [ -z "${XRUN_LIBNVRTC:-}" ] && [ -e /usr/lib/x86_64-linux-gnu/libnvrtc.so.11.2 ]; then
 		export XRUN_LIBNVRTC=/usr/lib/x86_64-linux-gnu/libnvrtc.so.11.2
@@ -293,7 +299,7 @@ cmd_build() {
 		echo "no NVRTC here (XRUN_LIBNVRTC unset): the kernels compile on the GPU, in the first check"
 	fi
 	set +e
-	ls -l "$GPU_DIR"/xrun "$GPU_DIR"/*.test
+	ls -l "$GPU_DIR"/xrun "$GPU_DIR"/gemmvs "$GPU_DIR"/*.test
 	du -sh "$GPU_DIR"
 	echo "next: copy the repository with $GPU_DIR to the GPU machine and run '$PROG check' there"
 }
@@ -812,7 +818,7 @@ cmd_ab() {
 
 # cmd_zoo [options] BINARY: see usage.
 cmd_zoo() {
-	local impls='^(own|cublaslt|own-fp8|cublaslt-fp8)$' shapes="" benchtime=100x samples=3 gpus="" rows="" bin=""
+	local impls='^(own|cublaslt|own-fp8|cublaslt-fp8)$' shapes="" benchtime=100x samples=3 within=15 gpus="" rows="" bin=""
 	AB_SECS=600
 	while [ $# -gt 0 ]; do
 		case $1 in
@@ -821,6 +827,7 @@ cmd_zoo() {
 		--samples) samples=${2:?--samples N}; shift ;;
 		--impls) impls=${2:?--impls PATTERN}; shift ;;
 		--shapes) shapes=${2:?--shapes PATTERN}; shift ;;
+		--within) within=${2:?--within PCT}; shift ;;
 		--benchtime) benchtime=${2:?--benchtime D}; shift ;;
 		--timeout) AB_SECS=${2:?--timeout SECONDS}; shift ;;
 		-h | --help) usage; exit 0 ;;
@@ -836,6 +843,7 @@ cmd_zoo() {
 	[ -n "$rows" ] || die "zoo: --rows LIST is required (the M values to time)"
 	ab_options zoo "$gpus" "$rows"
 	[[ $samples =~ ^[1-9][0-9]*$ ]] || die "zoo: --samples $samples: a whole number of at least 1"
+	[[ $within =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "zoo: --within $within: a margin in per cent, e.g. 15"
 	bin=$(realpath -m "$bin")
 	[ -f "$bin" ] && [ -x "$bin" ] || die "zoo: $bin: not an executable test binary"
 	need_gpu zoo
@@ -875,7 +883,15 @@ cmd_zoo() {
 	done
 	table
 	local failed=$?
-	echo "== zoo: $(grep -c 'us/gemm' "$OUT/zoo.txt") timings in zoo.txt; verdicts, from the repository: go run ./bench/gemmvs -within 15 zoo.txt"
+	echo "== zoo: $(grep -c 'us/gemm' "$OUT/zoo.txt") timings in zoo.txt"
+	if [ -x "$GPU_DIR/gemmvs" ]; then
+		# A verdict needs as many samples a side as there are, up to gemmvs's 3.
+		"$GPU_DIR/gemmvs" -within "$within" -min "$((samples < 3 ? samples : 3))" "$OUT/zoo.txt" >"$OUT/zoo-verdicts.txt" 2>&1
+		echo "== zoo: within $within % of cuBLASLt (zoo-verdicts.txt)"
+		grep -E '^family | OUTSIDE( |$)| shapes within ' "$OUT/zoo-verdicts.txt"
+	else
+		echo "== zoo: no $GPU_DIR/gemmvs ('$PROG build' makes it); from the repository: go run ./bench/gemmvs -within $within zoo.txt"
+	fi
 	return $failed
 }
 

@@ -483,6 +483,11 @@ func TestZoo(t *testing.T) {
 	f := newFakeGPU(t)
 	bin := filepath.Join(f.dir, "cuda.test")
 	writeExec(t, bin, fakeZoo)
+	// build's gemmvs, faked: it notes its arguments and answers a verdict.
+	writeExec(t, filepath.Join(f.gpuDir, "gemmvs"), `echo "$*" >"$FAKE/gemmvs"
+printf 'family  M   shape  own us/gemm  cuBLASLt  own / cuBLASLt  samples  verdict  plan\n16-bit  64  qkv    10.0         9.0       1.111           3+3      within\n\n16-bit M=64: 1 of 1 shapes within 15 %% of cuBLASLt\n'
+exit 1
+`)
 	r := gpuSh(t, f.env, "zoo", "--rows", "64,128,256", "--gpus", "0,1", bin)
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
@@ -508,7 +513,9 @@ func TestZoo(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^zoo-warm +0 +1 +0 +0 +\d+  zoo-warm\.log$`),
 		regexp.MustCompile(`(?m)^zoo-1-2 +0 +- +- +- +\d+  zoo-1-2\.log$`),
-		regexp.MustCompile(`(?m)^== zoo: 18 timings in zoo\.txt`),
+		regexp.MustCompile(`(?m)^== zoo: 18 timings in zoo\.txt$`),
+		// The verdicts' tallies, gemmvs's exit 1 (a shape outside) not zoo's.
+		regexp.MustCompile(`(?m)^== zoo: within 15 % of cuBLASLt \(zoo-verdicts\.txt\)\nfamily .*\n16-bit M=64: 1 of 1 shapes within 15 % of cuBLASLt$`),
 	} {
 		if !want.MatchString(r.stdout) {
 			t.Errorf("stdout lacks %s:\n%s", want, r.stdout)
@@ -516,6 +523,25 @@ func TestZoo(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.out, "zoo-0-1.rc")); err == nil {
 		t.Error("zoo left its .rc files behind")
+	}
+	if b, err := os.ReadFile(filepath.Join(f.dir, "gemmvs")); err != nil || strings.TrimSpace(string(b)) != "-within 15 -min 3 "+filepath.Join(f.out, "zoo.txt") {
+		t.Errorf("gemmvs ran with %q (%v), want -within 15 -min 3 and zoo.txt", b, err)
+	}
+
+	// Fewer samples than gemmvs's 3 ask a verdict of as many; without
+	// gemmvs, zoo says where it comes from.
+	if r = gpuSh(t, f.env, "zoo", "--rows", "64", "--samples", "2", "--within", "10", bin); r.code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.dir, "gemmvs")); !strings.HasPrefix(string(b), "-within 10 -min 2 ") {
+		t.Errorf("gemmvs ran with %q, want -within 10 -min 2", b)
+	}
+	if err := os.Remove(filepath.Join(f.gpuDir, "gemmvs")); err != nil {
+		t.Fatal(err)
+	}
+	r = gpuSh(t, f.env, "zoo", "--rows", "64", "--samples", "1", bin)
+	if r.code != 0 || !strings.Contains(r.stdout, "gemmvs ('bash bench/gpu.sh build' makes it)") {
+		t.Errorf("without gemmvs: exit %d, want 0 and where it comes from:\n%s", r.code, r.stdout)
 	}
 
 	// A binary whose benchmarks fail: exit 1, the runs' status in the table.
@@ -609,6 +635,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"zoo", "--rows", "64", f.dir + "/none.test"}, "/none.test: not an executable test binary"},
 		{[]string{"zoo", "--rows", "64", f.gpuDir + "/xrun", f.gpuDir + "/xrun"}, "zoo: a second binary"},
 		{[]string{"zoo", "--frob", f.gpuDir + "/xrun"}, "zoo: unknown option --frob"},
+		{[]string{"zoo", "--rows", "64", "--within", "15%", f.gpuDir + "/xrun"}, "zoo: --within 15%: a margin in per cent"},
 	} {
 		r := gpuSh(t, f.with("RESULTS="+filepath.Join(f.dir, "res")), tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
