@@ -528,3 +528,62 @@ func TestPairPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestTMAPlanInvariants: at every M from 1 to 2,048 (and prefill chunks
+// of 3,000-8,192) on every zoo shape,
+// both dtypes, the plan that runs on the TMA kernels (an H100's places) is
+// a tile of tmaConfigs, splits K into non-empty shares a cluster can hold,
+// fits a multiprocessor's shared memory, runs persistent only where the
+// tile has persistent kernels and K is unsplit, and makes a grid of whole
+// clusters: the rules planGemmTMA layers by M range meet at their edges
+// without a plan the GPU would refuse.
+func TestTMAPlanInvariants(t *testing.T) {
+	g := h100PlanGPU()
+	var ms []int
+	for m := 1; m <= 2048; m++ {
+		ms = append(ms, m)
+	}
+	ms = append(ms, 3000, 4096, 8191, 8192)
+	for _, sh := range zooGemmShapes {
+		for _, fp8 := range []bool{false, true} {
+			kt := ceilDiv(sh.k, tmaKTile(fp8))
+			bad := 0
+			for _, m := range ms {
+				if bad >= 3 {
+					break
+				}
+				p, on := g.tmaPlanFor(m, sh.n, sh.k, fp8)
+				if !on {
+					continue // wg1's split on the cp.async kernels
+				}
+				fail := func(format string, args ...any) {
+					bad++
+					t.Errorf("%s fp8 %v M=%d, plan %s: %s", sh.name, fp8, m, p, fmt.Sprintf(format, args...))
+				}
+				if c, ok := tmaConfigs[p.cfg.name]; !ok || c != p.cfg {
+					fail("not a tile of tmaConfigs")
+					continue
+				}
+				if p.splits < 1 || p.splits > tmaMaxCluster || p.kps < 1 || p.kps*p.splits < kt || p.kps*(p.splits-1) >= kt {
+					fail("%d splits of %d k-tiles do not share %d k-tiles, none empty, in a cluster of at most %d", p.splits, p.kps, kt, tmaMaxCluster)
+				}
+				if sm := p.smem() * p.cfg.perSM; sm > 227<<10 {
+					fail("%d blocks of %d bytes of shared memory", p.cfg.perSM, p.smem())
+				}
+				if p.blocks > 0 && (!tmaPersist[p.cfg.name] || p.splits != 1 || p.blocks > p.cfg.tiles(m, sh.n)) {
+					fail("%d persistent blocks", p.blocks)
+				}
+				grid, err := p.grid(m, sh.n, p.cfg.bn)
+				cl := p.cluster()
+				switch {
+				case err != nil:
+					fail("grid: %v", err)
+				case grid.X%cl.X != 0 || grid.Y%cl.Y != 0 || grid.Z%cl.Z != 0:
+					fail("grid %+v is not whole clusters of %+v", grid, cl)
+				case p.blocks == 0 && grid.X*grid.Y < p.cfg.tiles(m, sh.n):
+					fail("grid %+v does not cover %d tiles", grid, p.cfg.tiles(m, sh.n))
+				}
+			}
+		}
+	}
+}
