@@ -96,24 +96,23 @@ func BenchmarkGemm(b *testing.B) {
 				// decode tiles up to tmaSmallRows, and a sweep above it
 				// (a prefill chunk's or a mixed batch's rows) says whether
 				// it should there too.
-				{
-					// The narrow tiles, K unsplit, and the choice by M
-					// without them (XRUN_CUDA_WGMMA_TILE=wide).
-					impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-tma-wg1w", "own-wide")
-					// The swapped tiles: few rows of X a block.
-					impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48", "own-tma-s2x160", "own-tma-s2x176", "own-tma-s2x192", "own-tma-s1x80", "own-tma-s2x80", "own-tma-s3x80", "own-tma-s2x88", "own-tma-s3x88", "own-tma-s1x72", "own-tma-s1x136", "own-tma-s2x104", "own-tma-s3x104", "own-tma-s2x208", "own-tma-s2x72", "own-tma-s2x200", "own-tma-s2x224")
-					// The swapped tiles with persistent kernels, a block a tile.
-					for _, tile := range tmaTiles {
-						if tmaPersist[tile] && tmaConfigs[tile].swap {
-							impls = append(impls, "own-tma-"+tile+"-unpersist")
-						}
+				//
+				// The narrow tiles, K unsplit, and the choice by M
+				// without them (XRUN_CUDA_WGMMA_TILE=wide).
+				impls = append(impls, "own-tma-wg1s", "own-tma-wg1n", "own-tma-wg1m", "own-tma-wg1w", "own-wide")
+				// The swapped tiles: few rows of X a block.
+				impls = append(impls, "own-tma-s1x32", "own-tma-s1x40", "own-tma-s1x48", "own-tma-s2x32", "own-tma-s2x48", "own-tma-s2x160", "own-tma-s2x176", "own-tma-s2x192", "own-tma-s1x80", "own-tma-s2x80", "own-tma-s3x80", "own-tma-s2x88", "own-tma-s3x88", "own-tma-s1x72", "own-tma-s1x136", "own-tma-s2x104", "own-tma-s3x104", "own-tma-s2x208", "own-tma-s2x72", "own-tma-s2x200", "own-tma-s2x224")
+				// The swapped tiles with persistent kernels, a block a tile.
+				for _, tile := range tmaTiles {
+					if tmaPersist[tile] && tmaConfigs[tile].swap {
+						impls = append(impls, "own-tma-"+tile+"-unpersist")
 					}
-					// The alternating tiles: two consumers, alternate k-tiles.
-					impls = append(impls, "own-tma-p1s", "own-tma-p1m", "own-tma-p1x48", "own-tma-p1x72", "own-tma-p1x112", "own-tma-p1x136")
-					// Those in clusters, W and X multicast.
-					for _, tile := range slices.Concat(tmaClusterTiles, tmaHalfTiles) {
-						impls = append(impls, "own-tma-"+tile)
-					}
+				}
+				// The alternating tiles: two consumers, alternate k-tiles.
+				impls = append(impls, "own-tma-p1s", "own-tma-p1m", "own-tma-p1x48", "own-tma-p1x72", "own-tma-p1x112", "own-tma-p1x136")
+				// Those in clusters, W and X multicast.
+				for _, tile := range slices.Concat(tmaClusterTiles, tmaHalfTiles) {
+					impls = append(impls, "own-tma-"+tile)
 				}
 			}
 			if m == 1 {
