@@ -775,12 +775,7 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			}
 		}
 		if tile != "wide" {
-			if q, ok := roundPlan(p, m, n, k, fp8, slots); ok {
-				p = q
-			}
-			if q, ok := rows160Plan(p, m, n, k, fp8, slots); ok {
-				p = q
-			}
+			p = aboveBatchPlan(p, m, n, k, fp8, slots)
 		}
 		return p
 	default:
@@ -837,15 +832,22 @@ func planGemmTMA(m, n, k int, d tmaDevice, fp8 bool, tile string, waves int) tma
 			}
 			p = pastRowsPlan(p, m, n, k, fp8, slots, waves)
 			p = swapRound(p, m, n, k, fp8, slots)
-			if q, ok := roundPlan(p, m, n, k, fp8, slots); ok {
-				p = q
-			}
-			if q, ok := rows160Plan(p, m, n, k, fp8, slots); ok {
-				p = q
-			}
+			p = aboveBatchPlan(p, m, n, k, fp8, slots)
 		}
 		return p
 	}
+}
+
+// aboveBatchPlan is p moved by the rules for tmaSmallRows < m <=
+// tmaRoundRows, both dtypes alike: roundPlan, then rows160Plan.
+func aboveBatchPlan(p tmaPlan, m, n, k int, fp8 bool, slots func(tmaConfig, int) int) tmaPlan {
+	if q, ok := roundPlan(p, m, n, k, fp8, slots); ok {
+		p = q
+	}
+	if q, ok := rows160Plan(p, m, n, k, fp8, slots); ok {
+		p = q
+	}
+	return p
 }
 
 // tmaRoundRows bounds roundPlan: above tmaSmallRows, the rows of X it was
